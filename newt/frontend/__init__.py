@@ -1,0 +1,7 @@
+"""The newt front end: Python source of a kernel -> typed tile IR + diagnostics.
+
+It reads source text only; it never imports or runs the user's module.
+"""
+
+from .check import FileAnalysis, KernelAnalysis, SpecResult, analyze_source, build_ir  # noqa: F401
+from .diagnostics import CODES, CompilationError, Diagnostic, Severity, Span, render  # noqa: F401

@@ -1,0 +1,634 @@
+"""Entry points of the front end.
+
+* ``analyze_source(text, path)``: the editor and ``newt check`` path.  Every
+  kernel in the file is checked generically and for each specialization the
+  file reveals (autotune configs, literal launches, default values).
+* ``build_ir(fn, arg_types, constexprs, ...)``: the compile and interpreter
+  path, for one concrete specialization; raises ``CompilationError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from dataclasses import dataclass, field
+
+from newt.language import core as lc
+
+from .builder import Builder, Spec
+from .diagnostics import CompilationError, Diagnostic, Severity, Span
+from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, parse_with_recovery, _Q
+from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
+
+__all__ = ["analyze_source", "build_ir", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
+           "infer_pointer_params"]
+
+MAX_SPECS = 64
+_LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup", "grid",
+                   "enable_fp_fusion", "debug", "launch_cooperative_grid"}
+
+
+# ---------------------------------------------------------------------------
+# static globals
+# ---------------------------------------------------------------------------
+
+_TRUSTED_ROOTS = ("newt", "deuteron", "math")
+
+
+def resolve_qualname(q: str):
+    """Import one of our own modules (never the user's) and walk attributes."""
+    parts = q.split(".")
+    if parts[0] not in _TRUSTED_ROOTS:
+        raise LookupError(q)
+    for i in range(len(parts), 0, -1):
+        modname = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(modname)
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise LookupError(q)
+
+
+class StaticEnv(GlobalEnv):
+    """Module globals as far as they can be known from the text alone."""
+
+    def __init__(self, scan: ModuleScan, src: SourceFile):
+        self.scan = scan
+        self.src = src
+        self._jit: dict[str, JitSource] = {}
+
+    def jit_source(self, name: str) -> JitSource:
+        js = self._jit.get(name)
+        if js is None:
+            kd = self.scan.kernels[name]
+            js = JitSource(name, kd.node, self.src, self)
+            self._jit[name] = js
+        return js
+
+    def lookup(self, name):
+        scan = self.scan
+        kd = scan.kernels.get(name)
+        if kd is not None:
+            if kd.kind == "jit":
+                return JitRef(self.jit_source(name))
+            return Opaque("deuteron kernel")
+        if name in scan.constants:
+            return self._convert(scan.constants[name])
+        if name in scan.aliases:
+            try:
+                return from_python(resolve_qualname(scan.aliases[name]))
+            except (LookupError, AttributeError, ImportError):
+                return Opaque(scan.aliases[name])
+        if name in scan.plain_functions:
+            return PyFunc(name)
+        if name in scan.other_names:
+            return PyFunc(name)
+        if name in scan.assigned:
+            return Opaque(name)
+        return None
+
+    def _convert(self, v):
+        if isinstance(v, _Q):
+            try:
+                return from_python(resolve_qualname(v.q))
+            except (LookupError, AttributeError, ImportError):
+                return Opaque(v.q)
+        if isinstance(v, (list, tuple)):
+            from .values import TupleV
+            return TupleV([self._convert(x) for x in v])
+        if isinstance(v, ConfigLit):
+            return Opaque("config")
+        return from_python(v)
+
+
+# ---------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class SpecResult:
+    spec: Spec
+    fn: object  # ir.Function or None
+    diagnostics: list
+    notes: dict
+    static_prints: list
+
+
+@dataclass
+class KernelAnalysis:
+    name: str
+    kind: str  # "jit" | "deuteron"
+    node: ast.AST
+    span: Span  # the function name
+    def_span: Span  # the whole definition
+    results: list = field(default_factory=list)  # SpecResult, generic first
+    diagnostics: list = field(default_factory=list)
+    launched: bool = False
+    helper: bool = False
+    kernel_def: KernelDef | None = None
+    jit_source: JitSource | None = None
+
+    @property
+    def generic(self) -> SpecResult | None:
+        return self.results[0] if self.results else None
+
+    @property
+    def concrete_results(self) -> list:
+        return [r for r in self.results[1:] if r.fn is not None]
+
+
+@dataclass
+class FileAnalysis:
+    path: str
+    source: SourceFile
+    kernels: list
+    diagnostics: list
+    scan: ModuleScan | None = None
+
+    def kernel_at(self, line: int) -> KernelAnalysis | None:
+        for k in self.kernels:
+            if k.def_span.line <= line <= k.def_span.end_line:
+                return k
+        return None
+
+
+# ---------------------------------------------------------------------------
+# generic pointer inference
+# ---------------------------------------------------------------------------
+
+_PTR_FUNCS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
+              "atomic_xchg", "atomic_cas"}
+
+
+def _additive_names(node, out: set):
+    """Names that appear as bare terms of a +/- chain (candidates for the pointer)."""
+    if isinstance(node, ast.Name):
+        out.add(node.id)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        _additive_names(node.left, out)
+        _additive_names(node.right, out)
+    elif isinstance(node, ast.Subscript):
+        _additive_names(node.value, out)
+    elif isinstance(node, ast.IfExp):
+        _additive_names(node.body, out)
+        _additive_names(node.orelse, out)
+
+
+def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, _seen=None) -> set:
+    """Parameters that flow into the pointer argument of a load/store/atomic."""
+    _seen = _seen if _seen is not None else set()
+    if fdef.name in _seen:
+        return set()
+    _seen.add(fdef.name)
+    aliases = scan.aliases if scan else {}
+    params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
+    candidates: set = set()
+    assigns: dict[str, list] = {}
+    calls = []
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call):
+            fname = None
+            if isinstance(node.func, ast.Attribute):
+                fname = node.func.attr
+            elif isinstance(node.func, ast.Name):
+                fname = node.func.id
+                q = aliases.get(fname, "")
+                if q.startswith("newt.language."):
+                    fname = q.rsplit(".", 1)[1]
+                elif scan is not None and fname in scan.kernels:
+                    calls.append(node)
+                    fname = None
+            if fname in _PTR_FUNCS:
+                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"),
+                                                          None)
+                if arg is not None:
+                    _additive_names(arg, candidates)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    assigns.setdefault(t.id, []).append(node.value)
+                elif isinstance(t, ast.Tuple):
+                    for e in t.elts:
+                        if isinstance(e, ast.Name):
+                            assigns.setdefault(e.id, []).append(None)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            assigns.setdefault(node.target.id, []).append(
+                ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value))
+    # helpers in the same file: a param passed where the callee expects a pointer
+    for call in calls:
+        callee = scan.kernels[call.func.id].node
+        inner = infer_pointer_params(callee, scan, _seen)
+        cparams = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+        for i, a in enumerate(call.args):
+            if i < len(cparams) and cparams[i] in inner:
+                _additive_names(a, candidates)
+        for k in call.keywords:
+            if k.arg in inner:
+                _additive_names(k.value, candidates)
+    work = list(candidates)
+    while work:
+        n = work.pop()
+        for v in assigns.get(n, []):
+            if v is None:
+                continue
+            found: set = set()
+            _additive_names(v, found)
+            for f in found - candidates:
+                candidates.add(f)
+                work.append(f)
+    return {p for p in params if p in candidates}
+
+
+# ---------------------------------------------------------------------------
+# specializations found in the file
+# ---------------------------------------------------------------------------
+
+
+def _is_constexpr_ann(ann, scan: ModuleScan) -> bool:
+    if ann is None:
+        return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        return ann.value.strip() in ("constexpr", "nl.constexpr", "tl.constexpr")
+    q = scan.resolve(ann)
+    return q in ("newt.language.constexpr", "newt.language.core.constexpr")
+
+
+def _fmt_cx(d: dict) -> str:
+    return ", ".join(f"{k}={v!r}" if not isinstance(v, lc.dtype) else f"{k}={v!r}" for k, v in d.items())
+
+
+def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list) -> list[Spec]:
+    fdef = kd.node
+    plist = [a for a in fdef.args.posonlyargs + fdef.args.args]
+    pnames = [a.arg for a in plist]
+    cx = [a.arg for a in plist if _is_constexpr_ann(a.annotation, scan)]
+    defaults = dict(zip(pnames[len(pnames) - len(fdef.args.defaults):], fdef.args.defaults))
+    provided_by_decorators = set()
+    specs: list[Spec] = []
+    launched = any(ls.kernel == kd.name for ls in scan.launches)
+
+    for i, cfg in enumerate(kd.configs):
+        vals = {}
+        origins = {}
+        for k, v in cfg.kwargs.items():
+            provided_by_decorators.add(k)
+            v = _resolve_value(v)
+            if k not in pnames:
+                node = cfg.key_nodes.get(k, cfg.node)
+                diags.append(Diagnostic("N060", Severity.ERROR, src.span(node),
+                                        f"autotune config sets {k!r}, which is not a parameter of {kd.name}",
+                                        file=src.path, kernel=kd.name))
+                continue
+            if v is NOT_STATIC:
+                continue
+            vals[k] = v
+            kn = cfg.key_nodes.get(k)
+            if kn is not None:
+                # the value node follows the key in the dict literal
+                d = cfg.node.args[0] if cfg.node.args and isinstance(cfg.node.args[0], ast.Dict) else None
+                if d is not None:
+                    idx = d.keys.index(kn)
+                    origins[k] = src.span(d.values[idx])
+        ctx = f"autotune config #{i + 1} at line {cfg.node.lineno}: {_fmt_cx(vals)}"
+        specs.append(Spec(label=f"config #{i + 1} ({_fmt_cx(vals)})", constexprs=vals, num_warps=cfg.num_warps,
+                          num_stages=cfg.num_stages, origins=origins, context=ctx, launched=launched))
+    if kd.autotune is not None:
+        for k in kd.autotune.keywords:
+            if k.arg == "key" and isinstance(k.value, (ast.List, ast.Tuple)):
+                for e in k.value.elts:
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value not in pnames:
+                        diags.append(Diagnostic("N060", Severity.ERROR, src.span(e),
+                                                f"autotune key {e.value!r} is not a parameter of {kd.name}",
+                                                file=src.path, kernel=kd.name))
+    for k in kd.heuristic_keys:
+        provided_by_decorators.add(k)
+        if k not in pnames:
+            node = kd.heuristics
+            diags.append(Diagnostic("N060", Severity.ERROR, src.span(node),
+                                    f"heuristics set {k!r}, which is not a parameter of {kd.name}",
+                                    file=src.path, kernel=kd.name))
+
+    for ls in scan.launches:
+        if ls.kernel != kd.name:
+            continue
+        vals, origins = {}, {}
+        given = set()
+        if ls.nargs > len(pnames):
+            diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
+                                    f"{kd.name} takes {len(pnames)} arguments but the launch passes {ls.nargs}",
+                                    file=src.path, kernel=kd.name))
+        for idx, v in enumerate(ls.args[:len(pnames)]):
+            p = pnames[idx]
+            given.add(p)
+            if p in cx and v is not NOT_STATIC and _literal_ok(v):
+                vals[p] = v
+                origins[p] = src.span(ls.node.args[idx])
+        for k, v in ls.kwargs.items():
+            if k in _LAUNCH_OPTIONS and k not in pnames:
+                continue
+            if k not in pnames:
+                import difflib
+                sugg = difflib.get_close_matches(k, pnames, n=1)
+                diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.kw_nodes[k]),
+                                        f"{kd.name} has no parameter {k!r}", file=src.path, kernel=kd.name,
+                                        hint=f"did you mean {sugg[0]!r}?" if sugg else None))
+                continue
+            if k in given:
+                diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.kw_nodes[k]),
+                                        f"{k!r} is passed both by position and by keyword", file=src.path,
+                                        kernel=kd.name))
+            given.add(k)
+            if k in provided_by_decorators and kd.autotune is not None and k in {c for cfg in kd.configs
+                                                                                 for c in cfg.kwargs}:
+                diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.kw_nodes[k]),
+                                        f"{k!r} is set by the autotune configs and must not be passed at launch",
+                                        file=src.path, kernel=kd.name))
+                continue
+            if k in cx and v is not NOT_STATIC and _literal_ok(v):
+                vals[k] = v
+                origins[k] = src.span(ls.kw_nodes[k].value)
+        missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
+        has_star = any(isinstance(a, ast.Starred) for a in ls.node.args) or any(k.arg is None for k in
+                                                                               ls.node.keywords)
+        if missing and not has_star:
+            diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
+                                    f"the launch of {kd.name} is missing argument(s): {', '.join(missing)}",
+                                    file=src.path, kernel=kd.name))
+        nw = ls.kwargs.get("num_warps")
+        if vals:
+            ctx = f"launch at line {ls.node.lineno}: {_fmt_cx(vals)}"
+            specs.append(Spec(label=f"launch at line {ls.node.lineno} ({_fmt_cx(vals)})", constexprs=vals,
+                              num_warps=nw if isinstance(nw, int) else None, origins=origins, context=ctx,
+                              launched=True))
+    if not specs and cx:
+        dvals = {}
+        for p in cx:
+            d = defaults.get(p)
+            if d is not None:
+                try:
+                    from .source import StaticEval
+                    v = StaticEval(scan).eval(d)
+                except Exception:  # noqa: BLE001
+                    continue
+                if _literal_ok(v):
+                    dvals[p] = v
+        if dvals and all(p in dvals for p in cx):
+            specs.append(Spec(label=f"defaults ({_fmt_cx(dvals)})", constexprs=dvals,
+                              context=f"default values: {_fmt_cx(dvals)}", launched=launched,
+                              origins={p: src.span(defaults[p]) for p in dvals}))
+    # de-duplicate
+    seen = set()
+    out = []
+    for s in specs:
+        key = tuple(sorted((k, repr(v)) for k, v in s.constexprs.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(s)
+    return out[:MAX_SPECS]
+
+
+def _literal_ok(v) -> bool:
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return True
+    if isinstance(v, lc.dtype):
+        return True
+    if isinstance(v, _Q):
+        return False
+    return False
+
+
+def _resolve_value(v):
+    """Config values may name our own objects (``nl.float16``); resolve them, or give up."""
+    if isinstance(v, _Q):
+        try:
+            obj = resolve_qualname(v.q)
+        except (LookupError, AttributeError, ImportError):
+            return NOT_STATIC
+        if isinstance(obj, lc.constexpr):
+            obj = obj.value
+        return obj if _literal_ok(obj) else NOT_STATIC
+    return v
+
+
+# ---------------------------------------------------------------------------
+# analysis of a whole file
+# ---------------------------------------------------------------------------
+
+#: hooks for other front ends (deuteron registers one): fn(scan, src, kernel_def) -> KernelAnalysis
+KERNEL_ANALYZERS: dict = {}
+
+
+def analyze_source(text: str, path: str = "<string>", record_notes: bool = True) -> FileAnalysis:
+    """Check every kernel of a file from its text.  Never raises on bad input."""
+    src = SourceFile(text, path)
+    try:
+        chunks, diags = parse_with_recovery(src)
+        scan = ModuleScan(src, chunks)
+    except (RecursionError, MemoryError) as e:
+        d = Diagnostic("N001", Severity.ERROR, Span(1, 1, 1, 2), f"cannot analyze file: {type(e).__name__}",
+                       file=path)
+        return FileAnalysis(path, src, [], [d])
+    env = StaticEnv(scan, src)
+    kernels = []
+    called = _called_jit_functions(scan)
+    for name in scan.kernel_order:
+        kd = scan.kernels[name]
+        if kd.kind != "jit":
+            analyzer = KERNEL_ANALYZERS.get(kd.kind)
+            if analyzer is None:
+                try:
+                    importlib.import_module("deuteron.frontend")
+                except ImportError:
+                    pass
+                analyzer = KERNEL_ANALYZERS.get(kd.kind)
+            if analyzer is not None:
+                try:
+                    ka = analyzer(scan, src, kd)
+                except Exception as e:  # noqa: BLE001 - the analyzer must not take the file down
+                    ka = _failed_analysis(kd, src, e)
+                kernels.append(ka)
+                diags.extend(ka.diagnostics)
+            continue
+        ka = _analyze_jit(kd, scan, src, env, called, record_notes)
+        kernels.append(ka)
+        diags.extend(ka.diagnostics)
+    # drop semantic diagnostics inside statements we repaired (they are guesses)
+    if scan.repaired_lines:
+        diags = [d for d in diags if d.code == "N001" or d.span.line not in scan.repaired_lines]
+    diags.sort(key=lambda d: (d.span.line, d.span.col, d.code))
+    return FileAnalysis(path, src, kernels, _dedupe(diags), scan)
+
+
+def _failed_analysis(kd, src, e) -> KernelAnalysis:
+    sp = src.span(kd.node)
+    d = Diagnostic("N001", Severity.WARNING, Span(sp.line, sp.col, sp.line, sp.col + 3),
+                   f"internal error while analyzing {kd.name}: {type(e).__name__}: {e}", file=src.path)
+    return KernelAnalysis(kd.name, kd.kind, kd.node, _name_span(kd.node, src), sp, diagnostics=[d], kernel_def=kd)
+
+
+def _called_jit_functions(scan: ModuleScan) -> set:
+    names = set(scan.kernels)
+    called = set()
+    for kd in scan.kernels.values():
+        for node in ast.walk(kd.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+                called.add(node.func.id)
+            if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id in names:
+                called.add(node.value.id)  # passed as a combine_fn
+            if isinstance(node, ast.Call):
+                for a in node.args:
+                    if isinstance(a, ast.Name) and a.id in names:
+                        called.add(a.id)
+    return called
+
+
+def _name_span(node, src: SourceFile) -> Span:
+    line = node.lineno
+    text = src.line_text(line)
+    idx = text.find(node.name, max(0, node.col_offset))
+    if idx < 0:
+        idx = node.col_offset
+    col = src.char_col(line, len(text[:idx].encode("utf-8"))) if not text.isascii() else idx
+    return Span(line, col + 1, line, col + 1 + len(node.name))
+
+
+def _analyze_jit(kd: KernelDef, scan, src, env, called, record_notes) -> KernelAnalysis:
+    node = kd.node
+    first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    def_span = Span(first, 1, node.end_lineno or node.lineno, 1)
+    ka = KernelAnalysis(kd.name, "jit", node, _name_span(node, src), def_span, kernel_def=kd)
+    launched = any(ls.kernel == kd.name for ls in scan.launches)
+    returns_value = any(isinstance(n, ast.Return) and n.value is not None and
+                        not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in ast.walk(node))
+    ka.launched = launched
+    ka.helper = (kd.name in called or returns_value) and not launched
+    js = env.jit_source(kd.name)
+    ka.jit_source = js
+    diags: list[Diagnostic] = []
+    specs = discover_specs(kd, scan, src, diags)
+    ptrs = set() if ka.helper else infer_pointer_params(node, scan)
+    generic = Spec(label="generic", launched=launched, pointer_params=ptrs)
+    for s in specs:
+        s.pointer_params = ptrs
+    results = []
+    for i, spec in enumerate([generic] + specs):
+        notes = {} if record_notes else None
+        sdiags: list[Diagnostic] = []
+        b = Builder(spec, sdiags, notes)
+        if ka.helper and i == 0:
+            b._opaque_params = True
+        try:
+            fn = _build_with_opaque(b, js, ka.helper and i == 0)
+        except Exception as e:  # noqa: BLE001 - an internal error must not hide the rest of the file
+            sdiags.append(Diagnostic("N001", Severity.WARNING, ka.span,
+                                     f"internal error while checking {kd.name}"
+                                     f"{' (' + spec.label + ')' if i else ''}: {type(e).__name__}: {e}",
+                                     file=src.path, kernel=kd.name))
+            fn = None
+        results.append(SpecResult(spec, fn, sdiags, notes or {}, b.static_prints))
+    ka.results = results
+    # merge: generic first, then what only some specializations reveal
+    seen = set()
+    merged = list(diags)
+    for d in results[0].diagnostics:
+        key = (d.code, d.span, d.message)
+        if key not in seen:
+            seen.add(key)
+            merged.append(d)
+    extra: dict = {}
+    for r in results[1:]:
+        for d in r.diagnostics:
+            if d.code == "N051":
+                continue
+            key = (d.code, d.span, d.message)
+            if key in seen:
+                continue
+            if key in extra:
+                extra[key][1] += 1
+                continue
+            extra[key] = [d, 0]
+    for d, more in extra.values():
+        if more:
+            d.context = f"{d.context} (and {more} more specialization{'s' if more > 1 else ''})"
+        merged.append(d)
+    ka.diagnostics = merged
+    return ka
+
+
+def _build_with_opaque(b: Builder, js: JitSource, opaque_params: bool):
+    if not opaque_params:
+        return b.build_function(js, is_kernel=True)
+    # helper checked on its own: parameters are unknown values
+    from .builder import FLAG_RET, Frame
+    from newt import ir
+    frame = Frame(js, None, is_kernel=False)
+    b.frames.append(frame)
+    b.region = ir.Region()
+    node = js.node
+    for p in list(node.args.posonlyargs) + list(node.args.args):
+        is_cx, ty = b._param_annotation(p)
+        if ty is not None and not is_cx:
+            from .values import TensorV
+            v = ir.Value(ty, name=p.arg)
+            b.region.args.append(v)
+            frame.scope[p.arg] = TensorV(v)
+        else:
+            frame.scope[p.arg] = Opaque()
+    frame.scope[FLAG_RET] = Const(False)
+    b.stmts(node.body)
+    b.frames.pop()
+    return None
+
+
+def _dedupe(diags: list) -> list:
+    out, seen = [], set()
+    for d in diags:
+        k = (d.code, d.span, d.message, d.context)
+        if k in seen:
+            continue
+        seen.add(k)
+        out.append(d)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the compile path
+# ---------------------------------------------------------------------------
+
+
+def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = None,
+             num_warps: int | None = None, num_stages: int | None = None, verify: bool = True):
+    """Build the IR of one concrete specialization.
+
+    ``fn`` is a ``JitSource`` or a Python function; ``arg_types`` maps every
+    run-time parameter to a dtype (``pointer_type(float32)``, ``int32`` ...);
+    ``constexprs`` maps constexpr parameters (and specialized ints) to values.
+    Raises ``CompilationError`` pointing at the user's line.
+    """
+    from .values import jit_source_from_function
+    if isinstance(fn, JitSource):
+        js = fn
+    elif getattr(fn, "__newt_jit__", False):
+        js = fn.jit_source()
+    else:
+        js = jit_source_from_function(fn)
+    spec = Spec(label="concrete", constexprs=dict(constexprs), arg_types=dict(arg_types),
+                divisibility=dict(divisibility or {}), num_warps=num_warps, num_stages=num_stages,
+                launched=True, concrete=True)
+    diags: list[Diagnostic] = []
+    b = Builder(spec, diags, None)
+    irfn = b.build_function(js, is_kernel=True)
+    errors = [d for d in diags if d.severity == Severity.ERROR]
+    if errors:
+        raise CompilationError(errors, js.src.text, kernel=js.name)
+    if verify:
+        from newt.ir import verify as _verify
+        _verify(irfn, concrete=True)
+    irfn.static_prints = b.static_prints
+    irfn.warnings = [d for d in diags if d.severity != Severity.ERROR]
+    return irfn

@@ -1,0 +1,180 @@
+"""Diagnostics: errors and warnings as values with a place.
+
+Passes collect ``Diagnostic`` values; nothing is printed from inside a pass.
+The compile path turns the errors of a kernel into one ``CompilationError``
+whose message shows ``file:line:col``, the source line and a caret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+__all__ = ["Severity", "Span", "Diagnostic", "CODES", "CompilationError", "render"]
+
+
+class Severity(IntEnum):
+    ERROR = 1
+    WARNING = 2
+    INFO = 3
+    HINT = 4
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """1-based line and column (in characters); ``end_col`` is exclusive."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    @staticmethod
+    def point(line: int, col: int) -> "Span":
+        return Span(line, col, line, col + 1)
+
+
+#: Every diagnostic code, its short name and a one-line description.
+#: docs/diagnostics.md documents each at length; a test keeps the two in sync.
+CODES: dict[str, tuple[str, str]] = {
+    # syntax and structure
+    "N001": ("syntax-error", "the kernel is not valid Python"),
+    "N002": ("unsupported-construct", "a Python construct kernels do not support (with, try, lambda, ...)"),
+    "N003": ("undefined-name", "a name that is not defined in the kernel or its module"),
+    "N004": ("unknown-attribute", "an attribute that the language (nl.*) or a value does not have"),
+    "N005": ("bad-call", "wrong number of arguments or an unknown keyword in a call"),
+    "N006": ("non-jit-call", "a plain Python function called inside a kernel"),
+    "N007": ("possibly-undefined", "a variable defined on only some paths"),
+    # constexpr and shapes
+    "N010": ("constexpr-required", "a value that must be known at compile time is not"),
+    "N011": ("not-power-of-two", "a block dimension is not a power of two"),
+    "N012": ("block-too-large", "a block has more than 2**20 elements"),
+    # types
+    "N020": ("incompatible-types", "operand types that cannot be combined (e.g. mixed signedness in / or %)"),
+    "N021": ("bitwise-on-float", "a bitwise operator applied to floating-point values"),
+    "N022": ("invalid-pointer-arithmetic", "pointer arithmetic with a float, or two pointers"),
+    "N023": ("invalid-operand", "an operand of the wrong kind for this operation"),
+    "N024": ("invalid-cast", "a cast that is not allowed (e.g. bitcast between different widths)"),
+    # shapes
+    "N030": ("shape-mismatch", "block shapes that do not broadcast together"),
+    "N031": ("dot-operands", "nl.dot operands of the wrong rank, inner dimension, size or dtype"),
+    "N032": ("axis-out-of-range", "a reduction, scan or shape axis outside the block's rank"),
+    "N033": ("reshape-size", "a reshape that changes the number of elements"),
+    # control flow and kernels
+    "N040": ("non-scalar-condition", "an if/while condition that is a block, not a scalar"),
+    "N041": ("return-from-kernel", "a launched kernel returns a value"),
+    "N042": ("type-changes", "a variable has different types on two branches or across loop iterations"),
+    "N043": ("not-a-pointer", "load, store or atomic through a value that is not a pointer"),
+    "N044": ("program-id-axis", "program_id / num_programs axis not in 0..2"),
+    "N045": ("loop-construct", "a for loop over something other than range / nl.range / nl.static_range"),
+    # compile-time assertions
+    "N050": ("static-assert", "nl.static_assert failed"),
+    "N051": ("static-print", "output of nl.static_print"),
+    # specialization
+    "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
+    # deuteron
+    "D001": ("dt-outside-tile", "tensor work outside any dt.tile loop runs on the host, not in the kernel"),
+    "D002": ("dt-index-rank", "indexing a tensor with the wrong number of indices"),
+    "D003": ("dt-tile-misuse", "a tile used where it is not allowed"),
+    "D004": ("dt-unsupported", "a statement or call deuteron cannot compile"),
+    "D005": ("dt-config", "a config that does not fit the kernel"),
+}
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    severity: Severity
+    span: Span
+    message: str
+    hint: str | None = None
+    file: str = "<unknown>"
+    kernel: str | None = None
+    #: extra machine-readable data for quick fixes (e.g. {"replace": "1024"}).
+    data: dict = field(default_factory=dict)
+    #: where the specialization that produced it came from ("BLOCK=1000 (launch at line 40)").
+    context: str | None = None
+
+    @property
+    def name(self) -> str:
+        return CODES.get(self.code, ("", ""))[0]
+
+    def key(self):
+        return (self.file, self.span, self.code, self.message)
+
+    def format(self, source_lines: list[str] | None = None, path: str | None = None) -> str:
+        """One line like ruff/mypy: ``path:line:col: error[N011] message``."""
+        p = path or self.file
+        msg = self.message
+        if self.context:
+            msg += f" [{self.context}]"
+        return f"{p}:{self.span.line}:{self.span.col}: {self.severity}[{self.code}] {msg}"
+
+    def to_json(self, path: str | None = None) -> dict:
+        d = {
+            "path": path or self.file,
+            "line": self.span.line,
+            "column": self.span.col,
+            "end_line": self.span.end_line,
+            "end_column": self.span.end_col,
+            "severity": str(self.severity),
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+        }
+        if self.hint:
+            d["hint"] = self.hint
+        if self.context:
+            d["context"] = self.context
+        if self.kernel:
+            d["kernel"] = self.kernel
+        return d
+
+
+def render(diag: Diagnostic, source: str | None) -> str:
+    """``file:line:col: error[CODE] message``, the source line, a caret and the hint."""
+    out = [diag.format()]
+    if source is not None:
+        lines = source.splitlines()
+        if 1 <= diag.span.line <= len(lines):
+            text = lines[diag.span.line - 1]
+            out.append("    " + text)
+            width = 1
+            if diag.span.end_line == diag.span.line:
+                width = max(1, diag.span.end_col - diag.span.col)
+            out.append("    " + " " * (diag.span.col - 1) + "^" + "~" * (width - 1))
+    if diag.hint:
+        out.append(f"  hint: {diag.hint}")
+    return "\n".join(out)
+
+
+class CompilationError(Exception):
+    """A kernel could not be compiled.  ``str(e)`` points at the user's line.
+
+    ``e.diagnostics`` holds the ``Diagnostic`` values (errors first).
+    """
+
+    def __init__(self, diagnostics: list[Diagnostic], source: str | None = None, kernel: str | None = None,
+                 extra: str | None = None):
+        self.diagnostics = list(diagnostics)
+        self.source = source
+        self.kernel = kernel
+        self.extra = extra
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        parts = []
+        if self.kernel:
+            parts.append(f"in kernel {self.kernel!r}:")
+        for d in self.diagnostics:
+            parts.append(render(d, self.source))
+        if self.extra:
+            parts.append(self.extra)
+        return "\n".join(parts)
+
+    @property
+    def span(self) -> Span | None:
+        return self.diagnostics[0].span if self.diagnostics else None

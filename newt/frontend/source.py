@@ -1,0 +1,767 @@
+"""Reading a Python file as text: parsing with recovery, spans, and the module's
+static facts (import aliases, jit functions, constants, launches, configs).
+
+Nothing here imports or executes the user's module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from .diagnostics import Diagnostic, Severity, Span
+
+__all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
+           "ConfigLit", "StaticEval", "NotStatic", "qualname_of"]
+
+
+class SourceFile:
+    """The text of one file with helpers to turn AST positions into ``Span`` values."""
+
+    def __init__(self, text: str, path: str = "<string>"):
+        self.text = text
+        self.path = path
+        self.lines = text.splitlines()
+        self._ascii = text.isascii()
+
+    def char_col(self, lineno: int, byte_col: int) -> int:
+        """AST columns are UTF-8 byte offsets; spans use characters."""
+        if self._ascii or not (1 <= lineno <= len(self.lines)):
+            return byte_col
+        line = self.lines[lineno - 1]
+        if line.isascii():
+            return byte_col
+        return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def span(self, node) -> Span:
+        line = getattr(node, "lineno", 1) or 1
+        col = self.char_col(line, getattr(node, "col_offset", 0) or 0)
+        end_line = getattr(node, "end_lineno", None) or line
+        end_col_b = getattr(node, "end_col_offset", None)
+        end_col = self.char_col(end_line, end_col_b) if end_col_b is not None else col + 1
+        if end_line == line and end_col <= col:
+            end_col = col + 1
+        return Span(line, col + 1, end_line, end_col + 1)
+
+    def line_text(self, lineno: int) -> str:
+        return self.lines[lineno - 1] if 1 <= lineno <= len(self.lines) else ""
+
+
+# ---------------------------------------------------------------------------
+# parsing with recovery
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class ParsedChunk:
+    tree: ast.Module | None
+    first_line: int
+    last_line: int
+    repaired: bool = False
+
+
+_TOP = re.compile(r"^[A-Za-z_@]")
+
+
+def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
+    """Split a file into top-level statements (decorators kept with their def)."""
+    starts = []
+    depth = 0
+    in_triple = None
+    for i, line in enumerate(lines):
+        if in_triple is None and depth == 0 and _TOP.match(line):
+            prev_is_decorator = bool(starts) and lines[starts[-1]].startswith("@") and all(
+                lines[j].startswith("@") or not lines[j].strip() or lines[j][:1] in " \t)"
+                for j in range(starts[-1], i))
+            if not prev_is_decorator:
+                starts.append(i)
+        # crude bracket / triple-quote tracking so continuation lines stay in the chunk
+        j = 0
+        s = line
+        while j < len(s):
+            if in_triple:
+                k = s.find(in_triple, j)
+                if k < 0:
+                    break
+                in_triple = None
+                j = k + 3
+                continue
+            c = s[j]
+            if c == "#":
+                break
+            if s.startswith('"""', j) or s.startswith("'''", j):
+                in_triple = s[j:j + 3]
+                j += 3
+                continue
+            if c in "\"'":
+                k = j + 1
+                while k < len(s) and s[k] != c:
+                    k += 2 if s[k] == "\\" else 1
+                j = k + 1
+                continue
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth = max(0, depth - 1)
+            j += 1
+        if i == len(lines) - 1:
+            break
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    bounds = []
+    for k, s in enumerate(starts):
+        e = starts[k + 1] if k + 1 < len(starts) else len(lines)
+        bounds.append((s, e))
+    return bounds
+
+
+def _syntax_diag(src: SourceFile, e: SyntaxError, line_offset: int = 0) -> Diagnostic:
+    line = (e.lineno or 1) + line_offset
+    col = (e.offset or 1)
+    if e.lineno is not None and e.offset is not None:
+        col = src.char_col(line, max(0, e.offset - 1)) + 1
+    end_col = col + 1
+    if getattr(e, "end_lineno", None) == e.lineno and getattr(e, "end_offset", None):
+        end_col = max(col + 1, src.char_col(line, e.end_offset - 1) + 1)
+    msg = e.msg or "invalid syntax"
+    return Diagnostic("N001", Severity.ERROR, Span(line, col, line, end_col), f"syntax error: {msg}",
+                      file=src.path)
+
+
+def parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
+    """Parse the file; when it has syntax errors, parse each top-level statement on
+    its own so the others are still analyzed, and try to repair a broken
+    statement by blanking its bad lines (for hover/inlay data)."""
+    try:
+        tree = ast.parse(src.text, filename=src.path, type_comments=False)
+        return [ParsedChunk(tree, 1, len(src.lines))], []
+    except SyntaxError as e:
+        first_error = e
+    except (ValueError, RecursionError, MemoryError) as e:  # null bytes, absurd nesting
+        return [], [Diagnostic("N001", Severity.ERROR, Span(1, 1, 1, 2), f"cannot parse file: {e}", file=src.path)]
+
+    chunks: list[ParsedChunk] = []
+    diags: list[Diagnostic] = []
+    lines = src.lines
+    for s, e in _split_chunks(lines):
+        text = "\n" * s + "\n".join(lines[s:e]) + "\n"
+        try:
+            chunks.append(ParsedChunk(ast.parse(text, filename=src.path), s + 1, e))
+            continue
+        except SyntaxError as err:
+            diags.append(_syntax_diag(src, err))
+            bad = err
+        except (ValueError, RecursionError, MemoryError):
+            continue
+        # repair: blank the failing line (keep indentation, write `pass`), a few times
+        work = list(lines[s:e])
+        tree = None
+        for _ in range(6):
+            ln = (bad.lineno or 1) - 1 - s
+            if not (0 <= ln < len(work)):
+                break
+            indent = re.match(r"\s*", work[ln]).group(0)
+            # an unclosed bracket on an earlier line: blank from the statement start
+            work[ln] = indent + "pass" if work[ln].strip() else work[ln]
+            if bad.msg and ("was never closed" in bad.msg or "unexpected EOF" in bad.msg):
+                for k in range(ln + 1, len(work)):
+                    work[k] = ""
+            try:
+                tree = ast.parse("\n" * s + "\n".join(work) + "\n", filename=src.path)
+                break
+            except SyntaxError as err2:
+                if err2.lineno == bad.lineno and err2.msg == bad.msg:
+                    # same error: blank the whole rest of the statement
+                    for k in range(ln, len(work)):
+                        work[k] = ""
+                bad = err2
+            except (ValueError, RecursionError, MemoryError):
+                break
+        if tree is not None:
+            chunks.append(ParsedChunk(tree, s + 1, e, repaired=True))
+    if not diags:
+        diags.append(_syntax_diag(src, first_error))
+    return chunks, diags
+
+
+# ---------------------------------------------------------------------------
+# static evaluation of module-level expressions (configs, launch arguments)
+# ---------------------------------------------------------------------------
+
+
+class NotStatic(Exception):
+    pass
+
+
+@dataclass
+class ConfigLit:
+    """A ``newt.Config(...)`` found in the source."""
+
+    kwargs: dict
+    num_warps: int | None = None
+    num_stages: int | None = None
+    node: ast.AST | None = None
+    key_nodes: dict = field(default_factory=dict)
+
+
+class _DTypeRef:
+    pass
+
+
+_SAFE_BUILTINS = {
+    "range": range, "len": len, "min": min, "max": max, "int": int, "float": float, "bool": bool,
+    "list": list, "tuple": tuple, "dict": dict, "zip": zip, "enumerate": enumerate, "sorted": sorted,
+    "abs": abs, "reversed": reversed, "set": set, "str": str, "sum": sum, "any": any, "all": all,
+}
+
+
+def qualname_of(node, aliases: dict[str, str]) -> str | None:
+    """``nl.load`` -> ``newt.language.load`` using the file's import aliases."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Call):
+        return None
+    if not isinstance(node, ast.Name):
+        return None
+    base = aliases.get(node.id)
+    if base is None:
+        return None
+    return ".".join([base] + parts[::-1])
+
+
+class StaticEval:
+    """Evaluate a small, side-effect-free subset of Python over literals.
+
+    Used for autotune configs, launch arguments and module constants.  It calls
+    no user code: only a few pure builtins, ``newt.Config``,
+    ``newt.next_power_of_2``/``cdiv``, ``itertools.product`` and module-level
+    functions whose body is a single ``return``.
+    """
+
+    MAX_ITEMS = 20000
+
+    def __init__(self, scan: "ModuleScan", local_env: dict | None = None):
+        self.scan = scan
+        self.env = dict(local_env or {})
+        self.items = 0
+        self.depth = 0
+
+    def eval(self, node):
+        self.depth += 1
+        try:
+            if self.depth > 60:
+                raise NotStatic("too deep")
+            return self._eval(node)
+        finally:
+            self.depth -= 1
+
+    def _eval(self, node):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            if node.id in self.scan.constants:
+                return self.scan.constants[node.id]
+            if node.id in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[node.id]
+            if node.id in _SAFE_BUILTINS and node.id not in self.scan.assigned:
+                return _SAFE_BUILTINS[node.id]
+            if node.id in self.scan.simple_functions:
+                return self.scan.simple_functions[node.id]
+            q = self.scan.aliases.get(node.id)
+            if q is not None:
+                return _Q(q)
+            raise NotStatic(node.id)
+        if isinstance(node, ast.Attribute):
+            q = qualname_of(node, self.scan.aliases)
+            if q is not None:
+                return _Q(q)
+            raise NotStatic("attribute")
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            vals = []
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    vals.extend(self.eval(e.value))
+                else:
+                    vals.append(self.eval(e))
+            self._count(len(vals))
+            return tuple(vals) if isinstance(node, ast.Tuple) else (set(vals) if isinstance(node, ast.Set) else vals)
+        if isinstance(node, ast.Dict):
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                if k is None:
+                    out.update(self.eval(v))
+                else:
+                    out[self.eval(k)] = self.eval(v)
+            return out
+        if isinstance(node, ast.BinOp):
+            a, b = self.eval(node.left), self.eval(node.right)
+            if isinstance(node.op, ast.Pow) and isinstance(b, int) and b > 4096:
+                raise NotStatic("huge power")
+            if isinstance(node.op, ast.Mult) and isinstance(a, (list, tuple, str)) and isinstance(b, int):
+                self._count(len(a) * max(b, 0))
+            return _BINOPS[type(node.op)](a, b)
+        if isinstance(node, ast.UnaryOp):
+            return _UNOPS[type(node.op)](self.eval(node.operand))
+        if isinstance(node, ast.BoolOp):
+            if isinstance(node.op, ast.And):
+                v = True
+                for e in node.values:
+                    v = self.eval(e)
+                    if not v:
+                        return v
+                return v
+            v = False
+            for e in node.values:
+                v = self.eval(e)
+                if v:
+                    return v
+            return v
+        if isinstance(node, ast.Compare):
+            left = self.eval(node.left)
+            for op, rnode in zip(node.ops, node.comparators):
+                right = self.eval(rnode)
+                if not _CMPOPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.IfExp):
+            return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
+        if isinstance(node, ast.Subscript):
+            base = self.eval(node.value)
+            if isinstance(node.slice, ast.Slice):
+                sl = slice(*(self.eval(x) if x is not None else None
+                             for x in (node.slice.lower, node.slice.upper, node.slice.step)))
+                return base[sl]
+            return base[self.eval(node.slice)]
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            out = []
+            self._comp(node.generators, 0, lambda: out.append(self.eval(node.elt)))
+            return out
+        if isinstance(node, ast.DictComp):
+            out = {}
+
+            def add():
+                out[self.eval(node.key)] = self.eval(node.value)
+            self._comp(node.generators, 0, add)
+            return out
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                elif isinstance(v, ast.FormattedValue):
+                    parts.append(format(self.eval(v.value)))
+            return "".join(parts)
+        raise NotStatic(type(node).__name__)
+
+    def _count(self, n):
+        self.items += n
+        if self.items > self.MAX_ITEMS:
+            raise NotStatic("too many items")
+
+    def _comp(self, gens, i, emit):
+        if i == len(gens):
+            emit()
+            return
+        g = gens[i]
+        it = self.eval(g.iter)
+        saved = dict(self.env)
+        try:
+            for v in it:
+                self._count(1)
+                self._bind(g.target, v)
+                if all(self.eval(c) for c in g.ifs):
+                    self._comp(gens, i + 1, emit)
+        finally:
+            self.env = saved
+
+    def _bind(self, target, v):
+        if isinstance(target, ast.Name):
+            self.env[target.id] = v
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            vals = list(v)
+            if len(vals) != len(target.elts):
+                raise NotStatic("unpack")
+            for t, x in zip(target.elts, vals):
+                self._bind(t, x)
+        else:
+            raise NotStatic("target")
+
+    def _call(self, node):
+        fn = self.eval(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.eval(a.value))
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                kwargs.update(self.eval(k.value))
+            else:
+                kwargs[k.arg] = self.eval(k.value)
+        if isinstance(fn, _Q):
+            q = fn.q
+            if q in ("newt.Config", "newt.runtime.Config", "newt.runtime.autotuner.Config"):
+                kw = args[0] if args else kwargs.pop("kwargs", {})
+                if not isinstance(kw, dict):
+                    raise NotStatic("config kwargs")
+                key_nodes = {}
+                if node.args and isinstance(node.args[0], ast.Dict):
+                    for kn in node.args[0].keys:
+                        if isinstance(kn, ast.Constant):
+                            key_nodes[kn.value] = kn
+                return ConfigLit(dict(kw), kwargs.get("num_warps", args[1] if len(args) > 1 else None),
+                                 kwargs.get("num_stages", args[2] if len(args) > 2 else None), node, key_nodes)
+            if q in ("newt.next_power_of_2", "newt.runtime.next_power_of_2"):
+                n = int(args[0])
+                return 1 if n <= 1 else 1 << (n - 1).bit_length()
+            if q in ("newt.cdiv", "newt.language.cdiv"):
+                return -(-args[0] // args[1])
+            if q in ("itertools.product",):
+                import itertools
+                pools = [list(a) for a in args]
+                total = 1
+                for p in pools:
+                    total *= len(p)
+                self._count(total)
+                return list(itertools.product(*pools, **kwargs))
+            if q in ("newt.language.constexpr",):
+                return args[0] if args else None
+            if q.startswith("newt.language."):
+                from newt import language as nl
+                obj = getattr(nl, q.split(".", 2)[2], None)
+                if obj is nl.pointer_type:
+                    return nl.pointer_type(*args)
+            raise NotStatic(q)
+        if isinstance(fn, ast.FunctionDef):
+            return self._call_simple(fn, args, kwargs)
+        if fn in _SAFE_BUILTINS.values():
+            if fn is range:
+                r = range(*args)
+                self._count(len(r))
+                return r
+            return fn(*args, **kwargs)
+        raise NotStatic("call")
+
+    def _call_simple(self, fdef: ast.FunctionDef, args, kwargs):
+        params = [a.arg for a in fdef.args.args]
+        defaults = fdef.args.defaults
+        env = {}
+        for i, p in enumerate(params):
+            if i < len(args):
+                env[p] = args[i]
+            elif p in kwargs:
+                env[p] = kwargs[p]
+            else:
+                di = i - (len(params) - len(defaults))
+                if di < 0:
+                    raise NotStatic("missing arg")
+                env[p] = self.eval(defaults[di])
+        sub = StaticEval(self.scan, env)
+        sub.items = self.items
+        sub.depth = self.depth
+        body = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        # allow simple assignments before the final return
+        for s in body[:-1]:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1:
+                sub._bind(s.targets[0], sub.eval(s.value))
+            else:
+                raise NotStatic("function body")
+        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+            raise NotStatic("function body")
+        out = sub.eval(body[-1].value)
+        self.items = sub.items
+        return out
+
+
+class _Q:
+    """A qualified name of something imported (``newt.Config``)."""
+
+    __slots__ = ("q",)
+
+    def __init__(self, q):
+        self.q = q
+
+    def __repr__(self):
+        return self.q
+
+
+def _safe_pow(a, b):
+    return a ** b
+
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: _safe_pow, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+    ast.BitOr: lambda a, b: a | b, ast.BitAnd: lambda a, b: a & b, ast.BitXor: lambda a, b: a ^ b,
+}
+_UNOPS = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not a, ast.Invert: lambda a: ~a}
+_CMPOPS = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+}
+
+
+# ---------------------------------------------------------------------------
+# module scan
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class LaunchSite:
+    """``kernel[grid](args..., KW=...)`` found in the file."""
+
+    kernel: str
+    node: ast.Call
+    args: list  # evaluated positional args (or a NotStatic marker)
+    kwargs: dict  # name -> evaluated value (only the static ones)
+    kw_nodes: dict  # name -> ast node
+    nargs: int
+
+
+@dataclass
+class KernelDef:
+    name: str
+    node: ast.FunctionDef
+    kind: str  # "jit" or "deuteron"
+    jit_options: dict = field(default_factory=dict)
+    autotune: ast.Call | None = None
+    heuristics: ast.Call | None = None
+    configs: list = field(default_factory=list)  # ConfigLit
+    configs_static: bool = True
+    heuristic_keys: list = field(default_factory=list)
+    decorator_nodes: list = field(default_factory=list)
+
+
+NEWT_JIT = {"newt.jit", "newt.runtime.jit", "newt.runtime.jit.jit"}
+NEWT_AUTOTUNE = {"newt.autotune", "newt.runtime.autotune"}
+NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
+DT_KERNEL = {"deuteron.kernel"}
+
+
+class ModuleScan:
+    """Static facts about one module: import aliases, kernels, constants, launches."""
+
+    def __init__(self, src: SourceFile, chunks: list[ParsedChunk]):
+        self.src = src
+        self.aliases: dict[str, str] = {}
+        self.constants: dict[str, object] = {}
+        self.constant_nodes: dict[str, ast.AST] = {}
+        self.simple_functions: dict[str, ast.FunctionDef] = {}
+        self.plain_functions: dict[str, ast.FunctionDef] = {}
+        self.kernels: dict[str, KernelDef] = {}
+        self.kernel_order: list[str] = []
+        self.assigned: set[str] = set()
+        self.launches: list[LaunchSite] = []
+        self.other_names: set[str] = set()  # classes and unknown imports
+        self.repaired_lines: set[int] = set()
+        bodies = []
+        for ch in chunks:
+            if ch.tree is None:
+                continue
+            bodies.extend(ch.tree.body)
+            if ch.repaired:
+                self.repaired_lines.update(range(ch.first_line, ch.last_line + 1))
+        self._imports(bodies)
+        self._defs(bodies)
+        self._launches(bodies)
+
+    # -- imports -----------------------------------------------------------
+    def _imports(self, body):
+        for node in _walk_module_level(body):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                    else:
+                        top = a.name.split(".")[0]
+                        self.aliases[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    if a.name == "*":
+                        continue
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def resolve(self, node) -> str | None:
+        return qualname_of(node, self.aliases)
+
+    # -- definitions ---------------------------------------------------------
+    def _defs(self, body):
+        # constants first (configs may use them)
+        for node in body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.assigned.add(n.id)
+                if node.value is None:
+                    continue
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    name = targets[0].id
+                    try:
+                        self.constants[name] = StaticEval(self).eval(node.value)
+                        self.constant_nodes[name] = node
+                    except NotStatic:
+                        self.constants.pop(name, None)
+                    except Exception:  # noqa: BLE001 - any failure means "not static"
+                        self.constants.pop(name, None)
+            elif isinstance(node, ast.ClassDef):
+                self.other_names.add(node.name)
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                kd = self._kernel_def(node)
+                if kd is not None:
+                    self.kernels[node.name] = kd
+                    self.kernel_order.append(node.name)
+                else:
+                    self.plain_functions[node.name] = node
+                    stmts = [s for s in node.body
+                             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+                    if stmts and isinstance(stmts[-1], ast.Return):
+                        self.simple_functions[node.name] = node
+        for kd in self.kernels.values():
+            self._configs(kd)
+
+    def _kernel_def(self, node) -> KernelDef | None:
+        kind = None
+        kd = KernelDef(node.name, node, "jit")
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            q = self.resolve(target)
+            if q in NEWT_JIT:
+                kind = "jit"
+                if isinstance(dec, ast.Call):
+                    for k in dec.keywords:
+                        try:
+                            kd.jit_options[k.arg] = StaticEval(self).eval(k.value)
+                        except Exception:  # noqa: BLE001
+                            pass
+            elif q in NEWT_AUTOTUNE and isinstance(dec, ast.Call):
+                kd.autotune = dec
+            elif q in NEWT_HEURISTICS and isinstance(dec, ast.Call):
+                kd.heuristics = dec
+            elif q in DT_KERNEL:
+                kind = "deuteron"
+            kd.decorator_nodes.append(dec)
+        if kind is None:
+            return None
+        kd.kind = kind
+        return kd
+
+    def _configs(self, kd: KernelDef):
+        if kd.autotune is None:
+            pass
+        else:
+            cfg_node = None
+            if kd.autotune.args:
+                cfg_node = kd.autotune.args[0]
+            for k in kd.autotune.keywords:
+                if k.arg == "configs":
+                    cfg_node = k.value
+            if cfg_node is not None:
+                try:
+                    val = StaticEval(self).eval(cfg_node)
+                    kd.configs = [c for c in val if isinstance(c, ConfigLit)]
+                except Exception:  # noqa: BLE001
+                    kd.configs_static = False
+        if kd.heuristics is not None:
+            arg = kd.heuristics.args[0] if kd.heuristics.args else None
+            for k in kd.heuristics.keywords:
+                if k.arg == "values":
+                    arg = k.value
+            if isinstance(arg, ast.Dict):
+                for key in arg.keys:
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        kd.heuristic_keys.append(key.value)
+
+    # -- launches --------------------------------------------------------------
+    def _launches(self, body):
+        kernel_names = set(self.kernels)
+        if not kernel_names:
+            return
+        for top in body:
+            local_env = {}
+            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local_env = self._single_assignments(top)
+            for node in ast.walk(top):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
+                    ev = StaticEval(self, local_env)
+                    args = []
+                    for a in node.args:
+                        try:
+                            args.append(ev.eval(a))
+                        except Exception:  # noqa: BLE001
+                            args.append(_NOT_STATIC)
+                    kwargs, kw_nodes = {}, {}
+                    for k in node.keywords:
+                        if k.arg is None:
+                            continue
+                        kw_nodes[k.arg] = k
+                        try:
+                            kwargs[k.arg] = ev.eval(k.value)
+                        except Exception:  # noqa: BLE001
+                            kwargs[k.arg] = _NOT_STATIC
+                    self.launches.append(LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes,
+                                                    len(node.args)))
+
+    def _single_assignments(self, fdef) -> dict:
+        counts: dict[str, int] = {}
+        values: dict[str, ast.AST] = {}
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            counts[n.id] = counts.get(n.id, 0) + 1
+                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    values[node.targets[0].id] = node.value
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
+                tgt = getattr(node, "target", None)
+                if tgt is not None:
+                    for n in ast.walk(tgt):
+                        if isinstance(n, ast.Name):
+                            counts[n.id] = counts.get(n.id, 2) + 2
+        for a in fdef.args.args + fdef.args.kwonlyargs:
+            counts[a.arg] = 99
+        env = {}
+        for name, v in values.items():
+            if counts.get(name) == 1:
+                try:
+                    env[name] = StaticEval(self, env).eval(v)
+                except Exception:  # noqa: BLE001
+                    pass
+        return env
+
+
+class _NotStaticMarker:
+    def __repr__(self):
+        return "<not static>"
+
+
+_NOT_STATIC = _NotStaticMarker()
+NOT_STATIC = _NOT_STATIC
+
+
+def _walk_module_level(body):
+    """Module-level statements, descending into if/try blocks (guarded imports)."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try)):
+            for attr in ("body", "orelse", "finalbody"):
+                yield from _walk_module_level(getattr(node, attr, []) or [])
+            for h in getattr(node, "handlers", []) or []:
+                yield from _walk_module_level(h.body)

@@ -1,0 +1,213 @@
+"""Abstract values the front end computes with while it reads a kernel.
+
+* ``Const``   a compile-time Python value (int, float, bool, str, None, dtype, a module ...)
+* ``Sym``     a constexpr whose value is unknown (generic check): ``BLOCK``, ``BLOCK*2``
+* ``TensorV`` a run-time value: an IR value (scalar or block) with its type
+* ``TupleV``  a tuple of abstract values
+* ``JitRef``  a ``@newt.jit`` function (or a language function written in newt)
+* ``PyFunc``  a plain Python function (calling it in a kernel is an error)
+* ``Opaque``  unknown (an error was already reported, or nothing can be known);
+  every operation on it yields ``Opaque`` without new diagnostics.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import textwrap
+import types as pytypes
+
+from newt.ir.types import SymDim, scalar_of, shape_of, type_str
+from newt.language import core as lc
+
+from .source import SourceFile
+
+
+class AV:
+    __slots__ = ()
+
+
+class Const(AV):
+    __slots__ = ("value", "origin")
+
+    def __init__(self, value, origin: str | None = None):
+        self.value = value
+        self.origin = origin  # name of the constexpr parameter it came from
+
+    def __repr__(self):
+        return f"Const({self.value!r})"
+
+
+class Sym(AV):
+    __slots__ = ("expr", "is_bool")
+
+    def __init__(self, expr: str, is_bool: bool = False):
+        self.expr = expr
+        self.is_bool = is_bool
+
+    def __repr__(self):
+        return f"Sym({self.expr})"
+
+    def dim(self) -> SymDim:
+        return SymDim(self.expr)
+
+
+class TensorV(AV):
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    @property
+    def type(self):
+        return self.v.type
+
+    @property
+    def dtype(self):
+        return scalar_of(self.v.type)
+
+    @property
+    def shape(self):
+        return shape_of(self.v.type)
+
+    def __repr__(self):
+        return f"TensorV({type_str(self.v.type)})"
+
+
+class TupleV(AV):
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def __repr__(self):
+        return f"TupleV({self.items})"
+
+
+class Opaque(AV):
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str = ""):
+        self.reason = reason
+
+    def __repr__(self):
+        return "Opaque"
+
+
+class PyFunc(AV):
+    __slots__ = ("name", "obj", "trusted")
+
+    def __init__(self, name: str, obj=None, trusted: bool = False):
+        self.name = name
+        self.obj = obj
+        self.trusted = trusted  # our own language helpers may run at compile time
+
+
+class JitSource:
+    """The source of a jit function: its AST, the file it lives in and how to resolve its globals."""
+
+    def __init__(self, name: str, node: ast.FunctionDef, src: SourceFile, env, lib: bool = False,
+                 col_shift: int = 0, obj=None):
+        self.name = name
+        self.node = node
+        self.src = src
+        self.env = env
+        self.lib = lib
+        self.col_shift = col_shift
+        self.obj = obj  # the Python function, when known (runtime)
+        self._params = None
+
+    @property
+    def params(self) -> list[ast.arg]:
+        a = self.node.args
+        return list(a.posonlyargs) + list(a.args)
+
+    def __repr__(self):
+        return f"<jit {self.name}>"
+
+
+class JitRef(AV):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: JitSource):
+        self.fn = fn
+
+
+# ---------------------------------------------------------------------------
+# global environments
+# ---------------------------------------------------------------------------
+
+
+class GlobalEnv:
+    def lookup(self, name: str) -> AV | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+_LIB_CACHE: dict = {}
+
+
+def jit_source_from_function(fn, lib: bool = False) -> JitSource:
+    """Build a ``JitSource`` from a Python function object (reads its file, runs nothing)."""
+    key = (fn, lib)
+    hit = _LIB_CACHE.get(key)
+    if hit is not None:
+        return hit
+    filename = inspect.getsourcefile(fn) or getattr(fn, "__code__", None) and fn.__code__.co_filename
+    lines, start = inspect.getsourcelines(fn)
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    shift = 0
+    if dedented != text:
+        first = next((ln for ln in lines if ln.strip()), "")
+        shift = len(first) - len(first.lstrip())
+    tree = ast.parse("\n" * (start - 1) + dedented)
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    full = "".join(linecache.getlines(filename)) if filename else text
+    src = SourceFile(full or text, filename or "<unknown>")
+    js = JitSource(fn.__name__, node, src, RuntimeEnv(fn.__globals__, lib=lib), lib=lib, col_shift=shift, obj=fn)
+    _LIB_CACHE[key] = js
+    return js
+
+
+def from_python(obj, lib: bool = False) -> AV:
+    """Turn a Python object found in a kernel's globals into an abstract value."""
+    if isinstance(obj, lc.constexpr):
+        return from_python(obj.value, lib)
+    if getattr(obj, "__newt_jit__", False):
+        return JitRef(obj.jit_source())
+    if getattr(obj, "__newt_inline__", False):
+        return JitRef(jit_source_from_function(obj, lib=True))
+    if isinstance(obj, (bool, int, float, str, type(None), lc.dtype, lc.PropagateNan)):
+        return Const(obj)
+    if isinstance(obj, tuple):
+        return TupleV([from_python(x, lib) for x in obj])
+    if isinstance(obj, pytypes.ModuleType):
+        if obj.__name__.split(".")[0] in ("newt", "deuteron"):
+            return Const(obj)
+        if obj.__name__ == "math":
+            return Const(obj)
+        return Opaque(f"module {obj.__name__}")
+    if getattr(obj, "__newt_builtin__", None):
+        return Const(obj)
+    if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan):
+        return Const(obj)
+    if isinstance(obj, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
+        mod = getattr(obj, "__module__", "") or ""
+        return PyFunc(getattr(obj, "__name__", "function"), obj, trusted=mod.startswith("newt.language"))
+    if isinstance(obj, type):
+        return PyFunc(obj.__name__, obj)
+    return Opaque(type(obj).__name__)
+
+
+class RuntimeEnv(GlobalEnv):
+    """Globals of a real Python function (the compile path, and our language modules)."""
+
+    def __init__(self, globals_dict: dict, lib: bool = False):
+        self.g = globals_dict
+        self.lib = lib
+
+    def lookup(self, name):
+        if name in self.g:
+            return from_python(self.g[name], self.lib)
+        return None

@@ -1,0 +1,152 @@
+"""The tile IR: values, ops with nested regions (structured control flow), functions.
+
+The IR is small and printable.  Every op has a name (``add``, ``load``,
+``scf.for`` ...), operands, results, attributes, optional regions and the
+source location it came from.  Region-carrying ops:
+
+* ``scf.for``  operands ``[lb, ub, step, *init]``; one region whose args are
+  ``[iv, *carried]`` and which ends in ``yield``; results are the final carried values.
+* ``scf.if``   operands ``[cond]``; regions ``then`` and ``else``, each ending in
+  ``yield``; results are the yielded values.
+* ``scf.while`` operands ``[*init]``; region ``before(args)`` ends in
+  ``condition(cond, *args)``; region ``after(args)`` ends in ``yield``.
+* ``reduce`` / ``scan`` with ``attrs["combine"] == "region"``: one region with
+  ``2n`` scalar args that ends in ``yield`` of ``n`` values.
+
+``str(function)`` gives the text form used by tests; ``verify(function)``
+checks it (see ``newt.ir.verifier``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import type_str
+
+__all__ = ["Loc", "Value", "Op", "Region", "Function", "Param"]
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A source span: 1-based line and column, end column exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class Value:
+    __slots__ = ("id", "type", "owner", "name", "index")
+
+    def __init__(self, type, owner=None, name: str | None = None, index: int = 0):
+        self.id = -1
+        self.type = type
+        self.owner = owner  # the Op that defines it, or the Region for block arguments
+        self.name = name
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"%{self.name or self.id}: {type_str(self.type)}"
+
+
+class Region:
+    __slots__ = ("args", "ops")
+
+    def __init__(self, args=None, ops=None):
+        self.args: list[Value] = list(args or [])
+        self.ops: list[Op] = list(ops or [])
+        for i, a in enumerate(self.args):
+            a.owner = self
+            a.index = i
+
+    @property
+    def terminator(self):
+        return self.ops[-1] if self.ops else None
+
+    def walk(self):
+        for op in self.ops:
+            yield from op.walk()
+
+
+class Op:
+    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc")
+
+    def __init__(self, name: str, operands, result_types, attrs=None, regions=None, loc: Loc | None = None):
+        self.name = name
+        self.operands: list[Value] = list(operands)
+        self.results: list[Value] = [Value(t, self, index=i) for i, t in enumerate(result_types)]
+        self.attrs: dict = dict(attrs or {})
+        self.regions: list[Region] = list(regions or [])
+        self.loc = loc
+
+    @property
+    def result(self) -> Value:
+        return self.results[0]
+
+    def walk(self):
+        yield self
+        for r in self.regions:
+            yield from r.walk()
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name} at {self.loc}>"
+
+
+@dataclass
+class Param:
+    name: str
+    type: object
+    value: Value | None  # None for constexpr parameters
+    constexpr: bool = False
+    const_value: object = None
+
+
+class Function:
+    """A kernel after the front end: parameters, constexpr values and a body region."""
+
+    def __init__(self, name: str, params: list[Param], body: Region, file: str = "<unknown>",
+                 constexprs: dict | None = None, loc: Loc | None = None):
+        self.name = name
+        self.params = params
+        self.body = body
+        self.file = file
+        self.constexprs = dict(constexprs or {})
+        self.loc = loc
+
+    @property
+    def args(self) -> list[Value]:
+        return self.body.args
+
+    def walk(self):
+        return self.body.walk()
+
+    def number(self):
+        """Give every value a stable number in definition order (used by printing and backends)."""
+        counter = 0
+
+        def visit(region):
+            nonlocal counter
+            for a in region.args:
+                a.id = counter
+                counter += 1
+            for op in region.ops:
+                for r in op.results:
+                    r.id = counter
+                    counter += 1
+                for sub in op.regions:
+                    visit(sub)
+
+        visit(self.body)
+        return counter
+
+    def format(self, locs: bool = False) -> str:
+        from .printer import format_function
+        return format_function(self, locs=locs)
+
+    def __str__(self) -> str:
+        return self.format()

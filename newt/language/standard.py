@@ -1,0 +1,84 @@
+"""Ops written in the newt language itself.
+
+These functions are inlined by the front end at each call site, exactly like a
+user's ``@newt.jit`` helper, so the interpreter and the CUDA backend see only
+primitive IR ops and always agree on them.
+"""
+
+from __future__ import annotations
+
+from . import builtins as _b
+from .core import constexpr, inline_jit
+
+
+@inline_jit
+def cdiv(x, div):
+    """Ceiling division ``(x + div - 1) // div``."""
+    return (x + div - 1) // div
+
+
+@inline_jit
+def sigmoid(x):
+    """Elementwise logistic function ``1 / (1 + exp(-x))``."""
+    return 1 / (1 + _b.exp(-x))
+
+
+@inline_jit
+def softmax(x, dim=None, keep_dims: constexpr = False, ieee_rounding: constexpr = False):
+    """Softmax of ``x`` along ``dim`` (0 when ``None``), computed stably (the max is subtracted first)."""
+    _dim = 0 if dim is None else dim
+    z = x - _b.max(x, _dim, keep_dims=True)
+    num = _b.exp(z)
+    den = _b.sum(num, _dim, keep_dims=True)
+    if ieee_rounding:
+        out = _b.div_rn(num, den)
+    else:
+        out = num / den
+    if not keep_dims:
+        out = _b.reshape(out, _drop_dim(out.shape, _dim))
+    return out
+
+
+def _drop_dim(shape, dim):
+    # evaluated at compile time on constexpr tuples
+    dim = dim % len(shape)
+    return tuple(s for i, s in enumerate(shape) if i != dim)
+
+
+@inline_jit
+def zeros_like(input):
+    """A block of zeros with the shape and dtype of ``input``."""
+    return _b.zeros(input.shape, input.dtype)
+
+
+@inline_jit
+def full_like(input, value):
+    """A block with the shape and dtype of ``input`` filled with ``value``."""
+    return _b.full(input.shape, value, input.dtype)
+
+
+@inline_jit
+def ravel(x):
+    """Flatten ``x`` to one dimension (row-major)."""
+    return _b.reshape(x, x.numel)
+
+
+@inline_jit
+def interleave(a, b):
+    """Interleave the last dimensions of two blocks: ``[a0, b0, a1, b1, ...]``."""
+    c = _b.join(a, b)
+    return _b.reshape(c, c.shape[:-2] + (2 * c.shape[-2],))
+
+
+@inline_jit
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Map a row-major (i, j) grid index to a grouped order that improves L2 reuse (groups of ``size_g`` rows)."""
+    ij = i * size_j + j
+    size_gj = size_g * size_j
+    group_id = ij // size_gj
+    off_i = group_id * size_g
+    size_g = _b.minimum(size_i - off_i, size_g)
+    ij = ij % size_gj
+    new_i = off_i + ij % size_g
+    new_j = ij // size_g
+    return new_i, new_j
