@@ -349,7 +349,8 @@ class Builder:
             "Yield": "'yield'", "YieldFrom": "'yield'", "Await": "'await'", "NamedExpr": "':=' expressions",
             "Starred": "starred expressions", "Dict": "dict literals", "Set": "set literals",
         }.get(type(node).__name__, f"{type(node).__name__} nodes")
-        self.report("N002", f"{what} are not supported inside a kernel", node)
+        verb = "are" if what.endswith("s") and not what.startswith("'") else "is"
+        self.report("N002", f"{what} {verb} not supported inside a kernel", node)
 
     def stmt_Pass(self, node):
         pass
@@ -539,7 +540,10 @@ class Builder:
                 ty = self.merge_type(name, a, b, node)
             except SemError as e:
                 if not speculative:
-                    self.report_sem(e, node)
+                    where = node
+                    if isinstance(node, ast.If):
+                        where = _last_assign(node.orelse, name) or _last_assign(node.body, name) or node
+                    self.report_sem(e, where)
                 merged[name] = Opaque()
                 continue
             if ty is None:
@@ -1431,6 +1435,14 @@ class Builder:
         raise SemError("N023", "this value cannot be used in arithmetic")
 
     def tensor_binop(self, opname, a, b, node) -> AV:
+        if opname == "matmul":
+            return self.call_builtin("dot", [a, b], {}, node, [node, node], {})
+        if opname == "pow_":
+            ta = self.operand_info(a)[0]
+            if not (ta.is_floating() or ta.is_symbolic()):
+                raise SemError("N023", f"'**' needs a floating-point base inside a kernel, got {ta!r}",
+                               hint="multiply explicitly (x * x) or convert with .to(nl.float32)")
+            return self.call_builtin("pow", [a, b], {}, node, [node, node], {})
         ta, sa, la = self.operand_info(a)
         tb, sb, lb = self.operand_info(b)
         shape = broadcast_shapes(sa, sb)

@@ -77,8 +77,10 @@ def bind(name, args, kwargs, arg_nodes, kw_nodes, call_node) -> Bound:
             sugg = difflib.get_close_matches(bad_kw, list(sig.parameters), n=1)
             if sugg:
                 hint = f"did you mean {sugg[0]!r}?"
-        raise SemError("N005", f"nl.{name}(): {msg}", hint=hint,
-                       node=kw_nodes.get(bad_kw) if bad_kw else None) from None
+        kw_node = None
+        if bad_kw:
+            kw_node = next((k for k in getattr(call_node, "keywords", []) if k.arg == bad_kw), None)
+        raise SemError("N005", f"nl.{name}(): {msg}", hint=hint, node=kw_node) from None
     nb = sig.bind(*arg_nodes, **kw_nodes)
     values, nodes = {}, {}
     explicit = set(ba.arguments)
@@ -215,6 +217,8 @@ def _describe(av):
         return type_str(av.type)
     if isinstance(av, Const):
         return repr(av.value)
+    if isinstance(av, TupleV):
+        return "a tuple"
     return "an unknown value"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
@@ -130,6 +131,12 @@ def _syntax_diag(src: SourceFile, e: SyntaxError, line_offset: int = 0) -> Diagn
 
 
 def parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings about the user's code are not ours to print
+        return _parse_with_recovery(src)
+
+
+def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
     """Parse the file; when it has syntax errors, parse each top-level statement on
     its own so the others are still analyzed, and try to repair a broken
     statement by blanking its bad lines (for hover/inlay data)."""

@@ -1,0 +1,6 @@
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr: '*fp99'):
+    pass

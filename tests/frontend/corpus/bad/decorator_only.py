@@ -1,0 +1,4 @@
+import newt
+import newt.language as nl
+
+@newt.jit

@@ -1,0 +1,7 @@
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr: '*fp32'):
+    x = nl.load(x_ptr + nl.arange(0, 4))
+    y = x[0]

@@ -1,0 +1,5 @@
+import newt
+import newt.language as nl
+
+))))
+@@@

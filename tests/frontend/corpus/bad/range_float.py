@@ -1,0 +1,7 @@
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr):
+    for i in range(0, 1.5):
+        pass

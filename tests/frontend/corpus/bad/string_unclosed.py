@@ -1,0 +1,6 @@
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr):
+    nl.static_print("abc)
