@@ -26,6 +26,7 @@ from newt.ir.types import ANY_DTYPE, SymDim, SymDType, block_of, dims_equal, sca
 from newt.language import core as lc
 
 from .diagnostics import Diagnostic, Severity, Span
+from .source import fast_walk
 from .semantic import SemError, broadcast_shapes, computation_type, fmt_shape, integer_promote, literal_type
 from .values import AV, Const, JitRef, JitSource, Opaque, PyFunc, Sym, TensorV, TupleV
 
@@ -325,7 +326,11 @@ class Builder:
                 return
 
     def stmt(self, node):
-        meth = getattr(self, "stmt_" + type(node).__name__, None)
+        meth = _STMT_DISPATCH.get(node.__class__)
+        if meth is None:
+            meth = getattr(type(self), "stmt_" + type(node).__name__, None)
+        if meth is not None:
+            meth = meth.__get__(self)
         if meth is None:
             self.unsupported(node)
             return
@@ -1039,7 +1044,13 @@ class Builder:
     # ------------------------------------------------------------------
     def expr(self, node, record: bool = True) -> AV:
         try:
-            meth = getattr(self, "expr_" + type(node).__name__, None)
+            meth = _EXPR_DISPATCH.get(node.__class__)
+            if meth is None:
+                meth = getattr(type(self), "expr_" + type(node).__name__, None)
+                if meth is not None:
+                    _EXPR_DISPATCH[node.__class__] = meth
+            if meth is not None:
+                meth = meth.__get__(self)
             if meth is None:
                 self.unsupported(node)
                 v = Opaque()
@@ -1106,8 +1117,14 @@ class Builder:
                     self.report("N004", f"{modname} has no attribute {attr!r}", node,
                                 hint=f"did you mean {modname}.{sugg[0]}?" if sugg else None)
                     return Opaque()
-                from .values import from_python
-                return from_python(getattr(obj, attr), lib=False)
+                key = (obj.__name__, attr)
+                hit = _MODULE_ATTR_CACHE.get(key)
+                if hit is None:
+                    from .values import from_python
+                    hit = from_python(getattr(obj, attr), lib=False)
+                    if isinstance(hit, (Const, JitRef, PyFunc)):
+                        _MODULE_ATTR_CACHE[key] = hit
+                return hit
             if isinstance(obj, lc.dtype):
                 if isinstance(obj, lc.pointer_type) and attr == "element_ty":
                     return Const(obj.element_ty)
@@ -1824,6 +1841,10 @@ class Builder:
 # helpers
 # ---------------------------------------------------------------------------
 
+_MODULE_ATTR_CACHE: dict = {}
+_EXPR_DISPATCH: dict = {}
+_STMT_DISPATCH: dict = {}
+
 _BINOP_NAMES = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
     ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl",
@@ -1921,6 +1942,26 @@ def _from_py_result(v):
     return Const(v)
 
 
+def _memo(key):
+    """Cache a pure function of a statement list on its first node (ASTs are not mutated)."""
+    def deco(f):
+        def wrapper(stmts, *args):
+            if not stmts:
+                return f(stmts, *args)
+            holder = stmts[0]
+            cache = getattr(holder, "_newt_memo", None)
+            if cache is None:
+                cache = {}
+                holder._newt_memo = cache
+            k = (key, len(stmts)) + args
+            if k not in cache:
+                cache[k] = f(stmts, *args)
+            return cache[k]
+        return wrapper
+    return deco
+
+
+@_memo("assigned")
 def _assigned_names(stmts) -> list[str]:
     out = []
 
@@ -1938,6 +1979,7 @@ def _assigned_names(stmts) -> list[str]:
     return out
 
 
+@_memo("jump")
 def _has_jump(stmts, kind) -> bool:
     """A break/continue that belongs to this loop (not to a nested one)."""
     def visit(node):
@@ -1950,6 +1992,7 @@ def _has_jump(stmts, kind) -> bool:
     return any(visit(s) for s in stmts)
 
 
+@_memo("return")
 def _has_return(stmts) -> bool:
     def visit(node):
         if isinstance(node, ast.Return):
@@ -1963,11 +2006,11 @@ def _has_return(stmts) -> bool:
 def _last_assign(stmts, name):
     found = None
     for s in stmts:
-        for n in ast.walk(s):
+        for n in fast_walk(s):
             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 for t in targets:
-                    for x in ast.walk(t):
+                    for x in fast_walk(t):
                         if isinstance(x, ast.Name) and x.id == name:
                             found = n
     return found

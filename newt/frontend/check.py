@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import importlib
 from dataclasses import dataclass, field
 
@@ -17,7 +19,7 @@ from newt.language import core as lc
 
 from .builder import Builder, Spec
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
-from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, parse_with_recovery, _Q
+from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk, parse_with_recovery
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
 
 __all__ = ["analyze_source", "build_ir", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
@@ -189,7 +191,7 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
     candidates: set = set()
     assigns: dict[str, list] = {}
     calls = []
-    for node in ast.walk(fdef):
+    for node in fast_walk(fdef):
         if isinstance(node, ast.Call):
             fname = None
             if isinstance(node.func, ast.Attribute):
@@ -423,8 +425,26 @@ def _resolve_value(v):
 KERNEL_ANALYZERS: dict = {}
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """The front end allocates many small cyclic objects (IR values and ops); a cyclic GC pass in the
+    middle of an analysis costs more than the analysis.  Collect afterwards instead."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def analyze_source(text: str, path: str = "<string>", record_notes: bool = True) -> FileAnalysis:
     """Check every kernel of a file from its text.  Never raises on bad input."""
+    with _no_gc():
+        return _analyze_source(text, path, record_notes)
+
+
+def _analyze_source(text: str, path: str, record_notes: bool) -> FileAnalysis:
     src = SourceFile(text, path)
     try:
         chunks, diags = parse_with_recovery(src)
@@ -475,7 +495,7 @@ def _called_jit_functions(scan: ModuleScan) -> set:
     names = set(scan.kernels)
     called = set()
     for kd in scan.kernels.values():
-        for node in ast.walk(kd.node):
+        for node in fast_walk(kd.node):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
                 called.add(node.func.id)
             if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id in names:
@@ -504,7 +524,7 @@ def _analyze_jit(kd: KernelDef, scan, src, env, called, record_notes) -> KernelA
     ka = KernelAnalysis(kd.name, "jit", node, _name_span(node, src), def_span, kernel_def=kd)
     launched = any(ls.kernel == kd.name for ls in scan.launches)
     returns_value = any(isinstance(n, ast.Return) and n.value is not None and
-                        not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in ast.walk(node))
+                        not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in fast_walk(node))
     ka.launched = launched
     ka.helper = (kd.name in called or returns_value) and not launched
     js = env.jit_source(kd.name)
@@ -622,7 +642,8 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
                 launched=True, concrete=True)
     diags: list[Diagnostic] = []
     b = Builder(spec, diags, None)
-    irfn = b.build_function(js, is_kernel=True)
+    with _no_gc():
+        irfn = b.build_function(js, is_kernel=True)
     errors = [d for d in diags if d.severity == Severity.ERROR]
     if errors:
         raise CompilationError(errors, js.src.text, kernel=js.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 __all__ = ["Severity", "Span", "Diagnostic", "CODES", "CompilationError", "render"]
 
@@ -23,8 +24,7 @@ class Severity(IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, order=True)
-class Span:
+class Span(NamedTuple):
     """1-based line and column (in characters); ``end_col`` is exclusive."""
 
     line: int

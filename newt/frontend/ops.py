@@ -53,54 +53,83 @@ class Bound:
         return k in self.explicit
 
 
-def _signature(name):
+class _FastSig:
+    """A precomputed signature: binding is the hot path of every nl.* call."""
+
+    __slots__ = ("sig", "positional", "varargs", "names", "defaults", "kwonly")
+
+    def __init__(self, sig: inspect.Signature):
+        self.sig = sig
+        self.positional = []
+        self.varargs = None
+        self.kwonly = []
+        self.defaults = {}
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                self.positional.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                self.varargs = p.name
+            elif p.kind is p.KEYWORD_ONLY:
+                self.kwonly.append(p.name)
+            if p.default is not p.empty:
+                self.defaults[p.name] = p.default
+        self.names = self.positional + ([self.varargs] if self.varargs else []) + self.kwonly
+
+
+def _signature(name) -> _FastSig:
     sig = _SIGS.get(name)
     if sig is None:
         fn = BUILTINS[name]
-        sig = inspect.signature(getattr(fn, "__wrapped__", fn))
+        sig = _FastSig(inspect.signature(getattr(fn, "__wrapped__", fn)))
         _SIGS[name] = sig
     return sig
 
 
 def bind(name, args, kwargs, arg_nodes, kw_nodes, call_node) -> Bound:
-    sig = _signature(name)
-    try:
-        ba = sig.bind(*args, **kwargs)
-    except TypeError as e:
-        msg = str(e)
-        bad_kw = None
-        if "unexpected keyword argument" in msg:
-            bad_kw = msg.split("'")[1] if "'" in msg else None
-        import difflib
-        hint = None
-        if bad_kw:
-            sugg = difflib.get_close_matches(bad_kw, list(sig.parameters), n=1)
-            if sugg:
-                hint = f"did you mean {sugg[0]!r}?"
-        kw_node = None
-        if bad_kw:
-            kw_node = next((k for k in getattr(call_node, "keywords", []) if k.arg == bad_kw), None)
-        raise SemError("N005", f"nl.{name}(): {msg}", hint=hint, node=kw_node) from None
-    nb = sig.bind(*arg_nodes, **kw_nodes)
+    fs = _signature(name)
     values, nodes = {}, {}
-    explicit = set(ba.arguments)
-    for pname, p in sig.parameters.items():
-        if pname in ba.arguments:
-            v = ba.arguments[pname]
-            n = nb.arguments[pname]
-            if p.kind is inspect.Parameter.VAR_POSITIONAL:
-                values[pname] = TupleV(list(v))
-                nodes[pname] = n[0] if n else call_node
-            else:
-                values[pname] = v
-                nodes[pname] = n
-        else:
-            if p.kind is inspect.Parameter.VAR_POSITIONAL:
-                values[pname] = TupleV([])
-            else:
-                d = p.default
-                values[pname] = Const(None if d is inspect.Parameter.empty else d)
+    npos = len(fs.positional)
+    if len(args) > npos and fs.varargs is None:
+        raise SemError("N005", f"nl.{name}() takes {npos} positional argument{'s' if npos != 1 else ''} but "
+                       f"{len(args)} were given")
+    for i, a in enumerate(args[:npos]):
+        pname = fs.positional[i]
+        values[pname] = a
+        nodes[pname] = arg_nodes[i] if i < len(arg_nodes) else call_node
+    if fs.varargs is not None:
+        extra = list(args[npos:])
+        values[fs.varargs] = TupleV(extra)
+        nodes[fs.varargs] = arg_nodes[npos] if len(arg_nodes) > npos else call_node
+    explicit = set(values)
+    if fs.varargs is not None and not args[npos:]:
+        explicit.discard(fs.varargs)
+    for k, v in kwargs.items():
+        if k not in fs.names or k == fs.varargs:
+            import difflib
+            sugg = difflib.get_close_matches(k, fs.names, n=1)
+            kw_node = next((kn for kn in getattr(call_node, "keywords", []) if kn.arg == k), None)
+            raise SemError("N005", f"nl.{name}() got an unexpected keyword argument {k!r}",
+                           hint=f"did you mean {sugg[0]!r}?" if sugg else None, node=kw_node)
+        if k in values:
+            raise SemError("N005", f"nl.{name}() got multiple values for argument {k!r}")
+        values[k] = v
+        nodes[k] = kw_nodes.get(k, call_node)
+        explicit.add(k)
+    missing = []
+    for pname in fs.names:
+        if pname in values:
+            continue
+        if pname == fs.varargs:
+            values[pname] = TupleV([])
             nodes[pname] = call_node
+        elif pname in fs.defaults:
+            values[pname] = Const(fs.defaults[pname])
+            nodes[pname] = call_node
+        else:
+            missing.append(pname)
+    if missing:
+        raise SemError("N005", f"nl.{name}() missing required argument{'s' if len(missing) > 1 else ''}: "
+                       + ", ".join(repr(m) for m in missing))
     return Bound(name, values, nodes, explicit)
 
 

@@ -17,6 +17,32 @@ __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "Ke
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of"]
 
 
+_FIELDS_CACHE: dict = {}
+
+
+def fast_walk(node):
+    """Like ``ast.walk`` (all descendants, any order) without the generic-field overhead."""
+    stack = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST, lst = ast.AST, list
+    cache = _FIELDS_CACHE
+    while stack:
+        n = pop()
+        yield n
+        cls = n.__class__
+        fields = cache.get(cls)
+        if fields is None:
+            fields = cache[cls] = cls._fields
+        for f in fields:
+            v = getattr(n, f, None)
+            if v.__class__ is lst:
+                for x in v:
+                    if isinstance(x, AST):
+                        push(x)
+            elif isinstance(v, AST):
+                push(v)
+
+
 class SourceFile:
     """The text of one file with helpers to turn AST positions into ``Span`` values."""
 
@@ -36,6 +62,17 @@ class SourceFile:
         return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
     def span(self, node) -> Span:
+        sp = getattr(node, "_newt_span", None)
+        if sp is not None and sp[0] is self:
+            return sp[1]
+        out = self._span(node)
+        try:
+            node._newt_span = (self, out)
+        except AttributeError:
+            pass
+        return out
+
+    def _span(self, node) -> Span:
         line = getattr(node, "lineno", 1) or 1
         col = self.char_col(line, getattr(node, "col_offset", 0) or 0)
         end_line = getattr(node, "end_lineno", None) or line
@@ -611,7 +648,7 @@ class ModuleScan:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
-                    for n in ast.walk(t):
+                    for n in fast_walk(t):
                         if isinstance(n, ast.Name):
                             self.assigned.add(n.id)
                 if node.value is None:
@@ -699,13 +736,20 @@ class ModuleScan:
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
+        pattern = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")\s*\[")
+        lines = self.src.lines
         for top in body:
-            local_env = {}
-            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                local_env = self._single_assignments(top)
-            for node in ast.walk(top):
+            first = getattr(top, "lineno", 1)
+            last = getattr(top, "end_lineno", first) or first
+            if not any(pattern.search(lines[i - 1]) for i in range(first, min(last, len(lines)) + 1)):
+                continue  # no `kernel[` in this statement: skip the walk
+            local_env = None
+            for node in fast_walk(top):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                         and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
+                    if local_env is None:
+                        local_env = (self._single_assignments(top)
+                                     if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
                     ev = StaticEval(self, local_env)
                     args = []
                     for a in node.args:
@@ -728,10 +772,10 @@ class ModuleScan:
     def _single_assignments(self, fdef) -> dict:
         counts: dict[str, int] = {}
         values: dict[str, ast.AST] = {}
-        for node in ast.walk(fdef):
+        for node in fast_walk(fdef):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
-                    for n in ast.walk(t):
+                    for n in fast_walk(t):
                         if isinstance(n, ast.Name):
                             counts[n.id] = counts.get(n.id, 0) + 1
                 if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -739,7 +783,7 @@ class ModuleScan:
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
                 tgt = getattr(node, "target", None)
                 if tgt is not None:
-                    for n in ast.walk(tgt):
+                    for n in fast_walk(tgt):
                         if isinstance(n, ast.Name):
                             counts[n.id] = counts.get(n.id, 2) + 2
         for a in fdef.args.args + fdef.args.kwonlyargs:

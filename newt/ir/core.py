@@ -20,14 +20,14 @@ checks it (see ``newt.ir.verifier``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .types import type_str
 
 __all__ = ["Loc", "Value", "Op", "Region", "Function", "Param"]
 
 
-@dataclass(frozen=True)
-class Loc:
+class Loc(NamedTuple):
     """A source span: 1-based line and column, end column exclusive."""
 
     file: str
@@ -78,10 +78,10 @@ class Op:
 
     def __init__(self, name: str, operands, result_types, attrs=None, regions=None, loc: Loc | None = None):
         self.name = name
-        self.operands: list[Value] = list(operands)
-        self.results: list[Value] = [Value(t, self, index=i) for i, t in enumerate(result_types)]
-        self.attrs: dict = dict(attrs or {})
-        self.regions: list[Region] = list(regions or [])
+        self.operands: list[Value] = operands if type(operands) is list else list(operands)
+        self.results: list[Value] = [Value(t, self, None, i) for i, t in enumerate(result_types)]
+        self.attrs: dict = attrs if attrs is not None else {}
+        self.regions: list[Region] = regions if regions is not None else []
         self.loc = loc
 
     @property

@@ -1,20 +1,41 @@
 """Specialization: from the Python arguments of a launch to the front end's view.
 
-``specialize(kernel, args, kwargs)`` binds the arguments to the kernel's
-parameters and returns what the compiler keys on: the type of every run-time
-parameter, the constexpr values (including ints equal to 1, like Triton), the
-divisibility-by-16 hints, and the run-time argument values in order.
+Every parameter that is not annotated ``nl.constexpr`` contributes two entries
+to the specialization key, computed by :func:`key_entries` (and, for tensors
+and ints, inlined by the launch fast path in ``jit.py`` — a test checks that
+they agree):
+
+==========================  ===========================  ==========================
+argument                    key entries ``(a, b)``       becomes
+==========================  ===========================  ==========================
+tensor (``data_ptr``)       ``(torch dtype, aligned)``   ``*dtype``; hint 16 if aligned
+``torch.dtype`` (warmup)    ``(torch dtype, True)``      ``*dtype`` (cannot be launched)
+``int`` equal to 1          ``("c1", None)``             constexpr 1
+other ``int``               ``("i32"|"u32"|"i64"|"u64",  that int type; hint 16 when
+                            divisible_by_16)``           divisible by 16
+``bool``                    ``("i1", False)``            ``i1``
+``float``                   ``("fp32", False)``          ``fp32``
+``None``, ``nl.constexpr``,  ``("cx", value)``            constexpr
+dtype, str, jit function
+==========================  ===========================  ==========================
+
+Parameters in ``do_not_specialize`` never become constexpr 1 and get no hint.
+Constexpr parameters are keyed on their value and its type.
 
 Torch is imported lazily (only to recognise tensors).
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
 _TORCH_TO_NL = None
+
+INT_KINDS = {"i1": lc.int1, "i32": lc.int32, "u32": lc.uint32, "i64": lc.int64, "u64": lc.uint64,
+             "fp32": lc.float32}
 
 
 def torch_dtype_map() -> dict:
@@ -56,6 +77,24 @@ def _is_tensor_like(v) -> bool:
     return hasattr(v, "data_ptr") and hasattr(v, "dtype")
 
 
+def _is_torch_dtype(v) -> bool:
+    t = type(v)
+    return t.__name__ == "dtype" and t.__module__ == "torch"
+
+
+def int_kind(v: int, name: str = "?") -> str:
+    """The newt integer type of a Python int argument (``i32``, ``u32``, ``i64``, ``u64``)."""
+    if -(2 ** 31) <= v < 2 ** 31:
+        return "i32"
+    if 2 ** 31 <= v < 2 ** 32:
+        return "u32"
+    if -(2 ** 63) <= v < 2 ** 63:
+        return "i64"
+    if 2 ** 63 <= v < 2 ** 64:
+        return "u64"
+    raise TypeError(f"argument {name!r}: integer {v} does not fit in 64 bits")
+
+
 def classify_scalar(name: str, v, do_not_specialize: bool):
     """(dtype, specialized constexpr value or None, divisible_by_16) for a Python scalar."""
     if isinstance(v, bool):
@@ -63,86 +102,147 @@ def classify_scalar(name: str, v, do_not_specialize: bool):
     if isinstance(v, int):
         if v == 1 and not do_not_specialize:
             return None, 1, False
-        if -(2 ** 31) <= v < 2 ** 31:
-            ty = lc.int32
-        elif 2 ** 31 <= v < 2 ** 32:
-            ty = lc.uint32
-        elif -(2 ** 63) <= v < 2 ** 63:
-            ty = lc.int64
-        elif 2 ** 63 <= v < 2 ** 64:
-            ty = lc.uint64
-        else:
-            raise TypeError(f"argument {name!r}: integer {v} does not fit in 64 bits")
-        return ty, None, (v % 16 == 0 and not do_not_specialize)
+        return INT_KINDS[int_kind(v, name)], None, (v % 16 == 0 and not do_not_specialize)
     if isinstance(v, float):
         return lc.float32, None, False
     raise TypeError(f"argument {name!r}: cannot pass {type(v).__name__} to a newt kernel")
 
 
-def specialize(kernel, args: tuple, kwargs: dict) -> Specialization:
-    """Bind launch arguments to ``kernel``'s parameters (a ``JITFunction``).
+def _implicit_constexpr(v) -> bool:
+    return (v is None or isinstance(v, (lc.constexpr, lc.dtype, str)) or getattr(v, "__newt_jit__", False)
+            or getattr(v, "__newt_inline__", False))
 
-    Raises ``TypeError`` naming the parameter for a missing, extra or badly
-    typed argument.
+
+def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = False):
+    """``(value to pass, key entry a, key entry b)`` of one non-constexpr argument.
+
+    The value to pass is the pointer (an int) for tensors, the number for
+    scalars, ``None`` for arguments that become constexpr or cannot be launched
+    (a ``torch.dtype`` given to ``warmup``).  Raises ``TypeError`` naming the
+    parameter for values that cannot be passed.
+    """
+    if isinstance(v, bool):
+        return v, "i1", False
+    if isinstance(v, int):
+        if v == 1 and not dns:
+            return 1, "c1", None
+        kind = int_kind(v, name)
+        return v, kind, (not dns and v % 16 == 0)
+    if isinstance(v, float):
+        return v, "fp32", False
+    if _is_tensor_like(v):
+        if check_cuda and not getattr(v, "is_cuda", True):
+            raise_not_cuda(kernel_name, name, v)
+        p = v.data_ptr()
+        if v.dtype not in torch_dtype_map():
+            raise TypeError(f"{kernel_name}(): argument {name!r}: tensors of dtype {v.dtype} cannot be passed "
+                            "to a newt kernel")
+        return p, v.dtype, (not dns and p % 16 == 0)
+    if _is_torch_dtype(v):
+        if v not in torch_dtype_map():
+            raise TypeError(f"{kernel_name}(): argument {name!r}: dtype {v} is not supported by newt")
+        return None, v, not dns
+    if _implicit_constexpr(v):
+        cv = v.value if isinstance(v, lc.constexpr) else v
+        return None, "cx", cv
+    if isinstance(v, numbers.Integral):  # numpy integers ...
+        return key_entries(kernel_name, name, int(v), dns, check_cuda)
+    if isinstance(v, numbers.Real):
+        return key_entries(kernel_name, name, float(v), dns, check_cuda)
+    raise TypeError(f"{kernel_name}(): argument {name!r}: cannot pass a {type(v).__name__} to a newt kernel "
+                    "(expected a tensor, int, float, bool or None)")
+
+
+def raise_not_cuda(kernel_name: str, name: str, v):
+    dev = getattr(v, "device", "?")
+    raise ValueError(f"{kernel_name}(): argument {name!r} is a tensor on {dev}, but newt kernels read CUDA memory; "
+                     "move it with .cuda() (or run the kernel through the interpreter: NEWT_INTERPRET=1)")
+
+
+def type_of_entry(a, b):
+    """The parameter's newt type for key entries ``(a, b)``; None when it becomes constexpr."""
+    if isinstance(a, str):
+        if a in ("c1", "cx"):
+            return None
+        return INT_KINDS[a]
+    return lc.pointer_type(torch_dtype_map()[a])
+
+
+def spec_from_entries(kernel, entries: dict, constexpr_values: dict) -> Specialization:
+    """Build the Specialization of ``kernel`` from the key entries of its non-constexpr
+    parameters (name -> (a, b)) and the values of its constexpr parameters."""
+    arg_types, constexprs, div = {}, {}, {}
+    rt_names = []
+    for n in kernel.arg_names:
+        if n in kernel.constexpr_names:
+            v = constexpr_values[n]
+            constexprs[n] = v.value if isinstance(v, lc.constexpr) else v
+            continue
+        a, b = entries[n]
+        if a == "c1":
+            constexprs[n] = 1
+            continue
+        if a == "cx":
+            constexprs[n] = b
+            continue
+        arg_types[n] = type_of_entry(a, b)
+        if b:
+            div[n] = 16
+        rt_names.append(n)
+    return Specialization(arg_types, constexprs, div, [], rt_names)
+
+
+def bind(kernel, args: tuple, kwargs: dict) -> list:
+    """Values of every parameter of ``kernel``, in order (defaults filled in).
+
+    Raises ``TypeError`` naming the parameter for a missing, extra or repeated argument.
     """
     names = kernel.arg_names
+    kname = kernel.__name__
     if len(args) > len(names):
-        raise TypeError(f"{kernel.__name__}() takes {len(names)} arguments but {len(args)} were given")
+        raise TypeError(f"{kname}() takes {len(names)} arguments but {len(args)} were given")
     bound = dict(zip(names, args))
     for k, v in kwargs.items():
         if k not in names:
-            raise TypeError(f"{kernel.__name__}() got an unexpected keyword argument {k!r}")
+            raise TypeError(f"{kname}() got an unexpected keyword argument {k!r}")
         if k in bound:
-            raise TypeError(f"{kernel.__name__}() got multiple values for argument {k!r}")
+            raise TypeError(f"{kname}() got multiple values for argument {k!r}")
         bound[k] = v
     sig = kernel.signature
+    out = []
     for n in names:
         if n not in bound:
             d = sig.parameters[n].default
             if d is sig.parameters[n].empty:
-                raise TypeError(f"{kernel.__name__}() missing required argument {n!r}")
+                raise TypeError(f"{kname}() missing required argument {n!r}")
             bound[n] = d
-    arg_types, constexprs, div = {}, {}, {}
-    rt_args, rt_names = [], []
-    key = []
-    for n in names:
-        v = bound[n]
+        out.append(bound[n])
+    return out
+
+
+def specialize(kernel, args: tuple, kwargs: dict, check_cuda: bool = False) -> Specialization:
+    """Bind launch arguments to ``kernel``'s parameters (a ``JITFunction``) and specialize.
+
+    Raises ``TypeError`` naming the parameter for a missing, extra or badly
+    typed argument.
+    """
+    values = bind(kernel, args, kwargs)
+    entries, cvals, rt_vals, key = {}, {}, {}, []
+    dns = kernel.do_not_specialize
+    for n, v in zip(kernel.arg_names, values):
         if n in kernel.constexpr_names:
-            if isinstance(v, lc.constexpr):
-                v = v.value
-            constexprs[n] = v
-            key.append((n, "c", _key_of(v)))
+            cvals[n] = v
+            cv = v.value if isinstance(v, lc.constexpr) else v
+            key.append((n, "c", _key_of(cv)))
             continue
-        if isinstance(v, lc.constexpr):
-            constexprs[n] = v.value
-            key.append((n, "c", _key_of(v.value)))
-            continue
-        if v is None:
-            constexprs[n] = None
-            key.append((n, "c", None))
-            continue
-        if _is_tensor_like(v):
-            ty = lc.pointer_type(nl_dtype_of_tensor(v))
-            arg_types[n] = ty
-            aligned = (v.data_ptr() % 16 == 0) and n not in kernel.do_not_specialize
-            if aligned:
-                div[n] = 16
-            rt_args.append(v)
-            rt_names.append(n)
-            key.append((n, str(ty), aligned))
-            continue
-        ty, cval, d16 = classify_scalar(n, v, n in kernel.do_not_specialize)
-        if ty is None:
-            constexprs[n] = cval
-            key.append((n, "c", cval))
-            continue
-        arg_types[n] = ty
-        if d16:
-            div[n] = 16
-        rt_args.append(v)
-        rt_names.append(n)
-        key.append((n, str(ty), d16))
-    return Specialization(arg_types, constexprs, div, rt_args, rt_names, tuple(key))
+        p, a, b = key_entries(kernel.__name__, n, v, n in dns, check_cuda)
+        entries[n] = (a, b)
+        rt_vals[n] = v
+        key.append((n, str(a), _key_of(b)))
+    spec = spec_from_entries(kernel, entries, cvals)
+    spec.runtime_args = [rt_vals[n] for n in spec.runtime_names]
+    spec.key = tuple(key)
+    return spec
 
 
 def _key_of(v):

@@ -1,0 +1,88 @@
+"""The command line, the documentation of codes, and the import-time budget."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from newt.frontend.diagnostics import CODES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+BAD = """import newt
+import newt.language as nl
+
+
+@newt.jit
+def k(x_ptr, n):
+    offs = nl.arange(0, 1000)
+    nl.store(x_ptr + offs, 1.0, mask=offs < n)
+"""
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "newt", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=120)
+
+
+def test_every_code_is_documented():
+    doc = open(os.path.join(ROOT, "docs", "diagnostics.md")).read()
+    for code, (name, _) in CODES.items():
+        assert f'<a id="{code.lower()}"></a>' in doc, code
+        assert f"## {code} `{name}`" in doc, code
+    documented = set(re.findall(r"^## ([ND]\d{3}) ", doc, re.M))
+    assert documented == set(CODES)
+
+
+def test_cli_text_and_exit_code(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(BAD)
+    r = run_cli("check", str(p))
+    assert r.returncode == 1
+    assert f"{p}:7:25: error[N011] nl.arange length 1000 is not a power of two" in r.stdout
+
+
+def test_cli_json(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(BAD)
+    r = run_cli("check", "--format", "json", str(p))
+    data = json.loads(r.stdout)
+    assert data == [{
+        "path": str(p), "line": 7, "column": 25, "end_line": 7, "end_column": 29, "severity": "error",
+        "code": "N011", "name": "not-power-of-two", "message": "nl.arange length 1000 is not a power of two",
+        "hint": "round 1000 up to 1024 and mask the extra elements", "kernel": "k"}]
+
+
+def test_cli_clean_file_exits_zero(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(BAD.replace("1000", "1024"))
+    r = run_cli("check", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == ""
+
+
+def test_cli_full_format_shows_caret(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(BAD)
+    r = run_cli("check", "--format", "full", str(p))
+    assert "    offs = nl.arange(0, 1000)\n" in r.stdout
+    assert "                        ^~~~\n" in r.stdout
+    assert "hint: round 1000 up to 1024" in r.stdout
+
+
+def test_cli_missing_file():
+    r = run_cli("check", "/nonexistent/file.py")
+    assert r.returncode == 1
+    assert "cannot read" in r.stderr
+
+
+def test_import_is_light_and_torch_free():
+    code = ("import sys, time; t = time.perf_counter(); import newt, newt.language, newt.frontend; "
+            "dt = time.perf_counter() - t; "
+            "bad = [m for m in ('torch', 'cuda', 'cuda.bindings', 'numpy') if m in sys.modules]; "
+            "print(dt, bad)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split(" ", 1)
+    assert out[1].strip() == "[]"
+    assert float(out[0]) < 0.2
