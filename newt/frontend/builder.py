@@ -207,9 +207,7 @@ class Builder:
             if is_cx:
                 if name in self.spec.constexprs:
                     val = self.spec.constexprs[name]
-                    av = val if isinstance(val, AV) else Const(val, origin=name)
-                    if isinstance(av, Const) and av.origin is None:
-                        av.origin = name
+                    av = val if isinstance(val, AV) else self._constexpr_value(val, name)
                 elif dflt is not None and self.spec.concrete:
                     av = self.expr(dflt)
                 elif dflt is not None and isinstance(dflt, ast.Constant) and not self._value_overridable(name):
@@ -254,6 +252,18 @@ class Builder:
         irfn.num_warps = self.spec.num_warps
         irfn.num_stages = self.spec.num_stages
         return irfn
+
+    def _constexpr_value(self, val, name) -> AV:
+        """A constexpr argument: a plain value, a dtype, or a jit function passed as a parameter."""
+        from .source import JitName
+        if isinstance(val, JitName):
+            av = self.frame.fn.env.lookup(val.name)
+            return av if av is not None else Opaque()
+        if getattr(val, "__newt_jit__", False) or getattr(val, "__newt_inline__", False) or \
+                isinstance(val, (tuple, pytypes.FunctionType)):
+            from .values import from_python
+            return from_python(val)
+        return Const(val, origin=name)
 
     def _value_overridable(self, name) -> bool:
         return not self.spec.concrete
@@ -559,7 +569,7 @@ class Builder:
         for idx, r in enumerate(regions):
             self.region = r
             vals = []
-            for name, ty, a, b in final:
+            for _name, ty, a, b in final:
                 av = a if idx == 0 else b
                 vals.append(self.materialize_as(av, ty, node))
             self.emit("yield", vals, [], node=None)
@@ -1463,7 +1473,11 @@ class Builder:
         ta, sa, la = self.operand_info(a)
         tb, sb, lb = self.operand_info(b)
         shape = broadcast_shapes(sa, sb)
-        sym = opname  # noqa: F841
+        # an integer literal that does not fit the other operand's type takes part in promotion
+        if la and not lb and _int_literal_overflows(a, tb):
+            la = False
+        elif lb and not la and _int_literal_overflows(b, ta):
+            lb = False
         if ta.is_ptr() or tb.is_ptr():
             return self.pointer_binop(opname, a, b, ta, tb, shape, node)
         if opname in ("and", "or", "xor", "shl", "shr"):
@@ -1907,6 +1921,16 @@ def _shapes_maybe_equal(a, b) -> bool:
     if len(a) != len(b):
         return False
     return all(dims_equal(x, y) is not False for x, y in zip(a, b))
+
+
+def _int_literal_overflows(av, ty) -> bool:
+    if not (isinstance(av, Const) and isinstance(av.value, int) and not isinstance(av.value, bool)):
+        return False
+    if not ty.is_int() or ty.is_bool() or ty.is_symbolic():
+        return False
+    bits = ty.int_bitwidth
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if ty.is_int_signed() else (0, (1 << bits) - 1)
+    return not lo <= av.value <= hi
 
 
 def _wrap_int(v: int, t) -> int:

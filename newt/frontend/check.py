@@ -395,7 +395,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
 
 
 def _literal_ok(v) -> bool:
-    if isinstance(v, (bool, int, float, str)) or v is None:
+    from .source import JitName
+    if isinstance(v, (bool, int, float, str, JitName)) or v is None:
         return True
     if isinstance(v, lc.dtype):
         return True

@@ -532,7 +532,7 @@ def _promote(b, avs, opname, nodes, div_or_mod=False, allow_ptr=False):
     """Common dtype and shape of several operands (binary promotion, pairwise)."""
     infos = [b.operand_info(v) for v in avs]
     shape = ()
-    for (_, s, _), n in zip(infos, nodes):
+    for _, s, _ in infos:
         shape = broadcast_shapes(shape, s)
     t, lit = infos[0][0], infos[0][2]
     for (t2, _, l2) in infos[1:]:

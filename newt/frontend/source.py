@@ -23,7 +23,7 @@ _FIELDS_CACHE: dict = {}
 def fast_walk(node):
     """Like ``ast.walk`` (all descendants, any order) without the generic-field overhead."""
     stack = [node]
-    pop, push, extend = stack.pop, stack.append, stack.extend
+    pop, push = stack.pop, stack.append
     AST, lst = ast.AST, list
     cache = _FIELDS_CACHE
     while stack:
@@ -316,6 +316,9 @@ class StaticEval:
                 return _SAFE_BUILTINS[node.id]
             if node.id in self.scan.simple_functions:
                 return self.scan.simple_functions[node.id]
+            kd = self.scan.kernels.get(node.id)
+            if kd is not None and kd.kind == "jit":
+                return JitName(node.id)
             q = self.scan.aliases.get(node.id)
             if q is not None:
                 return _Q(q)
@@ -525,6 +528,24 @@ class StaticEval:
         out = sub.eval(body[-1].value)
         self.items = sub.items
         return out
+
+
+class JitName:
+    """A ``@newt.jit`` function of this file named in a launch (``ACTIVATION=leaky_relu``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+    def __eq__(self, other):
+        return isinstance(other, JitName) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("jitname", self.name))
 
 
 class _Q:
