@@ -1,0 +1,22 @@
+"""A correct newt kernel: element-wise add of two vectors."""
+import torch
+
+import newt
+import newt.language as nl
+
+
+@newt.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: nl.constexpr):
+    pid = nl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + nl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = nl.load(x_ptr + offsets, mask=mask)
+    y = nl.load(y_ptr + offsets, mask=mask)
+    nl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = out.numel()
+    add_kernel[(newt.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
+    return out

@@ -1,0 +1,118 @@
+/** Turns server results into the short texts of notifications and the longer ones of the log. */
+import type { AutotuneResult, CompileResult, ServerStatus, VerifyResult } from './protocol';
+
+/** `{BLOCK: 128, num_warps: 4}` -> "BLOCK=128, num_warps=4"; strings and lists pass through. */
+export function formatConfig(config: unknown): string {
+  if (config == null) return '';
+  if (typeof config === 'string') return config;
+  if (typeof config === 'number' || typeof config === 'boolean') return String(config);
+  if (Array.isArray(config)) return config.map(formatConfig).join(', ');
+  if (typeof config === 'object') {
+    const obj = config as Record<string, unknown>;
+    // Config objects may nest their kwargs: {kwargs: {...}, num_warps: 4, num_stages: 3}
+    const parts: string[] = [];
+    for (const [k, v] of Object.entries(obj)) {
+      if (v == null) continue;
+      if ((k === 'kwargs' || k === 'constexprs') && typeof v === 'object' && !Array.isArray(v)) {
+        const inner = formatConfig(v);
+        if (inner) parts.push(inner);
+      } else {
+        parts.push(`${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`);
+      }
+    }
+    return parts.join(', ');
+  }
+  return String(config);
+}
+
+export function formatBytes(n: number | undefined | null): string {
+  if (n == null || !Number.isFinite(n)) return '?';
+  if (n < 1024) return `${n} B`;
+  const kib = n / 1024;
+  return `${Number.isInteger(kib) ? kib : kib.toFixed(1)} KiB`;
+}
+
+export function formatMs(ms: number | undefined | null, digits = 3): string {
+  if (ms == null || !Number.isFinite(ms)) return '?';
+  if (ms >= 100) return `${Math.round(ms)} ms`;
+  return `${Number(ms.toPrecision(digits))} ms`;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+export function compileSummary(r: CompileResult): string {
+  const spec = formatConfig(r.specialization);
+  const head = `${r.kernel}${spec ? ` [${spec}]` : ''}${r.target ? ` for ${r.target}` : ''}`;
+  const parts = [plural(r.n_regs, 'register'), plural(r.n_spills ?? 0, 'spill')];
+  parts.push(`${formatBytes(r.shared ?? 0)} shared memory`);
+  const time = r.compile_ms != null ? `, compiled in ${formatMs(r.compile_ms)}` : '';
+  return `Newt: ${head}: ${parts.join(', ')}${time}`;
+}
+
+function err(x: number | null | undefined): string {
+  return x == null ? '-' : x === 0 ? '0' : x.toExponential(2);
+}
+
+export function verifySummary(r: VerifyResult): string {
+  const cases = r.cases ?? [];
+  const passed = cases.filter((c) => c.ok).length;
+  const where = r.device === 'interpreter' ? 'the interpreter (no GPU)' : r.device === 'cuda' ? 'the GPU' : r.device;
+  const count = cases.length ? `${passed}/${cases.length} cases passed` : r.ok ? 'passed' : 'failed';
+  const worst = cases.reduce((m, c) => Math.max(m, c.max_abs_err ?? 0), 0);
+  const errText = cases.length ? `, max abs err ${err(worst)}` : '';
+  const verdict = r.ok ? 'verified' : 'FAILED verification';
+  const extra = !r.ok && r.message ? `: ${firstLine(r.message)}` : '';
+  return `Newt: ${r.kernel} ${verdict} on ${where}: ${count}${errText}${extra}`;
+}
+
+export function verifyDetail(r: VerifyResult): string {
+  const lines = [verifySummary(r)];
+  for (const c of r.cases ?? []) {
+    lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}  max_abs_err=${err(c.max_abs_err)} max_rel_err=${err(c.max_rel_err)}` +
+      (c.message ? `  ${c.message}` : ''));
+  }
+  if (r.message) lines.push(r.message);
+  return lines.join('\n');
+}
+
+export function autotuneSummary(r: AutotuneResult): string {
+  const results = r.results ?? [];
+  const failed = results.filter((x) => x.error || x.ms == null).length;
+  if (!r.best) return `Newt: autotuning ${r.kernel} found no working config (${plural(results.length, 'config')} tried)`;
+  const tail = `${plural(results.length, 'config')} timed${failed ? `, ${failed} failed` : ''}`;
+  return `Newt: best config for ${r.kernel}: ${formatConfig(r.best.config)} (${formatMs(r.best.ms)}; ${tail})`;
+}
+
+export function autotuneDetail(r: AutotuneResult): string {
+  const lines = [autotuneSummary(r)];
+  const sorted = [...(r.results ?? [])].sort((a, b) => (a.ms ?? Infinity) - (b.ms ?? Infinity));
+  for (const x of sorted) {
+    lines.push(`  ${x.ms == null ? '   failed' : formatMs(x.ms).padStart(9)}  ${formatConfig(x.config)}${x.error ? `  (${firstLine(x.error)})` : ''}`);
+  }
+  if (r.cache) lines.push(`  cache: ${typeof r.cache === 'string' ? r.cache : JSON.stringify(r.cache)}`);
+  return lines.join('\n');
+}
+
+export interface StatusText {
+  text: string;
+  tooltip: string;
+}
+
+export function statusText(s: ServerStatus): StatusText {
+  const target = s.target ? `, compiling for ${s.target}` : '';
+  if (s.mode === 'gpu' && s.gpu) {
+    const arch = s.arch ? ` · ${s.arch}` : '';
+    return { text: `$(chip) ${s.gpu}${arch}`, tooltip: `Newt: kernels run on ${s.gpu}${s.arch ? ` (${s.arch})` : ''}${target}. Click for the logs.` };
+  }
+  return {
+    text: '$(chip) newt: compile-only (no GPU)',
+    tooltip: `Newt: no GPU found; Compile works${target}, Verify and Autotune run through the interpreter. Click for the logs.`,
+  };
+}
+
+export function firstLine(s: string): string {
+  const line = s.split(/\r?\n/).find((l) => l.trim() !== '') ?? '';
+  return line.length > 300 ? line.slice(0, 297) + '...' : line;
+}

@@ -1,0 +1,170 @@
+/**
+ * Which Python runs the language server: the `newt.interpreter` setting, else the interpreter selected
+ * in the Python extension (when it is installed), else `python3` on PATH. No VS Code here: the caller
+ * passes the setting, the Python extension's answer and the environment in.
+ */
+import * as path from 'path';
+
+export type InterpreterSource = 'setting' | 'python-extension' | 'path';
+
+export interface ResolvedInterpreter {
+  /** What is spawned: an absolute path when one could be found, else the bare command. */
+  command: string;
+  source: InterpreterSource;
+  /** For messages: e.g. "the newt.interpreter setting (.venv/bin/python)". */
+  description: string;
+}
+
+export interface ResolveInputs {
+  /** The raw `newt.interpreter` setting. */
+  setting?: string | null;
+  /** The first workspace folder's path, for `${workspaceFolder}` and relative paths. */
+  workspaceFolder?: string;
+  /** Asks the Python extension for its interpreter; undefined when it is absent or has none. */
+  pythonExtension?: () => Promise<string | undefined>;
+  env: Record<string, string | undefined>;
+  platform: NodeJS.Platform;
+  homedir: string;
+  isExecutable: (file: string) => boolean;
+}
+
+/** Expands `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}` and a leading `~`. */
+export function expandVariables(
+  value: string,
+  ctx: { workspaceFolder?: string; env: Record<string, string | undefined>; homedir: string },
+): string {
+  let out = value.replace(/\$\{(workspaceFolder|workspaceFolderBasename|userHome|env:([^}]+))\}/g, (m, name: string, envName?: string) => {
+    if (envName !== undefined) return ctx.env[envName] ?? '';
+    if (name === 'userHome') return ctx.homedir;
+    if (ctx.workspaceFolder === undefined) return m;
+    return name === 'workspaceFolder' ? ctx.workspaceFolder : path.basename(ctx.workspaceFolder);
+  });
+  if (out === '~' || out.startsWith('~/') || out.startsWith('~\\')) out = ctx.homedir + out.slice(1);
+  return out;
+}
+
+/** The first executable called `name` on PATH (with PATHEXT on Windows), or undefined. */
+export function findOnPath(
+  name: string,
+  env: Record<string, string | undefined>,
+  platform: NodeJS.Platform,
+  isExecutable: (file: string) => boolean,
+): string | undefined {
+  const win = platform === 'win32';
+  const sep = win ? ';' : ':';
+  const pathVar = env.PATH ?? env.Path ?? '';
+  const exts = win ? ['', ...(env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';').map((e) => e.toLowerCase())] : [''];
+  const join = win ? path.win32.join : path.posix.join;
+  for (const dir of pathVar.split(sep)) {
+    if (!dir) continue;
+    for (const ext of exts) {
+      const candidate = join(dir, name + ext);
+      if (isExecutable(candidate)) return candidate;
+    }
+  }
+  return undefined;
+}
+
+function hasSeparator(p: string): boolean {
+  return p.includes('/') || p.includes('\\');
+}
+
+export async function resolveInterpreter(inputs: ResolveInputs): Promise<ResolvedInterpreter> {
+  const { env, platform, isExecutable } = inputs;
+  const setting = (inputs.setting ?? '').trim();
+  if (setting) {
+    let p = expandVariables(setting, { workspaceFolder: inputs.workspaceFolder, env, homedir: inputs.homedir });
+    if (hasSeparator(p)) {
+      const abs = platform === 'win32' ? path.win32.isAbsolute(p) : path.posix.isAbsolute(p);
+      if (!abs && inputs.workspaceFolder) p = path.resolve(inputs.workspaceFolder, p);
+    } else {
+      p = findOnPath(p, env, platform, isExecutable) ?? p;
+    }
+    return { command: p, source: 'setting', description: `the newt.interpreter setting (${setting})` };
+  }
+  if (inputs.pythonExtension) {
+    let fromExt: string | undefined;
+    try {
+      fromExt = await inputs.pythonExtension();
+    } catch {
+      fromExt = undefined;
+    }
+    if (fromExt) return { command: fromExt, source: 'python-extension', description: 'the interpreter selected in the Python extension' };
+  }
+  const names = platform === 'win32' ? ['python', 'py'] : ['python3', 'python'];
+  for (const name of names) {
+    const found = findOnPath(name, env, platform, isExecutable);
+    if (found) return { command: found, source: 'path', description: `${name} on PATH` };
+  }
+  return { command: names[0], source: 'path', description: `${names[0]} on PATH` };
+}
+
+/** Arguments that make an interpreter prove it can run the server: prints its executable and version. */
+export const IMPORT_CHECK_ARGS = [
+  '-c',
+  'import sys; import lsp_server, newt; print(sys.executable); print(".".join(map(str, sys.version_info[:3])))',
+];
+
+export interface ImportCheck {
+  /** Set when the process could not be started at all (e.g. ENOENT). */
+  spawnError?: { code?: string; message: string };
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut?: boolean;
+}
+
+export interface InterpreterInfo {
+  executable: string;
+  version: string;
+}
+
+export function parseImportCheck(check: ImportCheck): InterpreterInfo | undefined {
+  if (check.spawnError || check.timedOut || check.status !== 0) return undefined;
+  const [executable, version] = check.stdout.trim().split(/\r?\n/);
+  return executable ? { executable, version: version ?? '' } : undefined;
+}
+
+function quote(cmd: string): string {
+  return /[\s"'$]/.test(cmd) ? `"${cmd.replace(/"/g, '\\"')}"` : cmd;
+}
+
+/** The last meaningful line of a Python traceback ("ModuleNotFoundError: No module named 'lsp_server'"). */
+export function lastErrorLine(stderr: string): string {
+  const lines = stderr.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
+  return lines.length ? lines[lines.length - 1] : '';
+}
+
+export interface FailureMessage {
+  /** One line for the notification. */
+  message: string;
+  /** The full story for the output channel. */
+  detail: string;
+  installCommand: string;
+}
+
+/** Explains why `interp` cannot run the server and how to fix it. */
+export function describeImportFailure(interp: ResolvedInterpreter, check: ImportCheck): FailureMessage {
+  const installCommand = `${quote(interp.command)} -m pip install newt`;
+  const fix = `Install newt into it (${installCommand}, or pip install -e <your newt checkout>) or set "newt.interpreter" to a Python that has it.`;
+  let why: string;
+  if (check.spawnError) {
+    why = check.spawnError.code === 'ENOENT'
+      ? `the interpreter ${interp.command} (from ${interp.description}) was not found`
+      : `the interpreter ${interp.command} (from ${interp.description}) could not be started: ${check.spawnError.message}`;
+  } else if (check.timedOut) {
+    why = `"import lsp_server" with ${interp.command} (from ${interp.description}) did not finish in time`;
+  } else {
+    const err = lastErrorLine(check.stderr) || `exit status ${check.status}`;
+    why = `"import lsp_server" failed with ${interp.command} (from ${interp.description}): ${err}`;
+  }
+  const message = `Newt: cannot start the language server: ${why}. ${fix}`;
+  const detail = [
+    message,
+    `  interpreter: ${interp.command}`,
+    `  chosen from: ${interp.description}`,
+    `  checked with: ${quote(interp.command)} ${IMPORT_CHECK_ARGS.map(quote).join(' ')}`,
+    check.stderr.trim() ? `  stderr:\n${check.stderr.trim().replace(/^/gm, '    ')}` : '',
+  ].filter(Boolean).join('\n');
+  return { message, detail, installCommand };
+}

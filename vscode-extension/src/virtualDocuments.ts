@@ -1,0 +1,78 @@
+/**
+ * Read-only documents for the generated CUDA, PTX, SASS and tile IR: `newt:` URIs whose text comes from
+ * the server's `newt/virtualDocument` request, shown with CUDA / PTX / SASS highlighting.
+ */
+import * as vscode from 'vscode';
+import { VirtualDocumentRequest, VirtualDocumentResult } from './core/protocol';
+import { languageFor, VIRTUAL_SCHEME, virtualQuery } from './core/uris';
+import type { NewtServer } from './server';
+
+export class VirtualDocuments implements vscode.TextDocumentContentProvider, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+  /** VS Code's normalized URI string -> the URI exactly as the server wrote it. */
+  private readonly originals = new Map<string, string>();
+  private readonly languages = new Map<string, string>();
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly server: NewtServer, private readonly log: vscode.LogOutputChannel) {
+    this.disposables.push(
+      this.changed,
+      vscode.workspace.registerTextDocumentContentProvider(VIRTUAL_SCHEME, this),
+      // regenerate open views when their source is saved or the server restarts
+      vscode.workspace.onDidSaveTextDocument((doc) => this.refreshFor(doc.uri)),
+      server.onDidStart(() => this.refreshFor(undefined)),
+    );
+  }
+
+  private serverUri(uri: vscode.Uri): string {
+    return this.originals.get(uri.toString()) ?? uri.toString(true);
+  }
+
+  async provideTextDocumentContent(uri: vscode.Uri, token: vscode.CancellationToken): Promise<string> {
+    const client = await this.server.ensureStarted();
+    if (!client) return `// Newt: the language server is not running (${this.server.lastError ?? 'see the Newt output channel'})`;
+    try {
+      const res = await client.sendRequest<VirtualDocumentResult>(VirtualDocumentRequest, { uri: this.serverUri(uri) }, token);
+      this.languages.set(uri.toString(), res.languageId);
+      return res.text;
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      this.log.error(`newt/virtualDocument ${this.serverUri(uri)}: ${msg}`);
+      return `// Newt: could not generate this document:\n// ${msg.split(/\r?\n/).join('\n// ')}`;
+    }
+  }
+
+  /** Opens a server URI beside the editor, with the server's language. */
+  async open(serverUri: string, opts: { preview?: boolean; preserveFocus?: boolean } = {}): Promise<vscode.TextDocument> {
+    const uri = vscode.Uri.parse(serverUri, true);
+    this.originals.set(uri.toString(), serverUri);
+    const already = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+    if (already) this.changed.fire(uri); // recompiled: show the new text
+    let doc = await vscode.workspace.openTextDocument(uri);
+    const available = new Set(await vscode.languages.getLanguages());
+    const lang = languageFor(this.languages.get(uri.toString()), available);
+    if (doc.languageId !== lang) doc = await vscode.languages.setTextDocumentLanguage(doc, lang);
+    await vscode.window.showTextDocument(doc, {
+      viewColumn: vscode.ViewColumn.Beside,
+      preview: opts.preview ?? true,
+      preserveFocus: opts.preserveFocus ?? false,
+    });
+    return doc;
+  }
+
+  private refreshFor(source: vscode.Uri | undefined): void {
+    for (const doc of vscode.workspace.textDocuments) {
+      if (doc.uri.scheme !== VIRTUAL_SCHEME) continue;
+      if (source) {
+        const src = virtualQuery(this.serverUri(doc.uri).split('?')[1] ?? '').src;
+        if (!src || vscode.Uri.parse(src).toString() !== source.toString()) continue;
+      }
+      this.changed.fire(doc.uri);
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) d.dispose();
+  }
+}

@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  describeImportFailure,
+  expandVariables,
+  findOnPath,
+  lastErrorLine,
+  parseImportCheck,
+  resolveInterpreter,
+  ResolveInputs,
+} from '../src/core/interpreter';
+
+const files = new Set(['/usr/bin/python3', '/opt/py/bin/python3.12', '/ws/.venv/bin/python', '/home/u/bin/python']);
+const base: ResolveInputs = {
+  env: { PATH: '/home/u/nothing:/usr/bin:/opt/py/bin', HOME: '/home/u', VENV: '/ws/.venv' },
+  platform: 'linux',
+  homedir: '/home/u',
+  workspaceFolder: '/ws',
+  isExecutable: (f) => files.has(f),
+};
+
+describe('resolveInterpreter', () => {
+  it('prefers the newt.interpreter setting, resolving a relative path against the first folder', async () => {
+    const r = await resolveInterpreter({ ...base, setting: '.venv/bin/python', pythonExtension: async () => '/other/python' });
+    assert.equal(r.command, '/ws/.venv/bin/python');
+    assert.equal(r.source, 'setting');
+    assert.match(r.description, /newt\.interpreter setting \(\.venv\/bin\/python\)/);
+  });
+
+  it('expands ${workspaceFolder}, ${env:...} and ~ in the setting', async () => {
+    assert.equal((await resolveInterpreter({ ...base, setting: '${workspaceFolder}/.venv/bin/python' })).command, '/ws/.venv/bin/python');
+    assert.equal((await resolveInterpreter({ ...base, setting: '${env:VENV}/bin/python' })).command, '/ws/.venv/bin/python');
+    assert.equal((await resolveInterpreter({ ...base, setting: '~/bin/python' })).command, '/home/u/bin/python');
+  });
+
+  it('looks a bare command of the setting up on PATH, and keeps it when it is not there', async () => {
+    assert.equal((await resolveInterpreter({ ...base, setting: 'python3.12' })).command, '/opt/py/bin/python3.12');
+    assert.equal((await resolveInterpreter({ ...base, setting: 'python9' })).command, 'python9');
+  });
+
+  it('uses the Python extension when the setting is empty', async () => {
+    const r = await resolveInterpreter({ ...base, setting: '  ', pythonExtension: async () => '/conda/envs/k/bin/python' });
+    assert.deepEqual([r.command, r.source], ['/conda/envs/k/bin/python', 'python-extension']);
+  });
+
+  it('falls back to python3 on PATH when the Python extension is absent, has no interpreter or throws', async () => {
+    for (const pythonExtension of [undefined, async () => undefined, async () => { throw new Error('boom'); }]) {
+      const r = await resolveInterpreter({ ...base, pythonExtension });
+      assert.deepEqual([r.command, r.source, r.description], ['/usr/bin/python3', 'path', 'python3 on PATH']);
+    }
+  });
+
+  it('returns the bare python3 when nothing is on PATH', async () => {
+    const r = await resolveInterpreter({ ...base, env: { PATH: '/nowhere' } });
+    assert.deepEqual([r.command, r.source], ['python3', 'path']);
+  });
+
+  it('uses python.exe and PATHEXT on Windows', async () => {
+    const win = new Set(['C:\\Py\\python.exe']);
+    const r = await resolveInterpreter({
+      ...base, platform: 'win32', env: { Path: 'C:\\Windows;C:\\Py', PATHEXT: '.COM;.EXE' },
+      isExecutable: (f) => win.has(f.replace(/\.exe$/i, '.exe')),
+    });
+    assert.equal(r.command, 'C:\\Py\\python.exe');
+  });
+});
+
+describe('expandVariables / findOnPath', () => {
+  it('leaves ${workspaceFolder} alone without a folder and expands a missing env var to empty', () => {
+    assert.equal(expandVariables('${workspaceFolder}/p', { env: {}, homedir: '/h' }), '${workspaceFolder}/p');
+    assert.equal(expandVariables('${env:NOPE}x', { env: {}, homedir: '/h' }), 'x');
+    assert.equal(expandVariables('${workspaceFolderBasename}', { env: {}, homedir: '/h', workspaceFolder: '/a/proj' }), 'proj');
+    assert.equal(expandVariables('${userHome}/x', { env: {}, homedir: '/h' }), '/h/x');
+  });
+  it('skips empty PATH entries and returns the first hit', () => {
+    assert.equal(findOnPath('python3', { PATH: '::/usr/bin' }, 'linux', (f) => files.has(f)), '/usr/bin/python3');
+    assert.equal(findOnPath('python3', {}, 'linux', () => true), undefined);
+  });
+});
+
+describe('import check', () => {
+  it('parses the executable and version the check prints', () => {
+    assert.deepEqual(parseImportCheck({ status: 0, stdout: '/ws/.venv/bin/python\n3.11.9\n', stderr: '' }),
+      { executable: '/ws/.venv/bin/python', version: '3.11.9' });
+    assert.equal(parseImportCheck({ status: 1, stdout: '', stderr: 'x' }), undefined);
+    assert.equal(parseImportCheck({ status: 0, stdout: '', stderr: '', timedOut: true }), undefined);
+  });
+
+  it('says which interpreter failed, why, and how to fix it', () => {
+    const interp = { command: '/usr/bin/python3', source: 'path' as const, description: 'python3 on PATH' };
+    const stderr = 'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\nModuleNotFoundError: No module named \'lsp_server\'\n';
+    const f = describeImportFailure(interp, { status: 1, stdout: '', stderr });
+    assert.match(f.message, /"import lsp_server" failed with \/usr\/bin\/python3 \(from python3 on PATH\): ModuleNotFoundError: No module named 'lsp_server'/);
+    assert.match(f.message, /\/usr\/bin\/python3 -m pip install newt/);
+    assert.match(f.message, /set "newt\.interpreter"/);
+    assert.equal(f.installCommand, '/usr/bin/python3 -m pip install newt');
+    assert.match(f.detail, /stderr:\n {4}Traceback/);
+  });
+
+  it('explains a missing interpreter and quotes paths with spaces', () => {
+    const interp = { command: '/My Envs/py', source: 'setting' as const, description: 'the newt.interpreter setting (/My Envs/py)' };
+    const f = describeImportFailure(interp, { spawnError: { code: 'ENOENT', message: 'spawn ENOENT' }, status: null, stdout: '', stderr: '' });
+    assert.match(f.message, /the interpreter \/My Envs\/py \(from the newt.interpreter setting \(\/My Envs\/py\)\) was not found/);
+    assert.equal(f.installCommand, '"/My Envs/py" -m pip install newt');
+  });
+
+  it('takes the last non-empty line of a traceback', () => {
+    assert.equal(lastErrorLine('a\n\nImportError: x\n\n'), 'ImportError: x');
+    assert.equal(lastErrorLine(''), '');
+  });
+});
