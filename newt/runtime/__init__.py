@@ -1,7 +1,31 @@
-"""The newt runtime: ``@newt.jit``, launching, caches, autotuning.
+"""The newt runtime: ``@newt.jit``, launching, caches, autotuning, ``newt.compile``.
 
 Importing this package is light; torch and the CUDA bindings are imported
-when a kernel is first compiled or launched.
+when a kernel is first compiled or launched.  See docs/runtime.md.
 """
 
+from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: F401
+from .compiler import CompiledKernel, compile  # noqa: F401
+from .errors import KernelFaultError, LaunchError, OutOfResources  # noqa: F401
 from .jit import JITFunction, jit  # noqa: F401
+
+
+def synchronize(device=None):
+    """Wait for the GPU; a kernel fault raises ``KernelFaultError`` naming the last newt kernel launched."""
+    from .driver import synchronize as _sync
+    _sync(device)
+
+
+def cache_dir():
+    """The disk cache directory in use (None when the disk cache is off)."""
+    from .cache import get_cache
+    return get_cache().root
+
+
+def clear_cache(disk: bool = False):
+    """Forget compiled kernels held in memory (and, with ``disk=True``, the disk cache)."""
+    from . import compiler
+    from .cache import get_cache
+    compiler.clear_memory_cache()
+    if disk:
+        get_cache().clear()

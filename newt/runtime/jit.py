@@ -1,17 +1,48 @@
 """``@newt.jit``: the kernel object users decorate functions with.
 
-The front end reads the function's source through ``jit_source()``; the
-launch path (``kernel[grid](...)``) specializes on the arguments, builds the IR
-with ``newt.frontend.build_ir`` and compiles it (or interprets it when
-``NEWT_INTERPRET=1`` or ``interpret=True``).
+``kernel[grid](*args, num_warps=4, num_stages=3, **constexprs)`` launches it.
+The front end reads the function's source through ``jit_source()``.
+
+The launch fast path is Python code generated once per kernel (on its first
+launch) with the kernel's own parameter list, so binding the arguments is
+Python's own call (a wrong count raises ``TypeError: kernel() missing 1
+required positional argument: 'n'``).  For each argument it computes the
+specialization key entries inline (tensors: dtype and 16-byte alignment; ints:
+equal to 1, 32/64-bit, divisible by 16; see ``specialize.py``), looks the flat
+key tuple up in one dict and calls the specialization's launcher, which packs
+the run-time arguments with one ``struct`` call into a prebuilt parameter
+block.  Misses go to the slow path: specialize, compile (memory and disk
+caches), load onto the device.
+
+Interpretation (``NEWT_INTERPRET=1`` or ``@newt.jit(interpret=True)``; the
+environment is read at a kernel's first launch) builds the IR and runs
+``newt.interpreter.launch`` instead.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
+import threading
 
 from newt.language import core as lc
+
+from . import specialize as sp
+
+#: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
+LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup")
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 3
+
+
+def default_target() -> str:
+    """The target used to compile when there is no GPU (``NEWT_TARGET``, default ``sm_90a``)."""
+    return os.environ.get("NEWT_TARGET") or "sm_90a"
+
+
+def interpret_env() -> bool:
+    return os.environ.get("NEWT_INTERPRET", "0") not in ("", "0", "false", "False", "no")
 
 
 class JITFunction:
@@ -30,20 +61,44 @@ class JITFunction:
         self.constexpr_names = {n for n, p in self.signature.parameters.items() if _is_constexpr(p.annotation)}
         dns = set()
         for d in do_not_specialize:
-            dns.add(self.arg_names[d] if isinstance(d, int) else d)
+            if isinstance(d, int):
+                if not 0 <= d < len(self.arg_names):
+                    raise ValueError(f"do_not_specialize: {fn.__name__} has no parameter number {d}")
+                dns.add(self.arg_names[d])
+            else:
+                if d not in self.arg_names:
+                    raise ValueError(f"do_not_specialize: {fn.__name__} has no parameter {d!r}")
+                dns.add(d)
         self.do_not_specialize = dns
         self.interpret = interpret
-        self.debug = debug
+        self.debug = bool(debug) if debug is not None else None
         self.noinline = noinline
         self.options = options
         self._jit_source = None
+        self._fingerprint = None
+        self._cache: dict = {}  # specialization key -> Launcher
+        self._ir_cache: dict = {}  # interpreter: specialization -> ir.Function
+        self._lock = threading.RLock()
+        self.nonconst_names = [n for n in self.arg_names if n not in self.constexpr_names]
 
+    # -- the front end's view ------------------------------------------------------
     def jit_source(self):
         """The front end's view of this function (source text, AST, globals)."""
         if self._jit_source is None:
             from newt.frontend.values import jit_source_from_function
             self._jit_source = jit_source_from_function(self.fn)
         return self._jit_source
+
+    @property
+    def src(self) -> str:
+        return inspect.getsource(self.fn)
+
+    def fingerprint(self) -> str:
+        """Hash of this kernel's source and of every jit function / constant it uses (for the disk cache)."""
+        if self._fingerprint is None:
+            from .compiler import source_fingerprint
+            self._fingerprint = source_fingerprint(self)
+        return self._fingerprint
 
     def __call__(self, *args, **kwargs):
         raise lc.NewtUsageError(
@@ -53,17 +108,316 @@ class JITFunction:
     def __repr__(self):
         return f"JITFunction({self.__module__}:{self.__qualname__})"
 
+    # -- launching ----------------------------------------------------------------------
+    def is_interpreted(self) -> bool:
+        return self.interpret if self.interpret is not None else interpret_env()
+
+    def __getitem__(self, grid):
+        """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``)."""
+        run = self.__dict__.get("run") or self._install_run()
+        return functools.partial(run, grid=grid)
+
+    def run(self, *args, **kwargs):
+        """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
+        return self._install_run()(*args, **kwargs)
+
+    def warmup(self, *args, grid=None, **kwargs):
+        """Compile (and load, when there is a GPU) without launching; returns the CompiledKernel.
+
+        Tensors may be replaced by their ``torch.dtype``.  Without a GPU it compiles for
+        ``NEWT_TARGET`` (default ``sm_90a``).
+        """
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    def _install_run(self):
+        with self._lock:
+            run = self.__dict__.get("run")
+            if run is None:
+                run = self._run_interpreted if self.is_interpreted() else build_fast_path(self)
+                self.run = run
+        return run
+
+    def clear_cache(self):
+        """Forget compiled specializations (the disk cache is untouched)."""
+        self._cache.clear()
+        self._ir_cache.clear()
+        self.__dict__.pop("run", None)
+
+    # -- the slow path ---------------------------------------------------------------------
+    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup):
+        """Specialize, compile and load; remember the launcher under ``key``."""
+        from . import compiler, driver
+        _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        entries, cvals = {}, {}
+        for n, v in zip(self.arg_names, values):
+            if n in self.constexpr_names:
+                cvals[n] = v
+                continue
+            _, a, b = sp.key_entries(self.__name__, n, v, n in self.do_not_specialize,
+                                     check_cuda=dev >= 0 and not warmup)
+            if not warmup and sp._is_torch_dtype(v):
+                raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+                                "(dtypes are accepted by warmup only)")
+            entries[n] = (a, b)
+        spec = sp.spec_from_entries(self, entries, cvals)
+        if dev >= 0:
+            target = driver.device_info(dev).target
+        else:
+            target = default_target()
+        ck = compiler.compile_specialization(self, spec.arg_types, spec.constexprs, spec.divisibility, target,
+                                             num_warps, num_stages, bool(self.debug), fingerprint=self.fingerprint())
+        rt = [p.name for p in ck.params]
+        if rt != spec.runtime_names:
+            raise RuntimeError(f"{self.__name__}: the compiled kernel's parameters {rt} differ from the "
+                               f"specialization's {spec.runtime_names}")
+        if dev >= 0:
+            sel = [self.nonconst_names.index(n) for n in rt]
+            launcher = driver.Launcher(ck, dev, n_values=len(self.nonconst_names), select=sel,
+                                       blocking=bool(self.debug))
+        else:
+            launcher = driver.NoDeviceLauncher(ck)
+        if key is not None:
+            self._cache[key] = launcher
+        return launcher
+
+    # -- the interpreter ---------------------------------------------------------------------
+    def _run_interpreted(self, *args, grid=None, num_warps=None, num_stages=None, num_ctas=1, stream=None,
+                         warmup=False, **kwargs):
+        for opt, val in (("num_warps", num_warps), ("num_stages", num_stages)):
+            if opt in self.arg_names and val is not None:
+                kwargs[opt] = val
+        values = sp.bind(self, args, kwargs)
+        named = dict(zip(self.arg_names, values))
+        if num_warps is None:
+            num_warps = named.get("num_warps", DEFAULT_NUM_WARPS) if "num_warps" in named else DEFAULT_NUM_WARPS
+        if num_stages is None:
+            num_stages = named.get("num_stages", DEFAULT_NUM_STAGES) if "num_stages" in named else \
+                DEFAULT_NUM_STAGES
+        _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        spec = sp.specialize(self, tuple(values), {})
+        key = (spec.key, num_warps, num_stages)
+        irfn = self._ir_cache.get(key)
+        if irfn is None:
+            from newt.frontend import build_ir
+            irfn = build_ir(self, spec.arg_types, spec.constexprs, spec.divisibility, num_warps=num_warps,
+                            num_stages=num_stages)
+            self._ir_cache[key] = irfn
+        if warmup:
+            return irfn
+        for n, v in zip(spec.runtime_names, spec.runtime_args):
+            if sp._is_torch_dtype(v):
+                raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch")
+        meta = dict(named)
+        meta["num_warps"] = num_warps
+        meta["num_stages"] = num_stages
+        g = normalize_grid(grid, meta, self.__name__)
+        from newt import interpreter
+        interpreter.launch(irfn, g, list(spec.runtime_args), num_warps=num_warps)
+        return irfn
+
+
+def _check_options(name, num_warps, num_stages, num_ctas):
+    if not isinstance(num_warps, int) or isinstance(num_warps, bool) or not 1 <= num_warps <= 32 \
+            or num_warps & (num_warps - 1):
+        raise ValueError(f"{name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")
+    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or num_stages < 1:
+        raise ValueError(f"{name}: num_stages must be an int >= 1, got {num_stages!r}")
+    if num_ctas != 1:
+        raise ValueError(f"{name}: num_ctas={num_ctas!r}: thread-block clusters are not supported (use num_ctas=1)")
+
+
+def normalize_grid(grid, meta, name: str):
+    """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``."""
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    if grid is None:
+        raise TypeError(f"{name}: no grid given: launch with {name}[grid](...) or {name}.run(..., grid=...)")
+    try:
+        g = tuple(grid)
+    except TypeError:
+        raise TypeError(f"{name}: the grid must be a tuple of 1 to 3 ints or a callable returning one, "
+                        f"got {type(grid).__name__}") from None
+    if not 1 <= len(g) <= 3:
+        raise TypeError(f"{name}: the grid must have 1 to 3 dimensions, got {len(g)}: {g!r}")
+    out = []
+    for d in g:
+        if hasattr(d, "__index__") and not isinstance(d, bool):
+            out.append(int(d.__index__()))
+        else:
+            raise TypeError(f"{name}: grid dimensions must be ints, got {d!r} in {g!r}")
+    while len(out) < 3:
+        out.append(1)
+    return tuple(out)
+
 
 def _is_constexpr(ann) -> bool:
     if ann is lc.constexpr:
         return True
     if isinstance(ann, str):
-        return ann.strip() in ("constexpr", "nl.constexpr", "tl.constexpr", "newt.language.constexpr")
+        return ann.strip() in ("constexpr", "nl.constexpr", "tl.constexpr", "newt.language.constexpr",
+                               "triton.language.constexpr")
     return False
 
 
+# ---------------------------------------------------------------------------
+# the generated fast path
+# ---------------------------------------------------------------------------
+
+_P = "_nwt_"  # prefix of every local of the generated function
+
+
+def build_fast_path(kernel: JITFunction):
+    """Generate ``run(<the kernel's parameters>, *, grid, num_warps, num_stages, num_ctas, stream, warmup)``."""
+    import torch
+
+    from . import driver
+    name = kernel.__name__
+    params = kernel.signature.parameters
+    for n in params:
+        if n.startswith(_P):
+            raise ValueError(f"{name}: parameter names must not start with {_P!r}")
+        if n in ("grid", "stream", "warmup"):
+            raise ValueError(f"{name}: a parameter named {n!r} clashes with the launch option of that name")
+        if params[n].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
+                              inspect.Parameter.KEYWORD_ONLY):
+            raise TypeError(f"{name}: kernels take plain positional parameters only (no *args, **kwargs or "
+                            "keyword-only parameters)")
+    g = {
+        f"{_P}Tensor": torch.Tensor, f"{_P}device": driver.current_device_fn(), f"{_P}type": type,
+        f"{_P}cache": kernel._cache, f"{_P}miss": kernel._miss, f"{_P}norm_grid": normalize_grid,
+        f"{_P}stream_handle": driver.stream_handle, f"{_P}name": name,
+    }
+    g[f"{_P}stream"] = driver.current_stream_fn() if driver.has_gpu() else (lambda dev: 0)
+
+    def bad_kwargs(extra):
+        k = next(iter(extra))
+        hint = ""
+        if k in ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid"):
+            hint = " (this launch option is not supported by newt)"
+        raise TypeError(f"{name}() got an unexpected keyword argument {k!r}{hint}")
+
+    def entries(i, v, warmup):
+        n = kernel.nonconst_names[i]
+        p, a, b = sp.key_entries(name, n, v, n in kernel.do_not_specialize, check_cuda=not warmup)
+        if p is None and a not in ("c1", "cx") and not warmup:
+            raise TypeError(f"{name}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+                            "(dtypes are accepted by warmup only)")
+        return p, a, b
+
+    def intkey(v, i):
+        n = kernel.nonconst_names[i]
+        kind = sp.int_kind(v, n)
+        return kind, (n not in kernel.do_not_specialize and v % 16 == 0)
+
+    def not_cuda(i, v):
+        sp.raise_not_cuda(name, kernel.nonconst_names[i], v)
+
+    g[f"{_P}bad_kwargs"] = bad_kwargs
+    g[f"{_P}entries"] = entries
+    g[f"{_P}intkey"] = intkey
+    g[f"{_P}not_cuda"] = not_cuda
+
+    sig = []
+    for n, p in params.items():
+        if p.default is inspect.Parameter.empty:
+            sig.append(n)
+        else:
+            g[f"{_P}d_{n}"] = p.default
+            sig.append(f"{n}={_P}d_{n}")
+    opts = ["grid=None"]
+    nw_expr = "num_warps" if "num_warps" in params else None
+    ns_expr = "num_stages" if "num_stages" in params else None
+    if nw_expr is None:
+        opts.append("num_warps=None")
+    if ns_expr is None:
+        opts.append("num_stages=None")
+    if "num_ctas" not in params:
+        opts.append("num_ctas=1")
+    opts += ["stream=None", "warmup=False", f"**{_P}extra"]
+    L = [f"def {name}({', '.join(sig)}{', ' if sig else ''}*, {', '.join(opts)}):"]
+    L.append(f"    if {_P}extra:")
+    L.append(f"        {_P}bad_kwargs({_P}extra)")
+    if nw_expr is None:
+        L.append("    if num_warps is None:")
+        L.append(f"        num_warps = {DEFAULT_NUM_WARPS}")
+    if ns_expr is None:
+        L.append("    if num_stages is None:")
+        L.append(f"        num_stages = {DEFAULT_NUM_STAGES}")
+    key = []
+    for i, n in enumerate(kernel.nonconst_names):
+        dns = n in kernel.do_not_specialize
+        p, a, b = f"{_P}p{i}", f"{_P}a{i}", f"{_P}b{i}"
+        L.append(f"    if {_P}type({n}) is {_P}Tensor:")
+        L.append(f"        {p} = {n}.data_ptr()")
+        L.append(f"        {a} = {n}.dtype")
+        L.append(f"        {b} = False" if dns else f"        {b} = not ({p} & 15)")
+        L.append(f"        if not {n}.is_cuda and not warmup:")
+        L.append(f"            {_P}not_cuda({i}, {n})")
+        L.append(f"    elif {_P}type({n}) is int:")
+        L.append(f"        {p} = {n}")
+        if dns:
+            L.append(f"        if -2147483648 <= {n} <= 2147483647:")
+            L.append(f"            {a} = 'i32'")
+            L.append(f"            {b} = False")
+        else:
+            L.append(f"        if {n} == 1:")
+            L.append(f"            {a} = 'c1'")
+            L.append(f"            {b} = None")
+            L.append(f"        elif -2147483648 <= {n} <= 2147483647:")
+            L.append(f"            {a} = 'i32'")
+            L.append(f"            {b} = not ({n} & 15)")
+        L.append("        else:")
+        L.append(f"            {a}, {b} = {_P}intkey({n}, {i})")
+        L.append("    else:")
+        L.append(f"        {p}, {a}, {b} = {_P}entries({i}, {n}, warmup)")
+        key += [a, b]
+    for n in kernel.arg_names:
+        if n in kernel.constexpr_names:
+            key += [n, f"{_P}type({n})"]
+    key += ["num_warps", "num_stages", "num_ctas", f"{_P}dev"]
+    allvals = ", ".join(kernel.arg_names) + ("," if len(kernel.arg_names) == 1 else "")
+    L.append(f"    {_P}dev = {_P}device()")
+    L.append(f"    {_P}key = ({', '.join(key)})")
+    L.append("    try:")
+    L.append(f"        {_P}k = {_P}cache[{_P}key]")
+    L.append("    except KeyError:")
+    L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append("    except TypeError:  # an unhashable constexpr value: no caching by key")
+    L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append("    if warmup:")
+    L.append(f"        return {_P}k.kernel")
+    meta = ", ".join([f"{n!r}: {n}" for n in kernel.arg_names] + ["'num_warps': num_warps",
+                                                                   "'num_stages': num_stages"])
+    L.append(f"    if {_P}type(grid) is not tuple or not 0 < len(grid) < 4:")
+    L.append(f"        grid = {_P}norm_grid(grid, {{{meta}}}, {_P}name)")
+    L.append("    if len(grid) == 1:")
+    L.append(f"        {_P}gx = grid[0]")
+    L.append(f"        {_P}gy = {_P}gz = 1")
+    L.append("    elif len(grid) == 2:")
+    L.append(f"        {_P}gx, {_P}gy = grid")
+    L.append(f"        {_P}gz = 1")
+    L.append("    else:")
+    L.append(f"        {_P}gx, {_P}gy, {_P}gz = grid")
+    L.append("    if stream is None:")
+    L.append(f"        {_P}s = {_P}stream({_P}dev)")
+    L.append("    else:")
+    L.append(f"        {_P}s = {_P}stream_handle(stream)")
+    pvals = "".join(f", {_P}p{i}" for i in range(len(kernel.nonconst_names)))
+    L.append(f"    {_P}k.launch({_P}gx, {_P}gy, {_P}gz, {_P}s{pvals})")
+    L.append(f"    return {_P}k.kernel")
+    src = "\n".join(L) + "\n"
+    filename = f"<newt launch fast path of {name}>"
+    exec(compile(src, filename, "exec"), g)  # noqa: S102
+    fn = g[name]
+    fn.__qualname__ = name
+    fn.__newt_source__ = src
+    return fn
+
+
 def jit(fn=None, **kwargs):
-    """Decorate a kernel: ``@newt.jit`` or ``@newt.jit(do_not_specialize=[...], interpret=True)``."""
+    """Decorate a kernel: ``@newt.jit`` or ``@newt.jit(do_not_specialize=[...], interpret=True, debug=True)``."""
     if fn is None:
         return lambda f: JITFunction(f, **kwargs)
     return JITFunction(fn, **kwargs)

@@ -1,0 +1,459 @@
+"""``@newt.autotune``, ``newt.Config`` and ``@newt.heuristics``.
+
+The autotuner benchmarks every config (after pruning) the first time it sees
+a tuning key (the values of the ``key`` arguments plus the dtypes of the
+tensor arguments), keeps the fastest and launches it from then on.  All
+configs are compiled first (in parallel threads: NVRTC releases the GIL);
+configs that fail to compile (e.g. out of shared memory) or to run are
+skipped with the reason logged (logger ``newt.autotune``) and kept in
+``kernel.failed_configs``.  ``NEWT_PRINT_AUTOTUNING=1`` prints each tuning
+result.  ``cache_results=True`` also stores the winner on disk.
+
+Through the interpreter (``NEWT_INTERPRET=1``) each config runs once and the
+CPU wall-clock time decides, so autotuned kernels work without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import time
+
+from newt.frontend.diagnostics import CompilationError
+
+from .errors import LaunchError, OutOfResources
+
+log = logging.getLogger("newt.autotune")
+
+
+class Config:
+    """One autotuning configuration: constexpr values plus launch options.
+
+    ``pre_hook(nargs)`` runs before each launch with this config (``nargs``: the
+    kernel's arguments by name, config values included).
+    """
+
+    def __init__(self, kwargs: dict, num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
+                 maxnreg=None, pre_hook=None):
+        if not isinstance(kwargs, dict):
+            raise TypeError(f"newt.Config: kwargs must be a dict of constexpr values, got {type(kwargs).__name__}")
+        self.kwargs = dict(kwargs)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.num_ctas = num_ctas
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> dict:
+        d = dict(self.kwargs)
+        d["num_warps"] = self.num_warps
+        d["num_stages"] = self.num_stages
+        if self.num_ctas != 1:
+            d["num_ctas"] = self.num_ctas
+        return d
+
+    def _ident(self):
+        return (tuple(sorted((k, repr(v)) for k, v in self.kwargs.items())), self.num_warps, self.num_stages,
+                self.num_ctas, self.maxnreg)
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self._ident() == other._ident()
+
+    def __hash__(self):
+        return hash(self._ident())
+
+    def __str__(self):
+        parts = [f"{k}: {v}" for k, v in self.kwargs.items()]
+        parts += [f"num_warps: {self.num_warps}", f"num_stages: {self.num_stages}"]
+        if self.num_ctas != 1:
+            parts.append(f"num_ctas: {self.num_ctas}")
+        if self.maxnreg is not None:
+            parts.append(f"maxnreg: {self.maxnreg}")
+        return ", ".join(parts)
+
+    def __repr__(self):
+        return f"Config({self})"
+
+
+def _base(fn):
+    while not hasattr(fn, "_miss") and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
+class KernelInterface:
+    """What ``@newt.autotune`` / ``@newt.heuristics`` objects share with ``JITFunction``."""
+
+    __newt_jit__ = True
+
+    def _init_from(self, fn):
+        self.fn = fn
+        self.base = _base(fn)
+        b = self.base
+        self.__name__ = getattr(b, "__name__", "kernel")
+        self.__qualname__ = getattr(b, "__qualname__", self.__name__)
+        self.__module__ = getattr(b, "__module__", None)
+        self.__doc__ = getattr(b, "__doc__", None)
+        self.arg_names = list(b.arg_names)
+        self.signature = b.signature
+        self.constexpr_names = set(b.constexpr_names)
+
+    def jit_source(self):
+        return self.base.jit_source()
+
+    def fingerprint(self) -> str:
+        return self.base.fingerprint()
+
+    def is_interpreted(self) -> bool:
+        return self.base.is_interpreted()
+
+    def __getitem__(self, grid):
+        return functools.partial(self.run, grid=grid)
+
+    def __call__(self, *args, **kwargs):
+        return self.base(*args, **kwargs)
+
+    def warmup(self, *args, grid=None, **kwargs):
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+def _check_names(kind: str, fn, names, where: str):
+    for n in names:
+        if n not in fn.arg_names:
+            raise ValueError(f"@newt.{kind} on {fn.__name__}: {where} {n!r} is not a parameter of {fn.__name__} "
+                             f"(parameters: {', '.join(fn.arg_names)})")
+
+
+class Autotuner(KernelInterface):
+    def __init__(self, fn, arg_names, configs, key, reset_to_zero=None, restore_value=None, pre_hook=None,
+                 post_hook=None, prune_configs_by=None, warmup=25, rep=100, do_bench=None, cache_results=False):
+        self._init_from(fn)
+        if not configs:
+            configs = [Config({})]
+        configs = list(configs)
+        for c in configs:
+            if not isinstance(c, Config):
+                raise TypeError(f"@newt.autotune on {self.__name__}: configs must be newt.Config objects, got {c!r}")
+            _check_names("autotune", self, [k for k in c.kwargs if k not in ("num_warps", "num_stages")],
+                         f"config {{{c}}} sets")
+        self.configs = configs
+        self.keys = list(key or [])
+        _check_names("autotune", self, self.keys, "key")
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        _check_names("autotune", self, self.reset_to_zero, "reset_to_zero")
+        _check_names("autotune", self, self.restore_value, "restore_value")
+        self.user_pre_hook = pre_hook
+        self.user_post_hook = post_hook
+        prune_configs_by = prune_configs_by or {}
+        self.perf_model = prune_configs_by.get("perf_model")
+        self.top_k = prune_configs_by.get("top_k", 1.0)
+        self.early_config_prune = prune_configs_by.get("early_config_prune")
+        self.num_warmup = 25 if warmup is None else warmup
+        self.num_rep = 100 if rep is None else rep
+        self.user_do_bench = do_bench
+        self.cache_results = cache_results
+        self.cache: dict = {}  # tuning key -> Config
+        self.best_config: Config | None = None
+        self.configs_timings: dict | None = None
+        self.failed_configs: dict = {}  # Config -> reason (last tuning)
+        self.bench_time = 0.0
+        self._key_pos = [(self.arg_names.index(k), k) for k in self.keys]
+        self._defaults = {n: p.default for n, p in self.signature.parameters.items()
+                          if p.default is not p.empty}
+        self._config_names = set()
+        for c in configs:
+            self._config_names.update(c.kwargs)
+
+    # -- the launch path ----------------------------------------------------------------
+    def _tuning_key(self, args, kwargs):
+        n = len(args)
+        key = []
+        for i, name in self._key_pos:
+            if i < n:
+                key.append(args[i])
+            else:
+                key.append(kwargs.get(name, self._defaults.get(name)))
+        for a in args:
+            dt = getattr(a, "dtype", None)
+            if dt is not None:
+                key.append(dt)
+        for a in kwargs.values():
+            dt = getattr(a, "dtype", None)
+            if dt is not None:
+                key.append(dt)
+        return tuple(key)
+
+    def run(self, *args, grid=None, warmup=False, **kwargs):
+        if kwargs and not self._config_names.isdisjoint(kwargs):
+            clash = sorted(self._config_names.intersection(kwargs))
+            raise ValueError(f"{self.__name__}: {', '.join(map(repr, clash))} "
+                             f"{'is' if len(clash) == 1 else 'are'} set by the autotune configs and must not be "
+                             "passed at launch (conflicting meta-parameters)")
+        if warmup:
+            return self.warmup_all(args, kwargs)
+        key = self._tuning_key(args, kwargs)
+        try:
+            config = self.cache.get(key)
+        except TypeError:  # an unhashable key value
+            key = tuple(map(repr, key))
+            config = self.cache.get(key)
+        if config is None:
+            config = self._tune(key, args, kwargs, grid)
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook(self._nargs(args, kwargs, config))
+        return self.fn.run(*args, grid=grid, **config.all_kwargs(), **kwargs)
+
+    def _nargs(self, args, kwargs, config=None) -> dict:
+        d = dict(zip(self.arg_names, args))
+        d.update(kwargs)
+        if config is not None:
+            d.update(config.all_kwargs())
+        return d
+
+    # -- tuning -------------------------------------------------------------------------
+    def prune_configs(self, kwargs: dict, nargs: dict | None = None) -> list:
+        pruned = list(self.configs)
+        nargs = nargs if nargs is not None else {}
+        if self.early_config_prune is not None:
+            pruned = list(self.early_config_prune(self.configs, nargs, **kwargs))
+            if not pruned:
+                raise RuntimeError(f"{self.__name__}: early_config_prune removed every config")
+        if self.perf_model is not None:
+            top_k = self.top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(pruned) * top_k))
+            if len(pruned) > top_k:
+                est = {c: self.perf_model(**nargs, **kwargs, **c.all_kwargs()) for c in pruned}
+                pruned = sorted(est, key=est.get)[:top_k]
+        return pruned
+
+    def _disk_key(self, key) -> str:
+        from . import cache, compiler, driver
+        from .jit import default_target
+        target = default_target()
+        if driver.has_gpu() and not self.is_interpreted():
+            info = driver.device_info(driver.torch().cuda.current_device())
+            target = f"{info.name}/{info.target}"
+        return cache.hash_key({
+            "kernel": self.fingerprint(), "newt": compiler.package_fingerprint(), "device": target,
+            "configs": [str(c) for c in self.configs], "key": [compiler.stable_repr(_plain(k)) for k in key],
+            "interpret": self.is_interpreted(),
+        })
+
+    def _tune(self, key, args, kwargs, grid):
+        from . import cache
+        if self.cache_results:
+            dk = self._disk_key(key)
+            hit = cache.get_cache().get_json(dk, "autotune")
+            if hit is not None:
+                idx = hit.get("index")
+                if isinstance(idx, int) and 0 <= idx < len(self.configs) and str(self.configs[idx]) == hit.get(
+                        "config"):
+                    cfg = self.configs[idx]
+                    self.cache[key] = cfg
+                    if _print_autotuning():
+                        print(f"newt autotuning: {self.__name__} key {key}: best config {{{cfg}}} (from the disk "
+                              "cache)")
+                    return cfg
+        nargs = self._nargs(args, kwargs)
+        pruned = self.prune_configs(kwargs, nargs)
+        t0 = time.perf_counter()
+        self.failed_configs = {}
+        if len(pruned) == 1:
+            best = pruned[0]
+            timings = {best: None}
+        else:
+            self._precompile(pruned, args, kwargs)
+            timings = {}
+            for c in pruned:
+                if c in self.failed_configs:
+                    timings[c] = [math.inf] * 3
+                    continue
+                timings[c] = self._bench(c, args, kwargs, grid)
+            ok = {c: t for c, t in timings.items() if math.isfinite(t[0])}
+            if not ok:
+                reasons = "; ".join(f"{{{c}}}: {r}" for c, r in self.failed_configs.items())
+                raise RuntimeError(f"{self.__name__}: no autotune config could run for key {key}: {reasons}")
+            best = min(ok, key=lambda c: ok[c][0])
+        self.bench_time = time.perf_counter() - t0
+        self.configs_timings = timings
+        self.cache[key] = best
+        if self.cache_results and len(pruned) > 1:
+            cache.get_cache().put_json(self._disk_key(key), {
+                "index": self.configs.index(best), "config": str(best),
+                "timings": {str(c): (t[0] if t else None) for c, t in timings.items()},
+            }, "autotune")
+        if _print_autotuning():
+            print(f"newt autotuning: {self.__name__} key {key}: {len(pruned)} configs in {self.bench_time:.2f}s; "
+                  f"best config {{{best}}}" + (f" ({timings[best][0]:.4f} ms)" if timings.get(best) else ""))
+            for c, t in timings.items():
+                if t is not None:
+                    extra = f"  skipped: {self.failed_configs[c]}" if c in self.failed_configs else ""
+                    print(f"    {{{c}}}: {t[0]:.4f} ms{extra}")
+        return best
+
+    def _skip(self, config, exc):
+        reason = f"{type(exc).__name__}: {exc}".strip()
+        first = reason.splitlines()[0] if reason else type(exc).__name__
+        self.failed_configs[config] = reason
+        level = logging.INFO if isinstance(exc, OutOfResources) else logging.WARNING
+        log.log(level, "newt autotune: %s: skipping config {%s}: %s", self.__name__, config, first)
+
+    def _precompile(self, configs, args, kwargs):
+        """Compile every config (threads: NVRTC runs outside the GIL); failures are recorded."""
+        def one(c):
+            try:
+                self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs)
+                return None
+            except Exception as e:  # noqa: BLE001
+                return e
+
+        if self.is_interpreted():
+            return
+        nthreads = int(os.environ.get("NEWT_COMPILE_THREADS", "0") or 0) or min(8, os.cpu_count() or 1)
+        if nthreads > 1 and len(configs) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(min(nthreads, len(configs))) as ex:
+                errs = list(ex.map(one, configs))
+        else:
+            errs = [one(c) for c in configs]
+        for c, e in zip(configs, errs):
+            if e is not None:
+                if _is_fatal(e):
+                    raise e
+                self._skip(c, e)
+
+    def _bench(self, config, args, kwargs, grid):
+        nargs = self._nargs(args, kwargs, config)
+        launch_kwargs = dict(config.all_kwargs(), **kwargs)
+
+        def call():
+            if config.pre_hook is not None:
+                config.pre_hook(nargs)
+            self._pre_hook(nargs)
+            try:
+                self.fn.run(*args, grid=grid, **launch_kwargs)
+            finally:
+                self._post_hook(nargs)
+
+        try:
+            if self.user_do_bench is not None:
+                t = self.user_do_bench(call, quantiles=(0.5, 0.2, 0.8))
+            elif self.is_interpreted():
+                t = _cpu_time(call)
+            else:
+                from newt.testing import do_bench
+                t = do_bench(call, warmup=self.num_warmup, rep=self.num_rep, quantiles=(0.5, 0.2, 0.8))
+        except Exception as e:  # noqa: BLE001
+            if _is_fatal(e):
+                raise
+            self._skip(config, e)
+            return [math.inf] * 3
+        if isinstance(t, (int, float)):
+            t = [float(t)] * 3
+        return list(t)
+
+    def _pre_hook(self, nargs):
+        if self.reset_to_zero:
+            for n in self.reset_to_zero:
+                nargs[n].zero_()
+        if self.restore_value:
+            self._restore_copies = [nargs[n].clone() for n in self.restore_value]
+        if self.user_pre_hook is not None:
+            self.user_pre_hook(nargs)
+
+    def _post_hook(self, nargs):
+        if self.restore_value:
+            for n, saved in zip(self.restore_value, self._restore_copies):
+                nargs[n].copy_(saved)
+            self._restore_copies = []
+        if self.user_post_hook is not None:
+            self.user_post_hook(nargs, None)
+
+    def warmup_all(self, args, kwargs):
+        """Compile every (pruned) config; returns the compiled kernels of those that compiled."""
+        nargs = self._nargs(args, kwargs)
+        out = []
+        for c in self.prune_configs(kwargs, nargs):
+            try:
+                out.append(self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs))
+            except Exception as e:  # noqa: BLE001
+                if _is_fatal(e):
+                    raise
+                self._skip(c, e)
+        return out
+
+
+def _plain(v):
+    """Tuning key values for the disk key: dtypes by name."""
+    if type(v).__name__ == "dtype":
+        return str(v)
+    return v
+
+
+def _is_fatal(e) -> bool:
+    """Errors that must not be swallowed by the autotuner: the context is dead, or the call itself is wrong."""
+    if isinstance(e, LaunchError) and e.sticky:
+        return True
+    return isinstance(e, (TypeError, KeyboardInterrupt)) and not isinstance(e, (CompilationError, OutOfResources))
+
+
+def _cpu_time(call):
+    t0 = time.perf_counter()
+    call()
+    ms = (time.perf_counter() - t0) * 1e3
+    return [ms, ms, ms]
+
+
+def _print_autotuning() -> bool:
+    return os.environ.get("NEWT_PRINT_AUTOTUNING", "0") not in ("", "0", "false", "False")
+
+
+def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None, pre_hook=None,
+             post_hook=None, warmup=None, rep=None, do_bench=None, cache_results=False, use_cuda_graph=False):
+    """Decorate a ``@newt.jit`` kernel to autotune it over ``configs`` per value of the ``key`` arguments.
+
+    ``prune_configs_by={"perf_model": f, "top_k": k, "early_config_prune": g}``;
+    ``reset_to_zero``/``restore_value``: argument names zeroed before / restored
+    after each benchmark run; ``cache_results=True`` keeps the winners on disk.
+    """
+    def decorator(fn):
+        if not getattr(fn, "__newt_jit__", False):
+            raise TypeError("@newt.autotune must decorate a @newt.jit function (put @newt.jit below it)")
+        return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
+                         post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+                         do_bench=do_bench, cache_results=cache_results)
+    return decorator
+
+
+class Heuristics(KernelInterface):
+    """Computes constexpr values from the other arguments at each launch."""
+
+    def __init__(self, fn, arg_names, values: dict):
+        self._init_from(fn)
+        if not isinstance(values, dict):
+            raise TypeError("@newt.heuristics expects a dict {parameter name: function(args) -> value}")
+        _check_names("heuristics", self, list(values), "heuristic for")
+        self.values = dict(values)
+
+    def run(self, *args, **kwargs):
+        nargs = dict(zip(self.arg_names, args))
+        nargs.update(kwargs)
+        for name, heur in self.values.items():
+            v = heur(nargs)
+            kwargs[name] = v
+            nargs[name] = v
+        return self.fn.run(*args, **kwargs)
+
+
+def heuristics(values: dict):
+    """``@newt.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})``."""
+    def decorator(fn):
+        if not getattr(fn, "__newt_jit__", False):
+            raise TypeError("@newt.heuristics must decorate a @newt.jit function (or an autotuned one)")
+        return Heuristics(fn, fn.arg_names, values)
+    return decorator

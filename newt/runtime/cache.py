@@ -1,0 +1,205 @@
+"""The on-disk cache: content-addressed, atomic, checksummed, shared by processes.
+
+Location: ``$NEWT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/newt`` or
+``~/.cache/newt``.  ``NEWT_CACHE_DIR=""`` or ``NEWT_DISABLE_CACHE=1`` turns
+the disk cache off.
+
+An entry is one file ``<root>/<kind>/<key[:2]>/<key>.bin``::
+
+    b"NEWT-CACHE-1\\n" + sha256(body).hexdigest() + b"\\n" + body
+    body = len(header) as 8 bytes (little-endian) + header (JSON) + blobs
+
+The header names the key, the metadata and each blob (name, text or bytes,
+length).  Writers build the file under a unique temporary name in the same
+directory and ``os.replace`` it into place, so readers see either nothing or
+a complete entry; many processes may write the same key at once (the last
+rename wins; the contents are identical).  A reader that finds a truncated
+or corrupt file (bad magic, checksum or header) deletes it and reports a
+miss, so the entry is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+MAGIC = b"NEWT-CACHE-1\n"
+
+
+def default_cache_dir() -> Path | None:
+    if os.environ.get("NEWT_DISABLE_CACHE", "0") not in ("", "0"):
+        return None
+    env = os.environ.get("NEWT_CACHE_DIR")
+    if env is not None:
+        return Path(env).expanduser() if env.strip() else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "newt"
+
+
+class CacheStats:
+    __slots__ = ("hits", "misses", "writes", "corrupt", "write_errors")
+
+    def __init__(self):
+        self.hits = self.misses = self.writes = self.corrupt = self.write_errors = 0
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class DiskCache:
+    """One cache directory.  ``get``/``put`` whole entries; all methods are thread- and process-safe."""
+
+    def __init__(self, root: str | os.PathLike | None):
+        self.root = Path(root) if root is not None else None
+        self.stats = CacheStats()
+        self._warned = False
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.root is not None
+
+    def path(self, key: str, kind: str = "kernels") -> Path:
+        return self.root / kind / key[:2] / f"{key}.bin"
+
+    # -- reading ------------------------------------------------------------
+    def get(self, key: str, kind: str = "kernels"):
+        """``(meta, blobs)`` for ``key``, or None (missing, or corrupt and now removed)."""
+        if self.root is None:
+            return None
+        p = self.path(key, kind)
+        try:
+            data = p.read_bytes()
+        except OSError:
+            self.stats.misses += 1
+            return None
+        try:
+            entry = decode(data, key)
+        except ValueError as e:
+            self.stats.corrupt += 1
+            self.stats.misses += 1
+            warnings.warn(f"newt: the cache entry {p} is corrupt ({e}); rebuilding it", RuntimeWarning, stacklevel=3)
+            try:
+                # remove it only if it is still the same bad file (a writer may have just replaced it)
+                if p.read_bytes() == data:
+                    p.unlink()
+            except OSError:
+                pass
+            return None
+        self.stats.hits += 1
+        return entry
+
+    # -- writing ------------------------------------------------------------
+    def put(self, key: str, meta: dict, blobs: dict | None = None, kind: str = "kernels") -> bool:
+        if self.root is None:
+            return False
+        data = encode(key, meta, blobs or {})
+        p = self.path(key, kind)
+        tmp = None
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=p.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, p)
+            tmp = None
+            self.stats.writes += 1
+            return True
+        except OSError as e:
+            self.stats.write_errors += 1
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"newt: cannot write to the cache directory {self.root} ({e}); continuing without "
+                              "saving compiled kernels (set NEWT_CACHE_DIR to a writable directory)",
+                              RuntimeWarning, stacklevel=3)
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def get_json(self, key: str, kind: str):
+        e = self.get(key, kind)
+        return None if e is None else e[0]
+
+    def put_json(self, key: str, value, kind: str) -> bool:
+        return self.put(key, value, {}, kind)
+
+    def clear(self):
+        """Remove every entry (used by tests and ``newt.runtime.clear_cache``)."""
+        import shutil
+        if self.root is not None and self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def encode(key: str, meta: dict, blobs: dict) -> bytes:
+    names, parts = [], []
+    for name, value in blobs.items():
+        if isinstance(value, str):
+            b, kind = value.encode("utf-8"), "s"
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            b, kind = bytes(value), "b"
+        else:
+            raise TypeError(f"cache blob {name!r} must be str or bytes")
+        names.append([name, kind, len(b)])
+        parts.append(b)
+    header = json.dumps({"key": key, "meta": meta, "blobs": names}, sort_keys=True).encode("utf-8")
+    body = len(header).to_bytes(8, "little") + header + b"".join(parts)
+    return MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def decode(data: bytes, key: str | None = None):
+    """``(meta, blobs)`` from an entry's bytes; ValueError if it is truncated or corrupt."""
+    if not data.startswith(MAGIC):
+        raise ValueError("bad magic" if data else "empty file")
+    head = len(MAGIC)
+    digest, body = data[head:head + 64], data[head + 65:]
+    if len(data) < head + 65 or data[head + 64:head + 65] != b"\n":
+        raise ValueError("truncated header")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise ValueError("checksum mismatch (truncated or modified)")
+    n = int.from_bytes(body[:8], "little")
+    try:
+        header = json.loads(body[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"bad header: {e}") from None
+    if key is not None and header.get("key") != key:
+        raise ValueError("the entry belongs to another key")
+    blobs = {}
+    off = 8 + n
+    for name, kind, length in header["blobs"]:
+        b = body[off:off + length]
+        if len(b) != length:
+            raise ValueError("truncated blob")
+        blobs[name] = b.decode("utf-8") if kind == "s" else b
+        off += length
+    if off != len(body):
+        raise ValueError("trailing bytes")
+    return header["meta"], blobs
+
+
+_DEFAULT: DiskCache | None = None
+_DEFAULT_ROOT = object()
+
+
+def get_cache() -> DiskCache:
+    """The process's disk cache (re-reads ``NEWT_CACHE_DIR`` when it changes)."""
+    global _DEFAULT, _DEFAULT_ROOT
+    root = default_cache_dir()
+    if _DEFAULT is None or root != _DEFAULT_ROOT:
+        _DEFAULT = DiskCache(root)
+        _DEFAULT_ROOT = root
+    return _DEFAULT
+
+
+def hash_key(obj) -> str:
+    """sha256 of a JSON-able object (sorted keys): the content address of an entry."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode("utf-8")).hexdigest()

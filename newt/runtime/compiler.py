@@ -1,0 +1,576 @@
+"""The compile path: kernel -> IR -> CUDA C++ -> NVRTC -> cubin, with caches.
+
+``newt.compile(fn, signature=..., constexprs=..., target=...)`` works with no
+GPU.  The JIT calls :func:`compile_specialization` for each new
+specialization.  Both go through two caches keyed on the same content address
+(:func:`cache_key`): a process-wide dict, and the disk cache
+(``newt.runtime.cache``).  The key holds newt's version and a fingerprint of
+its compiler sources, the NVRTC version, the target, a fingerprint of the
+kernel's source and of every jit function and module constant it refers to
+(transitively), the specialization (argument types, constexpr values, hints)
+and the options (num_warps, num_stages, debug).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import threading
+import types as pytypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import newt
+from newt.language import core as lc
+
+from . import cache as _cache
+from .errors import OutOfResources
+
+# ---------------------------------------------------------------------------
+# fingerprints
+# ---------------------------------------------------------------------------
+
+_PKG_FP = None
+_NVRTC = None
+_FP_LOCK = threading.Lock()
+
+#: the parts of newt whose code decides what a kernel compiles to
+_COMPILER_PARTS = ("language", "frontend", "ir", "backend", "runtime/compiler.py", "runtime/specialize.py")
+
+
+def package_fingerprint() -> str:
+    """newt's version plus a hash of the compiler's own source files (so a changed compiler misses the cache)."""
+    global _PKG_FP
+    if _PKG_FP is None:
+        root = Path(newt.__file__).parent
+        h = hashlib.sha256(newt.__version__.encode())
+        files = []
+        for part in _COMPILER_PARTS:
+            p = root / part
+            if p.is_file():
+                files.append(p)
+            elif p.is_dir():
+                files.extend(sorted(p.rglob("*.py")))
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            try:
+                h.update(f.read_bytes())
+            except OSError:
+                pass
+        _PKG_FP = f"{newt.__version__}+{h.hexdigest()[:16]}"
+    return _PKG_FP
+
+
+def nvrtc_version() -> str:
+    global _NVRTC
+    if _NVRTC is None:
+        try:
+            from cuda.bindings import nvrtc
+            r = nvrtc.nvrtcVersion()
+            _NVRTC = f"{r[1]}.{r[2]}" if not r[0] else "unknown"
+        except Exception:  # noqa: BLE001
+            _NVRTC = "unavailable"
+    return _NVRTC
+
+
+def _referenced(node) -> set:
+    """Global names (and attribute chains on them) a function body mentions: ``{("helpers", "act"), ("BLOCK",)}``."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute):
+            chain = []
+            cur = n
+            while isinstance(cur, ast.Attribute):
+                chain.append(cur.attr)
+                cur = cur.value
+            if isinstance(cur, ast.Name):
+                out.add(tuple([cur.id] + chain[::-1]))
+        elif isinstance(n, ast.Name):
+            out.add((n.id,))
+    return out
+
+
+_MISSING = object()
+_SIMPLE = (int, float, bool, str, bytes, type(None))
+
+
+def _resolve(g: dict, chain: tuple):
+    obj = g.get(chain[0], _MISSING)
+    for attr in chain[1:]:
+        if obj is _MISSING or not isinstance(obj, (pytypes.ModuleType, type)):
+            break
+        obj = getattr(obj, attr, _MISSING)
+    return obj
+
+
+def _jit_source(obj):
+    if getattr(obj, "__newt_jit__", False):
+        return obj.jit_source()
+    from newt.frontend.values import JitSource, jit_source_from_function
+    if isinstance(obj, JitSource):
+        return obj
+    return jit_source_from_function(obj, lib=bool(getattr(obj, "__newt_inline__", False)))
+
+
+def _fingerprint_into(js, h, seen: set):
+    if id(js.node) in seen:
+        return
+    seen.add(id(js.node))
+    h.update(f"fn {js.name} @ {js.src.path}\n".encode())
+    h.update(ast.dump(js.node, include_attributes=True).encode())
+    env = getattr(js, "env", None)
+    g = getattr(env, "g", None)
+    if g is None and js.obj is not None:
+        g = getattr(js.obj, "__globals__", None)
+    if not g:
+        return
+    for chain in sorted(_referenced(js.node)):
+        obj = _resolve(g, chain)
+        if obj is _MISSING or isinstance(obj, pytypes.ModuleType):
+            continue
+        name = ".".join(chain)
+        if getattr(obj, "__newt_jit__", False) or getattr(obj, "__newt_inline__", False):
+            if getattr(obj, "__newt_builtin__", None):
+                continue
+            h.update(f"dep {name}\n".encode())
+            _fingerprint_into(_jit_source(obj), h, seen)
+        elif isinstance(obj, _SIMPLE + (lc.constexpr, lc.dtype, tuple)):
+            h.update(f"global {name} = {stable_repr(obj)}\n".encode())
+
+
+def source_fingerprint(fn) -> str:
+    """Hash of a kernel's source and, transitively, of the jit functions and module constants it uses."""
+    js = _jit_source(fn)
+    h = hashlib.sha256()
+    _fingerprint_into(js, h, set())
+    return h.hexdigest()
+
+
+def stable_repr(v) -> str:
+    """A representation of a constexpr value that is the same in every process."""
+    if isinstance(v, lc.constexpr):
+        return stable_repr(v.value)
+    if isinstance(v, bool) or v is None:
+        return repr(v)
+    if isinstance(v, _SIMPLE):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, lc.dtype):
+        return f"dtype:{v}"
+    if isinstance(v, tuple):
+        return "(" + ",".join(stable_repr(x) for x in v) + ")"
+    if getattr(v, "__newt_jit__", False) or getattr(v, "__newt_inline__", False):
+        return f"jit:{getattr(v, '__qualname__', '?')}:{source_fingerprint(v)}"
+    if isinstance(v, lc.PropagateNan):
+        return f"PropagateNan.{v.name}"
+    return f"{type(v).__module__}.{type(v).__qualname__}:{v!r}"
+
+
+# ---------------------------------------------------------------------------
+# compiled kernels
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Param:
+    """One run-time parameter of a compiled kernel."""
+
+    name: str
+    type: str  # newt type: "*fp32", "i32" ...
+    ctype: str | None  # C type in the generated CUDA
+    code: str  # struct code used to pack it
+
+
+class KernelMetadata(dict):
+    """``metadata.n_regs`` or ``metadata["n_regs"]``: name, kernel_name, target, num_warps,
+    num_stages, n_regs, n_spills, shared (bytes, static + dynamic), dynamic_shared,
+    static_shared, file, line, signature, constexprs, hints."""
+
+    def __getattr__(self, k):
+        try:
+            return self[k]
+        except KeyError:
+            raise AttributeError(k) from None
+
+
+class AsmDict(dict):
+    """``ir``, ``cuda``, ``ptx``, ``cubin``; ``sass`` is disassembled on first access (needs cuobjdump)."""
+
+    def _sass_available(self) -> bool:
+        try:
+            from newt.backend.cuda import sass  # noqa: F401
+        except ImportError:
+            return False
+        import shutil
+        if shutil.which("cuobjdump"):
+            return True
+        try:
+            import nvidia.cuda_cuobjdump  # noqa: F401
+            return True
+        except ImportError:
+            return False
+
+    def __missing__(self, key):
+        if key == "sass" and "cubin" in self:
+            from newt.backend.cuda import sass
+            text = sass(dict.__getitem__(self, "cubin"))
+            self["sass"] = text
+            return text
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        if dict.__contains__(self, key):
+            return True
+        return key == "sass" and "cubin" in self.keys() and self._sass_available()
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except (KeyError, RuntimeError, OSError):
+            return default
+
+
+class CompiledKernel:
+    """A kernel compiled for one specialization and target (device independent).
+
+    ``asm`` (:class:`AsmDict`) and ``metadata`` (:class:`KernelMetadata`) describe it;
+    ``kernel[grid](*args)`` launches it on the current device with the run-time
+    arguments (or all of the kernel's arguments; constexpr ones are then skipped).
+    """
+
+    def __init__(self, asm: dict, metadata: dict, params: list, cache_key: str, arg_names=None):
+        self.asm = asm if isinstance(asm, AsmDict) else AsmDict(asm)
+        self.metadata = md = metadata if isinstance(metadata, KernelMetadata) else KernelMetadata(metadata)
+        self.params = params
+        self.cache_key = cache_key
+        self.arg_names = list(arg_names or md.get("arg_names") or [p.name for p in params])
+        self.name = md.get("name")
+        self._launchers = {}
+
+    # Triton-compatible spellings
+    @property
+    def n_regs(self):
+        return self.metadata.n_regs
+
+    @property
+    def n_spills(self):
+        return self.metadata.n_spills
+
+    @property
+    def shared(self):
+        return self.metadata.shared
+
+    @property
+    def num_warps(self):
+        return self.metadata.num_warps
+
+    def describe(self) -> str:
+        md = self.metadata
+        where = f" ({md.file}:{md.line})" if md.get("file") and md.get("line") else ""
+        return f"'{md.kernel_name}'{where}"
+
+    def __repr__(self):
+        md = self.metadata
+        return (f"<CompiledKernel {md.kernel_name} target={md.target} num_warps={md.num_warps} "
+                f"num_stages={md.num_stages} regs={md.n_regs} spills={md.n_spills} shared={md.shared}>")
+
+    # -- launching without the JIT -------------------------------------------
+    def launcher(self, dev: int):
+        from . import driver
+        ln = self._launchers.get(dev)
+        if ln is None:
+            ln = self._launchers[dev] = driver.Launcher(self, dev)
+        return ln
+
+    def run(self, grid, *args, stream=None):
+        from . import driver
+        from .jit import normalize_grid
+        if not driver.has_gpu():
+            return driver.NoDeviceLauncher(self).launch()
+        rt = [p.name for p in self.params]
+        if len(args) == len(self.arg_names) and len(args) != len(rt):
+            args = [a for n, a in zip(self.arg_names, args) if n in rt]
+        if len(args) != len(rt):
+            raise TypeError(f"{self.metadata.kernel_name}: the compiled kernel takes {len(rt)} run-time arguments "
+                            f"({', '.join(rt)}) but {len(args)} were given")
+        vals = []
+        for p, a in zip(self.params, args):
+            if hasattr(a, "data_ptr"):
+                if not getattr(a, "is_cuda", True):
+                    from .specialize import raise_not_cuda
+                    raise_not_cuda(self.metadata.kernel_name, p.name, a)
+                a = a.data_ptr()
+            vals.append(a)
+        t = driver.torch()
+        dev = t.cuda.current_device()
+        s = driver.stream_handle(stream) if stream is not None else driver.current_stream_fn()(dev)
+        gx, gy, gz = normalize_grid(grid, None, self.metadata.kernel_name)
+        self.launcher(dev).launch(gx, gy, gz, s, *vals)
+        return self
+
+    def __getitem__(self, grid):
+        return lambda *args, stream=None: self.run(grid, *args, stream=stream)
+
+    # -- disk format ------------------------------------------------------------
+    def to_entry(self):
+        meta = {"metadata": dict(self.metadata), "params": [p.__dict__ for p in self.params],
+                "arg_names": self.arg_names}
+        blobs = {k: self.asm[k] for k in ("ir", "cuda", "ptx", "cubin") if k in self.asm.keys()}
+        return meta, blobs
+
+    @classmethod
+    def from_entry(cls, key: str, meta: dict, blobs: dict):
+        params = [Param(**p) for p in meta["params"]]
+        return cls(AsmDict(blobs), KernelMetadata(meta["metadata"]), params, key, meta.get("arg_names"))
+
+
+# ---------------------------------------------------------------------------
+# the pipeline
+# ---------------------------------------------------------------------------
+
+_MEMORY: dict = {}  # cache key -> CompiledKernel (process-wide)
+_KEY_LOCKS: dict = {}
+_KEY_LOCKS_LOCK = threading.Lock()
+
+
+def _key_lock(key: str) -> threading.Lock:
+    with _KEY_LOCKS_LOCK:
+        lk = _KEY_LOCKS.get(key)
+        if lk is None:
+            lk = _KEY_LOCKS[key] = threading.Lock()
+        return lk
+
+
+def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
+              debug: bool = False, fingerprint: str | None = None) -> str:
+    return _cache.hash_key({
+        "newt": package_fingerprint(),
+        "nvrtc": nvrtc_version(),
+        "target": target,
+        "source": fingerprint or source_fingerprint(fn),
+        "arg_types": {k: str(v) for k, v in arg_types.items()},
+        "constexprs": {k: stable_repr(v) for k, v in constexprs.items()},
+        "hints": {k: int(v) for k, v in (hints or {}).items()},
+        "num_warps": int(num_warps),
+        "num_stages": int(num_stages),
+        "debug": bool(debug),
+    })
+
+
+def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int = 4,
+                           num_stages: int = 3, debug: bool = False, fingerprint: str | None = None,
+                           use_cache: bool = True) -> CompiledKernel:
+    """Compile one specialization (memory cache, then disk cache, then the compiler)."""
+    key = cache_key(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, fingerprint)
+    if use_cache:
+        hit = _MEMORY.get(key)
+        if hit is not None:
+            return hit
+    with _key_lock(key):
+        if use_cache:
+            hit = _MEMORY.get(key)
+            if hit is not None:
+                return hit
+            disk = _cache.get_cache()
+            entry = disk.get(key)
+            if entry is not None:
+                try:
+                    ck = CompiledKernel.from_entry(key, *entry)
+                except (KeyError, TypeError, ValueError):
+                    ck = None
+                if ck is not None:
+                    _MEMORY[key] = ck
+                    return ck
+        ck = build(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, key)
+        if use_cache:
+            _MEMORY[key] = ck
+            _cache.get_cache().put(key, *ck.to_entry())
+        return ck
+
+
+def _backend():
+    try:
+        from newt.backend import cuda as backend
+    except ImportError as e:
+        raise RuntimeError("the CUDA backend (newt.backend.cuda) is not available: " + str(e)) from e
+    return backend
+
+
+def target_shared_limit(target: str) -> int | None:
+    try:
+        from newt.backend.cuda.targets import TARGETS
+    except ImportError:
+        return None
+    t = TARGETS.get(target)
+    if t is None:
+        return None
+    for attr in ("max_shared_bytes", "max_shared", "shared_memory", "smem_bytes", "max_smem", "shared_limit",
+                 "max_shared_memory"):
+        v = t.get(attr) if isinstance(t, dict) else getattr(t, attr, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def _param_ctype(entry):
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, (tuple, list)):
+        return entry[-1] if entry and isinstance(entry[-1], str) else None
+    if isinstance(entry, dict):
+        return entry.get("ctype") or entry.get("c_type") or entry.get("type")
+    for attr in ("ctype", "c_type", "cty", "type"):
+        v = getattr(entry, attr, None)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
+          debug: bool, key: str) -> CompiledKernel:
+    """Run the front end and the backend (no caches)."""
+    from newt.frontend import build_ir
+
+    from .driver import struct_code
+    backend = _backend()
+    irfn = build_ir(fn, arg_types, constexprs, hints, num_warps=num_warps, num_stages=num_stages)
+    kname = irfn.name
+    module = backend.generate_cuda(irfn, target=target, num_warps=num_warps, num_stages=num_stages)
+    dyn = int(getattr(module, "shared_bytes", 0) or 0)
+    limit = target_shared_limit(target)
+    if limit is not None and dyn > limit:
+        raise OutOfResources(kname, "shared memory", dyn, limit, f"target {target}")
+    binary = backend.compile_cuda(module, target)
+    static = int(getattr(binary, "shared", 0) or 0)
+    rt = [p for p in irfn.params if not p.constexpr]
+    mparams = list(getattr(module, "params", None) or [])
+    params = []
+    for i, p in enumerate(rt):
+        ctype = _param_ctype(mparams[i]) if i < len(mparams) else None
+        params.append(Param(p.name, str(p.type), ctype, struct_code(ctype, p.type)))
+    loc = irfn.loc
+    md = KernelMetadata(
+        name=module.name, kernel_name=kname, target=target, num_warps=int(num_warps), num_stages=int(num_stages),
+        n_regs=int(getattr(binary, "n_regs", 0) or 0), n_spills=int(getattr(binary, "n_spills", 0) or 0),
+        shared=static + dyn, dynamic_shared=dyn, static_shared=static,
+        file=loc.file if loc else None, line=loc.line if loc else None,
+        signature={k: str(v) for k, v in arg_types.items()},
+        constexprs={k: stable_repr(v) for k, v in constexprs.items()},
+        hints={k: int(v) for k, v in (hints or {}).items()}, debug=bool(debug),
+        nvrtc=nvrtc_version(), newt=package_fingerprint(),
+        arg_names=[p.name for p in irfn.params],
+    )
+    if limit is not None and md.shared > limit:
+        raise OutOfResources(kname, "shared memory", md.shared, limit, f"target {target}")
+    asm = AsmDict(ir=str(irfn), cuda=module.source, ptx=_text(binary.ptx), cubin=bytes(binary.cubin))
+    ck = CompiledKernel(asm, md, params, key)
+    ck.ir = irfn
+    ck.warnings = list(getattr(irfn, "warnings", []) or [])
+    return ck
+
+
+def _text(x) -> str:
+    if isinstance(x, (bytes, bytearray)):
+        return bytes(x).rstrip(b"\0").decode("utf-8", "replace")
+    return str(x)
+
+
+# ---------------------------------------------------------------------------
+# newt.compile
+# ---------------------------------------------------------------------------
+
+
+def _unwrap(fn):
+    """The JITFunction under autotune/heuristics wrappers."""
+    seen = 0
+    while not hasattr(fn, "constexpr_names") or type(fn).__name__ in ("Autotuner", "Heuristics"):
+        inner = getattr(fn, "fn", None)
+        if inner is None or seen > 16:
+            break
+        fn = inner
+        seen += 1
+    return fn
+
+
+def compile(fn, signature: dict | None = None, constexprs: dict | None = None, target: str = "sm_90a",
+            num_warps: int = 4, num_stages: int = 3, hints: dict | None = None, debug: bool = False,
+            cache: bool = True) -> CompiledKernel:
+    """Compile ``fn`` for one signature without a GPU.
+
+    ``signature`` maps run-time parameters to types (``"*fp32"``, ``"i32"``,
+    ``nl.float16`` ...; ``"*fp32:16"`` adds the divisibility hint, Triton's
+    ``"constexpr"`` marks a parameter given in ``constexprs``); ``constexprs``
+    maps constexpr parameters to values.  Returns a :class:`CompiledKernel` whose
+    ``asm`` holds ``ir``, ``cuda``, ``ptx``, ``cubin`` (and ``sass`` on access)
+    and whose ``metadata`` holds ``n_regs``, ``n_spills``, ``shared`` ...
+    """
+    import inspect
+    base = _unwrap(fn)
+    signature = dict(signature or {})
+    constexprs = dict(constexprs or {})
+    hints = dict(hints or {})
+    if hasattr(base, "arg_names"):
+        names = list(base.arg_names)
+        cx_names = set(base.constexpr_names)
+        sig = base.signature
+        kname = base.__name__
+    else:
+        sig = inspect.signature(base)
+        names = list(sig.parameters)
+        cx_names = set()
+        kname = getattr(base, "__name__", "kernel")
+        for n, p in sig.parameters.items():
+            ann = p.annotation
+            if ann is lc.constexpr or (isinstance(ann, str) and ann.split(".")[-1].strip() == "constexpr"):
+                cx_names.add(n)
+    for n in list(signature) + list(constexprs) + list(hints):
+        if n not in names:
+            raise TypeError(f"{kname}(): {n!r} is not a parameter (parameters: {', '.join(names)})")
+    arg_types, cvals = {}, {}
+    for n in names:
+        if n in constexprs:
+            cvals[n] = constexprs[n].value if isinstance(constexprs[n], lc.constexpr) else constexprs[n]
+            continue
+        ty = signature.get(n)
+        if ty is None or (isinstance(ty, str) and ty.strip() == "constexpr"):
+            if n in cx_names:
+                d = sig.parameters[n].default
+                if d is not inspect.Parameter.empty:
+                    cvals[n] = d.value if isinstance(d, lc.constexpr) else d
+                    continue
+                raise TypeError(f"{kname}(): no value given for constexpr parameter {n!r} "
+                                f"(pass constexprs={{{n!r}: ...}})")
+            raise TypeError(f"{kname}(): no type given for parameter {n!r} "
+                            f"(pass signature={{{n!r}: '*fp32'}} or similar)")
+        if n in cx_names:
+            raise TypeError(f"{kname}(): parameter {n!r} is nl.constexpr: give its value in constexprs, not a type "
+                            "in signature")
+        if isinstance(ty, str):
+            s = ty.strip()
+            if ":" in s:
+                s, hint = s.split(":", 1)
+                hints[n] = int(hint)
+            try:
+                ty = lc.dtype_from_name(s)
+            except ValueError:
+                raise TypeError(f"{kname}(): parameter {n!r}: unknown type {ty!r} (use '*fp32', 'i32', 'fp16' ...)") \
+                    from None
+        elif isinstance(ty, lc.constexpr):
+            ty = ty.value
+        if not isinstance(ty, lc.dtype):
+            raise TypeError(f"{kname}(): parameter {n!r}: the type must be a string like '*fp32' or a newt dtype")
+        arg_types[n] = ty
+    return compile_specialization(base, arg_types, cvals, hints, target, num_warps, num_stages, debug,
+                                  use_cache=cache)
+
+
+def clear_memory_cache():
+    _MEMORY.clear()
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0", "false", "False", "no")
+
+
+__all__ = ["compile", "compile_specialization", "CompiledKernel", "KernelMetadata", "AsmDict", "Param",
+           "source_fingerprint", "package_fingerprint", "nvrtc_version", "cache_key", "stable_repr"]
