@@ -1,0 +1,340 @@
+"""newt's CPU interpreter vs Triton's interpreter (TRITON_INTERPRET=1) on the same kernels.
+
+Run: ``PYTHONPATH=. python benchmarks/interpreter.py [--repeat N] [--no-write]``.
+Triton is a benchmark-only dependency (``pip install triton``); without it only
+newt's timings are printed.  Results go to ``benchmarks/results_interpreter.md``.
+
+The kernels are written twice, once per language, with identical bodies
+(``nl`` <-> ``tl``): a masked vector add (98,000 elements in blocks of 512),
+a 67x129x100 fp16 matmul in 32x32x32 tiles, a small causal flash attention
+(2 heads x 128 tokens x 64 dims, 32x32 tiles) and a data-dependent while loop
+(the Collatz trip count of 300 numbers, one per program).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # only affects triton, which reads it at import
+
+import torch  # noqa: E402
+
+import newt  # noqa: E402
+import newt.language as nl  # noqa: E402
+from newt import interpreter as ni  # noqa: E402
+
+try:  # noqa: SIM105
+    import triton
+    import triton.language as tl
+    HAVE_TRITON = True
+except Exception as e:  # noqa: BLE001
+    HAVE_TRITON = False
+    TRITON_ERROR = f"{type(e).__name__}: {e}"
+
+# ---------------------------------------------------------------------------
+# newt kernels
+# ---------------------------------------------------------------------------
+
+
+@newt.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    pid = nl.program_id(0)
+    offs = pid * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + offs, mask=mask)
+    y = nl.load(y_ptr + offs, mask=mask)
+    nl.store(out_ptr + offs, x + y, mask=mask)
+
+
+@newt.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                  BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    pid_m = nl.program_id(0)
+    pid_n = nl.program_id(1)
+    rm = pid_m * BM + nl.arange(0, BM)
+    rn = pid_n * BN + nl.arange(0, BN)
+    rk = nl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, K, BK):
+        a = nl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)
+        b = nl.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)
+        acc = nl.dot(a, b, acc)
+        a_ptrs += BK * sak
+        b_ptrs += BK * sbk
+    c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :] * scn
+    nl.store(c_ptrs, acc.to(nl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@newt.jit
+def attn_kernel(Q, K, V, Out, sm_scale, N_CTX, D: nl.constexpr, BM: nl.constexpr, BN: nl.constexpr):
+    start_m = nl.program_id(0)
+    off_h = nl.program_id(1)
+    base = off_h * N_CTX * D
+    offs_m = start_m * BM + nl.arange(0, BM)
+    offs_n = nl.arange(0, BN)
+    offs_d = nl.arange(0, D)
+    q = nl.load(Q + base + offs_m[:, None] * D + offs_d[None, :])
+    m_i = nl.zeros([BM], dtype=nl.float32) - float("inf")
+    l_i = nl.zeros([BM], dtype=nl.float32)
+    acc = nl.zeros([BM, D], dtype=nl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = (start_m + 1) * BM
+    for start_n in range(0, hi, BN):
+        cols = start_n + offs_n
+        k = nl.load(K + base + cols[None, :] * D + offs_d[:, None])
+        qk = nl.dot(q, k) * qk_scale
+        qk = nl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
+        m_ij = nl.maximum(m_i, nl.max(qk, 1))
+        p = nl.math.exp2(qk - m_ij[:, None])
+        alpha = nl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + nl.sum(p, 1)
+        v = nl.load(V + base + cols[:, None] * D + offs_d[None, :])
+        acc = acc * alpha[:, None]
+        acc = nl.dot(p.to(nl.float16), v, acc)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    nl.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to(nl.float16))
+
+
+@newt.jit
+def collatz_kernel(x_ptr, out_ptr):
+    pid = nl.program_id(0)
+    x = nl.load(x_ptr + pid)
+    steps = 0
+    while x != 1:
+        if x % 2 == 0:
+            x = x // 2
+        else:
+            x = 3 * x + 1
+        steps += 1
+    nl.store(out_ptr + pid, steps)
+
+
+# ---------------------------------------------------------------------------
+# the same kernels in Triton
+# ---------------------------------------------------------------------------
+
+if HAVE_TRITON:
+    @triton.jit
+    def t_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x + y, mask=mask)
+
+    @triton.jit
+    def t_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)
+            b = tl.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK * sak
+            b_ptrs += BK * sbk
+        c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :] * scn
+        tl.store(c_ptrs, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    @triton.jit
+    def t_attn_kernel(Q, K, V, Out, sm_scale, N_CTX, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+        start_m = tl.program_id(0)
+        off_h = tl.program_id(1)
+        base = off_h * N_CTX * D
+        offs_m = start_m * BM + tl.arange(0, BM)
+        offs_n = tl.arange(0, BN)
+        offs_d = tl.arange(0, D)
+        q = tl.load(Q + base + offs_m[:, None] * D + offs_d[None, :])
+        m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
+        l_i = tl.zeros([BM], dtype=tl.float32)
+        acc = tl.zeros([BM, D], dtype=tl.float32)
+        qk_scale = sm_scale * 1.44269504
+        hi = (start_m + 1) * BM
+        for start_n in range(0, hi, BN):
+            cols = start_n + offs_n
+            k = tl.load(K + base + cols[None, :] * D + offs_d[:, None])
+            qk = tl.dot(q, k) * qk_scale
+            qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            p = tl.math.exp2(qk - m_ij[:, None])
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(V + base + cols[:, None] * D + offs_d[None, :])
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(tl.float16), v, acc)
+            m_i = m_ij
+        acc = acc / l_i[:, None]
+        tl.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to(tl.float16))
+
+    @triton.jit
+    def t_collatz_kernel(x_ptr, out_ptr):
+        pid = tl.program_id(0)
+        x = tl.load(x_ptr + pid)
+        steps = 0
+        while x != 1:
+            if x % 2 == 0:
+                x = x // 2
+            else:
+                x = 3 * x + 1
+            steps += 1
+        tl.store(out_ptr + pid, steps)
+
+
+# ---------------------------------------------------------------------------
+# cases
+# ---------------------------------------------------------------------------
+
+
+def _launch(backend, newt_k, triton_k, grid, args, kw):
+    if backend == "newt":
+        return lambda: ni.launch_jit(newt_k, grid, args, kw)
+    return lambda: triton_k[grid](*args, **kw)
+
+
+def case_vector_add(backend):
+    n = 98_000
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty(n)
+    run = _launch(backend, add_kernel, globals().get("t_add_kernel"), (triton_cdiv(n, 512),), (x, y, out, n),
+                  {"BLOCK": 512})
+    return run, lambda: torch.equal(out, x + y)
+
+
+def case_matmul(backend):
+    M, N, K = 67, 129, 100
+    a = torch.randn(M, K).half()
+    b = torch.randn(K, N).half()
+    c = torch.empty(M, N, dtype=torch.float16)
+    grid = (triton_cdiv(M, 32), triton_cdiv(N, 32))
+    run = _launch(backend, matmul_kernel, globals().get("t_matmul_kernel"), grid,
+                  (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
+                  {"BM": 32, "BN": 32, "BK": 32})
+    ref = (a.float() @ b.float())
+    return run, lambda: torch.allclose(c.float(), ref, atol=1e-1, rtol=1e-2)
+
+
+def case_attention(backend):
+    H, T, Dh = 2, 128, 64
+    q, k, v = (torch.randn(H, T, Dh).half() for _ in range(3))
+    o = torch.empty_like(q)
+    scale = 0.125
+    run = _launch(backend, attn_kernel, globals().get("t_attn_kernel"), (T // 32, H), (q, k, v, o, scale, T),
+                  {"D": Dh, "BM": 32, "BN": 32})
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    s = (q.float() @ k.float().transpose(1, 2)) * scale
+    ref = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v.float()
+    return run, lambda: torch.allclose(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
+def case_while(backend):
+    x = torch.arange(1, 301, dtype=torch.int32)
+    out = torch.zeros(300, dtype=torch.int32)
+    run = _launch(backend, collatz_kernel, globals().get("t_collatz_kernel"), (300,), (x, out), {})
+
+    def ref():
+        r = []
+        for v in range(1, 301):
+            s = 0
+            while v != 1:
+                v = v // 2 if v % 2 == 0 else 3 * v + 1
+                s += 1
+            r.append(s)
+        return torch.tensor(r, dtype=torch.int32)
+    return run, lambda: torch.equal(out, ref())
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b
+
+
+CASES = [
+    ("masked vector add, 98k elements, 512-blocks", case_vector_add, 0.375),
+    ("fp16 matmul 67x129x100, 32-tiles", case_matmul, 0.460),
+    ("causal flash attention 2x128x64, 32-tiles", case_attention, 0.510),
+    ("data-dependent while loop, 300 programs", case_while, 2.6),
+]
+
+
+def timeit(run, repeat):
+    run()  # warm up: builds the IR (newt) / parses the kernel (triton)
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true", help="print only; do not update results_interpreter.md")
+    ns = ap.parse_args(argv)
+    torch.manual_seed(0)
+    rows = []
+    for name, case, ref_s in CASES:
+        run, check = case("newt")
+        t_newt = timeit(run, ns.repeat)
+        ok_newt = check()
+        t_tri = ok_tri = None
+        if HAVE_TRITON:
+            run, check = case("triton")
+            t_tri = timeit(run, max(1, ns.repeat // 2))
+            ok_tri = check()
+        rows.append((name, t_newt, ok_newt, t_tri, ok_tri, ref_s))
+    header = "| kernel | newt interpreter | Triton interpreter | speedup | issue's Triton reference |"
+    lines = [header, "|---|---|---|---|---|"]
+    for name, tn, okn, tt, okt, ref_s in rows:
+        tri = f"{tt * 1e3:.1f} ms{'' if okt else ' (WRONG RESULT)'}" if tt is not None else "n/a"
+        sp = f"{tt / tn:.1f}x" if tt is not None else f"{ref_s / tn:.1f}x vs reference"
+        lines.append(f"| {name} | {tn * 1e3:.1f} ms{'' if okn else ' (WRONG RESULT)'} | {tri} | {sp} | "
+                     f"{ref_s * 1e3:.0f} ms |")
+    table = "\n".join(lines)
+    print(table)
+    if not ns.no_write:
+        info = [
+            f"- date: {datetime.date.today().isoformat()}",
+            f"- machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_name()}), torch threads "
+            f"{torch.get_num_threads()}",
+            f"- python {platform.python_version()}, torch {torch.__version__}, newt {newt.__version__}, "
+            f"triton {triton.__version__ if HAVE_TRITON else 'not installed: ' + TRITON_ERROR}",
+            f"- median of {ns.repeat} runs after one warm-up run (newt) / {max(1, ns.repeat // 2)} runs (Triton)",
+        ]
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_interpreter.md")
+        with open(path, "w") as f:
+            f.write("# Interpreter speed: newt vs Triton (TRITON_INTERPRET=1)\n\n"
+                    "Produced by `PYTHONPATH=. python benchmarks/interpreter.py`.\n\n")
+            f.write("\n".join(info) + "\n\n" + table + "\n")
+        print(f"\nwritten to {path}")
+    return 0
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Errors raised while a kernel runs in the interpreter.
+
+Each names the kernel, the source position of the op (``file:line:col``), the
+program id and, where it applies, the offending element; the message ends
+with the source line and a caret, like a ``CompilationError``.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+__all__ = ["InterpreterError", "OutOfBoundsError", "MisalignedAddressError", "DeviceAssertionError",
+           "DeadlockError", "source_excerpt"]
+
+
+def source_excerpt(loc) -> str:
+    """The source line of ``loc`` with a caret under the span ("" when the file cannot be read)."""
+    if loc is None:
+        return ""
+    try:
+        text = linecache.getline(loc.file, loc.line)
+    except Exception:  # noqa: BLE001
+        text = ""
+    if not text:
+        return ""
+    text = text.rstrip("\n")
+    start = max(loc.col - 1, 0)
+    if loc.end_line == loc.line and loc.end_col > loc.col:
+        width = loc.end_col - loc.col
+    else:
+        width = max(len(text) - start, 1)
+    gutter = f"{loc.line:>5} | "
+    return f"{gutter}{text}\n{' ' * (len(gutter) - 2)}| {' ' * start}{'^' * width}"
+
+
+class InterpreterError(RuntimeError):
+    """A run-time error in an interpreted kernel.
+
+    Attributes: ``kernel`` (name), ``loc`` (``newt.ir.Loc`` or None), ``pid``
+    (``(x, y, z)`` program id or None), ``detail`` (the message without the
+    location header).
+    """
+
+    what = "error"
+
+    def __init__(self, detail: str, *, kernel: str = "?", loc=None, pid=None, hint: str | None = None):
+        self.kernel = kernel
+        self.loc = loc
+        self.pid = pid
+        self.detail = detail
+        self.hint = hint
+        where = str(loc) if loc is not None else "<unknown location>"
+        head = f"{where}: {self.what} in kernel '{kernel}'"
+        if pid is not None:
+            head += f", program id {tuple(pid)}"
+        msg = f"{head}: {detail}"
+        excerpt = source_excerpt(loc)
+        if excerpt:
+            msg += "\n" + excerpt
+        if hint:
+            msg += f"\nhint: {hint}"
+        super().__init__(msg)
+
+
+class OutOfBoundsError(InterpreterError, IndexError):
+    """An unmasked (or mask-true) load, store or atomic outside every argument tensor.
+
+    Extra attributes: ``access`` (``"load"``, ``"store"``, ``"atomic"``),
+    ``address`` (byte address), ``index`` (the element's index in its block,
+    a tuple), ``arg`` (the pointer argument the address is measured from, or
+    None), ``offset`` (the element offset from that argument), ``numel`` (the
+    argument's number of elements).
+    """
+
+    what = "out-of-bounds access"
+
+    def __init__(self, detail, *, access, address, index, arg=None, offset=None, numel=None, **kw):
+        self.access = access
+        self.address = address
+        self.index = index
+        self.arg = arg
+        self.offset = offset
+        self.numel = numel
+        super().__init__(detail, **kw)
+
+
+class MisalignedAddressError(InterpreterError):
+    """An access whose address is not a multiple of the element size."""
+
+    what = "misaligned address"
+
+
+class DeviceAssertionError(InterpreterError, AssertionError):
+    """``nl.device_assert`` (or a Python ``assert`` in the kernel) failed."""
+
+    what = "device assertion failed"
+
+
+class DeadlockError(InterpreterError):
+    """A loop can make no further progress (its state and memory no longer change)."""
+
+    what = "deadlock"
