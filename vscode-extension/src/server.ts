@@ -238,7 +238,8 @@ export class NewtServer implements vscode.Disposable {
     } catch (e) {
       this.client = undefined;
       const msg = e instanceof Error ? e.message : String(e);
-      this.fail(`Newt: the language server did not start: ${msg}`, undefined, true);
+      this.fail(`Newt: the language server (${interp.command} -m lsp_server) stopped while starting; ` +
+        `its error is in the Newt output (${msg}).`, undefined, true);
       try {
         await client.dispose();
       } catch {

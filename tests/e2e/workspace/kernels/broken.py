@@ -19,7 +19,7 @@ def bits_kernel(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
     offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
     x = nl.load(x_ptr + offs, mask=offs < n)
     y = x.to(nl.float32) & 1
-    nl.store(out_ptr + offs, y + undefined_thing, mask=offs < n)
+    nl.store(out_ptr + offs, y + undefined_thing, mask=offs < n)  # noqa: F821 (the N003 the e2e test expects)
 
 
 def run(x: torch.Tensor):

@@ -1,0 +1,73 @@
+// node drive.js URL REPORT_JSON UI_JSON [SCREENSHOT] -- loads the code-server workbench in Debian's
+// headless Chromium, waits for the probe extension's report, then checks what a person would see (the
+// hover on a diagnostic, the status bar, the Problems panel) and takes the screenshot.
+'use strict';
+const { chromium } = require('playwright-core');
+const fs = require('fs');
+
+const [url, reportPath, uiPath, shot] = process.argv.slice(2);
+const timeoutMs = Number(process.env.NEWT_E2E_TIMEOUT_S || 900) * 1000;
+const t0 = Date.now();
+const log = (...a) => console.log(`[drive ${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
+const ui = { checks: [] };
+const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...detail }); log(`${ok ? 'PASS' : 'FAIL'} ui: ${name}`); };
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'],
+  });
+  let rc = 1;
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 760 }, deviceScaleFactor: shot ? 2 : 1 });
+    page.on('pageerror', (e) => log('page error:', String(e).slice(0, 300)));
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 120000 });
+    await page.waitForSelector('.monaco-workbench', { timeout: 120000 });
+    log('workbench loaded');
+    let last = '';
+    while (!fs.existsSync(reportPath) || !JSON.parse(fs.readFileSync(reportPath, 'utf8')).done) {
+      if (Date.now() - t0 > timeoutMs) throw new Error(`the probe did not finish in ${timeoutMs / 1000}s`);
+      if (fs.existsSync(reportPath)) {
+        const r = JSON.parse(fs.readFileSync(reportPath, 'utf8'));
+        const now = r.checks.map((c) => `${c.ok ? 'PASS' : 'FAIL'} ${c.name}`).join('\n');
+        if (now !== last) { log('probe progress:\n  ' + now.split('\n').slice(last.split('\n').filter(Boolean).length).join('\n  ')); last = now; }
+      }
+      await page.waitForTimeout(500);
+    }
+    const report = JSON.parse(fs.readFileSync(reportPath, 'utf8'));
+    log(`probe finished: ${report.passed} passed, ${report.failed} failed`);
+
+    if (shot) {
+      // The probe left broken.py open with the cursor on a diagnostic and asked for its hover.
+      const hover = page.locator('.monaco-hover:visible').first();
+      let hoverText = '';
+      try {
+        await hover.waitFor({ state: 'visible', timeout: 20000 });
+        hoverText = await hover.innerText();
+      } catch (e) {
+        hoverText = `(no hover: ${String(e).split('\n')[0]})`;
+      }
+      uiCheck('hover on the N011 diagnostic is visible', /N011/.test(hoverText) && /power of two/.test(hoverText), { hoverText });
+      const status = page.locator('.statusbar-item', { hasText: 'compile-only' });
+      const statusText = (await status.count()) ? await status.first().innerText() : '';
+      uiCheck('status bar shows compile-only (no GPU)', /compile-only \(no GPU\)/.test(statusText), { statusText });
+      const rows = await page.locator('.markers-panel .monaco-list-row').allInnerTexts();
+      uiCheck('Problems panel lists the N011 diagnostic', rows.some((t) => t.includes('N011')), { rows });
+      const squiggles = await page.locator('.monaco-editor .squiggly-error').count();
+      uiCheck('error squiggles are drawn', squiggles > 0, { squiggles });
+      await page.screenshot({ path: shot });
+      log('screenshot', shot);
+    }
+    fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));
+    rc = report.ok && ui.checks.every((c) => c.ok) ? 0 : 1;
+  } finally {
+    await browser.close();
+  }
+  process.exit(rc);
+})().catch((e) => {
+  console.error('[drive] FAILED', e);
+  try { fs.writeFileSync(uiPath, JSON.stringify({ ...ui, error: String(e && e.stack || e) }, null, 2)); } catch { /* ignore */ }
+  process.exit(2);
+});

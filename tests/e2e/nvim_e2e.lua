@@ -1,0 +1,251 @@
+-- Headless Neovim (0.11) as a second, independent LSP client of `python -m lsp_server`: the same checks as
+-- the VS Code probe, through Neovim's built-in client. Run by e2e.sh:
+--   NEWT_E2E_WS=... NEWT_E2E_PYTHON=... NEWT_E2E_EXPECT=... NEWT_E2E_OUT=... nvim --headless --clean -l nvim_e2e.lua
+local ws = assert(vim.env.NEWT_E2E_WS, 'NEWT_E2E_WS')
+local python = vim.env.NEWT_E2E_PYTHON or 'python3'
+local expect = vim.json.decode(table.concat(vim.fn.readfile(assert(vim.env.NEWT_E2E_EXPECT)), '\n'))
+local out_path = assert(vim.env.NEWT_E2E_OUT, 'NEWT_E2E_OUT')
+local t0 = vim.uv.hrtime()
+local report = { client = 'neovim ' .. tostring(vim.version()), checks = {} }
+
+local function write()
+  local passed, failed = 0, 0
+  for _, c in ipairs(report.checks) do
+    if c.ok then passed = passed + 1 else failed = failed + 1 end
+  end
+  report.passed, report.failed = passed, failed
+  report.ok = failed == 0 and passed > 0
+  report.ms = math.floor((vim.uv.hrtime() - t0) / 1e6)
+  vim.fn.writefile({ vim.json.encode(report) }, out_path)
+end
+
+local function check(name, fn)
+  local start = vim.uv.hrtime()
+  local ok, res = pcall(fn)
+  local entry
+  if ok then
+    entry = type(res) == 'table' and res or { ok = res and true or false }
+    entry.ok = entry.ok and true or false
+  else
+    entry = { ok = false, error = tostring(res) }
+  end
+  entry.name = name
+  entry.ms = math.floor((vim.uv.hrtime() - start) / 1e6)
+  table.insert(report.checks, entry)
+  io.stdout:write(string.format('%s %s\n', entry.ok and 'PASS' or 'FAIL', name))
+  write()
+  return entry
+end
+
+-- the server ---------------------------------------------------------------------------------------
+local status
+local progress = {}
+vim.cmd.cd(ws)
+vim.cmd.edit(ws .. '/kernels/broken.py')
+local client_id = vim.lsp.start({
+  name = 'newt',
+  cmd = { python, '-m', 'lsp_server' },
+  root_dir = ws,
+  init_options = {
+    trusted = true, target = 'auto', diagnosticsOn = 'type', inlayHints = { shapes = true, dtypes = true },
+    logLevel = 'info',
+  },
+  handlers = {
+    ['newt/status'] = function(_, result) status = result end,
+    ['$/progress'] = function(_, result) table.insert(progress, result) end,
+  },
+})
+
+local client
+check('server starts and initializes', function()
+  local ok = vim.wait(60000, function()
+    client = vim.lsp.get_client_by_id(client_id)
+    return client ~= nil and client.initialized == true
+  end, 100)
+  local caps = client and client.server_capabilities or {}
+  local cmds = caps.executeCommandProvider and caps.executeCommandProvider.commands or {}
+  return {
+    ok = ok and caps.hoverProvider ~= nil and caps.codeLensProvider ~= nil and vim.tbl_contains(cmds, 'newt.compile'),
+    server_info = client and client.server_info, commands = cmds,
+  }
+end)
+if not client or not client.initialized then
+  write(); os.exit(1)
+end
+
+check('newt/status: compile-only (no GPU)', function()
+  vim.wait(20000, function() return status ~= nil end, 100)
+  return { ok = status ~= nil and status.mode == 'compile-only' and status.gpu == vim.NIL, status = status }
+end)
+
+local function open(rel)
+  vim.cmd.edit(ws .. '/' .. rel)
+  local buf = vim.api.nvim_get_current_buf()
+  vim.wait(10000, function() return #vim.lsp.get_clients({ bufnr = buf, id = client_id }) > 0 end, 50)
+  return buf, vim.uri_from_bufnr(buf)
+end
+
+local function request(method, params, buf, timeout)
+  local res, err = client:request_sync(method, params, timeout or 60000, buf)
+  if not res then error(method .. ': ' .. tostring(err)) end
+  if res.err then error(method .. ': ' .. vim.inspect(res.err)) end
+  return res.result
+end
+
+-- diagnostics at exact lines and codes -----------------------------------------------------------------
+for rel, want in pairs(expect.diagnostics) do
+  check('diagnostics ' .. rel, function()
+    local buf = open(rel)
+    local function newt_diags()
+      return vim.tbl_filter(function(d) return d.source == 'newt' end, vim.diagnostic.get(buf))
+    end
+    if #want > 0 then
+      vim.wait(60000, function() return #newt_diags() >= #want end, 100)
+    else
+      vim.wait(4000, function() return false end, 100)
+    end
+    local actual = {}
+    for _, d in ipairs(newt_diags()) do
+      local lsp = d.user_data and d.user_data.lsp or {}
+      table.insert(actual, {
+        line = d.lnum, character = lsp.range and lsp.range.start.character or d.col, code = tostring(d.code),
+        severity = vim.diagnostic.severity[d.severity]:lower(), message = d.message,
+      })
+    end
+    local missing, unexpected = {}, {}
+    for _, w in ipairs(want) do
+      local found = false
+      for _, a in ipairs(actual) do
+        if a.line == w.line and a.character == w.character and a.code == w.code and a.severity == w.severity
+          and a.message:find(w.message, 1, true) then found = true end
+      end
+      if not found then table.insert(missing, w) end
+    end
+    for _, a in ipairs(actual) do
+      local found = false
+      for _, w in ipairs(want) do
+        if a.line == w.line and a.code == w.code then found = true end
+      end
+      if not found then table.insert(unexpected, a) end
+    end
+    return { ok = #missing == 0 and #unexpected == 0, missing = missing, unexpected = unexpected, actual = actual }
+  end)
+end
+
+-- hover ------------------------------------------------------------------------------------------------
+local function hover_text(result)
+  if not result or result == vim.NIL then return '' end
+  local c = result.contents
+  if type(c) == 'string' then return c end
+  if c.value then return c.value end
+  local parts = {}
+  for _, x in ipairs(c) do table.insert(parts, type(x) == 'string' and x or x.value) end
+  return table.concat(parts, '\n')
+end
+
+for _, h in ipairs(expect.hover) do
+  check(string.format('hover %s:%d %s', h.file, h.line + 1, h.word), function()
+    local buf, uri = open(h.file)
+    local text = ''
+    vim.wait(30000, function()
+      text = hover_text(request('textDocument/hover', { textDocument = { uri = uri }, position = { line = h.line, character = h.character } }, buf))
+      return text ~= ''
+    end, 500)
+    local has_shape, has_dtype = true, false
+    for _, s in ipairs(h.contains) do has_shape = has_shape and text:find(s, 1, true) ~= nil end
+    for _, s in ipairs(h.dtype) do has_dtype = has_dtype or text:find(s, 1, true) ~= nil end
+    local offers_cuda = text:find('CUDA', 1, true) ~= nil or text:find('newt.showCuda', 1, true) ~= nil
+    return { ok = has_shape and has_dtype and (not h.offersCuda or offers_cuda), text = text,
+             has_shape = has_shape, has_dtype = has_dtype, offers_cuda = offers_cuda }
+  end)
+end
+
+-- code lenses ------------------------------------------------------------------------------------------
+local lenses_by_file = {}
+for rel, wants in pairs(expect.codeLenses) do
+  check('code lenses ' .. rel, function()
+    local buf, uri = open(rel)
+    local lenses = {}
+    vim.wait(30000, function()
+      lenses = request('textDocument/codeLens', { textDocument = { uri = uri } }, buf) or {}
+      return #lenses > 0
+    end, 500)
+    local resolved = {}
+    for _, l in ipairs(lenses) do
+      if not l.command and client.server_capabilities.codeLensProvider.resolveProvider then
+        l = request('codeLens/resolve', l, buf)
+      end
+      if l.command then
+        table.insert(resolved, { line = l.range.start.line, title = l.command.title, command = l.command.command, arguments = l.command.arguments })
+      end
+    end
+    lenses_by_file[rel] = resolved
+    local problems = {}
+    for _, w in ipairs(wants) do
+      for i, cmd in ipairs(w.commands) do
+        local found
+        for _, l in ipairs(resolved) do
+          if l.command == cmd and l.line == w.line then found = l end
+        end
+        if not found then
+          table.insert(problems, 'no ' .. cmd .. ' lens for ' .. w.kernel)
+        else
+          if not found.title:find(w.titles[i], 1, true) then table.insert(problems, cmd .. ' titled ' .. found.title) end
+          local a = found.arguments or {}
+          if a[1] ~= uri or type(a[2]) ~= 'table' or a[2].line ~= w.line or a[2].character ~= w.character then
+            table.insert(problems, cmd .. ' arguments ' .. vim.json.encode(a))
+          end
+        end
+      end
+    end
+    return { ok = #problems == 0, problems = problems, lenses = resolved }
+  end)
+end
+
+local function lens(rel, cmd)
+  for _, l in ipairs(lenses_by_file[rel] or {}) do
+    if l.command == cmd then return l end
+  end
+end
+
+-- Compile: the lens's own command through workspace/executeCommand (what running a code lens does in Neovim)
+local c = expect.compile
+check('compile ' .. c.kernel .. ' by running its code lens', function()
+  local buf, uri = open(c.file)
+  local l = lens(c.file, 'newt.compileKernel')
+  local cmd = l and { command = l.command, arguments = l.arguments }
+    or { command = 'newt.compileKernel', arguments = { uri, { line = c.line, character = c.character } } }
+  local r = request('workspace/executeCommand', cmd, buf, 300000)
+  return { ok = type(r) == 'table' and r.kernel == c.kernel and type(r.n_regs) == 'number' and r.n_regs > 0, result = r }
+end)
+
+local compiled
+check('newt.compile returns registers and the generated documents', function()
+  local buf, uri = open(c.file)
+  compiled = request('workspace/executeCommand', { command = 'newt.compile', arguments = { { uri = uri, position = { line = c.line, character = c.character } } } }, buf, 300000)
+  local docs = type(compiled) == 'table' and compiled.documents or {}
+  return { ok = type(compiled) == 'table' and compiled.n_regs and compiled.n_regs > 0 and docs.cuda ~= nil and docs.ptx ~= nil, result = compiled }
+end)
+
+for _, spec in ipairs({ { 'cuda', 'cuda-cpp', '__global__' }, { 'ptx', 'ptx', '.entry' }, { 'sass', 'sass', 'EXIT' } }) do
+  local kind, lang, needle = spec[1], spec[2], spec[3]
+  check('newt.show ' .. kind .. ' + newt/virtualDocument', function()
+    local buf, uri = open(c.file)
+    local shown = request('workspace/executeCommand', { command = 'newt.show', arguments = { { uri = uri, position = { line = c.line, character = c.character }, kind = kind } } }, buf, 300000)
+    local doc = request('newt/virtualDocument', { uri = shown.uri }, buf, 300000)
+    return { ok = doc.languageId == lang and doc.text:find(needle, 1, true) ~= nil, uri = shown.uri, languageId = doc.languageId, head = doc.text:sub(1, 300) }
+  end)
+end
+
+-- Verify through the interpreter -----------------------------------------------------------------------
+local v = expect.verify
+check('verify ' .. v.kernel .. ' runs on the ' .. v.device, function()
+  local buf, uri = open(v.file)
+  local r = request('workspace/executeCommand', { command = 'newt.verify', arguments = { { uri = uri, position = { line = v.line, character = v.character } } } }, buf, 300000)
+  return { ok = type(r) == 'table' and r.device == v.device and r.ok == true and type(r.cases) == 'table' and #r.cases > 0, result = r }
+end)
+
+write()
+vim.lsp.stop_client(client_id, true)
+vim.wait(5000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)
+os.exit(report.ok and 0 or 1)

@@ -1,0 +1,294 @@
+// Newt e2e probe: a test-only extension that runs in the same extension host as the Newt extension, asks
+// VS Code what Newt shows (diagnostics, hovers, code lenses), runs Newt's commands the way a click would,
+// and writes one JSON report to $NEWT_E2E_OUT. It never talks to the language server itself.
+'use strict';
+const vscode = require('vscode');
+const fs = require('fs');
+const path = require('path');
+
+const OUT = process.env.NEWT_E2E_OUT;
+const EXPECT = process.env.NEWT_E2E_EXPECT;
+const MODE = process.env.NEWT_E2E_MODE || 'trusted';
+const NEWT_ID = 'newt.newt';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const t0 = Date.now();
+const report = { mode: MODE, vscode: vscode.version, checks: [], log: [] };
+const log = (msg) => report.log.push(`${((Date.now() - t0) / 1000).toFixed(1)}s ${msg}`);
+
+function write() {
+  report.ms = Date.now() - t0;
+  report.passed = report.checks.filter((c) => c.ok).length;
+  report.failed = report.checks.filter((c) => !c.ok).length;
+  report.ok = report.failed === 0 && report.checks.length > 0;
+  fs.writeFileSync(OUT + '.tmp', JSON.stringify(report, null, 2));
+  fs.renameSync(OUT + '.tmp', OUT);
+}
+
+function withTimeout(p, ms, what) {
+  return Promise.race([p, sleep(ms).then(() => { throw new Error(`${what}: no answer in ${ms / 1000}s`); })]);
+}
+
+/** Runs one named check; `fn` returns {ok, ...detail} or throws. */
+async function check(name, fn, timeoutMs = 120000) {
+  const start = Date.now();
+  let entry;
+  try {
+    const r = await withTimeout(Promise.resolve().then(fn), timeoutMs, name);
+    entry = { name, ok: !!r.ok, ...r };
+  } catch (e) {
+    entry = { name, ok: false, error: String((e && e.stack) || e) };
+  }
+  entry.ms = Date.now() - start;
+  report.checks.push(entry);
+  log(`${entry.ok ? 'PASS' : 'FAIL'} ${name}`);
+  write();
+  return entry;
+}
+
+function hoverText(hovers) {
+  const parts = [];
+  for (const h of hovers || []) {
+    for (const c of h.contents || []) parts.push(typeof c === 'string' ? c : c.value !== undefined ? c.value : String(c));
+  }
+  return parts.join('\n');
+}
+
+const SEVERITY = { 0: 'error', 1: 'warning', 2: 'information', 3: 'hint' };
+
+function codeOf(d) {
+  return typeof d.code === 'object' && d.code !== null ? String(d.code.value) : String(d.code);
+}
+
+async function waitFor(fn, ms, interval = 250) {
+  const end = Date.now() + ms;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) return last;
+    await sleep(interval);
+  }
+  return last;
+}
+
+async function activate() {
+  if (!OUT) return;
+  try {
+    await (MODE === 'restricted' ? runRestricted() : run());
+  } catch (e) {
+    report.checks.push({ name: 'probe', ok: false, error: String((e && e.stack) || e) });
+  }
+  report.done = true;
+  write();
+}
+
+async function run() {
+  const expect = JSON.parse(fs.readFileSync(EXPECT, 'utf8'));
+  const ws = vscode.workspace.workspaceFolders[0].uri;
+  const uriOf = (rel) => vscode.Uri.joinPath(ws, ...rel.split('/'));
+  const show = async (rel, opts = {}) => {
+    const doc = await vscode.workspace.openTextDocument(uriOf(rel));
+    const editor = await vscode.window.showTextDocument(doc, { preview: false, ...opts });
+    return { doc, editor };
+  };
+  report.trusted = vscode.workspace.isTrusted;
+  log(`workspace ${ws.fsPath}, trusted=${vscode.workspace.isTrusted}`);
+
+  // Opening a kernel file activates Newt (onLanguage:python) and starts its server.
+  await show('kernels/broken.py');
+  let api;
+  await check('extension activates and the server starts', async () => {
+    const ext = await waitFor(() => vscode.extensions.getExtension(NEWT_ID), 30000);
+    if (!ext) return { ok: false, why: `${NEWT_ID} is not installed` };
+    api = await ext.activate();
+    const ready = await api.ready();
+    return {
+      ok: ready && api.state === 'running',
+      version: ext.packageJSON.version,
+      state: api.state,
+      interpreter: api.interpreter,
+      lastError: api.lastError,
+    };
+  });
+  if (!api || api.state !== 'running') return;
+
+  await check('status bar: compile-only (no GPU)', async () => {
+    const status = await waitFor(() => api.status, 30000);
+    return { ok: !!status && status.mode === 'compile-only' && status.gpu === null, status };
+  });
+
+  // -- diagnostics at exact lines and codes -----------------------------------------------------
+  for (const [rel, want] of Object.entries(expect.diagnostics)) {
+    await check(`diagnostics ${rel}`, async () => {
+      const { doc } = await show(rel);
+      const newtDiags = () => vscode.languages.getDiagnostics(doc.uri).filter((d) => d.source === 'newt');
+      // a file with expected diagnostics: wait for them; a clean file: wait for the server to have seen it
+      const got = want.length
+        ? await waitFor(() => { const d = newtDiags(); return d.length >= want.length ? d : null; }, 60000) || newtDiags()
+        : (await sleep(4000), newtDiags());
+      const actual = got.map((d) => ({
+        line: d.range.start.line, character: d.range.start.character, code: codeOf(d),
+        severity: SEVERITY[d.severity], message: d.message,
+        href: d.code && typeof d.code === 'object' && d.code.target ? d.code.target.toString() : undefined,
+      }));
+      const missing = want.filter((w) => !actual.some((a) => a.line === w.line && a.character === w.character &&
+        a.code === w.code && a.severity === w.severity && a.message.includes(w.message)));
+      const unexpected = actual.filter((a) => !want.some((w) => w.line === a.line && w.code === a.code));
+      const badHref = actual.filter((a) => !a.href || !a.href.toLowerCase().includes(`#${a.code.toLowerCase()}`));
+      return { ok: missing.length === 0 && unexpected.length === 0 && badHref.length === 0, missing, unexpected, badHref, actual };
+    });
+  }
+
+  // -- hover: dtype, shape and a way to the CUDA --------------------------------------------------
+  for (const h of expect.hover) {
+    await check(`hover ${h.file}:${h.line + 1} ${h.word}`, async () => {
+      const { doc } = await show(h.file);
+      const pos = new vscode.Position(h.line, h.character);
+      const word = doc.getText(doc.getWordRangeAtPosition(pos));
+      const text = await waitFor(async () => hoverText(await vscode.commands.executeCommand('vscode.executeHoverProvider', doc.uri, pos)), 30000);
+      const hasShape = h.contains.every((s) => (text || '').includes(s));
+      const hasDtype = h.dtype.some((s) => (text || '').includes(s));
+      const offersCuda = /newt\.showCuda|Show CUDA|CUDA/.test(text || '');
+      return { ok: word === h.word && hasShape && hasDtype && (!h.offersCuda || offersCuda), word, hasShape, hasDtype, offersCuda, text };
+    });
+  }
+
+  // -- code lenses ----------------------------------------------------------------------------------
+  const lensesByFile = {};
+  for (const [rel, wantLenses] of Object.entries(expect.codeLenses)) {
+    await check(`code lenses ${rel}`, async () => {
+      const { doc } = await show(rel);
+      const lenses = await waitFor(async () => {
+        const l = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', doc.uri, 100);
+        return l && l.some((x) => x.command && x.command.command.startsWith('newt.')) ? l : null;
+      }, 30000) || [];
+      const actual = lenses.filter((l) => l.command).map((l) => ({
+        line: l.range.start.line, title: l.command.title, command: l.command.command, arguments: l.command.arguments,
+      }));
+      lensesByFile[rel] = actual;
+      const problems = [];
+      for (const w of wantLenses) {
+        const here = actual.filter((a) => a.line === w.line || (a.arguments && a.arguments[1] && a.arguments[1].line === w.line));
+        w.commands.forEach((cmd, i) => {
+          const l = here.find((a) => a.command === cmd);
+          if (!l) return problems.push(`no ${cmd} lens for ${w.kernel}`);
+          if (!l.title.includes(w.titles[i])) problems.push(`${cmd} lens titled ${JSON.stringify(l.title)}`);
+          const [u, p] = l.arguments || [];
+          if (String(u) !== doc.uri.toString() || !p || p.line !== w.line || p.character !== w.character) {
+            problems.push(`${cmd} lens arguments ${JSON.stringify(l.arguments)}`);
+          }
+        });
+      }
+      return { ok: problems.length === 0, problems, actual };
+    });
+  }
+
+  const lens = (rel, cmd) => (lensesByFile[rel] || []).find((l) => l.command === cmd);
+
+  // -- Compile (code lens) ------------------------------------------------------------------------
+  const c = expect.compile;
+  let compiled;
+  await check(`compile ${c.kernel} from its code lens`, async () => {
+    await show(c.file);
+    const l = lens(c.file, 'newt.compileKernel');
+    const args = l ? l.arguments : [uriOf(c.file).toString(), { line: c.line, character: c.character }];
+    compiled = await vscode.commands.executeCommand('newt.compileKernel', ...args);
+    const ok = !!compiled && compiled.kernel === c.kernel && Number.isInteger(compiled.n_regs) && compiled.n_regs > 0;
+    return { ok, viaLens: !!l, result: compiled, lastCommandError: api.lastCommandError };
+  }, 180000);
+
+  // -- Show CUDA / PTX / SASS: read-only virtual documents with their languages --------------------
+  const shows = [
+    ['newt.showCuda', 'cuda-cpp', /__global__|extern "C"/],
+    ['newt.showPtx', 'ptx', /\.entry|\.version/],
+    ['newt.showSass', 'cuda-sass', /\b(EXIT|STG|LDG)\b/],
+  ];
+  for (const [cmd, lang, pattern] of shows) {
+    await check(`${cmd} opens a ${lang} document`, async () => {
+      await show(c.file);
+      const uri = await vscode.commands.executeCommand(cmd, uriOf(c.file).toString(), { line: c.line, character: c.character });
+      if (!uri) return { ok: false, lastCommandError: api.lastCommandError };
+      const doc = await waitFor(() => vscode.workspace.textDocuments.find((d) => d.uri.toString() === vscode.Uri.parse(uri).toString()), 10000);
+      if (!doc) return { ok: false, uri, why: 'document not open' };
+      const text = doc.getText();
+      return { ok: doc.uri.scheme === 'newt' && doc.languageId === lang && pattern.test(text), uri, languageId: doc.languageId, chars: text.length, head: text.slice(0, 400) };
+    }, 180000);
+  }
+
+  // -- Compile from the palette: the kernel at the cursor --------------------------------------------
+  const p = expect.palette;
+  await check(`palette compile at the cursor picks ${p.kernel}`, async () => {
+    const { editor } = await show(p.file);
+    editor.selection = new vscode.Selection(p.cursorLine, 4, p.cursorLine, 4);
+    const r = await vscode.commands.executeCommand('newt.compileKernel');
+    return { ok: !!r && r.kernel === p.kernel && r.n_regs > 0, result: r, lastCommandError: api.lastCommandError };
+  }, 180000);
+
+  // -- Verify (code lens): through the interpreter, no GPU ------------------------------------------
+  const v = expect.verify;
+  await check(`verify ${v.kernel} runs on the ${v.device}`, async () => {
+    await show(v.file);
+    const l = lens(v.file, 'newt.verifyKernel');
+    const args = l ? l.arguments : [uriOf(v.file).toString(), { line: v.line, character: v.character }];
+    const r = await vscode.commands.executeCommand('newt.verifyKernel', ...args);
+    const ok = !!r && r.kernel === v.kernel && r.device === v.device && r.ok === true && Array.isArray(r.cases) && r.cases.length > 0;
+    return { ok, viaLens: !!l, result: r, lastCommandError: api.lastCommandError };
+  }, 300000);
+
+  // -- leave the workbench showing a diagnostic and its hover for the screenshot ----------------------
+  const s = expect.screenshot;
+  await check('screenshot setup: problems panel and a hover on a diagnostic', async () => {
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('workbench.actions.view.problems');
+    const { editor } = await show(s.file, { viewColumn: vscode.ViewColumn.One });
+    await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
+    editor.selection = new vscode.Selection(s.line, s.character, s.line, s.character);
+    editor.revealRange(new vscode.Range(s.line, 0, s.line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    await sleep(500);
+    await vscode.commands.executeCommand('editor.action.showHover');
+    return { ok: true };
+  });
+}
+
+// Restricted Mode: the static features work, the commands that run code explain why they do not.
+async function runRestricted() {
+  const expect = JSON.parse(fs.readFileSync(EXPECT, 'utf8'));
+  const ws = vscode.workspace.workspaceFolders[0].uri;
+  const uriOf = (rel) => vscode.Uri.joinPath(ws, ...rel.split('/'));
+  const doc = await vscode.workspace.openTextDocument(uriOf('kernels/broken.py'));
+  await vscode.window.showTextDocument(doc, { preview: false });
+  let api;
+  await check('workspace is in Restricted Mode', async () => ({ ok: vscode.workspace.isTrusted === false }));
+  await check('the server starts in Restricted Mode', async () => {
+    const ext = await waitFor(() => vscode.extensions.getExtension(NEWT_ID), 30000);
+    api = await ext.activate();
+    return { ok: (await api.ready()) && api.state === 'running', state: api.state, lastError: api.lastError };
+  });
+  if (!api || api.state !== 'running') return;
+  const n011 = expect.diagnostics['kernels/broken.py'][0];
+  await check('diagnostics still appear', async () => {
+    const d = await waitFor(() => vscode.languages.getDiagnostics(doc.uri).find((x) => x.source === 'newt' && codeOf(x) === n011.code), 60000);
+    return { ok: !!d && d.range.start.line === n011.line, line: d && d.range.start.line };
+  });
+  const c = expect.compile;
+  const args = [uriOf(c.file).toString(), { line: c.line, character: c.character }];
+  for (const cmd of ['newt.compileKernel', 'newt.verifyKernel', 'newt.autotuneKernel']) {
+    await check(`${cmd} explains that it needs trust`, async () => {
+      const r = await vscode.commands.executeCommand(cmd, ...args);
+      const e = api.lastCommandError;
+      return { ok: r === undefined && !!e && e.code === -32001, result: r, lastCommandError: e };
+    });
+  }
+  await check('the server refuses newt.compile itself (-32001)', async () => {
+    try {
+      const r = await vscode.commands.executeCommand('newt.compile', { uri: args[0], position: args[1] });
+      return { ok: false, result: r };
+    } catch (e) {
+      const msg = String((e && e.message) || e);
+      return { ok: /trust/i.test(msg), message: msg, code: e && e.code };
+    }
+  });
+}
+
+function deactivate() {}
+module.exports = { activate, deactivate };
