@@ -245,6 +245,37 @@ check('verify ' .. v.kernel .. ' runs on the ' .. v.device, function()
   return { ok = type(r) == 'table' and r.device == v.device and r.ok == true and type(r.cases) == 'table' and #r.cases > 0, result = r }
 end)
 
+-- Autotune with a client-side workDoneToken: $/progress begin, a report per config, end ------------------
+local a = expect.autotune
+check('autotune ' .. a.kernel .. ' with $/progress', function()
+  local buf, uri = open(a.file)
+  local token = 'nvim-autotune-1'
+  progress = {}
+  local r = request('workspace/executeCommand', {
+    command = 'newt.autotune', workDoneToken = token,
+    arguments = { { uri = uri, position = { line = a.line, character = a.character } } },
+  }, buf, 400000)
+  local function kinds()
+    local ks = {}
+    for _, p in ipairs(progress) do
+      if p.token == token and type(p.value) == 'table' then table.insert(ks, p.value.kind) end
+    end
+    return ks
+  end
+  vim.wait(3000, function() local k = kinds(); return k[#k] == 'end' end, 50)
+  local ks = kinds()
+  local reports, timed = 0, 0
+  for _, k in ipairs(ks) do if k == 'report' then reports = reports + 1 end end
+  for _, x in ipairs(type(r) == 'table' and r.results or {}) do
+    if type(x.ms) == 'number' then timed = timed + 1 end
+  end
+  return {
+    ok = type(r) == 'table' and r.kernel == a.kernel and type(r.best) == 'table' and timed == a.configs
+      and ks[1] == 'begin' and ks[#ks] == 'end' and reports >= a.configs,
+    result = r, progress_kinds = ks,
+  }
+end)
+
 write()
 vim.lsp.stop_client(client_id, true)
 vim.wait(5000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)

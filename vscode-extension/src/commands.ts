@@ -58,6 +58,8 @@ const CODE_RUNNING: Record<string, string> = {
 export class Commands {
   /** The last failure of a command, for the extension's API (tests read it). */
   lastError: { command: string; message: string; code?: number } | undefined;
+  /** The `$/progress` values of the last Autotune, in order (the extension's API exposes them). */
+  autotuneProgress: { kind: string; message?: string; percentage?: number }[] = [];
 
   constructor(
     private readonly server: NewtServer,
@@ -272,8 +274,10 @@ export class Commands {
       { location: vscode.ProgressLocation.Notification, title: `Newt: autotuning ${kernel.name}`, cancellable: true },
       async (progress, token) => {
         let reported = 0;
+        this.autotuneProgress = [];
         const sub = client.onProgress(WorkDoneProgress.type, workDoneToken,
           (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
+            this.autotuneProgress.push({ kind: v.kind, message: v.message, percentage: v.kind === 'end' ? undefined : v.percentage });
             if (v.kind === 'end') {
               if (v.message) this.log.info(`autotune: ${v.message}`);
               return;

@@ -17,6 +17,7 @@ export interface NewtApi {
   readonly interpreter: NewtServer['interpreter'];
   readonly lastError: string | undefined;
   readonly lastCommandError: Commands['lastError'];
+  readonly lastAutotuneProgress: Commands['autotuneProgress'];
 }
 
 let server: NewtServer | undefined;
@@ -83,6 +84,9 @@ export function activate(context: vscode.ExtensionContext): NewtApi {
     },
     get lastCommandError() {
       return commands.lastError;
+    },
+    get lastAutotuneProgress() {
+      return commands.autotuneProgress;
     },
   };
 }

@@ -235,6 +235,22 @@ async function run() {
     return { ok, viaLens: !!l, result: r, lastCommandError: api.lastCommandError };
   }, 300000);
 
+  // -- Autotune (code lens): every config timed, progress reported through $/progress ------------------
+  const a = expect.autotune;
+  await check(`autotune ${a.kernel} with progress`, async () => {
+    const { doc } = await show(a.file);
+    const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', doc.uri, 100);
+    const l = (lenses || []).find((x) => x.command && x.command.command === 'newt.autotuneKernel');
+    const args = l ? l.command.arguments : [doc.uri.toString(), { line: a.line, character: a.character }];
+    const r = await vscode.commands.executeCommand('newt.autotuneKernel', ...args);
+    const progress = api.lastAutotuneProgress;
+    const kinds = progress.map((x) => x.kind);
+    const timed = r && Array.isArray(r.results) ? r.results.filter((x) => typeof x.ms === 'number').length : 0;
+    const ok = !!r && r.kernel === a.kernel && !!r.best && timed === a.configs &&
+      kinds[0] === 'begin' && kinds[kinds.length - 1] === 'end' && kinds.filter((k) => k === 'report').length >= a.configs;
+    return { ok, viaLens: !!l, result: r, progress, lastCommandError: api.lastCommandError };
+  }, 400000);
+
   // -- leave the workbench showing a diagnostic and its hover for the screenshot ----------------------
   const s = expect.screenshot;
   await check('screenshot setup: problems panel and a hover on a diagnostic', async () => {

@@ -20,3 +20,19 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     n = out.numel()
     add_kernel[(newt.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
     return out
+
+
+# What Verify runs (newt.harness): example inputs and the expected result.
+import newt.harness as nh  # noqa: E402
+
+
+@nh.reference(add_kernel)
+def add_reference(x, y, out, n, BLOCK_SIZE):
+    return {"out_ptr": x + y}
+
+
+@nh.example(add_kernel)
+def ragged(device):
+    x = torch.randn(3000, device=device)
+    y = torch.randn(3000, device=device)
+    return nh.Case(grid=(3,), args=(x, y, torch.empty_like(x), 3000), kwargs={"BLOCK_SIZE": 1024})
