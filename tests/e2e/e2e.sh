@@ -134,8 +134,8 @@ JSON
       if [ "${NEWT_E2E_SCREENSHOT:-0}" = 1 ] && [ "$rc" = 0 ]; then
         mkdir -p "$REPO/docs/images"
         cp "$RUN/workbench.png" "$REPO/docs/images/vscode-diagnostic-hover.png"
-        cp "$RUN/workbench.png" "$EXT/images/workbench@2x.png"
-        echo "copied to docs/images/vscode-diagnostic-hover.png and vscode-extension/images/workbench@2x.png"
+        cp "$RUN/workbench.png" "$EXT/images/workbench.png"
+        echo "copied to docs/images/vscode-diagnostic-hover.png and vscode-extension/images/workbench.png"
       fi
     fi
     exit "$rc"
