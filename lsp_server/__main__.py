@@ -1,0 +1,46 @@
+"""``python -m lsp_server`` / ``newt-lsp``: run the newt language server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import __version__
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="newt-lsp", description="The newt kernel language server (LSP over stdio).")
+    p.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
+    p.add_argument("--tcp", metavar="HOST:PORT", nargs="?", const="127.0.0.1:2087",
+                   help="listen on a TCP port instead (default 127.0.0.1:2087)")
+    p.add_argument("--log-file", metavar="PATH", help="also write the server's log to this file")
+    p.add_argument("--log-level", default="info", choices=["error", "warning", "info", "debug"])
+    p.add_argument("--version", action="version", version=f"newt-lsp {__version__}")
+    args = p.parse_args(argv)
+
+    level = getattr(logging, args.log_level.upper())
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file, encoding="utf-8"))
+    logging.basicConfig(level=level, handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("newt-lsp").setLevel(level)
+    logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
+
+    from .server import create_server
+    server = create_server()
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        try:
+            port_n = int(port)
+        except ValueError:
+            p.error(f"--tcp expects HOST:PORT, got {args.tcp!r}")
+        server.start_tcp(host or "127.0.0.1", port_n)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""``newt.compile``, ``newt.verify``, ``newt.autotune``, ``newt.show`` and the virtual documents.
+
+Compile runs in the *compile worker* (the server's interpreter; it imports the
+CUDA backend and NVRTC, never the user's module).  Verify and Autotune run in
+the *run worker* (the ``python`` setting; it imports the user's module with
+torch).  Both refuse in an untrusted workspace (error -32001).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections import OrderedDict
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+
+from .analysis import Analysis, uri_to_path
+from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .vdocs import LANGUAGE_IDS, make_uri, parse_uri
+from .workers import Worker, WorkerError, worker_env
+
+__all__ = ["Commands", "UNTRUSTED", "KERNEL_ERROR", "WORKER_ERROR", "resolve_target"]
+
+log = logging.getLogger("newt-lsp")
+
+UNTRUSTED = -32001  # the workspace is not trusted: commands that run code are refused
+KERNEL_ERROR = -32002  # no kernel at the position, no specialization, the kernel does not compile ...
+WORKER_ERROR = -32003  # the worker crashed, hung past its timeout, or hit a CUDA fault
+
+_USER_KINDS = {"user", "import", "compile", "spec", "backend"}
+
+
+def _error(code: int, message: str, data=None) -> JsonRpcException:
+    return JsonRpcException(message=message, code=code, data=data)
+
+
+def resolve_target(setting: str | None, gpu: dict | None) -> str:
+    """``auto`` -> the local GPU's target (sm_90 -> sm_90a ...), else sm_90a."""
+    if setting and setting != "auto":
+        return setting
+    if gpu and gpu.get("capability"):
+        major, minor = gpu["capability"]
+        known = {}
+        try:
+            from newt.backend.cuda.targets import TARGETS
+            known = dict(TARGETS)
+        except Exception:  # noqa: BLE001
+            known = {}
+        cands = [f"sm_{major}{minor}a", f"sm_{major}{minor}"]
+        if known:
+            for c in cands:
+                if c in known:
+                    return c
+            best = None
+            for t in known:
+                digits = t[3:].rstrip("a")
+                if t.endswith("a") or not digits.isdigit():
+                    continue
+                tmaj, tmin = int(digits[:-1]), int(digits[-1])
+                if (tmaj, tmin) <= (major, minor) and (best is None or (tmaj, tmin) > best[0]):
+                    best = ((tmaj, tmin), t)
+            if best is not None:
+                return best[1]
+        return cands[0] if (major, minor) == (9, 0) else cands[1]
+    return "sm_90a"
+
+
+class Commands:
+    def __init__(self, ls):
+        self.ls = ls
+        self.compile_worker: Worker | None = None
+        self.run_worker: Worker | None = None
+        self.compiled: OrderedDict = OrderedDict()  # (src, kernel, spec, target) -> compile result
+        self.gpu: dict | None = None
+
+    # -- environment -----------------------------------------------------------------
+    async def detect_gpu(self):
+        """The local GPU from ``nvidia-smi`` (no CUDA import in the server); None without one."""
+        if os.environ.get("NEWT_LSP_NO_GPU") == "1":
+            self.gpu = None
+            return
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            self.gpu = None
+            return
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                exe, "--query-gpu=name,compute_cap", "--format=csv,noheader", stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL)
+            out, _ = await asyncio.wait_for(proc.communicate(), 5)
+        except (OSError, asyncio.TimeoutError):
+            self.gpu = None
+            return
+        line = out.decode("utf-8", "replace").strip().splitlines()[:1]
+        m = re.match(r"(.+?),\s*(\d+)\.(\d+)", line[0]) if line else None
+        if not m:
+            self.gpu = None
+            return
+        self.gpu = {"name": m.group(1).strip(), "capability": (int(m.group(2)), int(m.group(3)))}
+
+    def target(self) -> str:
+        return resolve_target(self.ls.settings.target, self.gpu)
+
+    def status(self) -> dict:
+        g = self.gpu
+        return {"mode": "gpu" if g else "compile-only", "gpu": g["name"] if g else None,
+                "arch": f"sm_{g['capability'][0]}{g['capability'][1]}" if g else None, "target": self.target()}
+
+    def send_status(self):
+        try:
+            self.ls.protocol.notify("newt/status", self.status())
+        except Exception:  # noqa: BLE001
+            log.exception("cannot send newt/status")
+
+    async def settings_changed(self, changed: list):
+        s = self.ls.settings
+        from .server import _apply_log_level
+        _apply_log_level(s)
+        if "python" in changed or "cacheDir" in changed:
+            if self.run_worker is not None:
+                await self.run_worker.stop()
+                self.run_worker = None
+        if "cacheDir" in changed and self.compile_worker is not None:
+            await self.compile_worker.stop()
+            self.compile_worker = None
+        if "target" in changed:
+            self.compiled.clear()
+            self.send_status()
+        if any(c.startswith("inlayHints") for c in changed) and self.ls.refresh_inlay:
+            try:
+                self.ls.workspace_inlay_hint_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("inlay hint refresh failed", exc_info=True)
+        if "diagnosticsOn" in changed:
+            for uri in list(self.ls.docs):
+                self.ls.schedule(uri, 0)
+
+    def forget(self, uri: str):
+        for k in [k for k in self.compiled if k[0] == uri]:
+            self.compiled.pop(k, None)
+
+    async def shutdown(self):
+        for w in (self.compile_worker, self.run_worker):
+            if w is not None:
+                await w.stop()
+
+    def _workers(self, kind: str) -> Worker:
+        s = self.ls.settings
+        if kind == "compile":
+            if self.compile_worker is None:
+                self.compile_worker = Worker("compile", sys.executable, worker_env(s.cache_dir), cwd=None)
+            return self.compile_worker
+        if self.run_worker is None:
+            root = None
+            try:
+                root = uri_to_path(self.ls.workspace.root_uri) if self.ls.workspace.root_uri else None
+            except RuntimeError:
+                root = None
+            extra = {}
+            if self.gpu is None:
+                extra["NEWT_WORKER_DEVICE"] = os.environ.get("NEWT_WORKER_DEVICE", "")
+            self.run_worker = Worker("run", s.python or sys.executable, worker_env(s.cache_dir, extra),
+                                     cwd=root if root and os.path.isdir(root) else None)
+        return self.run_worker
+
+    # -- dispatch -------------------------------------------------------------------------
+    async def run(self, name: str, args: list, token=None):
+        from .server import _convert_args
+        arg = _convert_args(args[0]) if args else {}
+        if not isinstance(arg, dict):
+            raise _error(KERNEL_ERROR, f"{name} expects one argument object {{uri, position}}")
+        if name in ("newt.compile", "newt.verify", "newt.autotune") and not self.ls.settings.trusted:
+            raise _error(UNTRUSTED, f"{name} is disabled because this workspace is not trusted: it would "
+                                    "compile or run code from it. Trust the workspace to enable it.")
+        if name == "newt.compile":
+            return await self.compile(arg)
+        if name == "newt.verify":
+            return await self.verify(arg)
+        if name == "newt.autotune":
+            return await self.autotune(arg, token)
+        if name == "newt.show":
+            return await self.show(arg)
+        raise _error(KERNEL_ERROR, f"unknown command {name}")
+
+    async def _kernel(self, arg: dict):
+        uri = arg.get("uri")
+        pos = arg.get("position")
+        if not isinstance(uri, str):
+            raise _error(KERNEL_ERROR, "missing 'uri'")
+        a = await self.ls.analysis_for(uri)
+        ka = None
+        if isinstance(pos, dict) and "line" in pos:
+            line1, _ = a.index.char_col(lsp.Position(int(pos["line"]), int(pos.get("character", 0))))
+            ka = a.kernel_at(line1)
+        if ka is None and isinstance(arg.get("kernel"), str):
+            ka = a.kernel_named(arg["kernel"])
+        if ka is None:
+            where = f"line {int(pos['line']) + 1}" if isinstance(pos, dict) and "line" in pos else "the position"
+            raise _error(KERNEL_ERROR, f"no @newt.jit or @dt.kernel kernel at {where} of {a.path}")
+        return a, ka
+
+    # -- compile ---------------------------------------------------------------------------
+    async def compile(self, arg: dict) -> dict:
+        a, ka = await self._kernel(arg)
+        if ka.helper:
+            raise _error(KERNEL_ERROR, f"{ka.name} is a helper (it is called from other kernels and inlined "
+                                       "there); compile a kernel that launches it")
+        target = arg.get("target") or self.target()
+        try:
+            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"))
+        except SpecError as e:
+            raise _error(KERNEL_ERROR, str(e)) from None
+        res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+        return self._compile_result(a, ka.name, conc, res, target)
+
+    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str) -> dict:
+        key = (a.uri, kname, spec_index, target, hash(a.text))
+        hit = self.compiled.get(key)
+        if hit is not None:
+            self.compiled.move_to_end(key)
+            return hit
+        w = self._workers("compile")
+        try:
+            res = await w.request("compile", {"text": a.text, "uri": a.uri, "kernel": kname, "spec": spec_index,
+                                              "target": target}, timeout=self.ls.settings.worker_timeout)
+        except WorkerError as e:
+            raise _error(KERNEL_ERROR if e.kind in _USER_KINDS else WORKER_ERROR, str(e),
+                         {"kind": e.kind, "traceback": e.traceback} if e.traceback else {"kind": e.kind}) from None
+        self.compiled[key] = res
+        while len(self.compiled) > 64:
+            self.compiled.popitem(last=False)
+        return res
+
+    def _compile_result(self, a: Analysis, kname: str, conc, res: dict, target: str) -> dict:
+        spec = res.get("specialization") or conc.to_json()
+        docs = {kind: make_uri(a.uri, kname, conc.spec_index, kind, target) for kind in ("cuda", "ptx", "sass", "ir")}
+        return {
+            "kernel": kname,
+            "specialization": {"constexprs": spec.get("constexprs", {}), "num_warps": spec.get("num_warps"),
+                               "num_stages": spec.get("num_stages")},
+            "specialization_label": spec.get("label"),
+            "arg_types": spec.get("arg_types"),
+            "assumed": spec.get("assumed") or {},
+            "target": target,
+            "n_regs": res.get("n_regs"),
+            "n_spills": res.get("n_spills"),
+            "shared": res.get("shared"),
+            "compile_ms": res.get("compile_ms"),
+            "documents": docs,
+        }
+
+    # -- verify ----------------------------------------------------------------------------
+    async def verify(self, arg: dict) -> dict:
+        a, ka = await self._kernel(arg)
+        w = self._workers("run")
+        try:
+            rep = await w.request("verify", {"path": a.path, "text": a.text, "kernel": ka.name},
+                                  timeout=self.ls.settings.worker_timeout)
+        except WorkerError as e:
+            raise self._worker_error("verify", ka.name, e) from None
+        if rep.pop("fatal", False):
+            raise _error(WORKER_ERROR, f"verifying {ka.name} crashed the GPU context: "
+                         + "; ".join(c.get("message") or "" for c in rep.get("cases", []) if not c.get("ok"))
+                         + " (the worker was restarted)", {"kind": "fatal", "cases": rep.get("cases", [])})
+        for c in rep.get("cases", []):
+            c.pop("traceback", None)
+        return rep
+
+    def _worker_error(self, what: str, kname: str, e: WorkerError) -> JsonRpcException:
+        code = KERNEL_ERROR if e.kind in _USER_KINDS else WORKER_ERROR
+        if e.kind == "environment":
+            code = WORKER_ERROR
+        msg = str(e) if e.kind in _USER_KINDS else f"{what} {kname}: {e}"
+        data = {"kind": e.kind}
+        if e.traceback:
+            data["traceback"] = e.traceback
+        return _error(code, msg, data)
+
+    # -- autotune --------------------------------------------------------------------------
+    async def autotune(self, arg: dict, token=None) -> dict:
+        a, ka = await self._kernel(arg)
+        if ka.kernel_def is None or ka.kernel_def.autotune is None:
+            raise _error(KERNEL_ERROR, f"{ka.name} is not autotuned: decorate it with "
+                                       "@newt.autotune(configs=[...], key=[...])")
+        total = len(ka.kernel_def.configs) or None
+        ls = self.ls
+        progress = ls.work_done_progress
+        if token is None and ls.progress_supported:
+            token = str(uuid.uuid4())
+            try:
+                await asyncio.wait_for(progress.create_async(token), 5)
+            except Exception:  # noqa: BLE001 - no progress bar, still tune
+                token = None
+        cancel = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        done_n = {"n": 0}
+
+        def report(kind, data):
+            if kind != "config" or token is None:
+                return
+            done_n["n"] += 1
+            cfg = ", ".join(f"{k}={v}" for k, v in (data.get("config") or {}).items())
+            if data.get("ms") is not None:
+                msg = f"{{{cfg}}}: {data['ms']:.4g} ms"
+            else:
+                msg = f"{{{cfg}}}: rejected: {(data.get('error') or 'failed').splitlines()[0][:200]}"
+            pct = int(100 * done_n["n"] / total) if total else None
+            progress.report(token, lsp.WorkDoneProgressReport(message=msg, percentage=min(pct, 100)
+                                                              if pct is not None else None, cancellable=True))
+
+        if token is not None:
+            progress.begin(token, lsp.WorkDoneProgressBegin(
+                title=f"Autotuning {ka.name}", cancellable=True,
+                message=f"{total} config(s)" if total else None, percentage=0 if total else None))
+            fut = progress.tokens.get(token)
+            if fut is not None:
+                fut.add_done_callback(lambda f: loop.call_soon_threadsafe(cancel.set) if f.cancelled() else None)
+        w = self._workers("run")
+        end_msg = "failed"
+        try:
+            rep = await w.request("autotune", {"path": a.path, "text": a.text, "kernel": ka.name},
+                                  timeout=self.ls.settings.worker_timeout, on_event=report, cancel=cancel)
+            if rep.pop("fatal", False):
+                end_msg = "crashed"
+                raise _error(WORKER_ERROR, f"autotuning {ka.name}: {rep.get('message')} (the worker was restarted)",
+                             {"kind": "fatal", "results": rep.get("results", [])})
+            if rep.get("cancelled"):
+                end_msg = "cancelled"
+            elif rep.get("best"):
+                b = rep["best"]
+                end_msg = "best: {" + ", ".join(f"{k}={v}" for k, v in b["config"].items()) + f"}} ({b['ms']:.4g} ms)"
+            else:
+                end_msg = rep.get("message") or "no config ran"
+            return rep
+        except WorkerError as e:
+            end_msg = "cancelled" if e.kind == "cancelled" else "failed"
+            if e.kind == "cancelled":
+                return {"kernel": ka.name, "best": None, "results": [], "cache": None, "cancelled": True,
+                        "message": str(e)}
+            raise self._worker_error("autotune", ka.name, e) from None
+        except asyncio.CancelledError:
+            end_msg = "cancelled"
+            raise
+        finally:
+            if token is not None:
+                try:
+                    progress.end(token, lsp.WorkDoneProgressEnd(message=end_msg))
+                except Exception:  # noqa: BLE001
+                    pass
+                progress.tokens.pop(token, None)
+
+    # -- show / virtual documents -------------------------------------------------------------
+    async def show(self, arg: dict) -> dict:
+        a, ka = await self._kernel(arg)
+        kind = arg.get("kind") or "cuda"
+        if kind not in LANGUAGE_IDS:
+            raise _error(KERNEL_ERROR, f"unknown document kind {kind!r} (cuda, ptx, sass or ir)")
+        spec = arg.get("spec")
+        try:
+            conc = await self.ls.run_sync(concrete_spec, a, ka, spec)
+            idx = conc.spec_index
+        except SpecError:
+            if kind != "ir":
+                raise
+            idx = 0
+        return {"uri": make_uri(a.uri, ka.name, idx, kind, arg.get("target"))}
+
+    async def virtual_document(self, uri) -> dict:
+        if not isinstance(uri, str):
+            raise _error(KERNEL_ERROR, "newt/virtualDocument needs {uri}")
+        try:
+            vd = parse_uri(uri)
+        except ValueError as e:
+            raise _error(KERNEL_ERROR, str(e)) from None
+        lang = LANGUAGE_IDS[vd.kind]
+        a = await self.ls.analysis_for(vd.src)
+        ka = a.kernel_named(vd.kernel)
+        if ka is None:
+            return {"text": f"// {vd.kernel} is no longer defined in {a.path}\n", "languageId": lang}
+        target = vd.target or self.target()
+        if vd.kind == "ir":
+            text = await self.ls.run_sync(_ir_text, a, ka, vd.spec)
+            return {"text": text, "languageId": lang}
+        try:
+            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None)
+        except SpecError as e:
+            return {"text": f"// {e}\n", "languageId": lang}
+        if vd.kind == "cuda":
+            text = await self.ls.run_sync(_cuda_text, a, ka, conc, target)
+            if text is not None:
+                return {"text": text, "languageId": lang}
+        key = (a.uri, ka.name, conc.spec_index, target, hash(a.text))
+        res = self.compiled.get(key)
+        if res is None:
+            if not self.ls.settings.trusted:
+                return {"text": f"// The {vd.kind.upper()} of {ka.name} comes from NVRTC, which runs only in a "
+                                "trusted workspace (newt.compile). Trust the workspace and open this again.\n",
+                        "languageId": lang}
+            try:
+                res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+            except JsonRpcException as e:
+                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                        "languageId": lang}
+        text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
+        header = _header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
+        return {"text": header + text, "languageId": lang}
+
+
+def _header(kname, conc, target, comment="//") -> str:
+    lines = [f"{comment} {kname} — {conc.label}; target {target}", f"{comment} {conc.describe()}"]
+    for p, what in conc.assumed.items():
+        lines.append(f"{comment} {p}: {what}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _ir_text(a: Analysis, ka, spec: int) -> str:
+    if spec <= 0 or spec >= len(ka.results):
+        r = ka.results[0] if ka.results else None
+        if r is None or r.fn is None:
+            return f"// {ka.name}: no IR (the generic check could not build it)\n"
+        return f"// {ka.name} — generic check (symbolic shapes and dtypes)\n\n" + r.fn.format()
+    try:
+        conc = concrete_spec(a, ka, spec)
+    except SpecError as e:
+        return f"// {e}\n"
+    built = build_concrete(a, ka, conc)
+    if built.fn is None or built.errors:
+        from newt.frontend.diagnostics import render
+        return f"// {ka.name} ({conc.label}) has errors:\n" + "\n".join(
+            "// " + ln for d in built.errors[:10] for ln in render(d, a.text).splitlines()) + "\n"
+    return _header(ka.name, conc, "(any)") + built.fn.format()
+
+
+def _cuda_text(a: Analysis, ka, conc, target) -> str | None:
+    if backend() is None:
+        return ("// The CUDA backend (newt.backend.cuda) is not available in this installation.\n")
+    built = build_concrete(a, ka, conc)
+    try:
+        mod = generate(built, target)
+    except SpecError as e:
+        return f"// {e}\n"
+    except Exception as e:  # noqa: BLE001
+        return f"// code generation failed: {type(e).__name__}: {e}\n"
+    return _header(ka.name, conc, target) + (getattr(mod, "source", "") or "")

@@ -1,0 +1,338 @@
+"""One concrete specialization of a kernel, chosen from what the file says.
+
+Compiling, showing CUDA and hover layouts need every parameter's type and
+every constexpr's value.  From the text alone:
+
+* constexpr values come from a specialization the front end discovered
+  (an autotune config, a literal launch, defaults) or from parameter defaults;
+* a parameter's type comes from its annotation (``x: "*fp16"``), else from a
+  literal passed at a launch or its default (``eps=1e-5`` -> fp32), else a
+  pointer parameter is assumed ``*fp32`` and a scalar ``i32`` — and the result
+  says which parameters were assumed.
+
+Pointers are assumed 16-byte aligned (as torch allocations are).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from dataclasses import dataclass, field
+
+from newt.language import core as lc
+
+__all__ = ["Concrete", "SpecError", "concrete_spec", "build_concrete", "backend", "encode_value", "decode_value"]
+
+log = logging.getLogger("newt-lsp")
+
+
+class SpecError(Exception):
+    """No concrete specialization can be formed (a constexpr has no value ...)."""
+
+
+@dataclass
+class Concrete:
+    kernel: str
+    spec_index: int  # the kernel.results entry it came from (0: generic + defaults)
+    label: str
+    arg_types: dict  # run-time parameter -> dtype
+    constexprs: dict  # constexpr parameter -> value
+    num_warps: int = 4
+    num_stages: int = 3
+    divisibility: dict = field(default_factory=dict)
+    assumed: dict = field(default_factory=dict)  # parameter -> what was assumed
+
+    def describe(self) -> str:
+        parts = [f"{k}={_fmt(v)}" for k, v in self.constexprs.items()]
+        parts += [f"{k}: {t}" for k, t in self.arg_types.items()]
+        parts.append(f"num_warps={self.num_warps}")
+        parts.append(f"num_stages={self.num_stages}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.spec_index,
+            "label": self.label,
+            "constexprs": {k: encode_value(v) for k, v in self.constexprs.items()},
+            "arg_types": {k: str(t) for k, t in self.arg_types.items()},
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+            "assumed": dict(self.assumed),
+            "text": self.describe(),
+        }
+
+
+def _fmt(v) -> str:
+    return repr(v)
+
+
+def encode_value(v):
+    """A constexpr value as JSON."""
+    if isinstance(v, lc.dtype):
+        return {"dtype": str(v)}
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    name = getattr(v, "name", None)
+    if isinstance(name, str):
+        return {"jit": name}
+    return {"repr": repr(v)}
+
+
+def decode_value(v):
+    if isinstance(v, dict):
+        if "dtype" in v:
+            return lc.dtype_from_name(v["dtype"])
+        if "jit" in v:
+            from newt.frontend.source import JitName  # noqa: F401 - only when the front end has it
+            return JitName(v["jit"])
+        raise ValueError(f"cannot decode constexpr {v!r}")
+    return v
+
+
+# ---------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------
+
+
+def _annotation(ann, aliases: dict):
+    """(is_constexpr, dtype or None) of a parameter annotation, read statically."""
+    if ann is None:
+        return False, None
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        s = ann.value.strip()
+        if s in ("constexpr", "nl.constexpr", "tl.constexpr", "newt.language.constexpr"):
+            return True, None
+        try:
+            return False, lc.dtype_from_name(s)
+        except ValueError:
+            return False, None
+    from newt.frontend.source import qualname_of
+    q = qualname_of(ann, aliases)
+    if q in ("newt.language.constexpr", "newt.language.core.constexpr"):
+        return True, None
+    if q and q.startswith("newt.language."):
+        import newt.language as nl
+        obj = getattr(nl, q.rsplit(".", 1)[1], None)
+        if isinstance(obj, lc.dtype):
+            return False, obj
+    return False, None
+
+
+def _scalar_type(v):
+    if isinstance(v, bool):
+        return lc.int1
+    if isinstance(v, int):
+        if -(2 ** 31) <= v < 2 ** 31:
+            return lc.int32
+        if 2 ** 31 <= v < 2 ** 32:
+            return lc.uint32
+        if -(2 ** 63) <= v < 2 ** 63:
+            return lc.int64
+        return lc.uint64
+    if isinstance(v, float):
+        return lc.float32
+    return None
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NOPE
+
+
+_NOPE = object()
+
+
+def concrete_spec(analysis, ka, spec_index: int | None = None) -> Concrete:
+    """The concrete specialization of ``ka`` to compile (``spec_index`` into ``ka.results``, default: the first
+    one the file reveals)."""
+    if ka.kind != "jit":
+        return _concrete_from_result(ka, spec_index)
+    node = ka.node
+    aliases = analysis.aliases
+    params = list(node.args.posonlyargs) + list(node.args.args)
+    defaults = dict(zip([p.arg for p in params][len(params) - len(node.args.defaults):], node.args.defaults))
+    results = ka.results
+    if spec_index is None:
+        spec_index = 1 if len(results) > 1 else 0
+    if not 0 <= spec_index < max(len(results), 1):
+        raise SpecError(f"{ka.name} has no specialization #{spec_index} (it has {len(results) - 1})")
+    spec = results[spec_index].spec if results else None
+    generic = results[0].spec if results else None
+    pointer_params = set(getattr(generic, "pointer_params", None) or ())
+    cx_given = dict(spec.constexprs) if spec is not None else {}
+    launch_values = _launch_values(analysis, ka, spec)
+
+    arg_types, constexprs, assumed, div = {}, {}, {}, {}
+    missing = []
+    for p in params:
+        is_cx, ann_ty = _annotation(p.annotation, aliases)
+        name = p.arg
+        if is_cx or (name in cx_given and ann_ty is None):
+            if name in cx_given:
+                constexprs[name] = cx_given[name]
+            elif name in defaults and _literal(defaults[name]) is not _NOPE:
+                constexprs[name] = _literal(defaults[name])
+            elif is_cx:
+                missing.append(name)
+            continue
+        if ann_ty is not None:
+            arg_types[name] = ann_ty
+            if ann_ty.is_ptr():
+                div[name] = 16
+            continue
+        lit = launch_values.get(name, _NOPE)
+        if lit is _NOPE and name in defaults:
+            lit = _literal(defaults[name])
+        if lit is not _NOPE and _scalar_type(lit) is not None and name not in pointer_params:
+            arg_types[name] = _scalar_type(lit)
+            continue
+        if lit is None and name in defaults:
+            constexprs[name] = None  # a None default becomes a constexpr, like at a launch
+            continue
+        if name in pointer_params:
+            arg_types[name] = lc.pointer_type(lc.float32)
+            assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
+            div[name] = 16
+        else:
+            arg_types[name] = lc.int32
+            assumed[name] = "i32 (assumed)"
+    if missing:
+        raise SpecError(
+            f"{ka.name}: no value for constexpr parameter(s) {', '.join(missing)}; give them a value at a launch "
+            f"(kernel[grid](..., {missing[0]}=128)), in an autotune config or as a default")
+    num_warps = (spec.num_warps if spec is not None and spec.num_warps else None) or \
+        _jit_option(ka, "num_warps") or 4
+    num_stages = (spec.num_stages if spec is not None and spec.num_stages else None) or \
+        _jit_option(ka, "num_stages") or 3
+    label = spec.label if spec is not None and spec_index > 0 else "defaults"
+    return Concrete(ka.name, spec_index, label, arg_types, constexprs, int(num_warps), int(num_stages), div, assumed)
+
+
+def _jit_option(ka, name):
+    kd = ka.kernel_def
+    v = (kd.jit_options or {}).get(name) if kd is not None else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _launch_values(analysis, ka, spec) -> dict:
+    """Literal run-time argument values at the launches of the kernel (the spec's own launch first)."""
+    scan = analysis.file.scan
+    if scan is None:
+        return {}
+    node = ka.node
+    pnames = [a.arg for a in list(node.args.posonlyargs) + list(node.args.args)]
+    out: dict = {}
+    launches = [ls for ls in scan.launches if ls.kernel == ka.name]
+    ctx = getattr(spec, "context", None) or ""
+    launches.sort(key=lambda ls: 0 if f"line {ls.node.lineno}" in ctx else 1)
+    for ls in launches:
+        for i, v in enumerate(ls.args[:len(pnames)]):
+            if _scalar_type(v) is not None:
+                out.setdefault(pnames[i], v)
+        for k, v in ls.kwargs.items():
+            if k in pnames and _scalar_type(v) is not None:
+                out.setdefault(k, v)
+    return out
+
+
+def _concrete_from_result(ka, spec_index) -> Concrete:
+    """Kernels of other front ends (deuteron): their results' IR is already concrete."""
+    results = [r for r in ka.results if r.fn is not None]
+    if not results:
+        raise SpecError(f"{ka.name}: no concrete specialization could be built from the file")
+    idx = spec_index if spec_index is not None else (1 if len(ka.results) > 1 else 0)
+    idx = min(max(idx, 0), len(ka.results) - 1)
+    r = ka.results[idx] if ka.results[idx].fn is not None else results[0]
+    fn = r.fn
+    arg_types = {p.name: p.type for p in fn.params if not p.constexpr}
+    constexprs = {p.name: p.const_value for p in fn.params if p.constexpr}
+    return Concrete(ka.name, ka.results.index(r), r.spec.label if hasattr(r.spec, "label") else "concrete",
+                    arg_types, constexprs, getattr(fn, "num_warps", None) or 4, getattr(fn, "num_stages", None) or 3)
+
+
+# ---------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------
+
+
+class Built:
+    """The concrete IR of one specialization, with the notes (Span -> abstract value) of that build."""
+
+    def __init__(self, conc: Concrete, fn, notes: dict, diagnostics: list):
+        self.conc = conc
+        self.fn = fn
+        self.notes = notes
+        self.diagnostics = diagnostics
+        self._cuda: dict = {}
+
+    @property
+    def errors(self) -> list:
+        from newt.frontend.diagnostics import Severity
+        return [d for d in self.diagnostics if d.severity == Severity.ERROR]
+
+
+def build_concrete(analysis, ka, conc: Concrete) -> Built:
+    """Build the IR of ``conc`` (cached on the analysis)."""
+    key = ("built", ka.name, conc.spec_index, conc.describe())
+    hit = analysis.extra.get(key)
+    if hit is not None:
+        return hit
+    if ka.kind != "jit":
+        r = ka.results[conc.spec_index]
+        built = Built(conc, r.fn, dict(r.notes or {}), list(r.diagnostics))
+        analysis.extra[key] = built
+        return built
+    from newt.frontend.builder import Builder, Spec
+    spec = Spec(label=conc.label, constexprs=dict(conc.constexprs), arg_types=dict(conc.arg_types),
+                divisibility=dict(conc.divisibility), num_warps=conc.num_warps, num_stages=conc.num_stages,
+                launched=True, concrete=True)
+    diags: list = []
+    notes: dict = {}
+    b = Builder(spec, diags, notes)
+    fn = None
+    try:
+        fn = b.build_function(ka.jit_source, is_kernel=True)
+    except Exception as e:  # noqa: BLE001
+        log.exception("concrete build of %s failed", ka.name)
+        from newt.frontend.diagnostics import Diagnostic, Severity
+        diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"internal error: {type(e).__name__}: {e}",
+                                file=analysis.path, kernel=ka.name))
+    built = Built(conc, fn, notes, diags)
+    if fn is not None and not built.errors:
+        try:
+            from newt.ir import verify
+            verify(fn, concrete=True)
+        except Exception as e:  # noqa: BLE001 - an IR the verifier rejects is reported, not fatal
+            from newt.frontend.diagnostics import Diagnostic, Severity
+            diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"IR verification failed: {e}",
+                                    file=analysis.path, kernel=ka.name))
+    analysis.extra[key] = built
+    return built
+
+
+def backend():
+    """``newt.backend.cuda`` when it exists (pure-Python code generation only), else None."""
+    try:
+        import importlib
+        mod = importlib.import_module("newt.backend.cuda")
+    except Exception:  # noqa: BLE001 - absent or broken: degrade gracefully
+        return None
+    return mod if hasattr(mod, "generate_cuda") else None
+
+
+def generate(built: Built, target: str):
+    """The backend's ``CudaModule`` for a built specialization (cached), or raises."""
+    hit = built._cuda.get(target)
+    if hit is not None:
+        return hit
+    be = backend()
+    if be is None:
+        raise SpecError("the CUDA backend (newt.backend.cuda) is not available in this installation")
+    if built.fn is None or built.errors:
+        raise SpecError("the kernel has errors: " + "; ".join(d.message for d in built.errors[:3]))
+    mod = be.generate_cuda(built.fn, target=target, num_warps=built.conc.num_warps,
+                           num_stages=built.conc.num_stages)
+    built._cuda[target] = mod
+    return mod

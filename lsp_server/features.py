@@ -1,0 +1,511 @@
+"""Inlay hints, completion, signature help, code lenses and quick fixes, as plain functions."""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+
+from lsprotocol import types as lsp
+
+from newt.frontend.diagnostics import Span
+from newt.frontend.values import Const, Opaque, TensorV
+
+from . import language
+from .analysis import Analysis
+from .hover import value_parts
+from .textutil import call_context, dotted_before, in_string_or_comment
+
+__all__ = ["inlay_hints", "completion", "signature_help", "code_lenses", "code_actions", "nl_alias",
+           "LENS_CLIENT_COMMANDS", "LENS_SERVER_COMMANDS"]
+
+log = logging.getLogger("newt-lsp")
+
+
+# ---------------------------------------------------------------------------
+# inlay hints
+# ---------------------------------------------------------------------------
+
+
+def _assign_targets(fdef):
+    """Name nodes bound by assignments, augmented assignments and for loops in a function body."""
+    for node in ast.walk(fdef):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.For):
+            targets = [node.target]
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    yield n
+
+
+def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, dtypes: bool = True
+                ) -> list[lsp.InlayHint]:
+    """``: fp32[BLOCK_M, BLOCK_N]`` after names assigned in kernels (the generic check's types, which
+    name the constexprs; the first specialization's where the generic check has none)."""
+    if not (shapes or dtypes):
+        return []
+    lo, hi = (0, 10 ** 9) if rng is None else (rng.start.line + 1, rng.end.line + 1)
+    src = a.file.source
+    out = []
+    for ka in a.kernels:
+        if not ka.results or ka.def_span.end_line < lo or ka.def_span.line > hi:
+            continue
+        seen = set()
+        for name in _assign_targets(ka.node):
+            if not lo <= name.lineno <= hi:
+                continue
+            span = src.span(name)
+            if span in seen:
+                continue
+            seen.add(span)
+            av = None
+            for r in ka.results:
+                v = (r.notes or {}).get(span)
+                if v is not None and not isinstance(v, Opaque):
+                    av = v
+                    break
+            label = _hint_label(av, shapes, dtypes)
+            if label is None:
+                continue
+            out.append(lsp.InlayHint(position=a.index.position(span.end_line, span.end_col), label=label,
+                                     kind=lsp.InlayHintKind.Type, padding_left=False, padding_right=False))
+    out.sort(key=lambda h: (h.position.line, h.position.character))
+    return out
+
+
+def _hint_label(av, shapes: bool, dtypes: bool) -> str | None:
+    parts = value_parts(av) if isinstance(av, TensorV) else None
+    if parts is None:
+        return None
+    dts, shp = parts
+    if "?" in dts or "T[" in dts:  # element type unknown in the generic check: show the shape only
+        dts = None
+    if shapes and dtypes:
+        if dts is None:
+            return f": {shp}" if shp else None
+        return f": {dts}{shp or ''}"
+    if shapes:
+        return f": {shp}" if shp else None
+    return f": {dts}" if dts else None
+
+
+# ---------------------------------------------------------------------------
+# completion
+# ---------------------------------------------------------------------------
+
+_KIND = {
+    "function": lsp.CompletionItemKind.Function, "method": lsp.CompletionItemKind.Method,
+    "dtype": lsp.CompletionItemKind.Constant, "class": lsp.CompletionItemKind.Class,
+    "module": lsp.CompletionItemKind.Module, "constant": lsp.CompletionItemKind.Constant,
+    "attribute": lsp.CompletionItemKind.Property,
+}
+
+
+def _resolve_base(a: Analysis | None, parts: list[str]) -> str | None:
+    if a is None or not parts or not parts[0]:
+        return None
+    base = a.aliases.get(parts[0])
+    if base is None:
+        return None
+    q = ".".join([base] + parts[1:])
+    return q if q.split(".")[0] in ("newt", "deuteron") else None
+
+
+def _is_compile_time_name(a: Analysis, ka, name: str) -> bool:
+    """Whether ``name`` is only ever a compile-time value (a constexpr, a dtype ...) in the kernel."""
+    if ka is None:
+        return False
+    seen_const = False
+    for r in ka.results:
+        for span, av in (r.notes or {}).items():
+            if span.line == span.end_line and span.end_col - span.col == len(name) and \
+                    a.index.line(span.line - 1)[span.col - 1:span.end_col - 1] == name:
+                if isinstance(av, TensorV):
+                    return False
+                if isinstance(av, Const):
+                    seen_const = True
+    return seen_const
+
+
+def completion(a: Analysis | None, pos: lsp.Position, line_text: str | None = None,
+               markdown: bool = True, snippets: bool = False) -> lsp.CompletionList | None:
+    """Members after ``nl.``, ``nl.math.``, ``dt.``, ``newt.``, and block methods after ``x.`` in kernels."""
+    if a is None:
+        return None
+    line1, col1 = a.index.char_col(pos)
+    line = line_text if line_text is not None else a.index.line(line1 - 1)
+    col0 = min(col1 - 1, len(line))
+    if in_string_or_comment(line, col0):
+        return None
+    got = dotted_before(line, col0)
+    if not got:
+        return None
+    parts, prefix, _start = got
+    if not parts:
+        return None
+    q = _resolve_base(a, parts)
+    items: list[lsp.CompletionItem] = []
+    if q is not None:
+        for m in language.members(q):
+            items.append(_item(m, markdown, "0"))
+    else:
+        ka = a.kernel_at(line1)
+        if ka is None:
+            return None
+        if parts[0] and (parts[0] in a.aliases or a.kernel_named(parts[0]) is not None):
+            return None  # a module we do not document, or a kernel object
+        if len(parts) == 1 and _is_compile_time_name(a, ka, parts[0]):
+            return None
+        for m in language.tensor_methods():
+            items.append(_item(m, markdown, "1"))
+    if not items:
+        return None
+    return lsp.CompletionList(is_incomplete=False, items=items)
+
+
+def _item(m, markdown: bool, group: str) -> lsp.CompletionItem:
+    doc = None
+    if m.doc:
+        doc = lsp.MarkupContent(kind=lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText,
+                                value=m.doc)
+    detail = m.signature or (f"dtype {m.qualname}" if m.kind == "dtype" else m.qualname)
+    return lsp.CompletionItem(label=m.name, kind=_KIND.get(m.kind, lsp.CompletionItemKind.Text), detail=detail,
+                              documentation=doc, sort_text=f"{group}{'1' if m.name.startswith('_') else '0'}{m.name}")
+
+
+# ---------------------------------------------------------------------------
+# signature help
+# ---------------------------------------------------------------------------
+
+
+def signature_help(a: Analysis | None, text: str, pos: lsp.Position, markdown: bool = True
+                   ) -> lsp.SignatureHelp | None:
+    """Signature of the ``nl.*`` / ``dt.*`` function, block method or jit function being called."""
+    if a is None:
+        return None
+    from .positions import LineIndex
+    idx = LineIndex(text, a.index.encoding) if text is not a.text else a.index
+    offset = idx.offset(pos)
+    ctx = call_context(text, offset)
+    if ctx is None:
+        return None
+    callee, arg_index, keyword, _used = ctx
+    parts = callee.split(".")
+    member = None
+    q = _resolve_base(a, parts)
+    if q is not None:
+        member = language.lookup(q)
+    elif len(parts) == 1 and a.kernel_named(parts[0]) is not None:
+        k = a.kernel_named(parts[0])
+        names, texts = language._args_texts(k.node.args)
+        member = language.Member(k.name, k.name, "function", language.format_signature(k.name, texts), "", names,
+                                 texts)
+    elif len(parts) >= 2:
+        line1 = idx.char_col(pos)[0]
+        if a.kernel_at(line1) is not None:
+            member = language.tensor_method(parts[-1])
+    if member is None or member.kind not in ("function", "method", "class") or not member.signature:
+        return None
+    label = member.signature
+    params = []
+    pos_in = label.index("(") + 1
+    for t in member.param_texts:
+        start = label.index(t, pos_in)
+        params.append(lsp.ParameterInformation(label=(start, start + len(t))))
+        pos_in = start + len(t)
+    active = arg_index
+    if keyword is not None and keyword in member.params:
+        active = list(member.params).index(keyword)
+    elif active >= len(params):
+        star = next((i for i, t in enumerate(member.param_texts) if t.startswith("*") and not t.startswith("**")),
+                    None)
+        active = star if star is not None else len(params) - 1
+    doc = None
+    if member.doc:
+        doc = lsp.MarkupContent(kind=lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText,
+                                value=member.doc)
+    sig = lsp.SignatureInformation(label=label, documentation=doc, parameters=params,
+                                   active_parameter=max(active, 0) if params else None)
+    return lsp.SignatureHelp(signatures=[sig], active_signature=0, active_parameter=max(active, 0) if params else None)
+
+
+# ---------------------------------------------------------------------------
+# code lenses
+# ---------------------------------------------------------------------------
+
+LENS_CLIENT_COMMANDS = {"compile": "newt.compileKernel", "verify": "newt.verifyKernel",
+                        "autotune": "newt.autotuneKernel", "show": "newt.showCuda"}
+LENS_SERVER_COMMANDS = {"compile": "newt.compile", "verify": "newt.verify", "autotune": "newt.autotune",
+                        "show": "newt.show"}
+
+
+def code_lenses(a: Analysis, client_commands: bool = True) -> list[lsp.CodeLens]:
+    """``Compile · Verify · Autotune · Show CUDA`` above each kernel (not above helpers it inlines).
+
+    ``client_commands``: lenses carry ``newt.compileKernel``... with ``[uri, position]`` (clients that handle
+    them, like the VS Code extension); otherwise the server commands with ``{uri, position}``.
+    """
+    out = []
+    for ka in a.kernels:
+        if ka.helper:
+            continue
+        pos = a.index.position(ka.span.line, ka.span.col)
+        rng = lsp.Range(a.index.position(ka.def_span.line, 1), a.index.position(ka.def_span.line, 1))
+        has_configs = bool(ka.kernel_def is not None and ka.kernel_def.autotune is not None)
+        entries = [("compile", "Compile"), ("verify", "Verify")]
+        if has_configs:
+            entries.append(("autotune", "Autotune"))
+        entries.append(("show", "Show CUDA"))
+        for key, title in entries:
+            if client_commands:
+                args = [a.uri, {"line": pos.line, "character": pos.character}]
+                cmd = LENS_CLIENT_COMMANDS[key]
+            else:
+                arg = {"uri": a.uri, "position": {"line": pos.line, "character": pos.character}}
+                if key == "show":
+                    arg["kind"] = "cuda"
+                args = [arg]
+                cmd = LENS_SERVER_COMMANDS[key]
+            out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=cmd, arguments=args)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# quick fixes
+# ---------------------------------------------------------------------------
+
+
+def nl_alias(a: Analysis) -> tuple[str, lsp.TextEdit | None]:
+    """How the file spells ``newt.language`` (``nl``, ``tl`` ...), and an import edit when it does not."""
+    for name, q in a.aliases.items():
+        if q == "newt.language":
+            return name, None
+    scan = a.file.scan
+    if scan is not None:
+        for name, q in scan.aliases.items():
+            if q == "newt" and name == "newt":
+                return "newt.language", _import_edit(a, "import newt.language\n")
+    return "nl", _import_edit(a, "import newt.language as nl\n")
+
+
+def _import_edit(a: Analysis, text: str) -> lsp.TextEdit:
+    last = 0
+    for i, ln in enumerate(a.index.lines):
+        if re.match(r"(import |from \S+ import )", ln):
+            last = i + 1
+    p = lsp.Position(last, 0)
+    return lsp.TextEdit(lsp.Range(p, p), text)
+
+
+def _text_of(a: Analysis, span: Span) -> str:
+    if span.line != span.end_line:
+        return ""
+    return a.index.line(span.line - 1)[span.col - 1:span.end_col - 1]
+
+
+def _int_literal(s: str):
+    try:
+        v = ast.literal_eval(s.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _overlaps(r1: lsp.Range, r2: lsp.Range) -> bool:
+    a1, b1 = (r1.start.line, r1.start.character), (r1.end.line, r1.end.character)
+    a2, b2 = (r2.start.line, r2.start.character), (r2.end.line, r2.end.character)
+    return a1 <= b2 and a2 <= b1
+
+
+def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> list[lsp.CodeAction]:
+    """Quick fixes for the diagnostics that touch ``rng``."""
+    if only and not any(k == "quickfix" or k.startswith("quickfix") or k == "" for k in only):
+        return []
+    from .analysis import lsp_diagnostics
+    out = []
+    for d, ld in zip(a.file.diagnostics, lsp_diagnostics(a, related=False)):
+        if not _overlaps(ld.range, rng):
+            continue
+        try:
+            if d.code == "N011":
+                out.extend(_fix_pow2(a, d, ld))
+            elif d.code == "N010":
+                out.extend(_fix_constexpr(a, d, ld))
+            elif d.code in ("N020", "N031", "N022", "N021"):
+                out.extend(_fix_cast(a, d, ld))
+        except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
+            log.debug("quick fix for %s failed", d.code, exc_info=True)
+    return out
+
+
+def _edit_action(a: Analysis, title: str, ld: lsp.Diagnostic, edits: list[lsp.TextEdit], preferred=False):
+    return lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[ld],
+                          edit=lsp.WorkspaceEdit(changes={a.uri: edits}), is_preferred=preferred)
+
+
+def _fix_pow2(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    rep = d.data.get("replace")
+    if rep is None:
+        return []
+    value = d.data.get("value")
+    param = d.data.get("param")
+    targets: list[tuple[Span, str]] = []
+    owner = a.spec_of(d)
+    if param and owner is not None:
+        ka, idx = owner
+        origin = (ka.results[idx].spec.origins or {}).get(param)
+        if origin is not None and _int_literal(_text_of(a, origin)) is not None:
+            targets.append((origin, f"set {param}={rep} at line {origin.line}"))
+    if not targets:
+        txt = _text_of(a, d.span)
+        lit = _int_literal(txt)
+        if lit is not None and (value is None or lit == value):
+            targets.append((d.span, f"round {lit} up to {rep}"))
+    if not targets and owner is not None:
+        # the block size names a constexpr whose value came from a launch or a config
+        ka, idx = owner
+        name = _text_of(a, d.span).strip()
+        origin = (ka.results[idx].spec.origins or {}).get(name)
+        if origin is not None and _int_literal(_text_of(a, origin)) is not None:
+            targets.append((origin, f"set {name}={rep} at line {origin.line}"))
+    out = []
+    for span, what in targets:
+        title = f"Round to a power of two: {what}"
+        out.append(_edit_action(a, title, ld, [lsp.TextEdit(a.index.range(span), str(rep))], preferred=True))
+    return out
+
+
+def _fix_constexpr(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    param = d.data.get("param")
+    if not param:
+        return []
+    ka = a.kernel_at(d.span.line)
+    if ka is None:
+        return []
+    fdefs = [ka.node]
+    # the name may be a parameter of a helper inlined at this line
+    for k in a.kernels:
+        if k is not ka and k.def_span.line <= d.span.line <= k.def_span.end_line:
+            fdefs.append(k.node)
+    alias, imp = nl_alias(a)
+    src = a.file.source
+    for fdef in fdefs:
+        for arg in list(fdef.args.posonlyargs) + list(fdef.args.args):
+            if arg.arg != param:
+                continue
+            line = arg.lineno
+            col = src.char_col(line, arg.col_offset) + 1
+            name_end = Span(line, col + len(param), line, col + len(param))
+            if arg.annotation is not None:
+                ann = src.span(arg.annotation)
+                edit = lsp.TextEdit(a.index.range(Span(line, col + len(param), ann.end_line, ann.end_col)),
+                                    f": {alias}.constexpr")
+            else:
+                edit = lsp.TextEdit(a.index.range(name_end), f": {alias}.constexpr")
+            edits = [edit] + ([imp] if imp is not None else [])
+            return [_edit_action(a, f"Declare {param} as {param}: {alias}.constexpr", ld, edits, preferred=True)]
+    return []
+
+
+def _operand_nodes(a: Analysis, d):
+    """The operand expressions of the binary operation or nl.dot call a diagnostic points at."""
+    text = _text_of(a, d.span)
+    if not text:
+        return None, []
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None, []
+    lead = len(text) - len(text.lstrip())
+    base = d.span.col + lead  # 1-based char column of the expression's start
+
+    def span_of(node) -> Span:
+        line_txt = text.strip()
+        s = len(line_txt.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
+        e = len(line_txt.encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace"))
+        return Span(d.span.line, base + s, d.span.line, base + e)
+
+    if isinstance(tree, ast.BinOp):
+        return tree, [(tree.left, span_of(tree.left)), (tree.right, span_of(tree.right))]
+    if isinstance(tree, ast.Call):
+        args = list(tree.args[:2])
+        kws = {k.arg: k.value for k in tree.keywords}
+        while len(args) < 2:
+            name = ("input", "other")[len(args)]
+            if name in kws:
+                args.append(kws[name])
+            else:
+                break
+        return tree, [(n, span_of(n)) for n in args]
+    return tree, []
+
+
+def _dtype_at(a: Analysis, d, span: Span):
+    owner = a.spec_of(d)
+    results = []
+    if owner is not None:
+        ka, idx = owner
+        results = [ka.results[idx]] + [r for r in ka.results if r is not ka.results[idx]]
+    for r in results:
+        av = (r.notes or {}).get(span)
+        if isinstance(av, TensorV):
+            try:
+                return av.dtype
+            except Exception:  # noqa: BLE001
+                return None
+        if isinstance(av, Const) and isinstance(av.value, (int, float)):
+            return None
+    return None
+
+
+def _cast_text(src_text: str, node, dtype_text: str, bitcast: bool = False) -> str:
+    atom = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant))
+    base = src_text if atom else f"({src_text})"
+    return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
+
+
+def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    _tree, ops = _operand_nodes(a, d)
+    if len(ops) != 2:
+        return []
+    alias, imp = nl_alias(a)
+    types = [_dtype_at(a, d, sp) for _, sp in ops]
+    out = []
+
+    def action(i, target_dtype, bitcast=False, what=""):
+        node, sp = ops[i]
+        txt = _text_of(a, sp)
+        new = _cast_text(txt, node, f"{alias}.{target_dtype.lang_name}", bitcast)
+        edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
+        title = what or f"Cast {txt} to {alias}.{target_dtype.lang_name}"
+        return _edit_action(a, title, ld, edits, preferred=(i == 1))
+
+    import newt.language as nl
+    if d.code == "N020" and all(t is not None for t in types):
+        # mixed signedness: make the unsigned side signed (or the other way round)
+        for i in (1, 0):
+            other = types[1 - i]
+            if types[i] != other and not getattr(other, "is_ptr", lambda: False)():
+                out.append(action(i, other))
+    elif d.code == "N031" and all(t is not None for t in types) and types[0] != types[1]:
+        out.append(action(1, types[0]))
+        out.append(action(0, types[1]))
+    elif d.code == "N022":
+        for i, t in enumerate(types):
+            if t is not None and t.is_floating():
+                out.append(action(i, nl.int32, what=f"Cast the offset {_text_of(a, ops[i][1])} to "
+                                                     f"{alias}.int32"))
+    elif d.code == "N021":
+        for i, t in enumerate(types):
+            if t is not None and t.is_floating():
+                it = {16: nl.int16, 32: nl.int32, 64: nl.int64}.get(t.primitive_bitwidth)
+                if it is not None:
+                    out.append(action(i, it, bitcast=True,
+                                      what=f"Reinterpret {_text_of(a, ops[i][1])} as {alias}.{it.lang_name} "
+                                           "(bitcast)"))
+    return out

@@ -1,0 +1,374 @@
+"""Hover: types, shapes and layouts inside kernels; kernels; the language's own names."""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as lsp
+
+from newt.frontend.values import Const, JitRef, Opaque, PyFunc, Sym, TensorV, TupleV
+
+from . import language
+from .analysis import Analysis
+from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .textutil import dotted_at
+from .vdocs import make_uri
+
+__all__ = ["hover", "describe_value", "value_parts", "kernel_summary", "MAX_LAYOUT_SPECS"]
+
+log = logging.getLogger("newt-lsp")
+
+MAX_LAYOUT_SPECS = 4
+CUDA_PREVIEW_LINES = 40
+
+
+# ---------------------------------------------------------------------------
+# values
+# ---------------------------------------------------------------------------
+
+
+def _dim(d) -> str:
+    return str(d)
+
+
+def value_parts(av):
+    """(dtype text, shape text or None) of an abstract value; None for values without a type."""
+    if isinstance(av, TensorV):
+        try:
+            dt = av.dtype
+            shape = av.shape
+        except Exception:  # noqa: BLE001
+            return None
+        dts = f"*{dt.element_ty}" if getattr(dt, "is_ptr", lambda: False)() else str(dt)
+        shp = "[" + ", ".join(_dim(d) for d in shape) + "]" if shape else None
+        return dts, shp
+    return None
+
+
+def describe_value(av) -> str:
+    """One short line: ``fp32[BLOCK_M, BLOCK_N]``, ``constexpr 1024``, ``*fp16`` ..."""
+    parts = value_parts(av)
+    if parts is not None:
+        dts, shp = parts
+        if shp:
+            return f"{dts}{shp}"
+        return dts if dts.startswith("*") else f"{dts} scalar"
+    if isinstance(av, Const):
+        v = av.value
+        if hasattr(v, "short_name") and hasattr(v, "name"):
+            return f"dtype {v!r}"
+        if getattr(v, "__newt_builtin__", None):
+            return f"nl.{v.__newt_builtin__}"
+        if hasattr(v, "__name__") and type(v).__name__ == "module":
+            return f"module {v.__name__}"
+        return f"constexpr {v!r}"
+    if isinstance(av, Sym):
+        return f"constexpr {av.expr}"
+    if isinstance(av, TupleV):
+        return "(" + ", ".join(describe_value(x) for x in av.items) + (",)" if len(av.items) == 1 else ")")
+    if isinstance(av, JitRef):
+        return f"jit function {av.fn.name}"
+    if isinstance(av, PyFunc):
+        return f"Python function {av.name} (not callable in a kernel)"
+    if isinstance(av, Opaque):
+        return "unknown"
+    name = type(av).__name__
+    if name == "Method":
+        return f"method .{getattr(av, 'name', '?')}"
+    if name == "Undef":
+        return "possibly undefined"
+    return name
+
+
+def _layout_of(layouts, v) -> str | None:
+    if layouts is None or v is None:
+        return None
+    try:
+        lay = layouts.get(v)
+    except Exception:  # noqa: BLE001
+        lay = None
+    if lay is None:
+        return None
+    d = getattr(lay, "describe", None)
+    try:
+        return d() if callable(d) else str(lay)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# ---------------------------------------------------------------------------
+# hover
+# ---------------------------------------------------------------------------
+
+
+class _Out:
+    def __init__(self, markdown: bool):
+        self.md = markdown
+        self.lines: list[str] = []
+
+    def code(self, text: str, lang: str = "python"):
+        if self.md:
+            self.lines.append(f"```{lang}\n{text}\n```")
+        else:
+            self.lines.append(text)
+
+    def text(self, s: str):
+        self.lines.append(s)
+
+    def render(self) -> str:
+        return ("\n\n" if self.md else "\n").join(x for x in self.lines if x is not None)
+
+
+def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "sm_90a") -> lsp.Hover | None:
+    line1, col1 = a.index.char_col(pos)
+    line = a.index.line(line1 - 1)
+    at = dotted_at(line, col1 - 1)
+    ka = a.kernel_at(line1)
+    out = _Out(markdown)
+    rng = None
+    if at is not None:
+        s, e, parts = at
+        rng = a.index.range(_span(line1, s + 1, e + 1))
+        # a kernel's name (its def, a call, a launch)
+        kname = parts[-1] if len(parts) == 1 else None
+        k = a.kernel_named(kname) if kname else None
+        if k is not None and (k.span.line == line1 or ka is None or ka is not k):
+            kernel_summary(a, k, out, target)
+            return _result(out, rng, markdown)
+        # the language: nl.load, nl.math.exp, dt.tile, newt.jit
+        q = _qualname(a, parts)
+        if q is not None:
+            m = language.lookup(q)
+            if m is not None:
+                _member(out, m, parts)
+                return _result(out, rng, markdown)
+    if ka is not None and ka.results:
+        if _value_hover(a, ka, line1, col1, out, target, at):
+            sp = out.span if hasattr(out, "span") else None
+            return _result(out, a.index.range(sp) if sp is not None else rng, markdown)
+    return None
+
+
+def _span(line1, c1, c2):
+    from newt.frontend.diagnostics import Span
+    return Span(line1, c1, line1, c2)
+
+
+def _result(out: _Out, rng, markdown: bool) -> lsp.Hover | None:
+    text = out.render()
+    if not text.strip():
+        return None
+    kind = lsp.MarkupKind.Markdown if markdown else lsp.MarkupKind.PlainText
+    return lsp.Hover(contents=lsp.MarkupContent(kind=kind, value=text), range=rng)
+
+
+def _qualname(a: Analysis, parts: list[str]) -> str | None:
+    if not parts or not parts[0]:
+        return None
+    base = a.aliases.get(parts[0])
+    if base is None:
+        return None
+    q = ".".join([base] + parts[1:])
+    if q.split(".")[0] not in ("newt", "deuteron"):
+        return None
+    return q
+
+
+def _member(out: _Out, m, parts):
+    prefix = ".".join(parts[:-1]) + "." if len(parts) > 1 else ""
+    if m.kind in ("function", "class", "method"):
+        out.code(f"{prefix}{m.signature}" if m.signature else f"{prefix}{m.name}")
+    elif m.kind == "dtype":
+        out.code(f"{prefix}{m.name}  # dtype")
+    elif m.kind == "module":
+        out.code(f"module {m.qualname}")
+    else:
+        out.code(f"{prefix}{m.name}")
+    if m.doc:
+        out.text(m.doc)
+
+
+def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at) -> bool:
+    best = None
+    for r in ka.results:
+        hit = a.notes_at(r, line1, col1)
+        if hit is not None and (best is None or _size(hit[0]) < _size(best)):
+            best = hit[0]
+    if best is None:
+        return False
+    rows = []
+    for i, r in enumerate(ka.results):
+        av = a.note_for_span(r, best)
+        if av is not None:
+            rows.append((i, r, av))
+    if not rows:
+        return False
+    first_av = rows[0][2]
+    # a method (x.to): its documentation
+    if type(first_av).__name__ == "Method":
+        m = language.tensor_method(getattr(first_av, "name", ""))
+        if m is not None:
+            out.code(f"(method) {m.signature}")
+            if m.doc:
+                out.text(m.doc)
+            out.span = best
+            return True
+    if isinstance(first_av, Const) and getattr(first_av.value, "__newt_builtin__", None):
+        return False
+    expr = _span_text(a, best)
+    layouts = _layouts(a, ka, best, rows, target)
+    head = f"{expr}" if len(expr) <= 60 else expr[:57] + "..."
+    descs = [(i, r, av, describe_value(av), layouts.get(i)) for i, r, av in rows]
+    distinct = {d for _, _, _, d, _ in descs}
+    if len(distinct) == 1 and not any(lay for *_, lay in descs):
+        out.code(f"{head}: {descs[0][3]}")
+        if len(descs) > 1:
+            out.text(f"the same in all {len(descs)} specializations (generic and "
+                     + ", ".join(_label(r, i) for i, r, *_ in descs[1:]) + ")")
+    else:
+        out.code(f"{head}: {descs[0][3]}")
+        if out.md:
+            table = ["| specialization | type | layout |", "|---|---|---|"]
+            for i, r, _av, d, lay in descs:
+                table.append(f"| {_md_cell(_label(r, i))} | `{d}` | {_md_cell(lay or '')} |")
+            out.text("\n".join(table))
+        else:
+            for i, r, _av, d, lay in descs:
+                out.text(f"- {_label(r, i)}: {d}" + (f"  layout: {lay}" if lay else ""))
+    out.span = best
+    return True
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def _label(r, i) -> str:
+    return "generic" if i == 0 else r.spec.label
+
+
+def _size(span):
+    return (span.end_line - span.line, span.end_col - span.col if span.end_line == span.line else 10 ** 6)
+
+
+def _span_text(a: Analysis, span) -> str:
+    if span.line == span.end_line:
+        return a.index.line(span.line - 1)[span.col - 1:span.end_col - 1]
+    first = a.index.line(span.line - 1)[span.col - 1:]
+    return first + " ..."
+
+
+def _layouts(a: Analysis, ka, span, rows, target) -> dict:
+    """index -> layout text, for the concrete specializations (when the backend exists)."""
+    out: dict = {}
+    if backend() is None or ka.kind != "jit":
+        return out
+    done = 0
+    for i, _r, av in rows:
+        if i == 0 or not isinstance(av, TensorV):
+            continue
+        if done >= MAX_LAYOUT_SPECS:
+            break
+        done += 1
+        try:
+            conc = concrete_spec(a, ka, i)
+            built = build_concrete(a, ka, conc)
+            mod = generate(built, target)
+            cav = built.notes.get(span)
+            lay = _layout_of(getattr(mod, "layouts", None), cav.v if isinstance(cav, TensorV) else None)
+            if lay:
+                out[i] = lay
+        except SpecError:
+            continue
+        except Exception:  # noqa: BLE001 - the backend is optional here; hover must still answer
+            log.debug("layout for hover failed", exc_info=True)
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------
+# a kernel
+# ---------------------------------------------------------------------------
+
+
+def kernel_summary(a: Analysis, ka, out: _Out, target: str):
+    node = ka.node
+    try:
+        import ast
+        sig = f"{ka.name}({ast.unparse(node.args)})"
+    except Exception:  # noqa: BLE001
+        sig = ka.name
+    deco = "@dt.kernel" if ka.kind != "jit" else "@newt.jit"
+    out.code(f"{deco}\ndef {sig}")
+    errors = sum(1 for d in ka.diagnostics if int(d.severity) == 1)
+    warnings = sum(1 for d in ka.diagnostics if int(d.severity) == 2)
+    if ka.helper:
+        out.text("Helper (called from other kernels and inlined there).")
+    specs = ka.results[1:]
+    if specs:
+        lines = [f"{len(specs)} specialization{'s' if len(specs) > 1 else ''} found in this file:"]
+        for i, r in enumerate(specs, start=1):
+            extra = []
+            if r.spec.num_warps:
+                extra.append(f"num_warps={r.spec.num_warps}")
+            if r.spec.num_stages:
+                extra.append(f"num_stages={r.spec.num_stages}")
+            bad = sum(1 for d in r.diagnostics if int(d.severity) == 1)
+            tail = (" — " + ", ".join(extra) if extra else "") + (f" — {bad} error{'s' * (bad != 1)}" if bad else "")
+            lines.append(f"{i}. {r.spec.label}{tail}")
+        out.text("\n".join(lines))
+    elif not ka.helper:
+        out.text("No specialization found in this file (no launch with literal constexprs, autotune config "
+                 "or constexpr defaults): only the generic check ran.")
+    if errors or warnings:
+        out.text(f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}")
+    if ka.helper:
+        return
+    try:
+        conc = concrete_spec(a, ka, None)
+    except SpecError as e:
+        out.text(f"CUDA: {e}")
+        return
+    except Exception as e:  # noqa: BLE001
+        out.text(f"CUDA: cannot form a specialization ({type(e).__name__}: {e})")
+        return
+    links = []
+    for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
+        uri = make_uri(a.uri, ka.name, conc.spec_index, kind)
+        links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+    if backend() is None:
+        out.text("CUDA: the CUDA backend (newt.backend.cuda) is not available in this installation.")
+        out.text(" · ".join(links[3:]) if out.md else "\n".join(links[3:]))
+        return
+    try:
+        built = build_concrete(a, ka, conc)
+        mod = generate(built, target)
+        src = getattr(mod, "source", "") or ""
+    except SpecError as e:
+        out.text(f"CUDA ({conc.label}): {e}")
+        out.text(" · ".join(links) if out.md else "\n".join(links))
+        return
+    except Exception as e:  # noqa: BLE001
+        out.text(f"CUDA ({conc.label}): code generation failed: {type(e).__name__}: {e}")
+        out.text(" · ".join(links) if out.md else "\n".join(links))
+        return
+    assumed = f" (assumed: {', '.join(conc.assumed)})" if conc.assumed else ""
+    out.text(f"Generated CUDA for {conc.label}, {target}{assumed}:")
+    lines = src.splitlines()
+    body = _kernel_part(lines)
+    preview = body[:CUDA_PREVIEW_LINES]
+    if len(body) > CUDA_PREVIEW_LINES:
+        preview.append(f"// ... {len(body) - CUDA_PREVIEW_LINES} more lines")
+    out.code("\n".join(preview), "cuda")
+    out.text(" · ".join(links) if out.md else "\n".join(links))
+
+
+def _kernel_part(lines: list[str]) -> list[str]:
+    """From the ``extern "C"`` kernel on (helpers and includes above it are less interesting)."""
+    for i, ln in enumerate(lines):
+        if "__global__" in ln:
+            j = i
+            while j > 0 and lines[j - 1].strip().startswith(("extern", "__launch_bounds__", "//")):
+                j -= 1
+            return lines[j:]
+    return lines

@@ -1,0 +1,112 @@
+"""The server's settings: ``initializationOptions`` and the ``newt`` section of
+``workspace/didChangeConfiguration`` (docs/lsp-protocol.md).
+
+Unknown keys are ignored; a value of the wrong type is ignored with a warning
+(the previous value stays), so a bad setting never stops the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+__all__ = ["Settings", "TARGET_CHOICES"]
+
+log = logging.getLogger("newt-lsp")
+
+TARGET_CHOICES = ("auto", "sm_80", "sm_89", "sm_90a", "sm_120")
+LOG_LEVELS = ("error", "warning", "info", "debug")
+
+
+@dataclass
+class Settings:
+    trusted: bool = False
+    target: str = "auto"
+    diagnostics_on: str = "type"  # "type" | "save"
+    inlay_shapes: bool = True
+    inlay_dtypes: bool = True
+    cache_dir: str | None = None
+    python: str | None = None
+    log_level: str = "info"
+    #: seconds a worker command (compile, verify, one autotune config) may run before the worker is killed
+    worker_timeout: float = 300.0
+    #: milliseconds between the last keystroke and the analysis
+    debounce_ms: int = 150
+    warnings: list = field(default_factory=list)
+
+    def update(self, obj) -> list[str]:
+        """Merge a settings object; returns the names of the settings that changed."""
+        changed: list[str] = []
+        if not isinstance(obj, dict):
+            return changed
+        if "newt" in obj and isinstance(obj["newt"], dict) and not any(k in obj for k in ("trusted", "target")):
+            obj = obj["newt"]
+
+        def setv(attr, key, value):
+            if getattr(self, attr) != value:
+                setattr(self, attr, value)
+                changed.append(key)
+
+        def bad(key, value, expected):
+            msg = f"ignoring setting {key}={value!r}: expected {expected}"
+            self.warnings.append(msg)
+            log.warning(msg)
+
+        for key, value in obj.items():
+            if key == "trusted":
+                if isinstance(value, bool):
+                    setv("trusted", key, value)
+                else:
+                    bad(key, value, "true or false")
+            elif key == "target":
+                if value in TARGET_CHOICES:
+                    setv("target", key, value)
+                elif isinstance(value, str) and value.startswith("sm_"):
+                    setv("target", key, value)  # a newer target the backend may know
+                else:
+                    bad(key, value, " | ".join(TARGET_CHOICES))
+            elif key == "diagnosticsOn":
+                if value in ("type", "save"):
+                    setv("diagnostics_on", key, value)
+                else:
+                    bad(key, value, '"type" or "save"')
+            elif key == "inlayHints":
+                if isinstance(value, dict):
+                    for sub, attr in (("shapes", "inlay_shapes"), ("dtypes", "inlay_dtypes")):
+                        if sub in value:
+                            if isinstance(value[sub], bool):
+                                setv(attr, f"inlayHints.{sub}", value[sub])
+                            else:
+                                bad(f"inlayHints.{sub}", value[sub], "true or false")
+                elif value is not None:
+                    bad(key, value, "an object {shapes, dtypes}")
+            elif key == "cacheDir":
+                if value is None or isinstance(value, str):
+                    setv("cache_dir", key, value or None)
+                else:
+                    bad(key, value, "a path or null")
+            elif key == "python":
+                if value is None or isinstance(value, str):
+                    setv("python", key, value or None)
+                else:
+                    bad(key, value, "a path or null")
+            elif key == "logLevel":
+                if value in LOG_LEVELS:
+                    setv("log_level", key, value)
+                else:
+                    bad(key, value, " | ".join(LOG_LEVELS))
+            elif key == "workerTimeout":
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                    setv("worker_timeout", key, float(value))
+                else:
+                    bad(key, value, "a positive number of seconds")
+            elif key == "debounceMs":
+                if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5000:
+                    setv("debounce_ms", key, value)
+                else:
+                    bad(key, value, "milliseconds between 0 and 5000")
+        return changed
+
+    def python_level(self) -> int:
+        return {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO,
+                "debug": logging.DEBUG}[self.log_level]

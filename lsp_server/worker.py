@@ -1,0 +1,343 @@
+"""The worker process: everything that compiles with NVRTC or runs the user's code.
+
+Started by the language server as ``<python> -m lsp_server.worker`` (the
+``python`` setting, default the server's interpreter).  It speaks JSON lines:
+
+* request  ``{"id": 1, "method": "compile" | "verify" | "autotune" | "hello", "params": {...}}``
+* cancel   ``{"cancel": 1}`` (autotune stops between configs)
+* reply    ``{"id": 1, "result": {...}}`` or ``{"id": 1, "error": {"message", "kind", "traceback"}}``
+* event    ``{"id": 1, "event": "config" | "case", "data": {...}}`` while a request runs
+
+The protocol uses private copies of the process's stdin/stdout file
+descriptors; the user's ``print`` and C-level output go to stderr, which the
+server logs.  After a fatal error (a faulted CUDA context) the worker answers
+and exits, so the next command gets a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+
+__all__ = ["main"]
+
+
+class _Channel:
+    def __init__(self):
+        self._in = os.fdopen(os.dup(0), "r", encoding="utf-8", newline="\n")
+        self._out = os.fdopen(os.dup(1), "w", encoding="utf-8", newline="\n")
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)  # the user's prints (Python and C) go to stderr
+        sys.stdin = open(os.devnull)  # noqa: SIM115
+        self._lock = threading.Lock()
+        self.requests: queue.Queue = queue.Queue()
+        self.cancelled: set = set()
+        t = threading.Thread(target=self._read, name="newt-worker-reader", daemon=True)
+        t.start()
+
+    def _read(self):
+        for line in self._in:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "cancel" in msg:
+                self.cancelled.add(msg["cancel"])
+                continue
+            self.requests.put(msg)
+        self.requests.put(None)  # the server went away
+
+    def send(self, obj):
+        text = json.dumps(obj, default=_json_default)
+        with self._lock:
+            self._out.write(text + "\n")
+            self._out.flush()
+
+
+def _json_default(o):
+    if isinstance(o, float) and (o != o or o in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return repr(o)
+
+
+def _clean(obj):
+    """JSON-safe copy: NaN/inf become None, unknown objects their repr."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    return repr(obj)
+
+
+class UserError(Exception):
+    """A failure the user can fix (their file does not import, no such kernel ...)."""
+
+    def __init__(self, message: str, kind: str = "user"):
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---------------------------------------------------------------------------
+# methods
+# ---------------------------------------------------------------------------
+
+
+def _hello(params, ctx):
+    return {"pid": os.getpid(), "python": sys.version.split()[0], "executable": sys.executable,
+            "newt": _newt_path()}
+
+
+def _newt_path():
+    try:
+        import newt
+        return os.path.dirname(os.path.abspath(newt.__file__))
+    except ImportError:
+        return None
+
+
+def _compile(params, ctx):
+    from .analysis import analyze
+    from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+    text, uri, kname = params["text"], params["uri"], params["kernel"]
+    target = params.get("target") or "sm_90a"
+    a = analyze(text, uri)
+    ka = a.kernel_named(kname)
+    if ka is None:
+        raise UserError(f"no kernel named {kname!r} in {a.path}")
+    try:
+        conc = concrete_spec(a, ka, params.get("spec"))
+    except SpecError as e:
+        raise UserError(str(e), "spec") from None
+    built = build_concrete(a, ka, conc)
+    if built.fn is None or built.errors:
+        from newt.frontend.diagnostics import render
+        msg = "\n".join(render(d, text) for d in built.errors[:10]) or "the kernel could not be built"
+        raise UserError(f"{kname} ({conc.label}) does not compile:\n{msg}", "compile")
+    be = backend()
+    if be is None:
+        raise UserError("the CUDA backend (newt.backend.cuda) is not available in this installation", "backend")
+    t0 = time.perf_counter()
+    try:
+        mod = generate(built, target)
+    except SpecError as e:
+        raise UserError(str(e), "compile") from None
+    gen_ms = (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    binary = be.compile_cuda(mod, target)
+    nvrtc_ms = (time.perf_counter() - t1) * 1e3
+    sass_text, sass_error = None, None
+    cubin = getattr(binary, "cubin", None)
+    if cubin:
+        try:
+            sass_text = be.sass(cubin)
+        except Exception as e:  # noqa: BLE001 - cuobjdump may be missing; the rest is still useful
+            sass_error = f"{type(e).__name__}: {e}"
+    ir_text = built.fn.format() if hasattr(built.fn, "format") else str(built.fn)
+    return {
+        "kernel": kname,
+        "specialization": conc.to_json(),
+        "target": target,
+        "n_regs": getattr(binary, "n_regs", None),
+        "n_spills": getattr(binary, "n_spills", None),
+        "shared": getattr(binary, "shared", None),
+        "compile_ms": round(gen_ms + nvrtc_ms, 3),
+        "codegen_ms": round(gen_ms, 3),
+        "nvrtc_ms": round(nvrtc_ms, 3),
+        "texts": {"cuda": getattr(mod, "source", ""), "ptx": _text(getattr(binary, "ptx", None)),
+                  "sass": sass_text if sass_text is not None else f"// SASS unavailable: {sass_error}",
+                  "ir": ir_text},
+        "log": _text(getattr(binary, "log", None)),
+    }
+
+
+def _text(x):
+    if x is None:
+        return None
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace").rstrip("\x00")
+    return str(x)
+
+
+_DEVICE = None
+
+
+def _device() -> str:
+    """"cuda" when torch sees a GPU; else "cpu" and kernels run through the interpreter."""
+    global _DEVICE
+    if _DEVICE is None:
+        forced = os.environ.get("NEWT_WORKER_DEVICE")
+        if forced in ("cpu", "cuda"):
+            _DEVICE = forced
+        else:
+            try:
+                import torch
+                _DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+            except ImportError:
+                raise UserError(f"torch is not installed for {sys.executable}: Verify and Autotune run the kernel "
+                                "on real tensors (set the newt `python` setting to an interpreter with torch)",
+                                "environment") from None
+        if _DEVICE == "cpu":
+            os.environ["NEWT_INTERPRET"] = "1"
+    return _DEVICE
+
+
+def _load_user_module(path: str, text: str | None):
+    """Execute the user's file as a module (``__name__`` is not ``"__main__"``: script blocks do not run)."""
+    import linecache
+    import re
+    import types
+
+    import newt.harness as harness
+    if text is None:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = stem if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", stem) else "newt_user_module"
+    d = os.path.dirname(os.path.abspath(path))
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    harness.clear()
+    mod = types.ModuleType(name)
+    mod.__file__ = path
+    sys.modules[name] = mod
+    try:
+        code = compile(text, path, "exec")
+    except SyntaxError as e:
+        raise UserError(f"{path}:{e.lineno}:{e.offset}: syntax error: {e.msg}", "import") from None
+    try:
+        exec(code, mod.__dict__)  # noqa: S102 - running the user's module is this process's purpose
+    except Exception as e:  # noqa: BLE001
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f"{fr.filename}:{fr.lineno}" for fr in reversed(tb) if fr.filename == path), path)
+        raise UserError(f"importing {path} failed at {where}: {type(e).__name__}: {e}", "import") from e
+    return mod
+
+
+def _kernel_object(mod, kname: str):
+    obj = getattr(mod, kname, None)
+    if obj is None:
+        raise UserError(f"{mod.__file__} defines no {kname!r} at module level", "import")
+    return obj
+
+
+def _verify(params, ctx):
+    dev = _device()
+    import newt.harness as harness
+    mod = _load_user_module(params["path"], params.get("text"))
+    kernel = _kernel_object(mod, params["kernel"])
+    report = harness.verify(kernel, dev, name=params["kernel"], on_case=lambda c: ctx.event("case", _clean(c)))
+    if report.get("fatal"):
+        ctx.fatal = True
+    return _clean(report)
+
+
+def _autotune(params, ctx):
+    dev = _device()
+    import newt.harness as harness
+    mod = _load_user_module(params["path"], params.get("text"))
+    kernel = _kernel_object(mod, params["kernel"])
+    total = {"n": 0}
+
+    def on_config(entry):
+        total["n"] += 1
+        ctx.event("config", _clean(entry))
+
+    report = harness.autotune(kernel, dev, name=params["kernel"], on_config=on_config,
+                              should_stop=lambda: ctx.cancelled)
+    if report.get("fatal"):
+        ctx.fatal = True
+    return _clean(report)
+
+
+def _configs(params, ctx):
+    """The number of configs an autotuned kernel will try (for the progress bar), without running it."""
+    mod = _load_user_module(params["path"], params.get("text"))
+    kernel = _kernel_object(mod, params["kernel"])
+    import newt.harness as harness
+    at = harness._autotuner(kernel)
+    return {"count": len(at.configs) if at is not None else 0}
+
+
+METHODS = {"hello": _hello, "compile": _compile, "verify": _verify, "autotune": _autotune, "configs": _configs}
+
+
+class _Ctx:
+    def __init__(self, chan: _Channel, rid):
+        self.chan = chan
+        self.id = rid
+        self.fatal = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.id in self.chan.cancelled
+
+    def event(self, kind: str, data):
+        self.chan.send({"id": self.id, "event": kind, "data": data})
+
+
+def main(argv=None):
+    chan = _Channel()
+    if os.environ.get("NEWT_WORKER_PARENT_WATCH", "1") == "1":
+        _watch_parent()
+    while True:
+        msg = chan.requests.get()
+        if msg is None:
+            break
+        rid = msg.get("id")
+        method = msg.get("method")
+        fn = METHODS.get(method)
+        ctx = _Ctx(chan, rid)
+        if fn is None:
+            chan.send({"id": rid, "error": {"message": f"unknown worker method {method!r}", "kind": "protocol"}})
+            continue
+        try:
+            result = fn(msg.get("params") or {}, ctx)
+            chan.send({"id": rid, "result": result, "fatal": ctx.fatal})
+        except UserError as e:
+            chan.send({"id": rid, "error": {"message": str(e), "kind": e.kind}})
+        except BaseException as e:  # noqa: BLE001 - report everything, then decide whether to live on
+            from newt.harness import is_fatal
+            fatal = is_fatal(e) or isinstance(e, (MemoryError, SystemExit, KeyboardInterrupt))
+            chan.send({"id": rid, "error": {"message": f"{type(e).__name__}: {e}", "kind": "internal",
+                                            "traceback": traceback.format_exc(limit=20)}, "fatal": fatal})
+            ctx.fatal = ctx.fatal or fatal
+        chan.cancelled.discard(rid)
+        if ctx.fatal:
+            sys.stderr.write("newt worker: exiting after a fatal error (the next command starts a fresh worker)\n")
+            sys.stderr.flush()
+            os._exit(3)
+    os._exit(0)
+
+
+def _watch_parent():
+    """Exit when the language server dies (the pipe closing also ends us, but not while user code runs)."""
+    ppid = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(2.0)
+            if os.getppid() != ppid:
+                os._exit(4)
+
+    threading.Thread(target=watch, name="newt-worker-parent", daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
