@@ -121,7 +121,7 @@ class KernelInterface:
 
 def _check_names(kind: str, fn, names, where: str):
     for n in names:
-        if n not in fn.arg_names:
+        if n not in fn.arg_names and not (kind == "heuristics" and n in ("num_warps", "num_stages")):
             raise ValueError(f"@newt.{kind} on {fn.__name__}: {where} {n!r} is not a parameter of {fn.__name__} "
                              f"(parameters: {', '.join(fn.arg_names)})")
 
@@ -156,6 +156,7 @@ class Autotuner(KernelInterface):
         self.user_do_bench = do_bench
         self.cache_results = cache_results
         self.cache: dict = {}  # tuning key -> Config
+        self._launch_kw: dict = {}  # tuning key -> (Config, its launch kwargs)
         self.best_config: Config | None = None
         self.configs_timings: dict | None = None
         self.failed_configs: dict = {}  # Config -> reason (last tuning)
@@ -196,16 +197,20 @@ class Autotuner(KernelInterface):
             return self.warmup_all(args, kwargs)
         key = self._tuning_key(args, kwargs)
         try:
-            config = self.cache.get(key)
+            hit = self._launch_kw.get(key)
         except TypeError:  # an unhashable key value
             key = tuple(map(repr, key))
+            hit = self._launch_kw.get(key)
+        if hit is None:
             config = self.cache.get(key)
-        if config is None:
-            config = self._tune(key, args, kwargs, grid)
+            if config is None:
+                config = self._tune(key, args, kwargs, grid)
+            hit = self._launch_kw[key] = (config, config.all_kwargs())
+        config, ckw = hit
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook(self._nargs(args, kwargs, config))
-        return self.fn.run(*args, grid=grid, **config.all_kwargs(), **kwargs)
+        return self.fn.run(*args, grid=grid, **ckw, **kwargs)
 
     def _nargs(self, args, kwargs, config=None) -> dict:
         d = dict(zip(self.arg_names, args))
@@ -236,7 +241,7 @@ class Autotuner(KernelInterface):
         from .jit import default_target
         target = default_target()
         if driver.has_gpu() and not self.is_interpreted():
-            info = driver.device_info(driver.torch().cuda.current_device())
+            info = driver.device_info(driver.current_device_fn()())
             target = f"{info.name}/{info.target}"
         return cache.hash_key({
             "kernel": self.fingerprint(), "newt": compiler.package_fingerprint(), "device": target,

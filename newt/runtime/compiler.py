@@ -301,8 +301,7 @@ class CompiledKernel:
                     raise_not_cuda(self.metadata.kernel_name, p.name, a)
                 a = a.data_ptr()
             vals.append(a)
-        t = driver.torch()
-        dev = t.cuda.current_device()
+        dev = driver.current_device_fn()()
         s = driver.stream_handle(stream) if stream is not None else driver.current_stream_fn()(dev)
         gx, gy, gz = normalize_grid(grid, None, self.metadata.kernel_name)
         self.launcher(dev).launch(gx, gy, gz, s, *vals)
@@ -404,7 +403,7 @@ def target_shared_limit(target: str) -> int | None:
     t = TARGETS.get(target)
     if t is None:
         return None
-    for attr in ("max_shared_bytes", "max_shared", "shared_memory", "smem_bytes", "max_smem", "shared_limit",
+    for attr in ("max_shared", "max_shared_bytes", "shared_memory", "smem_bytes", "max_smem", "shared_limit",
                  "max_shared_memory"):
         v = t.get(attr) if isinstance(t, dict) else getattr(t, attr, None)
         if isinstance(v, int):

@@ -164,13 +164,14 @@ def synchronize(device=None):
     """Wait for all work on the device; a kernel fault raises KernelFaultError naming the kernel."""
     if not has_gpu():
         return
-    t = torch()
+    cur = current_device_fn()()
     if device is not None:
+        t = torch()
         dev = t.device(device).index if not isinstance(device, int) else device
-        if dev is not None and dev != t.cuda.current_device():
+        if dev is not None and dev != cur:
             with t.cuda.device(dev):
                 return synchronize()
-    ensure_context(t.cuda.current_device())
+    ensure_context(cur)
     err = cu().cuCtxSynchronize()[0]
     if err:
         code = int(err)
@@ -289,8 +290,8 @@ _CTYPE_CODES = {
     "long long": "q", "int64_t": "q", "long": "q", "long int": "q", "long long int": "q",
     "unsigned long long": "Q", "uint64_t": "Q", "unsigned long": "Q", "size_t": "Q",
     "unsigned long long int": "Q",
-    "float": "f", "double": "d", "half": "e", "__half": "e",
-    "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "bfloat16": "bf16",
+    "float": "f", "double": "d", "half": "e", "__half": "e", "half_t": "e",
+    "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "bfloat16": "bf16", "bf16_t": "bf16",
 }
 
 _NL_CODES = {"i1": "?", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
@@ -445,10 +446,13 @@ class Launcher:
         args = ", ".join(["gx", "gy", "gz", "stream"] + names)
         packed = ", ".join(sel)
         body = [f"def launch({args}):"]
-        body.append("    if gx <= 0 or gy <= 0 or gz <= 0:")
-        body.append("        if gx == 0 or gy == 0 or gz == 0:")
-        body.append("            return")
-        body.append("        _grid_error(gx, gy, gz)")
+        body.append("    try:")
+        body.append("        if gx <= 0 or gy <= 0 or gz <= 0:")
+        body.append("            if gx == 0 or gy == 0 or gz == 0:")
+        body.append("                return")
+        body.append("            _grid_error(gx, gy, gz)")
+        body.append("    except TypeError as e:")
+        body.append("        _grid_error(gx, gy, gz, e)")
         body.append("    with _lock:")
         if sel:
             body.append(f"        _pack(_buf, 0, {packed})")

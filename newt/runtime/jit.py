@@ -268,6 +268,14 @@ def _is_constexpr(ann) -> bool:
 _P = "_nwt_"  # prefix of every local of the generated function
 
 
+class _Missing:
+    def __repr__(self):
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
 def build_fast_path(kernel: JITFunction):
     """Generate ``run(<the kernel's parameters>, *, grid, num_warps, num_stages, num_ctas, stream, warmup)``."""
     import torch
@@ -292,11 +300,22 @@ def build_fast_path(kernel: JITFunction):
     g[f"{_P}stream"] = driver.current_stream_fn() if driver.has_gpu() else (lambda dev: 0)
 
     def bad_kwargs(extra):
+        import difflib
         k = next(iter(extra))
         hint = ""
-        if k in ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid"):
+        if k in ("maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "num_buffers_warp_spec"):
             hint = " (this launch option is not supported by newt)"
+        else:
+            close = difflib.get_close_matches(k, kernel.arg_names + list(LAUNCH_OPTIONS), n=1)
+            if close:
+                hint = f" (did you mean {close[0]!r}?)"
         raise TypeError(f"{name}() got an unexpected keyword argument {k!r}{hint}")
+
+    def missing(values):
+        absent = [n for n, v in zip(kernel.arg_names, values) if v is _MISSING]
+        s = "s" if len(absent) > 1 else ""
+        raise TypeError(f"{name}() missing {len(absent)} required argument{s}: "
+                        + ", ".join(repr(n) for n in absent))
 
     def entries(i, v, warmup):
         n = kernel.nonconst_names[i]
@@ -312,17 +331,31 @@ def build_fast_path(kernel: JITFunction):
         return kind, (n not in kernel.do_not_specialize and v % 16 == 0)
 
     def not_cuda(i, v):
+        if not driver.has_gpu():
+            raise RuntimeError(f"{name}: no CUDA GPU is available to launch this kernel; run it through the "
+                               "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "
+                               "kernel.warmup(...) / newt.compile(...) to compile without launching")
         sp.raise_not_cuda(name, kernel.nonconst_names[i], v)
 
     g[f"{_P}bad_kwargs"] = bad_kwargs
+    g[f"{_P}missing"] = missing
+
+    def too_many(extra):
+        n = len(kernel.arg_names)
+        raise TypeError(f"{name}() takes {n} argument{'s' if n != 1 else ''} ({', '.join(kernel.arg_names)}) "
+                        f"but {n + extra} were given")
+    g[f"{_P}too_many"] = too_many
+    g[f"{_P}M"] = _MISSING
     g[f"{_P}entries"] = entries
     g[f"{_P}intkey"] = intkey
     g[f"{_P}not_cuda"] = not_cuda
 
     sig = []
+    required = []
     for n, p in params.items():
         if p.default is inspect.Parameter.empty:
-            sig.append(n)
+            sig.append(f"{n}={_P}M")
+            required.append(n)
         else:
             g[f"{_P}d_{n}"] = p.default
             sig.append(f"{n}={_P}d_{n}")
@@ -336,9 +369,14 @@ def build_fast_path(kernel: JITFunction):
     if "num_ctas" not in params:
         opts.append("num_ctas=1")
     opts += ["stream=None", "warmup=False", f"**{_P}extra"]
-    L = [f"def {name}({', '.join(sig)}{', ' if sig else ''}*, {', '.join(opts)}):"]
+    L = [f"def {name}({', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
+    L.append(f"    if {_P}more:")
+    L.append(f"        {_P}too_many(len({_P}more))")
     L.append(f"    if {_P}extra:")
     L.append(f"        {_P}bad_kwargs({_P}extra)")
+    if required:
+        L.append(f"    if {' or '.join(f'{n} is {_P}M' for n in required)}:")
+        L.append(f"        {_P}missing(({', '.join(kernel.arg_names)},))")
     if nw_expr is None:
         L.append("    if num_warps is None:")
         L.append(f"        num_warps = {DEFAULT_NUM_WARPS}")
