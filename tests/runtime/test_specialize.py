@@ -112,13 +112,15 @@ def test_missing_argument_names_the_parameter(no_compile):
 
 def test_too_many_arguments(no_compile):
     x = torch.empty(16)
-    with pytest.raises(TypeError, match=r"add_kernel\(\) takes 5 arguments \(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE\) but 6 were given"):
+    with pytest.raises(TypeError, match=r"add_kernel\(\) takes 5 arguments "
+                                        r"\(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE\) but 6 were given"):
         K.add_kernel[(1,)](x, x, x, 16, 16, 3)
 
 
 def test_unexpected_keyword(no_compile):
     x = torch.empty(16)
-    with pytest.raises(TypeError, match=r"add_kernel\(\) got an unexpected keyword argument 'BLOCK' \(did you mean 'BLOCK_SIZE'\?\)"):
+    with pytest.raises(TypeError, match=r"add_kernel\(\) got an unexpected keyword argument 'BLOCK' "
+                                        r"\(did you mean 'BLOCK_SIZE'\?\)"):
         K.add_kernel[(1,)](x, x, x, 16, BLOCK=16)
     with pytest.raises(TypeError, match="got multiple values for argument 'n_elements'"):
         K.add_kernel[(1,)](x, x, x, 16, n_elements=16, BLOCK_SIZE=16)
