@@ -204,6 +204,19 @@ def _int_div(dt, want_mod: bool):
     return f
 
 
+def _exact_fmod(a, b):
+    """C ``fmod`` (exact; torch's vectorized fmod loses the result when the quotient is huge)."""
+    import numpy as np
+    dt = torch.promote_types(a.dtype, b.dtype)
+    a, b = torch.broadcast_tensors(a, b)
+    wide = torch.float64 if dt == torch.float64 else torch.float32
+    an = a.to(wide).contiguous().numpy()
+    bn = b.to(wide).contiguous().numpy()
+    with np.errstate(all="ignore"):
+        r = np.fmod(an, bn)
+    return torch.from_numpy(r).to(dt)  # the remainder is exact in the operands' format
+
+
 def _float_math(name):
     return {
         "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt,
@@ -230,7 +243,7 @@ def binary_fn(name, dt, attrs=None):
     if name in ("floordiv", "mod"):
         if fl:
             if name == "mod":
-                return _fp8_wrap(torch.fmod, dt)
+                return _exact_fmod
             return _fp8_wrap(lambda a, b: torch.div(a, b, rounding_mode="trunc"), dt)
         return _int_div(dt, name == "mod")
     if name in ("and", "or", "xor"):
