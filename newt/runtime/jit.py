@@ -42,7 +42,8 @@ def default_target() -> str:
 
 
 def interpret_env() -> bool:
-    return os.environ.get("NEWT_INTERPRET", "0") not in ("", "0", "false", "False", "no")
+    """``NEWT_INTERPRET`` is one of 1, true, yes, on (any case)."""
+    return os.environ.get("NEWT_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class JITFunction:
