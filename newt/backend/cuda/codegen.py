@@ -1,0 +1,204 @@
+"""``generate_cuda``: tile IR -> ``CudaModule`` (pure Python; no CUDA needed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from newt.ir.types import is_block, type_str
+
+from . import lower_basic, lower_dot, lower_memory, lower_reduce  # noqa: F401  (register lowerings)
+from .axisinfo import analyze_axis_info
+from .ctypes import ctype
+from .dot import select_dot_lowering
+from .emitter import BackendError, Chunk, Emitter
+from .plan import plan_layouts
+from .prelude import HEADER_NAME, PRELUDE
+from .targets import get_target
+
+__all__ = ["CudaModule", "CudaParam", "generate_cuda"]
+
+_CPP_KEYWORDS = {
+    "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
+    "constexpr", "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "export", "extern",
+    "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+    "noexcept", "not", "nullptr", "operator", "or", "private", "protected", "public", "register", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try", "typedef",
+    "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "xor", "smem",
+    "lane_id", "warp_id", "tid", "i", "r", "k", "f", "b", "j", "q", "w", "main", "printf", "min", "max",
+}
+
+
+@dataclass
+class CudaParam:
+    name: str        # the kernel parameter's name
+    cname: str       # its C++ name in the generated source
+    ctype: str       # C++ type ("float*", "int", ...)
+    dtype: str       # newt signature type ("*fp32", "i32", ...)
+    size: int        # bytes the runtime packs for it
+
+
+@dataclass
+class CudaModule:
+    source: str                      # the CUDA C++ (includes HEADER_NAME)
+    name: str                        # extern "C" symbol of the kernel
+    params: list                     # CudaParam per run-time parameter, in order
+    shared_bytes: int                # dynamic shared memory to launch with
+    num_warps: int
+    num_stages: int
+    target: str
+    layouts: dict                    # "%id" -> layout description (for the language server)
+    headers: dict = field(default_factory=dict)   # include name -> text (passed to NVRTC)
+    line_locs: list = field(default_factory=list)  # per source line: the IR Loc it came from (or None)
+    kernel: str = ""                 # the user's kernel name
+    file: str = ""                   # the user's file
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.num_warps
+
+    @property
+    def needs_shared_opt_in(self) -> bool:
+        """True when the launch must first raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES."""
+        return self.shared_bytes > 48 * 1024
+
+    def full_source(self) -> str:
+        """The source with the prelude pasted in (compiles on its own)."""
+        return self.source.replace(f'#include "{HEADER_NAME}"', self.headers.get(HEADER_NAME, ""))
+
+    def numbered(self) -> str:
+        lines = self.source.splitlines()
+        w = len(str(len(lines)))
+        return "\n".join(f"{i + 1:>{w}} | {t}" for i, t in enumerate(lines))
+
+
+def _cname(name: str) -> str:
+    n = re.sub(r"\W", "_", name)
+    if n in _CPP_KEYWORDS or n.startswith("__") or re.match(r"^(v|t|tf|w|acc|red|scan|pre|has|cv|sa|sb|y)\d", n):
+        n = "arg_" + n
+    return n
+
+
+def _param_size(ty) -> int:
+    if ty.is_ptr():
+        return 8
+    return max(1, ty.primitive_bitwidth // 8)
+
+
+def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, *,
+                  device_asserts: bool = True) -> CudaModule:
+    """Lower one concrete ``ir.Function`` to CUDA C++ for ``target``.
+
+    Raises ``newt.CompilationError`` (pointing at the user's line) for what the
+    backend cannot lower.
+    """
+    tgt = get_target(target)
+    num_warps = int(num_warps)
+    if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
+        raise ValueError(f"num_warps must be a power of two in 1..32, got {num_warps}")
+    num_stages = max(1, int(num_stages or 1))
+    fn.number()
+    try:
+        return _generate(fn, tgt, num_warps, num_stages, device_asserts)
+    except BackendError as e:
+        raise _backend_error(fn, e) from None
+
+
+def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
+    axis = analyze_axis_info(fn)
+    plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt))
+    em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts)
+    from .pipeline import plan_pipelines
+    plan_pipelines(em)
+    # parameters
+    params = []
+    sig = []
+    for p in fn.params:
+        if p.constexpr:
+            continue
+        cn = _cname(p.name)
+        em.names[p.value] = cn
+        em.used_names.add(cn)
+        em.scalars[p.value] = cn
+        ct = ctype(p.type)
+        params.append(CudaParam(p.name, cn, ct, type_str(p.type), _param_size(p.type)))
+        sig.append(f"    {ct} {cn}")
+    body = Chunk(1)
+    top = body.sub(0)
+    smem_decl = body.sub(0)
+    ids = body.sub(0)
+    em.top = body.sub(0)
+    main = body.sub(0)
+    em.emit_region(fn.body, main)
+    # shared memory: pipeline buffers first; scratch outside pipelined loops overlaps them
+    pers = sum(u.size for u in em.smem_uses if u.persistent)
+    inside = max((u.size for u in em.smem_uses if not u.persistent and u.inside), default=0)
+    outside = max((u.size for u in em.smem_uses if not u.persistent and not u.inside), default=0)
+    off = 0
+    for u in em.smem_uses:
+        if u.persistent:
+            smem_decl.line(f"constexpr int {u.name} = {off};")
+            off += u.size
+    for u in em.smem_uses:
+        if not u.persistent:
+            smem_decl.line(f"constexpr int {u.name} = {pers if u.inside else 0};")
+    shared = max(pers + inside, outside)
+    if shared > tgt.max_shared:
+        raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
+                           f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",
+                           None)
+    if em.smem_uses:
+        top.line("extern __shared__ __align__(128) unsigned char smem[];")
+    ids.line("const int lane_id = threadIdx.x & 31;")
+    ids.line("const int warp_id = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);")
+    # assemble
+    head = [f"// Generated by newt's CUDA backend from {fn.file}",
+            f"// kernel {fn.name}: target {tgt.name}, num_warps={num_warps}, num_stages={num_stages}, "
+            f"{shared} bytes of dynamic shared memory",
+            f'#include "{HEADER_NAME}"', ""]
+    for h in em.helpers.values():
+        head.extend(h.rstrip("\n").split("\n"))
+        head.append("")
+    kname = _cname(fn.name)
+    head.append(f'extern "C" __global__ void __launch_bounds__({32 * num_warps}) {kname}(')
+    head.append(",\n".join(sig) + ") {" if sig else ") {")
+    out_lines = []
+    locs = []
+    for line in "\n".join(head).split("\n"):
+        out_lines.append(line)
+        locs.append(None)
+    body.render(out_lines, locs)
+    out_lines.append("}")
+    locs.append(None)
+    source = "\n".join(out_lines) + "\n"
+    layouts = {}
+    for op in fn.walk():
+        for r in op.results:
+            if is_block(r.type):
+                d = plan.describe(r)
+                if d:
+                    layouts[f"%{r.id}"] = d
+    meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
+            "needs_shared_opt_in": shared > 48 * 1024}
+    return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
+                      num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
+                      line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta)
+
+
+def _backend_error(fn, e: BackendError):
+    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    op = e.op
+    loc = getattr(op, "loc", None) or fn.loc
+    span = Span(loc.line, loc.col, loc.end_line, loc.end_col) if loc else Span(1, 1, 1, 2)
+    d = Diagnostic("B002", Severity.ERROR, span, f"CUDA backend: {e}", file=getattr(loc, "file", fn.file),
+                   kernel=fn.name)
+    return CompilationError([d], _source_text(getattr(loc, "file", fn.file)), kernel=fn.name)
+
+
+def _source_text(path):
+    import linecache
+    if not path or path.startswith("<"):
+        return None
+    lines = linecache.getlines(path)
+    return "".join(lines) if lines else None

@@ -1,0 +1,156 @@
+"""``compile_cuda``: CUDA C++ -> PTX and cubin through NVRTC (``cuda.bindings.nvrtc``), with the
+ptxas report parsed into registers, spills and shared memory."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from .targets import get_target
+
+__all__ = ["CompiledBinary", "compile_cuda", "nvrtc_version", "parse_ptxas_report"]
+
+
+@dataclass
+class CompiledBinary:
+    name: str            # kernel symbol
+    target: str
+    ptx: str
+    cubin: bytes
+    log: str             # NVRTC log (holds the ptxas -v report)
+    n_regs: int
+    n_spills: int        # bytes spilled (stores + loads)
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+    shared: int          # bytes: static (ptxas) + dynamic (the module's)
+    static_shared: int
+    dynamic_shared: int
+    num_warps: int
+    compile_seconds: float = 0.0
+    module: object = field(default=None, repr=False)
+
+    @property
+    def metadata(self) -> dict:
+        return {"n_regs": self.n_regs, "n_spills": self.n_spills, "shared": self.shared, "name": self.name,
+                "num_warps": self.num_warps, "target": self.target, "stack_frame": self.stack_frame,
+                "needs_shared_opt_in": self.dynamic_shared > 48 * 1024}
+
+
+def nvrtc_version() -> tuple:
+    from cuda.bindings import nvrtc
+    err, major, minor = nvrtc.nvrtcVersion()
+    return (major, minor)
+
+
+def parse_ptxas_report(log: str, name: str | None = None) -> dict:
+    """Registers, spills, stack and static shared memory of ``name`` (or of the first entry) from ``-v``."""
+    out = {"n_regs": 0, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0, "static_shared": 0}
+    lines = log.splitlines()
+    start = 0
+    if name is not None:
+        for i, ln in enumerate(lines):
+            if "Compiling entry function" in ln and f"'{name}'" in ln:
+                start = i
+                break
+    in_entry = False
+    for ln in lines[start:]:
+        if "Compiling entry function" in ln:
+            if in_entry:
+                break
+            in_entry = True
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", ln)
+        if m and in_entry:
+            out["stack_frame"], out["spill_stores"], out["spill_loads"] = map(int, m.groups())
+        m = re.search(r"Used (\d+) registers", ln)
+        if m and in_entry:
+            out["n_regs"] = int(m.group(1))
+            m2 = re.search(r"(\d+) bytes smem", ln)
+            if m2:
+                out["static_shared"] = int(m2.group(1))
+    return out
+
+
+def _check(res, what):
+    from cuda.bindings import nvrtc
+    err = res[0] if isinstance(res, tuple) else res
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+    return res[1:] if isinstance(res, tuple) and len(res) > 2 else (res[1] if isinstance(res, tuple) and
+                                                                     len(res) == 2 else None)
+
+
+def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True) -> CompiledBinary:
+    """Compile a ``CudaModule`` to PTX and a cubin for ``target`` (default: the module's).
+
+    A failure raises ``newt.CompilationError`` naming the user's kernel and (where the
+    failing CUDA line maps back to one) the user's line, with the generated CUDA (line
+    numbers included) and the NVRTC log.
+    """
+    from cuda.bindings import nvrtc
+    tgt = get_target(target or module.target)
+    t0 = time.perf_counter()
+    hdr_names = [k.encode() for k in module.headers]
+    hdr_srcs = [v.encode() for v in module.headers.values()]
+    fname = f"{module.kernel or module.name}.cu"
+    err, prog = nvrtc.nvrtcCreateProgram(module.source.encode(), fname.encode(), len(hdr_srcs), hdr_srcs, hdr_names)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"nvrtcCreateProgram failed: {err}")
+    try:
+        opts = [f"--gpu-architecture={tgt.name}", "-std=c++17", "--ptxas-options=-v", "-default-device"]
+        if lineinfo:
+            opts.append("-lineinfo")
+        opts += list(extra_options)
+        bopts = [o.encode() for o in opts]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.decode(errors="replace").rstrip("\x00").strip()
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise _compile_error(module, log, fname)
+        _, n = nvrtc.nvrtcGetPTXSize(prog)
+        pbuf = b" " * n
+        nvrtc.nvrtcGetPTX(prog, pbuf)
+        ptx = pbuf.decode(errors="replace").rstrip("\x00")
+        _, n = nvrtc.nvrtcGetCUBINSize(prog)
+        cbuf = b" " * n
+        nvrtc.nvrtcGetCUBIN(prog, cbuf)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    rep = parse_ptxas_report(log, module.name)
+    dyn = module.shared_bytes
+    return CompiledBinary(
+        name=module.name, target=tgt.name, ptx=ptx, cubin=bytes(cbuf), log=log, n_regs=rep["n_regs"],
+        n_spills=rep["spill_stores"] + rep["spill_loads"], spill_stores=rep["spill_stores"],
+        spill_loads=rep["spill_loads"], stack_frame=rep["stack_frame"], shared=rep["static_shared"] + dyn,
+        static_shared=rep["static_shared"], dynamic_shared=dyn, num_warps=module.num_warps,
+        compile_seconds=time.perf_counter() - t0, module=module)
+
+
+def _compile_error(module, log: str, fname: str):
+    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    # first error line: "name.cu(123): error: message"
+    loc = None
+    msg = "NVRTC could not compile the generated CUDA"
+    for ln in log.splitlines():
+        m = re.match(r"^(.*)\((\d+)\): (error|catastrophic error): (.*)$", ln.strip())
+        if m:
+            msg += f": {m.group(4)}"
+            k = int(m.group(2)) - 1
+            if 0 <= k < len(module.line_locs):
+                for j in range(k, -1, -1):
+                    if module.line_locs[j] is not None:
+                        loc = module.line_locs[j]
+                        break
+            break
+    extra = f"generated CUDA ({module.target}):\n{module.numbered()}\n\nNVRTC log:\n{log}"
+    if loc is not None:
+        span = Span(loc.line, loc.col, loc.end_line, loc.end_col)
+        d = Diagnostic("B001", Severity.ERROR, span, msg, file=loc.file, kernel=module.kernel)
+        from .codegen import _source_text
+        return CompilationError([d], _source_text(loc.file), kernel=module.kernel, extra=extra)
+    d = Diagnostic("B001", Severity.ERROR, Span(1, 1, 1, 2), msg, file=module.file or "<generated>",
+                   kernel=module.kernel)
+    return CompilationError([d], None, kernel=module.kernel, extra=extra)

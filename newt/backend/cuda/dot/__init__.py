@@ -1,0 +1,28 @@
+"""``nl.dot`` lowerings, one per kind of hardware, behind one interface.
+
+``select_dot_lowering(op, target)`` picks the first lowering in ``LOWERINGS``
+that supports the op on the target.  Today: ``MmaSyncLowering`` (sm_80+
+tensor cores through mma.sync, operands from swizzled shared memory through
+ldmatrix) and ``FmaLowering`` (fp32 "ieee", fp64, batched dots, fp8 on
+targets without fp8 MMA).  A Hopper ``WgmmaLowering`` (wgmma + TMA +
+mbarrier) slots in front of them for sm_90a without touching the emitter.
+"""
+
+from __future__ import annotations
+
+from .base import DotLowering, OperandTile, stage_to_smem  # noqa: F401
+from .fma import FmaLowering
+from .mma_sync import MmaSyncLowering
+
+#: tried in order; the first whose ``supports`` says yes lowers the dot
+LOWERINGS: list[DotLowering] = [MmaSyncLowering(), FmaLowering()]
+
+
+def select_dot_lowering(op, target) -> DotLowering:
+    for low in LOWERINGS:
+        if low.supports(op, target):
+            return low
+    raise NotImplementedError(f"no dot lowering for {op}")
+
+
+__all__ = ["DotLowering", "OperandTile", "MmaSyncLowering", "FmaLowering", "LOWERINGS", "select_dot_lowering"]

@@ -1,0 +1,99 @@
+"""The interface every dot lowering implements, and staging of operands into shared memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from newt.ir.types import scalar_of, shape_of
+
+from ..ctypes import ctype
+from ..layout import Layout, SwizzledShared, log2
+
+__all__ = ["DotLowering", "OperandTile", "stage_to_smem"]
+
+
+@dataclass
+class OperandTile:
+    """A 2-D operand in shared memory: byte address expression of the tile's start,
+    its swizzled layout, and which logical dim (0 or 1) is contiguous."""
+
+    base: str          # C++ expression: unsigned char* to the tile
+    smem: SwizzledShared
+    inner: int         # logical dim stored contiguously
+
+    def offset(self, r: str, c: str) -> str:
+        """Byte offset of logical element (r, c)."""
+        if self.inner == 1:
+            return self.smem.offset_expr(r, c)
+        return self.smem.offset_expr(c, r)
+
+
+class DotLowering:
+    """One way of lowering ``dot``.  ``acc_layout`` fixes the result's register layout;
+    ``emit`` writes the code given each operand as an ``OperandTile`` or a register value."""
+
+    name = "abstract"
+
+    def supports(self, op, target) -> bool:
+        raise NotImplementedError
+
+    def acc_layout(self, op, num_warps: int, chained: bool = False) -> Layout:
+        raise NotImplementedError
+
+    def preferred_inner(self, op, index: int) -> int:
+        """Which dim of operand ``index`` (0 = a, 1 = b) this lowering reads fastest when contiguous."""
+        return 1 if index == 0 else 1
+
+    def can_read(self, op, index: int, inner: int) -> bool:
+        """Whether operands stored with ``inner`` contiguous can be fed from shared memory."""
+        return True
+
+    def emit(self, em, op, tiles: list):
+        raise NotImplementedError
+
+
+def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None):
+    """Write a register block (layout ``lay``) into a shared-memory tile, vectorized along the inner dim."""
+    c = chunk or em.cur
+    t = scalar_of(value.type)
+    ct = ctype(t)
+    eb = max(1, t.primitive_bitwidth // 8)
+    shape = shape_of(value.type)
+    src = em.get(value, lay)
+    nb_inner = log2(shape[tile.inner])
+    # vector run along the inner dim in the low register bits
+    run = 1
+    inner_off = 0 if tile.inner == 1 else log2(shape[1])
+    for j, b in enumerate(lay.reg):
+        if b != 1 << (inner_off + j):
+            break
+        run = 1 << (j + 1)
+    v = min(run, max(1, 16 // eb), shape[tile.inner])
+    while v * eb > 16:
+        v //= 2
+    fe = em.flat_expr(lay)
+    ncols = shape[1]
+    lc = log2(ncols)
+    del nb_inner
+    from ..lower_memory import pack_words
+    total = v * eb
+    vt = {16: "uint4", 8: "uint2", 4: "unsigned", 2: "unsigned short", 1: "unsigned char"}[total]
+    c.line("#pragma unroll")
+    c.line(f"for (int i = 0; i < {lay.nregs}; i += {v}) {{")
+    b = c.sub(1)
+    b.line(f"const int f = {fe};")
+    b.line(f"const int r = f >> {lc}, cc = f & {ncols - 1};")
+    words = pack_words([f"{src}[i + {j}]" for j in range(v)], t, total)
+    if total == 16:
+        val = f"make_uint4({', '.join(words)})"
+    elif total == 8:
+        val = f"make_uint2({', '.join(words)})"
+    elif total == 4:
+        val = words[0]
+    elif total == 2:
+        val = f"(unsigned short)({words[0]})"
+    else:
+        val = f"(unsigned char)({src}[i].x)" if t.is_fp8() else f"(unsigned char)({src}[i])"
+    b.line(f"*reinterpret_cast<{vt}*>({tile.base} + {tile.offset('r', 'cc')}) = {val};")
+    c.line("}")
+    del ct

@@ -1,0 +1,243 @@
+"""Elementwise ops as C++ expressions: one table, one entry per op.
+
+``scalar_expr(op_name, args, arg_types, result_type, attrs)`` turns C++
+expressions for one element of each operand into a C++ expression for one
+element of the result.  Blocks apply it per register; scalars use it once.
+fp16/bf16/fp8 arithmetic happens in fp32 and rounds back (exact for
++ - * / sqrt, which is what the interpreter does too).
+"""
+
+from __future__ import annotations
+
+from newt.ir.types import scalar_of
+
+from .ctypes import compute_ctype, const_literal, ctype, from_compute, is_lowp_float, to_compute
+
+__all__ = ["ELEMENTWISE", "scalar_expr", "cast_expr", "is_elementwise"]
+
+
+def _unsigned_of(t) -> str:
+    return {8: "unsigned char", 16: "unsigned short", 32: "unsigned int", 64: "unsigned long long"}[
+        t.primitive_bitwidth]
+
+
+def _wrap_int(t, expr_u: str) -> str:
+    """Signed arithmetic done in the unsigned type (wraps, no UB), cast back."""
+    return f"({ctype(t)})({expr_u})"
+
+
+def _arith(opsym):
+    def f(a, b, t, attrs):
+        if t.is_int() and not t.is_bool():
+            if t.is_int_signed() or t.primitive_bitwidth < 32:
+                u = _unsigned_of(t)
+                return _wrap_int(t, f"({u})({a}) {opsym} ({u})({b})")
+            return f"({a} {opsym} {b})"
+        if t.is_bool():
+            return f"(bool)(({int(1)} & ((int)({a}) {opsym} (int)({b}))))"
+        return f"({a} {opsym} {b})"
+    return f
+
+
+def _float_fn(f32, f64):
+    def f(a, t, attrs=None):
+        if t.name == "fp64":
+            return f"{f64}({a})"
+        return f"{f32}({a})".replace("{x}", a) if "{x}" in f32 else f"{f32}({a})"
+    return f
+
+
+# unary float math: (fp32 expression template, fp64 function)
+_UNARY_FLOAT = {
+    "exp": ("ex2_approx({x} * 1.44269504088896341f)", "exp"),
+    "exp2": ("ex2_approx({x})", "exp2"),
+    "log": ("(lg2_approx({x}) * 0.693147180559945309f)", "log"),
+    "log2": ("lg2_approx({x})", "log2"),
+    "sqrt": ("sqrt_approx({x})", "sqrt"),
+    "sqrt_rn": ("sqrt_rn({x})", "sqrt"),
+    "rsqrt": ("rsqrt_approx({x})", "rsqrt"),
+    "sin": ("sinf({x})", "sin"),
+    "cos": ("cosf({x})", "cos"),
+    "tanh": ("tanhf({x})", "tanh"),
+    "erf": ("erff({x})", "erf"),
+    "floor": ("floorf({x})", "floor"),
+    "ceil": ("ceilf({x})", "ceil"),
+}
+
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+ELEMENTWISE = {"add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "minimum",
+               "maximum", "umulhi", "div_rn", "pow", "neg", "invert", "abs", "fma", "where", "cast", "bitcast",
+               "addptr"} | set(_UNARY_FLOAT) | set(_CMP)
+
+
+def is_elementwise(name: str) -> bool:
+    return name in ELEMENTWISE
+
+
+def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict) -> str:  # noqa: C901
+    rt = scalar_of(result_type)
+    if name == "cast":
+        return cast_expr(args[0], scalar_of(arg_types[0]), rt, attrs.get("rounding", "rtne"))
+    if name == "bitcast":
+        st = scalar_of(arg_types[0])
+        if st == rt:
+            return args[0]
+        if st.is_ptr() and rt.is_ptr():
+            return f"(({ctype(rt)})({args[0]}))"
+        return f"bit_cast<{ctype(rt)}>({args[0]})"
+    if name == "addptr":
+        return f"({args[0]} + {args[1]})"
+    if name == "where":
+        return f"({args[0]} ? {args[1]} : {args[2]})"
+    if name in _CMP:
+        t = scalar_of(arg_types[0])
+        a, b = (to_compute(x, t) for x in args)
+        return f"({a} {_CMP[name]} {b})"
+    t = scalar_of(arg_types[0])
+    lowp = is_lowp_float(t)
+    xs = [to_compute(x, t) for x in args]
+    e = _compute(name, xs, t, attrs)
+    return from_compute(e, t) if lowp else e
+
+
+def _compute(name, xs, t, attrs):  # noqa: C901
+    ct = compute_ctype(t)
+    is_float = t.is_floating()
+    is_f64 = t.name == "fp64"
+    if name in ("add", "sub", "mul"):
+        sym = {"add": "+", "sub": "-", "mul": "*"}[name]
+        if is_float:
+            return f"({xs[0]} {sym} {xs[1]})"
+        return _arith(sym)(xs[0], xs[1], t, attrs)
+    if name == "truediv":
+        if is_f64:
+            return f"({xs[0]} / {xs[1]})"
+        return f"div_full({xs[0]}, {xs[1]})"
+    if name == "div_rn":
+        if is_f64:
+            return f"({xs[0]} / {xs[1]})"
+        return f"div_rn({xs[0]}, {xs[1]})"
+    if name == "floordiv":
+        return f"({ctype(t)})({xs[0]} / {xs[1]})"
+    if name == "mod":
+        if is_float:
+            return f"{'fmod' if is_f64 else 'fmodf'}({xs[0]}, {xs[1]})"
+        return f"({ctype(t)})({xs[0]} % {xs[1]})"
+    if name in ("and", "or", "xor"):
+        sym = {"and": "&", "or": "|", "xor": "^"}[name]
+        if t.is_bool():
+            return f"(bool)({xs[0]} {sym} {xs[1]})"
+        return f"({ctype(t)})({xs[0]} {sym} {xs[1]})"
+    if name == "shl":
+        u = _unsigned_of(t)
+        return f"({ctype(t)})(({u})({xs[0]}) << ({xs[1]}))"
+    if name == "shr":
+        return f"({ctype(t)})({xs[0]} >> ({xs[1]}))"
+    if name in ("minimum", "maximum"):
+        if is_float:
+            nan = attrs.get("propagate_nan", False)
+            nan = getattr(nan, "value", nan)
+            nan = bool(nan) and str(nan) not in ("NONE", "PropagateNan.NONE")
+            if is_f64:
+                f = {"minimum": "dmin_nan" if nan else "fmin", "maximum": "dmax_nan" if nan else "fmax"}[name]
+            else:
+                f = {"minimum": "fmin_nan" if nan else "fminf", "maximum": "fmax_nan" if nan else "fmaxf"}[name]
+            return f"{f}({xs[0]}, {xs[1]})"
+        op = "<" if name == "minimum" else ">"
+        return f"(({xs[0]}) {op} ({xs[1]}) ? ({xs[0]}) : ({xs[1]}))"
+    if name == "umulhi":
+        bits = t.primitive_bitwidth
+        if bits == 64:
+            f = "__umul64hi" if not t.is_int_signed() else "__mul64hi"
+        else:
+            f = "__umulhi" if not t.is_int_signed() else "__mulhi"
+        return f"({ctype(t)}){f}({xs[0]}, {xs[1]})"
+    if name == "pow":
+        return f"{'pow' if is_f64 else 'powf'}({xs[0]}, {xs[1]})"
+    if name == "fma":
+        return f"{'fma' if is_f64 else 'fmaf'}({xs[0]}, {xs[1]}, {xs[2]})"
+    if name == "neg":
+        if is_float:
+            return f"(-{xs[0]})"
+        if t.is_bool():
+            return xs[0]
+        u = _unsigned_of(t)
+        return _wrap_int(t, f"({u})0 - ({u})({xs[0]})")
+    if name == "invert":
+        if t.is_bool():
+            return f"(!{xs[0]})"
+        return f"({ctype(t)})(~{xs[0]})"
+    if name == "abs":
+        if is_float:
+            return f"{'fabs' if is_f64 else 'fabsf'}({xs[0]})"
+        if not t.is_int_signed():
+            return xs[0]
+        u = _unsigned_of(t)
+        return f"(({xs[0]}) < 0 ? " + _wrap_int(t, f"({u})0 - ({u})({xs[0]})") + f" : ({xs[0]}))"
+    if name in _UNARY_FLOAT:
+        f32, f64 = _UNARY_FLOAT[name]
+        if is_f64:
+            return f"{f64}({xs[0]})"
+        return "(" + f32.replace("{x}", f"({xs[0]})") + ")"
+    del ct
+    raise NotImplementedError(f"elementwise op {name} on {t}")
+
+
+_F2I = {  # (float kind, int name) -> helper
+    ("f", "int32"): "f2i32", ("f", "uint32"): "f2u32", ("f", "int64"): "f2i64", ("f", "uint64"): "f2u64",
+    ("d", "int32"): "d2i32", ("d", "uint32"): "d2u32", ("d", "int64"): "d2i64", ("d", "uint64"): "d2u64",
+}
+_NARROW = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255), "uint16": (0, 65535)}
+
+
+def cast_expr(x: str, st, dt, rounding: str = "rtne") -> str:  # noqa: C901
+    """C++ converting ``x`` (of dtype st) to dtype dt with newt's cast semantics."""
+    if st == dt:
+        return x
+    if st.is_ptr() or dt.is_ptr():
+        if st.is_ptr() and dt.is_ptr():
+            return f"(({ctype(dt)})({x}))"
+        if st.is_ptr():
+            return f"(({ctype(dt)})(unsigned long long)({x}))"
+        return f"(({ctype(dt)})(unsigned long long)({x}))"
+    if dt.is_bool():
+        return f"(({to_compute(x, st)}) != 0)"
+    if st.is_bool():
+        if dt.is_floating():
+            return from_compute(f"({x} ? 1.0f : 0.0f)", dt) if is_lowp_float(dt) else f"({ctype(dt)})({x} ? 1 : 0)"
+        return f"({ctype(dt)})({x} ? 1 : 0)"
+    if st.is_int() and dt.is_int():
+        return f"({ctype(dt)})({x})"
+    if st.is_int() and dt.is_floating():
+        if dt.name == "fp64":
+            return f"(double)({x})"
+        if is_lowp_float(dt):
+            if st.primitive_bitwidth == 64 and dt.name in ("fp16", "bf16"):
+                return from_compute(f"(float)({x})", dt, rounding)
+            return from_compute(f"(float)({x})", dt, rounding)
+        return f"(float)({x})"
+    if st.is_floating() and dt.is_int():
+        kind = "d" if st.name == "fp64" else "f"
+        v = x if st.name in ("fp32", "fp64") else to_compute(x, st)
+        if dt.name in _F2I.__class__.__dict__ or (kind, dt.name) in _F2I:
+            return f"{_F2I[(kind, dt.name)]}({v})"
+        lo, hi = _NARROW[dt.name]
+        helper = "d2i32" if kind == "d" else "f2i32"
+        return f"({ctype(dt)})sat_i({helper}({v}), {lo}, {hi})"
+    # float -> float
+    if dt.name == "fp32":
+        return to_compute(x, st) if st.name != "fp64" else f"(float)({x})"
+    if dt.name == "fp64":
+        return f"(double)({to_compute(x, st)})"
+    # to a low-precision float
+    if st.name == "fp64":
+        if dt.name == "fp16":
+            return f"f64_to_half{'_rz' if rounding == 'rtz' else ''}({x})"
+        # fp64 -> bf16/fp8 through fp32 (round to odd would be exact; fp32 is close enough)
+        return from_compute(f"(float)({x})", dt, rounding)
+    return from_compute(to_compute(x, st), dt, rounding)
+
+
+def literal(value, ty) -> str:
+    return const_literal(value, ty)

@@ -1,0 +1,440 @@
+"""The CUDA renderer: walks the tile IR once and writes readable CUDA C++.
+
+Each op is rendered by one function registered with ``@lowers(name)`` (see
+``lower_*.py`` and ``dot/``).  This module holds what they share: the output
+buffer (a tree of chunks, one per op, so a value can be materialized in a new
+layout right where it is defined), value lookup in a requested layout
+(rematerialization and conversions), shared-memory allocation and the
+comments that map CUDA lines back to the user's source.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+from newt.ir.types import is_block, scalar_of, shape_of, type_str
+
+from .ctypes import const_literal, ctype
+from .layout import Layout, bit_index_expr, in_thread_map
+from .plan import compact
+
+__all__ = ["Emitter", "lowers", "LOWERINGS", "BackendError", "Chunk"]
+
+LOWERINGS: dict = {}
+
+
+def lowers(*names):
+    """Register the CUDA lowering of IR ops ``names``: ``fn(em, op)``."""
+    def deco(fn):
+        for n in names:
+            LOWERINGS[n] = fn
+        return fn
+    return deco
+
+
+class BackendError(Exception):
+    """The backend cannot lower an op; carries the op for the error's location."""
+
+    def __init__(self, msg, op=None):
+        super().__init__(msg)
+        self.op = op
+
+
+class Chunk:
+    """Lines of output for one op (or one region), in order.  Items are strings or Chunks."""
+
+    __slots__ = ("indent", "loc", "items", "pipelined")
+
+    def __init__(self, indent: int, loc=None, pipelined: bool = False):
+        self.indent = indent
+        self.loc = loc
+        self.items: list = []
+        self.pipelined = pipelined
+
+    def line(self, text: str = ""):
+        self.items.append(text)
+
+    def sub(self, indent_delta: int = 0, loc=None, pipelined=None) -> "Chunk":
+        c = Chunk(self.indent + indent_delta, loc if loc is not None else self.loc,
+                  self.pipelined if pipelined is None else pipelined)
+        self.items.append(c)
+        return c
+
+    def render(self, out: list, locs: list):
+        pad = "  " * self.indent
+        for it in self.items:
+            if isinstance(it, Chunk):
+                it.render(out, locs)
+            else:
+                out.append((pad + it) if it else "")
+                locs.append(self.loc)
+
+
+@dataclass
+class SmemUse:
+    name: str
+    size: int
+    persistent: bool   # a pipeline buffer live through its loop
+    inside: bool       # used inside a software-pipelined loop
+
+
+class Emitter:
+    def __init__(self, fn, target, num_warps, num_stages, plan, axis, *, device_asserts=True):
+        self.fn = fn
+        self.target = target
+        self.nw = num_warps
+        self.num_stages = num_stages
+        self.plan = plan
+        self.axis = axis
+        self.device_asserts = device_asserts
+        self.counter = 0
+        self.helpers: dict[str, str] = {}       # name -> definition (emitted before the kernel)
+        self.scalars: dict = {}                  # Value -> C++ expression
+        self.blocks: dict = {}                   # (Value, Layout) -> array name
+        self.def_chunk: dict = {}                # Value -> Chunk where it is defined
+        self.thread_flats: dict = {}             # (lane bases, warp bases) -> var
+        self.smem_uses: list[SmemUse] = []
+        self.cur: Chunk | None = None
+        self.top: Chunk | None = None            # kernel-level declarations
+        self.names: dict = {}
+        self.last_line = None
+        self.pipelines: dict = {}                # scf.for op -> pipeline plan
+        self.pipelined_loads: dict = {}          # load op -> (pipeline, slot)
+        self.used_names: set = set()
+        self.yield_stack: list = []
+        self.smem_tiles: dict = {}               # Value -> dot.base.OperandTile (operands already in smem)
+        self.users: dict = {}                    # Value -> ops using it
+        for op in fn.walk():
+            for o in op.operands:
+                self.users.setdefault(o, []).append(op)
+        self.used_values = set(self.users)
+        self.cond_value = None
+
+    # ------------------------------------------------------------------
+    # names and small helpers
+    # ------------------------------------------------------------------
+    def tmp(self, prefix="t") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def vname(self, v) -> str:
+        n = self.names.get(v)
+        if n is None:
+            n = f"v{v.id}" if v.id >= 0 else self.tmp("v")
+            self.names[v] = n
+        return n
+
+    def helper(self, name: str, text: str) -> str:
+        self.helpers.setdefault(name, text)
+        return name
+
+    def line(self, text: str = ""):
+        self.cur.line(text)
+
+    def for_regs(self, n: int, stmt: str, chunk=None, var: str = "i"):
+        c = chunk or self.cur
+        if n == 1:
+            c.line(f"{{ const int {var} = 0; {stmt} }}")
+        else:
+            c.line("#pragma unroll")
+            c.line(f"for (int {var} = 0; {var} < {n}; ++{var}) {stmt}")
+
+    def source_comment(self, op):
+        loc = op.loc
+        if loc is None:
+            return
+        key = (loc.file, loc.line)
+        if key == self.last_line:
+            return
+        self.last_line = key
+        text = linecache.getline(loc.file, loc.line).strip() if loc.file and not loc.file.startswith("<") else ""
+        base = loc.file.rsplit("/", 1)[-1] if loc.file else "?"
+        self.cur.line(f"// {base}:{loc.line}" + (f": {text}" if text else ""))
+
+    # ------------------------------------------------------------------
+    # layouts
+    # ------------------------------------------------------------------
+    def layout_of(self, v) -> Layout | None:
+        return self.plan.layout.get(v)
+
+    def thread_flat(self, lay: Layout) -> str:
+        """A kernel-level variable holding this thread's part of the flat index."""
+        key = (lay.lane, lay.warp)
+        var = self.thread_flats.get(key)
+        if var is None:
+            le = bit_index_expr("lane_id", list(lay.lane))
+            we = bit_index_expr("warp_id", list(lay.warp)) if lay.warp else "0"
+            parts = [p for p in (le, we) if p != "0"]
+            expr = " | ".join(parts) if parts else "0"
+            var = f"tf{len(self.thread_flats)}"
+            self.thread_flats[key] = var
+            self.top.line(f"const int {var} = {expr};  // this thread's offset in {_short(lay)}")
+        return var
+
+    def flat_expr(self, lay: Layout, reg: str = "i") -> str:
+        r = bit_index_expr(reg, list(lay.reg)) if lay.reg else "0"
+        t = self.thread_flat(lay)
+        if r == "0":
+            return t
+        return f"({r} | {t})"
+
+    def owner_pred(self, lay: Layout) -> str | None:
+        """True in exactly one of the threads holding each element (None when no duplicates)."""
+        conds = []
+        lm, wm = lay.dup_lane_mask(), lay.dup_warp_mask()
+        if lm:
+            conds.append(f"(lane_id & {lm}) == 0")
+        if wm:
+            conds.append(f"(warp_id & {wm}) == 0")
+        return " && ".join(conds) if conds else None
+
+    # ------------------------------------------------------------------
+    # values
+    # ------------------------------------------------------------------
+    def scalar(self, v) -> str:
+        e = self.scalars.get(v)
+        if e is None:
+            op = v.owner
+            if op is not None and getattr(op, "name", None) == "constant":
+                e = const_literal(op.attrs["value"], v.type)
+                self.scalars[v] = e
+                return e
+            raise BackendError(f"internal: scalar {v!r} used before definition", None)
+        return e
+
+    def bind_scalar(self, v, expr: str, declare=True, chunk=None):
+        if declare:
+            name = self.vname(v)
+            (chunk or self.cur).line(f"const {ctype(v.type)} {name} = {expr};")
+            self.scalars[v] = name
+        else:
+            self.scalars[v] = expr
+
+    def declare_block(self, v, lay: Layout, chunk=None, name=None) -> str:
+        name = name or self.vname(v)
+        self.used_names.add(name)
+        (chunk or self.cur).line(f"{ctype(v.type)} {name}[{lay.nregs}];")
+        self.blocks[(v, lay)] = name
+        return name
+
+    def get(self, v, lay: Layout) -> str:
+        """The name of an array holding block ``v`` in layout ``lay`` (materializing or converting)."""
+        lay = compact(lay)
+        key = (v, lay)
+        name = self.blocks.get(key)
+        if name is not None:
+            return name
+        if v in self.plan.poly:
+            return self.materialize(v, lay)
+        have = self.layout_of(v)
+        if have is None:
+            raise BackendError(f"internal: no layout for {v!r}")
+        src = self.blocks.get((v, compact(have)))
+        if src is None:
+            raise BackendError(f"internal: block {v!r} used before definition")
+        chunk = self.def_chunk.get(v, self.cur)
+        return self.convert(v, src, compact(have), lay, chunk)
+
+    def operand(self, v, lay: Layout | None, reg="i") -> str:
+        """C++ for one element of operand v (block in ``lay``, or a scalar)."""
+        if is_block(v.type):
+            return f"{self.get(v, lay)}[{reg}]"
+        return self.scalar(v)
+
+    def convert(self, v, src: str, have: Layout, want: Layout, chunk: Chunk) -> str:
+        """Emit (into ``chunk``) a copy of ``src`` in layout ``want``."""
+        m = in_thread_map(have, want.reg, want.lane, want.warp)
+        name = self.tmp(self.vname(v) + "_")
+        ct = ctype(v.type)
+        if m is not None:
+            chunk.line(f"{ct} {name}[{want.nregs}];  // {self.vname(v)} in {_short(want)} (registers only)")
+            self.for_regs(want.nregs, f"{name}[i] = {src}[{bit_index_expr('i', m)}];", chunk)
+        else:
+            self.smem_convert(src, have, name, want, v.type, chunk, what=self.vname(v))
+        self.blocks[(v, want)] = name
+        return name
+
+    def smem_convert(self, src, have: Layout, dst, want: Layout, ty, chunk: Chunk, what="", owner_only=False,
+                     declare=True):
+        ct = ctype(ty)
+        eb = _elem_bytes(ty)
+        numel = have.numel
+        per = max(1, 128 // eb)
+        size = (numel + numel // per + 1) * eb
+        off = self.smem_scratch(size, chunk)
+        sh = self.tmp("cv")
+        pad = _pad_shift(per)
+        chunk.line(f"// {what}: {_short(have)} -> {_short(want)} through shared memory")
+        if declare:
+            chunk.line(f"{ct} {dst}[{want.nregs}];")
+        chunk.line("{")
+        c = chunk.sub(1)
+        c.line(f"{ct}* {sh} = reinterpret_cast<{ct}*>(smem + {off});")
+        c.line("__syncthreads();")
+        fe = self.flat_expr(have)
+        own = self.owner_pred(have) if owner_only else None
+        store = f"{{ const int f = {fe}; {sh}[f + (f >> {pad})] = {src}[i]; }}"
+        if own:
+            store = f"if ({own}) {store}"
+        self.for_regs(have.nregs, store, c)
+        c.line("__syncthreads();")
+        fe2 = self.flat_expr(want)
+        self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[f + (f >> {pad})]; }}", c)
+        chunk.line("}")
+
+    def smem_scratch(self, size: int, chunk: Chunk) -> str:
+        name = f"SMEM_SCRATCH{len(self.smem_uses)}"
+        self.smem_uses.append(SmemUse(name, _align(size, 16), False, chunk.pipelined))
+        return name
+
+    def smem_persistent(self, size: int) -> str:
+        name = f"SMEM_PIPE{len(self.smem_uses)}"
+        self.smem_uses.append(SmemUse(name, _align(size, 128), True, True))
+        return name
+
+    # ------------------------------------------------------------------
+    # polymorphic values: produce them in any layout, where they are defined
+    # ------------------------------------------------------------------
+    def materialize(self, v, lay: Layout) -> str:
+        from .elementwise import ELEMENTWISE, scalar_expr
+        op = v.owner
+        chunk = self.def_chunk.get(v)
+        if chunk is None:
+            raise BackendError(f"internal: polymorphic value {v!r} has no definition site", op)
+        name = self.vname(v)
+        if name in self.used_names:
+            name = self.tmp(name + "_")
+        self.used_names.add(name)
+        n = lay.nregs
+        ct = ctype(v.type)
+        nm = op.name
+        if nm == "constant":
+            lit = const_literal(op.attrs["value"], scalar_of(v.type))
+            chunk.line(f"{ct} {name}[{n}];")
+            self.for_regs(n, f"{name}[i] = {lit};", chunk)
+        elif nm == "splat":
+            s = self.scalar(op.operands[0])
+            chunk.line(f"{ct} {name}[{n}];")
+            self.for_regs(n, f"{name}[i] = {s};", chunk)
+        elif nm == "arange":
+            start = int(op.attrs.get("start", 0))
+            fe = self.flat_expr(lay)
+            chunk.line(f"{ct} {name}[{n}];  // arange({start}, {op.attrs.get('end')}) in {_short(lay)}")
+            expr = fe if start == 0 else f"{start} + {fe}"
+            self.for_regs(n, f"{name}[i] = {expr};", chunk)
+        elif nm == "hint":
+            src = self.get(op.operands[0], lay)
+            self.blocks[(v, lay)] = src
+            return src
+        elif nm in ("expand_dims", "reshape"):
+            x = op.operands[0]
+            if not is_block(x.type):
+                s = self.scalar(x)
+                chunk.line(f"{ct} {name}[{n}];")
+                self.for_regs(n, f"{name}[i] = {s};", chunk)
+            else:
+                src = self.get(x, lay.with_shape(shape_of(x.type)))
+                self.blocks[(v, lay)] = src
+                return src
+        elif nm == "permute":
+            order = list(op.attrs["order"])
+            inv = [0] * len(order)
+            for i, o in enumerate(order):
+                inv[o] = i
+            src = self.get(op.operands[0], lay.permute(inv))
+            self.blocks[(v, lay)] = src
+            return src
+        elif nm == "broadcast":
+            x = op.operands[0]
+            proj = lay.project_to(shape_of(x.type))
+            src_lay = compact(proj)
+            src = self.get(x, src_lay)
+            pos = {b: 1 << j for j, b in enumerate(src_lay.reg)}
+            mapping = [pos[b] if b else 0 for b in proj.reg]
+            if all(m == 1 << j for j, m in enumerate(mapping)) and len(mapping) == len(src_lay.reg):
+                self.blocks[(v, lay)] = src
+                return src
+            chunk.line(f"{ct} {name}[{n}];  // broadcast of {src}")
+            self.for_regs(n, f"{name}[i] = {src}[{bit_index_expr('i', mapping)}];", chunk)
+        elif nm in ELEMENTWISE:
+            args = [self.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None)
+                    for o in op.operands]
+            expr = scalar_expr(nm, args, [o.type for o in op.operands], v.type, op.attrs)
+            chunk.line(f"{ct} {name}[{n}];")
+            self.for_regs(n, f"{name}[i] = {expr};", chunk)
+        else:
+            raise BackendError(f"internal: cannot materialize {nm}", op)
+        self.blocks[(v, lay)] = name
+        return name
+
+    # ------------------------------------------------------------------
+    # walking the IR
+    # ------------------------------------------------------------------
+    def emit_region(self, region, chunk: Chunk):
+        saved = self.cur
+        self.cur = chunk
+        try:
+            for op in region.ops:
+                self.emit_op(op)
+        finally:
+            self.cur = saved
+
+    def emit_op(self, op):
+        if op.name in ("yield", "condition", "return"):
+            fn = LOWERINGS.get(op.name)
+            if fn is not None:
+                fn(self, op)
+            return
+        self.source_comment(op)
+        outer = self.cur
+        chunk = outer.sub(0, op.loc)
+        for r in op.results:
+            self.def_chunk[r] = chunk
+        self.cur = chunk
+        try:
+            if op.results and all(r in self.plan.poly for r in op.results):
+                return  # produced on demand, in the layouts its users need
+            fn = LOWERINGS.get(op.name)
+            if fn is None:
+                raise BackendError(f"the CUDA backend has no lowering for '{op.name}'", op)
+            try:
+                fn(self, op)
+            except BackendError as e:
+                if e.op is None:
+                    e.op = op
+                raise
+        finally:
+            self.cur = outer
+
+    def result_block(self, v, chunk=None) -> tuple[str, Layout]:
+        """Declare the array of an anchored result in its planned layout."""
+        lay = compact(self.layout_of(v))
+        return self.declare_block(v, lay, chunk), lay
+
+
+def _elem_bytes(ty) -> int:
+    t = scalar_of(ty)
+    if t.is_ptr():
+        return 8
+    return max(1, t.primitive_bitwidth // 8)
+
+
+def _pad_shift(per: int) -> int:
+    return per.bit_length() - 1
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def _short(lay: Layout) -> str:
+    regs = lay.per_dim(lay.reg)
+    lanes = lay.per_dim(lay.lane)
+    warps = lay.per_dim(lay.warp)
+    f = lambda v: "x".join(map(str, v))  # noqa: E731
+    return f"{lay.kind.split('(')[0]}[regs {f(regs)}, lanes {f(lanes)}, warps {f(warps)}]"
+
+
+def describe_type(v) -> str:
+    return type_str(v.type)

@@ -1,0 +1,335 @@
+"""Software pipelining: loads in a loop that feed a dot become ``cp.async`` copies into
+``num_stages`` shared-memory buffers, issued ``num_stages - 1`` iterations ahead.
+
+::
+
+    prologue:   for s in 0 .. S-2: issue the loads of iteration s into buffer s; commit
+    loop body:  cp.async.wait_group(S-2); __syncthreads()      // buffer it % S has landed
+                issue the loads of iteration it + S-1 into buffer (it + S-1) % S; commit
+                ... the dot reads buffer it % S straight from shared memory (ldmatrix) ...
+    epilogue:   cp.async.wait_group(0); __syncthreads()
+
+A load qualifies when its pointer, mask and ``other`` (absent or 0) are pure
+functions of the induction variable, of loop-invariant values and of
+loop-carried values that the loop advances by pure functions (``p += BLOCK *
+stride``).  The lookahead keeps its own copies of those loop-carried values and
+re-renders that slice of the body for iteration ``it + S - 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from newt.ir.core import Region
+from newt.ir.types import is_block, scalar_of, shape_of
+
+from .ctypes import ctype
+from .elementwise import ELEMENTWISE
+from .layout import SwizzledShared, log2
+from .lower_basic import _bind_var, _declare_var, loop_condition, loop_header
+from .lower_memory import vector_width_of
+from .plan import VIEW_OPS, compact
+
+_PURE = ELEMENTWISE | VIEW_OPS | {"constant", "arange", "splat", "program_id", "num_programs"}
+
+
+@dataclass
+class PipeLoad:
+    op: object
+    lay: object
+    vec: int
+    inner: int
+    tile: SwizzledShared
+    buf: str = ""
+
+
+@dataclass
+class Pipeline:
+    loop: object
+    stages: int
+    loads: list
+    slice_ops: list            # body ops re-rendered for the lookahead, in body order
+    carried: list              # indices (into the loop-carried args) the lookahead advances
+    extra: dict = field(default_factory=dict)
+
+
+def plan_pipelines(em):
+    if em.num_stages < 2 or not em.target.mma_sync:
+        return
+    budget = em.target.max_shared - 16 * 1024
+    for op in em.fn.walk():
+        if op.name != "scf.for" or _inside_pipeline(em, op):
+            continue
+        p = _plan_loop(em, op, budget)
+        if p is not None:
+            em.pipelines[op] = p
+            for pl in p.loads:
+                em.pipelined_loads[pl.op] = (p, pl)
+
+
+def _inside_pipeline(em, op) -> bool:
+    for lp in em.pipelines:
+        for inner in lp.walk():
+            if inner is op and inner is not lp:
+                return True
+    return False
+
+
+def _plan_loop(em, loop, budget):  # noqa: C901
+    body = loop.regions[0]
+    top_ops = set(body.ops)
+    iv = body.args[0]
+    carried = body.args[1:]
+    term = body.terminator
+    yields = list(term.operands) if term is not None and term.name == "yield" else []
+    cands = []
+    for d in body.ops:
+        if d.name != "dot" or em.plan.dot.get(d) is None or em.plan.dot[d].name != "mma.sync":
+            continue
+        for idx in (0, 1):
+            v = d.operands[idx]
+            lop = v.owner
+            if not (getattr(lop, "name", None) == "load" and lop in top_ops and is_block(v.type)
+                    and len(shape_of(v.type)) == 2 and not lop.attrs.get("volatile")):
+                continue
+            if any(c.op is lop for c in cands):
+                continue
+            k = 1
+            mask = other = None
+            if lop.attrs.get("has_mask"):
+                mask = lop.operands[k]
+                k += 1
+            if lop.attrs.get("has_other"):
+                other = lop.operands[k]
+                if not _is_zero(other):
+                    continue
+            lay = compact(em.plan.access[lop])
+            ptr = lop.operands[0]
+            vec = vector_width_of(em.axis, lay, ptr, mask)
+            eb = max(1, scalar_of(v.type).primitive_bitwidth // 8)
+            if vec * eb < 4 or not lay.reg:
+                continue
+            inner = lay.dim_of_bit(lay.reg[0])[0]
+            shape = shape_of(v.type)
+            tile = SwizzledShared(shape[1 - inner], shape[inner], eb)
+            cands.append(PipeLoad(lop, lay, vec, inner, tile))
+    if not cands:
+        return None
+    # the slice of the body the lookahead re-renders
+    defs = {r: o for o in body.ops for r in o.results}
+    need_ops: set = set()
+    need_args: set = set()
+
+    def visit(vals):
+        stack = list(vals)
+        ok = True
+        while stack:
+            v = stack.pop()
+            if v is iv:
+                continue
+            if isinstance(v.owner, Region):
+                if v.owner is body:
+                    need_args.add(v)
+                    continue
+                if _defined_inside(v, body):
+                    ok = False
+                continue
+            o = defs.get(v)
+            if o is None:
+                if _defined_inside(v, body):
+                    ok = False  # defined in a nested region
+                continue
+            if o in need_ops:
+                continue
+            if o.name not in _PURE or o.regions:
+                return False
+            need_ops.add(o)
+            stack.extend(o.operands)
+        return ok
+
+    kept = []
+    for c in cands:
+        operands = c.op.operands
+        if visit(operands):
+            kept.append(c)
+    if not kept:
+        return None
+    done = set()
+    while True:
+        todo = [a for a in need_args if a not in done]
+        if not todo:
+            break
+        for a in todo:
+            done.add(a)
+            i = carried.index(a)
+            if i >= len(yields) or not visit([yields[i]]):
+                return None
+    stages = em.num_stages
+    total = sum(c.tile.size_bytes for c in kept)
+    while stages > 2 and total * stages > budget:
+        stages -= 1
+    if total * stages > budget:
+        return None
+    for c in kept:
+        c.buf = em.smem_persistent(c.tile.size_bytes * stages)
+    slice_ops = [o for o in body.ops if o in need_ops]
+    idx = sorted(carried.index(a) for a in need_args)
+    return Pipeline(loop, stages, kept, slice_ops, idx)
+
+
+def _defined_inside(v, region) -> bool:
+    for o in region.walk():
+        if o.regions:
+            for r in o.regions:
+                if v in r.args:
+                    return True
+        if v in o.results:
+            return True
+    return False
+
+
+def _is_zero(v) -> bool:
+    o = v.owner
+    while getattr(o, "name", None) in ("splat", "broadcast", "expand_dims"):
+        o = o.operands[0].owner
+    return getattr(o, "name", None) == "constant" and o.attrs.get("value") in (0, 0.0, False)
+
+
+# ---------------------------------------------------------------------------
+# emission
+# ---------------------------------------------------------------------------
+
+
+def emit_pipelined_for(em, op, pipe: Pipeline):
+    body = op.regions[0]
+    lb, ub, step = op.operands[:3]
+    S = pipe.stages
+    targets = loop_header(em, op)
+    carried = body.args[1:]
+    term = body.terminator
+    yields = list(term.operands)
+    ivv = body.args[0]
+    ivt = ctype(ivv.type)
+    c = em.cur
+    c.line(f"// software pipeline, {S} stages: loads of iteration it + {S - 1} are in flight (cp.async) "
+           f"while iteration it computes")
+    ahead_iv = em.tmp("ahead_iv")
+    c.line(f"{ivt} {ahead_iv} = {em.scalar(lb)};")
+    ahead = {}
+    for i in pipe.carried:
+        a = carried[i]
+        name = em.tmp("ahead")
+        nm, lay = _declare_var(em, a, c, init=op.operands[3 + i], name=name)
+        ahead[a] = (nm, lay)
+    for s in range(S - 1):
+        c.line(f"{{  // prologue: iteration {s}")
+        _issue(em, op, pipe, c.sub(1), str(s), ahead_iv, ahead, yields, carried)
+        c.line("}")
+    rd, wr = em.tmp("rd"), em.tmp("wr")
+    c.line(f"int {rd} = 0, {wr} = {S - 1};")
+    iv = em.vname(ivv)
+    c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv)}; {iv} += {em.scalar(step)}) {{")
+    inner = c.sub(1)
+    em.scalars[ivv] = iv
+    inner.line(f"cp_async_wait<{S - 2}>();")
+    inner.line("__syncthreads();")
+    inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
+    _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried)
+    inner.line("}")
+    for a, (name, lay, _) in zip(carried, targets):
+        _bind_var(em, a, name, lay, inner)
+    for pl in pipe.loads:
+        pl.read_base = f"(smem + {pl.buf} + {rd} * {pl.tile.size_bytes})"
+    bodyc = inner.sub(0, pipelined=True)
+    em.yield_stack.append(targets)
+    try:
+        em.emit_region(body, bodyc)
+    finally:
+        em.yield_stack.pop()
+    inner.line(f"{rd} = {rd} + 1 == {S} ? 0 : {rd} + 1;")
+    inner.line(f"{wr} = {wr} + 1 == {S} ? 0 : {wr} + 1;")
+    c.line("}")
+    c.line("cp_async_wait<0>();")
+    c.line("__syncthreads();")
+    for r, (name, lay, _) in zip(op.results, targets):
+        _bind_var(em, r, name, lay, c)
+    del ub, step
+
+
+def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
+    """Render the load slice for the lookahead iteration, issue its cp.async copies, advance."""
+    body = op.regions[0]
+    saved = (em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line)
+    em.scalars = dict(em.scalars)
+    em.blocks = dict(em.blocks)
+    em.def_chunk = dict(em.def_chunk)
+    fresh = set()
+    for o in pipe.slice_ops:
+        fresh.update(o.results)
+    for k in [k for k in em.blocks if k[0] in fresh]:
+        del em.blocks[k]
+    for v in fresh:
+        em.scalars.pop(v, None)
+    em.scalars[body.args[0]] = ahead_iv
+    for a, (name, lay) in ahead.items():
+        _bind_var(em, a, name, lay, chunk)
+    em.cur = chunk
+    em.last_line = None
+    try:
+        for o in pipe.slice_ops:
+            em.emit_op(o)
+        cond = loop_condition(em, op, ahead_iv)
+        chunk.line(f"const bool live = {cond};")
+        for pl in pipe.loads:
+            lop = pl.op
+            k = 1
+            mask = None
+            if lop.attrs.get("has_mask"):
+                mask = lop.operands[k]
+            lay = pl.lay
+            p = em.get(lop.operands[0], lay)
+            m = em.get(mask, lay) if mask is not None else None
+            eb = pl.tile.elem_bytes
+            total = pl.vec * eb
+            shape = lay.shape
+            lc = log2(shape[1])
+            fe = em.flat_expr(lay)
+            r, cc = ("r", "cc") if pl.inner == 1 else ("cc", "r")
+            del r, cc
+            off = pl.tile.offset_expr("(f >> %d)" % lc, f"(f & {shape[1] - 1})") if pl.inner == 1 else \
+                pl.tile.offset_expr(f"(f & {shape[1] - 1})", "(f >> %d)" % lc)
+            pred = "live" + (f" && {m}[i]" if m else "")
+            chunk.line("#pragma unroll")
+            chunk.line(f"for (int i = 0; i < {lay.nregs}; i += {pl.vec}) {{ const int f = {fe}; "
+                       f"cp_async_{total}(smem_u32(smem + {pl.buf} + ({stage}) * {pl.tile.size_bytes} + {off}), "
+                       f"{p}[i], {pred}); }}")
+        chunk.line("cp_async_commit();")
+        # advance the lookahead's loop-carried values and induction variable
+        targets = [(ahead[carried[i]][0], ahead[carried[i]][1], carried[i].type) for i in pipe.carried]
+        from .lower_basic import _assign
+        _assign(em, targets, [yields[i] for i in pipe.carried], chunk)
+        chunk.line(f"{ahead_iv} += {em.scalar(op.operands[2])};")
+    finally:
+        em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line = saved
+
+
+def emit_pipelined_load_value(em, op):
+    """In the loop body: the load's value lives in the current stage's buffer."""
+    from .dot.base import OperandTile
+    pipe, pl = em.pipelined_loads[op]
+    res = op.result
+    tile = OperandTile(pl.read_base, pl.tile, pl.inner)
+    em.smem_tiles[res] = tile
+    users = em.users.get(res, [])
+    if all(u.name == "dot" for u in users):
+        return
+    # other uses need it in registers too
+    lay = compact(em.layout_of(res))
+    name = em.declare_block(res, lay)
+    t = scalar_of(res.type)
+    shape = shape_of(res.type)
+    lc = log2(shape[1])
+    fe = em.flat_expr(lay)
+    off = tile.offset(f"(f >> {lc})", f"(f & {shape[1] - 1})")
+    em.for_regs(lay.nregs, f"{{ const int f = {fe}; {name}[i] = *reinterpret_cast<const {ctype(t)}*>("
+                           f"{tile.base} + {off}); }}")
