@@ -675,8 +675,9 @@ def _scan(o, plan):
             while d < size:
                 earlier = [x.narrow(dim, 0, size - d) for x in xs]
                 later = [x.narrow(dim, d, size - d) for x in xs]
-                # reversed scans combine (later, earlier) in the original order
-                comb = ex.eval_combine(rp, later, earlier) if rev else ex.eval_combine(rp, earlier, later)
+                # a reversed scan is the forward scan of the flipped block (Triton's semantics):
+                # combine(carry, element) with the carry coming from the end
+                comb = ex.eval_combine(rp, earlier, later)
                 xs = [torch.cat([x.narrow(dim, 0, d), c], dim) for x, c in zip(xs, comb)]
                 d *= 2
             if rev:

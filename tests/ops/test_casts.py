@@ -56,7 +56,7 @@ def source_values(src, n=300):
         a = (torch.randn(40, dtype=torch.float64) * 4).to(narrow)
         ib = torch.int8 if bits(narrow) == 8 else torch.int16
         b = (a.view(ib) + 1).view(narrow)
-        extra.append(((a.double() + b.double()) / 2))
+        extra.append((a.double() + b.double()) / 2)
         if src == torch.float64 and narrow != torch.float16:
             continue
         if src == torch.float64:
