@@ -317,9 +317,9 @@ class Autotuner(KernelInterface):
             except Exception as e:  # noqa: BLE001
                 return e
 
-        if self.is_interpreted():
-            return
-        nthreads = int(os.environ.get("NEWT_COMPILE_THREADS", "0") or 0) or min(8, os.cpu_count() or 1)
+        # through the interpreter this builds each config's IR, so the timed runs do not include it
+        nthreads = 1 if self.is_interpreted() else \
+            int(os.environ.get("NEWT_COMPILE_THREADS", "0") or 0) or min(8, os.cpu_count() or 1)
         if nthreads > 1 and len(configs) > 1:
             from concurrent.futures import ThreadPoolExecutor
             with ThreadPoolExecutor(min(nthreads, len(configs))) as ex:
