@@ -143,16 +143,21 @@ def main(argv=None) -> int:
     print(f"attention: newt matches torch on {n} cases"
           f" ({'interpreter' if INTERPRET else torch.cuda.get_device_name()})")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        for Z, H, N, D in ((4, 32, 4096, 64), (4, 32, 4096, 128)):
-            q, k, v = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        for shape in ((4, 32, 4096, 64), (4, 32, 4096, 128)):
             for causal in (False, True):
-                flops = 4 * Z * H * N * N * D * (0.5 if causal else 1.0)
-                t_newt = newt.testing.do_bench(lambda: attention(q, k, v, causal))
-                t_sdpa = newt.testing.do_bench(lambda: sdpa(q, k, v, is_causal=causal))
-                print(f"  {Z}x{H}x{N}x{D} causal={causal}: newt {flops / t_newt * 1e-9:6.1f} TFLOP/s   "
-                      f"sdpa {flops / t_sdpa * 1e-9:6.1f} TFLOP/s")
+                bench(shape, causal)
     return 0
+
+
+def bench(shape, causal: bool) -> None:
+    Z, H, N, D = shape
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.randn(Z, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    flops = 4 * Z * H * N * N * D * (0.5 if causal else 1.0)
+    t_newt = newt.testing.do_bench(lambda: attention(q, k, v, causal))
+    t_sdpa = newt.testing.do_bench(lambda: sdpa(q, k, v, is_causal=causal))
+    print(f"  {Z}x{H}x{N}x{D} causal={causal}: newt {flops / t_newt * 1e-9:6.1f} TFLOP/s   "
+          f"sdpa {flops / t_sdpa * 1e-9:6.1f} TFLOP/s")
 
 
 if __name__ == "__main__":

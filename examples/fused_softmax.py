@@ -99,12 +99,16 @@ def main(argv=None) -> int:
           f" ({'interpreter' if INTERPRET else torch.cuda.get_device_name()})")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
         for cols in (1024, 4096, 16384):
-            x = torch.randn(8192, cols, device="cuda")
-            t_newt = newt.testing.do_bench(lambda: softmax(x))
-            t_torch = newt.testing.do_bench(lambda: torch.softmax(x, dim=1))
-            gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
-            print(f"  8192x{cols}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
+            bench(cols)
     return 0
+
+
+def bench(cols: int) -> None:
+    x = torch.randn(8192, cols, device="cuda")
+    t_newt = newt.testing.do_bench(lambda: softmax(x))
+    t_torch = newt.testing.do_bench(lambda: torch.softmax(x, dim=1))
+    gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
+    print(f"  8192x{cols}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 
 if __name__ == "__main__":

@@ -168,14 +168,18 @@ def main(argv=None) -> int:
           f" ({'interpreter' if INTERPRET else torch.cuda.get_device_name()})")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
         for N in (1024, 4096, 8192):
-            x = torch.randn(8192, N, device="cuda", dtype=torch.float16)
-            w, b = torch.rand(N, device="cuda", dtype=torch.float16), torch.rand(N, device="cuda",
-                                                                                   dtype=torch.float16)
-            t_newt = newt.testing.do_bench(lambda: layer_norm(x, (N,), w, b))
-            t_torch = newt.testing.do_bench(lambda: torch.nn.functional.layer_norm(x, (N,), w, b))
-            gbps = lambda ms: 2 * x.numel() * 2 / ms * 1e-6  # noqa: E731
-            print(f"  forward 8192x{N} fp16: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
+            bench(N)
     return 0
+
+
+def bench(N: int) -> None:
+    x = torch.randn(8192, N, device="cuda", dtype=torch.float16)
+    w = torch.rand(N, device="cuda", dtype=torch.float16)
+    b = torch.rand(N, device="cuda", dtype=torch.float16)
+    t_newt = newt.testing.do_bench(lambda: layer_norm(x, (N,), w, b))
+    t_torch = newt.testing.do_bench(lambda: torch.nn.functional.layer_norm(x, (N,), w, b))
+    gbps = lambda ms: 2 * x.numel() * 2 / ms * 1e-6  # noqa: E731
+    print(f"  forward 8192x{N} fp16: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 
 if __name__ == "__main__":

@@ -122,14 +122,18 @@ def main(argv=None) -> int:
           f"last best config: {matmul_kernel.best_config}")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
         for size in (1024, 2048, 4096, 8192):
-            a = torch.randn(size, size, device="cuda", dtype=torch.float16)
-            b = torch.randn(size, size, device="cuda", dtype=torch.float16)
-            t_newt = newt.testing.do_bench(lambda: matmul(a, b))
-            t_torch = newt.testing.do_bench(lambda: a @ b)
-            tflops = lambda ms: 2 * size ** 3 / ms * 1e-9  # noqa: E731
-            print(f"  {size}^3 fp16: newt {tflops(t_newt):6.1f} TFLOP/s   torch (cuBLAS) {tflops(t_torch):6.1f} TFLOP/s"
-                  f"   [{matmul_kernel.best_config}]")
+            bench(size)
     return 0
+
+
+def bench(size: int) -> None:
+    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    t_newt = newt.testing.do_bench(lambda: matmul(a, b))
+    t_torch = newt.testing.do_bench(lambda: a @ b)
+    tflops = lambda ms: 2 * size ** 3 / ms * 1e-9  # noqa: E731
+    print(f"  {size}^3 fp16: newt {tflops(t_newt):6.1f} TFLOP/s   torch (cuBLAS) {tflops(t_torch):6.1f} "
+          f"TFLOP/s   [{matmul_kernel.best_config}]")
 
 
 if __name__ == "__main__":

@@ -60,12 +60,16 @@ def main(argv=None) -> int:
           f" ({'interpreter' if INTERPRET else torch.cuda.get_device_name()})")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
         for n in (1 << 20, 1 << 24, 1 << 28):
-            x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-            t_newt = newt.testing.do_bench(lambda: add(x, y))
-            t_torch = newt.testing.do_bench(lambda: x + y)
-            gbps = lambda ms: 3 * n * 4 / ms * 1e-6  # noqa: E731
-            print(f"  n=2^{n.bit_length() - 1}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
+            bench(n)
     return 0
+
+
+def bench(n: int) -> None:
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    t_newt = newt.testing.do_bench(lambda: add(x, y))
+    t_torch = newt.testing.do_bench(lambda: x + y)
+    gbps = lambda ms: 3 * n * 4 / ms * 1e-6  # noqa: E731
+    print(f"  n=2^{n.bit_length() - 1}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 
 if __name__ == "__main__":
