@@ -17,7 +17,7 @@ from .hover import value_parts
 from .textutil import call_context, dotted_before, in_string_or_comment
 
 __all__ = ["inlay_hints", "completion", "signature_help", "code_lenses", "code_actions", "nl_alias",
-           "LENS_CLIENT_COMMANDS", "LENS_SERVER_COMMANDS"]
+           "LENS_COMMANDS"]
 
 log = logging.getLogger("newt-lsp")
 
@@ -238,39 +238,24 @@ def signature_help(a: Analysis | None, text: str, pos: lsp.Position, markdown: b
 # code lenses
 # ---------------------------------------------------------------------------
 
-LENS_CLIENT_COMMANDS = {"compile": "newt.compileKernel", "verify": "newt.verifyKernel",
-                        "autotune": "newt.autotuneKernel", "show": "newt.showCuda"}
-LENS_SERVER_COMMANDS = {"compile": "newt.compile", "verify": "newt.verify", "autotune": "newt.autotune",
-                        "show": "newt.show"}
+LENS_COMMANDS = (("Compile", "newt.compileKernel"), ("Verify", "newt.verifyKernel"),
+                 ("Autotune", "newt.autotuneKernel"), ("Show CUDA", "newt.showCuda"))
 
 
-def code_lenses(a: Analysis, client_commands: bool = True) -> list[lsp.CodeLens]:
-    """``Compile · Verify · Autotune · Show CUDA`` above each kernel (not above helpers it inlines).
+def code_lenses(a: Analysis) -> list[lsp.CodeLens]:
+    """``Compile · Verify · Autotune · Show CUDA`` on each kernel's ``def`` line (not on the helpers it inlines).
 
-    ``client_commands``: lenses carry ``newt.compileKernel``... with ``[uri, position]`` (clients that handle
-    them, like the VS Code extension); otherwise the server commands with ``{uri, position}``.
+    The commands are the client commands of docs/lsp-protocol.md with ``[uri, {line, character}]`` (the
+    kernel name's position); the server accepts them as ``workspace/executeCommand`` too.
     """
     out = []
     for ka in a.kernels:
         if ka.helper:
             continue
         pos = a.index.position(ka.span.line, ka.span.col)
-        rng = lsp.Range(a.index.position(ka.def_span.line, 1), a.index.position(ka.def_span.line, 1))
-        has_configs = bool(ka.kernel_def is not None and ka.kernel_def.autotune is not None)
-        entries = [("compile", "Compile"), ("verify", "Verify")]
-        if has_configs:
-            entries.append(("autotune", "Autotune"))
-        entries.append(("show", "Show CUDA"))
-        for key, title in entries:
-            if client_commands:
-                args = [a.uri, {"line": pos.line, "character": pos.character}]
-                cmd = LENS_CLIENT_COMMANDS[key]
-            else:
-                arg = {"uri": a.uri, "position": {"line": pos.line, "character": pos.character}}
-                if key == "show":
-                    arg["kind"] = "cuda"
-                args = [arg]
-                cmd = LENS_SERVER_COMMANDS[key]
+        rng = a.index.range(ka.span)
+        for title, cmd in LENS_COMMANDS:
+            args = [a.uri, {"line": pos.line, "character": pos.character}]
             out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=cmd, arguments=args)))
     return out
 
@@ -285,11 +270,8 @@ def nl_alias(a: Analysis) -> tuple[str, lsp.TextEdit | None]:
     for name, q in a.aliases.items():
         if q == "newt.language":
             return name, None
-    scan = a.file.scan
-    if scan is not None:
-        for name, q in scan.aliases.items():
-            if q == "newt" and name == "newt":
-                return "newt.language", _import_edit(a, "import newt.language\n")
+    if a.aliases.get("newt") == "newt":
+        return "newt.language", None  # `import newt` makes newt.language reachable
     return "nl", _import_edit(a, "import newt.language as nl\n")
 
 
@@ -464,7 +446,7 @@ def _dtype_at(a: Analysis, d, span: Span):
 
 
 def _cast_text(src_text: str, node, dtype_text: str, bitcast: bool = False) -> str:
-    atom = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant))
+    atom = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.Tuple))
     base = src_text if atom else f"({src_text})"
     return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
 
@@ -480,9 +462,15 @@ def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:
     def action(i, target_dtype, bitcast=False, what=""):
         node, sp = ops[i]
         txt = _text_of(a, sp)
+        line = a.index.line(sp.line - 1)
+        if sp.col >= 2 and line[sp.col - 2:sp.col - 1] == "(" and line[sp.end_col - 1:sp.end_col] == ")" \
+                and not isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)):
+            sp = Span(sp.line, sp.col - 1, sp.end_line, sp.end_col + 1)  # already parenthesized: reuse them
+            txt = _text_of(a, sp)
+            node = ast.Tuple()  # treated as an atom below: no second pair of parentheses
         new = _cast_text(txt, node, f"{alias}.{target_dtype.lang_name}", bitcast)
         edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
-        title = what or f"Cast {txt} to {alias}.{target_dtype.lang_name}"
+        title = what or f"Cast {_text_of(a, ops[i][1])} to {alias}.{target_dtype.lang_name}"
         return _edit_action(a, title, ld, edits, preferred=(i == 1))
 
     import newt.language as nl

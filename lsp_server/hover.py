@@ -228,15 +228,38 @@ def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at) -> bool:
     else:
         out.code(f"{head}: {descs[0][3]}")
         if out.md:
-            table = ["| specialization | type | layout |", "|---|---|---|"]
+            with_layout = any(lay for *_, lay in descs)
+            table = ["| specialization | type |" + (" layout (threads, registers, warps) |" if with_layout else ""),
+                     "|---|---|" + ("---|" if with_layout else "")]
             for i, r, _av, d, lay in descs:
-                table.append(f"| {_md_cell(_label(r, i))} | `{d}` | {_md_cell(lay or '')} |")
+                row = f"| {_md_cell(_label(r, i))} | `{d}` |"
+                if with_layout:
+                    row += f" {_md_cell(lay or '—')} |"
+                table.append(row)
             out.text("\n".join(table))
         else:
             for i, r, _av, d, lay in descs:
                 out.text(f"- {_label(r, i)}: {d}" + (f"  layout: {lay}" if lay else ""))
+    _links(a, ka, out)
     out.span = best
     return True
+
+
+def _links(a: Analysis, ka, out: _Out):
+    """The generated code of the kernel's first concrete specialization, as virtual documents."""
+    if ka.helper:
+        return
+    try:
+        idx = concrete_spec(a, ka, None).spec_index
+    except Exception:  # noqa: BLE001
+        return
+    links = []
+    for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
+        uri = make_uri(a.uri, ka.name, idx, kind)
+        links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+    label = ka.results[idx].spec.label if 0 < idx < len(ka.results) else "defaults"
+    out.text(f"Show the generated code of {ka.name} ({label}): " + " · ".join(links) if out.md
+             else f"Generated code of {ka.name} ({label}):\n" + "\n".join(links))
 
 
 def _md_cell(s: str) -> str:

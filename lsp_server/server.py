@@ -38,11 +38,38 @@ CLIENT_COMMAND_ALIASES = {"newt.compileKernel": "newt.compile", "newt.verifyKern
 _SHOW_KIND = {"newt.showCuda": "cuda", "newt.showPtx": "ptx", "newt.showSass": "sass", "newt.showIr": "ir"}
 
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
+SERVER_INFO = "newt/serverInfo"
 STATUS = "newt/status"
 
 
 class NewtProtocol(LanguageServerProtocol):
-    """Runs ``workspace/executeCommand`` as one coroutine, so ``$/cancelRequest`` cancels the command itself."""
+    """Runs ``workspace/executeCommand`` as one coroutine, so ``$/cancelRequest`` cancels the command itself;
+    advertises the code lens commands to clients other than VS Code (Neovim runs a lens only when the server
+    lists its command; the VS Code extension registers them itself, so they must not be listed there)."""
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):
+        result = yield from super().lsp_initialize(params)
+        try:
+            if not self._server.vscode_client:
+                caps = result.capabilities
+                cmds = list(caps.execute_command_provider.commands) if caps.execute_command_provider else []
+                cmds += [c for c in CLIENT_COMMAND_ALIASES if c not in cmds]
+                caps.execute_command_provider = lsp.ExecuteCommandOptions(commands=cmds)
+        except Exception:  # noqa: BLE001
+            log.exception("cannot adjust the advertised commands")
+        return result
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):
+        # the server keeps its own copy of open documents (LSP's line rules); pygls's copy must not stop us
+        try:
+            for change in params.content_changes:
+                self.workspace.update_text_document(params.text_document, change)
+        except Exception:  # noqa: BLE001
+            log.debug("pygls could not apply a change", exc_info=True)
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     async def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams):
@@ -68,13 +95,14 @@ class NewtLanguageServer(LanguageServer):
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.settings = Settings()
         self.docs: dict[str, _Doc] = {}
+        self.texts: dict[str, tuple] = {}  # uri -> (text, version) of open documents
         self.kernel_cache = KernelCache(max_entries=4096)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-analysis")
         self.client_name = ""
         self.markdown = True
         self.pull_diagnostics = False
         self.snippets = False
-        self.client_lens_commands = True
+        self.vscode_client = False
         self.progress_supported = False
         self.config_pull = False
         self.refresh_inlay = False
@@ -102,11 +130,38 @@ class NewtLanguageServer(LanguageServer):
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     def doc_text(self, uri: str) -> tuple[str, int | None]:
-        doc = self.workspace.get_text_document(uri)
+        """The document's current text and version (open documents), else the file on disk (version None)."""
+        got = self.texts.get(uri)
+        if got is not None:
+            return got
+        path = uri_to_path(uri)
         try:
-            return doc.source, doc.version
-        except (FileNotFoundError, OSError, UnicodeDecodeError):
+            with open(path, encoding="utf-8", newline="") as f:
+                return f.read(), None
+        except (OSError, UnicodeDecodeError, ValueError):
             return "", None
+
+    def open_document(self, uri: str, text: str, version: int | None):
+        self.texts[uri] = (text, version)
+
+    def change_document(self, uri: str, version: int | None, changes):
+        """Apply LSP content changes with LSP's own line rules (\\n, \\r\\n, \\r only) and position encoding."""
+        from .positions import LineIndex
+        text, _ = self.texts.get(uri, ("", None))
+        for ch in changes:
+            rng = getattr(ch, "range", None)
+            if rng is None:
+                text = ch.text
+                continue
+            idx = LineIndex(text, self.encoding)
+            start, end = idx.offset(rng.start), idx.offset(rng.end)
+            if end < start:
+                start, end = end, start
+            text = text[:start] + ch.text + text[end:]
+        self.texts[uri] = (text, version)
+
+    def close_document(self, uri: str):
+        self.texts.pop(uri, None)
 
     def _state(self, uri: str) -> _Doc:
         st = self.docs.get(uri)
@@ -267,7 +322,7 @@ def _client_flags(ls: NewtLanguageServer, params: lsp.InitializeParams):
     name = ls.client_name.lower()
     vscode = "visual studio code" in name or "vscode" in name or "code-server" in name or "vscodium" in name \
         or name.startswith("code")
-    ls.client_lens_commands = vscode
+    ls.vscode_client = vscode
 
 
 def create_server() -> NewtLanguageServer:
@@ -283,9 +338,6 @@ def create_server() -> NewtLanguageServer:
         opts = _convert_args(params.initialization_options) if params.initialization_options else None
         if isinstance(opts, dict):
             ls.settings.update(opts)
-            lens = opts.get("lensCommands")
-            if lens in ("client", "server"):
-                ls.client_lens_commands = lens == "client"
         _apply_log_level(ls.settings)
         log.info("newt-lsp %s for %s (pull diagnostics: %s, trusted: %s)", __version__, ls.client_name or "client",
                  ls.pull_diagnostics, ls.settings.trusted)
@@ -310,12 +362,15 @@ def create_server() -> NewtLanguageServer:
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     @_safe()
     def did_open(ls: NewtLanguageServer, params: lsp.DidOpenTextDocumentParams):
-        ls._state(params.text_document.uri)
+        td = params.text_document
+        ls.open_document(td.uri, td.text, td.version)
+        ls._state(td.uri)
         ls.schedule(params.text_document.uri, 0)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     @_safe()
     def did_change(ls: NewtLanguageServer, params: lsp.DidChangeTextDocumentParams):
+        ls.change_document(params.text_document.uri, params.text_document.version, params.content_changes)
         if ls.settings.diagnostics_on == "type":
             ls.schedule(params.text_document.uri)
 
@@ -330,6 +385,7 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     def did_close(ls: NewtLanguageServer, params: lsp.DidCloseTextDocumentParams):
         uri = params.text_document.uri
+        ls.close_document(uri)
         st = ls.docs.pop(uri, None)
         if st is not None and st.timer is not None:
             st.timer.cancel()
@@ -394,7 +450,7 @@ def create_server() -> NewtLanguageServer:
     @_safe(list)
     async def code_lens(ls: NewtLanguageServer, params: lsp.CodeLensParams):
         a = await ls.analysis_for(params.text_document.uri)
-        return await ls.run_sync(features.code_lenses, a, ls.client_lens_commands)
+        return await ls.run_sync(features.code_lenses, a)
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
                 lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix], resolve_provider=False))
@@ -428,9 +484,43 @@ def create_server() -> NewtLanguageServer:
         uri = p.get("uri") if isinstance(p, dict) else None
         return await ls.commands.virtual_document(uri)
 
+    @ls.feature(SERVER_INFO)
+    @_safe()
+    def server_info(ls: NewtLanguageServer, params):
+        """What the server process holds (tests and the benchmark read it; users can too)."""
+        import sys
+        return {
+            "version": __version__, "pid": os.getpid(), "python": sys.executable,
+            "torch_imported": "torch" in sys.modules,
+            "cuda_imported": any(m == "cuda" or m.startswith(("cuda.", "cupy")) for m in sys.modules),
+            "rss_mb": _rss_mb(), "documents": len(ls.docs),
+            "kernel_cache": {"entries": len(ls.kernel_cache._entries), "hits": ls.kernel_cache.hits,
+                             "misses": ls.kernel_cache.misses},
+            "settings": {"trusted": ls.settings.trusted, "target": ls.settings.target,
+                         "diagnosticsOn": ls.settings.diagnostics_on, "debounceMs": ls.settings.debounce_ms},
+            "pull_diagnostics": ls.pull_diagnostics,
+            "workers": {name: (w.proc.pid if w is not None and w.alive else None, w.starts if w is not None else 0)
+                        for name, w in (("compile", ls.commands.compile_worker), ("run", ls.commands.run_worker))},
+        }
+
     for name in SERVER_COMMANDS:
         ls.command(name)(_command_stub(name))
     return ls
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _command_stub(name):
