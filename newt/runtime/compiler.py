@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import threading
 import types as pytypes
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import newt
 from newt.language import core as lc
+
+from newt.frontend.diagnostics import CompilationError
 
 from . import cache as _cache
 from .errors import OutOfResources
@@ -198,21 +201,15 @@ class AsmDict(dict):
 
     def _sass_available(self) -> bool:
         try:
-            from newt.backend.cuda import sass  # noqa: F401
+            from newt.backend.cuda.sass import find_cuobjdump
         except ImportError:
             return False
-        import shutil
-        if shutil.which("cuobjdump"):
-            return True
-        try:
-            import nvidia.cuda_cuobjdump  # noqa: F401
-            return True
-        except ImportError:
-            return False
+        return find_cuobjdump() is not None
 
     def __missing__(self, key):
         if key == "sass" and "cubin" in self:
-            from newt.backend.cuda import sass
+            # (the submodule, not the package attribute: importing newt.backend.cuda.sass rebinds the latter)
+            from newt.backend.cuda.sass import sass
             text = sass(dict.__getitem__(self, "cubin"))
             self["sass"] = text
             return text
@@ -434,13 +431,22 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     backend = _backend()
     irfn = build_ir(fn, arg_types, constexprs, hints, num_warps=num_warps, num_stages=num_stages)
     kname = irfn.name
-    module = backend.generate_cuda(irfn, target=target, num_warps=num_warps, num_stages=num_stages)
+    try:
+        module = backend.generate_cuda(irfn, target=target, num_warps=num_warps, num_stages=num_stages)
+    except CompilationError as e:
+        oor = _as_out_of_resources(e, kname, target)
+        if oor is not None:
+            raise oor from e
+        raise
     dyn = int(getattr(module, "shared_bytes", 0) or 0)
     limit = target_shared_limit(target)
     if limit is not None and dyn > limit:
         raise OutOfResources(kname, "shared memory", dyn, limit, f"target {target}")
     binary = backend.compile_cuda(module, target)
-    static = int(getattr(binary, "shared", 0) or 0)
+    if hasattr(binary, "static_shared"):  # the backend reports static and dynamic shared memory apart
+        static = int(binary.static_shared or 0)
+    else:
+        static = int(getattr(binary, "shared", 0) or 0)
     rt = [p for p in irfn.params if not p.constexpr]
     mparams = list(getattr(module, "params", None) or [])
     params = []
@@ -457,6 +463,10 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         constexprs={k: stable_repr(v) for k, v in constexprs.items()},
         hints={k: int(v) for k, v in (hints or {}).items()}, debug=bool(debug),
         nvrtc=nvrtc_version(), newt=package_fingerprint(),
+        spill_stores=int(getattr(binary, "spill_stores", 0) or 0),
+        spill_loads=int(getattr(binary, "spill_loads", 0) or 0),
+        stack_frame=int(getattr(binary, "stack_frame", 0) or 0),
+        compile_seconds=float(getattr(binary, "compile_seconds", 0.0) or 0.0),
         arg_names=[p.name for p in irfn.params],
     )
     if limit is not None and md.shared > limit:
@@ -466,6 +476,19 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     ck.ir = irfn
     ck.warnings = list(getattr(irfn, "warnings", []) or [])
     return ck
+
+
+_SMEM_RE = re.compile(r"needs (\d+) bytes of shared memory but (\S+) allows (\d+)")
+
+
+def _as_out_of_resources(e, kname: str, target: str):
+    """The backend reports a too-large shared-memory footprint as a compile error: make it OutOfResources
+    (the autotuner skips those quietly, like a config that does not fit the GPU)."""
+    for d in getattr(e, "diagnostics", []):
+        m = _SMEM_RE.search(getattr(d, "message", ""))
+        if m:
+            return OutOfResources(kname, "shared memory", int(m.group(1)), int(m.group(3)), f"target {target}")
+    return None
 
 
 def _text(x) -> str:
