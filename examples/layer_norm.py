@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         for dtype in dtypes:
             _check(M, N, dtype)
             n += 1
-    print(f"layer_norm: newt forward and backward match torch on {n} cases"
+    print(f"layer_norm: newt forward and backward matches torch on {n} cases"
           f" ({'interpreter' if INTERPRET else torch.cuda.get_device_name()})")
     if args.bench and DEVICE == "cuda" and not INTERPRET:
         for N in (1024, 4096, 8192):
