@@ -75,13 +75,14 @@ end
 
 check('newt/status: compile-only (no GPU)', function()
   vim.wait(20000, function() return status ~= nil end, 100)
-  return { ok = status ~= nil and status.mode == 'compile-only' and status.gpu == vim.NIL, status = status }
+  return { ok = status ~= nil and status.mode == 'compile-only' and (status.gpu == nil or status.gpu == vim.NIL), status = status }
 end)
 
 local function open(rel)
   vim.cmd.edit(ws .. '/' .. rel)
   local buf = vim.api.nvim_get_current_buf()
-  vim.wait(10000, function() return #vim.lsp.get_clients({ bufnr = buf, id = client_id }) > 0 end, 50)
+  if not vim.lsp.buf_is_attached(buf, client_id) then vim.lsp.buf_attach_client(buf, client_id) end
+  vim.wait(10000, function() return vim.lsp.buf_is_attached(buf, client_id) end, 50)
   return buf, vim.uri_from_bufnr(buf)
 end
 
@@ -181,14 +182,19 @@ for rel, wants in pairs(expect.codeLenses) do
     end
     lenses_by_file[rel] = resolved
     local problems = {}
+    local ecp = client.server_capabilities.executeCommandProvider
+    local advertised = ecp and ecp.commands or {}
     for _, w in ipairs(wants) do
       for i, cmd in ipairs(w.commands) do
         local found
         for _, l in ipairs(resolved) do
-          if l.command == cmd and l.line == w.line then found = l end
+          local a2 = type(l.arguments) == 'table' and l.arguments[2] or nil
+          if l.command == cmd and (l.line == w.line or (type(a2) == 'table' and a2.line == w.line)) then found = l end
         end
         if not found then
           table.insert(problems, 'no ' .. cmd .. ' lens for ' .. w.kernel)
+        elseif not vim.tbl_contains(advertised, cmd) then
+          table.insert(problems, cmd .. ' is not in executeCommandProvider.commands, so Neovim cannot run the lens')
         else
           if not found.title:find(w.titles[i], 1, true) then table.insert(problems, cmd .. ' titled ' .. found.title) end
           local a = found.arguments or {}

@@ -22,7 +22,20 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
       // regenerate open views when their source is saved or the server restarts
       vscode.workspace.onDidSaveTextDocument((doc) => this.refreshFor(doc.uri)),
       server.onDidStart(() => this.refreshFor(undefined)),
+      // links in hovers (`[CUDA](newt:/...)`) open these documents without going through open()
+      vscode.workspace.onDidOpenTextDocument((doc) => {
+        if (doc.uri.scheme === VIRTUAL_SCHEME) void this.applyLanguage(doc);
+      }),
     );
+  }
+
+  /** Shows a virtual document in the language the server named (else the one its `kind` implies). */
+  private async applyLanguage(doc: vscode.TextDocument): Promise<vscode.TextDocument> {
+    const key = doc.uri.toString();
+    const serverLanguage = this.languages.get(key) ?? virtualQuery(this.serverUri(doc.uri).split('?')[1] ?? '').kind;
+    const lang = languageFor(serverLanguage, new Set(await vscode.languages.getLanguages()));
+    if (doc.languageId === lang || doc.isClosed) return doc;
+    return vscode.languages.setTextDocumentLanguage(doc, lang);
   }
 
   private serverUri(uri: vscode.Uri): string {
@@ -49,10 +62,7 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
     this.originals.set(uri.toString(), serverUri);
     const already = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
     if (already) this.changed.fire(uri); // recompiled: show the new text
-    let doc = await vscode.workspace.openTextDocument(uri);
-    const available = new Set(await vscode.languages.getLanguages());
-    const lang = languageFor(this.languages.get(uri.toString()), available);
-    if (doc.languageId !== lang) doc = await vscode.languages.setTextDocumentLanguage(doc, lang);
+    const doc = await this.applyLanguage(await vscode.workspace.openTextDocument(uri));
     await vscode.window.showTextDocument(doc, {
       viewColumn: vscode.ViewColumn.Beside,
       preview: opts.preview ?? true,

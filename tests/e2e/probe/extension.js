@@ -114,7 +114,7 @@ async function run() {
 
   await check('status bar: compile-only (no GPU)', async () => {
     const status = await waitFor(() => api.status, 30000);
-    return { ok: !!status && status.mode === 'compile-only' && status.gpu === null, status };
+    return { ok: !!status && status.mode === 'compile-only' && status.gpu == null, status };
   });
 
   // -- diagnostics at exact lines and codes -----------------------------------------------------
@@ -148,8 +148,18 @@ async function run() {
       const text = await waitFor(async () => hoverText(await vscode.commands.executeCommand('vscode.executeHoverProvider', doc.uri, pos)), 30000);
       const hasShape = h.contains.every((s) => (text || '').includes(s));
       const hasDtype = h.dtype.some((s) => (text || '').includes(s));
-      const offersCuda = /newt\.showCuda|Show CUDA|CUDA/.test(text || '');
-      return { ok: word === h.word && hasShape && hasDtype && (!h.offersCuda || offersCuda), word, hasShape, hasDtype, offersCuda, text };
+      // "offers the CUDA": a link in the hover that opens the generated CUDA (what a click does: vscode.open)
+      const link = /\[CUDA\]\((newt:[^)\s]+)\)/.exec(text || '');
+      let opened;
+      if (link) {
+        const target = vscode.Uri.parse(link[1]);
+        await vscode.commands.executeCommand('vscode.open', target);
+        const d = await waitFor(() => vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString() && x.languageId === 'cuda-cpp'), 20000);
+        const any = d || vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString());
+        opened = any && { uri: any.uri.toString(), languageId: any.languageId, isCuda: /__global__|extern "C"/.test(any.getText()), head: any.getText().slice(0, 200) };
+      }
+      const offersCuda = !!opened && opened.languageId === 'cuda-cpp' && opened.isCuda;
+      return { ok: word === h.word && hasShape && hasDtype && (!h.offersCuda || offersCuda), word, hasShape, hasDtype, offersCuda, opened, text };
     });
   }
 
@@ -255,6 +265,7 @@ async function run() {
   const s = expect.screenshot;
   await check('screenshot setup: problems panel and a hover on a diagnostic', async () => {
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('notifications.clearAll');
     await vscode.commands.executeCommand('workbench.actions.view.problems');
     const { editor } = await show(s.file, { viewColumn: vscode.ViewColumn.One });
     await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
