@@ -20,6 +20,7 @@ every launch so the error names the kernel that faulted.
 
 from __future__ import annotations
 
+import collections
 import os
 import struct
 import threading
@@ -29,8 +30,13 @@ from .errors import KernelFaultError, LaunchError, OutOfResources
 _torch = None
 _drv = None
 
-#: the last newt Launcher that was launched successfully (for fault messages)
-LAST = [None]
+#: the newt Launchers launched most recently (successfully), oldest first; cleared by a successful
+#: ``synchronize()``.  Fault messages name them.
+HISTORY: collections.deque = collections.deque(maxlen=8)
+
+
+def last_launched():
+    return HISTORY[-1] if HISTORY else None
 
 #: errors after which the context is unusable (the kernel faulted)
 STICKY = {
@@ -147,21 +153,32 @@ def check(result, what: str, kernel: str | None = None):
     return result[1:]
 
 
+def _recent(exclude=None) -> list:
+    """Distinct recently launched kernels, oldest first (by their last launch)."""
+    out = []
+    for ln in HISTORY:
+        if ln is exclude:
+            continue
+        if ln in out:
+            out.remove(ln)
+        out.append(ln)
+    return out
+
+
 def _fault_context(current=None) -> str:
-    last = LAST[0]
+    recent = _recent(exclude=current)
     parts = []
-    if last is not None and last is not current:
-        parts.append(f"the last newt kernel launched before this point was {last.describe()}")
-    elif last is not None:
-        parts.append(f"the last newt kernel launched was {last.describe()}")
-    parts.append("the fault may also come from a non-newt kernel launched since; kernels run asynchronously, so run "
-                 "with NEWT_LAUNCH_BLOCKING=1 to synchronise after each launch and name the faulting kernel. "
+    if recent:
+        what = "newt kernel launched" if len(recent) == 1 else "newt kernels launched"
+        parts.append(f"the {what} most recently (oldest first): " + ", ".join(ln.describe() for ln in recent))
+    parts.append("the fault may also come from a non-newt kernel launched meanwhile; kernels run asynchronously, so "
+                 "run with NEWT_LAUNCH_BLOCKING=1 to synchronise after each launch and name the faulting kernel. "
                  "The CUDA context is now unusable: restart the process")
     return ". " + "; ".join(parts) + "."
 
 
 def synchronize(device=None):
-    """Wait for all work on the device; a kernel fault raises KernelFaultError naming the kernel."""
+    """Wait for all work on the device; a kernel fault raises KernelFaultError naming the kernel(s)."""
     if not has_gpu():
         return
     cur = current_device_fn()()
@@ -173,17 +190,20 @@ def synchronize(device=None):
                 return synchronize()
     ensure_context(cur)
     err = cu().cuCtxSynchronize()[0]
-    if err:
-        code = int(err)
-        last = LAST[0]
-        who = last.name if last is not None else None
-        msg = f"synchronize: {error_name(code)} ({error_string(code)})"
-        if last is not None:
-            msg = (f"kernel {last.describe()} (or work queued after it) failed: {error_name(code)} "
-                   f"({error_string(code)})")
-        if code in STICKY:
-            raise KernelFaultError(msg + _fault_context(last), kernel=who, code=error_name(code), sticky=True)
-        raise LaunchError(msg, kernel=who, code=error_name(code))
+    if not err:
+        HISTORY.clear()
+        return
+    code = int(err)
+    recent = _recent()
+    who = ", ".join(ln.name for ln in recent) or None
+    if len(recent) == 1:
+        msg = f"kernel {recent[0].describe()} failed on the device: {error_name(code)} ({error_string(code)})"
+    else:
+        msg = f"a kernel failed on the device: {error_name(code)} ({error_string(code)})"
+    if code in STICKY:
+        ctx = _fault_context(recent[0] if len(recent) == 1 else None)
+        raise KernelFaultError(msg + ctx, kernel=who, code=error_name(code), sticky=True)
+    raise LaunchError(msg, kernel=who, code=error_name(code))
 
 
 # ---------------------------------------------------------------------------
@@ -437,7 +457,7 @@ class Launcher:
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
-            "_shm": self.kernel.metadata.dynamic_shared, "_params": self.buffer.params_addr, "_last": LAST,
+            "_shm": self.kernel.metadata.dynamic_shared, "_params": self.buffer.params_addr, "_hist": HISTORY.append,
             "_me": self, "_failed": self._failed, "_grid_error": self._grid_error, "_sync": self._sync_after,
         }
         for j, c in enumerate(codes):
@@ -462,7 +482,7 @@ class Launcher:
         body.append("            _grid_error(gx, gy, gz, e)")
         body.append("    if _r[0]:")
         body.append(f"        _failed(_r[0], gx, gy, gz, stream, ({packed}{',' if sel else ''}))")
-        body.append("    _last[0] = _me")
+        body.append("    _hist(_me)")
         if self.blocking:
             body.append("    _sync()")
         src = "\n".join(body) + "\n"
@@ -485,7 +505,7 @@ class Launcher:
                 r = d.cuLaunchKernel(self.function, gx, gy, gz, self.block, 1, 1, self.kernel.metadata.dynamic_shared,
                                      stream, self.buffer.params_addr, 0)
             if not r[0]:
-                LAST[0] = self
+                HISTORY.append(self)
                 return
             code = int(r[0])
         what = (f"launching {self.describe()} with grid ({gx}, {gy}, {gz}), {self.block} threads per block, "

@@ -153,6 +153,5 @@ def install_fake_gpu(monkeypatch) -> FakeCU:
     monkeypatch.setattr(driver, "device_info", lambda dev: FakeDeviceInfo())
     monkeypatch.setattr(driver, "ParamBuffer", RecordingParamBuffer)
     monkeypatch.setattr(driver, "_LOADED", {})
-    monkeypatch.setattr(driver, "LAST", driver.LAST)
-    driver.LAST[0] = None
+    driver.HISTORY.clear()
     return cu

@@ -35,7 +35,7 @@ def test_launch_packs_runtime_arguments(gpu, fake_backend):
     assert ln.grid == (4, 1, 1) and ln.block == (128, 1, 1) and ln.stream == 1234 and ln.shared == 0
     assert ln.function[2] == ck.metadata.name
     assert isinstance(ck, newt.runtime.CompiledKernel)
-    assert driver.LAST[0].name == "add_kernel"
+    assert driver.last_launched().name == "add_kernel"
 
 
 def test_int_equal_to_one_is_not_passed(gpu):
@@ -161,7 +161,7 @@ def test_sticky_fault_at_the_next_launch_names_the_previous_kernel(gpu):
         K.grid3_kernel[(1,)](out, X=4, Y=8)
     msg = str(ei.value)
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in msg and "grid3_kernel" in msg
-    assert "the last newt kernel launched before this point was 'add_kernel'" in msg
+    assert "the newt kernel launched most recently (oldest first): 'add_kernel'" in msg
     assert "NEWT_LAUNCH_BLOCKING=1" in msg and ei.value.sticky
 
 
@@ -169,9 +169,16 @@ def test_synchronize_names_the_last_kernel(gpu):
     x = torch.randn(16)
     K.add_kernel[(1,)](x, x, x, 16, BLOCK_SIZE=16)
     gpu.sync_result = 710
-    with pytest.raises(KernelFaultError, match=r"kernel 'add_kernel' \(.*\) \(or work queued after it\) failed: "
-                                               r"CUDA_ERROR_ASSERT"):
+    with pytest.raises(KernelFaultError, match=r"kernel 'add_kernel' \(.*\) failed on the device: CUDA_ERROR_ASSERT"):
         driver.synchronize()
+    out = torch.empty(64, dtype=torch.int32)
+    K.grid3_kernel[(1,)](out, X=4, Y=8)
+    with pytest.raises(KernelFaultError, match=r"a kernel failed on the device: CUDA_ERROR_ASSERT.*most recently "
+                                               r"\(oldest first\): 'add_kernel' \(.*\), 'grid3_kernel'"):
+        driver.synchronize()
+    gpu.sync_result = 0
+    driver.synchronize()
+    assert driver.last_launched() is None
 
 
 def test_launch_blocking_pins_the_fault_on_the_kernel(gpu, monkeypatch):
