@@ -206,7 +206,9 @@ class Emitter:
     def bind_scalar(self, v, expr: str, declare=True, chunk=None):
         if declare:
             name = self.vname(v)
-            (chunk or self.cur).line(f"const {ctype(v.type)} {name} = {expr};")
+            ct = ctype(v.type)
+            decl = f"{ct} const" if ct.endswith("*") else f"const {ct}"
+            (chunk or self.cur).line(f"{decl} {name} = {expr};")
             self.scalars[v] = name
         else:
             self.scalars[v] = expr

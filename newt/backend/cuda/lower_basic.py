@@ -139,7 +139,8 @@ def _assign(em, targets, values, chunk):
     for (name, lay, ty), v in zip(targets, values):
         if lay is None:
             t = em.tmp("y")
-            chunk.line(f"const {ctype(ty)} {t} = {em.scalar(v)};")
+            ct = ctype(ty)
+            chunk.line(f"{ct + ' const' if ct.endswith('*') else 'const ' + ct} {t} = {em.scalar(v)};")
             temps.append(t)
         else:
             temps.append(em.get(v, lay))

@@ -131,7 +131,7 @@ def pack_words(elems: list, t, total: int) -> list:
             words += [f"(unsigned)({b})", f"(unsigned)(({b}) >> 32)"]
         return words
     wbytes = 4 if total >= 4 else 2
-    per = wbytes // eb
+    per = min(wbytes // eb, len(bits))
     words = []
     for w in range(max(1, total // wbytes)):
         parts = []
@@ -152,7 +152,7 @@ def unpack_words(words: list, t, count: int) -> list:
     if eb == 4:
         return [from_bits(w, t) for w in words[:count]]
     wbytes = 4 if eb * count >= 4 else 2
-    per = wbytes // eb
+    per = min(wbytes // eb, count)
     mask = (1 << (8 * eb)) - 1
     out = []
     for k in range(count):

@@ -122,7 +122,6 @@ class MmaSyncLowering(DotLowering):
         c.line("}")
         conv = (lambda e: from_compute(e, rt)) if work == "float" else (lambda e: e)
         em.for_regs(lay.nregs, f"{name}[i] = {conv(f'{w}[i]')};", c)
-        del ctype
 
     # ------------------------------------------------------------------
     def _tile(self, em, op, index, given):
