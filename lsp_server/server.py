@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -287,8 +288,8 @@ def _safe(default=None):
                 ls.touch()
                 try:
                     return await fn(ls, *args, **kwargs)
-                except asyncio.CancelledError:
-                    raise
+                except (asyncio.CancelledError, JsonRpcException):
+                    raise  # a cancelled request, or an error meant for the client
                 except Exception:  # noqa: BLE001 - the server never dies
                     log.exception("%s failed", fn.__name__)
                     return default() if callable(default) else default
@@ -298,6 +299,8 @@ def _safe(default=None):
                 ls.touch()
                 try:
                     return fn(ls, *args, **kwargs)
+                except JsonRpcException:
+                    raise
                 except Exception:  # noqa: BLE001
                     log.exception("%s failed", fn.__name__)
                     return default() if callable(default) else default

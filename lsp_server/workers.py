@@ -199,7 +199,7 @@ class Worker:
                     if cancel_sent_at is not None:
                         remaining = min(remaining, 10.0 - (loop.time() - cancel_sent_at))
                     if remaining <= 0:
-                        self.kill()
+                        _kill(proc)
                         for w in waiters[1:]:
                             w.cancel()
                         if cancel_sent_at is not None:
@@ -228,14 +228,17 @@ class Worker:
                 except (BrokenPipeError, ConnectionResetError, RuntimeError):
                     pass
                 keep_pending = True
-                asyncio.ensure_future(self._reap_after(fut, 10.0, rid))
+                asyncio.ensure_future(self._reap_after(proc, fut, 10.0, rid))
                 raise
             finally:
                 if not keep_pending:
                     self._pending.pop(rid, None)
             if msg.get("fatal"):
-                # the worker exits by itself; make sure of it
-                asyncio.ensure_future(self._reap_after(None, 5.0))
+                # the worker exits by itself after a fatal error; wait for it (the next request starts afresh)
+                try:
+                    await asyncio.wait_for(proc.wait(), 10.0)
+                except asyncio.TimeoutError:
+                    _kill(proc)
             if "error" in msg:
                 err = msg["error"] or {}
                 kind = err.get("kind", "internal")
@@ -247,17 +250,20 @@ class Worker:
                 result.setdefault("worker_restarted", True)
             return result
 
-    async def _reap_after(self, fut, delay: float, rid=None):
-        """End the process unless ``fut`` (a cancelled request) finishes within ``delay`` seconds."""
+    async def _reap_after(self, proc, fut, delay: float, rid=None):
+        """End ``proc`` unless ``fut`` (a cancelled request) finishes within ``delay`` seconds."""
         try:
-            if fut is not None:
-                await asyncio.wait_for(asyncio.shield(fut), delay)
-            else:
-                await asyncio.sleep(delay)
-                if self.alive:
-                    self.kill()
+            await asyncio.wait_for(asyncio.shield(fut), delay)
         except Exception:  # noqa: BLE001 - timed out, or the request failed: start afresh next time
-            self.kill()
+            _kill(proc)
         finally:
             if rid is not None:
                 self._pending.pop(rid, None)
+
+
+def _kill(proc):
+    if proc is not None and proc.returncode is None:
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass

@@ -36,15 +36,25 @@ def utf16(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def pos_of(text: str, needle: str, occurrence: int = 1, delta: int = 0) -> lsp.Position:
-    """LSP position (UTF-16) of the ``occurrence``-th ``needle`` in ``text``, plus ``delta`` characters."""
+def units(s: str, encoding: str = "utf-16") -> int:
+    """Length of ``s`` in the code units of an LSP position encoding."""
+    e = str(getattr(encoding, "value", encoding))
+    if e == "utf-8":
+        return len(s.encode("utf-8"))
+    if e == "utf-32":
+        return len(s)
+    return utf16(s)
+
+
+def pos_of(text: str, needle: str, occurrence: int = 1, delta: int = 0, encoding: str = "utf-16") -> lsp.Position:
+    """LSP position of the ``occurrence``-th ``needle`` in ``text``, plus ``delta`` characters."""
     idx = -1
     for _ in range(occurrence):
         idx = text.index(needle, idx + 1)
     idx += delta
     line = text.count("\n", 0, idx)
     start = text.rfind("\n", 0, idx) + 1
-    return lsp.Position(line, utf16(text[start:idx]))
+    return lsp.Position(line, units(text[start:idx], encoding))
 
 
 def server_env(tmp: Path | None = None, **extra) -> dict:
@@ -76,8 +86,9 @@ def pull_capable(client) -> bool:
     return bool(caps and caps.text_document and caps.text_document.diagnostic is not None)
 
 
-async def diagnostics_of(client, uri: str, timeout: float = 30.0):
-    """The diagnostics of a document the way the client gets them: pulled, or the last published set."""
+async def diagnostics_of(client, uri: str, version: int | None = None, timeout: float = 30.0):
+    """The diagnostics of a document the way the client gets them: pulled, or published (for ``version``, after
+    the document was last opened: ``client.published`` / ``client.opened`` are kept by the tests' fixtures)."""
     import asyncio
 
     if pull_capable(client):
@@ -86,9 +97,15 @@ async def diagnostics_of(client, uri: str, timeout: float = 30.0):
         return list(rep.items)
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    while uri not in client.diagnostics:
+    since = getattr(client, "opened", {}).get(uri, 0)
+
+    def ready():
+        pubs = [p for p in client.published[since:] if p[0] == uri]
+        return pubs and (version is None or pubs[-1][1] == version)
+
+    while not ready():
         if loop.time() > end:
-            raise TimeoutError(f"no diagnostics for {uri}")
+            raise TimeoutError(f"no diagnostics for {uri} (version {version})")
         await asyncio.sleep(0.02)
     return list(client.diagnostics[uri])
 
