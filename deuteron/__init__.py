@@ -1,0 +1,43 @@
+"""deuteron: a Helion-like tile language on top of newt (``import deuteron as dt``).
+
+Write PyTorch-like code over tiles; deuteron turns the tile loops into one
+readable newt kernel, checks every config against the eager PyTorch version
+of the same function and autotunes::
+
+    @dt.kernel
+    def add(x, y):
+        out = torch.empty_like(x)
+        for tile in dt.tile(out.size()):
+            out[tile] = x[tile] + y[tile]
+        return out
+
+Importing deuteron does not import torch (the language server loads it).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .config import Config, ConfigError  # noqa: F401
+from .kernel import Kernel, kernel  # noqa: F401
+from .language import (  # noqa: F401
+    Bool, BooleanFragment, Choice, DeuteronUsageError, EnumFragment, IntegerFragment, IntRange, PowerOfTwo,
+    PowerOfTwoFragment, Tile, arange, atomic_add, cdiv, dot, exp, full, gelu, grid, next_power_of_2,
+    register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh, tile, zeros,
+)
+
+_LAZY = {
+    "autotune": ("deuteron.autotune", None),
+    "testing": ("deuteron.testing", None),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        mod, attr = _LAZY[name]
+        m = importlib.import_module(mod)
+        val = m if attr is None else getattr(m, attr)
+        globals()[name] = val
+        return val
+    raise AttributeError(f"module 'deuteron' has no attribute {name!r}")

@@ -1,0 +1,178 @@
+"""``dt.Config``: one point of a deuteron kernel's configuration space.
+
+A config says how the tile program is mapped onto the GPU; it never changes
+what the kernel computes (the autotuner checks every config against the eager
+oracle before timing it).  Torch-free: the language server and the static
+checker read configs too.
+
+Fields (all optional; missing ones take the kernel's defaults):
+
+``block_sizes``      one power of two per tunable block dimension, in source order: every
+                     ``dt.tile`` dimension without a fixed ``block_size=`` and every
+                     ``dt.register_block_size`` call.
+``loop_orders``      one permutation per multi-dimensional grid loop (``dt.tile([m, n])`` at the
+                     top level): ``[1, 0]`` makes dimension 1 the fastest-varying program id.
+``l2_groupings``     one int per multi-dimensional grid loop: groups of that many rows are
+                     scheduled together (better L2 reuse for matmul-like kernels); 1 = off.
+``reduction_loops``  one entry per whole-dimension (``:``) reduction axis, in order of appearance:
+                     ``None`` = persistent (the whole axis in one block), an int = a looped
+                     reduction over chunks of that many elements.
+``num_warps``        warps per program (1..32, a power of two).
+``num_stages``       software-pipelining depth of loads in inner loops.
+``pid_type``         ``"flat"`` (one program id axis, decomposed), ``"xyz"`` (one launch axis per
+                     grid dimension) or ``"persistent"`` (one program per SM looping over tiles).
+anything else        the value of a ``dt.register_tunable(name, ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["Config", "ConfigError", "PID_TYPES"]
+
+PID_TYPES = ("flat", "xyz", "persistent")
+
+_FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages", "pid_type")
+
+
+class ConfigError(ValueError):
+    """A config that does not fit a kernel (the D005 diagnostic at run time)."""
+
+
+def _is_pow2(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and (v & (v - 1)) == 0
+
+
+class Config:
+    """A deuteron kernel configuration.  ``str(config)`` is a line to paste into ``@dt.kernel(config=...)``."""
+
+    __slots__ = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages",
+                 "pid_type", "tunables")
+
+    def __init__(self, block_sizes=None, loop_orders=None, l2_groupings=None, reduction_loops=None,
+                 num_warps=None, num_stages=None, pid_type=None, **tunables):
+        self.block_sizes = None if block_sizes is None else [_as_int(b, "block_sizes") for b in _as_list(block_sizes)]
+        self.loop_orders = None if loop_orders is None else [[_as_int(i, "loop_orders") for i in o]
+                                                             for o in _as_list(loop_orders)]
+        self.l2_groupings = None if l2_groupings is None else [_as_int(g, "l2_groupings")
+                                                               for g in _as_list(l2_groupings)]
+        self.reduction_loops = None if reduction_loops is None else [
+            None if r is None else _as_int(r, "reduction_loops") for r in _as_list(reduction_loops)]
+        self.num_warps = None if num_warps is None else _as_int(num_warps, "num_warps")
+        self.num_stages = None if num_stages is None else _as_int(num_stages, "num_stages")
+        if pid_type is not None and pid_type not in PID_TYPES:
+            raise ConfigError(f"pid_type must be one of {', '.join(map(repr, PID_TYPES))}, not {pid_type!r}")
+        self.pid_type = pid_type
+        self.tunables = dict(tunables)
+        self.check_basic()
+
+    # -- validation that needs no kernel --------------------------------------------
+    def check_basic(self) -> None:
+        for b in self.block_sizes or ():
+            if not _is_pow2(b):
+                raise ConfigError(f"block size {b} is not a power of two")
+        for r in self.reduction_loops or ():
+            if r is not None and not _is_pow2(r):
+                raise ConfigError(f"reduction loop size {r} is not a power of two (use None for persistent)")
+        for o in self.loop_orders or ():
+            if sorted(o) != list(range(len(o))):
+                raise ConfigError(f"loop order {o} is not a permutation of 0..{len(o) - 1}")
+        for g in self.l2_groupings or ():
+            if g < 1:
+                raise ConfigError(f"l2 grouping {g} must be >= 1")
+        if self.num_warps is not None and (not _is_pow2(self.num_warps) or self.num_warps > 32):
+            raise ConfigError(f"num_warps={self.num_warps} must be a power of two between 1 and 32")
+        if self.num_stages is not None and not (1 <= self.num_stages <= 8):
+            raise ConfigError(f"num_stages={self.num_stages} must be between 1 and 8")
+
+    # -- mapping-like access -------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Only the fields that are set (JSON-friendly)."""
+        d = {}
+        for f in _FIELDS:
+            v = getattr(self, f)
+            if v is not None:
+                d[f] = v
+        d.update(self.tunables)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        if isinstance(d, Config):
+            return d
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a dict or dt.Config, not {type(d).__name__}")
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"not a JSON config: {e}") from None
+        return cls.from_dict(d)
+
+    def get(self, name, default=None):
+        if name in _FIELDS:
+            v = getattr(self, name)
+            return default if v is None else v
+        return self.tunables.get(name, default)
+
+    def __getitem__(self, name):
+        v = self.get(name)
+        if v is None:
+            raise KeyError(name)
+        return v
+
+    def replace(self, **changes) -> "Config":
+        d = self.to_dict()
+        for k, v in changes.items():
+            if v is None:
+                d.pop(k, None)
+            else:
+                d[k] = v
+        return Config(**d)
+
+    def merged_over(self, defaults: "Config") -> "Config":
+        """This config with every unset field taken from ``defaults``."""
+        d = defaults.to_dict()
+        d.update(self.to_dict())
+        return Config(**d)
+
+    def key(self) -> str:
+        return self.to_json()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Config) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    def __repr__(self) -> str:
+        parts = []
+        for k, v in self.to_dict().items():
+            parts.append(f"{k}={v!r}")
+        return "dt.Config(" + ", ".join(parts) + ")"
+
+    __str__ = __repr__
+
+
+def _as_list(v):
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    raise ConfigError(f"expected a list, got {v!r}")
+
+
+def _as_int(v, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            import numbers
+            if isinstance(v, numbers.Integral):
+                return int(v)
+        except Exception:  # noqa: BLE001
+            pass
+        raise ConfigError(f"{field}: expected an int, got {v!r}")
+    return int(v)

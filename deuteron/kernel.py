@@ -1,0 +1,691 @@
+"""``@dt.kernel``: the kernel object.
+
+Calling a kernel runs its host code eagerly; each outermost tile loop becomes
+one generated newt kernel, compiled once per (argument signature, config) and
+launched.  The config comes from ``config=``, the autotuner (``configs=`` or
+a search over the kernel's space) or the on-disk config cache.
+
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+
+from . import language as L
+from .config import Config, ConfigError
+from .errors import DeuteronError
+from .structure import EFFORTS
+
+__all__ = ["Kernel", "kernel"]
+
+
+def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=True, print_config=None,
+           autotune_callback=None, autotune_log=None):
+    """Make a deuteron kernel: ``@dt.kernel`` or ``@dt.kernel(config=dt.Config(...))``.
+
+    ``config``           use this config (no autotuning).
+    ``configs``          autotune among these configs only.
+    ``autotune_effort``  ``"none"`` (the default config), ``"quick"`` (a short search) or ``"full"``.
+    ``static_shapes``    specialize on every tensor shape and stride (default True); False compiles once
+                         per power-of-two size bucket and passes sizes at run time.
+    ``print_config``     print the chosen config after autotuning (default: when stderr is a terminal).
+    ``autotune_callback`` called with progress events ({"kind": "begin"|"report"|"end", ...}).
+    """
+    def wrap(f):
+        return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
+                      static_shapes=static_shapes, print_config=print_config, autotune_callback=autotune_callback,
+                      autotune_log=autotune_log)
+    return wrap(fn) if fn is not None else wrap
+
+
+def _as_config(c, what):
+    if c is None or isinstance(c, Config):
+        return c
+    if isinstance(c, dict):
+        return Config.from_dict(c)
+    raise ConfigError(f"{what} must be a dt.Config or a dict, not {type(c).__name__}")
+
+
+class Kernel:
+    """A ``@dt.kernel`` function.  Call it like the function; ``.ref(...)`` runs the eager reference."""
+
+    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=True,
+                 print_config=None, autotune_callback=None, autotune_log=None):
+        if isinstance(fn, Kernel):
+            fn = fn.fn
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self.config = _as_config(config, "config")
+        self.configs = [_as_config(c, "configs[i]") for c in (configs or [])]
+        if autotune_effort is not None and autotune_effort not in EFFORTS:
+            raise ConfigError(f"autotune_effort must be one of {', '.join(map(repr, EFFORTS))}, "
+                              f"not {autotune_effort!r}")
+        self.autotune_effort = autotune_effort
+        self.static_shapes = bool(static_shapes)
+        self.print_config = print_config
+        self.autotune_callback = autotune_callback
+        self.autotune_log = autotune_log
+        self.signature = inspect.signature(fn)
+        self._source = None
+        self._entries: dict = {}
+        self._host = None
+
+    # ------------------------------------------------------------------ source and structure
+    @property
+    def source(self):
+        if self._source is None:
+            from .host import KernelSource
+            self._source = KernelSource(self.fn)
+            self._source.raise_errors()
+        return self._source
+
+    @property
+    def structure(self):
+        return self.source.structure
+
+    def _host_fn(self):
+        if self._host is not None:
+            return self._host
+        f = self.source.host_function(_dispatch_launch)
+        if not self.fn.__code__.co_freevars:
+            self._host = f
+        return f
+
+    def __repr__(self):
+        return f"<deuteron kernel {self.__qualname__}>"
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, args, kwargs):
+        try:
+            b = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}(): {e}") from None
+        b.apply_defaults()
+        return b
+
+    def _key(self, bound) -> tuple:
+        import torch
+        parts = []
+
+        def add(v):
+            if isinstance(v, torch.Tensor):
+                if self.static_shapes:
+                    parts.append(("T", str(v.dtype), tuple(v.shape), tuple(v.stride()), v.device.type))
+                else:
+                    parts.append(("T", str(v.dtype), v.dim(), tuple(_np2(s) if s > 1 else s for s in v.shape),
+                                  tuple(st == 1 for st in v.stride()), v.device.type))
+            elif isinstance(v, (list, tuple)):
+                parts.append(("L", len(v)))
+                for x in v:
+                    add(x)
+            elif isinstance(v, bool):
+                parts.append(("b", v))
+            elif isinstance(v, (int, float)):
+                parts.append((type(v).__name__,))
+            elif isinstance(v, (str, type(None), torch.dtype)):
+                parts.append(("v", str(v)))
+            else:
+                parts.append(("o", type(v).__name__))
+
+        for v in bound.arguments.values():
+            add(v)
+        return tuple(parts)
+
+    def _device(self, bound):
+        import torch
+        for v in bound.arguments.values():
+            if isinstance(v, torch.Tensor):
+                return v.device
+            if isinstance(v, (list, tuple)):
+                for x in v:
+                    if isinstance(x, torch.Tensor):
+                        return x.device
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+    def bind(self, *args, **kwargs) -> "_Entry":
+        """The compiled state for this argument signature (discovered, config not yet chosen)."""
+        b = self._bind(args, kwargs)
+        return self._entry(b)
+
+    def _entry(self, bound) -> "_Entry":
+        key = self._key(bound)
+        e = self._entries.get(key)
+        if e is None:
+            e = _Entry(self, key, self._device(bound))
+            e.discover(bound)
+            self._entries[key] = e
+        return e
+
+    def reset(self):
+        """Forget compiled programs and chosen configs (the disk cache stays)."""
+        self._entries.clear()
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        b = self._bind(args, kwargs)
+        e = self._entry(b)
+        if e.config is None:
+            e.config = self._choose_config(e, b)
+        return e.run(b, e.config)
+
+    def _effort(self, entry) -> str:
+        if self.autotune_effort is not None:
+            return self.autotune_effort
+        env = os.environ.get("DEUTERON_AUTOTUNE_EFFORT")
+        if env in EFFORTS:
+            return env
+        if entry.device.type != "cuda":
+            return "none"
+        return "quick"
+
+    def _choose_config(self, e, b) -> Config:
+        if self.config is not None:
+            return e.complete(self.config, where="config")
+        if len(self.configs) == 1:
+            return e.complete(self.configs[0], where="configs")
+        effort = self._effort(e)
+        if not self.configs and effort == "none":
+            return e.space.default()
+        from .autotune import autotune
+        return autotune(self, e, b, effort=effort, configs=[e.complete(c, where="configs") for c in self.configs]
+                        or None)
+
+    def autotune(self, *args, effort: str | None = None, configs=None, callback=None, force: bool = False,
+                 **kwargs) -> Config:
+        """Autotune for these arguments now and use the winner for later calls; returns it."""
+        from .autotune import autotune
+        b = self._bind(args, kwargs)
+        e = self._entry(b)
+        cfgs = [e.complete(_as_config(c, "configs[i]"), where="configs") for c in configs] if configs else None
+        cfg = autotune(self, e, b, effort=effort or self.autotune_effort or "quick", configs=cfgs,
+                       callback=callback, force=force)
+        e.config = cfg
+        return cfg
+
+    def run_with(self, config, *args, **kwargs):
+        """Run once with ``config`` (a dt.Config or dict), without changing the kernel's chosen config."""
+        b = self._bind(args, kwargs)
+        e = self._entry(b)
+        return e.run(b, e.complete(_as_config(config, "config"), where=None))
+
+    def ref(self, *args, **kwargs):
+        """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against."""
+        from .ref import run_ref
+        return run_ref(self.fn, args, kwargs)
+
+    def to_newt_source(self, *args, config=None, **kwargs) -> str:
+        """The generated newt source for these arguments (and ``config``, default: the kernel's)."""
+        b = self._bind(args, kwargs)
+        e = self._entry(b)
+        cfg = _as_config(config, "config")
+        if cfg is not None:
+            cfg = e.complete(cfg, where=None)
+        else:
+            cfg = e.config or (e.complete(self.config, where="config") if self.config is not None else
+                               (e.complete(self.configs[0], where="configs") if self.configs else e.space.default()))
+        sources = e.sources(b, cfg)
+        return "\n\n".join(sources)
+
+    def default_config(self, *args, **kwargs) -> Config:
+        return self.bind(*args, **kwargs).space.default()
+
+    def config_space(self, *args, **kwargs):
+        return self.bind(*args, **kwargs).space
+
+
+def _np2(n):
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def _dispatch_launch(k, host_locals):
+    ctx = L._CONTEXT.get()
+    if ctx is None or not hasattr(ctx, "launch"):
+        raise L.DeuteronUsageError("a deuteron host function ran outside its kernel")
+    return ctx.launch(k, host_locals)
+
+
+# ---------------------------------------------------------------------------
+# one argument signature
+# ---------------------------------------------------------------------------
+
+
+class _Entry:
+    """Everything compiled for one argument signature of a kernel."""
+
+    MAX_PROGRAMS = 16
+
+    def __init__(self, kernel: Kernel, key, device):
+        self.kernel = kernel
+        self.key = key
+        self.device = device
+        self.space = None
+        self.config = None
+        self.slot_map: dict = {}
+        self.reg_slots: list = []
+        self.rdim_slots: dict = {}
+        self.multi_ordinal: dict = {}
+        self.programs: dict = {}
+        self.generated: dict = {}
+        self.tunables: dict = {}
+        self.discovered: dict = {}
+
+    # -- discovery --------------------------------------------------------------------
+    def discover(self, bound):
+        run = _HostRun(self, None, "discover")
+        run.execute(bound)
+        self._build_space(run)
+
+    def _build_space(self, run):
+        from .program import RInfo, TileInfo
+        from .space import ConfigSpace, RSpec, SlotSpec, np2
+        st = self.kernel.structure
+        # order the tunable block sizes by their place in the source
+        keys = []
+        for pk, key in run.slot_keys.items():
+            if key[0] == "tile":
+                site = st.sites[key[1]]
+                pos = (site.node.lineno, site.node.col_offset, key[2])
+            else:
+                pos = run.reg_pos[key[1]]
+            keys.append((pos, pk, key))
+        keys.sort()
+        prov_to_final = {pk: i for i, (_, pk, _) in enumerate(keys)}
+        self.slot_map = {key: prov_to_final[pk] for _, pk, key in keys if key[0] == "tile"}
+        self.reg_slots = [prov_to_final[run.slot_ids[("reg", i)]] for i in range(len(run.reg_pos))]
+        info: dict = {}
+        for prog in run.programs.values():
+            for t in prog.tiles:
+                if t.slot is None:
+                    continue
+                fs = prov_to_final[t.slot]
+                d = info.setdefault(fs, {"dot": False, "role": None, "ext": 0, "grid": False, "label": t.name})
+                d["dot"] |= t.used_in_dot
+                d["role"] = d["role"] or t.dot_role
+                ext = t.extent
+                d["ext"] = max(d["ext"], ext if ext is not None else 4096)
+                d["grid"] |= t.depth == 0
+        slots = []
+        for i, (_, _pk, key) in enumerate(keys):
+            d = info.get(i, {"dot": False, "role": None, "ext": 4096, "grid": False, "label": None})
+            if key[0] == "reg":
+                lo_arg, hi_arg = run.reg_bounds[key[1]]
+                lo, hi = np2(max(1, lo_arg)), np2(max(1, hi_arg))
+                label = d["label"] or f"register_block_size (line {run.reg_pos[key[1]][0]})"
+            else:
+                lo, hi = 1, np2(max(1, d["ext"]))
+                label = d["label"] or f"tile {key[1]}"
+            if d["dot"]:
+                lo = max(lo, 16)
+                hi = max(lo, min(hi, 256))
+            else:
+                hi = min(hi, 4096 if d["grid"] else 1024)
+            hi = max(hi, lo)
+            slots.append(SlotSpec(i, "register" if key[0] == "reg" else "tile", label, lo, hi, d["dot"], d["role"],
+                                  d["grid"], d["ext"]))
+        rspecs = []
+        grid_loops = []
+        value_dims = []
+        has_dot = has_loops = False
+        grid_extents = []
+        for k in sorted(run.programs):
+            prog = run.programs[k]
+            self.rdim_slots[k] = {}
+            for r in prog.rdims:
+                if r.rollable:
+                    self.rdim_slots[k][r.id] = len(rspecs)
+                    rspecs.append(RSpec(len(rspecs), r.size, f"{r.size} (line {getattr(r.src, 'lineno', '?')})"))
+            if len(prog.grid_tiles) > 1:
+                self.multi_ordinal[k] = len(grid_loops)
+                grid_loops.append(len(prog.grid_tiles))
+            has_dot |= prog.has_dot
+            has_loops |= _has_loops(prog.body)
+            grid_extents.append([t.extent for t in prog.grid_tiles])
+            for dims in prog.dims_used:
+                vd = []
+                for dd in dims:
+                    if isinstance(dd, TileInfo):
+                        if dd.kind == "grid":
+                            continue
+                        if dd.slot is not None:
+                            vd.append(("s", prov_to_final[dd.slot]))
+                        else:
+                            vd.append(("c", dd.fixed or 1))
+                    elif isinstance(dd, RInfo):
+                        pad = max(np2(dd.size), 16 if dd.used_in_dot else 1)
+                        if dd.rollable:
+                            vd.append(("r", self.rdim_slots[k][dd.id], pad))
+                        else:
+                            vd.append(("c", pad))
+                if vd:
+                    value_dims.append(tuple(vd))
+        self.tunables = dict(run.tunables)
+        self.space = ConfigSpace(slots, rspecs, grid_loops, dict(run.tunables), has_dot, has_loops or bool(rspecs),
+                                 sorted(set(value_dims)), 1, grid_extents)
+        self.discovered = run.programs
+
+    def complete(self, cfg: Config, where: str | None) -> Config:
+        try:
+            return self.space.complete(cfg)
+        except ConfigError as e:
+            raise self._config_error(str(e), where) from None
+
+    def _config_error(self, message, where):
+        src = self.kernel.source
+        node = None
+        if where is not None:
+            for dec in src.fdef.decorator_list:
+                if hasattr(dec, "keywords"):
+                    for kw in dec.keywords:
+                        if kw.arg == where:
+                            node = kw.value
+        if node is None:
+            node = src.fdef
+        return DeuteronError.at(src.src, node, "D005", message, kernel=self.kernel.__name__,
+                                hint=f"this kernel's space: {self.space.describe()}")
+
+    # -- running ------------------------------------------------------------------------
+    def run(self, bound, config: Config, mode: str = "run", **opts):
+        run = _HostRun(self, config, mode, **opts)
+        return run.execute(bound)
+
+    def sources(self, bound, config) -> list:
+        run = _HostRun(self, config, "source")
+        run.execute(bound)
+        return run.sources
+
+    def program(self, k, host_locals, run) -> object:
+        progs = self.programs.setdefault(k, [])
+        for p in progs:
+            if _guards_hold(p, host_locals, run.fn_globals, self.kernel.static_shapes):
+                return p
+        p = run.trace(k, host_locals)
+        progs.insert(0, p)
+        del progs[self.MAX_PROGRAMS:]
+        return p
+
+    def compiled(self, prog, config: Config):
+        key = (id(prog), config.key())
+        hit = self.generated.get(key)
+        if hit is not None:
+            return hit
+        from .codegen import generate
+        from .runtime import load_module
+        try:
+            gen = generate(prog, config, self.kernel.__name__)
+        except ConfigError as e:
+            raise self._config_error(str(e), "config" if self.kernel.config is not None else None) from None
+        mod = load_module(gen.source, stem=self.kernel.__name__)
+        self.generated[key] = (gen, mod, prog)
+        if len(self.generated) > 256:
+            self.generated.pop(next(iter(self.generated)))
+        return gen, mod, prog
+
+
+def _has_loops(block) -> bool:
+    from .program import IfStmt, LoopStmt
+    for s in block.stmts:
+        if isinstance(s, LoopStmt):
+            return True
+        if isinstance(s, IfStmt) and (_has_loops(s.then_block) or _has_loops(s.else_block)):
+            return True
+    return False
+
+
+def _fetch(source, host_locals, g):
+    kind = source[0]
+    if kind == "local":
+        name = source[1]
+        if name in host_locals:
+            return host_locals[name]
+        return g.get(name, _MISSING)
+    if kind == "item":
+        base = host_locals.get(source[1], g.get(source[1], _MISSING))
+        try:
+            return base[source[2]]
+        except Exception:  # noqa: BLE001
+            return _MISSING
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def _guards_hold(prog, host_locals, g, static) -> bool:
+    import torch
+
+    from .trace import _guard_value
+    for ta in prog.tensors.values():
+        t = _fetch(ta.sources[0], host_locals, g)
+        if not isinstance(t, torch.Tensor) or t.dtype != ta.dtype or t.device.type != ta.tensor.device.type:
+            return False
+        if static:
+            if tuple(t.shape) != ta.shape or tuple(t.stride()) != ta.strides:
+                return False
+        else:
+            if t.dim() != len(ta.shape) or any(_np2(a) != _np2(b) for a, b in zip(t.shape, ta.shape)) or \
+                    any((a == 1) != (b == 1) for a, b in zip(t.stride(), ta.strides)):
+                return False
+        for s in ta.sources[1:]:
+            if _fetch(s, host_locals, g) is not t:
+                return False
+    for key, gv in prog.guards:
+        if key[0] == "local":
+            v = _fetch(key, host_locals, g)
+            if v is _MISSING or _guard_value(v) != gv:
+                return False
+        else:
+            what, tname, d = key
+            ta = prog.tensors.get(tname)
+            t = _fetch(ta.sources[0], host_locals, g) if ta else _MISSING
+            if not isinstance(t, torch.Tensor):
+                return False
+            val = t.shape[d] if what == "size" else t.stride(d)
+            if _guard_value(int(val)) != gv:
+                return False
+    return True
+
+
+class _HostRun:
+    """The context of one execution of a kernel's host code."""
+
+    def __init__(self, entry: _Entry, config: Config | None, mode: str, prefill=False, collect=None):
+        self.entry = entry
+        self.kernel = entry.kernel
+        self.config = config
+        self.mode = mode  # "discover" | "run" | "source"
+        self.device = entry.device
+        self.fn_globals = self.kernel.fn.__globals__
+        self.prefill = prefill
+        self.collect = collect
+        self.sources: list = []
+        # discovery records
+        self.slot_keys: dict = {}  # provisional id -> key
+        self.slot_ids: dict = {}  # key -> provisional id
+        self.reg_pos: list = []
+        self.reg_bounds: list = []
+        self.programs: dict = {}
+        self.tunables: dict = {}
+        self._reg_calls = 0
+        self.launches = []
+        self.built: list = []
+
+    def execute(self, bound):
+        host = self.kernel._host_fn()
+        token = L._CONTEXT.set(self)
+        try:
+            if self.prefill:
+                from .autotune.oracle import nan_allocations
+                with nan_allocations():
+                    return host(*bound.args, **bound.kwargs)
+            return host(*bound.args, **bound.kwargs)
+        finally:
+            L._CONTEXT.reset(token)
+
+    # -- dt.* calls from the host code -------------------------------------------------------
+    def _call_site(self):
+        code = self.kernel._host_fn().__code__
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code is code or (f.f_code.co_name == self.kernel.fn.__name__ and
+                                    f.f_code.co_filename == code.co_filename):
+                return (f.f_lineno, 0)
+            f = f.f_back
+        return (10 ** 9, self._reg_calls)
+
+    def register_block_size(self, lo, hi):
+        from .trace import BlockSizeInt
+        i = self._reg_calls
+        self._reg_calls += 1
+        if self.mode == "discover":
+            key = ("reg", i)
+            pid = self._prov(key)
+            self.reg_pos.append(self._call_site() + (i,))
+            self.reg_bounds.append((lo, hi))
+            v = min(max(L.next_power_of_2(lo), 64), L.next_power_of_2(hi))
+            return BlockSizeInt(v, pid)
+        if i >= len(self.entry.reg_slots):
+            raise L.DeuteronUsageError("dt.register_block_size was called more times than when the kernel was "
+                                       "first compiled for these argument shapes")
+        slot = self.entry.reg_slots[i]
+        return BlockSizeInt(self.config.block_sizes[slot], slot)
+
+    def register_tunable(self, name, fragment):
+        if self.mode == "discover":
+            prev = self.tunables.get(name)
+            if prev is not None and prev.choices() != fragment.choices():
+                raise L.DeuteronUsageError(f"dt.register_tunable({name!r}) registered twice with different choices")
+            self.tunables[name] = fragment
+            return fragment.default
+        return self.config.tunables.get(name, fragment.default)
+
+    def specialize(self, value):
+        from .trace import SpecializedInt
+        if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
+            return tuple(SpecializedInt(int(v)) for v in value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise L.DeuteronUsageError(f"dt.specialize takes an int (a size), not {type(value).__name__}")
+        return SpecializedInt(int(value))
+
+    def ref_tiles(self, ranges, bss, as_list):
+        raise L.DeuteronUsageError("dt.tile(...) must be the iterable of a for loop in the kernel's own body")
+
+    def _prov(self, key):
+        pid = self.slot_ids.get(key)
+        if pid is None:
+            pid = len(self.slot_keys)
+            self.slot_keys[pid] = key
+            self.slot_ids[key] = pid
+        return pid
+
+    # -- tile loops ---------------------------------------------------------------------------
+    def slot_of(self, site, d, bs):
+        from .trace import BlockSizeInt
+        if self.mode == "discover":
+            if bs is None:
+                return self._prov(("tile", site.index, d))
+            if isinstance(bs, BlockSizeInt):
+                return bs.slot
+            return None
+        if bs is None:
+            key = ("tile", site.index, d)
+            if key not in self.entry.slot_map:
+                raise L.DeuteronUsageError("a tile loop appeared that was not seen when the kernel was first "
+                                           "compiled for these argument shapes")
+            return self.entry.slot_map[key]
+        if isinstance(bs, BlockSizeInt):
+            return bs.slot
+        return None
+
+    def trace(self, k, host_locals):
+        from .errors import TraceError
+        from .trace import Tracer
+        kern = self.kernel
+        src = kern.source
+        loop = src.structure.loops[k]
+        scalar_params = _scalar_params(kern)
+        tracer = Tracer(kern, loop, host_locals, kern.fn.__globals__, src.src, static_shapes=kern.static_shapes,
+                        scalar_params=scalar_params, slot_of=self.slot_of,
+                        rdim_slots=None if self.mode == "discover" else self.entry.rdim_slots.get(k, {}),
+                        discovery=self.mode == "discover", name=kern.__name__)
+        if self.mode != "discover":
+            tracer.prog.multi_grid_ordinal = self.entry.multi_ordinal.get(k)
+        try:
+            prog = tracer.run()
+        except TraceError as e:
+            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__) from None
+        return prog
+
+    def launch(self, k, host_locals):
+        if self.mode == "discover":
+            if k not in self.programs:
+                self.programs[k] = self.trace(k, host_locals)
+            return None
+        prog = self.entry.program(k, host_locals, self)
+        gen, mod, _ = self.entry.compiled(prog, self.config)
+        if self.mode == "source":
+            self.sources.append(gen.source.rstrip() + "\n\n# launched as: " + _launch_line(gen, prog, host_locals))
+            self.built.append((gen, mod, prog, dict(host_locals)))
+            return None
+        args = _runtime_args(gen, prog, host_locals, self.fn_globals)
+        from .runtime import launch
+        if self.collect is not None:
+            self.collect.append((gen, mod, prog))
+        launch(gen, mod, args, gen.constexprs, self.device)
+        return None
+
+
+def _scalar_params(kern) -> set:
+    """Int parameters of the kernel that stay run-time scalars (never reassigned, not dt.specialize'd)."""
+    st = kern.structure
+    reassigned = set()
+    import ast
+    for n in ast.walk(st.fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not st.in_device(n):
+            reassigned.add(n.id)
+    return {p for p in st.params if p not in reassigned}
+
+
+def _runtime_args(gen, prog, host_locals, g) -> list:
+    out = []
+    for _name, kind, payload in gen.runtime_params:
+        if kind == "tensor":
+            t = _fetch(payload.sources[0], host_locals, g)
+            out.append(t)
+        elif kind == "scalar":
+            v = _fetch(("local", payload.source), host_locals, g)
+            out.append(v)
+        else:
+            tname, what, d = payload
+            t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
+            out.append(int(t.shape[d] if what == "size" else t.stride(d)))
+    return out
+
+
+def _launch_line(gen, prog, host_locals) -> str:
+    args = [name for name, _, _ in gen.runtime_params]
+    kw = [f"{k}={v}" for k, v in gen.constexprs.items()] + [f"num_warps={gen.num_warps}",
+                                                             f"num_stages={gen.num_stages}"]
+    if gen.needs_num_sms:
+        kw.append("_NUM_SMS=<number of SMs>")
+    return f"{gen.launch_name}({', '.join(args + kw)})"
+
+
+def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
+    """newt IR of every generated kernel of this call (one per tile loop), for ``config`` (default: the default).
+
+    Runs newt's front end only (no GPU, nothing launched): the check that a config produces a valid kernel.
+    """
+    from .compile import build_ir
+    b = kernel._bind(args, kwargs)
+    e = kernel._entry(b)
+    cfg = e.complete(_as_config(config, "config"), where=None) if config is not None else e.space.default()
+    run = _HostRun(e, cfg, "source")
+    run.execute(b)
+    out = []
+    for gen, mod, prog, host_locals in run.built:
+        out.append(build_ir(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals)))
+    return out

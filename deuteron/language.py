@@ -1,0 +1,425 @@
+"""The deuteron language: ``dt.tile``, ``dt.grid``, ``dt.zeros`` ... (``import deuteron as dt``).
+
+Inside a ``@dt.kernel`` these calls are never executed: the tile loops are read
+from the function's source and turned into a newt kernel.  They run as Python
+only in two places:
+
+* the host code of a kernel (before and after its tile loops):
+  ``dt.register_block_size``, ``dt.register_tunable`` and ``dt.specialize``;
+* ``kernel.ref(*args)``, the eager PyTorch reference (the oracle), where a tile
+  behaves like a slice of the dimension it covers.
+
+This module imports torch only when one of those actually runs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math as _math
+
+__all__ = [
+    "tile", "grid", "Tile", "zeros", "full", "arange", "dot", "atomic_add", "register_block_size",
+    "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
+    "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
+    "EnumFragment", "BooleanFragment", "DeuteronUsageError",
+]
+
+
+class DeuteronUsageError(RuntimeError):
+    """A deuteron language function used where it cannot run."""
+
+
+#: the host-side context of a running kernel (set by deuteron.kernel / deuteron.ref).
+_CONTEXT: contextvars.ContextVar = contextvars.ContextVar("deuteron_context", default=None)
+
+
+def _context(what: str):
+    ctx = _CONTEXT.get()
+    if ctx is None:
+        raise DeuteronUsageError(f"dt.{what} can only be used inside a @dt.kernel function "
+                                 "(or while running kernel.ref(...))")
+    return ctx
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of two ints."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+# ---------------------------------------------------------------------------
+# tiles
+# ---------------------------------------------------------------------------
+
+
+class Tile:
+    """One tile of a ``dt.tile`` loop.
+
+    Index a tensor with it (``x[tile_m, :]``) to take the rows it covers.
+    ``tile.index`` is the 1-D tensor of indices it covers, ``tile.begin`` and
+    ``tile.end`` its bounds (``end`` exclusive, clipped to the loop's end),
+    ``tile.block_size`` its nominal size, ``tile.id`` its number along the
+    loop and ``tile.count`` the number of tiles.  In the generated kernel a
+    tile is a block dimension of ``block_size`` elements with a mask for the
+    ragged last tile; in ``kernel.ref`` it is a slice.
+    """
+
+    __slots__ = ("begin", "end", "block_size", "id", "count", "_device")
+
+    def __init__(self, begin: int, end: int, block_size: int, id: int, count: int, device=None):
+        self.begin = begin
+        self.end = end
+        self.block_size = block_size
+        self.id = id
+        self.count = count
+        self._device = device
+
+    @property
+    def index(self):
+        import torch
+        return torch.arange(self.begin, self.end, device=self._device)
+
+    def slice(self) -> slice:
+        return slice(self.begin, self.end)
+
+    def __len__(self) -> int:
+        return self.end - self.begin
+
+    def __repr__(self) -> str:
+        return f"Tile({self.begin}:{self.end}, block_size={self.block_size})"
+
+    # a tile is not a number: make misuse loud in the reference too
+    def __index__(self):
+        raise DeuteronUsageError("a tile is not an int: use tile.begin, tile.end or tile.index")
+
+    def _arith(self, *a):
+        raise DeuteronUsageError("arithmetic on a tile: use tile.index (a tensor) or tile.begin / tile.end")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __truediv__ = _arith
+
+
+def _sizes_arg(begin_or_sizes, end):
+    """Normalize dt.tile/dt.grid arguments to a list of (begin, end) and whether the caller gave a list."""
+    if isinstance(begin_or_sizes, (list, tuple)) or type(begin_or_sizes).__name__ == "Size":
+        if end is not None:
+            ends = list(end)
+            begins = list(begin_or_sizes)
+            if len(ends) != len(begins):
+                raise DeuteronUsageError("dt.tile(begins, ends): the two lists differ in length")
+            return [(int(b), int(e)) for b, e in zip(begins, ends)], True
+        return [(0, int(s)) for s in begin_or_sizes], True
+    if end is None:
+        return [(0, int(begin_or_sizes))], False
+    return [(int(begin_or_sizes), int(end))], False
+
+
+def tile(begin_or_sizes, end=None, block_size=None):
+    """Iterate over tiles: ``for tile_m in dt.tile(m)``, ``dt.tile(begin, end)``, ``dt.tile([m, n])``.
+
+    The outermost tile loop of a kernel is its launch grid (up to 3 dimensions);
+    nested tile loops are loops inside the kernel.  ``block_size`` fixes the
+    tile size (an int, or a list with one entry per dimension, ``None`` =
+    tunable); by default the autotuner chooses it (``config.block_sizes``).
+    """
+    ctx = _context("tile")
+    ranges, as_list = _sizes_arg(begin_or_sizes, end)
+    if isinstance(block_size, (list, tuple)):
+        bss = list(block_size)
+        if len(bss) != len(ranges):
+            raise DeuteronUsageError(f"dt.tile: {len(ranges)} dimensions but {len(bss)} block sizes")
+    else:
+        bss = [block_size] * len(ranges)
+    return ctx.ref_tiles(ranges, bss, as_list)
+
+
+def grid(begin_or_sizes, end=None, step=None):
+    """Iterate over single indices: ``for i in dt.grid(n)``, ``dt.grid(begin, end, step)``, ``dt.grid([m, n])``.
+
+    At the top level each index is one program of the launch grid; nested, a
+    loop inside the kernel.  The loop variable is a scalar int.
+    """
+    _context("grid")
+    import itertools
+    ranges, as_list = _sizes_arg(begin_or_sizes, end)
+    st = 1 if step is None else int(step)
+    axes = [range(b, e, st) for b, e in ranges]
+    if not as_list:
+        return iter(axes[0])
+    return iter(itertools.product(*axes))
+
+
+def _resolve_shape(shape):
+    if isinstance(shape, (list, tuple)) or type(shape).__name__ == "Size":
+        out = []
+        for s in shape:
+            if isinstance(s, Tile):
+                out.append(s.end - s.begin)
+            elif isinstance(s, (list, tuple)):
+                out.extend(_resolve_shape(s))
+            else:
+                out.append(int(s))
+        return out
+    if isinstance(shape, Tile):
+        return [shape.end - shape.begin]
+    return [int(shape)]
+
+
+# ---------------------------------------------------------------------------
+# tensor creation and math inside tile loops
+# ---------------------------------------------------------------------------
+
+
+def zeros(shape, dtype=None):
+    """A block of zeros: ``acc = dt.zeros([tile_m, tile_n], dtype=torch.float32)`` (fp32 by default).
+
+    ``shape`` holds tiles, ints and ``tile.block_size`` values.
+    """
+    return full(shape, 0, dtype)
+
+
+def full(shape, value, dtype=None):
+    """A block of ``shape`` filled with ``value`` (fp32 by default)."""
+    import torch
+    ctx = _context("full")
+    return torch.full(_resolve_shape(shape), value, dtype=dtype or torch.float32, device=ctx.device)
+
+
+def arange(begin_or_end, end=None, step=1, dtype=None):
+    """``dt.arange(n)`` / ``dt.arange(begin, end)``: a 1-D tensor of consecutive ints (int32 in the kernel)."""
+    import torch
+    ctx = _context("arange")
+    if end is None:
+        begin_or_end, end = 0, begin_or_end
+    if isinstance(begin_or_end, Tile) or isinstance(end, Tile):
+        raise DeuteronUsageError("dt.arange takes ints; use tile.index for the indices of a tile")
+    return torch.arange(int(begin_or_end), int(end), int(step), device=ctx.device, dtype=dtype or torch.int64)
+
+
+def dot(a, b, acc=None, out_dtype=None):
+    """Matrix product on the tensor cores: ``acc = dt.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)``.
+
+    Accumulates in fp32 (int32 for int8); ``acc`` is added to the product and
+    its dtype is the result's; without ``acc`` the result is ``out_dtype``
+    (default: fp32 for floating inputs).
+    """
+    import torch
+    if a.dtype.is_floating_point:
+        prod = torch.matmul(a.float(), b.float())
+        default = torch.float32
+    else:
+        prod = torch.matmul(a.to(torch.int64), b.to(torch.int64))
+        default = torch.int32
+    if acc is not None:
+        return (acc.to(prod.dtype) + prod).to(acc.dtype)
+    return prod.to(out_dtype or default)
+
+
+def atomic_add(target, index, value, sem: str = "relaxed"):
+    """``dt.atomic_add(out, [tile_n], partial)``: add ``value`` to ``target[index]`` atomically.
+
+    ``index`` is a list with one entry per dimension of ``target`` (tiles, ints, ``tile.index`` ...).
+    """
+    import torch
+
+    from .ref import ref_index
+    idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
+    if not any(isinstance(i, torch.Tensor) for i in idx):
+        target[idx] += value
+        return None
+    # indices that may repeat: scatter-add; each index contributes its dims in order (outer product)
+    parts = []
+    for d, it in enumerate(i for i in idx if i is not None):
+        if isinstance(it, slice):
+            start, stop, step = it.indices(target.shape[d])
+            parts.append(torch.arange(start, stop, step, device=target.device))
+        elif isinstance(it, torch.Tensor):
+            parts.append(it.to(device=target.device, dtype=torch.int64))
+        else:
+            parts.append(torch.tensor(int(it), device=target.device))
+    rank = sum(p.dim() for p in parts)
+    pos = 0
+    shaped = []
+    for p in parts:
+        shape = [1] * pos + list(p.shape) + [1] * (rank - pos - p.dim())
+        shaped.append(p.reshape(shape) if p.dim() else p)
+        pos += p.dim()
+    out_shape = torch.broadcast_shapes(*[s.shape for s in shaped])
+    val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
+    target.index_put_(tuple(s.expand(out_shape) for s in shaped), val.to(target.dtype).expand(out_shape),
+                      accumulate=True)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# activations (each maps onto one newt expression)
+# ---------------------------------------------------------------------------
+
+
+def relu(x):
+    """``max(x, 0)`` elementwise."""
+    import torch
+    return torch.relu(x)
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` elementwise."""
+    import torch
+    return torch.sigmoid(x)
+
+
+def silu(x):
+    """``x * sigmoid(x)`` elementwise."""
+    import torch
+    return x * torch.sigmoid(x)
+
+
+def gelu(x, approximate: str = "none"):
+    """GELU elementwise: ``x * Phi(x)`` (``approximate="tanh"`` for the tanh form)."""
+    import torch
+    return torch.nn.functional.gelu(x, approximate=approximate)
+
+
+def tanh(x):
+    """Hyperbolic tangent elementwise."""
+    import torch
+    return torch.tanh(x)
+
+
+def exp(x):
+    """``e**x`` elementwise."""
+    import torch
+    return torch.exp(x)
+
+
+# ---------------------------------------------------------------------------
+# host-side configuration hooks
+# ---------------------------------------------------------------------------
+
+
+def register_block_size(min_or_max, max=None):  # noqa: A002
+    """A tunable block size (an entry of ``config.block_sizes``) to use with ``dt.tile(n, block_size=bs)``.
+
+    ``dt.register_block_size(n)`` bounds it by ``n`` (rounded up to a power of
+    two); ``dt.register_block_size(lo, hi)`` by both.  Call it in the host
+    code before the tile loops; it returns the config's value.
+    """
+    ctx = _context("register_block_size")
+    lo, hi = (1, min_or_max) if max is None else (min_or_max, max)
+    return ctx.register_block_size(int(lo), int(hi))
+
+
+def register_tunable(name: str, fragment):
+    """A user tunable: ``unroll = dt.register_tunable("unroll", dt.PowerOfTwo(1, 8))``.
+
+    The autotuner searches it like the built-in knobs; ``config`` holds its
+    value under ``name`` (``dt.Config(..., unroll=4)``).  Inside tile loops the
+    value is a compile-time constant.
+    """
+    ctx = _context("register_tunable")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise DeuteronUsageError(f"dt.register_tunable: the name must be an identifier, not {name!r}")
+    if not isinstance(fragment, _Fragment):
+        raise DeuteronUsageError("dt.register_tunable needs a fragment: dt.PowerOfTwo, dt.IntRange, dt.Choice, dt.Bool")
+    return ctx.register_tunable(name, fragment)
+
+
+def specialize(value):
+    """Make a host int (a size) a compile-time constant of the kernel: ``n = dt.specialize(x.size(1))``.
+
+    Also accepts a tuple of ints (``dt.specialize(x.shape)``).
+    """
+    ctx = _CONTEXT.get()
+    if ctx is None:
+        return value
+    return ctx.specialize(value)
+
+
+# ---------------------------------------------------------------------------
+# fragments of user tunables
+# ---------------------------------------------------------------------------
+
+
+class _Fragment:
+    def choices(self) -> list:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def default(self):
+        return self._default
+
+    def to_json(self) -> dict:
+        return {"kind": type(self).__name__, "choices": self.choices(), "default": self.default}
+
+
+class PowerOfTwo(_Fragment):
+    """Powers of two from ``low`` to ``high`` (inclusive)."""
+
+    def __init__(self, low: int, high: int, default: int | None = None):
+        if low < 1 or low & (low - 1) or high & (high - 1) or high < low:
+            raise DeuteronUsageError(f"dt.PowerOfTwo({low}, {high}): bounds must be powers of two, low <= high")
+        self.low, self.high = int(low), int(high)
+        self._default = int(default) if default is not None else self.low
+        if self._default not in self.choices():
+            raise DeuteronUsageError(f"dt.PowerOfTwo: default {default} is not in {self.choices()}")
+
+    def choices(self) -> list:
+        return [1 << i for i in range(int(_math.log2(self.low)), int(_math.log2(self.high)) + 1)]
+
+    def __repr__(self):
+        return f"dt.PowerOfTwo({self.low}, {self.high}, default={self._default})"
+
+
+class IntRange(_Fragment):
+    """Ints from ``low`` to ``high`` (inclusive)."""
+
+    def __init__(self, low: int, high: int, default: int | None = None):
+        if high < low:
+            raise DeuteronUsageError(f"dt.IntRange({low}, {high}): low > high")
+        self.low, self.high = int(low), int(high)
+        self._default = int(default) if default is not None else self.low
+
+    def choices(self) -> list:
+        return list(range(self.low, self.high + 1))
+
+    def __repr__(self):
+        return f"dt.IntRange({self.low}, {self.high}, default={self._default})"
+
+
+class Choice(_Fragment):
+    """One of ``values`` (ints, floats, strings, bools)."""
+
+    def __init__(self, values, default=None):
+        self.values = list(values)
+        if not self.values:
+            raise DeuteronUsageError("dt.Choice needs at least one value")
+        self._default = self.values[0] if default is None else default
+        if self._default not in self.values:
+            raise DeuteronUsageError(f"dt.Choice: default {default!r} is not one of {self.values!r}")
+
+    def choices(self) -> list:
+        return list(self.values)
+
+    def __repr__(self):
+        return f"dt.Choice({self.values!r}, default={self._default!r})"
+
+
+class Bool(Choice):
+    """``True`` or ``False``."""
+
+    def __init__(self, default: bool = False):
+        super().__init__([False, True], default=bool(default))
+
+    def __repr__(self):
+        return f"dt.Bool(default={self._default})"
+
+
+# Helion's spellings
+PowerOfTwoFragment = PowerOfTwo
+IntegerFragment = IntRange
+EnumFragment = Choice
+BooleanFragment = Bool

@@ -1,0 +1,244 @@
+"""The tile program: what the tracer builds from one tile loop nest, and the
+code generator turns into newt source.
+
+A small structured IR.  Values are ``Node`` objects with *dims* (a tuple of
+``TileInfo`` (a tile dimension), ``RInfo`` (a whole dimension: ``x[tile, :]``)
+or ``ONE`` (a broadcast dimension of size 1)) and a torch dtype.  Statements
+live in ``Block`` lists: nodes in program order, ``LoopStmt`` for nested
+tile / grid / range loops (with their loop-carried variables) and ``IfStmt``
+for conditions on device scalars.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+__all__ = ["ONE", "TileInfo", "RInfo", "Node", "Block", "LoopStmt", "IfStmt", "Carried", "Merged", "TensorArg",
+           "ScalarArg", "Program"]
+
+
+class _One:
+    """A broadcast dimension of size 1."""
+
+    def __repr__(self):
+        return "1"
+
+    label = "1"
+
+
+ONE = _One()
+
+_ids = itertools.count()
+
+
+class TileInfo:
+    """One dimension of a ``dt.tile`` (or ``dt.grid``) loop."""
+
+    def __init__(self, id: int, name: str, kind: str, depth: int, begin, end, slot, fixed, site_index: int,
+                 dim: int, src=None):
+        self.id = id
+        self.name = name  # user's loop variable (for generated names)
+        self.kind = kind  # "tile" | "grid"
+        self.depth = depth  # 0: a grid dimension
+        self.begin = begin  # int or Node
+        self.end = end  # int or Node
+        self.slot = slot  # index into config.block_sizes, or None when fixed
+        self.fixed = fixed  # the fixed block size (int) or None
+        self.site_index = site_index
+        self.dim = dim
+        self.src = src
+        self.used_in_dot = False
+        self.dot_role = None  # "mn" | "k"
+        self.step = 1  # dt.grid step
+        self.grid_axis = None
+
+    @property
+    def extent(self):
+        if isinstance(self.begin, int) and isinstance(self.end, int):
+            return max(0, self.end - self.begin)
+        return None
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def __repr__(self):
+        return f"Tile({self.name})"
+
+
+class RInfo:
+    """A whole dimension (``:``) of ``size`` elements: one block (persistent) or a loop over chunks."""
+
+    def __init__(self, id: int, size: int, size_expr, src=None):
+        self.id = id
+        self.size = size
+        self.size_expr = size_expr  # int literal or a Node (a run-time size)
+        self.src = src
+        self.rollable = True
+        self.why_not_rollable = None
+        self.used_in_dot = False
+        self.slot = None  # index into config.reduction_loops
+        self.name = f"r{id}"
+
+    def not_rollable(self, why: str):
+        if self.rollable:
+            self.rollable = False
+            self.why_not_rollable = why
+
+    @property
+    def label(self) -> str:
+        return f":{self.size}"
+
+    def __repr__(self):
+        return f"R{self.id}({self.size})"
+
+
+class Node:
+    """A value inside the kernel."""
+
+    __slots__ = ("id", "op", "args", "attrs", "dims", "dtype", "weak", "pad", "src", "name", "host_value",
+                 "block", "users", "guards")
+
+    def __init__(self, op: str, args=(), dims=(), dtype=None, attrs=None, weak=False, pad=None, src=None):
+        self.id = next(_ids)
+        self.op = op
+        self.args = list(args)
+        self.attrs = attrs or {}
+        self.dims = tuple(dims)
+        self.dtype = dtype
+        self.weak = weak  # behaves like a Python number in type promotion
+        self.pad = pad  # the value held in masked-off lanes, when known
+        self.src = src  # the AST node it came from
+        self.name = None  # the user's variable name, when assigned
+        self.host_value = None  # known on the host (a run-time scalar parameter)
+        self.block = None
+        self.users = []
+        self.guards = ()
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.dims
+
+    def operands(self):
+        for a in self.args:
+            if isinstance(a, Node):
+                yield a
+        for k in ("items",):
+            for it in self.attrs.get(k, ()):
+                if it[0] in ("scalar", "vec") and isinstance(it[1], Node):
+                    yield it[1]
+
+    def __repr__(self):
+        return f"%{self.id}:{self.op}[{','.join(d.label for d in self.dims)}]{self.dtype}"
+
+
+class Block:
+    def __init__(self, parent=None):
+        self.stmts: list = []
+        self.parent = parent
+
+    def add(self, s):
+        self.stmts.append(s)
+        if isinstance(s, Node):
+            s.block = self
+        return s
+
+
+class Carried:
+    """A variable carried around a loop: ``init`` before, ``arg`` inside, ``result`` at the end, ``out`` after."""
+
+    def __init__(self, name, init, arg, result=None, out=None):
+        self.name = name
+        self.init = init
+        self.arg = arg
+        self.result = result
+        self.out = out
+
+
+class LoopStmt:
+    def __init__(self, kind: str, tiles=(), index=None, start=None, end=None, step=None, src=None):
+        self.kind = kind  # "tile" | "grid" | "range"
+        self.tiles = list(tiles)
+        self.index = index  # Node (op "grid_index") for grid / range loops
+        self.start = start
+        self.end = end
+        self.step = step
+        self.body = Block()
+        self.carried: list[Carried] = []
+        self.src = src
+
+
+class Merged:
+    def __init__(self, name, then_val, else_val, out):
+        self.name = name
+        self.then_val = then_val
+        self.else_val = else_val
+        self.out = out
+
+
+class IfStmt:
+    def __init__(self, cond, src=None):
+        self.cond = cond
+        self.then_block = Block()
+        self.else_block = Block()
+        self.merged: list[Merged] = []
+        self.src = src
+
+
+class TensorArg:
+    """A host tensor the kernel reads or writes (a pointer parameter)."""
+
+    def __init__(self, name: str, tensor, index: int):
+        self.name = name
+        self.tensor = tensor
+        self.index = index
+        self.sources: list = []  # where the host code holds it: ("local", name) | ("item", name, i) | ...
+        self.dtype = tensor.dtype
+        self.shape = tuple(tensor.shape)
+        self.strides = tuple(tensor.stride())
+        self.loaded = False
+        self.stored = False
+        self.atomic = False
+        span = sum((s - 1) * abs(st) for s, st in zip(self.shape, self.strides)) if all(self.shape) else 0
+        self.int64 = span >= 2 ** 31 - 1
+
+    @property
+    def write_only(self) -> bool:
+        return self.stored and not self.loaded and not self.atomic
+
+
+class ScalarArg:
+    """A host number passed to the kernel at run time."""
+
+    def __init__(self, name: str, value, dtype):
+        self.name = name
+        self.value = value
+        self.source = name
+        self.dtype = dtype  # torch dtype
+
+
+class Program:
+    """One tile loop nest, traced: everything code generation needs."""
+
+    def __init__(self, name: str, loop_index: int):
+        self.name = name
+        self.loop_index = loop_index
+        self.grid_tiles: list[TileInfo] = []
+        self.tiles: list[TileInfo] = []
+        self.rdims: list[RInfo] = []
+        self.tensors: dict[str, TensorArg] = {}
+        self.scalars: dict[str, ScalarArg] = {}
+        self.size_params: dict[str, tuple] = {}  # name -> (tensor name, "size"|"stride", dim)
+        self.body = Block()
+        self.guards: list = []  # (name, value) of host values baked into the code
+        self.static_shapes = True
+        self.dot_precision = "tf32"
+        self.src = None  # SourceInfo
+        self.loop_src = None  # the ast.For of the tile loop
+        self.multi_grid_ordinal = None  # index into config.loop_orders / l2_groupings
+        self.has_dot = False
+        self.has_atomic = False
+        self.dims_used: set = set()  # tuples of dims that appear together in a block value
+
+    def block_slots(self) -> list:
+        return sorted({t.slot for t in self.tiles if t.slot is not None})

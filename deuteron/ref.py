@@ -1,0 +1,157 @@
+"""``kernel.ref(*args)``: the same function run eagerly in PyTorch -- the oracle.
+
+Tiles are slices of the dimension they cover (by default one tile spans the
+whole loop, so the reference is a handful of vectorized torch ops); tensors
+indexed with tiles are views; ``dt.zeros`` allocates on the kernel's device.
+Matmuls of fp16/bf16 operands accumulate in fp32, like the tensor cores.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import language as L
+
+__all__ = ["RefContext", "ref_index", "run_ref"]
+
+
+def ref_index(idx):
+    """Tiles -> slices inside an index (also nested tuples of tiles from ``dt.tile(x.size())``)."""
+    if isinstance(idx, L.Tile):
+        return slice(idx.begin, idx.end)
+    if isinstance(idx, (tuple, list)):
+        out = []
+        for it in idx:
+            if isinstance(it, L.Tile):
+                out.append(slice(it.begin, it.end))
+            elif isinstance(it, (tuple, list)) and it and all(isinstance(x, (L.Tile, slice, int, type(None)))
+                                                              for x in it):
+                out.extend(ref_index(tuple(it)))
+            else:
+                out.append(it)
+        return tuple(out)
+    return idx
+
+
+def _sizes(args):
+    out = []
+    for a in args:
+        if isinstance(a, L.Tile):
+            out.append(a.end - a.begin)
+        elif isinstance(a, (list, tuple, torch.Size)):
+            out.append(type(a)(_sizes(a)) if not isinstance(a, torch.Size) else a)
+        else:
+            out.append(a)
+    return out
+
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def _mm_dtype(*ts):
+    return torch.result_type(*ts[:2]) if len(ts) >= 2 else ts[0].dtype
+
+
+class _RefMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.__getitem__ or func is torch.Tensor.__setitem__:
+            args = (args[0], ref_index(args[1])) + tuple(args[2:])
+            return func(*args, **kwargs)
+        if func in _CREATORS:
+            args = tuple(_sizes(args))
+            if "size" in kwargs:
+                kwargs["size"] = _sizes([kwargs["size"]])[0]
+            return func(*args, **kwargs)
+        if func in _MATMULS:
+            a, b = args[0], args[1]
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and (a.dtype in _LOW or b.dtype in _LOW
+                                                                               or a.dtype != b.dtype):
+                out_dtype = torch.promote_types(a.dtype, b.dtype)
+                return torch.matmul(a.float(), b.float()).to(out_dtype)
+            return func(*args, **kwargs)
+        if func in _ADDMMS:
+            acc, a, b = args[0], args[1], args[2]
+            beta = kwargs.get("beta", 1)
+            alpha = kwargs.get("alpha", 1)
+            if isinstance(acc, torch.Tensor) and (a.dtype in _LOW or b.dtype in _LOW or acc.dtype != a.dtype):
+                prod = torch.matmul(a.float(), b.float())
+                return (acc.float() * beta + prod * alpha).to(acc.dtype)
+            return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+_CREATORS = {torch.zeros, torch.ones, torch.empty, torch.full, torch.Tensor.new_zeros, torch.Tensor.new_ones,
+             torch.Tensor.new_empty, torch.Tensor.new_full, torch.Tensor.view, torch.Tensor.reshape,
+             torch.Tensor.expand, torch.reshape}
+_MATMULS = {torch.matmul, torch.Tensor.__matmul__, torch.Tensor.matmul, torch.mm, torch.Tensor.mm, torch.bmm,
+            torch.Tensor.bmm}
+_ADDMMS = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
+
+
+class RefContext:
+    """The host context of ``kernel.ref``: tiles are slices."""
+
+    mode = "ref"
+
+    def __init__(self, device, config=None, block_sizes: str = "whole"):
+        self.device = device
+        self.config = config
+        self.block_sizes = block_sizes  # "whole": one tile per loop; "config": the config's sizes
+        self._registered = 0
+
+    def ref_tiles(self, ranges, bss, as_list):
+        import itertools
+        axes = []
+        for (b, e), bs in zip(ranges, bss):
+            ext = max(0, e - b)
+            if bs is None:
+                size = max(1, ext)
+            else:
+                size = int(bs)
+                if size < 1:
+                    raise L.DeuteronUsageError(f"dt.tile: block size {size} must be positive")
+            count = -(-ext // size) if ext else 0
+            axes.append([L.Tile(s, min(s + size, e), size, i, count, self.device)
+                         for i, s in enumerate(range(b, e, size))])
+        if not as_list:
+            return iter(axes[0])
+        return iter(itertools.product(*axes))
+
+    def register_block_size(self, lo, hi):
+        self._registered += 1
+        hi2 = L.next_power_of_2(hi)
+        v = min(max(64, L.next_power_of_2(lo)), hi2)
+        if self.config is not None and self.config.block_sizes:
+            pass
+        return v
+
+    def register_tunable(self, name, fragment):
+        if self.config is not None and name in self.config.tunables:
+            return self.config.tunables[name]
+        return fragment.default
+
+    def specialize(self, value):
+        return value
+
+
+def _device_of(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a.device
+        if isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, torch.Tensor):
+                    return x.device
+    return torch.device("cpu")
+
+
+def run_ref(fn, args, kwargs, config=None):
+    ctx = RefContext(_device_of(args, kwargs), config)
+    token = L._CONTEXT.set(ctx)
+    try:
+        with _RefMode():
+            return fn(*args, **kwargs)
+    finally:
+        L._CONTEXT.reset(token)

@@ -1,0 +1,319 @@
+"""The configuration space of one kernel for one argument signature.
+
+Built from a discovery trace: which block sizes are tunable (and their
+bounds), which whole-dimension reductions can be looped, the multi-dimensional
+grid loops, the user tunables.  It gives the default config (good heuristics,
+the seed of every search), validates user configs (``D005`` at run time) and
+enumerates neighbours for the search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from .config import PID_TYPES, Config, ConfigError
+
+__all__ = ["SlotSpec", "RSpec", "ConfigSpace"]
+
+MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth compiling
+HARD_BLOCK_ELEMS = 1 << 20
+
+
+def np2(n: int) -> int:
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+class SlotSpec:
+    def __init__(self, index, kind, label, lo, hi, used_in_dot=False, dot_role=None, is_grid=False, extent=None):
+        self.index = index
+        self.kind = kind  # "tile" | "register"
+        self.label = label
+        self.lo = lo
+        self.hi = hi
+        self.used_in_dot = used_in_dot
+        self.dot_role = dot_role  # "mn" | "k" | None
+        self.is_grid = is_grid
+        self.extent = extent
+
+    def choices(self) -> list:
+        out = []
+        v = self.lo
+        while v <= self.hi:
+            out.append(v)
+            v *= 2
+        return out
+
+    def __repr__(self):
+        return f"SlotSpec({self.index}: {self.label} {self.lo}..{self.hi}{' dot' if self.used_in_dot else ''})"
+
+
+class RSpec:
+    def __init__(self, index, size, label):
+        self.index = index
+        self.size = size
+        self.label = label
+        self.pad = np2(size)
+
+    def choices(self) -> list:
+        out = [None]
+        c = 16
+        while c < self.pad:
+            out.append(c)
+            c *= 2
+        return out
+
+
+class ConfigSpace:
+    def __init__(self, slots, rspecs, grid_loops, tunables, has_dot, has_loops, value_dims, fixed_dims_elems,
+                 grid_extents):
+        self.slots: list[SlotSpec] = slots
+        self.rspecs: list[RSpec] = rspecs
+        self.grid_loops: list[int] = grid_loops  # ndim of each multi-dimensional grid loop
+        self.tunables: dict = tunables  # name -> fragment
+        self.has_dot = has_dot
+        self.has_loops = has_loops
+        self.value_dims = value_dims  # list of tuples of ("s", slot) | ("r", rspec, pad) | ("c", n)
+        self.fixed_dims_elems = fixed_dims_elems
+        self.grid_extents = grid_extents
+
+    # ------------------------------------------------------------------ validation
+    def complete(self, cfg: Config | None) -> Config:
+        """``cfg`` with every missing field from the defaults, checked against the kernel (raises ConfigError)."""
+        d = self.default()
+        if cfg is None:
+            return d
+        out = cfg.merged_over(d)
+        self.check(out, given=cfg)
+        return out
+
+    def check(self, cfg: Config, given: Config | None = None):
+        given = given or cfg
+        if given.block_sizes is not None and len(given.block_sizes) != len(self.slots):
+            names = ", ".join(s.label for s in self.slots) or "none"
+            raise ConfigError(f"config.block_sizes has {len(given.block_sizes)} entries but this kernel has "
+                              f"{len(self.slots)} tunable block size(s) ({names})")
+        for s, v in zip(self.slots, cfg.block_sizes or []):
+            if s.used_in_dot and v < 16:
+                raise ConfigError(f"block_sizes[{s.index}] = {v} ({s.label}) is used by a matmul, which needs at "
+                                  "least 16")
+            if v > (1 << 20):
+                raise ConfigError(f"block_sizes[{s.index}] = {v} is too large")
+        if given.reduction_loops is not None and len(given.reduction_loops) != len(self.rspecs):
+            raise ConfigError(f"config.reduction_loops has {len(given.reduction_loops)} entries but this kernel has "
+                              f"{len(self.rspecs)} loopable reduction dimension(s)")
+        if given.loop_orders is not None and len(given.loop_orders) != len(self.grid_loops):
+            raise ConfigError(f"config.loop_orders has {len(given.loop_orders)} entries but this kernel has "
+                              f"{len(self.grid_loops)} multi-dimensional grid loop(s)")
+        for o, n in zip(cfg.loop_orders or [], self.grid_loops):
+            if sorted(o) != list(range(n)):
+                raise ConfigError(f"loop order {o} is not a permutation of 0..{n - 1}")
+        if given.l2_groupings is not None and len(given.l2_groupings) != len(self.grid_loops):
+            raise ConfigError(f"config.l2_groupings has {len(given.l2_groupings)} entries but this kernel has "
+                              f"{len(self.grid_loops)} multi-dimensional grid loop(s)")
+        for k in given.tunables:
+            if k not in self.tunables:
+                raise ConfigError(f"unknown config entry {k!r} (this kernel's tunables: "
+                                  f"{', '.join(self.tunables) or 'none'})")
+        for k, frag in self.tunables.items():
+            v = cfg.tunables.get(k)
+            if v is not None and v not in frag.choices():
+                raise ConfigError(f"config.{k} = {v!r} is not one of {frag.choices()}")
+        if cfg.pid_type == "xyz" and any(n > 3 for n in self.grid_loops):
+            raise ConfigError("pid_type='xyz' supports at most 3 grid dimensions")
+
+    def elems(self, cfg: Config) -> int:
+        """The largest number of elements of one value in the kernel under ``cfg``."""
+        best = 1
+        for dims in self.value_dims:
+            n = 1
+            for d in dims:
+                if d[0] == "s":
+                    n *= cfg.block_sizes[d[1]]
+                elif d[0] == "r":
+                    rl = cfg.reduction_loops[d[1]] if cfg.reduction_loops else None
+                    n *= rl if rl is not None else d[2]
+                else:
+                    n *= d[1]
+            best = max(best, n)
+        return best
+
+    def feasible(self, cfg: Config) -> bool:
+        try:
+            self.check(cfg)
+        except ConfigError:
+            return False
+        e = self.elems(cfg)
+        if e > MAX_BLOCK_ELEMS:
+            return False
+        if cfg.num_warps * 32 > e * 4 and e >= 32 and cfg.num_warps > 1:
+            return False  # more threads than a quarter of the elements: wasteful
+        return True
+
+    # ------------------------------------------------------------------ defaults
+    def default(self) -> Config:
+        bs = [s.lo for s in self.slots]
+        for s in self.slots:
+            if s.used_in_dot:
+                want = 64 if s.dot_role == "k" else 128
+                bs[s.index] = max(s.lo, min(s.hi, want))
+            elif s.kind == "register":
+                bs[s.index] = max(s.lo, min(s.hi, 64))
+            else:
+                bs[s.index] = max(s.lo, min(s.hi, 1024))
+        rl = [None] * len(self.rspecs)
+        for r in self.rspecs:
+            if r.pad > 16384:
+                rl[r.index] = 4096
+        cfg = Config(block_sizes=bs, reduction_loops=rl)
+        # shrink non-dot blocks until each value has at most ~4096 elements (1024 for purely elementwise)
+        target = 4096 if self.rspecs or any(d for dims in self.value_dims for d in dims if d[0] == "r") else 1024
+        for _ in range(64):
+            e = self.elems(cfg)
+            limit = max(target, self._fixed_elems(cfg))
+            if e <= limit:
+                break
+            cand = [s for s in self.slots if not s.used_in_dot and cfg.block_sizes[s.index] > s.lo]
+            if not cand:
+                break
+            big = max(cand, key=lambda s: (cfg.block_sizes[s.index], -s.index))
+            bs = list(cfg.block_sizes)
+            bs[big.index] //= 2
+            cfg = cfg.replace(block_sizes=bs)
+        e = self.elems(cfg)
+        if self.has_dot:
+            mn = [cfg.block_sizes[s.index] for s in self.slots if s.dot_role == "mn"]
+            prod = 1
+            for v in mn:
+                prod *= v
+            warps = 8 if prod >= 128 * 128 else 4
+        else:
+            warps = min(8, max(1, np2(e // 256)))
+        stages = 3 if self.has_dot else (2 if self.has_loops else 1)
+        return cfg.replace(num_warps=warps, num_stages=stages, pid_type="flat",
+                           loop_orders=[list(range(n)) for n in self.grid_loops] or None,
+                           l2_groupings=[8 if self.has_dot else 1 for _ in self.grid_loops] or None,
+                           **{k: f.default for k, f in self.tunables.items()})
+
+    def _fixed_elems(self, cfg: Config) -> int:
+        best = 1
+        for dims in self.value_dims:
+            n = 1
+            for d in dims:
+                if d[0] == "r":
+                    rl = cfg.reduction_loops[d[1]] if cfg.reduction_loops else None
+                    n *= rl if rl is not None else d[2]
+                elif d[0] == "c":
+                    n *= d[1]
+            best = max(best, n)
+        return best
+
+    # ------------------------------------------------------------------ search moves
+    def neighbors(self, cfg: Config) -> list:
+        out = []
+        bs = list(cfg.block_sizes or [])
+        for s in self.slots:
+            for f in (2, 0.5):
+                v = int(bs[s.index] * f)
+                if s.lo <= v <= s.hi:
+                    nb = list(bs)
+                    nb[s.index] = v
+                    out.append(cfg.replace(block_sizes=nb))
+        # two block sizes at once (keeps the tile's area: 64x128 <-> 128x64)
+        for a, b in itertools.combinations(self.slots, 2):
+            for fa, fb in ((2, 0.5), (0.5, 2)):
+                va, vb = int(bs[a.index] * fa), int(bs[b.index] * fb)
+                if a.lo <= va <= a.hi and b.lo <= vb <= b.hi:
+                    nb = list(bs)
+                    nb[a.index], nb[b.index] = va, vb
+                    out.append(cfg.replace(block_sizes=nb))
+        rl = list(cfg.reduction_loops or [])
+        for r in self.rspecs:
+            ch = r.choices()
+            cur = rl[r.index]
+            i = ch.index(cur) if cur in ch else 0
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(ch) and j != i:
+                    nr = list(rl)
+                    nr[r.index] = ch[j]
+                    out.append(cfg.replace(reduction_loops=nr) if any(x is not None for x in nr) else
+                               Config(**{**cfg.to_dict(), "reduction_loops": nr}))
+            if cur is not None:
+                nr = list(rl)
+                nr[r.index] = None
+                out.append(Config(**{**cfg.to_dict(), "reduction_loops": nr}))
+        for f in (2, 0.5):
+            w = int(cfg.num_warps * f)
+            if 1 <= w <= 16:
+                out.append(cfg.replace(num_warps=w))
+        if self.has_loops:
+            for st in (cfg.num_stages - 1, cfg.num_stages + 1):
+                if 1 <= st <= 6:
+                    out.append(cfg.replace(num_stages=st))
+        for k, n in enumerate(self.grid_loops):
+            groups = list(cfg.l2_groupings or [1] * len(self.grid_loops))
+            for f in (2, 0.5):
+                g = int(groups[k] * f)
+                if 1 <= g <= 64:
+                    ng = list(groups)
+                    ng[k] = g
+                    out.append(cfg.replace(l2_groupings=ng))
+            orders = [list(o) for o in (cfg.loop_orders or [list(range(m)) for m in self.grid_loops])]
+            for i in range(n - 1):
+                no = [list(o) for o in orders]
+                no[k][i], no[k][i + 1] = no[k][i + 1], no[k][i]
+                out.append(cfg.replace(loop_orders=no))
+        for p in PID_TYPES:
+            if p != cfg.pid_type and not (p == "xyz" and not self.grid_extents):
+                out.append(cfg.replace(pid_type=p))
+        for k, frag in self.tunables.items():
+            ch = frag.choices()
+            cur = cfg.tunables.get(k, frag.default)
+            i = ch.index(cur) if cur in ch else 0
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(ch):
+                    out.append(cfg.replace(**{k: ch[j]}))
+        uniq = {}
+        for c in out:
+            if self.feasible(c):
+                uniq.setdefault(c.key(), c)
+        return list(uniq.values())
+
+    def random(self, rng: random.Random, around: Config | None = None) -> Config:
+        base = around or self.default()
+        for _ in range(50):
+            bs = [rng.choice(s.choices()) for s in self.slots]
+            rl = [rng.choice(r.choices()) for r in self.rspecs]
+            cfg = Config(**{**base.to_dict(), "block_sizes": bs, "reduction_loops": rl,
+                            "num_warps": rng.choice([2, 4, 8]),
+                            "num_stages": rng.choice([1, 2, 3, 4, 5]) if self.has_loops else base.num_stages,
+                            **({"l2_groupings": [rng.choice([1, 2, 4, 8, 16]) for _ in self.grid_loops]}
+                               if self.grid_loops else {}),
+                            **{k: rng.choice(f.choices()) for k, f in self.tunables.items()}})
+            if self.feasible(cfg):
+                return cfg
+        return base
+
+    def size(self) -> int:
+        n = 1
+        for s in self.slots:
+            n *= len(s.choices())
+        for r in self.rspecs:
+            n *= len(r.choices())
+        for f in self.tunables.values():
+            n *= len(f.choices())
+        return n * 5 * 3
+
+    def describe(self) -> str:
+        parts = [f"block_sizes: {[f'{s.label} {s.lo}..{s.hi}' for s in self.slots]}"]
+        if self.rspecs:
+            parts.append(f"reduction_loops: {[f'{r.label} ({r.size})' for r in self.rspecs]}")
+        if self.grid_loops:
+            parts.append(f"grid loops: {self.grid_loops}")
+        if self.tunables:
+            parts.append(f"tunables: {sorted(self.tunables)}")
+        return "; ".join(parts)
+
+    def validate_or_raise(self, cfg: Config):
+        self.check(cfg)
