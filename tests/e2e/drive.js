@@ -59,6 +59,16 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       uiCheck('error squiggles are drawn', squiggles > 0, { squiggles });
       await page.screenshot({ path: shot });
       log('screenshot', shot);
+      // a click on the status bar item shows the Newt output channel
+      if (await status.count()) {
+        await status.first().click();
+        let outText = '';
+        for (let i = 0; i < 20 && !/language server running/.test(outText); i++) {
+          await page.waitForTimeout(250);
+          outText = (await page.locator('.part.panel').allInnerTexts()).join('\n').replace(/\u00a0/g, ' ');
+        }
+        uiCheck('clicking the status bar item shows the Newt log', /language server running/.test(outText), { outText: outText.slice(0, 1500) });
+      }
     }
     fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));
     rc = report.ok && ui.checks.every((c) => c.ok) ? 0 : 1;

@@ -69,7 +69,7 @@ VSIX="$EXT/newt.vsix"
 if [ ! -f "$VSIX" ]; then
   echo "0 passed, 1 failed"; exit 1
 fi
-unzip -l "$VSIX" | tail -n +4 | head -n -2 | awk '{print "    " $4}'
+python3 -c 'import sys, zipfile; [print("    " + n) for n in zipfile.ZipFile(sys.argv[1]).namelist()]' "$VSIX"
 
 mkdir -p "$C/runs"
 # keep the last few run folders for debugging, drop older ones

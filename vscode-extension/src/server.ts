@@ -6,6 +6,7 @@
 import * as cp from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
+import * as readline from 'readline';
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification,
@@ -25,6 +26,7 @@ import {
   ResolvedInterpreter,
   resolveInterpreter,
 } from './core/interpreter';
+import { ServerLogParser } from './core/serverLog';
 import { ClientCommand, ServerSettings, ServerStatus, StatusNotification } from './core/protocol';
 import { LIVE_SETTINGS, RESTART_SETTINGS, toServerSettings } from './core/settings';
 import { onDidChangePythonInterpreter, pythonExtensionInterpreter } from './pythonExtension';
@@ -191,6 +193,19 @@ export class NewtServer implements vscode.Disposable {
       traceOutputChannel: this.log,
       revealOutputChannelOn: 4 /* RevealOutputChannelOn.Never */,
       initializationOptions,
+      // the server's stderr is its Python log: keep each record's level in the output channel
+      stdioOptions: {
+        stdout: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false }).on('line', (l) => channel.info(l));
+        },
+        stderr: (input, channel) => {
+          const parser = new ServerLogParser();
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false }).on('line', (l) => {
+            const { level, text } = parser.parse(l);
+            channel[level](`[server] ${text}`);
+          });
+        },
+      },
       diagnosticPullOptions: { onChange: settings.diagnosticsOn === 'type', onSave: true },
       markdown: {
         isTrusted: { enabledCommands: Object.values(ClientCommand) },

@@ -261,6 +261,26 @@ async function run() {
     return { ok, viaLens: !!l, result: r, progress, lastCommandError: api.lastCommandError };
   }, 400000);
 
+  // -- settings reach the server: newt.target (live) and a restart --------------------------------------
+  await check('newt.target setting changes the compile target', async () => {
+    const config = vscode.workspace.getConfiguration('newt');
+    await config.update('target', 'sm_80', vscode.ConfigurationTarget.Global);
+    try {
+      await sleep(500);
+      const r = await vscode.commands.executeCommand('newt.compileKernel', uriOf(c.file).toString(), { line: c.line, character: c.character });
+      return { ok: !!r && r.target === 'sm_80' && r.n_regs > 0, target: r && r.target, n_regs: r && r.n_regs };
+    } finally {
+      await config.update('target', undefined, vscode.ConfigurationTarget.Global);
+    }
+  }, 180000);
+
+  await check('Newt: Restart Server brings the server and its diagnostics back', async () => {
+    const restarted = await vscode.commands.executeCommand('newt.restartServer');
+    const { doc } = await show('kernels/broken.py');
+    const d = await waitFor(() => vscode.languages.getDiagnostics(doc.uri).filter((x) => x.source === 'newt').length >= 3, 60000);
+    return { ok: restarted === true && api.state === 'running' && !!d, restarted, state: api.state };
+  }, 120000);
+
   // -- leave the workbench showing a diagnostic and its hover for the screenshot ----------------------
   const s = expect.screenshot;
   await check('screenshot setup: problems panel and a hover on a diagnostic', async () => {
