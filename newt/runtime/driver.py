@@ -113,6 +113,23 @@ def stream_handle(stream) -> int:
     return int(stream)
 
 
+_STREAMS: dict = {}  # raw stream handle -> CUstream (saves a conversion per launch)
+
+
+def stream_object(handle):
+    """The ``CUstream`` for a raw stream handle (cached)."""
+    try:
+        h = int(handle)
+    except TypeError:
+        raise TypeError(f"stream must be an int handle, a torch.cuda.Stream or a CUstream, got {handle!r}") from None
+    s = _STREAMS.get(h)
+    if s is None:
+        if len(_STREAMS) > 1024:
+            _STREAMS.clear()
+        s = _STREAMS[h] = cu().CUstream(h)
+    return s
+
+
 # ---------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------
@@ -459,6 +476,7 @@ class Launcher:
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
             "_shm": self.kernel.metadata.dynamic_shared, "_params": self.buffer.params_addr, "_hist": HISTORY.append,
             "_me": self, "_failed": self._failed, "_grid_error": self._grid_error, "_sync": self._sync_after,
+            "_streams": _STREAMS, "_stream_object": stream_object,
         }
         for j, c in enumerate(codes):
             if c == "bf16":
@@ -473,11 +491,14 @@ class Launcher:
         body.append("            _grid_error(gx, gy, gz)")
         body.append("    except TypeError as e:")
         body.append("        _grid_error(gx, gy, gz, e)")
+        body.append("    _st = _streams.get(stream)")
+        body.append("    if _st is None:")
+        body.append("        _st = _stream_object(stream)")
         body.append("    with _lock:")
         if sel:
             body.append(f"        _pack(_buf, 0, {packed})")
         body.append("        try:")
-        body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, stream, _params, 0)")
+        body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params, 0)")
         body.append("        except (TypeError, OverflowError) as e:")
         body.append("            _grid_error(gx, gy, gz, e)")
         body.append("    if _r[0]:")

@@ -91,6 +91,14 @@ class FakeDeviceInfo:
     target = "sm_90a"
 
 
+class FakeStream:
+    def __init__(self, h):
+        self.h = int(h)
+
+    def __int__(self):
+        return self.h
+
+
 class FakeCU:
     """The parts of ``cuda.bindings.driver`` the runtime uses."""
 
@@ -127,8 +135,11 @@ class FakeCU:
                 raise OverflowError("can't convert negative value to unsigned int")
         buf = self.buffers.get(params)
         values = buf.packer.unpack_from(buf.view) if buf is not None else ()
-        self.launches.append(Launch(f, (gx, gy, gz), (bx, by, bz), shm, stream, tuple(values)))
+        self.launches.append(Launch(f, (gx, gy, gz), (bx, by, bz), shm, int(stream), tuple(values)))
         return (self.results.pop(0) if self.results else 0,)
+
+    def CUstream(self, handle):
+        return FakeStream(handle)
 
     def cuCtxSynchronize(self):
         return (self.sync_result,)
@@ -153,5 +164,6 @@ def install_fake_gpu(monkeypatch) -> FakeCU:
     monkeypatch.setattr(driver, "device_info", lambda dev: FakeDeviceInfo())
     monkeypatch.setattr(driver, "ParamBuffer", RecordingParamBuffer)
     monkeypatch.setattr(driver, "_LOADED", {})
+    monkeypatch.setattr(driver, "_STREAMS", {})
     driver.HISTORY.clear()
     return cu
