@@ -87,7 +87,11 @@ class JITFunction:
         """The front end's view of this function (source text, AST, globals)."""
         if self._jit_source is None:
             from newt.frontend.values import jit_source_from_function
-            self._jit_source = jit_source_from_function(self.fn)
+            try:
+                self._jit_source = jit_source_from_function(self.fn)
+            except (OSError, TypeError) as e:
+                raise OSError(f"newt cannot read the source of kernel {self.__name__!r} ({e}): define kernels in a "
+                              ".py file (not with exec(), python -c or at the interactive prompt)") from None
         return self._jit_source
 
     @property
