@@ -303,9 +303,33 @@ def _scan_layout(lay: Layout, axis: int, nw: int) -> Layout:
     ok = all(rank[seq[i][1]] <= rank[seq[i + 1][1]] for i in range(len(seq) - 1))
     if ok:
         return lay
-    shape = lay.shape
-    order = [axis] + [d for d in range(len(shape) - 1, -1, -1) if d != axis]
-    return blocked_for(shape, nw, vec=1, order=order)
+    return scan_layout(lay.shape, axis, nw)
+
+
+def scan_layout(shape, axis: int, nw: int) -> Layout:
+    """Registers hold the low bits of the scanned dim, then lanes, then warps."""
+    from .layout import blocked
+    rank = len(shape)
+    n = shape[axis]
+    threads = min(n, 32 * nw)
+    spt = [1] * rank
+    spt[axis] = n // threads
+    tpw = [1] * rank
+    tpw[axis] = min(32, n // spt[axis])
+    wpc = [1] * rank
+    wpc[axis] = min(nw, n // (spt[axis] * tpw[axis]))
+    order = [axis] + [d for d in range(rank - 1, -1, -1) if d != axis]
+    left_t, left_w = 32 // tpw[axis], nw // wpc[axis]
+    for d in order[1:]:
+        t = min(left_t, shape[d])
+        tpw[d] = t
+        left_t //= t
+        w = min(left_w, max(1, shape[d] // t))
+        wpc[d] = w
+        left_w //= w
+    tpw[order[-1]] *= left_t
+    wpc[order[-1]] *= left_w
+    return blocked(shape, spt, tpw, wpc, order, kind="blocked")
 
 
 def _with_bit0_in_regs(lay: Layout, nw: int) -> Layout:

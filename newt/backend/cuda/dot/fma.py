@@ -47,11 +47,10 @@ class FmaLowering(DotLowering):
         c = em.cur
         c.line(f"// dot {'x'.join(map(str, shape))}x{K} by FMA ({ta} inputs, {work} accumulate)")
         wb = 8 if work == "double" else 4
-        off_a = em.smem_scratch(B * K * M * wb, c)
-        off_b = em.smem_scratch(B * K * N * wb, c)
+        off = em.smem_scratch(B * K * (M + N) * wb, c)
         sa, sb = em.tmp("sa"), em.tmp("sb")
-        c.line(f"{work}* {sa} = reinterpret_cast<{work}*>(smem + {off_a});")
-        c.line(f"{work}* {sb} = reinterpret_cast<{work}*>(smem + {off_b});")
+        c.line(f"{work}* {sa} = reinterpret_cast<{work}*>(smem + {off});")
+        c.line(f"{work}* {sb} = {sa} + {B * K * M};")
         c.line("__syncthreads();")
         for v, s, rows, cols, kdim in ((a, sa, M, K, 1), (b, sb, K, N, 0)):
             vl = compact(em.layout_of(v) or default_layout(shape_of(v.type), em.nw))

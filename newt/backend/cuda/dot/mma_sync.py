@@ -88,8 +88,7 @@ class MmaSyncLowering(DotLowering):
         nrep = max(1, N // (8 * wn))
         ks = _KSTEP[tn]
         eb = max(1, t.primitive_bitwidth // 8)
-        ta = self._tile(em, op, 0, tiles[0])
-        tb = self._tile(em, op, 1, tiles[1])
+        ta, tb = self._tiles(em, op, tiles)
         c = em.cur
         # accumulator
         acc_src = em.get(accv, lay)
@@ -124,21 +123,28 @@ class MmaSyncLowering(DotLowering):
         em.for_regs(lay.nregs, f"{name}[i] = {conv(f'{w}[i]')};", c)
 
     # ------------------------------------------------------------------
-    def _tile(self, em, op, index, given):
-        if isinstance(given, OperandTile):
-            return given
-        v = op.operands[index]
-        inner = self.preferred_inner(op, index)
-        sw = self.tile_for(op, index, inner)
-        off = em.smem_scratch(sw.size_bytes, em.cur)
-        tile = OperandTile(f"(smem + {off})", sw, inner)
+    def _tiles(self, em, op, given):
+        """Operand tiles: the pipeline's buffers, or both operands staged into one scratch area."""
         from ..plan import compact
-        lay = compact(em.layout_of(v) or _staging_layout(em, v))
-        em.cur.line(f"// stage operand {'ab'[index]} ({em.vname(v)}) in shared memory")
+        out = list(given)
+        todo = [i for i in (0, 1) if not isinstance(given[i], OperandTile)]
+        if not todo:
+            return out
+        sws = {i: self.tile_for(op, i, self.preferred_inner(op, i)) for i in todo}
+        off = em.smem_scratch(sum(sw.size_bytes for sw in sws.values()), em.cur)
         em.cur.line("__syncthreads();")
-        stage_to_smem(em, v, lay, tile)
+        base = 0
+        for i in todo:
+            v = op.operands[i]
+            sw = sws[i]
+            tile = OperandTile(f"(smem + {off} + {base})", sw, self.preferred_inner(op, i))
+            base += sw.size_bytes
+            lay = compact(em.layout_of(v) or _staging_layout(em, v))
+            em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
+            stage_to_smem(em, v, lay, tile)
+            out[i] = tile
         em.cur.line("__syncthreads();")
-        return tile
+        return out
 
     def _load_a(self, em, c, tile: OperandTile, tn, eb, wm):
         row0 = f"((mi * {wm} + wm) * 16)"
