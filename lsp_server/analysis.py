@@ -414,6 +414,7 @@ class _Incremental:
         segs = {n: self.segs[n] for n in dep_names}
         base_key = _h(src.path, self.record_notes, [(n, self.texts[n]) for n in dep_names],
                       self.env_fingerprint(dep_names))
+        ka.content_key = base_key  # what the kernel's results depend on (other caches key on it too)
         if ka.helper:
             ptrs = set()
         else:

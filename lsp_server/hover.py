@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 from lsprotocol import types as lsp
 
@@ -14,7 +15,8 @@ from .concrete import SpecError, backend, build_concrete, concrete_spec, generat
 from .textutil import dotted_at
 from .vdocs import make_uri
 
-__all__ = ["hover", "describe_value", "value_parts", "kernel_summary", "MAX_LAYOUT_SPECS"]
+__all__ = ["hover", "describe_value", "value_parts", "kernel_summary", "MAX_LAYOUT_SPECS", "layout_table",
+           "warm_layouts", "LAYOUT_TABLES"]
 
 log = logging.getLogger("newt-lsp")
 
@@ -83,10 +85,13 @@ def describe_value(av) -> str:
 def _layout_of(layouts, v) -> str | None:
     if layouts is None or v is None:
         return None
+    lay = None
     try:
         lay = layouts.get(v)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - unhashable keys: the backend keys on value names
         lay = None
+    if lay is None and getattr(v, "id", -1) is not None and getattr(v, "id", -1) >= 0:
+        lay = layouts.get(f"%{v.id}")
     if lay is None:
         return None
     d = getattr(lay, "describe", None)
@@ -281,11 +286,96 @@ def _span_text(a: Analysis, span) -> str:
     return first + " ..."
 
 
+class _LayoutTables:
+    """Layout descriptions of a kernel specialization's values, by span relative to the kernel's first line.
+
+    Keyed by what the kernel's code depends on (its text, its helpers', the module names it reads), the
+    specialization and the target, so they survive edits elsewhere in the file and lines inserted above.
+    """
+
+    def __init__(self, max_entries: int = 512):
+        self.max_entries = max_entries
+        self._d: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        t = self._d.get(key)
+        if t is not None:
+            self._d.move_to_end(key)
+        return t
+
+    def put(self, key, table):
+        self._d[key] = table
+        self._d.move_to_end(key)
+        while len(self._d) > self.max_entries:
+            self._d.popitem(last=False)
+
+
+LAYOUT_TABLES = _LayoutTables()
+
+
+def _rel(span, base_line: int):
+    return (span.line - base_line, span.col, span.end_line - base_line, span.end_col)
+
+
+def layout_table(a: Analysis, ka, spec_index: int, target: str) -> dict | None:
+    """relative span -> layout text for one specialization (None when it cannot be generated)."""
+    try:
+        conc = concrete_spec(a, ka, spec_index)
+    except Exception:  # noqa: BLE001 - no concrete specialization
+        return None
+    ckey = getattr(ka, "content_key", None)
+    key = (ckey, conc.describe(), target) if ckey is not None else None
+    if key is not None:
+        hit = LAYOUT_TABLES.get(key)
+        if hit is not None:
+            return hit
+    local = a.extra.get(("layouts", ka.name, spec_index, target))
+    if local is not None:
+        return local
+    table: dict = {}
+    try:
+        built = build_concrete(a, ka, conc)
+        mod = generate(built, target)
+        layouts = getattr(mod, "layouts", None)
+        base = ka.def_span.line
+        for span, av in built.notes.items():
+            if isinstance(av, TensorV):
+                lay = _layout_of(layouts, av.v)
+                if lay:
+                    table[_rel(span, base)] = lay
+    except SpecError:
+        table = {}
+    except Exception:  # noqa: BLE001 - the backend is optional here; hover must still answer
+        log.debug("layouts of %s failed", ka.name, exc_info=True)
+        table = {}
+    a.extra[("layouts", ka.name, spec_index, target)] = table
+    if key is not None:
+        LAYOUT_TABLES.put(key, table)
+    return table
+
+
+def warm_layouts(a: Analysis, target: str, kernels=None, should_stop=None) -> int:
+    """Compute the layout tables of every kernel ahead of hovers (the server does this when idle)."""
+    if backend() is None:
+        return 0
+    n = 0
+    for ka in (kernels if kernels is not None else a.kernels):
+        if ka.helper or ka.kind != "jit":
+            continue
+        for i in range(1, min(len(ka.results), MAX_LAYOUT_SPECS + 1)):
+            if should_stop is not None and should_stop():
+                return n
+            layout_table(a, ka, i, target)
+            n += 1
+    return n
+
+
 def _layouts(a: Analysis, ka, span, rows, target) -> dict:
     """index -> layout text, for the concrete specializations (when the backend exists)."""
     out: dict = {}
     if backend() is None or ka.kind != "jit":
         return out
+    rel = _rel(span, ka.def_span.line)
     done = 0
     for i, _r, av in rows:
         if i == 0 or not isinstance(av, TensorV):
@@ -293,19 +383,9 @@ def _layouts(a: Analysis, ka, span, rows, target) -> dict:
         if done >= MAX_LAYOUT_SPECS:
             break
         done += 1
-        try:
-            conc = concrete_spec(a, ka, i)
-            built = build_concrete(a, ka, conc)
-            mod = generate(built, target)
-            cav = built.notes.get(span)
-            lay = _layout_of(getattr(mod, "layouts", None), cav.v if isinstance(cav, TensorV) else None)
-            if lay:
-                out[i] = lay
-        except SpecError:
-            continue
-        except Exception:  # noqa: BLE001 - the backend is optional here; hover must still answer
-            log.debug("layout for hover failed", exc_info=True)
-            continue
+        table = layout_table(a, ka, i, target)
+        if table and rel in table:
+            out[i] = table[rel]
     return out
 
 

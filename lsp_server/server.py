@@ -78,7 +78,7 @@ class NewtProtocol(LanguageServerProtocol):
 
 
 class _Doc:
-    __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version")
+    __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version", "warm")
 
     def __init__(self, uri: str):
         self.uri = uri
@@ -88,6 +88,7 @@ class _Doc:
         self.published: int | None = None
         self.saved_analysis: Analysis | None = None
         self.pull_version = None
+        self.warm: asyncio.Task | None = None
 
 
 class NewtLanguageServer(LanguageServer):
@@ -205,6 +206,8 @@ class NewtLanguageServer(LanguageServer):
         st = self._state(uri)
         if st.timer is not None and not st.timer.done():
             st.timer.cancel()
+        if st.warm is not None and not st.warm.done():
+            st.warm.cancel()
         delay = (self.settings.debounce_ms if delay_ms is None else delay_ms) / 1000.0
         st.timer = asyncio.ensure_future(self._analyze_and_publish(uri, delay))
 
@@ -221,10 +224,27 @@ class NewtLanguageServer(LanguageServer):
             if self.settings.diagnostics_on == "save":
                 self._state(uri).saved_analysis = a
             self.publish(a)
+            st = self._state(uri)
+            st.warm = asyncio.ensure_future(self._warm(uri, a))
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001
             log.exception("analysis of %s failed", uri)
+
+    async def _warm(self, uri: str, a: Analysis, idle: float = 0.3):
+        """When the user pauses, prepare what hovers need (layouts from the backend), one kernel at a time."""
+        from .hover import warm_layouts
+        try:
+            await asyncio.sleep(idle)
+            target = self.commands.target()
+            for ka in list(a.kernels):
+                if uri not in self.docs or self.doc_text(uri)[1] != a.version:
+                    return
+                await self.run_sync(warm_layouts, a, target, [ka])
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001
+            log.debug("warming layouts failed", exc_info=True)
 
     def publish(self, a: Analysis):
         if self.pull_diagnostics:
