@@ -91,7 +91,7 @@ class Config:
         d = {}
         for f in _FIELDS:
             v = getattr(self, f)
-            if v is not None:
+            if v is not None and not (isinstance(v, list) and not v and f != "block_sizes"):
                 d[f] = v
         d.update(self.tunables)
         return d

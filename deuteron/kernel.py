@@ -418,7 +418,7 @@ class _Entry:
             gen = generate(prog, config, self.kernel.__name__)
         except ConfigError as e:
             raise self._config_error(str(e), "config" if self.kernel.config is not None else None) from None
-        mod = load_module(gen.source, stem=self.kernel.__name__)
+        mod = load_module(gen.source, stem=self.kernel.__name__, interpret=self.device.type != "cuda")
         self.generated[key] = (gen, mod, prog)
         if len(self.generated) > 256:
             self.generated.pop(next(iter(self.generated)))

@@ -56,24 +56,31 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
 
 
-def load_module(source: str, stem: str = "kernel"):
-    """Import generated source (identical source: one module, compiled once)."""
+def load_module(source: str, stem: str = "kernel", interpret: bool = False):
+    """Import generated source (identical source: one module, compiled once).
+
+    ``interpret``: a separate module object whose kernels run through newt's interpreter (CPU tensors).
+    """
     h = source_hash(source)
     with _LOCK:
-        mod = _MODULES.get(h)
+        mod = _MODULES.get((h, interpret))
         if mod is not None:
             return mod
         path = cache_dir() / "gen" / f"{stem}_{h}.py"
         if not path.exists() or path.read_text(encoding="utf-8") != source:
             atomic_write(path, source)
-        name = f"deuteron_gen_{stem}_{h}"
+        name = f"deuteron_gen_{stem}_{h}" + ("_interp" if interpret else "")
         spec = importlib.util.spec_from_file_location(name, str(path))
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         import linecache
         linecache.checkcache(str(path))
         spec.loader.exec_module(mod)
-        _MODULES[h] = mod
+        if interpret:
+            for v in vars(mod).values():
+                if getattr(v, "__newt_jit__", False) and hasattr(v, "interpret"):
+                    v.interpret = True
+        _MODULES[(h, interpret)] = mod
         return mod
 
 
@@ -116,16 +123,5 @@ def launch(gen, module, args: list, constexprs: dict, device, num_sms_value: int
     kw["num_stages"] = gen.num_stages
     if gen.needs_num_sms:
         kw["_NUM_SMS"] = num_sms_value or num_sms(device)
-    interpret = device.type != "cuda"
-    if interpret:
-        _set_interpret(kernel)
+    del kernel
     fn(*args, **kw)
-
-
-def _set_interpret(kernel):
-    """CPU tensors: route this generated kernel to newt's interpreter."""
-    if getattr(kernel, "interpret", None) is not True:
-        try:
-            kernel.interpret = True
-        except AttributeError:
-            pass

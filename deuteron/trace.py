@@ -187,6 +187,7 @@ class Tracer:
         self._inline_depth = 0
         self.sites_seen: dict = {}  # site index -> info recorded for discovery
         self._node_names: dict = {}
+        self._cse: dict = {}
         try:
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
@@ -211,8 +212,21 @@ class Tracer:
         return TraceError(code, node if node is not None else self.current_src, message, hint)
 
     # ------------------------------------------------------------------ nodes
+    _PURE = ("binary", "unary", "cast", "where", "expand_dims", "reshape", "permute", "expand", "reduce", "full",
+             "arange", "scan")
+
     def emit(self, node: Node) -> Node:
         node.src = node.src or self.current_src
+        if node.op in self._PURE:
+            key = _cse_key(node)
+            if key is not None:
+                b = self.block
+                while b is not None:
+                    hit = self._cse.get((id(b), key))
+                    if hit is not None:
+                        return hit
+                    b = b.parent
+                self._cse[(id(self.block), key)] = node
         self.block.add(node)
         return node
 
@@ -1761,6 +1775,8 @@ class Tracer:
         self.prog.dims_used.add(dims)
         if acc is not None:
             target = acc.dtype
+        elif out_dtype == "acc":
+            target = acc_dtype
         else:
             target = out_dtype or in_dtype
         return self.cast(n, target) if target != n.dtype else n
@@ -1782,7 +1798,7 @@ class Tracer:
         if name == "dot":
             a, b = args[0], args[1]
             acc = args[2] if len(args) > 2 else kwargs.get("acc")
-            return self.matmul(a, b, acc, e, out_dtype=kwargs.get("out_dtype"))
+            return self.matmul(a, b, acc, e, out_dtype=kwargs.get("out_dtype") or "acc")
         if name == "atomic_add":
             target = args[0] if args else kwargs.get("target")
             index = args[1] if len(args) > 1 else kwargs.get("index")
@@ -2128,8 +2144,24 @@ class Tracer:
                     for d in v.dims:
                         if isinstance(d, RInfo):
                             d.not_rollable("carried through a loop or an if")
+        seg_of = {}
+
+        def number(block):
+            seg = 0
+            for st in block.stmts:
+                if isinstance(st, Node):
+                    seg_of[st.id] = seg
+                else:
+                    seg += 1
+                    for sub in ([st.body] if isinstance(st, LoopStmt) else [st.then_block, st.else_block]):
+                        number(sub)
+        number(prog.body)
         for n, blk in _all_nodes(prog.body):
             for o in n.operands():
+                if o.block is blk and seg_of.get(o.id) != seg_of.get(n.id):
+                    for d in o.dims:
+                        if isinstance(d, RInfo):
+                            d.not_rollable("used after a nested loop or if")
                 if o.block is not None and o.block is not blk:
                     for d in o.dims:
                         if isinstance(d, RInfo):
@@ -2150,6 +2182,28 @@ class Tracer:
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
+
+
+def _cse_key(n: Node):
+    def conv(v):
+        if isinstance(v, Node):
+            return ("n", v.id)
+        if isinstance(v, (TileInfo, RInfo)):
+            return ("d", type(v).__name__, v.id)
+        if isinstance(v, (list, tuple)):
+            return tuple(conv(x) for x in v)
+        if isinstance(v, float) and v != v:
+            return ("nan",)
+        if isinstance(v, (bool, int, float, str, type(None))):
+            return (type(v).__name__, v)
+        if isinstance(v, torch.dtype):
+            return ("dt", str(v))
+        raise TypeError
+    try:
+        return (n.op, conv(n.args), tuple(sorted((k, conv(v)) for k, v in n.attrs.items())),
+                tuple(("1",) if d is ONE else conv(d) for d in n.dims), str(n.dtype), n.weak)
+    except TypeError:
+        return None
 
 
 def _all_nodes(block):

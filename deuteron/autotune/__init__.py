@@ -1,0 +1,484 @@
+"""deuteron's autotuner.
+
+A real search over the kernel's config space (``deuteron.space``): pattern
+search from good seeds (the heuristic default, classic tile shapes, random
+points), moving to the best neighbours until nothing improves; ``full``
+effort searches wider and longer.  For every candidate:
+
+1. the generated source is deduplicated (identical kernels are compiled and
+   timed once);
+2. on a GPU, worker processes compile it in parallel and launch it once on
+   copies of its arguments (a fault stays in the worker and is reported; a
+   config that does not fit the hardware is skipped quietly);
+3. the main process runs it on fresh arguments whose outputs are filled with
+   NaN and compares every output with the eager oracle (``kernel.ref``), with
+   a tolerance by dtype -- only then is it timed.
+
+A config that fails any step is never chosen.  The winner is written to the
+on-disk config cache and printed as a line to paste into ``@dt.kernel``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+
+from ..config import Config
+from .cache import ConfigCache, cache_key, versions
+from .progress import Progress
+
+__all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
+
+#: effort -> (max configs, max seconds, seeds, search frontier width)
+EFFORT_BUDGETS = {
+    "quick": (72, 50.0, 14, 2),
+    "full": (480, 600.0, 48, 5),
+}
+CPU_BUDGET = (4, 120.0, 1, 1)
+
+
+class Candidate:
+    def __init__(self, config: Config):
+        self.config = config
+        self.status = "pending"  # ok | wrong | fault | out_of_resources | compile_error | timeout | error | invalid
+        self.ms = None
+        self.error = None
+        self.source_key = None
+        self.launches = []  # (gen, module, prog, host_locals)
+        self.screen_left = 0
+        self.max_err = None
+        self.duplicate_of = None
+
+    def __repr__(self):
+        return f"Candidate({self.config}, {self.status}, {self.ms})"
+
+
+def autotune(kernel, entry, bound, effort: str = "quick", configs=None, callback=None, force: bool = False) -> Config:
+    cb = callback or kernel.autotune_callback
+    cache = ConfigCache()
+    key = cache_key(kernel, entry, effort, configs)
+    if not force and os.environ.get("DEUTERON_AUTOTUNE_CACHE", "1") != "0":
+        hit = cache.get(key)
+        if hit is not None:
+            try:
+                cfg = entry.space.complete(hit["config"])
+                if cb is not None:
+                    cb({"kind": "end", "kernel": kernel.__name__, "best_config": str(cfg), "best_ms": hit.get("ms"),
+                        "tested": 0, "failed": 0, "elapsed": 0.0, "message": "from the config cache"})
+                return cfg
+            except Exception:  # noqa: BLE001 - a stale entry: tune again
+                pass
+    tuner = Tuner(kernel, entry, bound, effort, configs, cb)
+    best = tuner.run()
+    cache.put(key, best.config, best.ms, {"kernel": kernel.__qualname__, "effort": effort,
+                                          "tested": tuner.tested, "seconds": round(tuner.elapsed(), 2),
+                                          "versions": versions(entry.device)})
+    show = kernel.print_config
+    if show is None:
+        show = bool(getattr(sys.stderr, "isatty", lambda: False)()) and os.environ.get("DEUTERON_PROGRESS") != "0"
+    if show:
+        sys.stderr.write(f"[deuteron] {kernel.__name__}: {tuner.tested} configs in {tuner.elapsed():.1f}s, best "
+                         f"{best.ms:.4f} ms; to skip tuning next time:\n    @dt.kernel(config={best.config})\n")
+    return best.config
+
+
+class Tuner:
+    def __init__(self, kernel, entry, bound, effort, configs, callback):
+        from .oracle import Expected
+        self.kernel = kernel
+        self.entry = entry
+        self.bound = bound
+        self.space = entry.space
+        self.effort = effort if effort in EFFORT_BUDGETS else "quick"
+        self.configs = configs
+        self.gpu = entry.device.type == "cuda"
+        budget = EFFORT_BUDGETS[self.effort] if self.gpu else CPU_BUDGET
+        self.max_configs = int(os.environ.get("DEUTERON_AUTOTUNE_MAX_CONFIGS", budget[0]))
+        self.max_seconds = float(os.environ.get("DEUTERON_AUTOTUNE_SECONDS", budget[1]))
+        self.n_seeds = budget[2]
+        self.width = budget[3]
+        if configs:
+            self.max_configs = max(self.max_configs, len(configs))
+        self.t0 = time.perf_counter()
+        self.progress = Progress(kernel.__name__, min(self.max_configs, len(configs) if configs else
+                                                      self.max_configs), callback)
+        self.results: dict = {}  # config key -> Candidate
+        self.by_source: dict = {}  # source key -> Candidate
+        self.tested = 0
+        self.pool = None
+        self.rng = random.Random(int(os.environ.get("DEUTERON_AUTOTUNE_SEED", "1234")))
+        tf32 = False
+        try:
+            import torch
+            tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        except Exception:  # noqa: BLE001
+            pass
+        self.expected = Expected(kernel, bound, tf32=tf32)
+        self.poison = self._write_only_params()
+        self.log = kernel.autotune_log
+        self._args_files: dict = {}
+        self.session = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _write_only_params(self) -> set:
+        out = set()
+        loaded = set()
+        for prog in self.entry.discovered.values():
+            for ta in prog.tensors.values():
+                names = {s[1] for s in ta.sources if s[0] == "local"}
+                if ta.write_only:
+                    out |= names
+                else:
+                    loaded |= names
+        return {n for n in out - loaded if n in self.kernel.signature.parameters}
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> Candidate:
+        self.progress.begin(self.space.describe())
+        try:
+            if self.gpu:
+                self._start_pool()
+            if self.configs:
+                self.evaluate(self.configs)
+            else:
+                self.search()
+            best = self.finish()
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+            self._cleanup()
+        self.progress.end(best.config, best.ms)
+        return best
+
+    def budget_left(self) -> bool:
+        return self.tested < self.max_configs and self.elapsed() < self.max_seconds
+
+    def search(self):
+        default = self.space.default()
+        seeds = [default] + self.seed_configs(default)
+        self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        stale = 0
+        while self.budget_left():
+            ok = self.ranked()
+            if not ok:
+                more = [self.space.random(self.rng) for _ in range(4)]
+                if not self.evaluate(more):
+                    break
+                continue
+            best_ms = ok[0].ms
+            frontier = ok[:self.width]
+            cands = []
+            for c in frontier:
+                for nb in self.space.neighbors(c.config):
+                    if nb.key() not in self.results and nb.key() not in {x.key() for x in cands}:
+                        cands.append(nb)
+            if not cands:
+                break
+            room = self.max_configs - self.tested
+            # the best one's neighbours first
+            cands = cands[:max(1, room)]
+            self.evaluate(cands)
+            new = self.ranked()
+            if new and new[0].ms < best_ms * 0.995:
+                stale = 0
+            else:
+                stale += 1
+                if stale >= 2:
+                    break
+
+    def seed_configs(self, default: Config) -> list:
+        sp = self.space
+        out = []
+        dot = [s for s in sp.slots if s.used_in_dot]
+        if dot:
+            mn = [s for s in dot if s.dot_role == "mn"]
+            k = [s for s in dot if s.dot_role == "k"]
+            shapes = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
+                      (64, 256, 32, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 128, 64, 8, 3),
+                      (64, 64, 64, 4, 4), (128, 256, 32, 8, 4), (256, 128, 32, 8, 4), (64, 64, 32, 2, 5)]
+            for bm, bn, bk, w, st in shapes:
+                bs = list(default.block_sizes)
+                if len(mn) >= 1:
+                    bs[mn[0].index] = min(max(bm, mn[0].lo), mn[0].hi)
+                if len(mn) >= 2:
+                    bs[mn[1].index] = min(max(bn, mn[1].lo), mn[1].hi)
+                for s in k:
+                    bs[s.index] = min(max(bk, s.lo), s.hi)
+                c = default.replace(block_sizes=bs, num_warps=w, num_stages=st)
+                if sp.feasible(c):
+                    out.append(c)
+        else:
+            grid = [s for s in sp.slots if s.is_grid]
+            for f in (0.25, 0.5, 2, 4):
+                for w in (default.num_warps // 2, default.num_warps, default.num_warps * 2):
+                    if not 1 <= w <= 16:
+                        continue
+                    bs = list(default.block_sizes)
+                    for s in grid:
+                        bs[s.index] = int(min(max(bs[s.index] * f, s.lo), s.hi))
+                    c = default.replace(block_sizes=bs, num_warps=w)
+                    if sp.feasible(c):
+                        out.append(c)
+            for r in sp.rspecs:
+                for ch in r.choices()[1:]:
+                    if ch >= 512:
+                        rl = list(default.reduction_loops)
+                        rl[r.index] = ch
+                        c = default.replace(reduction_loops=rl)
+                        if sp.feasible(c):
+                            out.append(c)
+        for _ in range(self.n_seeds):
+            out.append(sp.random(self.rng, around=default))
+        seen = {default.key()}
+        uniq = []
+        for c in out:
+            if c.key() not in seen:
+                seen.add(c.key())
+                uniq.append(c)
+        self.rng.shuffle(uniq) if not dot else None
+        return uniq
+
+    def ranked(self) -> list:
+        ok = [c for c in self.results.values() if c.status == "ok" and c.ms is not None]
+        ok.sort(key=lambda c: c.ms)
+        return ok
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, configs) -> int:
+        todo = []
+        for cfg in configs:
+            if not self.budget_left() and todo:
+                break
+            if self.tested + len(todo) >= self.max_configs:
+                break
+            if cfg.key() in self.results:
+                continue
+            cand = Candidate(cfg)
+            self.results[cfg.key()] = cand
+            self.prepare(cand)
+            if cand.status != "pending":
+                self.record(cand)
+                continue
+            dup = self.by_source.get(cand.source_key)
+            if dup is not None:
+                cand.duplicate_of = dup
+                todo.append(cand)
+                continue
+            self.by_source[cand.source_key] = cand
+            todo.append(cand)
+        if not todo:
+            return 0
+        if self.gpu:
+            self._evaluate_gpu(todo)
+        else:
+            for c in todo:
+                if c.duplicate_of is not None:
+                    self._copy_dup(c)
+                else:
+                    self.check_and_time(c)
+                self.record(c)
+        return len(todo)
+
+    def prepare(self, cand: Candidate):
+        """Generate the candidate's kernels (no launch); invalid configs stop here."""
+        from ..errors import DeuteronError
+        from ..kernel import _HostRun
+        from .oracle import nan_allocations
+        args, kwargs = self.expected.fresh_args(self.poison)
+        b = self.kernel._bind(args, kwargs)
+        run = _HostRun(self.entry, cand.config, "source")
+        try:
+            with nan_allocations():
+                run.execute(b)
+        except DeuteronError as e:
+            cand.status = "invalid"
+            cand.error = str(e).splitlines()[-1] if str(e) else "invalid config"
+            return
+        except Exception as e:  # noqa: BLE001 - the host code failed with this config
+            cand.status = "error"
+            cand.error = f"{type(e).__name__}: {e}"
+            return
+        cand.launches = run.built
+        key = []
+        for gen, _mod, _prog, _loc in run.built:
+            key.append((hashlib.sha256(gen.source.encode()).hexdigest()[:20], tuple(sorted(gen.constexprs.items())),
+                        gen.num_warps, gen.num_stages))
+        cand.source_key = tuple(key)
+
+    def _copy_dup(self, c):
+        d = c.duplicate_of
+        c.status, c.ms, c.error, c.max_err = d.status, d.ms, d.error, d.max_err
+
+    def record(self, cand: Candidate):
+        self.tested += 1
+        err = cand.error if cand.status != "ok" else None
+        quiet = cand.status in ("out_of_resources",)
+        self.progress.report(cand.config, cand.ms, cand.status, None if quiet else err)
+        if self.log:
+            try:
+                with open(self.log, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"kernel": self.kernel.__name__, "config": cand.config.to_dict(),
+                                        "status": cand.status, "ms": cand.ms, "error": err,
+                                        "duplicate": cand.duplicate_of is not None,
+                                        "elapsed": round(self.elapsed(), 3)}) + "\n")
+            except OSError:
+                pass
+
+    def check_and_time(self, cand: Candidate):
+        """Run on fresh arguments (outputs NaN-filled), compare with the oracle, then time."""
+        from ..errors import DeuteronError
+        from .worker import classify
+        args, kwargs = self.expected.fresh_args(self.poison)
+        b = self.kernel._bind(args, kwargs)
+        try:
+            result = self.entry.run(b, cand.config, prefill=True)
+            if self.gpu:
+                from newt.runtime import synchronize
+                synchronize()
+        except DeuteronError as e:
+            cand.status, cand.error = "invalid", str(e).splitlines()[-1]
+            return
+        except Exception as e:  # noqa: BLE001
+            r = classify(e)
+            cand.status, cand.error = r["status"], r["message"]
+            if r.get("fatal"):
+                raise
+            return
+        ok, msg, err = self.expected.check(result, args, kwargs)
+        cand.max_err = err
+        if not ok:
+            cand.status, cand.error = "wrong", f"does not match the eager reference: {msg}"
+            return
+        cand.ms = self.time(cand.config, b)
+        cand.status = "ok"
+
+    def time(self, cfg, b, rep: float | None = None) -> float:
+        if not self.gpu:
+            t0 = time.perf_counter()
+            self.entry.run(b, cfg)
+            return (time.perf_counter() - t0) * 1e3
+        from newt.testing import do_bench
+        return float(do_bench(lambda: self.entry.run(b, cfg), warmup=5, rep=rep or 25))
+
+    def finish(self) -> Candidate:
+        ok = self.ranked()
+        if not ok:
+            from ..errors import DeuteronError
+            lines = []
+            for c in list(self.results.values())[:12]:
+                lines.append(f"  {c.config}: {c.status}: {c.error}")
+            src = self.kernel.source
+            raise DeuteronError.at(src.src, src.fdef, "D005", f"autotuning {self.kernel.__name__}: no config "
+                                   "compiled, ran and matched the eager reference", kernel=self.kernel.__name__,
+                                   extra="\n".join(lines))
+        if self.gpu and len(ok) > 1:
+            # re-time the leaders more carefully: noise must not pick the winner
+            args, kwargs = self.expected.fresh_args(set())
+            b = self.kernel._bind(args, kwargs)
+            for c in ok[:4]:
+                c.ms = min(c.ms, self.time(c.config, b, rep=100))
+            ok.sort(key=lambda c: c.ms)
+        return ok[0]
+
+    # ------------------------------------------------------------------ GPU: parallel screening
+    def _start_pool(self):
+        from ..runtime import cache_dir
+        from .workers import WorkerPool
+        self.session = cache_dir() / "tune" / f"{os.getpid()}_{int(time.time() * 1000)}"
+        self.session.mkdir(parents=True, exist_ok=True)
+        n = int(os.environ.get("DEUTERON_AUTOTUNE_WORKERS", min(16, max(1, (os.cpu_count() or 2) - 1))))
+        dev = self.entry.device
+        name = "cuda" if dev.index is None else f"cuda:{dev.index}"
+        self.pool = WorkerPool(n, name, self.session / "workers.log", timeout=float(
+            os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120)))
+        self.pool.start()
+
+    def _cleanup(self):
+        if self.session is None:
+            return
+        import shutil
+        shutil.rmtree(self.session, ignore_errors=True)
+
+    def _args_file(self, k, prog, gen, host_locals):
+        from ..kernel import _runtime_args
+        from .workers import save_args
+        import torch
+        args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
+        sig = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                sig.append((str(a.dtype), tuple(a.shape), tuple(a.stride()), a.storage_offset()))
+            else:
+                sig.append(repr(a))
+        key = hashlib.sha256(repr((k, sig)).encode()).hexdigest()[:20]
+        path = self._args_files.get(key)
+        if path is None:
+            path = self.session / f"args_{key}.pt"
+            save_args(path, args)
+            self._args_files[key] = path
+        return str(path)
+
+    def _evaluate_gpu(self, todo):
+        waiting = {}
+        for c in todo:
+            if c.duplicate_of is not None:
+                continue
+            c.screen_left = len(c.launches)
+            for i, (gen, mod, prog, host_locals) in enumerate(c.launches):
+                task = {"module": mod.__file__, "launch": gen.launch_name, "kernel": gen.kernel_name,
+                        "constexprs": gen.constexprs, "num_warps": gen.num_warps, "num_stages": gen.num_stages,
+                        "needs_num_sms": gen.needs_num_sms,
+                        "args": self._args_file(i, prog, gen, host_locals)}
+                tid = self.pool.submit(task)
+                waiting[tid] = c
+        done_unique = []
+        while waiting:
+            for tid, _task, res in self.pool.poll(timeout=0.2):
+                c = waiting.pop(tid, None)
+                if c is None or c.status != "pending":
+                    continue
+                st = res.get("status")
+                if st != "ok":
+                    c.status = st
+                    c.error = res.get("message")
+                    self._finish_one(c, done_unique)
+                    continue
+                c.screen_left -= 1
+                if c.screen_left == 0:
+                    try:
+                        self.check_and_time(c)
+                    except Exception as e:  # noqa: BLE001 - a fault in the main process: unrecoverable
+                        c.status, c.error = "fault", f"{type(e).__name__}: {e}"
+                        self._finish_one(c, done_unique)
+                        raise
+                    self._finish_one(c, done_unique)
+            if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
+                for tid, c in list(waiting.items()):
+                    if c.status == "pending":
+                        c.status, c.error = "timeout", "autotuning ran out of time"
+                        self._finish_one(c, done_unique)
+                    waiting.pop(tid, None)
+        for c in todo:
+            if c.duplicate_of is not None:
+                self._copy_dup(c)
+                self.record(c)
+            elif c.status == "pending":
+                c.status, c.error = "error", "never screened"
+                self.record(c)
+
+    def _finish_one(self, c, done):
+        if c in done:
+            return
+        done.append(c)
+        self.record(c)
+
+
+def _finite(x):
+    return x is not None and math.isfinite(x)
