@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 import torch
 
@@ -31,7 +32,7 @@ from . import dtypes as D
 from .analysis import Analysis
 from .errors import DeadlockError, InterpreterError
 from .memory import Memory
-from .ops import OPS, op
+from .ops import OPS, bshape, op
 
 #: lanes (programs x largest block) that one vectorized batch may hold
 LANE_BUDGET = int(os.environ.get("NEWT_INTERPRET_LANES", 1 << 20))
@@ -171,6 +172,7 @@ class Executor:
         self.active = None
         self.n_active = 1
         self.pid_t = None
+        self.printed: list = []  # (program index in the batch, lines) from device_print
 
     # ------------------------------------------------------------------ batches
     def set_batch(self, start: int, end: int):
@@ -188,7 +190,20 @@ class Executor:
         env = self.env
         for s, v in zip(self.plan.param_slots, params):
             env[s] = v
-        self.run_region(self.plan.body, ())
+        try:
+            self.run_region(self.plan.body, ())
+        finally:
+            self.flush_prints()
+
+    def flush_prints(self):
+        """Write what ``device_print`` collected, grouped by program (in program order)."""
+        if not self.printed:
+            return
+        out = self.stdout or sys.stdout
+        lines = [ln for _, chunk in sorted(self.printed, key=lambda x: x[0]) for ln in chunk]
+        self.printed = []
+        if lines:
+            out.write("\n".join(lines) + "\n")
 
     def pid_of(self, p: int):
         gx, gy, _ = self.grid
@@ -245,7 +260,7 @@ class Executor:
 
     def eval_combine(self, rp: RegionPlan, lhs, rhs):
         """Run a combine region elementwise over blocks (each element is a lane)."""
-        shape = torch.broadcast_shapes(*[t.shape for t in lhs + rhs])
+        shape = bshape(*[t.shape for t in lhs + rhs])
         n = math.prod(shape)
         flat = [t.expand(shape).reshape(n) for t in lhs + rhs]
         saved = self.P, self.active, self.n_active

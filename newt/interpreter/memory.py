@@ -80,6 +80,15 @@ def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
+def _to_host(flat: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of a device storage (bytes)."""
+    return flat.to("cpu", copy=True)
+
+
+def _copy_back(device_flat: torch.Tensor, host_flat: torch.Tensor):
+    device_flat.copy_(host_flat)
+
+
 def needs_host_copy(t: torch.Tensor) -> bool:
     """Whether a tensor lives off the CPU (CUDA ...) and must be staged through host memory."""
     return t.device.type != "cpu"
@@ -108,7 +117,7 @@ class Memory:
             s = self._storages.get(key)
             if s is None:
                 dflat = _flat_bytes(t)
-                s = _Storage(dflat.cpu(), device_flat=dflat)
+                s = _Storage(_to_host(dflat), device_flat=dflat)
                 self._storages[key] = s
             host = torch.empty(0, dtype=t.dtype).set_(s.flat.untyped_storage(), t.storage_offset(), t.size(),
                                                        t.stride())
@@ -145,7 +154,7 @@ class Memory:
         """Copy staged storages back to their device when the kernel wrote to them."""
         for s in self._storages.values():
             if s.device_flat is not None and s.dirty:
-                s.device_flat.copy_(s.flat)
+                _copy_back(s.device_flat, s.flat)
 
     # ------------------------------------------------------------------ lookup
     def _region_of(self, addr: int):
@@ -237,7 +246,7 @@ class Memory:
             info = best[1] if best else None
         if info is None:
             return None, None, f"address {addr:#x} is not inside any argument tensor"
-        if info.address == 0:
+        if info.dtype is None:
             return info, None, f"'{info.name}' is a null pointer (None was passed)"
         d = addr - info.address
         esz = torch.empty((), dtype=info.dtype).element_size() if info.dtype is not None else isz
@@ -312,7 +321,9 @@ class Memory:
         id, then row-major lane index), so contention gives the result of that
         serial order and the old values each lane would see.  ``ptr``, ``val``,
         ``cmp`` and ``mask`` have the full shape (programs x block).
-        Returns the old values (masked-off lanes: 0) when ``need_old``.
+        Returns the old values (masked-off lanes: 0) when ``need_old``.  The
+        memory epoch advances only when some value actually changed, so a loop
+        polling with atomics that change nothing is recognised as stuck.
         """
         isz = D.itemsize(dt)
         sdt = D.storage_dtype(dt)
@@ -402,11 +413,11 @@ def _apply_atomic(flat, keys, v, c, kind, dt, need_old):
     sv = D.to_storage(v, dt)
     if kind == "add" and not need_old and storage_ok:
         flat.index_add_(0, keys, sv)
-        return None, True
-    if kind in ("max", "min") and not need_old and (dt.is_int_signed() or (
-            dt.is_floating() and not bool(torch.isnan(v).any()) and not bool(torch.isnan(flat[keys]).any()))):
+        return None, bool((v != 0).any())
+    if kind in ("max", "min") and not need_old and dt.is_int_signed():
+        before = flat[keys]
         flat.scatter_reduce_(0, keys, sv, "amax" if kind == "max" else "amin", include_self=True)
-        return None, True
+        return None, not torch.equal(before, flat[keys])
     if kind == "add" and dt.is_int():
         # ticket-style contention: exclusive prefix sums per address, exact with wraparound
         order, sk, _, start = _segments(keys)
@@ -417,7 +428,7 @@ def _apply_atomic(flat, keys, v, c, kind, dt, need_old):
         old = torch.empty_like(v)
         old[order] = D.wrap_int(init + excl, dt)
         flat.index_add_(0, keys, sv)
-        return old, True
+        return old, bool((v != 0).any())
     order, sk, rank, _ = _segments(keys)
     maxr = int(rank.max())
     if maxr == 0:
@@ -438,7 +449,7 @@ def _apply_atomic(flat, keys, v, c, kind, dt, need_old):
             wrote = wrote or bool(hit.any())
         else:
             new = comb(cur, v[lanes])
-            wrote = True
+            wrote = wrote or not torch.equal(D.bits_of(new, dt), D.bits_of(cur, dt))
         flat[k] = D.to_storage(new, dt)
         if need_old:
             old[lanes] = cur

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 import torch
 
@@ -27,6 +26,17 @@ from . import dtypes as D
 from .errors import DeviceAssertionError, InterpreterError
 
 OPS: dict = {}
+
+
+def bshape(*shapes):
+    """Broadcast shapes (torch.broadcast_shapes imports sympy on first use: 1.5 s)."""
+    n = max(len(s) for s in shapes)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s, n - len(s)):
+            if d != 1:
+                out[i] = d
+    return tuple(out)
 
 
 def op(*names):
@@ -495,7 +505,7 @@ def _store(o, plan):
 
 def _full_programs(ex, ts, r):
     """Expand every tensor to the full (programs x block) shape: each program performs the access."""
-    shape = torch.broadcast_shapes(*[t.shape for t in ts if t is not None])
+    shape = bshape(*[t.shape for t in ts if t is not None])
     shape = (ex.P,) + tuple(shape[1:])
     return [None if t is None else t.expand(shape) for t in ts]
 
@@ -787,16 +797,16 @@ def _print(o, plan):
     shapes = [tuple(shape_of(v.type)) for v in o.operands]
 
     def f(ex, args):
-        out = ex.stdout or sys.stdout
         compact = (ex.print_mode or print_mode()) == "compact"
         progs = ex.active_programs()
         vals = [a.expand((ex.P,) + tuple(a.shape[1:])) if a.shape[0] == 1 else a for a in args]
-        lines = []
         if not args:
             for p in progs:
-                lines.append(f"pid {ex.pid_of(p)} {prefix}".rstrip())
+                ex.printed.append((p, [f"pid {ex.pid_of(p)} {prefix}".rstrip()]))
         for p in progs:
             pid = ex.pid_of(p)
+            lines = []
+            ex.printed.append((p, lines))
             for k, (v, dt, shp) in enumerate(zip(vals, dts, shapes)):
                 tag = f"{prefix}(operand {k}) " if len(args) > 1 else prefix
                 pv = v[p]
@@ -814,8 +824,6 @@ def _print(o, plan):
                 for i, x in enumerate(flat):
                     idx = _unravel(i, shp)
                     lines.append(f"pid {pid} idx ({', '.join(map(str, idx))}) {tag}{_fmt_value(x, dt, hexa)}")
-        if lines:
-            out.write("\n".join(lines) + "\n")
     return f
 
 
