@@ -212,12 +212,41 @@ class Commands:
             raise _error(KERNEL_ERROR, f"{ka.name} is a helper (it is called from other kernels and inlined "
                                        "there); compile a kernel that launches it")
         target = arg.get("target") or self.target()
+        if ka.kind != "jit":
+            res = await self._compile_traced(a, ka.name, target)
+            return self._traced_result(a, ka.name, res, target)
         try:
             conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"))
         except SpecError as e:
             raise _error(KERNEL_ERROR, str(e)) from None
         res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
         return self._compile_result(a, ka.name, conc, res, target)
+
+    async def _compile_traced(self, a: Analysis, kname: str, target: str) -> dict:
+        """Deuteron kernels: traced on their first example in the run worker (it runs the user's host code)."""
+        key = (a.uri, kname, 0, target, hash(a.text))
+        hit = self.compiled.get(key)
+        if hit is not None:
+            return hit
+        w = self._workers("run")
+        try:
+            res = await w.request("compile_dt", {"path": a.path, "text": a.text, "kernel": kname, "target": target},
+                                  timeout=self.ls.settings.worker_timeout)
+        except WorkerError as e:
+            raise self._worker_error("compile", kname, e) from None
+        self.compiled[key] = res
+        return res
+
+    def _traced_result(self, a: Analysis, kname: str, res: dict, target: str) -> dict:
+        spec = res.get("specialization") or {}
+        docs = {kind: make_uri(a.uri, kname, 0, kind, target) for kind in ("cuda", "ptx", "sass", "ir")}
+        return {"kernel": kname,
+                "specialization": {"constexprs": spec.get("constexprs", {}), "num_warps": spec.get("num_warps"),
+                                   "num_stages": spec.get("num_stages")},
+                "specialization_label": spec.get("label"), "arg_types": spec.get("arg_types"), "assumed": {},
+                "target": target, "n_regs": res.get("n_regs"), "n_spills": res.get("n_spills"),
+                "shared": res.get("shared"), "compile_ms": res.get("compile_ms"), "kernels": res.get("kernels"),
+                "documents": docs}
 
     async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str) -> dict:
         key = (a.uri, kname, spec_index, target, hash(a.text))
@@ -285,10 +314,10 @@ class Commands:
     # -- autotune --------------------------------------------------------------------------
     async def autotune(self, arg: dict, token=None) -> dict:
         a, ka = await self._kernel(arg)
-        if ka.kernel_def is None or ka.kernel_def.autotune is None:
+        if ka.kind == "jit" and (ka.kernel_def is None or ka.kernel_def.autotune is None):
             raise _error(KERNEL_ERROR, f"{ka.name} is not autotuned: decorate it with "
                                        "@newt.autotune(configs=[...], key=[...])")
-        total = len(ka.kernel_def.configs) or None
+        total = (len(ka.kernel_def.configs) if ka.kind == "jit" and ka.kernel_def is not None else 0) or None
         ls = self.ls
         progress = ls.work_done_progress
         if token is None and ls.progress_supported:
@@ -362,12 +391,14 @@ class Commands:
         if kind not in LANGUAGE_IDS:
             raise _error(KERNEL_ERROR, f"unknown document kind {kind!r} (cuda, ptx, sass or ir)")
         spec = arg.get("spec")
+        if ka.kind != "jit":
+            return {"uri": make_uri(a.uri, ka.name, 0, kind, arg.get("target"))}
         try:
             conc = await self.ls.run_sync(concrete_spec, a, ka, spec)
             idx = conc.spec_index
-        except SpecError:
+        except SpecError as e:
             if kind != "ir":
-                raise
+                raise _error(KERNEL_ERROR, str(e)) from None
             idx = 0
         return {"uri": make_uri(a.uri, ka.name, idx, kind, arg.get("target"))}
 
@@ -384,6 +415,8 @@ class Commands:
         if ka is None:
             return {"text": f"// {vd.kernel} is no longer defined in {a.path}\n", "languageId": lang}
         target = vd.target or self.target()
+        if ka.kind != "jit":
+            return await self._traced_document(a, ka, vd, target, lang)
         if vd.kind == "ir":
             text = await self.ls.run_sync(_ir_text, a, ka, vd.spec)
             return {"text": text, "languageId": lang}
@@ -410,6 +443,26 @@ class Commands:
         text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
         header = _header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
         return {"text": header + text, "languageId": lang}
+
+
+    async def _traced_document(self, a: Analysis, ka, vd, target: str, lang: str) -> dict:
+        key = (a.uri, ka.name, 0, target, hash(a.text))
+        res = self.compiled.get(key)
+        if res is None:
+            if not self.ls.settings.trusted:
+                return {"text": f"// {ka.name} is a deuteron kernel: its code is generated by tracing it on an "
+                                "example, which runs code from this workspace. Trust the workspace and open this "
+                                "again.\n", "languageId": lang}
+            try:
+                res = await self._compile_traced(a, ka.name, target)
+            except JsonRpcException as e:
+                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                        "languageId": lang}
+        spec = res.get("specialization") or {}
+        c = "#" if vd.kind == "sass" else "//"
+        head = f"{c} {ka.name} — {spec.get('label', 'traced')}; target {target}\n\n"
+        return {"text": head + ((res.get("texts") or {}).get(vd.kind) or f"{c} no {vd.kind} output\n"),
+                "languageId": lang}
 
 
 def _header(kname, conc, target, comment="//") -> str:

@@ -74,6 +74,12 @@ def describe_value(av) -> str:
         return f"Python function {av.name} (not callable in a kernel)"
     if isinstance(av, Opaque):
         return "unknown"
+    d = getattr(av, "describe", None)
+    if callable(d):  # other front ends' notes (deuteron)
+        try:
+            return str(d())
+        except Exception:  # noqa: BLE001
+            pass
     name = type(av).__name__
     if name == "Method":
         return f"method .{getattr(av, 'name', '?')}"
@@ -407,6 +413,15 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     warnings = sum(1 for d in ka.diagnostics if int(d.severity) == 2)
     if ka.helper:
         out.text("Helper (called from other kernels and inlined there).")
+    if ka.kind != "jit":
+        out.text("A deuteron kernel: its newt code depends on the shapes it is called with, so the CUDA comes from "
+                 "tracing it on its first `newt.harness` example (Compile / Show CUDA, in a trusted workspace).")
+        links = []
+        for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
+            uri = make_uri(a.uri, ka.name, 0, kind)
+            links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+        out.text(" · ".join(links) if out.md else "\n".join(links))
+        return
     specs = ka.results[1:]
     if specs:
         lines = [f"{len(specs)} specialization{'s' if len(specs) > 1 else ''} found in this file:"]

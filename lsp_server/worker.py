@@ -166,6 +166,63 @@ def _compile(params, ctx):
     }
 
 
+def _compile_dt(params, ctx):
+    """A deuteron kernel: trace it on its first example's inputs (newt.harness), then compile what it generates."""
+    dev = _device()
+    import newt.harness as harness
+    from newt.backend import cuda as be
+    mod = _load_user_module(params["path"], params.get("text"))
+    kname = params["kernel"]
+    kernel = _kernel_object(mod, kname)
+    target = params.get("target") or "sm_90a"
+    exs = harness.examples_for(kernel)
+    if not exs:
+        raise UserError(f"{kname} is a deuteron kernel: its code depends on the inputs, so Compile needs an example "
+                        f"(@newt.harness.example({kname})) to trace it on", "spec")
+    case = harness._cases_of(exs[0], dev)[0]
+    try:
+        from deuteron.kernel import build_ir_for
+    except ImportError as e:
+        raise UserError(f"this deuteron has no build_ir_for: {e}", "backend") from None
+    t0 = time.perf_counter()
+    fns = build_ir_for(kernel, *case.args, **case.kwargs)
+    if not fns:
+        raise UserError(f"{kname} generated no kernel for example {case.name}", "compile")
+    texts = {"cuda": [], "ptx": [], "sass": [], "ir": []}
+    first = None
+    for fn in fns:
+        nw, ns = getattr(fn, "num_warps", None) or 4, getattr(fn, "num_stages", None) or 3
+        cm = be.generate_cuda(fn, target=target, num_warps=nw, num_stages=ns)
+        binary = be.compile_cuda(cm, target)
+        try:
+            sass_text = be.sass(binary.cubin)
+        except Exception as e:  # noqa: BLE001
+            sass_text = f"// SASS unavailable: {type(e).__name__}: {e}"
+        texts["cuda"].append(cm.source)
+        texts["ptx"].append(_text(binary.ptx) or "")
+        texts["sass"].append(sass_text)
+        texts["ir"].append(fn.format())
+        if first is None:
+            first = (fn, binary, nw, ns)
+    fn, binary, nw, ns = first
+    sep = {"cuda": "\n// ----- next generated kernel -----\n\n", "ptx": "\n// ----- next generated kernel -----\n\n",
+           "sass": "\n# ----- next generated kernel -----\n\n", "ir": "\n// ----- next generated kernel -----\n\n"}
+    return {
+        "kernel": kname,
+        "specialization": {"label": f"example {case.name}", "constexprs": {k: repr(v) if not isinstance(
+            v, (int, float, str, bool)) else v for k, v in (fn.constexprs or {}).items()},
+            "num_warps": nw, "num_stages": ns, "arg_types": {p.name: str(p.type) for p in fn.params if not p.constexpr},
+            "assumed": {}},
+        "target": target,
+        "n_regs": getattr(binary, "n_regs", None),
+        "n_spills": getattr(binary, "n_spills", None),
+        "shared": getattr(binary, "shared", None),
+        "compile_ms": round((time.perf_counter() - t0) * 1e3, 3),
+        "kernels": len(fns),
+        "texts": {k: sep[k].join(v) for k, v in texts.items()},
+    }
+
+
 def _text(x):
     if x is None:
         return None
@@ -275,7 +332,8 @@ def _configs(params, ctx):
     return {"count": len(at.configs) if at is not None else 0}
 
 
-METHODS = {"hello": _hello, "compile": _compile, "verify": _verify, "autotune": _autotune, "configs": _configs}
+METHODS = {"hello": _hello, "compile": _compile, "compile_dt": _compile_dt, "verify": _verify, "autotune": _autotune,
+           "configs": _configs}
 
 
 class _Ctx:

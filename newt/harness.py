@@ -292,7 +292,7 @@ def _expected_outputs(kernel, case: Case, ref_fn) -> dict:
 
 def _oracle(kernel):
     """A deuteron kernel's eager oracle, when it has one."""
-    for attr in ("eager", "reference", "__dt_eager__", "run_eager"):
+    for attr in ("ref", "eager", "reference", "__dt_eager__", "run_eager"):
         fn = getattr(kernel, attr, None)
         if callable(fn):
             return fn
@@ -476,6 +476,8 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     out = {"kernel": kname, "device": "cuda" if dev == "cuda" else "interpreter", "best": None, "results": [],
            "cache": None, "cancelled": False, "message": None, "fatal": False}
     at = _autotuner(kernel)
+    if at is None and callable(getattr(kernel, "autotune", None)) and hasattr(kernel, "config_space"):
+        return _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop)
     if at is None:
         out["message"] = f"{kname} is not autotuned: decorate it with @newt.autotune(configs=[...], key=[...])"
         return out
@@ -541,6 +543,76 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     elif not out["cancelled"]:
         out["message"] = "no config ran successfully"
     return out
+
+
+class _Stop(Exception):
+    pass
+
+
+def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> dict:
+    """Kernels that tune themselves (deuteron: ``kernel.autotune(*args, callback=...)`` over their config space,
+    each config checked against the eager oracle); their progress events become ``on_config`` entries."""
+    exs = examples_for(kernel)
+    if not exs:
+        out["message"] = (f"{kname} has no examples to autotune on: register some with "
+                          f"@newt.harness.example({kname}) (see newt/harness.py)")
+        return out
+    try:
+        case = _cases_of(exs[0], dev)[0]
+    except Exception as e:  # noqa: BLE001
+        out["message"] = f"building the example failed: {_short_error(e)}"
+        out["fatal"] = is_fatal(e)
+        return out
+
+    def callback(ev):
+        if not isinstance(ev, dict) or ev.get("kind") != "report":
+            return
+        ok = ev.get("status") == "ok" and ev.get("ms") is not None
+        entry = {"config": _config_text(ev.get("config")), "ms": float(ev["ms"]) if ok else None,
+                 "error": None if ok else (ev.get("error") or ev.get("status") or "failed")}
+        out["results"].append(entry)
+        if on_config is not None:
+            on_config(entry)
+        if should_stop is not None and should_stop():
+            out["cancelled"] = True
+            raise _Stop()
+
+    try:
+        best = kernel.autotune(*case.args, callback=callback, force=True, **case.kwargs)
+    except _Stop:
+        return out
+    except Exception as e:  # noqa: BLE001
+        out["message"] = f"autotuning failed: {_short_error(e)}"
+        out["fatal"] = is_fatal(e)
+        return out
+    if out["cancelled"]:
+        return out
+    timed = [r for r in out["results"] if r["ms"] is not None]
+    best_cfg = _config_text(best)
+    best_ms = next((r["ms"] for r in timed if r["config"] == best_cfg), None)
+    if best_ms is None and timed:
+        best_ms = min(r["ms"] for r in timed)
+    out["best"] = {"config": best_cfg, "ms": best_ms}
+    out["cache"] = {"memory": True, "disk": None, "used_on_disk": True}
+    out["message"] = f"best of {len(timed)} config(s): {best} ({best_ms:.4g} ms)" if best_ms is not None else \
+        f"best config: {best}"
+    return out
+
+
+def _config_text(cfg) -> dict:
+    """A config as a JSON object: dicts and objects with ``to_dict``/``kwargs`` as they are, else ``{"config": str}``."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, dict):
+        return {str(k): (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v)) for k, v in cfg.items()}
+    for attr in ("to_dict", "as_dict"):
+        f = getattr(cfg, attr, None)
+        if callable(f):
+            try:
+                return _config_text(f())
+            except Exception:  # noqa: BLE001
+                break
+    return {"config": str(cfg)}
 
 
 def _config_json(cfg) -> dict:

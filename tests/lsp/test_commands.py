@@ -290,3 +290,43 @@ async def test_show_returns_virtual_document_uris(client):
         assert "alpha: fp32" in doc["text"]
     else:
         assert "not available" in doc["text"]
+
+
+# --- deuteron kernels ---------------------------------------------------------------------------------------------
+
+HAVE_DEUTERON = __import__("importlib").util.find_spec("deuteron") is not None
+needs_deuteron = pytest.mark.skipif(not HAVE_DEUTERON, reason="deuteron is not installed")
+
+
+@needs_deuteron
+@needs_interpreter
+async def test_deuteron_verify_uses_the_eager_oracle(client):
+    uri = _open(client, "dt_kernels.py")
+    r = await _cmd(client, "newt.verify", {"uri": uri, "position": _at("dt_kernels.py", "scaled_add")})
+    assert r["kernel"] == "scaled_add" and r["ok"] is True and r["device"] == DEVICE
+
+
+@needs_deuteron
+@pytest.mark.skipif(not HAVE_BACKEND, reason="the CUDA backend (newt.backend.cuda) is not there yet")
+async def test_deuteron_compile_traces_the_example(client):
+    uri = _open(client, "dt_kernels.py")
+    r = await _cmd(client, "newt.compile", {"uri": uri, "position": _at("dt_kernels.py", "scaled_add"),
+                                            "target": "sm_90a"})
+    assert r["kernel"] == "scaled_add" and r["n_regs"] > 0 and r["specialization_label"] == "example small"
+    doc = _d(await client.protocol.send_request_async("newt/virtualDocument", {"uri": r["documents"]["cuda"]}))
+    assert "__global__" in doc["text"]
+    shown = await _cmd(client, "newt.showSass", uri, _at("dt_kernels.py", "scaled_add"))
+    doc = _d(await client.protocol.send_request_async("newt/virtualDocument", {"uri": shown["uri"]}))
+    assert doc["languageId"] == "sass" and "EXIT" in doc["text"]
+
+
+@needs_deuteron
+async def test_deuteron_hover(client):
+    text = fixture_text("dt_kernels.py")
+    uri = _open(client, "dt_kernels.py")
+    h = await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri),
+                                                                 pos_of(text, "tile in dt.tile")))
+    assert h is not None and "tile" in h.contents.value
+    h = await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri),
+                                                                 pos_of(text, "def scaled_add", delta=4)))
+    assert "deuteron kernel" in h.contents.value and "newt:/dt_kernels/scaled_add.cu?" in h.contents.value

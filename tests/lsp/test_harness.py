@@ -241,3 +241,51 @@ def test_autotune_of_a_plain_kernel_explains():
     mod = _load(FIXTURES / "kernels.py")
     rep = nh.autotune(mod.add_kernel, "cpu")
     assert rep["best"] is None and "not autotuned" in rep["message"]
+
+
+class _SelfTuning:
+    """A kernel that tunes itself (the shape of deuteron's ``Kernel.autotune``)."""
+
+    __name__ = "self_tuning"
+    config_space = object()
+
+    def __init__(self, fail_second=False):
+        self.fail_second = fail_second
+        self.calls = 0
+
+    def __call__(self, x):
+        return x + 1
+
+    def autotune(self, *args, callback=None, force=False, **kwargs):
+        self.calls += 1
+        for i, ms in enumerate((0.5, 0.25, 0.75)):
+            status = "error" if (self.fail_second and i == 1) else "ok"
+            callback({"kind": "report", "index": i + 1, "config": {"block": 2 ** (i + 4)}, "ms": ms, "status": status,
+                      "error": "boom" if status != "ok" else None})
+        return {"block": 64 if self.fail_second else 32}
+
+
+def test_self_tuning_kernels_report_each_config():
+    k = _SelfTuning(fail_second=True)
+    nh.example(k)(lambda device: nh.Case(args=(torch.ones(2),)))
+    seen = []
+    rep = nh.autotune(k, "cpu", on_config=seen.append)
+    assert [r["config"] for r in rep["results"]] == [{"block": 16}, {"block": 32}, {"block": 64}]
+    assert rep["results"][1] == {"config": {"block": 32}, "ms": None, "error": "boom"}
+    assert seen == rep["results"]
+    assert rep["best"] == {"config": {"block": 64}, "ms": 0.75}
+
+
+def test_self_tuning_kernels_stop_when_asked():
+    k = _SelfTuning()
+    nh.example(k)(lambda device: nh.Case(args=(torch.ones(2),)))
+    rep = nh.autotune(k, "cpu", should_stop=lambda: True)
+    assert rep["cancelled"] is True and len(rep["results"]) == 1 and rep["best"] is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deuteron") is None, reason="deuteron is not installed")
+@needs_interpreter
+def test_deuteron_kernels_verify_against_their_eager_oracle():
+    mod = _load(FIXTURES / "dt_kernels.py")
+    rep = nh.verify(mod.scaled_add, "cpu")
+    assert rep["ok"] is True and rep["cases"][0]["name"] == "small"
