@@ -24,7 +24,7 @@ def compile_cuda(module, target=None, **kw):
 
 def sass(cubin: bytes) -> str:
     """SASS text of a cubin (cuobjdump)."""
-    from .sass import sass as _s
+    from .disasm import sass as _s
     return _s(cubin)
 
 

@@ -83,6 +83,8 @@ class _Analysis:
             if p.constexpr or p.value is None:
                 continue
             d = int(hints.get(p.name, 1) or 1)
+            if scalar_of(p.type).is_ptr():  # tensors are at least element-aligned
+                d = max(d, _elem_bytes(p.type))
             self.info[p.value] = AxisInfo((), (), (), _pow2_div(d) if d > 1 else 1)
         self.region(fn.body)
         return self.info

@@ -161,7 +161,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         head.extend(h.rstrip("\n").split("\n"))
         head.append("")
     kname = _cname(fn.name)
-    head.append(f'extern "C" __global__ void __launch_bounds__({32 * num_warps}) {kname}(')
+    head.append(f'extern "C" __global__ void __launch_bounds__({32 * num_warps}{_min_blocks(fn, num_warps, em)}) {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
     out_lines = []
     locs = []
@@ -202,3 +202,11 @@ def _source_text(path):
         return None
     lines = linecache.getlines(path)
     return "".join(lines) if lines else None
+
+
+def _min_blocks(fn, num_warps, em) -> str:
+    """Ask ptxas for two resident blocks per SM in wide dot-free kernels (<= 64 registers at 512
+    threads): memory-bound kernels need the occupancy to keep enough loads in flight."""
+    if num_warps >= 16 and not em.plan.dot:
+        return ", 2"
+    return ""

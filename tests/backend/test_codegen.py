@@ -1,0 +1,280 @@
+"""Offline (no GPU) checks of the CUDA backend: every corpus kernel compiles to cubin for sm_80 and
+sm_90a through NVRTC, the ptxas report shows no spills in the example configs, and the SASS holds
+tensor-core instructions for dots and 128-bit global accesses for vector add and softmax."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import newt
+import newt.language as nl
+from newt.backend.cuda import TARGETS, compile_cuda, generate_cuda, get_target
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernels import ROOT, P, aligned, corpus_configs, f16, f32, i32, ir  # noqa: E402
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+CONFIGS = corpus_configs()
+#: configurations whose register demand exceeds 255 even in Triton's layouts (tile too big per thread)
+HEAVY = {("attention.py", 3)}
+
+
+def _id(c):
+    cx = ",".join(f"{k}={v}" for k, v in c[3].items() if k.isupper() and k != "ACTIVATION" or k == "ACTIVATION" and v)
+    dt = str(next(iter(c[2].values()))).lstrip("*")
+    return f"{c[0]}:{c[1]}[{cx}]{dt}w{c[5]}s{c[6]}"
+
+
+@pytest.fixture(scope="module")
+def built():
+    cache = {}
+
+    def get(cfg, target):
+        key = (_id(cfg), target)
+        if key not in cache:
+            f = ir(*cfg)
+            m = generate_cuda(f, target, cfg[5], cfg[6])
+            cache[key] = compile_cuda(m, target)
+        return cache[key]
+    return get
+
+
+def _sass(b):
+    from newt.backend.cuda import sass
+    try:
+        return sass(b.cubin)
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
+def test_corpus_compiles(cfg, target, built):
+    b = built(cfg, target)
+    assert b.cubin[:4] == b"\x7fELF"
+    assert ".entry " + b.name in b.ptx or f".entry {b.name}(" in b.ptx
+    assert b.n_regs > 0
+    heavy = (cfg[0], cfg[3].get("STAGE")) in HEAVY or (cfg[0] == "matmul.py" and cfg[3]["BLOCK_M"] *
+                                                        cfg[3]["BLOCK_N"] // (32 * cfg[5]) >= 128)
+    if not heavy:
+        assert b.n_spills == 0, b.log
+    assert b.stack_frame == 0 or heavy, b.log
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_vector_add_uses_128_bit_accesses(target, built):
+    b = built(CONFIGS[0], target)
+    s = _sass(b)
+    assert len(re.findall(r"LDG\.E\.128", s)) == 4  # 2 x 16 bytes per thread for each of x and y
+    assert len(re.findall(r"STG\.E\.128", s)) == 2
+    assert "LDL" not in s and "STL" not in s
+
+
+@pytest.mark.parametrize("idx", [1, 2], ids=["fp32", "fp16"])
+def test_softmax_uses_vector_accesses(idx, built):
+    b = built(CONFIGS[idx], "sm_90a")
+    s = _sass(b)
+    if idx == 1:
+        assert re.search(r"LDG\.E\.128", s) and re.search(r"STG\.E\.128", s)
+    else:  # 1024 fp16 over 256 threads: 4 elements = 8 bytes per thread
+        assert re.search(r"LDG\.E\.64", s) and re.search(r"STG\.E\.64", s)
+    assert "SHFL.BFLY" in s  # warp-shuffle reductions
+
+
+def test_softmax_fp16_wide_rows_use_128_bit_accesses():
+    f = ir("softmax.py", "softmax_kernel", dict(out_ptr=P(f16), in_ptr=P(f16), in_row_stride=i32, out_row_stride=i32,
+                                               n_rows=i32, n_cols=i32), dict(BLOCK_SIZE=4096, num_stages=2),
+           aligned("out_ptr", "in_ptr", "in_row_stride", "out_row_stride", "n_cols"), 8, 2)
+    b = compile_cuda(generate_cuda(f, "sm_90a", 8, 2))
+    s = _sass(b)
+    assert re.search(r"LDG\.E\.128", s) and re.search(r"STG\.E\.128", s)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_matmul_uses_tensor_cores_and_cp_async(target, built):
+    cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 128)
+    b = built(cfg, target)
+    s = _sass(b)
+    assert "HMMA.16816.F32" in s
+    assert "LDSM" in s                     # ldmatrix
+    assert "LDGSTS" in s                   # cp.async
+    assert "DEPBAR" in s or "LDGDEPBAR" in s
+    m = b.module
+    assert m.metadata["pipelined_loops"] == 1
+    assert m.shared_bytes == 4 * (128 * 32 + 32 * 128) * 2  # 4 stages of A and B tiles
+    assert m.needs_shared_opt_in
+
+
+def test_num_stages_changes_the_code():
+    cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 128)
+    srcs = {}
+    for s in (1, 2, 3, 4):
+        m = generate_cuda(ir(*cfg[:5], cfg[5], s), "sm_90a", cfg[5], s)
+        srcs[s] = m
+    assert srcs[1].metadata["pipelined_loops"] == 0
+    assert "cp_async" not in srcs[1].source.split("extern \"C\"")[1]
+    for s in (2, 3, 4):
+        assert f"cp_async_wait<{s - 2}>" in srcs[s].source
+        assert f"constexpr int SMEM_PIPE1 = {s * 8192};" in srcs[s].source  # s stages of the 128x32 A tile
+        assert srcs[s].shared_bytes >= s * 16384
+    assert len({m.source for m in srcs.values()}) == 4
+
+
+def test_attention_uses_tensor_cores(built):
+    cfg = next(c for c in CONFIGS if c[0] == "attention.py")
+    s = _sass(built(cfg, "sm_90a"))
+    assert s.count("HMMA.16816.F32") >= 16
+    assert "MUFU.EX2" in s
+
+
+DOT_SRC = textwrap.dedent('''
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def dot_kernel(a_ptr, b_ptr, c_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr, PREC: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = nl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        c = nl.dot(a, b, input_precision=PREC)
+        nl.store(c_ptr + rm[:, None] * N + rn[None, :], c)
+''')
+
+
+@pytest.fixture(scope="module")
+def dot_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("k") / "dotk.py"
+    p.write_text(DOT_SRC)
+    return str(p)
+
+
+@pytest.mark.parametrize("dt,acc,prec,instr", [(nl.float16, nl.float32, None, "HMMA.16816.F32"),
+                                               (nl.bfloat16, nl.float32, None, "HMMA.16816.F32.BF16"),
+                                               (nl.float32, nl.float32, "tf32", "HMMA.1688.F32.TF32"),
+                                               (nl.int8, nl.int32, None, "IMMA.16832.S8.S8"),
+                                               (nl.float32, nl.float32, "ieee", "FFMA"),
+                                               (nl.float64, nl.float64, None, "DFMA")])
+def test_dot_instructions(dot_file, dt, acc, prec, instr):
+    f = ir(dot_file, "dot_kernel", {"a_ptr": P(dt), "b_ptr": P(dt), "c_ptr": P(acc)},
+           {"M": 64, "N": 64, "K": 64, "PREC": prec}, aligned("a_ptr", "b_ptr", "c_ptr"))
+    b = compile_cuda(generate_cuda(f, "sm_80", 4, 3))
+    assert instr in _sass(b)
+    assert b.n_spills == 0
+
+
+def test_generated_cuda_is_readable():
+    cfg = CONFIGS[0]
+    m = generate_cuda(ir(*cfg), "sm_90a", 4, 3)
+    src = m.source
+    assert 'extern "C" __global__ void __launch_bounds__(128) add_kernel(' in src
+    assert "// vector_add.py:13: x = nl.load(x_ptr + offsets, mask=mask)" in src
+    assert m.name == "add_kernel"
+    assert [p.name for p in m.params] == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
+    assert [p.ctype for p in m.params] == ["float*", "float*", "float*", "int"]
+    assert [p.size for p in m.params] == [8, 8, 8, 4]
+    assert m.shared_bytes == 0 and not m.needs_shared_opt_in
+    assert any("blocked" in d for d in m.layouts.values())
+    # every CUDA line that came from an op maps back to the user's file
+    locs = [loc for loc in m.line_locs if loc is not None]
+    assert locs and all(loc.file.endswith("vector_add.py") for loc in locs)
+
+
+def test_generate_cuda_needs_neither_torch_nor_cuda():
+    code = textwrap.dedent(f'''
+        import sys
+        sys.path.insert(0, {os.path.join(ROOT, "tests", "backend")!r})
+        from kernels import ir, P, f32, i32, aligned
+        from newt.backend.cuda import generate_cuda
+        f = ir("vector_add.py", "add_kernel", dict(x_ptr=P(f32), y_ptr=P(f32), out_ptr=P(f32), n_elements=i32),
+               dict(BLOCK_SIZE=1024), aligned("x_ptr"))
+        generate_cuda(f, "sm_90a", 4, 3)
+        bad = [m for m in sys.modules if m == "torch" or m.startswith("cuda")]
+        assert not bad, bad
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr
+
+
+def test_nvrtc_failure_names_kernel_and_line():
+    cfg = CONFIGS[0]
+    m = generate_cuda(ir(*cfg), "sm_90a", 4, 3)
+    lines = m.source.splitlines()
+    k = next(i for i, t in enumerate(lines) if "nl.store" in t)
+    lines.insert(k + 1, "  this_is_not_cuda;")
+    m.source = "\n".join(lines)
+    m.line_locs.insert(k + 1, m.line_locs[k + 1])
+    with pytest.raises(newt.CompilationError) as ei:
+        compile_cuda(m)
+    msg = str(ei.value)
+    assert "add_kernel" in msg
+    assert "vector_add.py:15" in msg                 # the user's line
+    assert "nl.store(out_ptr + offsets" in msg         # shown with a caret
+    width = len(str(len(lines)))
+    assert f"{k + 2:>{width}} |   this_is_not_cuda;" in msg  # the CUDA with line numbers
+    assert "identifier \"this_is_not_cuda\" is undefined" in msg  # the NVRTC log
+
+
+def test_shared_memory_over_the_target_limit_is_an_error():
+    cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 256)
+    # 128x256x64 fp16 with 8 stages: 8 * 48 KB does not fit anywhere, so stages are reduced to fit
+    m = generate_cuda(ir(*cfg[:5], 8, 8), "sm_80", 8, 8)
+    assert m.shared_bytes <= TARGETS["sm_80"].max_shared
+
+
+@pytest.mark.parametrize("name", ["sm_80", "sm_89", "sm_90a", "sm_120"])
+def test_targets_compile_vector_add(name):
+    tgt = get_target(name)
+    assert tgt.max_shared > 48 * 1024
+    b = compile_cuda(generate_cuda(ir(*CONFIGS[0]), name, 4, 3))
+    assert b.target == name and b.cubin
+
+
+def test_target_lookup():
+    assert get_target("sm90a") is TARGETS["sm_90a"]
+    assert get_target((8, 0)) is TARGETS["sm_80"]
+    assert get_target(120).name == "sm_120"
+    assert TARGETS["sm_90a"].wgmma and not TARGETS["sm_80"].wgmma
+    with pytest.raises(ValueError, match="unknown CUDA target"):
+        get_target("sm_70")
+
+
+def test_num_warps_range():
+    f = ir(*CONFIGS[0])
+    for nw in (1, 2, 4, 8, 16, 32):
+        m = generate_cuda(f, "sm_90a", nw, 3)
+        assert f"__launch_bounds__({32 * nw}" in m.source
+        assert compile_cuda(m).n_spills == 0
+    with pytest.raises(ValueError):
+        generate_cuda(f, "sm_90a", 3, 3)
+
+
+def test_device_print_and_assert_compile(tmp_path):
+    src = textwrap.dedent('''
+        import newt
+        import newt.language as nl
+
+        @newt.jit
+        def dbg(x_ptr, n, BLOCK: nl.constexpr):
+            offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+            x = nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            nl.device_print("x=", x)
+            nl.device_assert(x >= 0, "x must be non-negative")
+            nl.device_print("n", n)
+    ''')
+    p = tmp_path / "dbg.py"
+    p.write_text(src)
+    f = ir(str(p), "dbg", {"x_ptr": P(f32), "n": i32}, {"BLOCK": 64})
+    m = generate_cuda(f, "sm_90a", 2, 3)
+    assert "printf(" in m.source and "__assertfail(" in m.source and "x must be non-negative" in m.source
+    b = compile_cuda(m)
+    assert "vprintf" in b.ptx and "__assertfail" in b.ptx
