@@ -110,7 +110,8 @@ for rel, want in pairs(expect.diagnostics) do
       local lsp = d.user_data and d.user_data.lsp or {}
       table.insert(actual, {
         line = d.lnum, character = lsp.range and lsp.range.start.character or d.col, code = tostring(d.code),
-        severity = vim.diagnostic.severity[d.severity]:lower(), message = d.message,
+        severity = ({ ERROR = 'error', WARN = 'warning', INFO = 'information', HINT = 'hint' })[vim.diagnostic.severity[d.severity]],
+        message = d.message,
       })
     end
     local missing, unexpected = {}, {}
@@ -239,17 +240,18 @@ for _, spec in ipairs({ { 'cuda', 'cuda-cpp', '__global__' }, { 'ptx', 'ptx', '.
     local buf, uri = open(c.file)
     local shown = request('workspace/executeCommand', { command = 'newt.show', arguments = { { uri = uri, position = { line = c.line, character = c.character }, kind = kind } } }, buf, 300000)
     local doc = request('newt/virtualDocument', { uri = shown.uri }, buf, 300000)
-    return { ok = doc.languageId == lang and doc.text:find(needle, 1, true) ~= nil, uri = shown.uri, languageId = doc.languageId, head = doc.text:sub(1, 300) }
+    return { ok = doc.languageId == lang and doc.text:find(needle, 1, true) ~= nil, uri = shown.uri, languageId = doc.languageId, head = doc.text:sub(1, 300), tail = doc.text:sub(-600) }
   end)
 end
 
 -- Verify through the interpreter -----------------------------------------------------------------------
-local v = expect.verify
-check('verify ' .. v.kernel .. ' runs on the ' .. v.device, function()
-  local buf, uri = open(v.file)
-  local r = request('workspace/executeCommand', { command = 'newt.verify', arguments = { { uri = uri, position = { line = v.line, character = v.character } } } }, buf, 300000)
-  return { ok = type(r) == 'table' and r.device == v.device and r.ok == true and type(r.cases) == 'table' and #r.cases > 0, result = r }
-end)
+for _, v in ipairs(expect.verify) do
+  check('verify ' .. v.kernel .. ' (' .. v.file .. ') runs on the ' .. v.device, function()
+    local buf, uri = open(v.file)
+    local r = request('workspace/executeCommand', { command = 'newt.verify', arguments = { { uri = uri, position = { line = v.line, character = v.character } } } }, buf, 300000)
+    return { ok = type(r) == 'table' and r.kernel == v.kernel and r.device == v.device and r.ok == true and type(r.cases) == 'table' and #r.cases > 0, result = r }
+  end)
+end
 
 -- Autotune with a client-side workDoneToken: $/progress begin, a report per config, end ------------------
 local a = expect.autotune

@@ -235,15 +235,16 @@ async function run() {
   }, 180000);
 
   // -- Verify (code lens): through the interpreter, no GPU ------------------------------------------
-  const v = expect.verify;
-  await check(`verify ${v.kernel} runs on the ${v.device}`, async () => {
-    await show(v.file);
-    const l = lens(v.file, 'newt.verifyKernel');
-    const args = l ? l.arguments : [uriOf(v.file).toString(), { line: v.line, character: v.character }];
-    const r = await vscode.commands.executeCommand('newt.verifyKernel', ...args);
-    const ok = !!r && r.kernel === v.kernel && r.device === v.device && r.ok === true && Array.isArray(r.cases) && r.cases.length > 0;
-    return { ok, viaLens: !!l, result: r, lastCommandError: api.lastCommandError };
-  }, 300000);
+  for (const v of expect.verify) {
+    await check(`verify ${v.kernel} (${v.file}) runs on the ${v.device}`, async () => {
+      await show(v.file);
+      const l = lens(v.file, 'newt.verifyKernel');
+      const args = l ? l.arguments : [uriOf(v.file).toString(), { line: v.line, character: v.character }];
+      const r = await vscode.commands.executeCommand('newt.verifyKernel', ...args);
+      const ok = !!r && r.kernel === v.kernel && r.device === v.device && r.ok === true && Array.isArray(r.cases) && r.cases.length > 0;
+      return { ok, viaLens: !!l, result: r, lastCommandError: api.lastCommandError };
+    }, 300000);
+  }
 
   // -- Autotune (code lens): every config timed, progress reported through $/progress ------------------
   const a = expect.autotune;
