@@ -277,6 +277,20 @@ class _Gen:
             return self.tile_attr_expr(n)
         return self.render(n)
 
+    def is_constexpr(self, n) -> bool:
+        """Is this scalar a compile-time constant in the generated kernel (a block size, a literal)?"""
+        if not isinstance(n, Node):
+            return True
+        if n.dims:
+            return False
+        if n.op == "const" or n.op == "tile_block_size":
+            return True
+        if n.op == "tile_count":
+            return n.attrs["tile"].extent is not None
+        if n.op in ("binary", "unary"):
+            return all(self.is_constexpr(a) for a in n.args)
+        return False
+
     def carried_name(self, n) -> str:
         raise AssertionError(f"unbound loop variable {n}")
 
@@ -342,6 +356,8 @@ class _Gen:
             return tmpl.format(x=x)
         if op == "cast":
             (a,) = n.args
+            if isinstance(a, Node) and self.is_constexpr(a):
+                return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
         if op == "where":
             c, a, b = n.args

@@ -521,8 +521,19 @@ class KernelStructure:
         for p in self.params:
             ann = self.param_annotations.get(p)
             q = self.resolver.qualname(ann) if ann is not None else None
-            if q == "torch.Tensor" or any(p in loop.reads for loop in self.loops):
+            if q == "torch.Tensor":
                 tensors.add(p)
+        # names used like tensors by the host code: x.shape, x.size(), torch.empty_like(x), x.view(...)
+        for n in ast.walk(self.fdef):
+            if self.in_device(n):
+                continue
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and (
+                    n.attr in ops.HOST_ATTR_OK or n.attr in ops.HOST_METHOD_OK):
+                tensors.add(n.value.id)
+            elif isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name):
+                tn = self.torch_name(n.func)
+                if tn is not None and tn[0] == "torch" and tn[1] in _LIKE_FNS:
+                    tensors.add(n.args[0].id)
         for stmt in self._host_stmts(body):
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 if self._rank_of(stmt.value) is not None:
@@ -734,10 +745,8 @@ class KernelStructure:
                 continue
             try:
                 Config(**{name: value})
-            except ConfigError as e:
-                self.problem("D005", kw.value, str(e))
-            except TypeError as e:
-                self.problem("D005", kw.value, str(e))
+            except (ConfigError, TypeError) as e:
+                self.problem("D005", kw, str(e))
             if name in ("loop_orders", "l2_groupings") and isinstance(value, (list, tuple)):
                 multi = [n for n in self.grid_ndims if n is None or n > 1]
                 if all(n is not None for n in multi) and len(value) > len(multi):

@@ -1215,6 +1215,14 @@ class Tracer:
             d += 1
         return items
 
+    def _strides(self, ht: HostTensor, items):
+        """Dynamic shapes: the strides the access uses are run-time parameters."""
+        if self.static:
+            return
+        for it in items:
+            if it[0] != "none":
+                self.size_of(ht, it[2], "stride")
+
     def _items_dims(self, items):
         dims = []
         for it in items:
@@ -1231,6 +1239,7 @@ class Tracer:
         dims = self._items_dims(items)
         self._check_unique_dims(dims, e)
         ht.arg.loaded = True
+        self._strides(ht, items)
         n = Node("load", dims=dims, dtype=ht.t.dtype, attrs={"tensor": ht.arg, "items": items}, pad=0)
         self.prog.dims_used.add(dims)
         return self.emit(n)
@@ -1254,6 +1263,7 @@ class Tracer:
         if isinstance(v, Node):
             self._check_store_dims(v.dims, dims, ht, e)
         ht.arg.stored = True
+        self._strides(ht, items)
         n = Node("store", [v], dims=(), dtype=None, attrs={"tensor": ht.arg, "items": items, "dims": dims})
         self.prog.dims_used.add(dims)
         self.emit(n)
@@ -1341,7 +1351,16 @@ class Tracer:
                      weak=weak)
             return self.emit(n)
         rt = result_type(a, b)
-        if op == "truediv" and not rt.is_floating_point:
+        if weak and isinstance(a, Node) and isinstance(b, Node) or weak and (isinstance(a, Node) or
+                                                                         isinstance(b, Node)):
+            # scalars on both sides (tile.begin, parameters, literals): newt's scalar promotion, no casts
+            nodes = [v for v in (a, b) if isinstance(v, Node)]
+            floating = any(v.dtype.is_floating_point for v in nodes) or any(isinstance(v, float) for v in (a, b))
+            wide = any(v.dtype == torch.int64 for v in nodes)
+            rt = torch.float32 if floating or op == "truediv" else (torch.int64 if wide else torch.int32)
+            if op == "pow":
+                rt = torch.float32
+        elif op == "truediv" and not rt.is_floating_point:
             rt = torch.get_default_dtype()
         if op == "pow":
             if isinstance(b, (int, float)) and not isinstance(b, bool) and float(b) == 2.0 and isinstance(a, Node):
@@ -1391,6 +1410,9 @@ class Tracer:
         if isinstance(v, Node):
             if v.dtype == dtype:
                 return v
+            if v.weak and dtype in (torch.int32, torch.int64) and v.dtype in (torch.int32, torch.int64) and \
+                    not v.dims:
+                return v  # newt widens int scalars by itself
             if v.weak and v.op == "const":
                 return v.attrs["value"] if not dtype.is_floating_point else float(v.attrs["value"])
             return self.cast(v, dtype)
@@ -1814,6 +1836,7 @@ class Tracer:
             if sem not in ("relaxed", "acquire", "release", "acq_rel"):
                 raise self.error("D004", e, f"dt.atomic_add: unknown sem {sem!r}")
             target.arg.atomic = True
+            self._strides(target, items)
             self.prog.has_atomic = True
             self.emit(Node("atomic_add", [value], dims=(), attrs={"tensor": target.arg, "items": items,
                                                                    "dims": dims, "sem": sem}))

@@ -1,0 +1,44 @@
+"""Helpers of the deuteron tests (a uniquely named module: ``deuteron`` itself must stay importable)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "deuteron"
+MARK = "\u00ab"  # « marks where a diagnostic must start
+
+
+def locate(src: str):
+    """Remove every « and return (clean source, [(line, col), ...]) 1-based."""
+    out, marks = [], []
+    for i, line in enumerate(src.split("\n"), start=1):
+        while MARK in line:
+            col = line.index(MARK)
+            marks.append((i, col + 1))
+            line = line[:col] + line[col + 1:]
+        out.append(line)
+    return "\n".join(out), marks
+
+
+HEADER = "import torch\nimport deuteron as dt\n\n\n"
+
+
+def check(body: str, path: str = "k.py"):
+    from newt.frontend import analyze_source
+    src, marks = locate(HEADER + textwrap.dedent(body).lstrip("\n"))
+    return analyze_source(src, path), marks, src
+
+
+def write_module(tmp_path, name: str, body: str):
+    """A kernel module on disk (deuteron reads kernels' source from their files)."""
+    import importlib.util
+    p = tmp_path / f"{name}.py"
+    p.write_text(HEADER + textwrap.dedent(body).lstrip("\n"))
+    spec = importlib.util.spec_from_file_location(name, str(p))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -1,0 +1,146 @@
+"""Errors at call time point at the user's file, line and column (newt.CompilationError values)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deuteron as dt
+import newt
+from dt_helpers import write_module
+
+
+def raises_at(mod, call, code, line_text, col_text=None, contains=None):
+    with pytest.raises(newt.CompilationError) as ei:
+        call()
+    e = ei.value
+    d = e.diagnostics[0]
+    assert d.code == code, str(e)
+    src = open(mod.__file__).read().splitlines()
+    line = next(i for i, t in enumerate(src, 1) if line_text in t)
+    assert d.span.line == line, str(e)
+    if col_text is not None:
+        assert d.span.col == src[line - 1].index(col_text) + 1, str(e)
+    assert d.file == mod.__file__
+    text = str(e)
+    assert f"{mod.__file__}:{line}:" in text and "^" in text
+    if contains:
+        assert contains in d.message, d.message
+    return e
+
+
+def test_rank_mismatch_found_at_call_time(tmp_path):
+    mod = write_module(tmp_path, "k_rank", """
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for tile in dt.tile(x.size(0)):
+            out[tile, :] = x[tile]
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8, 8)), "D002", "out[tile, :] = x[tile]", "x[tile]",
+              contains="rank 2")
+
+
+def test_shapes_that_do_not_broadcast(tmp_path):
+    mod = write_module(tmp_path, "k_shape", """
+    @dt.kernel
+    def f(x):
+        m, n = x.shape
+        out = torch.empty_like(x)
+        for tm, tn in dt.tile([m, n]):
+            a = x[tm, tn]
+            out[tm, tn] = a + a.T
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8, 8)), "D004", "out[tm, tn] = a + a.T", "a + a.T",
+              contains="do not broadcast")
+
+
+def test_unsupported_op_static_error_before_running(tmp_path):
+    mod = write_module(tmp_path, "k_sort", """
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for tile in dt.tile(x.size(0)):
+            out[tile] = torch.sort(x[tile])
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "torch.sort", "torch.sort")
+
+
+def test_tile_arithmetic(tmp_path):
+    mod = write_module(tmp_path, "k_tile", """
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for tile in dt.tile(x.size(0)):
+            out[tile] = x[tile] * (tile + 1)
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D003", "(tile + 1)", "tile + 1")
+
+
+def test_bad_config_names_the_decorator(tmp_path):
+    mod = write_module(tmp_path, "k_cfg", """
+    @dt.kernel(config=dt.Config(block_sizes=[64, 64]))
+    def f(x):
+        out = torch.empty_like(x)
+        for tile in dt.tile(x.size(0)):
+            out[tile] = x[tile]
+        return out
+    """)
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f(torch.randn(8))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D005" and "1 tunable block size" in d.message
+    assert d.span.line == 5  # the config= keyword on the decorator line
+
+
+def test_matmul_block_too_small_for_tensor_cores(tmp_path):
+    mod = write_module(tmp_path, "k_mm", """
+    @dt.kernel
+    def f(x, y):
+        m, k = x.shape
+        _, n = y.shape
+        out = torch.empty([m, n], device=x.device)
+        for tm, tn in dt.tile([m, n]):
+            acc = dt.zeros([tm, tn])
+            for tk in dt.tile(k):
+                acc = dt.dot(x[tm, tk], y[tk, tn], acc=acc)
+            out[tm, tn] = acc
+        return out
+    """)
+    x = torch.randn(32, 32)
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f.run_with(dict(block_sizes=[8, 32, 16]), x, x)
+    assert "at least 16" in ei.value.diagnostics[0].message
+
+
+def test_dt_functions_outside_kernels():
+    with pytest.raises(dt.DeuteronUsageError):
+        dt.tile(10)
+    with pytest.raises(dt.DeuteronUsageError):
+        dt.register_block_size(64)
+
+
+def test_decorator_option_errors():
+    with pytest.raises(dt.ConfigError):
+        dt.kernel(autotune_effort="max")(lambda x: x)
+    with pytest.raises(dt.ConfigError):
+        dt.Config(block_sizes=[100])
+    with pytest.raises(dt.ConfigError):
+        dt.Config(pid_type="zigzag")
+
+
+def test_value_computed_in_kernel_read_by_host(tmp_path):
+    mod = write_module(tmp_path, "k_escape", """
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for tile in dt.tile(x.size(0)):
+            s = x[tile] * 2
+            out[tile] = s
+        return out, s
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "return out, s", contains="cannot be read by the host")
