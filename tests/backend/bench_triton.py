@@ -1,3 +1,4 @@
+# ruff: noqa: B023, F821  (benchmark closures read the loop variables at call time, on purpose)
 """Timing of the backend's kernels against Triton with the same source (only tl/nl differ).
 
 Run on the GPU machine: ``python3 tests/backend/bench_triton.py [out.json]``.  Launches go through
@@ -179,7 +180,7 @@ def main(out_path=None):
     info = dict(date=datetime.date.today().isoformat(), gpu=dev, torch=torch.__version__, triton=triton.__version__,
                 cuda_bindings=__import__("cuda.bindings").bindings.__version__)
     from newt.backend.cuda.compiler import nvrtc_version
-    info["nvrtc"] = "%d.%d" % nvrtc_version()
+    info["nvrtc"] = "{}.{}".format(*nvrtc_version())
     print(json.dumps(info))
     print(f"{'kind':8} {'shape':22} {'dtype':8} {'newt ms':>9} {'triton ms':>9} {'triton/newt':>11}")
     for r in rows:

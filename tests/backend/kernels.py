@@ -7,7 +7,7 @@ file's module-level code (autotune decorators, torch imports) never runs.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 
 import newt.language as nl
 from newt.frontend import build_ir
@@ -22,7 +22,7 @@ P = nl.pointer_type
 f16, bf16, f32, f64, i32, i64 = nl.float16, nl.bfloat16, nl.float32, nl.float64, nl.int32, nl.int64
 
 
-@lru_cache(maxsize=None)
+@cache
 def _env(path: str):
     with open(path) as fh:
         src = SourceFile(fh.read(), path)

@@ -488,7 +488,8 @@ def test_dot(case, mnk, nw, trans_b):
     a = rand((M, K), dtype, -2, 2)
     bm = rand((K, N), dtype, -2, 2)
     b_in = bm.t().contiguous() if trans_b else bm
-    out_t = {nl.float32: torch.float32, nl.float64: torch.float64, nl.int32: torch.int32, nl.float16: torch.float16}[out]
+    out_t = {nl.float32: torch.float32, nl.float64: torch.float64, nl.int32: torch.int32,
+             nl.float16: torch.float16}[out]
     c = torch.empty((M, N), device="cuda", dtype=out_t)
     kb = compile_fn(dot_kernel, {"a_ptr": P(DT[dtype]), "b_ptr": P(DT[dtype]), "c_ptr": P(out)},
                     {"M": M, "N": N, "K": K, "PREC": prec or None, "OUT": out, "TRANS_B": trans_b}, num_warps=nw,
@@ -659,7 +660,8 @@ def test_histogram_corpus():
     n = 10000
     x = torch.randint(-3, 20, (n,), device="cuda", dtype=torch.int32)
     h = torch.zeros(16, device="cuda", dtype=torch.int32)
-    b = compile_fn(corpus("misc.py", "histogram_kernel"), {"x_ptr": P(nl.int32), "hist_ptr": P(nl.int32), "n": nl.int32},
+    b = compile_fn(corpus("misc.py", "histogram_kernel"),
+                   {"x_ptr": P(nl.int32), "hist_ptr": P(nl.int32), "n": nl.int32},
                    {"NUM_BINS": 16, "BLOCK": 256}, div={"x_ptr": 16, "hist_ptr": 16})
     launch(b, ((n + 255) // 256,), x, h, n)
     assert torch.equal(h.long(), torch.bincount(x.clamp(0, 15).long(), minlength=16))
@@ -686,7 +688,8 @@ def test_misc_corpus():
     assert torch.equal(g, torch.arange(g.numel(), device="cuda", dtype=torch.float32) * 0.5)
     xs = rand((4, 64), torch.float32)
     o = torch.zeros(4, device="cuda", dtype=torch.int32)
-    b = compile_fn(corpus("misc.py", "argmax_rows"), {"x_ptr": P(nl.float32), "out_ptr": P(nl.int32), "stride": nl.int32},
+    b = compile_fn(corpus("misc.py", "argmax_rows"),
+                   {"x_ptr": P(nl.float32), "out_ptr": P(nl.int32), "stride": nl.int32},
                    {"N": 64})
     launch(b, (4,), xs, o, 64)
     assert torch.equal(o.long(), xs.argmax(1))

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from newt.backend.cuda.axisinfo import analyze_axis_info
-from newt.backend.cuda.layout import (Layout, SwizzledShared, bit_index_expr, blocked, blocked_for, in_thread_map,
+from newt.backend.cuda.layout import (Layout, SwizzledShared, bit_index_expr, blocked_for, in_thread_map,
                                       mma_accumulator)
 from newt.backend.cuda.plan import _scan_layout, compact, mem_layout, scan_layout
 

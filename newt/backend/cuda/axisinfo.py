@@ -300,7 +300,7 @@ class _Analysis:
         if name in ("or", "xor", "where", "maximum", "minimum"):
             if n == 0:
                 return AxisInfo((), (), (), 1)
-            const = tuple(min(x) if False else _gcd_all([o.constancy[d] for o in ops]) for d in range(n))
+            const = tuple(_gcd_all([o.constancy[d] for o in ops]) for d in range(n))
             if name == "where":
                 # where(c, x, y) keeps x's and y's facts when c is constant over runs
                 x, y = ops[1], ops[2]

@@ -161,7 +161,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         head.extend(h.rstrip("\n").split("\n"))
         head.append("")
     kname = _cname(fn.name)
-    head.append(f'extern "C" __global__ void __launch_bounds__({32 * num_warps}{_min_blocks(fn, num_warps, em)}) {kname}(')
+    bounds = f"{32 * num_warps}{_min_blocks(fn, num_warps, em)}"
+    head.append(f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
     out_lines = []
     locs = []

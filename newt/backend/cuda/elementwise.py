@@ -34,7 +34,7 @@ def _arith(opsym):
                 return _wrap_int(t, f"({u})({a}) {opsym} ({u})({b})")
             return f"({a} {opsym} {b})"
         if t.is_bool():
-            return f"(bool)(({int(1)} & ((int)({a}) {opsym} (int)({b}))))"
+            return f"(bool)(({1} & ((int)({a}) {opsym} (int)({b}))))"
         return f"({a} {opsym} {b})"
     return f
 

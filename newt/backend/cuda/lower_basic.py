@@ -136,7 +136,7 @@ def _bind_var(em, v, name, lay, chunk):
 def _assign(em, targets, values, chunk):
     """targets[k] = values[k] for all k, safely when values refer to targets."""
     temps = []
-    for (name, lay, ty), v in zip(targets, values):
+    for (_name, lay, ty), v in zip(targets, values):
         if lay is None:
             t = em.tmp("y")
             ct = ctype(ty)
@@ -144,7 +144,7 @@ def _assign(em, targets, values, chunk):
             temps.append(t)
         else:
             temps.append(em.get(v, lay))
-    for (name, lay, ty), t in zip(targets, temps):
+    for (name, lay, _ty), t in zip(targets, temps):
         if lay is None:
             chunk.line(f"{name} = {t};")
         elif t != name:
@@ -166,7 +166,7 @@ def loop_header(em, op):
     lb, ub, step = op.operands[:3]
     init = op.operands[3:]
     targets = []
-    for a, v, r in zip(body.args[1:], init, op.results):
+    for a, v in zip(body.args[1:], init):
         name, lay = _declare_var(em, a, em.cur, init=v)
         targets.append((name, lay, a.type))
     return targets
@@ -318,7 +318,8 @@ def _fmt_of(t, hexa: bool):
         return "%f", lambda e: f"(double)({to_compute(e, t)})"
     if t.primitive_bitwidth == 64:
         f = "%llx" if hexa else ("%lld" if t.is_int_signed() else "%llu")
-        return ("0x" + f if hexa else f), lambda e: f"({'long long' if t.is_int_signed() else 'unsigned long long'})({e})"
+        ct = "long long" if t.is_int_signed() else "unsigned long long"
+        return ("0x" + f if hexa else f), lambda e: f"({ct})({e})"
     f = "%x" if hexa else ("%d" if t.is_int_signed() or t.is_bool() else "%u")
     return ("0x" + f if hexa else f), lambda e: f"({'int' if t.is_int_signed() or t.is_bool() else 'unsigned'})({e})"
 
@@ -339,7 +340,7 @@ def _print(em, op):
     blocks = [v for v in vals if is_block(v.type)]
     if not blocks:
         fmts, args = [], []
-        for k, v in enumerate(vals):
+        for v in vals:
             f, conv = _fmt_of(v.type, hexa)
             fmts.append(f)
             args.append(conv(em.scalar(v)))

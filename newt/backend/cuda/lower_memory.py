@@ -9,7 +9,7 @@ predicated ``ld.global.v4.b32`` (or v2/b32/b16/b8).  Masked-off lanes keep the
 
 from __future__ import annotations
 
-from newt.ir.types import is_block, scalar_of, shape_of
+from newt.ir.types import is_block, scalar_of
 
 from .ctypes import const_literal, ctype
 from .emitter import BackendError, lowers

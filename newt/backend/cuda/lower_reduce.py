@@ -183,7 +183,7 @@ def _reduce(em, op):
         b.line(f"for (int r = 0; r < {nout}; ++r) {{")
         bb = b.sub(1)
         bb.line(f"const int f = {fo};")
-        for k, (p, a) in enumerate(zip(ptrs, accs)):
+        for p, a in zip(ptrs, accs):
             bb.line(f"{a}[r] = {p}[f];")
         bb.line("#pragma unroll")
         bb.line(f"for (int q = 1; q < {nwa}; ++q) {{")
@@ -319,7 +319,7 @@ def _scan(em, op):
         ws_ = [f"wsum{k}" for k in range(n)]
         for k in range(n):
             rb.line(f"{wts[k]} wsum{k} = {ptrs[k]}[f];")
-        rb.line(f"for (int q = 1; q < wp; ++q) {{ " +
+        rb.line("for (int q = 1; q < wp; ++q) { " +
                 " ".join(f"const {wts[k]} z{k} = {ptrs[k]}[q * {nout_el} + f];" for k in range(n)) + " " +
                 _call(fn, ws_, [f"z{k}" for k in range(n)], ws_) + " }")
         if nl > 1:
@@ -332,9 +332,9 @@ def _scan(em, op):
             rb.line("  " + " ".join(f"{pre[k]}[r] = e{k};" for k in range(n)) + f" {has} = true;")
             rb.line("}")
         else:
-            rb.line(f"if (wp > 0) {{ " + " ".join(f"{pre[k]}[r] = wsum{k};" for k in range(n)) + f" {has} = true; }}")
+            rb.line("if (wp > 0) { " + " ".join(f"{pre[k]}[r] = wsum{k};" for k in range(n)) + f" {has} = true; }}")
     else:
-        rb.line(f"if (lp > 0) {{ " + " ".join(f"{pre[k]}[r] = e{k};" for k in range(n)) + f" {has} = true; }}")
+        rb.line("if (lp > 0) { " + " ".join(f"{pre[k]}[r] = e{k};" for k in range(n)) + f" {has} = true; }}")
     b.line("}")
     # 3. add the prefix to every element
     b.line(f"if ({has}) {{")

@@ -296,8 +296,8 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
             fe = em.flat_expr(lay)
             r, cc = ("r", "cc") if pl.inner == 1 else ("cc", "r")
             del r, cc
-            off = pl.tile.offset_expr("(f >> %d)" % lc, f"(f & {shape[1] - 1})") if pl.inner == 1 else \
-                pl.tile.offset_expr(f"(f & {shape[1] - 1})", "(f >> %d)" % lc)
+            row, col = f"(f >> {lc})", f"(f & {shape[1] - 1})"
+            off = pl.tile.offset_expr(row, col) if pl.inner == 1 else pl.tile.offset_expr(col, row)
             pred = "live" + (f" && {m}[i]" if m else "")
             chunk.line("#pragma unroll")
             chunk.line(f"for (int i = 0; i < {lay.nregs}; i += {pl.vec}) {{ const int f = {fe}; "

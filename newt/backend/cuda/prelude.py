@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the C++ text below keeps one helper per line)
 """The device-side support header every generated kernel includes (``newt_prelude.cuh``).
 
 NVRTC has no CUDA headers here, so the 16-bit and 8-bit float types are

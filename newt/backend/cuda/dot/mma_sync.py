@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from newt.ir.types import scalar_of, shape_of
 
-from ..ctypes import ctype, from_compute, to_compute
+from ..ctypes import from_compute, to_compute
 from ..layout import SwizzledShared, log2, mma_accumulator
 from .base import DotLowering, OperandTile, stage_to_smem
 
