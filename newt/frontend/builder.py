@@ -494,6 +494,7 @@ class Builder:
         regions = []
         scopes = []
         exited = []
+        returned = []
         for fn_ in (then_fn, else_fn):
             r = ir.Region()
             self.region = r
@@ -507,6 +508,8 @@ class Builder:
             regions.append(r)
             scopes.append(self.scope)
             exited.append(self.flow_state() == "static")
+            rv = self.scope.get(FLAG_RET)
+            returned.append(isinstance(rv, Const) and rv.value is True)
         self.region = saved
         if speculative:
             self.speculative -= 1
@@ -521,12 +524,6 @@ class Builder:
         plan = []  # (name, type, a, b)
         for name in names:
             a, b = then_s.get(name), else_s.get(name)
-            is_flag = name in (FLAG_RET, FLAG_BRK, FLAG_CNT)
-            if not is_flag:
-                if exited[0] and not exited[1]:
-                    a = None
-                elif exited[1] and not exited[0]:
-                    b = None
             if a is None or isinstance(a, Undef) or b is None or isinstance(b, Undef):
                 present = b if (a is None or isinstance(a, Undef)) else a
                 if present is None or isinstance(present, Undef):
@@ -552,7 +549,18 @@ class Builder:
         final = []
         for name, _, a, b in plan:
             try:
-                ty = self.merge_type(name, a, b, node)
+                try:
+                    ty = self.merge_type(name, a, b, node)
+                except SemError:
+                    # after a `return` a variable's value no longer matters: keep the other branch's
+                    if returned[0] != returned[1] and not name.startswith("$"):
+                        if returned[0]:
+                            a = None
+                        else:
+                            b = None
+                        ty = self.merge_type(name, a, b, node)
+                    else:
+                        raise
             except SemError as e:
                 if not speculative:
                     where = node

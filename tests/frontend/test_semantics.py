@@ -237,3 +237,31 @@ def test_compilation_error_has_no_compiler_frames():
     except CompilationError as e:
         text = "".join(traceback.format_exception_only(type(e), e))
         assert "builder.py" not in text and "error[N020]" in text
+
+
+@newt.jit
+def first_negative(x_ptr, out_ptr, n):
+    i = 0
+    found = -1
+    while i < n:
+        v = nl.load(x_ptr + i)
+        if v < 0:
+            found = i
+            break
+        i += 1
+    nl.store(out_ptr, found)
+
+
+def test_values_assigned_before_break_leave_the_loop():
+    """Regression: the branch that breaks used to be treated as 'don't care' for carried values."""
+    import torch
+
+    from newt.interpreter import launch_jit
+    x = torch.ones(40)
+    x[17] = -1.0
+    out = torch.zeros(1, dtype=torch.int32)
+    launch_jit(first_negative, (1,), (x, out, 40), {})
+    assert out.item() == 17
+    x[17] = 1.0
+    launch_jit(first_negative, (1,), (x, out, 40), {})
+    assert out.item() == -1
