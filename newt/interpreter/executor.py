@@ -512,9 +512,29 @@ def launch(fn, grid, args, *, num_warps: int = 4, mode: str | None = None, stdou
         batch = 1
     else:
         batch = max(1, min(total, LANE_BUDGET // max(plan.analysis.max_numel, 1)))
+    threads = _threads()
+    saved_threads = torch.get_num_threads()
+    if threads and threads != saved_threads:
+        torch.set_num_threads(threads)
     try:
         with torch.no_grad():
             for start in range(0, total, batch):
                 ex.run(start, min(start + batch, total), values)
     finally:
+        if threads and threads != saved_threads:
+            torch.set_num_threads(saved_threads)
         mem.write_back()
+
+
+def _threads() -> int:
+    """torch intra-op threads while a kernel runs: ``NEWT_INTERPRET_THREADS`` (0 = leave torch's setting).
+
+    The default is 1: the interpreter issues many small ops, which gain little from
+    threads, and on a busy machine torch's worker threads spin so much that a kernel
+    can take 100x longer.  Large kernels on an idle many-core machine may prefer more.
+    """
+    v = os.environ.get("NEWT_INTERPRET_THREADS", "1").strip()
+    try:
+        return max(0, int(v))
+    except ValueError:
+        raise ValueError(f"NEWT_INTERPRET_THREADS must be an integer, got {v!r}") from None
