@@ -75,6 +75,9 @@ CODES: dict[str, tuple[str, str]] = {
     "N051": ("static-print", "output of nl.static_print"),
     # specialization
     "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
+    # backend
+    "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
+    "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
     # deuteron
     "D001": ("dt-outside-tile", "tensor work outside any dt.tile loop runs on the host, not in the kernel"),
     "D002": ("dt-index-rank", "indexing a tensor with the wrong number of indices"),
