@@ -31,7 +31,7 @@ def test_every_code_is_documented():
     for code, (name, _) in CODES.items():
         assert f'<a id="{code.lower()}"></a>' in doc, code
         assert f"## {code} `{name}`" in doc, code
-    documented = set(re.findall(r"^## ([ND]\d{3}) ", doc, re.M))
+    documented = set(re.findall(r"^## ([NDB]\d{3}) ", doc, re.M))
     assert documented == set(CODES)
 
 
