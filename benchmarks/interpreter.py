@@ -320,8 +320,9 @@ def main(argv=None):
     if not ns.no_write:
         info = [
             f"- date: {datetime.date.today().isoformat()}",
-            f"- machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_name()}), torch threads "
-            f"{torch.get_num_threads()}",
+            f"- machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_name()}); torch threads "
+            f"{torch.get_num_threads()} (Triton), NEWT_INTERPRET_THREADS="
+            f"{os.environ.get('NEWT_INTERPRET_THREADS', '1 (default)')} (newt)",
             f"- python {platform.python_version()}, torch {torch.__version__}, newt {newt.__version__}, "
             f"triton {triton.__version__ if HAVE_TRITON else 'not installed: ' + TRITON_ERROR}",
             f"- best and median of {ns.repeat} runs (newt) / {max(2, ns.repeat // 2)} runs (Triton), each after "
