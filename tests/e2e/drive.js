@@ -62,12 +62,20 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       // a click on the status bar item shows the Newt output channel
       if (await status.count()) {
         await status.first().click();
+        // the Output view's channel picker shows "Newt", and its text is the Newt log
+        const selected = () => page.evaluate(() => [...document.querySelectorAll('.part.panel select')]
+          .map((s) => (s.selectedIndex >= 0 ? s.options[s.selectedIndex].text : '')));
+        const newtLines = /newt-lsp|\[server\]|language server running|Newt \d+\.\d+\.\d+ activated/;
         let outText = '';
-        for (let i = 0; i < 20 && !/language server running/.test(outText); i++) {
+        let channels = [];
+        for (let i = 0; i < 20; i++) {
           await page.waitForTimeout(250);
-          outText = (await page.locator('.part.panel').allInnerTexts()).join('\n').replace(/\u00a0/g, ' ');
+          channels = await selected();
+          outText = (await page.locator('.part.panel .monaco-editor').allInnerTexts()).join('\n').replace(/\u00a0/g, ' ');
+          if (channels.includes('Newt') && newtLines.test(outText)) break;
         }
-        uiCheck('clicking the status bar item shows the Newt log', /language server running/.test(outText), { outText: outText.slice(0, 1500) });
+        uiCheck('clicking the status bar item shows the Newt log', channels.includes('Newt') && newtLines.test(outText),
+          { channels, outText: outText.slice(0, 1500) });
       }
     }
     fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));

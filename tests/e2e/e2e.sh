@@ -105,7 +105,10 @@ JSON
     cp -r "$HERE/probe" "$RUN/ext/newt-e2e.probe-0.0.1"
     node "$CS/out/node/entry.js" --user-data-dir "$RUN/ud" --extensions-dir "$RUN/ext" \
       --install-extension "$VSIX" >"$RUN/install.log" 2>&1 || { cat "$RUN/install.log"; exit 1; }
-    export NEWT_E2E_OUT="$RUN/report.json" NEWT_E2E_EXPECT="$HERE/expected.json" NEWT_E2E_MODE="$mode"
+    # an interpreter that cannot import the server (isolated mode ignores PYTHONPATH)
+    mkdir -p "$RUN/badpy" && printf '#!/bin/sh\nexec %s -I "$@"\n' "$C/venv/bin/python" > "$RUN/badpy/python" && chmod +x "$RUN/badpy/python"
+    export NEWT_E2E_OUT="$RUN/report.json" NEWT_E2E_EXPECT="$HERE/expected.json" NEWT_E2E_MODE="$mode" \
+           NEWT_E2E_BAD_PYTHON="$RUN/badpy/python"
     setsid node "$CS/out/node/entry.js" --auth none --bind-addr "127.0.0.1:$port" --disable-telemetry \
       --disable-update-check "${trust_flag[@]}" --user-data-dir "$RUN/ud" --extensions-dir "$RUN/ext" \
       "$RUN/ws" >"$RUN/code-server.log" 2>&1 &

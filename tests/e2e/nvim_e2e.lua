@@ -153,7 +153,7 @@ for _, h in ipairs(expect.hover) do
       text = hover_text(request('textDocument/hover', { textDocument = { uri = uri }, position = { line = h.line, character = h.character } }, buf))
       return text ~= ''
     end, 500)
-    local has_shape, has_dtype = true, false
+    local has_shape, has_dtype = true, #h.dtype == 0
     for _, s in ipairs(h.contains) do has_shape = has_shape and text:find(s, 1, true) ~= nil end
     for _, s in ipairs(h.dtype) do has_dtype = has_dtype or text:find(s, 1, true) ~= nil end
     local offers_cuda = text:find('CUDA', 1, true) ~= nil or text:find('newt.showCuda', 1, true) ~= nil
@@ -216,15 +216,17 @@ local function lens(rel, cmd)
 end
 
 -- Compile: the lens's own command through workspace/executeCommand (what running a code lens does in Neovim)
-local c = expect.compile
-check('compile ' .. c.kernel .. ' by running its code lens', function()
-  local buf, uri = open(c.file)
-  local l = lens(c.file, 'newt.compileKernel')
-  local cmd = l and { command = l.command, arguments = l.arguments }
-    or { command = 'newt.compileKernel', arguments = { uri, { line = c.line, character = c.character } } }
-  local r = request('workspace/executeCommand', cmd, buf, 300000)
-  return { ok = type(r) == 'table' and r.kernel == c.kernel and type(r.n_regs) == 'number' and r.n_regs > 0, result = r }
-end)
+for _, k in ipairs(expect.compile) do
+  check('compile ' .. k.kernel .. ' (' .. k.file .. ') by running its code lens', function()
+    local buf, uri = open(k.file)
+    local l = lens(k.file, 'newt.compileKernel')
+    local cmd = l and { command = l.command, arguments = l.arguments }
+      or { command = 'newt.compileKernel', arguments = { uri, { line = k.line, character = k.character } } }
+    local r = request('workspace/executeCommand', cmd, buf, 300000)
+    return { ok = type(r) == 'table' and r.kernel == k.kernel and type(r.n_regs) == 'number' and r.n_regs > 0, result = r }
+  end)
+end
+local c = expect.compile[1]
 
 local compiled
 check('newt.compile returns registers and the generated documents', function()
