@@ -137,6 +137,17 @@ class _Gen:
         self.rblock: dict[int, int] = {}
         self.block_vals: dict[int, int] = {}
         self.defaults = defaults
+        self.unit: set = set()  # tiles of block size 1: rendered as scalars, not as block dimensions
+
+    def rd(self, dims) -> tuple:
+        """The dims a value has in the generated code (block-size-1 tiles are scalars there)."""
+        return tuple(d for d in dims if not (isinstance(d, TileInfo) and d.id in self.unit))
+
+    def rpos(self, dims, i: int) -> int:
+        return len(self.rd(dims[:i]))
+
+    def is_unit(self, d) -> bool:
+        return isinstance(d, TileInfo) and d.id in self.unit
 
     # ------------------------------------------------------------------ config
     def resolve_config(self):
@@ -155,6 +166,8 @@ class _Gen:
                 self.block_vals[t.id] = v
             else:
                 self.block_vals[t.id] = t.fixed or 1
+            if self.block_vals[t.id] == 1 and t.kind == "tile":
+                self.unit.add(t.id)
         rl = cfg.reduction_loops or []
         for r in self.prog.rdims:
             pad = 1 << max(0, (r.size - 1).bit_length())
@@ -198,7 +211,7 @@ class _Gen:
         raise AssertionError(d)
 
     def tile_mask_needed(self, t: TileInfo) -> bool:
-        if t.kind == "grid":
+        if t.kind == "grid" or t.id in self.unit:
             return False
         ext = t.extent
         if ext is None:
@@ -248,13 +261,13 @@ class _Gen:
         if not isinstance(v, Node):
             return _lit(v)
         e = self.expr(v)
-        k = len(v.dims)
+        k = len(self.rd(v.dims))
         if k == 0 or k == rank:
             return e
         return self.expand(e, rank - k, k, rank)
 
     def shape_tuple(self, dims) -> str:
-        parts = [self.block_expr(d) for d in dims]
+        parts = [self.block_expr(d) for d in self.rd(dims)]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
     def expr(self, n) -> str:
@@ -303,7 +316,7 @@ class _Gen:
         if op == "grid_index":
             return tn["index"]
         if op == "tile_index":
-            return tn["offs"]
+            return tn["begin"] if t.id in self.unit else tn["offs"]
         if op == "tile_begin":
             return tn["begin"]
         b = self.block_expr(t)
@@ -330,7 +343,7 @@ class _Gen:
 
     def render(self, n: Node) -> str:
         op = n.op
-        rank = len(n.dims)
+        rank = len(self.rd(n.dims))
         if op == "binary":
             a, b = n.args
             o = n.attrs["op"]
@@ -364,32 +377,39 @@ class _Gen:
             return f"nl.where({self.aligned(c, rank)}, {self.aligned(a, rank)}, {self.aligned(b, rank)})"
         if op == "expand_dims":
             (a,) = n.args
-            ax = n.attrs["axis"]
-            k = len(a.dims)
+            ax = self.rpos(n.dims, n.attrs["axis"])
+            k = len(self.rd(a.dims))
             idx = [":"] * k
             idx.insert(ax, "None")
             return f"{_atom(self.expr(a))}[{', '.join(idx)}]"
         if op == "reshape":
             (a,) = n.args
-            if not n.dims:
-                return f"nl.reshape({self.expr(a)}, ())" if a.dims else self.expr(a)
+            if self.rd(n.dims) == self.rd(a.dims):
+                return self.expr(a)
+            if not self.rd(n.dims):
+                return f"nl.reshape({self.expr(a)}, ())" if self.rd(a.dims) else self.expr(a)
             return f"nl.reshape({self.expr(a)}, {self.shape_tuple(n.dims)})"
         if op == "permute":
             (a,) = n.args
-            order = n.attrs["order"]
+            kept = [i for i, d in enumerate(a.dims) if not self.is_unit(d)]
+            order = [kept.index(i) for i in n.attrs["order"] if i in kept]
+            if order == list(range(len(order))):
+                return self.expr(a)
             if order == [1, 0]:
                 return f"nl.trans({self.expr(a)})"
             return f"nl.permute({self.expr(a)}, {tuple(order)})"
         if op == "expand":
             (a,) = n.args
-            if isinstance(a, Node) and a.dims:
+            if isinstance(a, Node) and self.rd(a.dims):
+                if self.rd(a.dims) == self.rd(n.dims):
+                    return self.expr(a)
                 return f"nl.broadcast_to({self.aligned(a, rank)}, {self.shape_tuple(n.dims)})"
-            if not n.dims:
+            if not self.rd(n.dims):
                 return self.expr(a)
             return f"nl.full({self.shape_tuple(n.dims)}, {self.expr(a)}, {_dt(n.dtype)})"
         if op == "full":
             v = n.attrs["value"]
-            if not n.dims:
+            if not self.rd(n.dims):
                 return f"nl.full((), {_lit(v)}, {_dt(n.dtype)})"
             if v == 0 and not isinstance(v, bool):
                 return f"nl.zeros({self.shape_tuple(n.dims)}, dtype={_dt(n.dtype)})"
@@ -411,13 +431,15 @@ class _Gen:
             (a,) = n.args
             ax = n.attrs["axis"]
             d = a.dims[ax]
+            if self.is_unit(d):
+                return self.expr(a)
             x = self.masked(a, ax, 0 if n.attrs["kind"] == "cumsum" else 1, d)
-            return f"nl.{n.attrs['kind']}({x}, axis={ax})"
+            return f"nl.{n.attrs['kind']}({x}, axis={self.rpos(a.dims, ax)})"
         raise AssertionError(f"cannot render {n}")
 
     # ------------------------------------------------------------------ memory
     def pointer(self, ta, items, dims):
-        rank = len(dims)
+        rank = len(self.rd(dims))
         terms = []
         masks = []
         pos = 0
@@ -436,16 +458,20 @@ class _Gen:
                 st_expr = f"{ta.name}_stride_{d}"
             if kind in ("tile", "red"):
                 dim = it[1]
-                e = self.expand(self.offs_of(dim), pos, 1, rank)
-                m = self.mask_of(dim)
-                if m is not None:
-                    masks.append(self.expand(m, pos, 1, rank))
-                pos += 1
+                if self.is_unit(dim):
+                    e = self.tile_names[dim.id]["begin"]
+                else:
+                    e = self.expand(self.offs_of(dim), pos, 1, rank)
+                    m = self.mask_of(dim)
+                    if m is not None:
+                        masks.append(self.expand(m, pos, 1, rank))
+                    pos += 1
             elif kind == "vec":
                 v = it[1]
-                k = len(v.dims)
-                e = self.expand(self.expr(v), pos, k, rank)
-                for j, vd in enumerate(v.dims):
+                vd_r = self.rd(v.dims)
+                k = len(vd_r)
+                e = self.expand(self.expr(v), pos, k, rank) if k else self.expr(v)
+                for j, vd in enumerate(vd_r):
                     m = self.mask_of(vd)
                     if m is not None:
                         masks.append(self.expand(m, pos + j, 1, rank))
@@ -481,7 +507,7 @@ class _Gen:
         dims = n.attrs["dims"]
         ptr, mask = self.pointer(ta, n.attrs["items"], dims)
         (v,) = n.args
-        val = self.aligned(v, len(dims)) if isinstance(v, Node) else _lit(v)
+        val = self.aligned(v, len(self.rd(dims))) if isinstance(v, Node) else _lit(v)
         if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
             val = f"{_atom(val)}.to({_dt(ta.dtype)})"
         if atomic:
@@ -497,11 +523,11 @@ class _Gen:
         """``a`` with the masked-off lanes of its dim ``ax`` set to ``identity``."""
         x = self.expr(a)
         m = self.mask_of(d)
-        if m is None or (a.pad is not None and a.pad == identity and not (isinstance(identity, float)
-                                                                           and math.isnan(identity))):
+        if m is None or self.is_unit(d) or (a.pad is not None and a.pad == identity and not (
+                isinstance(identity, float) and math.isnan(identity))):
             return x
-        rank = len(a.dims)
-        return f"nl.where({self.expand(m, ax, 1, rank)}, {x}, {_lit(identity)})"
+        rank = len(self.rd(a.dims))
+        return f"nl.where({self.expand(m, self.rpos(a.dims, ax), 1, rank)}, {x}, {_lit(identity)})"
 
     def render_reduce(self, n: Node) -> str:
         (a,) = n.args
@@ -509,8 +535,16 @@ class _Gen:
         ax = n.attrs["axis"]
         d = n.attrs["dim"]
         keep = n.attrs["keepdim"]
+        if self.is_unit(d):
+            # a block-size-1 tile: nothing to reduce
+            x = self.expr(a)
+            if kind in ("argmax", "argmin"):
+                x = f"nl.zeros({self.shape_tuple(n.dims)}, dtype=nl.int64)" if self.rd(n.dims) else \
+                    "nl.full((), 0, nl.int64)"
+            return x
         x = self.masked(a, ax, _identity(kind, a.dtype), d)
         kd = ", keep_dims=True" if keep else ""
+        ax = self.rpos(a.dims, ax)
         if kind == "sum":
             return f"nl.sum({x}, axis={ax}{kd})"
         if kind in ("max", "min"):
@@ -527,6 +561,10 @@ class _Gen:
         k = a.dims[-1]
         xa = self.masked(a, len(a.dims) - 1, 0, k) if not (a.pad == 0) else self.expr(a)
         xb = self.masked(b, len(b.dims) - 2, 0, k) if not (b.pad == 0) else self.expr(b)
+        ra, rb = len(self.rd(a.dims)), len(self.rd(b.dims))
+        if ra != rb:  # a batch of one on one side only: broadcast it away
+            xa = f"nl.reshape({xa}, {self.shape_tuple(a.dims[-2:])})" if ra > 2 else xa
+            xb = f"nl.reshape({xb}, {self.shape_tuple(b.dims[-2:])})" if rb > 2 else xb
         args = [xa, xb]
         if acc is not None:
             args.append(self.expr(acc))
@@ -731,10 +769,11 @@ class _Gen:
             kd = ", keep_dims=True" if s.attrs["keepdim"] else ""
             fn = {"sum": "nl.sum", "max": "nl.max", "min": "nl.min"}.get(kind)
             nm = self.node_name(s)
+            ax = self.rpos(s.args[0].dims, s.attrs["axis"])
             if fn is None:
-                self.w(indent, f"{nm} = nl.reduce({acc}, {s.attrs['axis']}, _dt_mul{kd})")
+                self.w(indent, f"{nm} = nl.reduce({acc}, {ax}, _dt_mul{kd})")
             else:
-                self.w(indent, f"{nm} = {fn}({acc}, axis={s.attrs['axis']}{kd})")
+                self.w(indent, f"{nm} = {fn}({acc}, axis={ax}{kd})")
             self.var[s.id] = nm
 
     def emit_loop(self, loop: LoopStmt, indent: int):
@@ -761,8 +800,9 @@ class _Gen:
             start, end = self.scalar_expr(t.begin), self.scalar_expr(t.end)
             self.w(indent, f"for {tn['begin']} in range({start}, {end}, {b}):")
             inner = indent + 1
-            self.w(inner, f"{tn['offs']} = {tn['begin']} + nl.arange(0, {b})")
-            if self.tile_mask_needed(t):
+            if t.id not in self.unit:
+                self.w(inner, f"{tn['offs']} = {tn['begin']} + nl.arange(0, {b})")
+            if t.id not in self.unit and self.tile_mask_needed(t):
                 self.w(inner, f"{tn['mask']} = {tn['offs']} < {end}")
         elif loop.kind == "grid":
             t = loop.tiles[0]
@@ -834,14 +874,14 @@ class _Gen:
 
     def coerced(self, spec) -> str:
         v, dims, dtype = spec
-        e = self.aligned(v, len(dims))
+        e = self.aligned(v, len(self.rd(dims)))
         if isinstance(v, Node) and v.dtype != dtype:
             e = f"{_atom(e)}.to({_dt(dtype)})"
-        if isinstance(v, Node) and v.dims != tuple(dims):
-            e = f"nl.broadcast_to({e}, {self.shape_tuple(dims)})" if v.dims else \
+        if isinstance(v, Node) and self.rd(v.dims) != self.rd(dims):
+            e = f"nl.broadcast_to({e}, {self.shape_tuple(dims)})" if self.rd(v.dims) else \
                 f"nl.full({self.shape_tuple(dims)}, {e}, {_dt(dtype)})"
         elif not isinstance(v, Node):
-            e = f"nl.full({self.shape_tuple(dims)}, {_lit(v)}, {_dt(dtype)})" if dims else \
+            e = f"nl.full({self.shape_tuple(dims)}, {_lit(v)}, {_dt(dtype)})" if self.rd(dims) else \
                 f"nl.full((), {_lit(v)}, {_dt(dtype)})"
         return e
 
@@ -931,7 +971,6 @@ class _Gen:
         src = prog.src
         head = [f"# Generated by deuteron from {src.path if src else '?'} ({self.fn_name}, the tile loop at line "
                 f"{getattr(prog_loop_src(prog), 'lineno', '?')}).",
-                f"# config: {cfg}",
                 "import newt",
                 "import newt.language as nl",
                 "", ""]
@@ -1032,6 +1071,8 @@ class _Gen:
                 continue
             b = self.block_expr(t)
             self.w(body_indent, f"{tn['begin']} = {tn['pid']} * {b}" + (f" + {start}" if start != "0" else ""))
+            if t.id in self.unit:
+                continue
             self.w(body_indent, f"{tn['offs']} = {tn['begin']} + nl.arange(0, {b})")
             if self.tile_mask_needed(t):
                 self.w(body_indent, f"{tn['mask']} = {tn['offs']} < {self.scalar_expr(t.end)}")

@@ -47,7 +47,7 @@ class Config:
     """A deuteron kernel configuration.  ``str(config)`` is a line to paste into ``@dt.kernel(config=...)``."""
 
     __slots__ = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages",
-                 "pid_type", "tunables")
+                 "pid_type", "tunables", "_key")
 
     def __init__(self, block_sizes=None, loop_orders=None, l2_groupings=None, reduction_loops=None,
                  num_warps=None, num_stages=None, pid_type=None, **tunables):
@@ -64,6 +64,7 @@ class Config:
             raise ConfigError(f"pid_type must be one of {', '.join(map(repr, PID_TYPES))}, not {pid_type!r}")
         self.pid_type = pid_type
         self.tunables = dict(tunables)
+        self._key = None
         self.check_basic()
 
     # -- validation that needs no kernel --------------------------------------------
@@ -143,13 +144,17 @@ class Config:
         return Config(**d)
 
     def key(self) -> str:
-        return self.to_json()
+        """A string identifying the config (configs are treated as immutable: use ``replace``)."""
+        k = self._key
+        if k is None:
+            k = self._key = self.to_json()
+        return k
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Config) and self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
-        return hash(self.to_json())
+        return hash(self.key())
 
     def __repr__(self) -> str:
         parts = []

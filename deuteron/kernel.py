@@ -217,6 +217,11 @@ class Kernel:
         from .ref import run_ref
         return run_ref(self.fn, args, kwargs)
 
+    @property
+    def __dt_eager__(self):
+        """The eager oracle (``newt.harness`` uses it to verify deuteron kernels)."""
+        return self.ref
+
     def to_newt_source(self, *args, config=None, **kwargs) -> str:
         """The generated newt source for these arguments (and ``config``, default: the kernel's)."""
         b = self._bind(args, kwargs)
@@ -627,7 +632,8 @@ class _HostRun:
         prog = self.entry.program(k, host_locals, self)
         gen, mod, _ = self.entry.compiled(prog, self.config)
         if self.mode == "source":
-            self.sources.append(gen.source.rstrip() + "\n\n# launched as: " + _launch_line(gen, prog, host_locals))
+            self.sources.append(f"# config: {self.config}\n" + gen.source.rstrip() + "\n\n# launched as: "
+                                + _launch_line(gen, prog, host_locals))
             self.built.append((gen, mod, prog, dict(host_locals)))
             return None
         args = _runtime_args(gen, prog, host_locals, self.fn_globals)

@@ -812,9 +812,12 @@ class _DeviceChecker:
     def __init__(self, st: KernelStructure, loop: DeviceLoop):
         self.st = st
         self.loop = loop
-        self.tiles: dict[str, TileSite] = {n: loop.site for n in loop.site.target_names}
+        # dt.grid loop variables are plain ints: only dt.tile ones are tiles
+        self.tiles: dict[str, TileSite] = {n: loop.site for n in loop.site.target_names} \
+            if loop.site.kind == "tile" else {}
         self.tile_tuples: dict[str, int] = {}
-        if loop.site.as_list and len(loop.site.target_names) == 1 and loop.site.static_ndim:
+        if loop.site.kind == "tile" and loop.site.as_list and len(loop.site.target_names) == 1 and \
+                loop.site.static_ndim:
             self.tile_tuples[loop.site.target_names[0]] = loop.site.static_ndim
         self.device_names = set(loop.assigned)
 
@@ -837,8 +840,11 @@ class _DeviceChecker:
                 st.note(s.target, "tile", st._site_text(site))
                 saved = dict(self.tiles), dict(self.tile_tuples)
                 for n in site.target_names:
-                    self.tiles[n] = site
-                if site.as_list and len(site.target_names) == 1 and site.static_ndim:
+                    if site.kind == "tile":
+                        self.tiles[n] = site
+                    else:
+                        self.tiles.pop(n, None)
+                if site.kind == "tile" and site.as_list and len(site.target_names) == 1 and site.static_ndim:
                     self.tile_tuples[site.target_names[0]] = site.static_ndim
                 self.expr(s.iter)
                 for b in s.body:

@@ -415,3 +415,109 @@ def test_generated_source_is_readable():
 
 def test_newt_compile_error_type():
     assert issubclass(dt.errors.DeuteronError, newt.CompilationError) if hasattr(dt, "errors") else True
+
+
+@pytest.mark.parametrize("cfg", [dict(pid_type="xyz"), dict(pid_type="persistent"), dict(loop_orders=[[1, 0]]),
+                                 dict(l2_groupings=[4]), dict(l2_groupings=[2], loop_orders=[[1, 0]],
+                                                              pid_type="persistent")])
+def test_program_id_mappings_compute_the_same(cfg):
+    x = torch.randn(100, 70, device=DEV, dtype=torch.float16)
+    y = torch.randn(70, 90, device=DEV, dtype=torch.float16)
+    got = bf16_matmul.run_with(dict(block_sizes=[16, 32, 16], **cfg), x, y)
+    close(got, x.float() @ y.float(), 1e-2, 1e-2)
+    a = torch.randn(33, 65, device=DEV)
+    close(add_bcast.run_with(dict(block_sizes=[8, 16], **cfg), a, a), a + a)
+
+
+@dt.kernel
+def grid3(x):
+    a, b, c = x.shape
+    out = torch.empty_like(x)
+    for ta, tb, tc in dt.tile([a, b, c]):
+        out[ta, tb, tc] = x[ta, tb, tc] * 2 + 1
+    return out
+
+
+@dt.kernel
+def sub_range(x, lo: int, hi: int):
+    out = torch.zeros_like(x)
+    for t in dt.tile(lo, hi):
+        out[t] = x[t] + 1
+    return out
+
+
+@dt.kernel
+def registered_k(x, y):
+    m, k = x.shape
+    _, n = y.shape
+    bk = dt.register_block_size(16, 64)
+    out = torch.empty([m, n], device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        acc = dt.zeros([tm, tn])
+        for tk in dt.tile(k, block_size=bk):
+            acc = dt.dot(x[tm, tk], y[tk, tn], acc=acc)
+        out[tm, tn] = acc
+    return out
+
+
+@dt.kernel
+def causal_rows(x):
+    """An inner tile loop whose bounds come from the outer tile (a lower-triangular row sum)."""
+    (n,) = x.shape
+    out = torch.empty_like(x)
+    for tm in dt.tile(n, block_size=16):
+        acc = dt.zeros([tm])
+        for tk in dt.tile(0, tm.end, block_size=16):
+            v = x[tk]
+            keep = tk.index[None, :] <= tm.index[:, None]
+            acc += torch.where(keep, v[None, :], 0.0).sum(1)
+        out[tm] = acc
+    return out
+
+
+@dt.kernel
+def grid2(x):
+    m, n = x.shape
+    out = torch.empty([m, n], device=x.device)
+    for i, j in dt.grid([m, n]):
+        out[i, j] = x[i, j] * (i + j)
+    return out
+
+
+def test_three_dimensional_grid():
+    x = torch.randn(5, 6, 7, device=DEV)
+    close(grid3(x), x * 2 + 1)
+    close(grid3.run_with(dict(pid_type="xyz", block_sizes=[2, 4, 4]), x), x * 2 + 1)
+
+
+def test_tile_with_begin_and_end():
+    x = torch.randn(100, device=DEV)
+    got = sub_range(x, 10, 73)
+    exp = torch.zeros_like(x)
+    exp[10:73] = x[10:73] + 1
+    close(got, exp)
+    close(sub_range.ref(x, 10, 73), exp)
+
+
+def test_registered_block_size_drives_the_inner_tile():
+    x = torch.randn(64, 100, device=DEV)
+    y = torch.randn(100, 48, device=DEV)
+    sp = registered_k.config_space(x, y)
+    assert [s.kind for s in sp.slots] == ["register", "tile", "tile"]
+    assert sp.slots[0].lo == 16 and sp.slots[0].hi == 64
+    for bk in (16, 32, 64):
+        got = registered_k.run_with(dict(block_sizes=[bk, 16, 16]), x, y)
+        close(got, x @ y, 1e-2, 1e-2)
+        assert f"_BLOCK_0={bk}" in registered_k.to_newt_source(x, y, config=dict(block_sizes=[bk, 16, 16]))
+
+
+def test_inner_bounds_from_the_outer_tile():
+    x = torch.randn(75, device=DEV)
+    close(causal_rows(x), torch.cumsum(x, 0), 1e-4, 1e-4)
+
+
+def test_two_dimensional_scalar_grid():
+    x = torch.randn(4, 5, device=DEV)
+    i = torch.arange(4, device=DEV)[:, None]
+    j = torch.arange(5, device=DEV)[None, :]
+    close(grid2(x), x * (i + j))

@@ -1,0 +1,391 @@
+"""deuteron on the GPU: matmul, softmax and layer norm against hand-written newt and Triton, in one run.
+
+    python3 benchmarks/deuteron_bench.py --out DIR [--only matmul,softmax,layer_norm] [--budget SECONDS]
+                                          [--effort quick|full] [--small]
+
+For each kernel:
+
+* deuteron: the kernel of ``examples/deuteron`` is autotuned from scratch (an empty config cache and an
+  empty newt compile cache) with the given effort; the wall time of that tuning is reported, then the
+  winner is timed.
+* newt and Triton: one hand-written kernel source (``TEMPLATE``, ``$P``/``$L`` become ``newt``/``nl``
+  and ``triton``/``tl``) autotuned over the same config list by each package's own ``@autotune``.
+* torch (cuBLAS / ATen) for reference.
+
+Every implementation is checked against torch first and timed by the same timer
+(``newt.testing.do_bench``: CUDA events, L2 flushed, median).  Helion 1.4's quick-effort figures on
+this H200 are the anchors (``shared/anchors/helion1.4_quick_h200_2026-11-30.json``): matmul 4096^3
+fp16 tuned in 84.4 s to 476 TFLOP/s, softmax 8192x4096 fp16 tuned in 78.9 s to 3.59 TB/s.
+
+Writes ``deuteron_results.json``, ``deuteron_results.md``, the autotuning logs and the generated newt
+source of each winner to ``--out``.  Meant to take under ~6 minutes of device time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import string
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples" / "deuteron"))
+
+HELION_ANCHOR = {  # Helion 1.4, autotune_effort="quick", this H200 (used when the anchor file is not found)
+    "matmul": {"shape": [4096, 4096, 4096], "tune_s": 84.4, "TFLOPs": 476.45},
+    "softmax": {"shape": [8192, 4096], "tune_s": 78.9, "GBps": 3587.9},
+}
+
+TEMPLATE = r'''
+import $P
+import $P.language as $L
+
+
+def _mm_configs():
+    shapes = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
+              (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 256, 32, 3, 8), (64, 64, 32, 5, 2)]
+    return [$P.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
+            for m, n, k, s, w in shapes]
+
+
+@$P.autotune(configs=_mm_configs(), key=["M", "N", "K"])
+@$P.jit
+def matmul_kernel(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn, BLOCK_M: $L.constexpr, BLOCK_N: $L.constexpr,
+                  BLOCK_K: $L.constexpr, GROUP_M: $L.constexpr):
+    pid = $L.program_id(0)
+    num_pid_m = $L.cdiv(M, BLOCK_M)
+    num_pid_n = $L.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = $L.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_am = (pid_m * BLOCK_M + $L.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + $L.arange(0, BLOCK_N)) % N
+    offs_k = $L.arange(0, BLOCK_K)
+    a_ptrs = a + (offs_am[:, None] * sam + offs_k[None, :] * sak)
+    b_ptrs = b + (offs_k[:, None] * sbk + offs_bn[None, :] * sbn)
+    acc = $L.zeros((BLOCK_M, BLOCK_N), dtype=$L.float32)
+    for k in range(0, $L.cdiv(K, BLOCK_K)):
+        x = $L.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        y = $L.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = $L.dot(x, y, acc)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
+    offs_cm = pid_m * BLOCK_M + $L.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + $L.arange(0, BLOCK_N)
+    c_ptrs = c + scm * offs_cm[:, None] + scn * offs_cn[None, :]
+    $L.store(c_ptrs, acc.to($L.float16), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def matmul(a, b):
+    M, K = a.shape
+    _, N = b.shape
+    c = a.new_empty((M, N))
+    grid = lambda meta: ($P.cdiv(M, meta["BLOCK_M"]) * $P.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                        c.stride(1))
+    return c
+
+
+@$P.autotune(configs=[$P.Config({}, num_warps=w) for w in (4, 8, 16)], key=["n_cols"])
+@$P.jit
+def softmax_kernel(out, inp, in_stride, out_stride, n_cols, BLOCK: $L.constexpr):
+    row = $L.program_id(0)
+    offs = $L.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = $L.load(inp + row * in_stride + offs, mask=mask, other=-float("inf")).to($L.float32)
+    x = x - $L.max(x, axis=0)
+    num = $L.exp(x)
+    den = $L.sum(num, axis=0)
+    $L.store(out + row * out_stride + offs, (num / den).to($L.float16), mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    out = x.new_empty(x.shape)
+    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=$P.next_power_of_2(n_cols))
+    return out
+
+
+@$P.autotune(configs=[$P.Config({}, num_warps=w) for w in (4, 8, 16)], key=["N"])
+@$P.jit
+def layer_norm_kernel(X, Y, W, B, stride, N, eps, BLOCK: $L.constexpr):
+    row = $L.program_id(0)
+    offs = $L.arange(0, BLOCK)
+    mask = offs < N
+    x = $L.load(X + row * stride + offs, mask=mask, other=0.0).to($L.float32)
+    mean = $L.sum(x, axis=0) / N
+    xc = $L.where(mask, x - mean, 0.0)
+    var = $L.sum(xc * xc, axis=0) / N
+    rstd = 1.0 / $L.sqrt(var + eps)
+    w = $L.load(W + offs, mask=mask).to($L.float32)
+    b = $L.load(B + offs, mask=mask).to($L.float32)
+    $L.store(Y + row * stride + offs, (xc * rstd * w + b).to($L.float16), mask=mask)
+
+
+def layer_norm(x, w, b, eps=1e-5):
+    M, N = x.shape
+    y = x.new_empty(x.shape)
+    layer_norm_kernel[(M,)](x, y, w, b, x.stride(0), N, eps, BLOCK=$P.next_power_of_2(N))
+    return y
+'''
+
+_GEN = None
+
+
+def instantiate(impl: str):
+    global _GEN
+    if _GEN is None:
+        _GEN = Path(tempfile.mkdtemp(prefix="deuteron-bench-"))
+    pkg, lang = {"newt": ("newt", "nl"), "triton": ("triton", "tl")}[impl]
+    src = string.Template(TEMPLATE).substitute(P=pkg, L=lang)
+    path = _GEN / f"handwritten_{impl}.py"
+    path.write_text(src)
+    name = f"_deuteron_bench_{impl}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bench_ms(fn, rep=200) -> float:
+    from newt.testing import do_bench
+    return float(do_bench(fn, warmup=25, rep=rep, return_mode="median"))
+
+
+def load_anchor(path: str | None) -> dict:
+    cands = [Path(path)] if path else []
+    cands += [ROOT / "shared" / "anchors", ROOT.parent / "shared" / "anchors", Path("/work/shared/anchors")]
+    for d in cands:
+        f = d / "helion1.4_quick_h200_2026-11-30.json" if d.is_dir() else d
+        if f.is_file():
+            try:
+                rows = json.loads(f.read_text())
+                out = {}
+                for r in rows:
+                    out[r["kernel"]] = r
+                return {"source": str(f), **out}
+            except (OSError, ValueError, KeyError):
+                continue
+    return {"source": "built-in", **HELION_ANCHOR}
+
+
+# ---------------------------------------------------------------------------
+# the cells
+# ---------------------------------------------------------------------------
+
+
+def make_case(kernel: str, small: bool):
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    if kernel == "matmul":
+        n = 1024 if small else 4096
+        a = torch.randn(n, n, device=dev, dtype=torch.float16)
+        b = torch.randn(n, n, device=dev, dtype=torch.float16)
+        return {"args": (a, b), "shape": [n, n, n], "flops": 2.0 * n ** 3, "bytes": None,
+                "ref": lambda: (a @ b), "atol": 1e-1, "rtol": 1e-2}
+    if kernel == "softmax":
+        m, n = (1024, 4096) if small else (8192, 4096)
+        x = torch.randn(m, n, device=dev, dtype=torch.float16)
+        return {"args": (x,), "shape": [m, n], "flops": None, "bytes": 2.0 * x.numel() * x.element_size(),
+                "ref": lambda: torch.softmax(x, -1), "atol": 1e-3, "rtol": 1e-2}
+    if kernel == "layer_norm":
+        m, n = (1024, 4096) if small else (8192, 4096)
+        x = torch.randn(m, n, device=dev, dtype=torch.float16)
+        w = torch.randn(n, device=dev, dtype=torch.float16)
+        b = torch.randn(n, device=dev, dtype=torch.float16)
+        return {"args": (x, w, b), "shape": [m, n], "flops": None,
+                "bytes": 2.0 * x.numel() * x.element_size() + 2 * w.numel() * 2,
+                "ref": lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5), "atol": 2e-2, "rtol": 2e-2}
+    raise ValueError(kernel)
+
+
+def dt_kernel(kernel: str):
+    import importlib
+    if kernel == "matmul":
+        return importlib.import_module("matmul").matmul
+    if kernel == "softmax":
+        return importlib.import_module("softmax").softmax
+    return importlib.import_module("layer_norm").layer_norm
+
+
+def throughput(case, ms):
+    if ms is None or not math.isfinite(ms) or ms <= 0:
+        return None
+    if case["flops"]:
+        return {"TFLOPs": case["flops"] / ms / 1e9}
+    return {"GBps": case["bytes"] / ms / 1e6}
+
+
+def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
+    import torch
+    case = make_case(kernel, args_ns.small)
+    ref = case["ref"]()
+    res = {"kernel": kernel, "shape": case["shape"], "impls": {}}
+
+    def check(name, got):
+        torch.testing.assert_close(got.float(), ref.float(), atol=case["atol"], rtol=case["rtol"],
+                                   msg=lambda m: f"{kernel}/{name}: {m}")
+
+    # deuteron: tune from scratch, then time the winner
+    k = dt_kernel(kernel)
+    try:
+        k.reset()
+        events = []
+        logf = out_dir / f"autotune_{kernel}.jsonl"
+        k.autotune_log = str(logf)
+        t0 = time.perf_counter()
+        cfg = k.autotune(*case["args"], effort=args_ns.effort, callback=events.append, force=True)
+        tune_s = time.perf_counter() - t0
+        got = k(*case["args"])
+        check("deuteron", got)
+        ms = bench_ms(lambda: k(*case["args"]))
+        reports = [e for e in events if e["kind"] == "report"]
+        status = {}
+        for r in reports:
+            status[r["status"]] = status.get(r["status"], 0) + 1
+        res["impls"]["deuteron"] = {"ms": ms, **(throughput(case, ms) or {}), "tune_s": tune_s,
+                                    "configs_tested": len(reports), "status_counts": status, "config": str(cfg)}
+        (out_dir / f"deuteron_{kernel}.py").write_text(k.to_newt_source(*case["args"], config=cfg))
+        log(f"  deuteron   {ms:8.4f} ms  tuned in {tune_s:5.1f} s over {len(reports)} configs {status}")
+        log(f"             {cfg}")
+    except Exception as e:  # noqa: BLE001 - report and go on
+        res["impls"]["deuteron"] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+        log(f"  deuteron   FAILED {type(e).__name__}: {str(e)[:300]}")
+    # hand-written newt and Triton
+    for impl in ("newt", "triton"):
+        try:
+            mod = instantiate(impl)
+            fn = getattr(mod, kernel)
+            t0 = time.perf_counter()
+            got = fn(*case["args"])
+            torch.cuda.synchronize()
+            tune_s = time.perf_counter() - t0
+            check(impl, got)
+            ms = bench_ms(lambda fn=fn: fn(*case["args"]))
+            res["impls"][impl] = {"ms": ms, **(throughput(case, ms) or {}), "tune_s": tune_s}
+            log(f"  {impl:10s} {ms:8.4f} ms  (first call incl. autotune {tune_s:5.1f} s)")
+        except Exception as e:  # noqa: BLE001
+            res["impls"][impl] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+            log(f"  {impl:10s} FAILED {type(e).__name__}: {str(e)[:300]}")
+    try:
+        fn = case["ref"]
+        ms = bench_ms(fn)
+        res["impls"]["torch"] = {"ms": ms, **(throughput(case, ms) or {})}
+        log(f"  torch      {ms:8.4f} ms")
+    except Exception as e:  # noqa: BLE001
+        res["impls"]["torch"] = {"error": str(e)}
+    d = res["impls"].get("deuteron", {}).get("ms")
+    for other in ("newt", "triton", "torch"):
+        o = res["impls"].get(other, {}).get("ms")
+        if d and o:
+            res[f"deuteron_vs_{other}"] = o / d  # > 1: deuteron is faster
+    return res
+
+
+def report_md(results: list, anchor: dict, env: dict) -> str:
+    lines = ["# deuteron on the GPU", "", f"{env.get('gpu')}; torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster).", ""]
+    lines += ["| kernel | shape | deuteron ms | tune s | configs | newt ms | Triton ms | torch ms | vs newt "
+              "| vs Triton | throughput (deuteron) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def ms(im, name):
+        v = im.get(name, {}).get("ms")
+        return f"{v:.4f}" if v else ("error" if "error" in im.get(name, {}) else "-")
+
+    for r in results:
+        im = r["impls"]
+        d = im.get("deuteron", {})
+        thr = d.get("TFLOPs") and f"{d['TFLOPs']:.0f} TFLOP/s" or d.get("GBps") and f"{d['GBps']:.0f} GB/s" or "-"
+        lines.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {ms(im, 'deuteron')} | "
+                     f"{d.get('tune_s', float('nan')):.1f} | {d.get('configs_tested', '-')} | {ms(im, 'newt')} | "
+                     f"{ms(im, 'triton')} | {ms(im, 'torch')} | {r.get('deuteron_vs_newt', float('nan')):.2f} | "
+                     f"{r.get('deuteron_vs_triton', float('nan')):.2f} | {thr} |")
+    lines += ["", f"Helion 1.4 quick anchors ({anchor.get('source')}):", ""]
+    for r in results:
+        a = anchor.get(r["kernel"])
+        d = r["impls"].get("deuteron", {})
+        if not a or "ms" not in d:
+            continue
+        if "TFLOPs" in a and d.get("TFLOPs"):
+            lines.append(f"- {r['kernel']}: Helion {a['TFLOPs']:.0f} TFLOP/s tuned in {a['tune_s']:.0f} s; "
+                         f"deuteron {d['TFLOPs']:.0f} TFLOP/s ({d['TFLOPs'] / a['TFLOPs']:.2f}x) tuned in "
+                         f"{d['tune_s']:.0f} s")
+        if "GBps" in a and d.get("GBps"):
+            lines.append(f"- {r['kernel']}: Helion {a['GBps']:.0f} GB/s tuned in {a['tune_s']:.0f} s; "
+                         f"deuteron {d['GBps']:.0f} GB/s ({d['GBps'] / a['GBps']:.2f}x) tuned in {d['tune_s']:.0f} s")
+    for r in results:
+        for name, v in r["impls"].items():
+            if "error" in v:
+                lines.append(f"- {r['kernel']}/{name} failed: {v['error'][:300]}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="directory for the results")
+    ap.add_argument("--only", default="matmul,softmax,layer_norm")
+    ap.add_argument("--effort", default="quick", choices=["quick", "full"])
+    ap.add_argument("--budget", type=float, default=55.0, help="seconds of autotuning per deuteron kernel")
+    ap.add_argument("--small", action="store_true", help="smaller shapes (a smoke run)")
+    ap.add_argument("--anchors", default=None, help="directory or file with the Helion anchor figures")
+    ns = ap.parse_args(argv)
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # tune from scratch: fresh deuteron and newt caches inside the output directory
+    cache = Path(tempfile.mkdtemp(prefix="deuteron-bench-cache-"))
+    os.environ["DEUTERON_CACHE_DIR"] = str(cache / "deuteron")
+    os.environ["NEWT_CACHE_DIR"] = str(cache / "newt")
+    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
+    os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
+    os.environ.setdefault("DEUTERON_PROGRESS", "0")
+    logf = open(out / "deuteron_bench.log", "w")  # noqa: SIM115
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    import torch
+    if not torch.cuda.is_available():
+        log("no CUDA GPU: this benchmark runs on the device")
+        return 2
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "effort": ns.effort,
+           "budget_s": ns.budget, "small": ns.small}
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    anchor = load_anchor(ns.anchors)
+    results = []
+    t_all = time.perf_counter()
+    for kernel in [k.strip() for k in ns.only.split(",") if k.strip()]:
+        log(f"{kernel}:")
+        results.append(run_cell(kernel, ns, out, log))
+        (out / "deuteron_results.json").write_text(json.dumps({"env": env, "anchor": anchor, "results": results},
+                                                              indent=1, default=str))
+    env["wall_s"] = time.perf_counter() - t_all
+    (out / "deuteron_results.json").write_text(json.dumps({"env": env, "anchor": anchor, "results": results},
+                                                          indent=1, default=str))
+    md = report_md(results, anchor, env)
+    (out / "deuteron_results.md").write_text(md)
+    log(md)
+    log(f"total {env['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The autotuner on the CPU (interpreter): the oracle gate, the config cache, progress, dedup, worker processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import textwrap
+
+import pytest
+import torch
+
+import deuteron as dt
+from deuteron.autotune.cache import ConfigCache
+from deuteron.autotune.progress import Progress
+from deuteron.autotune.workers import WorkerPool, save_args
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[64], bug=True), dt.Config(block_sizes=[32], bug=False),
+                    dt.Config(block_sizes=[128], bug=True)])
+def scale(x):
+    out = torch.empty_like(x)
+    bug = dt.register_tunable("bug", dt.Bool())
+    for tile in dt.tile(x.size(0)):
+        if bug:
+            out[tile] = x[tile] * 2.001  # wrong, and as fast as the right one
+        else:
+            out[tile] = x[tile] * 2
+    return out
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[64], skip=True), dt.Config(block_sizes=[32], skip=False)])
+def maybe_skip(x):
+    out = torch.empty_like(x)
+    skip = dt.register_tunable("skip", dt.Bool())
+    for tile in dt.tile(x.size(0)):
+        if not skip:
+            out[tile] = x[tile] + 1
+    return out
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[64], bug=True)])
+def always_wrong_single(x):
+    out = torch.empty_like(x)
+    bug = dt.register_tunable("bug", dt.Bool())
+    for tile in dt.tile(x.size(0)):
+        out[tile] = x[tile] + (1 if bug else 0)
+    return out
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[64], bug=True), dt.Config(block_sizes=[32], bug=True)])
+def always_wrong(x):
+    out = torch.empty_like(x)
+    bug = dt.register_tunable("bug", dt.Bool())
+    for tile in dt.tile(x.size(0)):
+        out[tile] = x[tile] + (1 if bug else 0)
+    return out
+
+
+@dt.kernel(configs=[dt.Config(reduction_loops=[None]), dt.Config(reduction_loops=[128]),
+                    dt.Config(reduction_loops=[32])])
+def rowsum(x):
+    out = torch.empty([x.size(0)], device=x.device)
+    for t in dt.tile(x.size(0)):
+        out[t] = x[t, :].sum(-1)
+    return out
+
+
+@dt.kernel(autotune_effort="quick")
+def searched(x, y):
+    out = torch.empty_like(x)
+    for tile in dt.tile(x.size()):
+        out[tile] = x[tile] * y[tile]
+    return out
+
+
+def events_of(kernel, *args):
+    ev = []
+    kernel.reset()
+    kernel.autotune_callback = ev.append
+    try:
+        out = kernel(*args)
+    finally:
+        kernel.autotune_callback = None
+    return out, ev
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_cache(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+
+
+def test_wrong_config_in_the_space_is_never_chosen():
+    x = torch.randn(1000)
+    out, ev = events_of(scale, x)
+    torch.testing.assert_close(out, x * 2)
+    reports = [e for e in ev if e["kind"] == "report"]
+    assert [r["status"] for r in reports] == ["wrong", "ok", "wrong"]
+    assert "does not match the eager reference" in reports[0]["error"]
+    end = ev[-1]
+    assert end["kind"] == "end" and "bug=False" in end["best_config"]
+    assert next(iter(scale._entries.values())).config.tunables["bug"] is False
+
+
+def test_unwritten_outputs_fail_through_nan_prefill():
+    x = torch.randn(1000)
+    out, ev = events_of(maybe_skip, x)
+    torch.testing.assert_close(out, x + 1)
+    bad = [e for e in ev if e["kind"] == "report" and e["status"] == "wrong"]
+    assert bad and "NaN" in bad[0]["error"]
+
+
+def test_a_single_given_config_is_used_without_tuning():
+    x = torch.randn(100)
+    out, ev = events_of(always_wrong_single, x)
+    assert ev == []  # one config: nothing to choose from
+    torch.testing.assert_close(out, x + 1)
+
+
+def test_no_config_passes():
+    with pytest.raises(dt.errors.DeuteronError if hasattr(dt, "errors") else Exception) as ei:
+        always_wrong.reset()
+        always_wrong(torch.randn(100))
+    assert "no config" in str(ei.value) and "wrong" in str(ei.value)
+
+
+def test_identical_generated_source_is_evaluated_once(tmp_path):
+    log = tmp_path / "log.jsonl"
+    rowsum.autotune_log = str(log)
+    try:
+        x = torch.randn(10, 100)
+        torch.testing.assert_close(events_of(rowsum, x)[0], x.sum(-1))
+    finally:
+        rowsum.autotune_log = None
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert [ln["duplicate"] for ln in lines] == [False, True, False]
+
+
+def test_search_explores_neighbours(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "5")
+    x = torch.randn(300, 20)
+    y = torch.randn(300, 20)
+    ev = []
+    cfg = searched.autotune(x, y, callback=ev.append, force=True)
+    reports = [e for e in ev if e["kind"] == "report"]
+    assert 2 <= len(reports) <= 5
+    assert len({r["config"] for r in reports}) == len(reports)
+    assert all(r["status"] == "ok" for r in reports)
+    torch.testing.assert_close(searched(x, y), x * y)
+    assert isinstance(cfg, dt.Config)
+
+
+def test_config_cache_on_disk(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "1")
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
+    x = torch.randn(500)
+    _, ev1 = events_of(scale, x)
+    assert sum(e["kind"] == "report" for e in ev1) == 3
+    files = list((tmp_path / "configs").glob("*.json"))
+    assert len(files) == 1 and not list((tmp_path / "configs").glob(".tmp-*"))
+    saved = json.loads(files[0].read_text())
+    assert saved["config"]["bug"] is False and saved["kernel"].endswith("scale")
+    assert "torch" in saved["versions"] and "device" in saved["versions"]
+    _, ev2 = events_of(scale, x)  # a fresh in-memory state: the disk cache answers
+    assert [e["kind"] for e in ev2] == ["end"] and ev2[0]["message"] == "from the config cache"
+    # another shape is another key
+    _, ev3 = events_of(scale, torch.randn(64))
+    assert sum(e["kind"] == "report" for e in ev3) == 3
+    # a corrupt entry is ignored (and replaced)
+    for f in (tmp_path / "configs").glob("*.json"):
+        f.write_text("{not json")
+    _, ev4 = events_of(scale, x)
+    assert sum(e["kind"] == "report" for e in ev4) == 3
+
+
+def test_cache_put_get_round_trip(tmp_path):
+    c = ConfigCache(tmp_path)
+    c.put("k", dt.Config(block_sizes=[16]), 0.5, {"kernel": "f"})
+    got = c.get("k")
+    assert got["config"] == dt.Config(block_sizes=[16]) and got["ms"] == 0.5
+    assert c.get("missing") is None
+
+
+def test_progress_bar_and_events():
+    stream = io.StringIO()
+    ev = []
+    p = Progress("k", 3, ev.append, bar=True, stream=stream)
+    p.begin("space")
+    p.report(dt.Config(num_warps=4), 1.5, "ok")
+    p.report(dt.Config(num_warps=8), None, "wrong", "mismatch")
+    p.report(dt.Config(num_warps=2), 0.5, "ok")
+    p.end(dt.Config(num_warps=2), 0.5)
+    out = stream.getvalue()
+    assert "[deuteron] autotune k [" in out and "3/3" in out and "best 0.5000 ms" in out
+    assert [e["kind"] for e in ev] == ["begin", "report", "report", "report", "end"]
+    assert ev[-1]["tested"] == 3 and ev[-1]["failed"] == 1 and ev[2]["error"] == "mismatch"
+
+
+def test_broken_callback_does_not_stop_tuning():
+    def boom(ev):
+        raise RuntimeError("callback bug")
+    x = torch.randn(100)
+    scale.reset()
+    scale.autotune_callback = boom
+    try:
+        torch.testing.assert_close(scale(x), x * 2)
+    finally:
+        scale.autotune_callback = None
+
+
+# ---------------------------------------------------------------------------
+# worker processes (on the CPU they run the interpreter)
+# ---------------------------------------------------------------------------
+
+FAKE = '''
+import os, time
+import newt
+import newt.language as nl
+from newt.runtime.errors import KernelFaultError, OutOfResources
+
+
+@newt.jit
+def _k(x, out, n, B: nl.constexpr):
+    offs = nl.program_id(0) * B + nl.arange(0, B)
+    nl.store(out + offs, nl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def ok(x, out, n, *, B, num_warps, num_stages):
+    _k[(newt.cdiv(n, B),)](x, out, n, B=B, num_warps=num_warps, num_stages=num_stages)
+
+
+def hang(*args, **kw):
+    time.sleep(60)
+
+
+def crash(*args, **kw):
+    os._exit(7)
+
+
+def fault(*args, **kw):
+    raise KernelFaultError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access", kernel="_k",
+                           code="CUDA_ERROR_ILLEGAL_ADDRESS", sticky=True)
+
+
+def oor(*args, **kw):
+    raise OutOfResources("_k", "shared memory", 300000, 232448)
+'''
+
+
+def test_worker_pool_classifies_results(tmp_path):
+    mod = tmp_path / "fake_kernels.py"
+    mod.write_text(textwrap.dedent(FAKE))
+    x = torch.randn(100)
+    args = tmp_path / "args.pt"
+    save_args(args, [x, torch.empty(100), 100])
+    pool = WorkerPool(2, "cpu", tmp_path / "w.log", timeout=20)
+    pool.start()
+    try:
+        ids = {}
+        for name in ("ok", "hang", "crash", "fault", "oor", "ok"):
+            task = {"module": str(mod), "launch": name, "kernel": "_k", "constexprs": {"B": 64}, "num_warps": 4,
+                    "num_stages": 1, "needs_num_sms": False, "args": str(args)}
+            ids[pool.submit(task, timeout=20 if name != "hang" else 3)] = name
+        got = {}
+        import time
+        t0 = time.time()
+        while len(got) < len(ids) and time.time() - t0 < 120:
+            for tid, _task, res in pool.poll(0.2):
+                got[tid] = res
+        status = {ids[t]: r["status"] for t, r in got.items()}
+        assert status == {"ok": "ok", "hang": "timeout", "crash": "crashed", "fault": "fault",
+                          "oor": "out_of_resources"}, got
+        assert pool.restarts >= 3  # hang, crash, fault each replaced their worker
+        assert len(pool.workers) == 2
+    finally:
+        pool.close()
+    assert all(w.proc.poll() is not None for w in pool.workers) or not pool.workers
+
+
+def test_saved_args_keep_strides_and_offsets(tmp_path):
+    from deuteron.autotune.workers import load_args
+    base = torch.randn(10, 12)
+    view = base[2:, 3:].T  # non-contiguous, offset storage
+    p = tmp_path / "a.pt"
+    save_args(p, [view, 3, 2.5])
+    t, i, f = load_args(str(p), "cpu")
+    assert t.stride() == view.stride() and t.storage_offset() == view.storage_offset()
+    assert torch.equal(t, view) and i == 3 and f == 2.5
+
+
+def test_worker_env_has_no_stray_output(tmp_path):
+    # a worker never writes protocol frames to stdout (prints cannot corrupt answers)
+    assert "DEUTERON_WORKER" not in os.environ

@@ -1,0 +1,173 @@
+"""On the GPU: the examples, config sweeps, the autotuner's oracle gate, fault isolation, out-of-resources.
+
+Run with ``PYTHONPATH=. python3 -m pytest tests/deuteron -m gpu``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import textwrap
+import time
+
+import pytest
+import torch
+
+import deuteron as dt
+from deuteron.kernel import Kernel
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = ["add", "softmax", "layer_norm", "rms_norm", "matmul", "matmul_epilogue", "attention", "column_sum"]
+
+
+@pytest.fixture(autouse=True)
+def _effort_none(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_EFFORT", "none")
+    monkeypatch.setenv("DEUTERON_PROGRESS", "0")
+
+
+def kernels_of(mod):
+    return [v for v in vars(mod).values() if isinstance(v, Kernel)]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_on_gpu(name):
+    mod = importlib.import_module(name)
+    mod.main("cuda")
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_random_configs_on_gpu(name):
+    mod = importlib.import_module(name)
+    args = mod.make_args("cuda")
+    expected = mod.reference(*args)
+    rng = random.Random(3)
+    for k in kernels_of(mod)[:1]:
+        space = k.config_space(*args)
+        cfgs = [space.default()] + [space.random(rng) for _ in range(4)]
+        cfgs += [c for c in space.neighbors(space.default()) if c.pid_type != "flat"][:2]
+        for cfg in cfgs:
+            got = k.run_with(cfg, *[a.clone() for a in args])
+            torch.testing.assert_close(got, expected, atol=5e-2, rtol=2e-2, msg=lambda m, c=cfg: f"{c}: {m}")
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[1024], bug=True), dt.Config(block_sizes=[256], bug=False),
+                    dt.Config(block_sizes=[512], skip=True, bug=False)])
+def buggy(x):
+    out = torch.empty_like(x)
+    bug = dt.register_tunable("bug", dt.Bool())
+    skip = dt.register_tunable("skip", dt.Bool())
+    for tile in dt.tile(x.size(0)):
+        if not skip:
+            out[tile] = x[tile] * (2.01 if bug else 2.0)
+    return out
+
+
+def test_autotuner_never_picks_a_wrong_config(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+    ev = []
+    x = torch.randn(1 << 20, device="cuda")
+    cfg = buggy.autotune(x, callback=ev.append, force=True)
+    status = [e["status"] for e in ev if e["kind"] == "report"]
+    assert sorted(status) == ["ok", "wrong", "wrong"], ev
+    assert cfg.tunables == {"bug": False, "skip": False}
+    torch.testing.assert_close(buggy(x), x * 2)
+
+
+def test_quick_autotune_of_a_matmul(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "16")
+    mod = importlib.import_module("matmul")
+    x = torch.randn(1024, 512, device="cuda", dtype=torch.float16)
+    y = torch.randn(512, 768, device="cuda", dtype=torch.float16)
+    ev = []
+    t0 = time.perf_counter()
+    cfg = mod.matmul.autotune(x, y, callback=ev.append, force=True)
+    assert time.perf_counter() - t0 < 300
+    reports = [e for e in ev if e["kind"] == "report"]
+    assert 2 <= len(reports) <= 16
+    assert any(r["status"] == "ok" for r in reports)
+    torch.testing.assert_close(mod.matmul(x, y), mod.reference(x, y), atol=1e-1, rtol=1e-2)
+    assert isinstance(cfg, dt.Config)
+
+
+@dt.kernel(configs=[dt.Config(block_sizes=[256, 256, 256], num_stages=6, num_warps=4),
+                    dt.Config(block_sizes=[64, 64, 32], num_stages=2, num_warps=4)])
+def big_tiles(x, y):
+    m, k = x.shape
+    _, n = y.shape
+    out = torch.empty([m, n], device=x.device, dtype=x.dtype)
+    for tm, tn in dt.tile([m, n]):
+        acc = dt.zeros([tm, tn])
+        for tk in dt.tile(k):
+            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+        out[tm, tn] = acc.to(out.dtype)
+    return out
+
+
+def test_out_of_resources_is_skipped_quietly(monkeypatch):
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+    x = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    ev = []
+    cfg = big_tiles.autotune(x, x, callback=ev.append, force=True)
+    reports = [e for e in ev if e["kind"] == "report"]
+    first = next(r for r in reports if "256" in r["config"])
+    assert first["status"] == "out_of_resources" and first["error"] is None
+    assert cfg.block_sizes == [64, 64, 32]
+
+
+FAULTY = '''
+import newt
+import newt.language as nl
+
+
+@newt.jit
+def _bad(out, n, B: nl.constexpr):
+    offs = nl.program_id(0) * B + nl.arange(0, B)
+    nl.store(out + offs * 1000000007, offs.to(nl.float32))
+
+
+def launch(out, n, *, B, num_warps, num_stages):
+    _bad[(1,)](out, n, B=B, num_warps=num_warps, num_stages=num_stages)
+'''
+
+
+def test_an_illegal_address_stays_in_its_worker(tmp_path):
+    from deuteron.autotune.workers import WorkerPool, save_args
+    mod = tmp_path / "faulty.py"
+    mod.write_text(textwrap.dedent(FAULTY))
+    args = tmp_path / "a.pt"
+    save_args(args, [torch.zeros(128, device="cuda"), 128])
+    pool = WorkerPool(1, "cuda", tmp_path / "w.log", timeout=120)
+    pool.start()
+    try:
+        pool.submit({"module": str(mod), "launch": "launch", "kernel": "_bad", "constexprs": {"B": 128},
+                     "num_warps": 4, "num_stages": 1, "needs_num_sms": False, "args": str(args)})
+        res = []
+        t0 = time.time()
+        while not res and time.time() - t0 < 180:
+            res = pool.poll(0.5)
+        (_, _, r), = res
+        assert r["status"] == "fault", r
+        assert pool.restarts == 1
+    finally:
+        pool.close()
+    # the main process's CUDA context is untouched
+    x = torch.randn(1000, device="cuda")
+    torch.testing.assert_close(importlib.import_module("add").add(x, x), x + x)
+
+
+@dt.kernel(static_shapes=False)
+def dyn(x):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        out[t, :] = torch.softmax(x[t, :], dim=-1)
+    return out
+
+
+def test_dynamic_shapes_on_gpu():
+    for m in (100, 128, 200):
+        x = torch.randn(m, 700, device="cuda")
+        torch.testing.assert_close(dyn(x), torch.softmax(x, -1))
+    assert len(dyn._entries) == 2  # 100 and 128 share a power-of-two bucket; 200 does not
