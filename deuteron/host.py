@@ -130,20 +130,19 @@ class KernelSource:
     def host_code(self):
         if self._code is not None:
             return self._code
-        fdef = ast.parse(ast.unparse(self.fdef)).body[0] if False else _copy(self.fdef)
+        fdef = _copy(self.fdef)
         loops = {id_: k for k, id_ in enumerate(_loop_keys(self.structure))}
         fdef.decorator_list = []
         _Replacer(loops).visit(fdef)
         freevars = list(self.fn.__code__.co_freevars)
+        extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
         factory = ast.FunctionDef(
             name="__dt_factory__",
             args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in freevars + ["__dt_launch__",
                                                                                           "__dt_locals__"]],
                                vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
             body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
-            decorator_list=[], returns=None, type_params=[] if hasattr(ast.FunctionDef, "type_params") else None)
-        if not hasattr(ast.FunctionDef, "type_params"):
-            del factory.type_params
+            decorator_list=[], returns=None, **extra)
         mod = ast.Module(body=[factory], type_ignores=[])
         ast.fix_missing_locations(mod)
         self._code = compile(mod, self.path, "exec")
