@@ -184,6 +184,7 @@ class KernelStructure:
         self.specialize_calls: list[ast.Call] = []
         self.ranks: dict[str, int] = {}
         self.host_assigned: set = set()
+        self._tile_uses: list = []  # (Name node, site, name) of tiles used inside their loops
         self.registered_names: dict[str, int] = {}  # name bound to register_block_size -> its order
         self._analyze()
 
@@ -501,7 +502,6 @@ class KernelStructure:
             self.problem("D003", site.node, f"the grid loop has {site.static_ndim} dimensions; "
                                             "a launch grid has at most 3",
                          hint="tile the outer dimensions in a nested dt.tile loop")
-        self.note(loop.node.target, "tile", self._site_text(site))
         checker = _DeviceChecker(self, loop)
         for s in loop.node.body:
             checker.visit(s)
@@ -509,11 +509,45 @@ class KernelStructure:
             self.problem("D004", s, "a for/else on a tile loop is not supported")
             break
 
-    def _site_text(self, site: TileSite) -> str:
-        what = "grid index" if site.kind == "grid" else "tile"
-        where = "the launch grid" if site.depth == 0 else "a loop inside the kernel"
-        dims = "" if site.static_ndim in (None, 1) else f" ({site.static_ndim} dimensions)"
-        return f"{what}{dims} of {where}"
+    def _site_text(self, site: TileSite, d: int | None = None, slot=None) -> str:
+        if site.kind == "grid":
+            what = "a grid index (an int)"
+        elif site.as_list and d is None and len(site.target_names) == 1:
+            what = f"a tuple of {site.static_ndim or 'n'} tiles"
+        else:
+            what = "a tile"
+        if site.depth == 0:
+            where = "of the launch grid" + (f" (axis {d})" if d is not None and (site.static_ndim or 1) > 1 else "")
+        else:
+            where = "of a loop inside the kernel"
+        size = ""
+        if site.kind == "tile":
+            if slot is not None:
+                size = f"; block size config.block_sizes[{slot}]"
+            elif site.fixed is not None and d is not None and d < len(site.fixed) and site.fixed[d]:
+                size = "; a fixed block size"
+        return f"{what} {where}{size}"
+
+    def site_notes(self):
+        """Hover text for every tile loop's variables (after the block-size slots are known)."""
+        slot_of = {}
+        for i, (kind, obj, d) in enumerate(self.static_slots or []):
+            if kind == "tile":
+                slot_of[(obj.index, d)] = i
+        self.tile_text = {}
+        for site in self.sites:
+            tgt = site.loop.target
+            if isinstance(tgt, (ast.Tuple, ast.List)) and len(tgt.elts) == (site.static_ndim or len(tgt.elts)):
+                for d, e in enumerate(tgt.elts):
+                    txt = self._site_text(site, d, slot_of.get((site.index, d)))
+                    self.note(e, "tile", txt)
+                    if isinstance(e, ast.Name):
+                        self.tile_text[(site.index, e.id)] = txt
+            elif isinstance(tgt, ast.Name):
+                txt = self._site_text(site, None if site.as_list else 0, slot_of.get((site.index, 0))
+                                      if not site.as_list else None)
+                self.note(tgt, "tile", txt)
+                self.tile_text[(site.index, tgt.id)] = txt
 
     def _check_host(self, body):
         """D001: tensor work in the host code (it runs eagerly, outside the kernel)."""
@@ -666,15 +700,22 @@ class KernelStructure:
         items.sort(key=lambda x: x[0])
         self.static_slots = [v for _, v in items] if known else None
         if self.static_slots is not None:
+            per_site: dict = {}
             for i, (kind, obj, d) in enumerate(self.static_slots):
                 if kind == "tile":
                     tname = obj.target_names[d] if d < len(obj.target_names) and obj.as_list is not False \
                         and len(obj.target_names) > 1 else (obj.target_names[0] if obj.target_names else "tile")
-                    self.note(obj.node, "tile", f"block size: config.block_sizes[{i}]"
-                              + (f" (for {tname})" if tname else ""))
+                    per_site.setdefault(id(obj), (obj, []))[1].append(f"config.block_sizes[{i}] ({tname})")
                 else:
                     self.note(obj, "block", f"a tunable block size: config.block_sizes[{i}]")
+            for obj, parts in per_site.values():
+                self.note(obj.node, "tile", ("block sizes: " if len(parts) > 1 else "block size: ") + ", ".join(parts))
         self.grid_ndims = [s.static_ndim for s in self.sites if s.depth == 0]
+        self.site_notes()
+        for node, site, name in self._tile_uses:
+            txt = self.tile_text.get((site.index, name))
+            if txt:
+                self.note(node, "tile", f"{name}: {txt}")
 
     # -- configs written in the decorator ----------------------------------------------------
     def check_decorator(self, dec: ast.AST):
@@ -837,7 +878,6 @@ class _DeviceChecker:
         if isinstance(s, ast.For):
             site = st.site_by_node.get(id(s.iter)) if isinstance(s.iter, ast.Call) else None
             if site is not None:
-                st.note(s.target, "tile", st._site_text(site))
                 saved = dict(self.tiles), dict(self.tile_tuples)
                 for n in site.target_names:
                     if site.kind == "tile":
@@ -910,6 +950,8 @@ class _DeviceChecker:
             st.problem("D004", e, f"{kind} is not supported inside a tile loop")
             return
         if isinstance(e, ast.Name):
+            if e.id in self.tiles:
+                st._tile_uses.append((e, self.tiles[e.id], e.id))
             if e.id in self.tiles and parent not in ("index", "shape", "arg", "tuple"):
                 st.problem("D003", e, f"tile {e.id!r} used as a value",
                            hint="index a tensor with it, or use tile.index / tile.begin / tile.end / "

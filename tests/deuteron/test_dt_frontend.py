@@ -265,7 +265,7 @@ def test_notes_for_hover():
         return [v for sp, v in notes.items() if sp.line == line and sp.col == col]
 
     assert any("launch grid" in v for v in at(9, "tile_m"))
-    assert any("config.block_sizes[0]" in v for v in at(9, "dt.tile(m)"))
+    assert any("config.block_sizes[0] (tile_m)" in v for v in at(9, "dt.tile(m)"))
     assert any("load of x[tile_m, :]" in v for v in at(10, "x[tile_m, :]"))
     assert any("store into out[tile_m, :]" in v for v in at(12, "out[tile_m, :]"))
 
