@@ -715,7 +715,7 @@ class KernelStructure:
         for node, site, name in self._tile_uses:
             txt = self.tile_text.get((site.index, name))
             if txt:
-                self.note(node, "tile", f"{name}: {txt}")
+                self.note(node, "tile", txt)
 
     # -- configs written in the decorator ----------------------------------------------------
     def check_decorator(self, dec: ast.AST):
