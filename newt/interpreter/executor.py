@@ -61,7 +61,7 @@ class Plan:
         self.analysis = Analysis(fn)
         self._slots: dict[int, int] = {}
         self._regions: dict[int, RegionPlan] = {}
-        self._live = self._liveness(fn)
+        self._dead = self._dead_ops(fn)
         self.body = self.region(fn.body)
         self.n_slots = len(self._slots)
         self.param_slots = [self.slot(p.value) for p in fn.params if not p.constexpr and p.value is not None]
@@ -76,7 +76,7 @@ class Plan:
         return s
 
     @staticmethod
-    def _liveness(fn):
+    def _dead_ops(fn):
         """Ops worth running: every op with an effect, and the pure ops their values need."""
         from .analysis import walk_regions
         ops = list(walk_regions(fn.body))
@@ -109,7 +109,7 @@ class Plan:
             if o.name in _TERMINATORS:
                 term = [self.slot(v) for v in o.operands]
                 continue
-            if id(o) in self._live:
+            if id(o) in self._dead:
                 continue
             make = OPS.get(o.name)
             if make is None:
@@ -118,10 +118,38 @@ class Plan:
             f = make(o, self)
             ins = tuple(self.slot(v) for v in o.operands)
             outs = tuple(self.slot(r) for r in o.results)
-            instrs.append((f, ins, outs))
+            instrs.append([f, ins, outs, (), o])
+        self._add_frees(region, instrs, term)
+        instrs = [tuple(i[:4]) for i in instrs]
         rp = RegionPlan(args, instrs, term)
         self._regions[id(region)] = rp
         return rp
+
+
+    def _add_frees(self, region, instrs, term):
+        """After its last use in this region, a value defined here is dropped (peak memory of big batches)."""
+        from .analysis import walk_regions
+        defined = {self.slot(a) for a in region.args}
+        for ins in instrs:
+            defined.update(ins[2])
+        last: dict[int, int] = {s: -1 for s in defined}
+        for i, ins in enumerate(instrs):
+            o = ins[4]
+            for s in ins[2]:
+                last[s] = max(last[s], i)
+            used = [self.slot(v) for v in o.operands]
+            for r in o.regions:
+                used.extend(self.slot(v) for n in walk_regions(r) for v in n.operands)
+            for s in used:
+                if s in last:
+                    last[s] = i
+        keep = set(term or ())
+        frees: dict[int, list] = {}
+        for s, i in last.items():
+            if s not in keep and i >= 0:
+                frees.setdefault(i, []).append(s)
+        for i, ins in enumerate(instrs):
+            ins[3] = tuple(frees.get(i, ()))
 
 
 def get_plan(fn) -> Plan:
@@ -238,7 +266,7 @@ class Executor:
         env = self.env
         for s, v in zip(rp.args, argvals):
             env[s] = v
-        for f, ins, outs in rp.instrs:
+        for f, ins, outs, frees in rp.instrs:
             r = f(self, [env[i] for i in ins])
             if outs:
                 if len(outs) == 1:
@@ -246,6 +274,8 @@ class Executor:
                 else:
                     for s, v in zip(outs, r):
                         env[s] = v
+            for s in frees:
+                env[s] = None
         if rp.term is None:
             return []
         return [env[i] for i in rp.term]
