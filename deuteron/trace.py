@@ -1457,6 +1457,8 @@ class Tracer:
             else:
                 raise self.error("D004", src, f"{fn}() of {_describe(v)}")
         dtype = v.dtype
+        if fn in ("floor", "ceil") and not dtype.is_floating_point:
+            return v  # torch: identity on integers
         if fn in ops.FLOAT_UNARY and not dtype.is_floating_point:
             v = self.cast(v, torch.get_default_dtype())
             dtype = v.dtype
