@@ -31,10 +31,11 @@ class Backend:
         return torch.empty(*shape, dtype=dtype, device=self.device)
 
     def zeros(self, *shape, dtype=torch.float32):
-        return torch.zeros(*shape, dtype=dtype, device=self.device)
+        # made on the CPU and copied: CUDA kernels for the unsigned and fp8 dtypes are sparse in torch
+        return torch.zeros(*shape, dtype=dtype).to(self.device)
 
     def full(self, shape, value, dtype):
-        return torch.full(shape, value, dtype=dtype, device=self.device)
+        return torch.full(shape, value, dtype=dtype).to(self.device)
 
     def launch(self, kernel, grid, *args, **kwargs):
         if self.name == "interpreter":
