@@ -97,6 +97,8 @@ class Tuner:
         self.effort = effort if effort in EFFORT_BUDGETS else "quick"
         self.configs = configs
         self.gpu = entry.device.type == "cuda"
+        # candidates are screened in worker processes on a GPU (DEUTERON_AUTOTUNE_ISOLATE=1 forces it on the CPU)
+        self.isolate = self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ISOLATE") == "1"
         budget = EFFORT_BUDGETS[self.effort] if self.gpu else CPU_BUDGET
         self.max_configs = int(os.environ.get("DEUTERON_AUTOTUNE_MAX_CONFIGS", budget[0]))
         self.max_seconds = float(os.environ.get("DEUTERON_AUTOTUNE_SECONDS", budget[1]))
@@ -143,7 +145,7 @@ class Tuner:
     def run(self) -> Candidate:
         self.progress.begin(self.space.describe())
         try:
-            if self.gpu:
+            if self.isolate:
                 self._start_pool()
             if self.configs:
                 self.evaluate(self.configs)
@@ -275,7 +277,7 @@ class Tuner:
             todo.append(cand)
         if not todo:
             return 0
-        if self.gpu:
+        if self.isolate:
             self._evaluate_gpu(todo)
         else:
             for c in todo:
@@ -395,7 +397,10 @@ class Tuner:
         self.session.mkdir(parents=True, exist_ok=True)
         n = int(os.environ.get("DEUTERON_AUTOTUNE_WORKERS", min(16, max(1, (os.cpu_count() or 2) - 1))))
         dev = self.entry.device
-        name = "cuda" if dev.index is None else f"cuda:{dev.index}"
+        if dev.type != "cuda":
+            name = "cpu"
+        else:
+            name = "cuda" if dev.index is None else f"cuda:{dev.index}"
         self.pool = WorkerPool(n, name, self.session / "workers.log", timeout=float(
             os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120)))
         self.pool.start()

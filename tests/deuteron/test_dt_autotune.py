@@ -291,3 +291,20 @@ def test_saved_args_keep_strides_and_offsets(tmp_path):
 def test_worker_env_has_no_stray_output(tmp_path):
     # a worker never writes protocol frames to stdout (prints cannot corrupt answers)
     assert "DEUTERON_WORKER" not in os.environ
+
+
+def test_isolated_screening_path_on_the_cpu(monkeypatch, tmp_path):
+    """The GPU flow (worker screening, then the oracle, then timing), exercised with interpreter workers."""
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_ISOLATE", "1")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_WORKERS", "2")
+    log = tmp_path / "log.jsonl"
+    scale.autotune_log = str(log)
+    try:
+        x = torch.randn(700)
+        out, ev = events_of(scale, x)
+    finally:
+        scale.autotune_log = None
+    torch.testing.assert_close(out, x * 2)
+    status = sorted(e["status"] for e in ev if e["kind"] == "report")
+    assert status == ["ok", "wrong", "wrong"]
+    assert len(log.read_text().splitlines()) == 3
