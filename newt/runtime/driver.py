@@ -91,7 +91,10 @@ def current_device_fn():
     """A fast callable returning torch's current CUDA device index (-1 without a GPU)."""
     if not has_gpu():
         return _no_device
-    return torch().cuda.current_device
+    t = torch()
+    t.cuda.init()  # after this, the raw getter is safe and skips torch's lazy-init checks on every launch
+    raw = getattr(t._C, "_cuda_getDevice", None)
+    return raw if raw is not None else t.cuda.current_device
 
 
 def current_stream_fn():
