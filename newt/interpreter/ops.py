@@ -280,13 +280,13 @@ def binary_fn(name, dt, attrs=None):
             return lambda a, b: torch.where(D.ucmp_key(a) <= D.ucmp_key(b), a, b)
         return torch.maximum if mx else torch.minimum
     if name == "umulhi":
+        # like Triton's tl.umulhi: the high half of the *unsigned* product, whatever the signedness
         w = dt.primitive_bitwidth
         if w == 32 and dt.is_int_signed():
-            return lambda a, b: ((a.to(torch.int64) * b.to(torch.int64)) >> 32).to(torch.int32)
+            m = 0xFFFFFFFF
+            return lambda a, b: ((((a.to(torch.int64) & m) * (b.to(torch.int64) & m)) >> 32) & m).to(torch.int32)
         if w == 32:
             return lambda a, b: ((a * b) >> 32) & 0xFFFFFFFF
-        if dt.is_int_signed():
-            return D.mulhi_s64
         return D.mulhi_u64
     if name == "div_rn":
         return torch.div

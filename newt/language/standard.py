@@ -25,24 +25,17 @@ def sigmoid(x):
 
 @inline_jit
 def softmax(x, dim=None, keep_dims: constexpr = False, ieee_rounding: constexpr = False):
-    """Softmax of ``x`` along ``dim`` (0 when ``None``), computed stably (the max is subtracted first)."""
+    """Softmax of ``x`` along ``dim`` (0 when ``None``), computed stably (the max is subtracted first).
+
+    The result has the shape of ``x``; ``keep_dims`` is accepted for Triton compatibility.
+    """
     _dim = 0 if dim is None else dim
     z = x - _b.max(x, _dim, keep_dims=True)
     num = _b.exp(z)
     den = _b.sum(num, _dim, keep_dims=True)
     if ieee_rounding:
-        out = _b.div_rn(num, den)
-    else:
-        out = num / den
-    if not keep_dims:
-        out = _b.reshape(out, _drop_dim(out.shape, _dim))
-    return out
-
-
-def _drop_dim(shape, dim):
-    # evaluated at compile time on constexpr tuples
-    dim = dim % len(shape)
-    return tuple(s for i, s in enumerate(shape) if i != dim)
+        return _b.div_rn(num, den)
+    return num / den
 
 
 @inline_jit

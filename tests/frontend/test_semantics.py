@@ -265,3 +265,22 @@ def test_values_assigned_before_break_leave_the_loop():
     x[17] = 1.0
     launch_jit(first_negative, (1,), (x, out, 40), {})
     assert out.item() == -1
+
+
+def test_softmax_keeps_the_shape():
+    """Regression: nl.softmax with the default keep_dims used to reshape its result away."""
+    import torch
+
+    from newt.interpreter import launch_jit
+
+    @newt.jit
+    def sm(x_ptr, out_ptr, N: nl.constexpr):
+        r = nl.arange(0, N)
+        x = nl.load(x_ptr + r[:, None] * N + r[None, :])
+        nl.store(out_ptr + r[:, None] * N + r[None, :], nl.softmax(x, 1))
+        nl.store(out_ptr + r, nl.softmax(nl.load(x_ptr + r)), mask=r < 0)
+
+    x = torch.randn(16, 16)
+    out = torch.empty(16, 16)
+    launch_jit(sm, (1,), (x, out), {"N": 16})
+    torch.testing.assert_close(out, torch.softmax(x, 1))

@@ -102,7 +102,6 @@ def test_random_matches_triton(triton_results, seed):
 
 
 def test_integer_semantics_match_triton(triton_results):
-    # (umulhi is left out: Triton's is unsigned for int32 as well, docs/ir.md makes it signed for signed types)
     x, y, res = triton_results
     b = torch.zeros(768, dtype=torch.int32)
     ni.launch_jit(int_kernel, (1,), (x, y, b), {"BLOCK": 256})

@@ -101,7 +101,8 @@ INT_REF = {
     "shr": lambda a, b, dt: wrap(a >> b, dt),
     "minimum": lambda a, b, dt: min(a, b),
     "maximum": lambda a, b, dt: max(a, b),
-    "umulhi": lambda a, b, dt: wrap((a * b) >> bits(dt), dt),
+    # unsigned product of the bit patterns, like Triton's tl.umulhi
+    "umulhi": lambda a, b, dt: wrap(((a % (1 << bits(dt))) * (b % (1 << bits(dt)))) >> bits(dt), dt),
 }
 CMP_REF = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}

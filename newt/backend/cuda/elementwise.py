@@ -147,12 +147,10 @@ def _compute(name, xs, t, attrs):  # noqa: C901
         op = "<" if name == "minimum" else ">"
         return f"(({xs[0]}) {op} ({xs[1]}) ? ({xs[0]}) : ({xs[1]}))"
     if name == "umulhi":
-        bits = t.primitive_bitwidth
-        if bits == 64:
-            f = "__umul64hi" if not t.is_int_signed() else "__mul64hi"
-        else:
-            f = "__umulhi" if not t.is_int_signed() else "__mulhi"
-        return f"({ctype(t)}){f}({xs[0]}, {xs[1]})"
+        # like Triton's tl.umulhi: the high half of the *unsigned* product, whatever the signedness
+        if t.primitive_bitwidth == 64:
+            return f"({ctype(t)})__umul64hi((unsigned long long)({xs[0]}), (unsigned long long)({xs[1]}))"
+        return f"({ctype(t)})__umulhi((unsigned int)({xs[0]}), (unsigned int)({xs[1]}))"
     if name == "pow":
         return f"{'pow' if is_f64 else 'powf'}({xs[0]}, {xs[1]})"
     if name == "fma":
