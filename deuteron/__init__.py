@@ -28,7 +28,7 @@ from .language import (  # noqa: F401
 
 _LAZY = {
     "autotune": ("deuteron.autotune", None),
-    "testing": ("deuteron.testing", None),
+    "errors": ("deuteron.errors", None),
 }
 
 
