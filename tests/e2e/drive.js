@@ -78,6 +78,37 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
           { channels, outText: outText.slice(0, 1500) });
       }
     }
+    if (shot) {
+      // scene 2: the probe compiles add_kernel and opens its SASS beside it
+      await page.mouse.move(640, 300);
+      fs.writeFileSync(reportPath + '.scene2', 'go');
+      const deadline = Date.now() + 120000;
+      while (!fs.existsSync(reportPath + '.scene2.ready') && Date.now() < deadline) await page.waitForTimeout(250);
+      const tab = page.locator('.tab', { hasText: 'add_kernel.sass' });
+      let tabs = 0;
+      try {
+        await tab.first().waitFor({ state: 'visible', timeout: 20000 });
+        tabs = await tab.count();
+      } catch { /* reported below */ }
+      await page.locator('.notification-toast', { hasText: 'registers' }).first().waitFor({ state: 'visible', timeout: 20000 }).catch(() => {});
+      await page.waitForTimeout(1500);
+      // the SASS grammar colours opcodes, registers and addresses differently: several token classes
+      const tokenClasses = await page.evaluate(() => {
+        const editors = [...document.querySelectorAll('.editor-group-container')];
+        const sass = editors.find((g) => /add_kernel\.sass/.test(g.querySelector('.tab.active')?.textContent || ''));
+        const classes = new Set();
+        for (const span of sass ? sass.querySelectorAll('.view-line span span') : []) {
+          for (const c of span.classList) if (/^mtk\d+$/.test(c)) classes.add(c);
+        }
+        return [...classes];
+      });
+      uiCheck('the SASS view is open with syntax highlighting', tabs > 0 && tokenClasses.length >= 3, { tabs, tokenClasses });
+      const toast = (await page.locator('.notification-toast').allInnerTexts()).join('\n');
+      uiCheck('Compile shows registers with buttons for CUDA / PTX / SASS', /\d+ registers/.test(toast) && /Show CUDA/.test(toast), { toast });
+      const shot2 = shot.replace(/\.png$/, '-sass.png');
+      await page.screenshot({ path: shot2 });
+      log('screenshot', shot2);
+    }
     fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));
     rc = report.ok && ui.checks.every((c) => c.ok) ? 0 : 1;
   } finally {

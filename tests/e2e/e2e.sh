@@ -138,7 +138,9 @@ JSON
         mkdir -p "$REPO/docs/images"
         cp "$RUN/workbench.png" "$REPO/docs/images/vscode-diagnostic-hover.png"
         cp "$RUN/workbench.png" "$EXT/images/workbench.png"
-        echo "copied to docs/images/vscode-diagnostic-hover.png and vscode-extension/images/workbench.png"
+        cp "$RUN/workbench-sass.png" "$REPO/docs/images/vscode-compile-sass.png"
+        cp "$RUN/workbench-sass.png" "$EXT/images/compile-sass.png"
+        echo "copied to docs/images/vscode-{diagnostic-hover,compile-sass}.png and vscode-extension/images/{workbench,compile-sass}.png"
       fi
     fi
     exit "$rc"

@@ -71,6 +71,7 @@ export class NewtServer implements vscode.Disposable {
   readonly onDidStart = this.onDidStartEmitter.event;
   interpreter: (ResolvedInterpreter & Partial<InterpreterInfo>) | undefined;
   status: ServerStatus | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
   /** The last reason the server could not start, for the status bar tooltip and tests. */
   lastError: string | undefined;
 
@@ -312,8 +313,13 @@ export class NewtServer implements vscode.Disposable {
     if (!e.affectsConfiguration('newt')) return;
     if (RESTART_SETTINGS.some((s) => e.affectsConfiguration(s))) {
       if (this._state !== 'stopped') {
-        this.log.info('settings changed: restarting the language server');
-        void this.restart();
+        // one restart for a burst of changes (a settings file write can report several)
+        if (this.restartTimer) clearTimeout(this.restartTimer);
+        this.restartTimer = setTimeout(() => {
+          this.restartTimer = undefined;
+          this.log.info('settings changed: restarting the language server');
+          void this.restart();
+        }, 250);
       }
     } else if (LIVE_SETTINGS.some((s) => e.affectsConfiguration(s))) {
       void this.sendSettings();
@@ -346,6 +352,7 @@ export class NewtServer implements vscode.Disposable {
   }
 
   dispose(): void {
+    if (this.restartTimer) clearTimeout(this.restartTimer);
     void this.stop();
     for (const d of this.disposables) d.dispose();
   }

@@ -13,6 +13,8 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
   /** VS Code's normalized URI string -> the URI exactly as the server wrote it. */
   private readonly originals = new Map<string, string>();
   private readonly languages = new Map<string, string>();
+  /** Text fetched for a refresh, handed to VS Code by the next provideTextDocumentContent. */
+  private readonly pending = new Map<string, string>();
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly server: NewtServer, private readonly log: vscode.LogOutputChannel) {
@@ -43,10 +45,26 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
   }
 
   async provideTextDocumentContent(uri: vscode.Uri, token: vscode.CancellationToken): Promise<string> {
-    const client = await this.server.ensureStarted();
+    const key = uri.toString();
+    const fresh = this.pending.get(key);
+    if (fresh !== undefined) {
+      this.pending.delete(key);
+      return fresh;
+    }
+    return this.fetch(uri, token);
+  }
+
+  /** The document's text from the server (or an explanation in a comment). */
+  private async fetch(uri: vscode.Uri, token?: vscode.CancellationToken): Promise<string> {
+    // a server that failed to start is not restarted for a view (that is Restart Server's job)
+    const client = this.server.state === 'failed' ? this.server.running : await this.server.ensureStarted();
     if (!client) return `// Newt: the language server is not running (${this.server.lastError ?? 'see the Newt output channel'})`;
     try {
-      const res = await client.sendRequest<VirtualDocumentResult>(VirtualDocumentRequest, { uri: this.serverUri(uri) }, token);
+      // (no `undefined` token argument: vscode-jsonrpc would send it as a second, positional parameter)
+      const params = { uri: this.serverUri(uri) };
+      const res = token
+        ? await client.sendRequest<VirtualDocumentResult>(VirtualDocumentRequest, params, token)
+        : await client.sendRequest<VirtualDocumentResult>(VirtualDocumentRequest, params);
       this.languages.set(uri.toString(), res.languageId);
       return res.text;
     } catch (e) {
@@ -56,12 +74,33 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
     }
   }
 
+  /** Replaces the text of an open virtual document and waits until VS Code shows it. */
+  private async update(doc: vscode.TextDocument): Promise<void> {
+    const text = await this.fetch(doc.uri);
+    if (text === doc.getText()) return;
+    const key = doc.uri.toString();
+    this.pending.set(key, text);
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        sub.dispose();
+        clearTimeout(timer);
+        resolve();
+      };
+      const sub = vscode.workspace.onDidChangeTextDocument((e) => {
+        if (e.document.uri.toString() === key) done();
+      });
+      const timer = setTimeout(done, 5000);
+      this.changed.fire(doc.uri);
+    });
+    this.pending.delete(key);
+  }
+
   /** Opens a server URI beside the editor, with the server's language. */
   async open(serverUri: string, opts: { preview?: boolean; preserveFocus?: boolean } = {}): Promise<vscode.TextDocument> {
     const uri = vscode.Uri.parse(serverUri, true);
     this.originals.set(uri.toString(), serverUri);
     const already = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
-    if (already) this.changed.fire(uri); // recompiled: show the new text
+    if (already) await this.update(already); // recompiled or restarted: show the current text
     const doc = await this.applyLanguage(await vscode.workspace.openTextDocument(uri));
     await vscode.window.showTextDocument(doc, {
       viewColumn: vscode.ViewColumn.Beside,
@@ -78,7 +117,7 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
         const src = virtualQuery(this.serverUri(doc.uri).split('?')[1] ?? '').src;
         if (!src || vscode.Uri.parse(src).toString() !== source.toString()) continue;
       }
-      this.changed.fire(doc.uri);
+      void this.update(doc);
     }
   }
 

@@ -33,6 +33,11 @@ describe('resolveInterpreter', () => {
     assert.equal((await resolveInterpreter({ ...base, setting: '~/bin/python' })).command, '/home/u/bin/python');
   });
 
+  it('does not repeat an absolute path in the description', async () => {
+    const r = await resolveInterpreter({ ...base, setting: '/ws/.venv/bin/python' });
+    assert.deepEqual([r.command, r.description], ['/ws/.venv/bin/python', 'the newt.interpreter setting']);
+  });
+
   it('looks a bare command of the setting up on PATH, and keeps it when it is not there', async () => {
     assert.equal((await resolveInterpreter({ ...base, setting: 'python3.12' })).command, '/opt/py/bin/python3.12');
     assert.equal((await resolveInterpreter({ ...base, setting: 'python9' })).command, 'python9');

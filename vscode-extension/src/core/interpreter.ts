@@ -80,7 +80,8 @@ export async function resolveInterpreter(inputs: ResolveInputs): Promise<Resolve
     } else {
       p = findOnPath(p, env, platform, isExecutable) ?? p;
     }
-    return { command: p, source: 'setting', description: `the newt.interpreter setting (${setting})` };
+    const description = p === setting ? 'the newt.interpreter setting' : `the newt.interpreter setting (${setting})`;
+    return { command: p, source: 'setting', description };
   }
   if (inputs.pythonExtension) {
     let fromExt: string | undefined;
