@@ -144,11 +144,17 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         if not u.persistent:
             smem_decl.line(f"constexpr int {u.name} = {pers if u.inside else 0};")
     shared = max(pers + inside, outside)
+    red = em.reduce_bytes
+    if red:  # the two reduction buffers overlap nothing (see Emitter.reduce_buffer)
+        base = (shared + 15) // 16 * 16
+        smem_decl.line(f"constexpr int SMEM_RED0 = {base};")
+        smem_decl.line(f"constexpr int SMEM_RED1 = {base + red};")
+        shared = base + 2 * red
     if shared > tgt.max_shared:
         raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
                            f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",
                            None)
-    if em.smem_uses:
+    if em.smem_uses or red:
         top.line("extern __shared__ __align__(128) unsigned char smem[];")
     ids.line("const int lane_id = threadIdx.x & 31;")
     ids.line("const int warp_id = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);")
@@ -161,7 +167,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         head.extend(h.rstrip("\n").split("\n"))
         head.append("")
     kname = _cname(fn.name)
-    bounds = f"{32 * num_warps}{_min_blocks(fn, num_warps, em)}"
+    min_blocks = _min_blocks(fn, num_warps, em)
+    bounds = f"{32 * num_warps}{min_blocks}"
     head.append(f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
     out_lines = []
@@ -181,7 +188,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
                 if d:
                     layouts[f"%{r.id}"] = d
     meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
-            "needs_shared_opt_in": shared > 48 * 1024}
+            "needs_shared_opt_in": shared > 48 * 1024, "min_blocks": int(min_blocks[2:] or 0),
+            "launch_bounds": f"__launch_bounds__({bounds})"}
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta)
@@ -206,8 +214,16 @@ def _source_text(path):
 
 
 def _min_blocks(fn, num_warps, em) -> str:
-    """Ask ptxas for two resident blocks per SM in wide dot-free kernels (<= 64 registers at 512
-    threads): memory-bound kernels need the occupancy to keep enough loads in flight."""
+    """The second ``__launch_bounds__`` argument.
+
+    * Wide dot-free kernels (>= 16 warps) ask for two resident blocks per SM (<= 64 registers at 512
+      threads): memory-bound kernels need the occupancy to keep enough loads in flight.  When that
+      makes ptxas spill, ``compile_cuda`` compiles again without it (``metadata["min_blocks"]``).
+    * Kernels with tensor-core dots say 1: it caps registers at 255 explicitly.  Without a cap,
+      ptxas (12.x/13.x) sometimes settles on 32 registers and kilobytes of local memory for big
+      accumulator tiles it cannot fit."""
     if num_warps >= 16 and not em.plan.dot:
         return ", 2"
+    if any(d.name != "fma" for d in em.plan.dot.values()):
+        return ", 1"
     return ""

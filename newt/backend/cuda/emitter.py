@@ -110,6 +110,22 @@ class Emitter:
                 self.users.setdefault(o, []).append(op)
         self.used_values = set(self.users)
         self.cond_value = None
+        self.parent_op: dict = {}                # op -> the op whose region holds it (None at top level)
+        self.defining_op: dict = {}              # Value -> the op that defines it (region args: the region's op)
+
+        def index(region, owner):
+            for a in region.args:
+                self.defining_op[a] = owner
+            for o in region.ops:
+                self.parent_op[o] = owner
+                for r in o.results:
+                    self.defining_op[r] = o
+                for reg in o.regions:
+                    index(reg, o)
+        index(fn.body, None)
+        self.reduce_pending = [False, False]    # ping-pong reduction buffers that may still be read
+        self.reduce_turn = 0
+        self.reduce_bytes = 0                    # size of each of the two reduction buffers
 
     # ------------------------------------------------------------------
     # names and small helpers
@@ -151,6 +167,27 @@ class Emitter:
         text = linecache.getline(loc.file, loc.line).strip() if loc.file and not loc.file.startswith("<") else ""
         base = loc.file.rsplit("/", 1)[-1] if loc.file else "?"
         self.cur.line(f"// {base}:{loc.line}" + (f": {text}" if text else ""))
+
+    def enclosing_loop(self, op):
+        """The innermost scf.for / scf.while around ``op`` (None at the top level)."""
+        o = self.parent_op.get(op)
+        while o is not None and o.name not in ("scf.for", "scf.while"):
+            o = self.parent_op.get(o)
+        return o
+
+    def defined_inside(self, v, op) -> bool:
+        """Whether ``v`` is defined by ``op`` or inside its regions."""
+        o = self.defining_op.get(v)
+        while o is not None:
+            if o is op:
+                return True
+            o = self.parent_op.get(o)
+        return False
+
+    def loop_invariant(self, v, user) -> bool:
+        """``v`` is defined outside the innermost loop around ``user`` (and that loop exists)."""
+        loop = self.enclosing_loop(user)
+        return loop is not None and not self.defined_inside(v, loop)
 
     # ------------------------------------------------------------------
     # layouts
@@ -290,6 +327,23 @@ class Emitter:
         self.smem_uses.append(SmemUse(name, _align(size, 16), False, chunk.pipelined))
         return name
 
+    def reduce_buffer(self, size: int) -> tuple[str, bool]:
+        """One of two shared-memory buffers reserved for cross-warp reductions (used in turn; they
+        overlap nothing else), and whether a barrier must come first.
+
+        A reduction writes its warps' partials, syncs, and every thread reads them back.  The next
+        reduction writes the *other* buffer: the readers of that one finished before the barrier in
+        between, so no leading barrier is needed -- unless control flow came in between (loop bodies,
+        branches), where ``reduce_pending`` is reset to "unknown"."""
+        self.reduce_bytes = max(self.reduce_bytes, _align(size, 16))
+        t = self.reduce_turn
+        self.reduce_turn ^= 1
+        lead = self.reduce_pending[t]
+        # after this reduction's middle barrier nothing reads either buffer; then its own reads start
+        self.reduce_pending = [False, False]
+        self.reduce_pending[t] = True
+        return f"SMEM_RED{t}", lead
+
     def smem_persistent(self, size: int) -> str:
         name = f"SMEM_PIPE{len(self.smem_uses)}"
         self.smem_uses.append(SmemUse(name, _align(size, 128), True, True))
@@ -376,11 +430,16 @@ class Emitter:
     def emit_region(self, region, chunk: Chunk):
         saved = self.cur
         self.cur = chunk
+        top = region is self.fn.body
+        if not top:  # a loop body or a branch: entered from code (and iterations) the state cannot see
+            self.reduce_pending = [True, True]
         try:
             for op in region.ops:
                 self.emit_op(op)
         finally:
             self.cur = saved
+            if not top:  # after the region's op, either path may have been taken
+                self.reduce_pending = [True, True]
 
     def emit_op(self, op):
         if op.name in ("yield", "condition", "return"):

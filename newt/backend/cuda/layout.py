@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Layout", "blocked", "mma_accumulator", "dim_bits", "flat_of", "coords_of", "log2", "bit_index_expr",
-           "in_thread_map", "SwizzledShared"]
+__all__ = ["Layout", "blocked", "mma_accumulator", "mma_a_fragment", "dim_bits", "flat_of", "coords_of", "log2",
+           "bit_index_expr", "in_thread_map", "SwizzledShared"]
 
 
 def log2(n: int) -> int:
@@ -358,6 +358,39 @@ def mma_accumulator(shape, warps_m: int, warps_n: int, kind="mma", num_warps: in
         warp += [0] * (log2(num_warps) - len(warp))
     reg += [nb(k) for k in range(3 + wnb, nn)]
     reg += [mb(k) for k in range(4 + wmb, mn)]
+    return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp), kind)
+
+
+def mma_a_fragment(shape, warps_m: int, warps_n: int, kind="mma_a", num_warps: int | None = None) -> Layout:
+    """The registers of mma.sync m16n8k16 A fragments (16-bit operands) over an (M, K) tile.
+
+    Within one 16x16 step: register bit 0 -> column bit 0 (the two halves of a 32-bit
+    fragment register), register bit 1 -> row bit 3, register bit 2 -> column bit 3 (the
+    four fragment registers a0..a3), lane bits 0-1 -> column bits 1-2, lane bits 2-4 ->
+    row bits 0-2.  Then the k steps, then the m repetitions: element ``j`` of fragment
+    register ``q`` for (k step ``s``, m repetition ``mi``) is register
+    ``(mi * (K / 16) + s) * 8 + 2 * q + j``.  Warps tile M like the accumulator
+    (``mma_accumulator``); the warps along N hold copies.  Per thread this is the
+    accumulator layout of an (M, K) result with the registers reordered, which is why a
+    chained dot (attention's P) feeds the next one without leaving registers.
+    """
+    M, K = shape
+    bits = dim_bits(shape)
+    moff, mn = bits[0]
+    koff, kn = bits[1]
+    wmb, wnb = log2(warps_m), log2(warps_n)
+
+    def mb(k):
+        return 1 << (moff + k) if k < mn else 0
+
+    def kb(k):
+        return 1 << (koff + k) if k < kn else 0
+
+    reg = [kb(0), mb(3), kb(3)] + [kb(k) for k in range(4, kn)] + [mb(k) for k in range(4 + wmb, mn)]
+    lane = [kb(1), kb(2), mb(0), mb(1), mb(2)]
+    warp = [mb(4 + k) for k in range(wmb)] + [0] * wnb
+    if num_warps is not None:
+        warp += [0] * (log2(num_warps) - len(warp))
     return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp), kind)
 
 

@@ -35,11 +35,13 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
         for k, a in enumerate(region.args):
             em.scalars[a] = f"a{k}" if k < n else f"b{k - n}"
         em.yield_stack.append([(f"r{k}", None, region.args[k].type) for k in range(n)])
+        pending = list(em.reduce_pending)
         try:
             em.emit_region(region, chunk)
         finally:
             em.yield_stack.pop()
             em.cur, em.last_line = saved
+            em.reduce_pending = pending  # the helper is a separate function: the kernel's state is unchanged
         lines, _ = [], []
         chunk.render(lines, _)
         text = f"__device__ __forceinline__ void {name}({params}) {{\n" + "\n".join(lines) + "\n}\n"
@@ -148,8 +150,12 @@ def _reduce(em, op):
             m = 1 << bit
             for k in range(n):
                 b.line(f"const {wts[k]} o{k}_{bit} = shfl_xor({accs[k]}[r], {m});")
-            lo = [f"((lane_id & {m}) ? o{k}_{bit} : {accs[k]}[r])" for k in range(n)]
-            hi = [f"((lane_id & {m}) ? {accs[k]}[r] : o{k}_{bit})" for k in range(n)]
+            if kind in _COMMUTATIVE:  # either order gives the same bits: no selects
+                lo = [f"{accs[k]}[r]" for k in range(n)]
+                hi = [f"o{k}_{bit}" for k in range(n)]
+            else:  # the lower lane's value goes first (non-commutative region combines, argmax ties)
+                lo = [f"((lane_id & {m}) ? o{k}_{bit} : {accs[k]}[r])" for k in range(n)]
+                hi = [f"((lane_id & {m}) ? {accs[k]}[r] : o{k}_{bit})" for k in range(n)]
             b.line(_call(fn, lo, hi, [f"{accs[k]}[r]" for k in range(n)]))
         c.line("}")
     if aw:
@@ -162,7 +168,7 @@ def _reduce(em, op):
             offs.append(size)
             size += nwa * nout_el * _wbytes(w)
             size = (size + 15) // 16 * 16
-        off = em.smem_scratch(size, c)
+        off, lead = em.reduce_buffer(size)
         fo = em.flat_expr(out_lay, "r") if out_lay is not None else "0"
         lane_axis_mask = sum(1 << k for k in al)
         c.line("{")
@@ -172,7 +178,10 @@ def _reduce(em, op):
             p = em.tmp("red")
             b.line(f"{w}* {p} = reinterpret_cast<{w}*>(smem + {off} + {offs[k]});")
             ptrs.append(p)
-        b.line("__syncthreads();")
+        if lead:
+            b.line("__syncthreads();")
+        else:
+            b.line("// (no barrier first: nothing can still be reading this buffer)")
         b.line(f"const int wp = {wpos};")
         cond = f"if ((lane_id & {lane_axis_mask}) == 0) " if lane_axis_mask else ""
         b.line("#pragma unroll")
@@ -207,6 +216,10 @@ def _reduce(em, op):
             name = em.declare_block(res, olay)
             em.for_regs(olay.nregs, f"{name}[i] = {fin(f'{accs[k]}[i]')};")
     del kind
+
+
+#: combines whose result does not depend on the order of the operands (float add/mul/min/max included)
+_COMMUTATIVE = ("add", "mul", "max", "min", "xor")
 
 
 def _wbytes(w: str) -> int:

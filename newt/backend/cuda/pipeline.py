@@ -221,6 +221,9 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         name = em.tmp("ahead")
         nm, lay = _declare_var(em, a, c, init=op.operands[3 + i], name=name)
         ahead[a] = (nm, lay)
+    # scratch outside pipelined loops overlaps the pipeline buffers: whatever read it before the loop
+    # (a conversion, a reduction, operands converted once where they are defined) is done first
+    c.line("__syncthreads();")
     for s in range(S - 1):
         c.line(f"{{  // prologue: iteration {s}")
         _issue(em, op, pipe, c.sub(1), str(s), ahead_iv, ahead, yields, carried)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
-from ..layout import SwizzledShared, log2, mma_accumulator
+from ..layout import SwizzledShared, in_thread_map, log2, mma_a_fragment, mma_accumulator
 from .base import DotLowering, OperandTile, stage_to_smem
 
 _KSTEP = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32}
@@ -88,7 +88,8 @@ class MmaSyncLowering(DotLowering):
         nrep = max(1, N // (8 * wn))
         ks = _KSTEP[tn]
         eb = max(1, t.primitive_bitwidth // 8)
-        ta, tb = self._tiles(em, op, tiles)
+        a_regs = self._a_registers(em, op, tiles, lay, wm, wn)
+        ta, tb = self._tiles(em, op, tiles, skip={0} if a_regs else ())
         c = em.cur
         # accumulator
         acc_src = em.get(accv, lay)
@@ -113,7 +114,10 @@ class MmaSyncLowering(DotLowering):
         k.line(f"for (int mi = 0; mi < {mrep}; ++mi) {{")
         mm = k.sub(1)
         mm.line("unsigned af[4];")
-        self._load_a(em, mm, ta, tn, eb, wm)
+        if a_regs:
+            self._pack_a(mm, a_regs, t, K)
+        else:
+            self._load_a(em, mm, ta, tn, eb, wm)
         mm.line("#pragma unroll")
         mm.line(f"for (int ni = 0; ni < {nrep}; ++ni) {_MMA_FN[tn]}(&{w}[(mi * {nrep} + ni) * 4], af, bf[ni]);")
         k.line("}")
@@ -123,11 +127,47 @@ class MmaSyncLowering(DotLowering):
         em.for_regs(lay.nregs, f"{name}[i] = {conv(f'{w}[i]')};", c)
 
     # ------------------------------------------------------------------
-    def _tiles(self, em, op, given):
+    def _a_registers(self, em, op, given, acc_lay, wm, wn):
+        """The array holding operand A in A-fragment order (``mma_a_fragment``), or None to read A from
+        shared memory.  A 16-bit A comes from registers when it already sits in the fragment threads
+        (a chained dot's P: a register permutation), when it is polymorphic (computed in place), or when
+        it is loop-invariant around the dot (attention's Q: converted once, where it is defined, and
+        kept in registers through the loop) instead of being staged in shared memory every iteration."""
+        from ..plan import compact
+        if isinstance(given[0], OperandTile):
+            return None
+        a = op.operands[0]
+        t = scalar_of(a.type)
+        if t.primitive_bitwidth != 16 or t.name not in ("fp16", "bf16"):
+            return None
+        M, K = shape_of(a.type)
+        if M % 16 or K % 16:
+            return None
+        afl = mma_a_fragment((M, K), wm, wn, num_warps=em.nw)
+        if a not in em.plan.poly:
+            have = em.layout_of(a)
+            if have is None:
+                return None
+            have = compact(have)
+            free = in_thread_map(have, afl.reg, afl.lane, afl.warp) is not None
+            if not free and not em.loop_invariant(a, op):
+                return None
+        return em.get(a, afl)
+
+    @staticmethod
+    def _pack_a(c, arr, t, K):
+        """af[0..3] of step kk, repetition mi from the A-fragment registers."""
+        from ..lower_memory import pack_words
+        c.line(f"const int ab = ((kk) / 16) * 8 + mi * {8 * (K // 16)};")
+        for q in range(4):
+            w = pack_words([f"{arr}[ab + {2 * q}]", f"{arr}[ab + {2 * q + 1}]"], t, 4)[0]
+            c.line(f"af[{q}] = {w};")
+
+    def _tiles(self, em, op, given, skip=()):
         """Operand tiles: the pipeline's buffers, or both operands staged into one scratch area."""
         from ..plan import compact
         out = list(given)
-        todo = [i for i in (0, 1) if not isinstance(given[i], OperandTile)]
+        todo = [i for i in (0, 1) if not isinstance(given[i], OperandTile) and i not in skip]
         if not todo:
             return out
         sws = {i: self.tile_for(op, i, self.preferred_inner(op, i)) for i in todo}
