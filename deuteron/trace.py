@@ -29,7 +29,7 @@ from .program import (
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 
 #: the code of shape errors (blocks that do not broadcast, a value stored into a differently shaped index)
-SHAPE_CODE = "D004"
+SHAPE_CODE = "D006"
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)

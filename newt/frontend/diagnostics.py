@@ -84,6 +84,8 @@ CODES: dict[str, tuple[str, str]] = {
     "D003": ("dt-tile-misuse", "a tile used where it is not allowed"),
     "D004": ("dt-unsupported", "a statement or call deuteron cannot compile"),
     "D005": ("dt-config", "a config that does not fit the kernel"),
+    "D006": ("dt-shape-mismatch", "blocks whose dimensions do not broadcast (tile_m vs tile_n), or a value stored "
+             "into a region of another shape"),
 }
 
 

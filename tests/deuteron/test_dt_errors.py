@@ -53,7 +53,7 @@ def test_shapes_that_do_not_broadcast(tmp_path):
             out[tm, tn] = a + a.T
         return out
     """)
-    raises_at(mod, lambda: mod.f(torch.randn(8, 8)), "D004", "out[tm, tn] = a + a.T", "a + a.T",
+    raises_at(mod, lambda: mod.f(torch.randn(8, 8)), "D006", "out[tm, tn] = a + a.T", "a + a.T",
               contains="do not broadcast")
 
 
