@@ -150,11 +150,15 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         smem_decl.line(f"constexpr int SMEM_RED0 = {base};")
         smem_decl.line(f"constexpr int SMEM_RED1 = {base + red};")
         shared = base + 2 * red
+    for u in em.reserved:  # operands staged once: live from their definition to the kernel's end
+        base = (shared + 127) // 128 * 128
+        smem_decl.line(f"constexpr int {u.name} = {base};")
+        shared = base + u.size
     if shared > tgt.max_shared:
         raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
                            f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",
                            None)
-    if em.smem_uses or red:
+    if em.smem_uses or red or em.reserved:
         top.line("extern __shared__ __align__(128) unsigned char smem[];")
     ids.line("const int lane_id = threadIdx.x & 31;")
     ids.line("const int warp_id = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);")

@@ -126,6 +126,8 @@ class Emitter:
         self.reduce_pending = [False, False]    # ping-pong reduction buffers that may still be read
         self.reduce_turn = 0
         self.reduce_bytes = 0                    # size of each of the two reduction buffers
+        self.reserved: list[SmemUse] = []        # shared memory that overlaps nothing (operands staged once)
+        self.staged_once: dict = {}              # (Value, tile, inner) -> OperandTile
 
     # ------------------------------------------------------------------
     # names and small helpers
@@ -296,14 +298,29 @@ class Emitter:
 
     def smem_convert(self, src, have: Layout, dst, want: Layout, ty, chunk: Chunk, what="", owner_only=False,
                      declare=True):
+        """Write ``src`` (layout ``have``) to shared memory and read it back as ``dst`` (``want``).
+
+        Runs of consecutive elements in a thread's low registers move as one 4/8/16-byte access on
+        each side (the mma accumulator's column pairs go out as 32-bit stores, a blocked layout reads
+        16 bytes at a time); rows of 128 bytes are padded by 16 bytes (by one element when neither
+        side has a run) so that those accesses stay aligned and spread over the banks."""
+        from .lower_memory import pack_words, unpack_words
         ct = ctype(ty)
         eb = _elem_bytes(ty)
         numel = have.numel
         per = max(1, 128 // eb)
-        size = (numel + numel // per + 1) * eb
+        st = scalar_of(ty)
+        vec_ok = eb in (2, 4) and not st.is_ptr() and st.name != "int1"
+        vs = _vec_run(have, eb) if vec_ok else 1
+        vw = _vec_run(want, eb) if vec_ok else 1
+        padv = 16 // eb if max(vs, vw) > 1 else 1
+        size = (numel + (numel // per + 1) * padv) * eb
         off = self.smem_scratch(size, chunk)
         sh = self.tmp("cv")
         pad = _pad_shift(per)
+
+        def at(f):
+            return f"{f} + ({f} >> {pad}) * {padv}" if padv > 1 else f"{f} + ({f} >> {pad})"
         chunk.line(f"// {what}: {_short(have)} -> {_short(want)} through shared memory")
         if declare:
             chunk.line(f"{ct} {dst}[{want.nregs}];")
@@ -313,14 +330,39 @@ class Emitter:
         c.line("__syncthreads();")
         fe = self.flat_expr(have)
         own = self.owner_pred(have) if owner_only else None
-        store = f"{{ const int f = {fe}; {sh}[f + (f >> {pad})] = {src}[i]; }}"
+        if vs == 1:
+            store = f"{{ const int f = {fe}; {sh}[{at('f')}] = {src}[i]; }}"
+        else:
+            vt = _VEC_T[vs * eb]
+            words = pack_words([f"{src}[i + {j}]" for j in range(vs)], st, vs * eb)
+            val = words[0] if len(words) == 1 else f"make_{vt}({', '.join(words)})"
+            store = f"{{ const int f = {fe}; *reinterpret_cast<{vt}*>({sh} + {at('f')}) = {val}; }}"
         if own:
             store = f"if ({own}) {store}"
-        self.for_regs(have.nregs, store, c)
+        self._for_step(have.nregs, vs, store, c)
         c.line("__syncthreads();")
         fe2 = self.flat_expr(want)
-        self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[f + (f >> {pad})]; }}", c)
+        if vw == 1:
+            self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[{at('f')}]; }}", c)
+        else:
+            vt = _VEC_T[vw * eb]
+            nw = vw * eb // 4
+            ws = ["w"] if nw == 1 else [f"w.{x}" for x in "xyzw"[:nw]]
+            outs = unpack_words(ws, st, vw)
+            body = " ".join(f"{dst}[i + {j}] = {e};" for j, e in enumerate(outs))
+            self._for_step(want.nregs, vw, f"{{ const int f = {fe2}; const {vt} w = "
+                           f"*reinterpret_cast<const {vt}*>({sh} + {at('f')}); {body} }}", c)
         chunk.line("}")
+
+    def _for_step(self, n: int, step: int, stmt: str, c: Chunk):
+        if step == 1:
+            self.for_regs(n, stmt, c)
+            return
+        if n == step:
+            c.line(f"{{ const int i = 0; {stmt} }}")
+            return
+        c.line("#pragma unroll")
+        c.line(f"for (int i = 0; i < {n}; i += {step}) {stmt}")
 
     def smem_scratch(self, size: int, chunk: Chunk) -> str:
         name = f"SMEM_SCRATCH{len(self.smem_uses)}"
@@ -343,6 +385,12 @@ class Emitter:
         self.reduce_pending = [False, False]
         self.reduce_pending[t] = True
         return f"SMEM_RED{t}", lead
+
+    def smem_reserved(self, size: int) -> str:
+        """Shared memory for the whole kernel, overlapping nothing else."""
+        name = f"SMEM_KEEP{len(self.reserved)}"
+        self.reserved.append(SmemUse(name, _align(size, 128), True, False))
+        return name
 
     def smem_persistent(self, size: int) -> str:
         name = f"SMEM_PIPE{len(self.smem_uses)}"
@@ -479,6 +527,19 @@ def _elem_bytes(ty) -> int:
     if t.is_ptr():
         return 8
     return max(1, t.primitive_bitwidth // 8)
+
+
+_VEC_T = {4: "unsigned", 8: "uint2", 16: "uint4"}
+
+
+def _vec_run(lay: Layout, eb: int) -> int:
+    """Consecutive flat elements in a thread's lowest registers (a power of two, at most 16 bytes)."""
+    run = 1
+    for j, b in enumerate(lay.reg):
+        if b != 1 << j or (run * 2) * eb > 16:
+            break
+        run *= 2
+    return run
 
 
 def _pad_shift(per: int) -> int:

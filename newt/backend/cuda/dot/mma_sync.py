@@ -16,6 +16,8 @@ from ..ctypes import from_compute, to_compute
 from ..layout import SwizzledShared, in_thread_map, log2, mma_a_fragment, mma_accumulator
 from .base import DotLowering, OperandTile, stage_to_smem
 
+#: most A-fragment elements per thread kept in registers for a loop-invariant A
+_A_REGS_MAX = 32
 _KSTEP = {"fp16": 16, "bf16": 16, "fp32": 8, "int8": 32}
 _MMA_FN = {"fp16": "mma_f16_16816", "bf16": "mma_bf16_16816", "fp32": "mma_tf32_1688", "int8": "mma_s8_16832"}
 
@@ -89,6 +91,13 @@ class MmaSyncLowering(DotLowering):
         ks = _KSTEP[tn]
         eb = max(1, t.primitive_bitwidth // 8)
         a_regs = self._a_registers(em, op, tiles, lay, wm, wn)
+        tiles = list(tiles)
+        for i in (0, 1):  # loop-invariant operands: into shared memory once, where they are defined
+            if i == 0 and a_regs:
+                continue
+            v = op.operands[i]
+            if not isinstance(tiles[i], OperandTile) and v not in em.plan.poly and em.loop_invariant(v, op):
+                tiles[i] = self._stage_once(em, op, i)
         ta, tb = self._tiles(em, op, tiles, skip={0} if a_regs else ())
         c = em.cur
         # accumulator
@@ -150,9 +159,39 @@ class MmaSyncLowering(DotLowering):
                 return None
             have = compact(have)
             free = in_thread_map(have, afl.reg, afl.lane, afl.warp) is not None
-            if not free and not em.loop_invariant(a, op):
-                return None
+            if not free:
+                # loop-invariant: worth registers when the fragments are few (16 per thread at most,
+                # e.g. attention's 128x64 Q over 8 warps); bigger ones are staged once instead
+                if not em.loop_invariant(a, op) or afl.nregs > _A_REGS_MAX:
+                    return None
         return em.get(a, afl)
+
+    def _stage_once(self, em, op, i) -> OperandTile:
+        """Stage a loop-invariant operand into its own shared-memory tile right where it is defined
+        (cached per value), so the loop reads it with ldmatrix and stages nothing."""
+        from ..plan import compact
+        v = op.operands[i]
+        inner = self.preferred_inner(op, i)
+        sw = self.tile_for(op, i, inner)
+        key = (v, sw, inner)
+        tile = em.staged_once.get(key)
+        if tile is not None:
+            return tile
+        name = em.smem_reserved(sw.size_bytes)
+        tile = OperandTile(f"(smem + {name})", sw, inner)
+        chunk = em.def_chunk.get(v, em.cur)
+        lay = compact(em.layout_of(v) or _staging_layout(em, v))
+        saved = em.cur
+        em.cur = chunk
+        try:
+            chunk.line(f"// {em.vname(v)} is loop-invariant where the dot uses it: staged in shared memory once")
+            chunk.line("__syncthreads();")
+            stage_to_smem(em, v, lay, tile, chunk)
+            chunk.line("__syncthreads();")
+        finally:
+            em.cur = saved
+        em.staged_once[key] = tile
+        return tile
 
     @staticmethod
     def _pack_a(c, arr, t, K):
