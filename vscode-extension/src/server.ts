@@ -19,6 +19,7 @@ import {
 import { statusText } from './core/format';
 import {
   describeImportFailure,
+  expandVariables,
   IMPORT_CHECK_ARGS,
   ImportCheck,
   InterpreterInfo,
@@ -128,7 +129,7 @@ export class NewtServer implements vscode.Disposable {
     return toServerSettings(config, {
       trusted: vscode.workspace.isTrusted,
       python: this.interpreter?.executable ?? this.interpreter?.command ?? null,
-      expand: (s) => s.replace(/\$\{workspaceFolder\}/g, folder?.uri.fsPath ?? '').replace(/^~(?=$|[\\/])/, os.homedir()),
+      expand: (s) => expandVariables(s, { workspaceFolder: folder?.uri.fsPath, env: process.env, homedir: os.homedir() }),
     });
   }
 
