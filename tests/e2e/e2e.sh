@@ -73,7 +73,7 @@ python3 -c 'import sys, zipfile; [print("    " + n) for n in zipfile.ZipFile(sys
 
 mkdir -p "$C/runs"
 # keep the last few run folders for debugging, drop older ones
-ls -1dt "$C"/runs/r.* 2>/dev/null | tail -n +7 | xargs -r rm -rf
+ls -1dt "$C"/runs/[rn].* 2>/dev/null | tail -n +9 | xargs -r rm -rf
 
 # -- 3. VS Code (code-server) -----------------------------------------------------------------------
 vscode_session() {  # $1 = trusted | restricted
