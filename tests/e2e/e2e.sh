@@ -21,11 +21,14 @@ results=()   # "name:0|1"
 record() { results+=("$1:$2"); say "$([ "$2" = 0 ] && echo PASS || echo FAIL) $1"; }
 
 # -- 1. tooling ----------------------------------------------------------------------------------
-if ! bash "$HERE/setup.sh" >"$C.setup.log" 2>&1; then
-  mkdir -p "$(dirname "$C")"; cat "$C.setup.log" >&2
-  echo "SKIP: the editor e2e tooling could not be installed (see above; needs apt-get for chromium/g++ and the npm and PyPI registries)" >&2
+SETUP_LOG=$(mktemp)
+if ! bash "$HERE/setup.sh" >"$SETUP_LOG" 2>&1; then
+  tail -40 "$SETUP_LOG" >&2
+  why=$(grep -v '^\[e2e setup' "$SETUP_LOG" | grep -v '^\s*$' | tail -1); rm -f "$SETUP_LOG"
+  echo "SKIP: the editor e2e tooling could not be installed into $C ($why); it needs apt-get (chromium, g++, libkrb5-dev) and the npm and PyPI registries" >&2
   exit 77
 fi
+rm -f "$SETUP_LOG"
 NODE_DIR=$(readlink -f "$C/node")
 export PATH="$NODE_DIR/bin:$PATH" npm_config_nodedir="$NODE_DIR" npm_config_cache="$C/npm-cache" \
        npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
@@ -41,8 +44,8 @@ if [ -z "$PY" ]; then
   done
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$PY" -c 'import lsp_server, newt' 2>"$C.pycheck.log"; then
-  cat "$C.pycheck.log" >&2
+if ! "$PY" -c 'import lsp_server, newt' 2>"$C/pycheck.log"; then
+  cat "$C/pycheck.log" >&2
   echo "FAIL: $PY cannot import lsp_server (the language server); set NEWT_E2E_PYTHON" >&2
   echo "0 passed, 1 failed"
   exit 1
