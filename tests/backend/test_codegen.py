@@ -278,3 +278,112 @@ def test_device_print_and_assert_compile(tmp_path):
     assert "printf(" in m.source and "__assertfail(" in m.source and "x must be non-negative" in m.source
     b = compile_cuda(m)
     assert "vprintf" in b.ptx and "__assertfail" in b.ptx
+
+
+# --- performance-shaped code: barriers, registers, vector widths ------------------------------------
+
+
+def _loop_body(src: str) -> str:
+    """The text of the first software-pipelined loop's body (up to its epilogue wait)."""
+    start = src.index("cp_async_wait<")
+    return src[start:src.index("cp_async_wait<0>", start)]
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_attention_loop_stages_nothing(stage):
+    """Q is loop-invariant: staged once where it is defined; P comes from the first dot's accumulator
+    registers.  The loop keeps one barrier (the pipeline's) per iteration."""
+    cfg = next(c for c in CONFIGS if c[0] == "attention.py" and c[3]["STAGE"] == stage)
+    m = generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])
+    body = _loop_body(m.source)
+    assert "stage operand" not in body
+    assert body.count("__syncthreads()") == 1
+    assert "is loop-invariant where the dot uses it: staged in shared memory once" in m.source
+    assert "const int ab = ((kk) / 16) * 8" in body  # P's fragments packed from registers
+    b = compile_cuda(m)
+    assert b.n_spills == 0 and b.stack_frame == 0, b.log
+
+
+def test_attention_q_in_registers_with_8_warps():
+    """With 8 warps Q's fragments are 16 registers per thread: converted once, kept in registers."""
+    cfg = next(c for c in CONFIGS if c[0] == "attention.py" and c[3]["STAGE"] == 1)
+    m = generate_cuda(ir(*cfg[:5], 8, 3), "sm_90a", 8, 3)
+    body = _loop_body(m.source)
+    assert "mma_a[" in m.source and "staged in shared memory once" not in m.source
+    assert body.count("__syncthreads()") == 1 and "ldmatrix_x4(af" not in body
+    s = _sass(compile_cuda(m))
+    assert s.count("HMMA.16816.F32") == 64 and "LDL" not in s
+
+
+def test_reductions_need_one_barrier_each():
+    """Cross-warp partials go through two reserved buffers in turn: softmax's two reductions need one
+    barrier each, and shuffles of commutative combines need no lane selects."""
+    f = ir("softmax.py", "softmax_kernel", dict(out_ptr=P(f16), in_ptr=P(f16), in_row_stride=i32, out_row_stride=i32,
+                                               n_rows=i32, n_cols=i32), dict(BLOCK_SIZE=4096, num_stages=2),
+           aligned("out_ptr", "in_ptr", "in_row_stride", "out_row_stride", "n_cols"), 8, 2)
+    m = generate_cuda(f, "sm_90a", 8, 2)
+    assert "SMEM_RED0" in m.source and "SMEM_RED1" in m.source
+    assert "(lane_id & 1) ?" not in m.source
+    s = _sass(compile_cuda(m))
+    # the row loop (tl.range over rows) re-enters: its first reduction keeps a barrier, the second not
+    assert s.count("BAR.SYNC") == 3
+
+
+def test_argmax_shuffles_keep_the_lane_order():
+    cfg = next(c for c in CONFIGS if c[1] == "argmax_rows")
+    m = generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])
+    assert "(lane_id & 1) ?" in m.source or "(lane_id & 2) ?" in m.source
+
+
+def test_mma_kernels_cap_registers_explicitly():
+    cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 256)
+    m = generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])
+    assert f"__launch_bounds__({32 * cfg[5]}, 1)" in m.source
+    assert m.metadata["min_blocks"] == 1
+
+
+def test_matmul_epilogue_converts_with_vector_accesses():
+    cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 128)
+    b = compile_cuda(generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6]))
+    s = _sass(b)
+    assert "LDS.128" in s            # 8 halves at a time back from shared memory
+    assert "STS.U16" not in s        # accumulator pairs go out as 32-bit words
+    assert "STG.E.128" in s
+
+
+def test_wide_kernels_drop_two_blocks_per_sm_when_it_spills(tmp_path):
+    src = textwrap.dedent('''
+        import newt
+        import newt.language as nl
+
+        @newt.jit
+        def wide(x_ptr, w_ptr, b_ptr, y_ptr, N, BLOCK: nl.constexpr):
+            cols = nl.arange(0, BLOCK)
+            row = nl.program_id(0)
+            x = nl.load(x_ptr + row * N + cols)
+            w = nl.load(w_ptr + cols)
+            b = nl.load(b_ptr + cols)
+            mean = nl.sum(x, axis=0) / N
+            xc = x - mean
+            rstd = 1.0 / nl.sqrt(nl.sum(xc * xc, axis=0) / N + 1e-5)
+            nl.store(y_ptr + row * N + cols, xc * rstd * w + b)
+    ''')
+    p = tmp_path / "wide.py"
+    p.write_text(src)
+    def build(block):
+        f = ir(str(p), "wide", {"x_ptr": P(f32), "w_ptr": P(f32), "b_ptr": P(f32), "y_ptr": P(f32), "N": i32},
+               {"BLOCK": block}, aligned("x_ptr", "w_ptr", "b_ptr", "y_ptr", "N"), 16, 3)
+        m = generate_cuda(f, "sm_90a", 16, 3)
+        assert "__launch_bounds__(512, 2)" in m.source  # at most 64 registers
+        return m, compile_cuda(m)
+    # 16384 fp32 values of x, w and b over 512 threads: 96 per thread fit in 128 registers, not in 64
+    m, b = build(16384)
+    assert b.n_spills == 0, b.log
+    assert m.metadata["min_blocks"] == 1 and "min_blocks_dropped" in m.metadata
+    assert "__launch_bounds__(512, 1)" in m.source and "__launch_bounds__(512, 2)" not in m.source
+    # twice that spills either way: the version that spills less (one block per SM, 128 registers) is kept
+    m, b = build(32768)
+    assert m.metadata["min_blocks"] == 1 and b.n_regs > 64
+    # small rows keep two blocks per SM
+    m, b = build(4096)
+    assert b.n_spills == 0 and m.metadata["min_blocks"] == 2 and "__launch_bounds__(512, 2)" in m.source
