@@ -153,3 +153,37 @@ def test_axis_info_without_alignment_falls_back_to_scalars():
     ld = next(op for op in f.walk() if op.name == "load")
     assert info[ld.operands[0]].divisibility[0] == 4  # only the element size is known
     assert mem_layout((1024,), info[ld.operands[0]], 4, 4).reg[0] != 1
+
+
+@pytest.mark.parametrize("M,K,wm,wn,nw", [(128, 64, 4, 1, 4), (128, 64, 8, 1, 8), (64, 32, 2, 2, 4),
+                                          (16, 16, 1, 1, 1), (64, 64, 2, 1, 4)])
+def test_mma_a_fragment_matches_the_ptx_fragment(M, K, wm, wn, nw):
+    """m16n8k16 A fragment (PTX ISA): lane = 4 * group + t; fragment register q holds
+    (row group + 8 * (q & 1), cols 2t, 2t+1 + 8 * (q >> 1)); element j is the lower (j = 0) or upper half.
+    The layout's register (mi * K/16 + s) * 8 + 2q + j is that element of k step s, m repetition mi."""
+    from newt.backend.cuda.layout import mma_a_fragment
+    lay = mma_a_fragment((M, K), wm, wn, num_warps=nw)
+    mrep = M // (16 * wm)
+    for w in range(nw):
+        wmi = w % wm  # warps along M come first in the warp id
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            for mi in range(mrep):
+                for s in range(K // 16):
+                    for q in range(4):
+                        for j in range(2):
+                            r = (mi * (K // 16) + s) * 8 + 2 * q + j
+                            row = (mi * wm + wmi) * 16 + g + 8 * (q & 1)
+                            col = s * 16 + 2 * t + j + 8 * (q >> 1)
+                            assert lay.coords(r, lane, w) == (row, col)
+    # per thread the same elements as the accumulator of an (M, K) result: a register permutation
+    acc = mma_accumulator((M, K), wm, wn, num_warps=nw)
+    assert in_thread_map(acc, lay.reg, lay.lane, lay.warp) is not None or wn > 1
+
+
+def test_vector_runs_of_layouts():
+    from newt.backend.cuda.emitter import _vec_run
+    assert _vec_run(mma_accumulator((128, 128), 2, 2, num_warps=4), 2) == 2   # column pairs
+    assert _vec_run(blocked_for((128, 128), 4, vec=8), 2) == 8               # 16 bytes of halves
+    assert _vec_run(blocked_for((128, 128), 4, vec=8), 4) == 4               # 16 bytes of floats
+    assert _vec_run(blocked_for((1024,), 4, vec=1), 4) == 1
