@@ -108,6 +108,23 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       const shot2 = shot.replace(/\.png$/, '-sass.png');
       await page.screenshot({ path: shot2 });
       log('screenshot', shot2);
+      // the editor context menu of a kernel file has the Newt submenu with the kernel commands
+      let menuItems = [];
+      try {
+        const editorText = page.locator('.editor-group-container').first().locator('.view-lines');
+        await editorText.click({ button: 'right', position: { x: 200, y: 120 } });
+        const newtItem = page.locator('.monaco-menu .action-item', { hasText: /^Newt$/ }).first();
+        await newtItem.waitFor({ state: 'visible', timeout: 10000 });
+        await newtItem.hover();
+        await page.waitForTimeout(800);
+        menuItems = (await page.locator('.monaco-menu .action-label').allInnerTexts()).map((t) => t.trim()).filter(Boolean);
+        await page.keyboard.press('Escape');
+        await page.keyboard.press('Escape');
+      } catch (e) {
+        menuItems.push(`(${String(e).split('\n')[0]})`);
+      }
+      const wanted = ['Compile Kernel', 'Verify Kernel', 'Autotune Kernel', 'Show Generated CUDA', 'Show Generated PTX', 'Show Generated SASS'];
+      uiCheck('the editor context menu has the Newt submenu', wanted.every((w) => menuItems.includes(w)), { menuItems });
     }
     fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));
     rc = report.ok && ui.checks.every((c) => c.ok) ? 0 : 1;
