@@ -387,3 +387,38 @@ def test_wide_kernels_drop_two_blocks_per_sm_when_it_spills(tmp_path):
     # small rows keep two blocks per SM
     m, b = build(4096)
     assert b.n_spills == 0 and m.metadata["min_blocks"] == 2 and "__launch_bounds__(512, 2)" in m.source
+
+
+def test_tf32x3_issues_three_mma_per_tile(dot_file):
+    counts = {}
+    for prec in ("tf32", "tf32x3"):
+        f = ir(dot_file, "dot_kernel", {"a_ptr": P(f32), "b_ptr": P(f32), "c_ptr": P(f32)},
+               {"M": 64, "N": 64, "K": 64, "PREC": prec}, aligned("a_ptr", "b_ptr", "c_ptr"))
+        m = generate_cuda(f, "sm_90a", 4, 3)
+        b = compile_cuda(m)
+        assert b.n_spills == 0
+        counts[prec] = _sass(b).count("HMMA.1688.F32.TF32")
+    assert counts["tf32"] > 0 and counts["tf32x3"] == 3 * counts["tf32"]
+
+
+def test_every_cast_compiles():
+    """Casts between all dtypes (and the rtz downcasts) compile; float -> int helpers test NaN first."""
+    path = os.path.join(ROOT, "tests", "ops", "test_casts.py")
+    dts = [nl.int1, nl.int8, nl.int16, nl.int32, nl.int64, nl.uint8, nl.uint16, nl.uint32, nl.uint64, nl.float16,
+           nl.bfloat16, nl.float32, nl.float64, nl.float8e4nv, nl.float8e5]
+    from newt.backend.cuda.prelude import PRELUDE
+    assert PRELUDE.count("return f != f ? 0") == 8
+    for src in dts:
+        for dst in dts:
+            if src == nl.int1 and dst == nl.int1:
+                continue
+            for mode in (("", "rtz") if src.is_floating() and dst.is_floating() and
+                         src.primitive_bitwidth > dst.primitive_bitwidth else ("",)):
+                f = ir(path, "cast_kernel", {"x_ptr": P(src), "out_ptr": P(dst), "n": i32},
+                       {"DST": dst, "MODE": mode, "BLOCK": 128}, aligned("x_ptr", "out_ptr"))
+                m = generate_cuda(f, "sm_90a", 4, 3)
+                if mode == "rtz" and src == nl.float64 and dst != nl.float16:
+                    assert "f64_to_f32_rz(" in m.source
+                # NVRTC for the conversions the float -> int, rtz and fp8 helpers implement
+                if src.is_floating() and (not dst.is_floating() or mode or dst == nl.float8e5):
+                    assert compile_cuda(m).cubin

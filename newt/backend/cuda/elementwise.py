@@ -225,14 +225,19 @@ def cast_expr(x: str, st, dt, rounding: str = "rtne") -> str:  # noqa: C901
         return f"({ctype(dt)})sat_i({helper}({v}), {lo}, {hi})"
     # float -> float
     if dt.name == "fp32":
-        return to_compute(x, st) if st.name != "fp64" else f"(float)({x})"
+        if st.name == "fp64":
+            return f"f64_to_f32_rz({x})" if rounding == "rtz" else f"(float)({x})"
+        return to_compute(x, st)
     if dt.name == "fp64":
         return f"(double)({to_compute(x, st)})"
     # to a low-precision float
     if st.name == "fp64":
         if dt.name == "fp16":
             return f"f64_to_half{'_rz' if rounding == 'rtz' else ''}({x})"
-        # fp64 -> bf16/fp8 through fp32 (round to odd would be exact; fp32 is close enough)
+        # fp64 -> bf16/fp8 through fp32: toward zero twice is toward zero once; to nearest it can round
+        # twice (round to odd would be exact; fp32 keeps 13+ more bits than these formats)
+        if rounding == "rtz":
+            return from_compute(f"f64_to_f32_rz({x})", dt, rounding)
         return from_compute(f"(float)({x})", dt, rounding)
     return from_compute(to_compute(x, st), dt, rounding)
 

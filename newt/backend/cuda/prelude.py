@@ -108,35 +108,40 @@ __device__ __forceinline__ float fp8_bits_to_f32(unsigned char b) {
 __device__ __forceinline__ float fp8e4_to_f32(fp8e4_t v) { return fp8_bits_to_f32<3, 7, false>(v.x); }
 __device__ __forceinline__ float fp8e5_to_f32(fp8e5_t v) { return fp8_bits_to_f32<2, 15, true>(v.x); }
 __device__ __forceinline__ fp8e4_t f32_to_fp8e4(float f) { return fp8e4_t{f32_to_fp8_bits<3, 7, false>(f, false)}; }
-__device__ __forceinline__ fp8e5_t f32_to_fp8e5(float f) {
-  if (f == __int_as_float(0x7f800000)) return fp8e5_t{0x7c};
-  if (f == __int_as_float(0xff800000)) return fp8e5_t{0xfc};
-  return fp8e5_t{f32_to_fp8_bits<2, 15, true>(f, false)};
-}
+// like PTX cvt.rn.satfinite.e5m2x2.f32 (what Triton emits on sm_89+): overflow and +-inf give +-57344
+__device__ __forceinline__ fp8e5_t f32_to_fp8e5(float f) { return fp8e5_t{f32_to_fp8_bits<2, 15, true>(f, false)}; }
 __device__ __forceinline__ fp8e4_t f32_to_fp8e4_rz(float f) { return fp8e4_t{f32_to_fp8_bits<3, 7, false>(f, true)}; }
 __device__ __forceinline__ fp8e5_t f32_to_fp8e5_rz(float f) { return fp8e5_t{f32_to_fp8_bits<2, 15, true>(f, true)}; }
 
 // ---- float -> int: truncate toward zero, saturate, NaN -> 0 (PTX cvt.rzi) ------
-__device__ __forceinline__ int f2i32(float f) { int r; asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
+// cvt.rzi turns NaN into 0 only for fp32 -> 32-bit; from fp64 or to 64-bit integers the hardware gives the
+// integer minimum (0x80...), so NaN is tested first everywhere.
+__device__ __forceinline__ int f2i32(float f) {
+  int r; asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(r) : "f"(f)); return f != f ? 0 : r;
+}
 __device__ __forceinline__ unsigned f2u32(float f) {
-  unsigned r; asm("cvt.rzi.u32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r;
+  unsigned r; asm("cvt.rzi.u32.f32 %0, %1;" : "=r"(r) : "f"(f)); return f != f ? 0u : r;
 }
 __device__ __forceinline__ long long f2i64(float f) {
-  long long r; asm("cvt.rzi.s64.f32 %0, %1;" : "=l"(r) : "f"(f)); return r;
+  long long r; asm("cvt.rzi.s64.f32 %0, %1;" : "=l"(r) : "f"(f)); return f != f ? 0ll : r;
 }
 __device__ __forceinline__ unsigned long long f2u64(float f) {
-  unsigned long long r; asm("cvt.rzi.u64.f32 %0, %1;" : "=l"(r) : "f"(f)); return r;
+  unsigned long long r; asm("cvt.rzi.u64.f32 %0, %1;" : "=l"(r) : "f"(f)); return f != f ? 0ull : r;
 }
-__device__ __forceinline__ int d2i32(double f) { int r; asm("cvt.rzi.s32.f64 %0, %1;" : "=r"(r) : "d"(f)); return r; }
+__device__ __forceinline__ int d2i32(double f) {
+  int r; asm("cvt.rzi.s32.f64 %0, %1;" : "=r"(r) : "d"(f)); return f != f ? 0 : r;
+}
 __device__ __forceinline__ unsigned d2u32(double f) {
-  unsigned r; asm("cvt.rzi.u32.f64 %0, %1;" : "=r"(r) : "d"(f)); return r;
+  unsigned r; asm("cvt.rzi.u32.f64 %0, %1;" : "=r"(r) : "d"(f)); return f != f ? 0u : r;
 }
 __device__ __forceinline__ long long d2i64(double f) {
-  long long r; asm("cvt.rzi.s64.f64 %0, %1;" : "=l"(r) : "d"(f)); return r;
+  long long r; asm("cvt.rzi.s64.f64 %0, %1;" : "=l"(r) : "d"(f)); return f != f ? 0ll : r;
 }
 __device__ __forceinline__ unsigned long long d2u64(double f) {
-  unsigned long long r; asm("cvt.rzi.u64.f64 %0, %1;" : "=l"(r) : "d"(f)); return r;
+  unsigned long long r; asm("cvt.rzi.u64.f64 %0, %1;" : "=l"(r) : "d"(f)); return f != f ? 0ull : r;
 }
+// fp64 -> fp32 toward zero (overflow gives the largest finite value, not infinity)
+__device__ __forceinline__ float f64_to_f32_rz(double f) { float r; asm("cvt.rz.f32.f64 %0, %1;" : "=f"(r) : "d"(f)); return r; }
 __device__ __forceinline__ int sat_i(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // ---- fast math (what Triton emits by default) -----------------------------------

@@ -117,8 +117,22 @@ class MmaSyncLowering(DotLowering):
         d.line(f"for (int kk = 0; kk < {K}; kk += {ks}) {{")
         k = d.sub(1)
         # B fragments for every n tile of this warp
+        x3 = tn == "fp32" and op.attrs.get("input_precision", "") == "tf32x3"
+        if x3:  # 3xTF32: x = big + small, both tf32; a.b ~ big.small + small.big + big.big (fp32 accuracy)
+            c.line("// tf32x3: each fp32 operand split into tf32 big + small parts, three mma per tile")
+        # fp32 fragments are read rounded to tf32, or as fp32 bits that tf32x3 splits itself
+        cvt = "__float_as_uint" if x3 else "f32_to_tf32"
         k.line(f"unsigned bf[{nrep}][2];")
-        self._load_b(em, k, tb, tn, eb, nrep, wn)
+        self._load_b(em, k, tb, tn, eb, nrep, wn, cvt)
+        if x3:
+            k.line(f"unsigned bs[{nrep}][2];")
+            k.line("#pragma unroll")
+            k.line(f"for (int ni = 0; ni < {nrep}; ++ni) {{")
+            k.line("  #pragma unroll")
+            k.line("  for (int q = 0; q < 2; ++q) { const float x = __uint_as_float(bf[ni][q]); "
+                   "bf[ni][q] = f32_to_tf32(x) & 0xffffe000u; "
+                   "bs[ni][q] = f32_to_tf32(x - __uint_as_float(bf[ni][q])); }")
+            k.line("}")
         k.line("#pragma unroll")
         k.line(f"for (int mi = 0; mi < {mrep}; ++mi) {{")
         mm = k.sub(1)
@@ -126,9 +140,18 @@ class MmaSyncLowering(DotLowering):
         if a_regs:
             self._pack_a(mm, a_regs, t, K)
         else:
-            self._load_a(em, mm, ta, tn, eb, wm)
-        mm.line("#pragma unroll")
-        mm.line(f"for (int ni = 0; ni < {nrep}; ++ni) {_MMA_FN[tn]}(&{w}[(mi * {nrep} + ni) * 4], af, bf[ni]);")
+            self._load_a(em, mm, ta, tn, eb, wm, cvt)
+        if x3:
+            mm.line("unsigned asl[4];")
+            mm.line("#pragma unroll")
+            mm.line("for (int q = 0; q < 4; ++q) { const float x = __uint_as_float(af[q]); "
+                    "af[q] = f32_to_tf32(x) & 0xffffe000u; asl[q] = f32_to_tf32(x - __uint_as_float(af[q])); }")
+            mm.line("#pragma unroll")
+            mm.line(f"for (int ni = 0; ni < {nrep}; ++ni) {{ float* d = &{w}[(mi * {nrep} + ni) * 4]; "
+                    f"{_MMA_FN[tn]}(d, asl, bf[ni]); {_MMA_FN[tn]}(d, af, bs[ni]); {_MMA_FN[tn]}(d, af, bf[ni]); }}")
+        else:
+            mm.line("#pragma unroll")
+            mm.line(f"for (int ni = 0; ni < {nrep}; ++ni) {_MMA_FN[tn]}(&{w}[(mi * {nrep} + ni) * 4], af, bf[ni]);")
         k.line("}")
         d.line("}")
         c.line("}")
@@ -225,7 +248,7 @@ class MmaSyncLowering(DotLowering):
         em.cur.line("__syncthreads();")
         return out
 
-    def _load_a(self, em, c, tile: OperandTile, tn, eb, wm):
+    def _load_a(self, em, c, tile: OperandTile, tn, eb, wm, cvt="f32_to_tf32"):
         row0 = f"((mi * {wm} + wm) * 16)"
         kb = "(kk)"  # first k of this step (elements)
         if tile.inner == 1:  # K contiguous: ldmatrix.x4, rows 0-15, two 16-byte column chunks
@@ -234,7 +257,7 @@ class MmaSyncLowering(DotLowering):
                    f"{tile.offset(f'{row0} + (lane_id & 15)', f'{kb} + (lane_id >> 4) * {kel}')}));")
             if tn == "fp32":
                 c.line("#pragma unroll")
-                c.line("for (int q = 0; q < 4; ++q) af[q] = f32_to_tf32(__uint_as_float(af[q]));")
+                c.line(f"for (int q = 0; q < 4; ++q) af[q] = {cvt}(__uint_as_float(af[q]));")
             return
         if eb == 2:  # M contiguous, 16-bit: ldmatrix.x4.trans
             c.line(f"ldmatrix_x4_trans(af, smem_u32({tile.base} + "
@@ -246,7 +269,7 @@ class MmaSyncLowering(DotLowering):
         if tn == "fp32":
             for q, (dr, dk) in enumerate(((0, 0), (8, 0), (0, 4), (8, 4))):
                 off = tile.offset(f"{row0} + {g} + {dr}", f"{kb} + {tq} + {dk}")
-                c.line(f"af[{q}] = f32_to_tf32(*reinterpret_cast<const float*>({tile.base} + {off}));")
+                c.line(f"af[{q}] = {cvt}(*reinterpret_cast<const float*>({tile.base} + {off}));")
             return
         for q, (dr, dk) in enumerate(((0, 0), (8, 0), (0, 16), (8, 16))):
             parts = []
@@ -255,7 +278,7 @@ class MmaSyncLowering(DotLowering):
                 parts.append(f"((unsigned)*({tile.base} + {off}) << {8 * j})")
             c.line(f"af[{q}] = {' | '.join(parts)};")
 
-    def _load_b(self, em, c, tile: OperandTile, tn, eb, nrep, wn):
+    def _load_b(self, em, c, tile: OperandTile, tn, eb, nrep, wn, cvt="f32_to_tf32"):
         kb = "(kk)"
 
         def ncol(ni):
@@ -280,8 +303,8 @@ class MmaSyncLowering(DotLowering):
                 c.line("  bf[0][0] = r[0]; bf[0][1] = r[1]; }")
             if tn == "fp32":
                 c.line("#pragma unroll")
-                c.line(f"for (int ni = 0; ni < {nrep}; ++ni) {{ bf[ni][0] = f32_to_tf32(__uint_as_float(bf[ni][0])); "
-                       f"bf[ni][1] = f32_to_tf32(__uint_as_float(bf[ni][1])); }}")
+                c.line(f"for (int ni = 0; ni < {nrep}; ++ni) {{ bf[ni][0] = {cvt}(__uint_as_float(bf[ni][0])); "
+                       f"bf[ni][1] = {cvt}(__uint_as_float(bf[ni][1])); }}")
             return
         if eb == 2:  # N contiguous, 16-bit: ldmatrix.x4.trans
             if nrep >= 2:
@@ -308,7 +331,7 @@ class MmaSyncLowering(DotLowering):
         if tn == "fp32":
             for q, dk in enumerate((0, 4)):
                 off = tile.offset(f"{kb} + {tq} + {dk}", n_expr)
-                b.line(f"bf[ni][{q}] = f32_to_tf32(*reinterpret_cast<const float*>({tile.base} + {off}));")
+                b.line(f"bf[ni][{q}] = {cvt}(*reinterpret_cast<const float*>({tile.base} + {off}));")
         else:
             for q, dk in enumerate((0, 16)):
                 parts = []
