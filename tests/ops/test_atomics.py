@@ -79,18 +79,32 @@ OPS = {"add": lambda a, c: a + c, "max": max, "min": min, "and": lambda a, c: a 
 
 
 def assert_chain(kind, init, vals, olds, final, dt):
-    """The old values must be what some serial order of the lanes saw, ending in ``final``."""
+    """The old values must be what some serial order of the lanes saw, ending in ``final``.
+
+    A depth-first search over the lanes whose old value equals the running value (several lanes may see the
+    same value when an operation returns to an earlier state, so a greedy choice is not enough)."""
+    import sys
+
     f = OPS[kind]
     wrap = (lambda x: x % 2 ** 32) if dt == torch.uint32 else (lambda x: x)
-    pending = list(zip(olds, vals))
-    cur = init
-    while pending:
-        cands = [i for i, (o, _) in enumerate(pending) if o == cur]
-        # lanes that left the value unchanged go first: they may all have seen it
-        k = next((i for i in cands if wrap(f(cur, pending[i][1])) == cur), cands[0] if cands else None)
-        assert k is not None, f"{kind}: no lane saw the value {cur} (olds {sorted(olds)[:10]}...)"
-        cur = wrap(f(cur, pending.pop(k)[1]))
-    assert cur == final
+    n = len(olds)
+    seen = set()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * n + 100))
+
+    def search(cur, remaining):
+        if not remaining:
+            return cur == final
+        if (cur, remaining) in seen:
+            return False
+        seen.add((cur, remaining))
+        for i in range(n):
+            if remaining >> i & 1 and olds[i] == cur:
+                if search(wrap(f(cur, vals[i])), remaining & ~(1 << i)):
+                    return True
+        return False
+
+    assert search(init, (1 << n) - 1), f"{kind}: no serial order of the lanes explains the old values " \
+        f"{olds[:10]}... ending in {final}"
 
 
 def test_atomic_add_float_contention(backend):
