@@ -379,11 +379,12 @@ def test_wide_kernels_drop_two_blocks_per_sm_when_it_spills(tmp_path):
     # 16384 fp32 values of x, w and b over 512 threads: 96 per thread fit in 128 registers, not in 64
     m, b = build(16384)
     assert b.n_spills == 0, b.log
-    assert m.metadata["min_blocks"] == 1 and "min_blocks_dropped" in m.metadata
-    assert "__launch_bounds__(512, 1)" in m.source and "__launch_bounds__(512, 2)" not in m.source
-    # twice that spills either way: the version that spills less (one block per SM, 128 registers) is kept
+    assert m.metadata["min_blocks"] in (0, 1) and "min_blocks_dropped" in m.metadata
+    assert "__launch_bounds__(512, 2)" not in m.source and m.metadata["launch_bounds"] in m.source
+    # twice that spills either way: the version that spills least (more than 64 registers) is kept
     m, b = build(32768)
-    assert m.metadata["min_blocks"] == 1 and b.n_regs > 64
+    assert m.metadata["min_blocks"] in (0, 1) and b.n_regs > 64
+    assert "__launch_bounds__(512, 2)" not in m.source
     # small rows keep two blocks per SM
     m, b = build(4096)
     assert b.n_spills == 0 and m.metadata["min_blocks"] == 2 and "__launch_bounds__(512, 2)" in m.source

@@ -128,6 +128,7 @@ class Emitter:
         self.reduce_bytes = 0                    # size of each of the two reduction buffers
         self.reserved: list[SmemUse] = []        # shared memory that overlaps nothing (operands staged once)
         self.staged_once: dict = {}              # (Value, tile, inner) -> OperandTile
+        self.affine_cache: dict = {}             # (Value, Layout) -> (T, R) split of index/pointer blocks
 
     # ------------------------------------------------------------------
     # names and small helpers
@@ -217,6 +218,34 @@ class Emitter:
         if r == "0":
             return t
         return f"({r} | {t})"
+
+    def const_reg_index(self, v, lay: Layout, reg: str = "i") -> str:
+        """``reg`` with the register bits cleared along which ``v`` is provably constant (the axis
+        analysis' constancy), so that an unrolled per-register computation of ``v`` indexes its
+        operands with the same constant for all registers of a run and NVVM computes it once per run
+        (e.g. ``cols < n`` once per 16-byte vector instead of once per element).
+
+        Only in kernels without tensor-core dots: there the registers go to the accumulators and
+        ptxas' allocation at the 255-register edge swings either way with such changes (NVRTC 13.5
+        spilled 64 bytes in the tf32 128x128x32 matmul with it, 13.0 spilled less)."""
+        if self.plan.dot:
+            return reg
+        info = self.axis.get(v) if self.axis is not None else None
+        cons = getattr(info, "constancy", None)
+        if not cons or not lay.reg:
+            return reg
+        keep = 0
+        for j, b in enumerate(lay.reg):
+            if b == 0:
+                continue  # a broadcast register bit: already the same value
+            d, k = lay.dim_of_bit(b)
+            if d < len(cons) and (1 << (k + 1)) <= cons[d]:
+                continue
+            keep |= 1 << j
+        full = (1 << len(lay.reg)) - 1
+        if keep == full:
+            return reg
+        return f"({reg} & {keep})"
 
     def owner_pred(self, lay: Layout) -> str | None:
         """True in exactly one of the threads holding each element (None when no duplicates)."""
@@ -461,8 +490,17 @@ class Emitter:
                 return src
             chunk.line(f"{ct} {name}[{n}];  // broadcast of {src}")
             self.for_regs(n, f"{name}[i] = {src}[{bit_index_expr('i', mapping)}];", chunk)
+        elif nm == "addptr" and (sp := self.affine(v, lay)) is not None:
+            # one base address per thread, then register offsets that are constants once unrolled
+            base = self.tmp(name + "_base")
+            decl = f"{ct} const" if ct.endswith("*") else f"const {ct}"
+            chunk.line(f"{decl} {base} = opaque_ptr({sp[0]});")
+            chunk.line(f"{ct} {name}[{n}];")
+            r = sp[1]("i")
+            self.for_regs(n, f"{name}[i] = {base}{'' if r == '0' else f' + {r}'};", chunk)
         elif nm in ELEMENTWISE:
-            args = [self.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None)
+            ri = self.const_reg_index(v, lay)
+            args = [self.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None, ri)
                     for o in op.operands]
             expr = scalar_expr(nm, args, [o.type for o in op.operands], v.type, op.attrs)
             chunk.line(f"{ct} {name}[{n}];")
@@ -471,6 +509,117 @@ class Emitter:
             raise BackendError(f"internal: cannot materialize {nm}", op)
         self.blocks[(v, lay)] = name
         return name
+
+    def affine(self, v, lay: Layout):
+        """Split a polymorphic integer or pointer block into ``(T, R)``: ``T`` a C++ expression that
+        does not depend on the register (scalars, this thread's flat index) and ``R(reg)`` one that
+        depends only on the register index (a constant once unrolled), with ``v[reg] == T + R(reg)``.
+        None when ``v`` is not of that form (anything but arange, splat, constants, views, +, -, and
+        products with a constant).  Used for pointer blocks: one base address per thread, then
+        immediate offsets (NVVM does not split ``base + (tf | 1024)`` by itself)."""
+        key = (v, lay)
+        cache = self.affine_cache
+        if key in cache:
+            return cache[key]
+        cache[key] = None
+        try:
+            r = self._affine(v, lay)
+        except (BackendError, KeyError, ValueError, AssertionError):
+            r = None
+        cache[key] = r
+        return r
+
+    def _affine(self, v, lay: Layout):  # noqa: C901
+        if not is_block(v.type):
+            t = scalar_of(v.type)
+            if not (t.is_ptr() or (t.is_int() and t.primitive_bitwidth in (32, 64) and not t.is_bool())):
+                return None
+            return self.scalar(v), _zero
+        st = scalar_of(v.type)
+        is_ptr = st.is_ptr()
+        if not (is_ptr or (st.is_int() and st.primitive_bitwidth in (32, 64) and not st.is_bool())):
+            return None
+        if v not in self.plan.poly:
+            return None
+        op = v.owner
+        nm = op.name
+        if nm == "constant":
+            if is_ptr:
+                return None
+            return const_literal(op.attrs["value"], st), _zero
+        if nm == "splat":
+            return self.scalar(op.operands[0]), _zero
+        if nm == "arange":
+            if st.primitive_bitwidth != 32:
+                return None
+            start = int(op.attrs.get("start", 0))
+            t = self.thread_flat(lay)
+            bases = list(lay.reg)
+            return (t if start == 0 else f"({start} + {t})"), (lambda reg: bit_index_expr(f"({reg})", bases)
+                                                              if bases else "0")
+        if nm in ("hint", "expand_dims", "reshape"):
+            x = op.operands[0]
+            if not is_block(x.type):
+                return self._affine(x, lay) if nm != "hint" else None
+            return self.affine(x, lay.with_shape(shape_of(x.type)) if nm != "hint" else lay)
+        if nm == "permute":
+            order = list(op.attrs["order"])
+            inv = [0] * len(order)
+            for i, o in enumerate(order):
+                inv[o] = i
+            return self.affine(op.operands[0], lay.permute(inv))
+        if nm == "broadcast":
+            x = op.operands[0]
+            proj = lay.project_to(shape_of(x.type))
+            src_lay = compact(proj)
+            sp = self.affine(x, src_lay)
+            if sp is None:
+                return None
+            pos = {b: 1 << j for j, b in enumerate(src_lay.reg)}
+            mapping = [pos[b] if b else 0 for b in proj.reg]
+            rs = sp[1]
+            return sp[0], (lambda reg: rs(bit_index_expr(f"({reg})", mapping)))
+        if nm not in ("add", "sub", "mul", "addptr"):
+            return None
+        a, b = op.operands
+
+        def part(o):
+            if is_block(o.type):
+                return self.affine(o, lay.with_shape(shape_of(o.type)))
+            return self._affine(o, lay)
+        pa, pb = part(a), part(b)
+        if pa is None or pb is None:
+            return None
+        ra, rb = pa[1], pb[1]
+        if nm == "addptr":
+            if scalar_of(b.type).primitive_bitwidth != 32 and ra is not _zero:
+                return None
+            return f"({pa[0]} + {pb[0]})", _sum(ra, rb, "+")
+        u = "unsigned long long" if st.primitive_bitwidth == 64 else "unsigned int"
+        ct = ctype(st)
+        if st.primitive_bitwidth != 32 and (ra is not _zero or rb is not _zero):
+            return None
+        if nm in ("add", "sub"):
+            sym = "+" if nm == "add" else "-"
+            return f"({ct})(({u})({pa[0]}) {sym} ({u})({pb[0]}))", _sum(ra, rb, sym)
+        # mul: only by a known constant (the register part scales)
+        ca = self.axis.get(a).const_value if is_block(a.type) else None
+        cb = self.axis.get(b).const_value if is_block(b.type) else None
+        if ca is None and not is_block(a.type) and a.owner is not None and a.owner.name == "constant":
+            ca = a.owner.attrs["value"]
+        if cb is None and not is_block(b.type) and b.owner is not None and b.owner.name == "constant":
+            cb = b.owner.attrs["value"]
+        if cb is not None and isinstance(cb, int) and not isinstance(cb, bool):
+            t, r, c = pa[0], ra, int(cb)
+        elif ca is not None and isinstance(ca, int) and not isinstance(ca, bool):
+            t, r, c = pb[0], rb, int(ca)
+        else:
+            return None
+        if r is _zero:
+            rr = _zero
+        else:
+            rr = (lambda reg: f"(({r(reg)}) * {c})")
+        return f"({ct})(({u})({t}) * ({u})({c}))", rr
 
     # ------------------------------------------------------------------
     # walking the IR
@@ -520,6 +669,18 @@ class Emitter:
         """Declare the array of an anchored result in its planned layout."""
         lay = compact(self.layout_of(v))
         return self.declare_block(v, lay, chunk), lay
+
+
+def _zero(reg: str) -> str:
+    return "0"
+
+
+def _sum(ra, rb, sym: str):
+    if rb is _zero:
+        return ra
+    if ra is _zero:
+        return rb if sym == "+" else (lambda reg: f"(-({rb(reg)}))")
+    return lambda reg: f"(({ra(reg)}) {sym} ({rb(reg)}))"
 
 
 def _elem_bytes(ty) -> int:

@@ -42,7 +42,9 @@ def _elementwise(em, op):
         em.bind_scalar(res, scalar_expr(op.name, args, args_t, res.type, op.attrs))
         return
     name, lay = em.result_block(res)
-    args = [em.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None) for o in op.operands]
+    ri = em.const_reg_index(res, lay)
+    args = [em.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None, ri)
+            for o in op.operands]
     em.for_regs(lay.nregs, f"{name}[i] = {scalar_expr(op.name, args, args_t, res.type, op.attrs)};")
 
 

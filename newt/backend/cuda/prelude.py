@@ -144,6 +144,12 @@ __device__ __forceinline__ unsigned long long d2u64(double f) {
 __device__ __forceinline__ float f64_to_f32_rz(double f) { float r; asm("cvt.rz.f32.f64 %0, %1;" : "=f"(r) : "d"(f)); return r; }
 __device__ __forceinline__ int sat_i(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+// A pointer the optimizer cannot look through (an empty asm): per-thread base addresses of pointer
+// blocks, so that NVVM keeps `base + constant` (an immediate offset in ld/st) instead of folding the
+// constant back into an index it shares with a mask (`tid + c < n`) and widening that per access.
+template <class T>
+__device__ __forceinline__ T* opaque_ptr(T* p) { asm("" : "+l"(p)); return p; }
+
 // ---- fast math (what Triton emits by default) -----------------------------------
 __device__ __forceinline__ float ex2_approx(float x) { float r; asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float lg2_approx(float x) { float r; asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
