@@ -1,6 +1,7 @@
 """The CUDA backend's own performance checks (complements the runtime engineer's ``bench.py``).
 
     python3 benchmarks/backend_perf.py --compile [--nvrtc-lib DIR]   # no GPU: compile every bench kernel
+    python3 benchmarks/backend_perf.py --compare-triton [--nvrtc-lib DIR] [--nvjitlink-lib DIR]  # no GPU
     python3 benchmarks/backend_perf.py --out DIR [--budget SECONDS]  # GPU: attention + matmul per config
 
 ``--compile`` builds, for sm_90a through NVRTC, every kernel specialization that ``bench.py`` times
@@ -9,6 +10,13 @@ with the runtime's specialization: strides equal to 1 are constexpr, sizes divis
 plus the attention configs below, and prints registers, spills, shared memory and SASS counts (128-bit
 global accesses, tensor-core instructions, barriers).  It fails on a compile error and on spills in
 the memory-bound kernels.  ``--nvrtc-lib`` loads another NVRTC first (the device machine has 13.0).
+
+``--compare-triton`` (no GPU either) compiles the memory-bound cells that were under 0.95x of Triton
+(softmax 2048 fp16, layer norm 16384 fp16/fp32, every ``num_warps`` of the sweep) with newt and with
+the installed Triton (``triton.compile`` of the same source for ``GPUTarget("cuda", 90, 32)``) and
+prints registers, spill bytes, resident blocks per SM and SASS counts side by side.  Triton's PTX is
+assembled by Triton's own ptxas and, with ``--nvjitlink-lib`` (a directory holding libnvJitLink.so
+13.0, e.g. from the ``nvidia-nvjitlink==13.0.88`` wheel), also by ptxas 13.0, the device NVRTC's.
 
 On the GPU it times, with ``newt.testing.do_bench`` (the same timer as bench.py: CUDA events, L2
 flushed, median), the fused attention forward of ``tests/frontend/corpus/good/attention.py`` written
@@ -213,6 +221,153 @@ def compile_all(target: str = "sm_90a") -> int:
 
 
 # ----------------------------------------------------------------------------------------------------
+# offline: newt vs Triton, registers and SASS of the cells under 0.95x
+# ----------------------------------------------------------------------------------------------------
+
+#: (kind, dtype, columns) x num_warps 4..32: the bench sweep of the cells that were under 0.95x
+COMPARE_CELLS = [("softmax", "fp16", 2048), ("layernorm", "fp16", 16384), ("layernorm", "fp32", 16384)]
+
+
+def blocks_per_sm(regs: int, threads: int, shared: int = 0) -> int:
+    """Resident blocks per SM on sm_90: 64K registers (allocated per warp in units of 256), 2048
+    threads, 32 blocks, 228 KB of shared memory (1 KB reserved per block)."""
+    per_warp = ((max(regs, 1) * 32 + 255) // 256) * 256
+    warps = threads // 32
+    by_regs = 65536 // (per_warp * warps)
+    by_smem = (228 * 1024) // (shared + 1024)
+    return max(0, min(by_regs, 2048 // threads, 32, by_smem))
+
+
+def _sass_mix(text: str) -> dict:
+    ins = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?(\S+)", text, re.M)
+    ins = [x for x in ins if x != "NOP"]
+
+    def n(*ps):
+        return sum(1 for x in ins if x.startswith(ps))
+    return {"instructions": len(ins), "LDG/STG.128": n("LDG.E.128", "STG.E.128"),
+            "64-bit address ops": n("IADD3.X", "LEA.HI.X", "IMAD.WIDE"), "ISETP": n("ISETP"),
+            "SHFL": n("SHFL"), "BAR": n("BAR.SYNC"), "LDL/STL": n("LDL", "STL")}
+
+
+def _ptxas_verbose(ptxas: str, ptx: str) -> tuple:
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        r = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(out)], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(r.stderr[-500:])
+        return _parse_ptxas(r.stdout + r.stderr), out.read_bytes()
+
+
+def _parse_ptxas(log: str) -> tuple:
+    regs = int(re.search(r"[Uu]sed (\d+) registers", log).group(1))
+    m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    return regs, (int(m.group(1)) + int(m.group(2))) if m else 0
+
+
+def _nvjitlink_cubin(libdir: str, ptx: str) -> tuple:
+    """Assemble PTX with the nvJitLink in ``libdir`` (its ptxas): (regs, spill bytes), cubin."""
+    import ctypes
+    import glob
+    import os
+    for f in sorted(glob.glob(os.path.join(libdir, "libnvJitLink.so*"))):
+        ctypes.CDLL(f, mode=ctypes.RTLD_GLOBAL)
+        break
+    from cuda.bindings import nvjitlink
+    major, minor = nvjitlink.version()
+    # PTX from a newer Triton says a newer ISA version than this ptxas knows; the kernels use nothing newer
+    ptx = re.sub(r"^\.version \d+\.\d+", f".version {9 if major >= 13 else 8}.{0 if major >= 13 else 5}", ptx,
+                 flags=re.M)
+    h = nvjitlink.create(2, ["-arch=sm_90a", "-verbose"])
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "triton.ptx")
+        nvjitlink.complete(h)
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(h))
+        nvjitlink.get_linked_cubin(h, cubin)
+        log = bytearray(nvjitlink.get_info_log_size(h))
+        nvjitlink.get_info_log(h, log)
+    finally:
+        nvjitlink.destroy(h)
+    return _parse_ptxas(log.decode(errors="replace")), bytes(cubin), f"{major}.{minor}"
+
+
+def compare_triton(nvjitlink_lib: str | None = None) -> int:
+    import os
+
+    import bench
+
+    import newt
+    from newt.backend.cuda import sass
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.backends.nvidia.compiler import get_ptxas
+    except Exception as e:  # noqa: BLE001
+        print(f"Triton cannot compile here: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    mn = instantiate(bench.TEMPLATE, "newt", "cmp")
+    mt = instantiate(bench.TEMPLATE, "triton", "cmp")
+    ptxas = get_ptxas(90).path
+    tri_ver = re.search(r"release ([\d.]+)", __import__("subprocess").run(
+        [ptxas, "--version"], capture_output=True, text=True).stdout)
+    sigs = {
+        "softmax": (["out_ptr", "in_ptr", "in_stride", "out_stride", "n_cols"],
+                    lambda dt: [f"*{dt}", f"*{dt}", "i32", "i32", "i32"], 5),
+        "layernorm": (["X", "Y", "W", "B", "Mean", "Rstd", "stride", "N", "eps"],
+                      lambda dt: [f"*{dt}"] * 4 + ["*fp32", "*fp32", "i32", "i32", "fp32"], 8),
+    }
+    from newt.backend.cuda.compiler import nvrtc_version
+    tv = tri_ver.group(1) if tri_ver else "?"
+    print(f"newt: NVRTC {nvrtc_version()}; Triton {triton.__version__} with its ptxas {tv}"
+          + (" and ptxas from nvJitLink" if nvjitlink_lib else ""))
+    header = f"{'cell':30s} {'newt regs/spill/blk':>20s} {'Triton regs/spill/blk':>22s}"
+    if nvjitlink_lib:
+        header += f" {'Triton@nvJitLink':>18s}"
+    print(header + "   SASS newt | Triton (instr, LDG/STG.128, 64-bit addr, ISETP, SHFL, BAR)")
+    rows = []
+    for kind, dt, cols in COMPARE_CELLS:
+        names, types, n_aligned = sigs[kind]
+        for w in (4, 8, 16, 32):
+            label = f"{kind} {dt} {cols} w{w}"
+            sig_n = {nm: (t + ":16" if i < n_aligned else t) for i, (nm, t) in enumerate(zip(names, types(dt)))}
+            kn = getattr(mn, f"{kind}_kernel")
+            while hasattr(kn, "fn") and not hasattr(kn, "constexpr_names"):
+                kn = kn.fn
+            ck = newt.compile(kn, signature=sig_n, constexprs={"BLOCK": cols}, target="sm_90a", num_warps=w,
+                              num_stages=3, cache=False)
+            nmix = _sass_mix(ck.asm["sass"])
+            kt = getattr(mt, f"{kind}_kernel").fn
+            sig_t = dict(zip(names, types(dt)))
+            sig_t["BLOCK"] = "constexpr"
+            src = triton.compiler.ASTSource(fn=kt, signature=sig_t, constexprs={(len(names),): cols},
+                                            attrs={(i,): [["tt.divisibility", 16]] for i in range(n_aligned)})
+            tk = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": w, "num_stages": 3})
+            (t_regs, t_spill), _ = _ptxas_verbose(ptxas, tk.asm["ptx"])
+            tmix = _sass_mix(sass(tk.asm["cubin"]))
+            row = {"cell": label, "newt": {"regs": ck.metadata.n_regs, "spills": ck.metadata.n_spills,
+                                           "blocks_per_sm": blocks_per_sm(ck.metadata.n_regs, 32 * w), **nmix},
+                   "triton": {"regs": t_regs, "spills": t_spill, "blocks_per_sm": blocks_per_sm(t_regs, 32 * w),
+                              **tmix}}
+            nr = row["newt"]
+            line = (f"{label:30s} {nr['regs']:>8d}/{nr['spills']:<4d}/{nr['blocks_per_sm']:<5d}"
+                    f" {t_regs:>10d}/{t_spill:<4d}/{row['triton']['blocks_per_sm']:<5d}")
+            if nvjitlink_lib:
+                (j_regs, j_spill), _, jv = _nvjitlink_cubin(nvjitlink_lib, tk.asm["ptx"])
+                row["triton_nvjitlink"] = {"regs": j_regs, "spills": j_spill, "ptxas": jv,
+                                           "blocks_per_sm": blocks_per_sm(j_regs, 32 * w)}
+                line += f" {j_regs:>9d}/{j_spill:<4d}/{row['triton_nvjitlink']['blocks_per_sm']:<3d}"
+            keys = ("instructions", "LDG/STG.128", "64-bit address ops", "ISETP", "SHFL", "BAR")
+            line += ("   " + ",".join(str(nmix[k]) for k in keys) + " | " + ",".join(str(tmix[k]) for k in keys))
+            print(line, flush=True)
+            rows.append(row)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------
 # GPU
 # ----------------------------------------------------------------------------------------------------
 
@@ -341,6 +496,10 @@ def main(argv=None) -> int:
     p.add_argument("--compile", action="store_true", help="no GPU: compile every bench kernel for sm_90a")
     p.add_argument("--target", default="sm_90a")
     p.add_argument("--nvrtc-lib", default=None, help="directory of another libnvrtc.so to load first")
+    p.add_argument("--compare-triton", action="store_true",
+                   help="no GPU: registers/spills/SASS of the under-0.95x cells, newt vs the installed Triton")
+    p.add_argument("--nvjitlink-lib", default=None,
+                   help="with --compare-triton: directory of a libnvJitLink.so (13.0) to assemble Triton's PTX too")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent))
     p.add_argument("--budget", type=float, default=120.0, help="seconds; later measurements are skipped")
     p.add_argument("--no-matmul", action="store_true")
@@ -349,6 +508,8 @@ def main(argv=None) -> int:
         _load_nvrtc(args.nvrtc_lib)
     if args.compile:
         return compile_all(args.target)
+    if args.compare_triton:
+        return compare_triton(args.nvjitlink_lib)
     import torch
     if not torch.cuda.is_available():
         print("backend_perf.py needs a CUDA GPU (or --compile)", file=sys.stderr)
