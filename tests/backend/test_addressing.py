@@ -49,6 +49,18 @@ SRC = textwrap.dedent('''
         nl.store(y_ptr + rm[:, None] * BN + rn[None, :], x + nl.permute(t, (1, 0)))
 
     @newt.jit
+    def mm(a_ptr, b_ptr, c_ptr, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+        rm = nl.arange(0, BM)
+        rn = nl.arange(0, BN)
+        rk = nl.arange(0, BK)
+        acc = nl.zeros((BM, BN), dtype=nl.float32)
+        for k in range(0, K, BK):
+            a = nl.load(a_ptr + rm[:, None] * 256 + (k + rk)[None, :])
+            b = nl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+            acc = nl.dot(a, b, acc)
+        nl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+    @newt.jit
     def layernorm(X, Y, W, B, stride, N, eps, BLOCK: nl.constexpr):
         row = nl.program_id(0)
         cols = nl.arange(0, BLOCK)
@@ -231,6 +243,18 @@ def test_layernorm_register_budget(src_file, dt, block, warps, max_regs):
     b = compile_cuda(m)
     assert b.n_spills == 0, b.log
     assert b.n_regs <= max_regs, (b.n_regs, m.metadata)
+
+
+def test_pipelined_lookahead_bases_use_the_lookahead_iteration(src_file):
+    """The cp.async lookahead re-renders the loop's load slice with its own induction variable: the
+    per-thread bases it declares must be computed from that variable, not from the loop's."""
+    f = ir(src_file, "mm", {"a_ptr": P(f16), "b_ptr": P(f16), "c_ptr": P(f32), "K": i32},
+           {"BM": 64, "BN": 64, "BK": 32}, aligned("a_ptr", "b_ptr", "c_ptr", "K"), 4, 3)
+    m = generate_cuda(f, "sm_90a", 4, 3)
+    assert m.metadata["pipelined_loops"] == 1
+    bases = re.findall(r"half_t\* const \w+ = opaque_ptr\((.*)\);", m.source)
+    assert len(bases) >= 4 and all("ahead_iv" in b for b in bases), bases
+    assert compile_cuda(m).n_spills == 0
 
 
 def test_masks_are_computed_once_per_vector(src_file):

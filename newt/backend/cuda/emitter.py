@@ -128,7 +128,6 @@ class Emitter:
         self.reduce_bytes = 0                    # size of each of the two reduction buffers
         self.reserved: list[SmemUse] = []        # shared memory that overlaps nothing (operands staged once)
         self.staged_once: dict = {}              # (Value, tile, inner) -> OperandTile
-        self.affine_cache: dict = {}             # (Value, Layout) -> (T, R) split of index/pointer blocks
 
     # ------------------------------------------------------------------
     # names and small helpers
@@ -516,18 +515,14 @@ class Emitter:
         depends only on the register index (a constant once unrolled), with ``v[reg] == T + R(reg)``.
         None when ``v`` is not of that form (anything but arange, splat, constants, views, +, -, and
         products with a constant).  Used for pointer blocks: one base address per thread, then
-        immediate offsets (NVVM does not split ``base + (tf | 1024)`` by itself)."""
-        key = (v, lay)
-        cache = self.affine_cache
-        if key in cache:
-            return cache[key]
-        cache[key] = None
+        immediate offsets (NVVM does not split ``base + (tf | 1024)`` by itself).
+
+        Not cached: ``T`` names the scalars bound *now*, and the pipeline re-renders a loop body's
+        load slice with other bindings (the lookahead iteration's)."""
         try:
-            r = self._affine(v, lay)
+            return self._affine(v, lay)
         except (BackendError, KeyError, ValueError, AssertionError):
-            r = None
-        cache[key] = r
-        return r
+            return None
 
     def _affine(self, v, lay: Layout):  # noqa: C901
         if not is_block(v.type):
