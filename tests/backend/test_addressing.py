@@ -46,7 +46,8 @@ SRC = textwrap.dedent('''
         rn = nl.arange(0, BN)
         x = nl.load(x_ptr + rm[:, None] * 64 + rn[None, :] - 3)
         t = nl.load(x_ptr + rn[:, None] * 2 + (rm[None, :] + 5) * stride)
-        nl.store(y_ptr + rm[:, None] * BN + rn[None, :], x + nl.permute(t, (1, 0)))
+        u = nl.load(nl.permute(x_ptr + 7 - rn[:, None] * 2 + rm[None, :] * 128, (1, 0)))
+        nl.store(y_ptr + rm[:, None] * BN + rn[None, :], x + nl.permute(t, (1, 0)) + u)
 
     @newt.jit
     def mm(a_ptr, b_ptr, c_ptr, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
@@ -112,7 +113,7 @@ _ONE = re.compile(r"^\s*\{ const int i = 0; (\w+)\[i\] = (.*); \}$")
 def _py(expr: str) -> str:
     e = _CAST.sub("", expr).replace("opaque_ptr(", "(").replace("threadIdx.x", "TID").replace("blockIdx.x", "PID")
     e = e.replace("__shfl_sync(0xffffffffu, ", "_first(").replace("&&", " and ").replace("||", " or ")
-    return e
+    return re.sub(r"\b(\d+)u\b", r"\1", e)
 
 
 def _eval_arrays(source: str, env: dict) -> dict:

@@ -513,8 +513,8 @@ class Emitter:
         """Split a polymorphic integer or pointer block into ``(T, R)``: ``T`` a C++ expression that
         does not depend on the register (scalars, this thread's flat index) and ``R(reg)`` one that
         depends only on the register index (a constant once unrolled), with ``v[reg] == T + R(reg)``.
-        None when ``v`` is not of that form (anything but arange, splat, constants, views, +, -, and
-        products with a constant).  Used for pointer blocks: one base address per thread, then
+        None when ``v`` is not of that form (anything but arange, splat, constants, views, +, -,
+        negation and products with a constant).  Used for pointer blocks: one base address per thread, then
         immediate offsets (NVVM does not split ``base + (tf | 1024)`` by itself).
 
         Not cached: ``T`` names the scalars bound *now*, and the pipeline re-renders a loop body's
@@ -574,6 +574,12 @@ class Emitter:
             mapping = [pos[b] if b else 0 for b in proj.reg]
             rs = sp[1]
             return sp[0], (lambda reg: rs(bit_index_expr(f"({reg})", mapping)))
+        if nm == "neg" and not is_ptr and st.primitive_bitwidth == 32:
+            x = op.operands[0]
+            px = self.affine(x, lay.with_shape(shape_of(x.type))) if is_block(x.type) else self._affine(x, lay)
+            if px is None:
+                return None
+            return f"(int)(0u - (unsigned int)({px[0]}))", _sum(_zero, px[1], "-")
         if nm not in ("add", "sub", "mul", "addptr"):
             return None
         a, b = op.operands
