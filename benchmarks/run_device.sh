@@ -19,8 +19,8 @@ for part in "$@"; do
   t0=$(date +%s)
   case "$part" in
     suite)
-      timeout 240 python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 6 --ignore=tests/lsp --ignore=tests/e2e \
-        -o addopts="" 2>&1 | tee "$R/gpu_suite.log" | tail -40 ;;
+      timeout ${SUITE_T:-240} python3 -m pytest tests -m gpu -v -rf --tb=short --durations=20 -p no:cacheprovider -n 8 --ignore=tests/lsp --ignore=tests/e2e \
+        -o addopts="" > "$R/gpu_suite.log" 2>&1; grep -E "FAILED|ERROR|passed|failed" "$R/gpu_suite.log" | tail -30 ;;
     failed)
       timeout 200 python3 -m pytest tests -m gpu -q -p no:cacheprovider --ignore=tests/lsp --ignore=tests/e2e \
         -o addopts="" --lf 2>&1 | tee "$R/gpu_failed.log" | tail -40 ;;
@@ -29,10 +29,23 @@ for part in "$@"; do
     overhead)
       timeout 60 python3 benchmarks/launch_overhead.py --out "$R" 2>&1 | tee "$R/overhead.log" | tail -15 ;;
     deuteron)
-      timeout 330 python3 benchmarks/deuteron_bench.py --out "$R" --budget 300 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
+      timeout 270 python3 benchmarks/deuteron_bench.py --out "$R" --budget 230 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
+    rerun)
+      # the failures of the last suite run, serially, with tracebacks
+      timeout 240 python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" \
+        "tests/deuteron/test_dt_gpu.py::test_random_configs_on_gpu" \
+        tests/deuteron/test_dt_gpu.py::test_autotuner_never_picks_a_wrong_config \
+        tests/deuteron/test_dt_gpu.py::test_out_of_resources_is_skipped_quietly \
+        tests/runtime/test_gpu.py::test_unaligned_views_and_non_multiple_sizes \
+        tests/ops/test_elementwise.py::test_float_math tests/ops/test_atomics.py -k "cuda or dt_gpu or runtime" \
+        > "$R/rerun.log" 2>&1; grep -E "^(FAILED|ERROR)|^E  |passed|failed" "$R/rerun.log" | head -60 ;;
+    lspcmd)
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
+      PYTHONPATH=$PWD:/tmp/site timeout 150 python3 -m pytest tests/lsp/test_commands.py -q -rf --tb=short \
+        -p no:cacheprovider -o addopts="" > "$R/lsp_commands.log" 2>&1; grep -E "^(FAILED|ERROR)|^E  |passed|failed" "$R/lsp_commands.log" | head -30 ;;
     lsp)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
-      PYTHONPATH=$PWD:/tmp/site timeout 240 python3 -m pytest tests/lsp -q -p no:cacheprovider -o addopts="" -m gpu \
+      PYTHONPATH=$PWD:/tmp/site timeout 60 python3 -m pytest tests/lsp -q -p no:cacheprovider -o addopts="" -m gpu \
         2>&1 | tee "$R/lsp_gpu.log" | tail -25 ;;
   esac
   echo "== $part took $(( $(date +%s) - t0 )) s"

@@ -200,6 +200,8 @@ class Kernel:
         from .autotune import autotune
         b = self._bind(args, kwargs)
         e = self._entry(b)
+        if configs is None:
+            configs = self.configs  # like the implicit tuning: @dt.kernel(configs=[...]) limits the search
         cfgs = [e.complete(_as_config(c, "configs[i]"), where="configs") for c in configs] if configs else None
         cfg = autotune(self, e, b, effort=effort or self.autotune_effort or "quick", configs=cfgs,
                        callback=callback, force=force)

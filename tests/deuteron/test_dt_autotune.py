@@ -308,3 +308,15 @@ def test_isolated_screening_path_on_the_cpu(monkeypatch, tmp_path):
     status = sorted(e["status"] for e in ev if e["kind"] == "report")
     assert status == ["ok", "wrong", "wrong"]
     assert len(log.read_text().splitlines()) == 3
+
+
+def test_explicit_autotune_searches_only_the_given_configs(monkeypatch):
+    """Regression (seen on the H200): kernel.autotune() without configs= searched the whole space instead of
+    the @dt.kernel(configs=[...]) list, unlike the implicit tuning of the first call."""
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+    ev = []
+    x = torch.randn(1000)
+    cfg = scale.autotune(x, callback=ev.append, force=True)
+    reports = [e for e in ev if e["kind"] == "report"]
+    assert sorted(r["status"] for r in reports) == ["ok", "wrong", "wrong"]
+    assert cfg.tunables == {"bug": False} and cfg.block_sizes == [32]

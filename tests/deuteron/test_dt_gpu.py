@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import deuteron as dt
+from newt.runtime.errors import OutOfResources
 from deuteron.kernel import Kernel
 
 pytestmark = pytest.mark.gpu
@@ -47,9 +48,15 @@ def test_random_configs_on_gpu(name):
         space = k.config_space(*args)
         cfgs = [space.default()] + [space.random(rng) for _ in range(4)]
         cfgs += [c for c in space.neighbors(space.default()) if c.pid_type != "flat"][:2]
+        ran = 0
         for cfg in cfgs:
-            got = k.run_with(cfg, *[a.clone() for a in args])
+            try:
+                got = k.run_with(cfg, *[a.clone() for a in args])
+            except OutOfResources:
+                continue  # a random config may need more shared memory than the GPU has: the tuner skips those
+            ran += 1
             torch.testing.assert_close(got, expected, atol=5e-2, rtol=2e-2, msg=lambda m, c=cfg: f"{c}: {m}")
+        assert ran >= 3
 
 
 @dt.kernel(configs=[dt.Config(block_sizes=[1024], bug=True), dt.Config(block_sizes=[256], bug=False),

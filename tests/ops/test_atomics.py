@@ -97,6 +97,10 @@ def assert_chain(kind, init, vals, olds, final, dt):
         if (cur, remaining) in seen:
             return False
         seen.add((cur, remaining))
+        # a lane that saw this value and leaves it unchanged can always go now (it commutes with the rest)
+        for i in range(n):
+            if remaining >> i & 1 and olds[i] == cur and wrap(f(cur, vals[i])) == cur:
+                return search(cur, remaining & ~(1 << i))
         for i in range(n):
             if remaining >> i & 1 and olds[i] == cur:
                 if search(wrap(f(cur, vals[i])), remaining & ~(1 << i)):
