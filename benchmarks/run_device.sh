@@ -41,7 +41,7 @@ for part in "$@"; do
         > "$R/rerun.log" 2>&1; grep -E "^(FAILED|ERROR)|^E  |passed|failed" "$R/rerun.log" | head -60 ;;
     lspcmd)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
-      PYTHONPATH=$PWD:/tmp/site timeout 150 python3 -m pytest tests/lsp/test_commands.py -q -rf --tb=short \
+      PYTHONPATH=$PWD:/tmp/site timeout ${LSP_T:-150} python3 -m pytest tests/lsp/test_commands.py -q -rf --tb=short ${LSP_K:+-k "$LSP_K"} \
         -p no:cacheprovider -o addopts="" > "$R/lsp_commands.log" 2>&1; grep -E "^(FAILED|ERROR)|^E  |passed|failed" "$R/lsp_commands.log" | head -30 ;;
     lsp)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
