@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from . import __version__
@@ -27,6 +28,11 @@ def main(argv=None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("newt-lsp").setLevel(level)
     logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
+
+    if os.environ.get("NEWT_LSP_FAULTHANDLER") == "1":  # `kill -USR1 <pid>` prints every thread's stack
+        import faulthandler
+        import signal
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     from .server import create_server
     server = create_server()

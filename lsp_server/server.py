@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import hashlib
 import logging
 import os
 import time
@@ -38,6 +39,7 @@ CLIENT_COMMAND_ALIASES = {"newt.compileKernel": "newt.compile", "newt.verifyKern
                           "newt.showPtx": "newt.show", "newt.showSass": "newt.show", "newt.showIr": "newt.show"}
 _SHOW_KIND = {"newt.showCuda": "cuda", "newt.showPtx": "ptx", "newt.showSass": "sass", "newt.showIr": "ir"}
 
+_TRACE_SYNC = os.environ.get("NEWT_LSP_TRACE_SYNC") == "1"
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
 SERVER_INFO = "newt/serverInfo"
 STATUS = "newt/status"
@@ -63,12 +65,9 @@ class NewtProtocol(LanguageServerProtocol):
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):
-        # the server keeps its own copy of open documents (LSP's line rules); pygls's copy must not stop us
-        try:
-            for change in params.content_changes:
-                self.workspace.update_text_document(params.text_document, change)
-        except Exception:  # noqa: BLE001
-            log.debug("pygls could not apply a change", exc_info=True)
+        # The server keeps its own copy of open documents.  pygls's copy is not updated: pygls 2.1 splits lines
+        # with str.splitlines (\x85, \x0c, \u2028 ... end a line there, not in LSP) and, on a position past the
+        # end of such a line, rewrites the client's Position in place, which would corrupt our copy too.
         if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
@@ -98,6 +97,8 @@ class NewtLanguageServer(LanguageServer):
         self.settings = Settings()
         self.docs: dict[str, _Doc] = {}
         self.texts: dict[str, tuple] = {}  # uri -> (text, version) of open documents
+        import collections
+        self.analysis_times: collections.deque = collections.deque(maxlen=2000)  # ms of each analysis
         self.kernel_cache = KernelCache(max_entries=4096)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-analysis")
         self.client_name = ""
@@ -157,6 +158,9 @@ class NewtLanguageServer(LanguageServer):
                 continue
             idx = LineIndex(text, self.encoding)
             start, end = idx.offset(rng.start), idx.offset(rng.end)
+            if _TRACE_SYNC:
+                log.warning("sync %s v%s: %s -> chars %d..%d of %d (%s), %r", uri, version, rng, start, end,
+                            len(text), self.encoding, ch.text)
             if end < start:
                 start, end = end, start
             text = text[:start] + ch.text + text[end:]
@@ -188,6 +192,9 @@ class NewtLanguageServer(LanguageServer):
             st.inflight[key] = fut
             try:
                 result = await self.run_sync(analyze, text, uri, version, self.encoding, self.kernel_cache)
+                self.analysis_times.append(result.elapsed_ms)
+                if result.elapsed_ms > 2000:
+                    _report_slow(uri, text, result.elapsed_ms)
                 fut.set_result(result)
             except BaseException as e:  # noqa: BLE001
                 fut.set_exception(e)
@@ -516,7 +523,11 @@ def create_server() -> NewtLanguageServer:
             "version": __version__, "pid": os.getpid(), "python": sys.executable,
             "torch_imported": "torch" in sys.modules,
             "cuda_imported": any(m == "cuda" or m.startswith(("cuda.", "cupy")) for m in sys.modules),
-            "rss_mb": _rss_mb(), "documents": len(ls.docs),
+            "rss_mb": _rss_mb(), "peak_rss_mb": _rss_mb("VmHWM:"), "documents": len(ls.docs),
+            # what the server holds of each open document (clients can check that incremental sync agrees)
+            "texts": [{"uri": uri, "version": v, "sha1": hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest(),
+                       "length": len(t)} for uri, (t, v) in ls.texts.items()],
+            "analyses": {"count": len(ls.analysis_times), "ms": list(ls.analysis_times)[-500:]},
             "kernel_cache": {"entries": len(ls.kernel_cache._entries), "hits": ls.kernel_cache.hits,
                              "misses": ls.kernel_cache.misses},
             "settings": {"trusted": ls.settings.trusted, "target": ls.settings.target,
@@ -531,11 +542,23 @@ def create_server() -> NewtLanguageServer:
     return ls
 
 
-def _rss_mb() -> float | None:
+def _report_slow(uri: str, text: str, ms: float):
+    """A very slow analysis is a front-end problem worth a reproducer: log it (and keep the text if asked)."""
+    log.warning("analysis of %s took %.0f ms", uri, ms)
+    d = os.environ.get("NEWT_LSP_DUMP_SLOW")
+    if d:
+        import hashlib
+        os.makedirs(d, exist_ok=True)
+        name = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        with open(os.path.join(d, f"slow_{int(ms)}ms_{name}.py"), "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+
+def _rss_mb(field: str = "VmRSS:") -> float | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass

@@ -376,3 +376,28 @@ async def test_the_server_never_imported_torch(client: LanguageClient):
     assert info.torch_imported is False
     assert info.cuda_imported is False
     assert info.pull_diagnostics == pull_capable(client)
+
+
+async def test_incremental_sync_with_unicode_line_separators_inside_lines(client: LanguageClient):
+    """\\x85, \\x0c and \\u2028 do not end lines in LSP (pygls 2.1's own document copy thinks they do and rewrites
+    positions past its idea of a line's end; the server keeps its own copy)."""
+    import hashlib
+
+    text = "x = 1  # a\x85b\x0cc\u2028d\n" + fixture_text("kernels.py")
+    uri = _open(client, "kernels.py", text)
+    try:
+        line = text.splitlines()[0]  # str.splitlines: "x = 1  # a"
+        n = sum(1 for _ in line)
+        target_line = next(i for i, ln in enumerate(text.split("\n")) if "offsets = pid" in ln)
+        p0 = lsp.Position(target_line, 30)
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [lsp.TextDocumentContentChangePartial(range=lsp.Range(p0, p0), text="  ")]))
+        lines = text.split("\n")
+        lines[target_line] = lines[target_line][:30] + "  " + lines[target_line][30:]
+        want = "\n".join(lines)
+        info = await client.protocol.send_request_async("newt/serverInfo", {})
+        mine = next(x for x in info.texts if x.uri == uri)
+        assert mine.sha1 == hashlib.sha1(want.encode()).hexdigest() and n > 0
+    finally:
+        _close(client, uri)
