@@ -600,7 +600,7 @@ def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> di
 
 
 def _config_text(cfg) -> dict:
-    """A config as a JSON object: dicts and objects with ``to_dict``/``kwargs`` as they are, else ``{"config": str}``."""
+    """A config as a JSON object: dicts (and objects with ``to_dict``) as they are, else ``{"config": str}``."""
     if cfg is None:
         return {}
     if isinstance(cfg, dict):
