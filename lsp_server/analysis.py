@@ -233,11 +233,18 @@ def _facts(node) -> _Facts:
 
 
 class KernelCache:
-    """Front-end results per (kernel, specialization), reusable across edits."""
+    """Front-end results per (kernel, specialization), reusable across edits.
 
-    def __init__(self, max_entries: int = 1024):
+    An entry stays while the file it belongs to uses it; once ``keep_versions`` analyses of that file have not
+    used it (the kernel was edited since), it is dropped.  ``max_entries`` bounds the whole cache (LRU).
+    """
+
+    def __init__(self, max_entries: int = 1024, keep_versions: int = 4):
         self.max_entries = max_entries
+        self.keep_versions = keep_versions
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._owner: dict = {}  # key -> (path, analysis number of that path when last used)
+        self._runs: dict = {}  # path -> number of analyses
         self._facts: OrderedDict[str, _Facts] = OrderedDict()
         self._ptrs: OrderedDict[str, frozenset] = OrderedDict()
         self.hits = 0
@@ -267,14 +274,32 @@ class KernelCache:
             self._entries.move_to_end(key)
         return e
 
-    def put(self, key: str, entry: _Entry):
+    def put(self, key: str, entry: _Entry, path: str | None = None):
         self._entries[key] = entry
         self._entries.move_to_end(key)
+        if path is not None:
+            self._owner[key] = (path, self._runs.get(path, 0) + 1)
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            k, _ = self._entries.popitem(last=False)
+            self._owner.pop(k, None)
+
+    def end_analysis(self, path: str, used: set):
+        """One more analysis of ``path`` used ``used``: drop that file's entries unused for a while."""
+        n = self._runs.get(path, 0) + 1
+        self._runs[path] = n
+        for k in used:
+            if k in self._entries:
+                self._owner[k] = (path, n)
+        if n % 2:  # look for stale entries every other analysis (the scan is over the whole cache)
+            return
+        stale = [k for k, (p, last) in self._owner.items() if p == path and n - last >= self.keep_versions]
+        for k in stale:
+            self._entries.pop(k, None)
+            self._owner.pop(k, None)
 
     def clear(self):
         self._entries.clear()
+        self._owner.clear()
         self._facts.clear()
         self._ptrs.clear()
 
@@ -293,11 +318,21 @@ def _front_end_internals():
         return None
 
 
+def release_env(env):
+    """Break the StaticEnv <-> JitSource reference cycle (each holds the other) so that an analysis is freed by
+    reference counting as soon as it is dropped, without waiting for the cyclic GC.  The env rebuilds its jit
+    sources on demand if it is used again."""
+    jit = getattr(env, "_jit", None)
+    if isinstance(jit, dict):
+        jit.clear()
+
+
 class _Incremental:
     def __init__(self, cache: KernelCache, record_notes: bool = True):
         self.cache = cache
         self.record_notes = record_notes
         self.reused = 0
+        self.used: set = set()
 
     def run(self, text: str, path: str) -> FileAnalysis:
         parts = _front_end_internals()
@@ -352,6 +387,8 @@ class _Incremental:
         if scan.repaired_lines:
             diags = [d for d in diags if d.code == "N001" or d.span.line not in scan.repaired_lines]
         diags.sort(key=lambda d: (d.span.line, d.span.col, d.code))
+        release_env(env)
+        self.cache.end_analysis(path, self.used)
         return FileAnalysis(path, src, kernels, C._dedupe(diags), scan)
 
     # -- one jit kernel -------------------------------------------------------
@@ -426,6 +463,7 @@ class _Incremental:
         for i, spec in enumerate([generic] + specs):
             opaque = ka.helper and i == 0
             key = _h(base_key, opaque, _spec_key(spec))
+            self.used.add(key)
             entry = self.cache.get(key)
             if entry is not None:
                 self.cache.hits += 1
@@ -447,7 +485,7 @@ class _Incremental:
                                          file=src.path, kernel=kd.name))
                 fn = None
             self.cache.put(key, _Entry(fn, [dataclasses.replace(d, data=dict(d.data)) for d in sdiags],
-                                       notes or {}, list(b.static_prints), dict(segs)))
+                                       notes or {}, list(b.static_prints), dict(segs)), src.path)
             results.append(SpecResult(spec, fn, sdiags, notes or {}, b.static_prints))
         ka.results = results
         # merge exactly like the front end: generic first, then what only some specializations reveal

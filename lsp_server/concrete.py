@@ -299,6 +299,8 @@ def build_concrete(analysis, ka, conc: Concrete) -> Built:
         from newt.frontend.diagnostics import Diagnostic, Severity
         diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"internal error: {type(e).__name__}: {e}",
                                 file=analysis.path, kernel=ka.name))
+    from .analysis import release_env
+    release_env(getattr(ka.jit_source, "env", None))
     built = Built(conc, fn, notes, diags)
     if fn is not None and not built.errors:
         try:

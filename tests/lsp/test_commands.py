@@ -330,3 +330,33 @@ async def test_deuteron_hover(client):
     h = await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri),
                                                                  pos_of(text, "def scaled_add", delta=4)))
     assert "deuteron kernel" in h.contents.value and "newt:/dt_kernels/scaled_add.cu?" in h.contents.value
+
+
+# --- on a GPU (the device machine): real launches, and a real fault --------------------------------------------------
+
+
+@pytest.mark.gpu
+async def test_gpu_verify_autotune_and_a_real_cuda_fault(client, tmp_path):
+    uri = _open(client, "kernels.py")
+    r = await _cmd(client, "newt.verify", {"uri": uri, "position": _at("kernels.py", "add_kernel")})
+    assert r["ok"] is True and r["device"] == "cuda"
+    token = f"gpu-tune-{client.kind}"
+    client.progress_reports.setdefault(token, [])
+    r = await _cmd(client, "newt.autotune", {"uri": uri, "position": _at("kernels.py", "scale_kernel")}, token=token)
+    assert r["device"] == "cuda" and r["best"] is not None and r["cache"]["memory"] is True
+    # an out-of-bounds store faults the context: an error, and the next command gets a fresh worker
+    bad = tmp_path / "fault_for_real.py"
+    bad.write_text(
+        "import newt\nimport newt.harness as nh\nimport newt.language as nl\n\n\n@newt.jit\n"
+        "def oob(x_ptr, BLOCK: nl.constexpr):\n    offs = nl.arange(0, BLOCK) + (1 << 30)\n"
+        "    nl.store(x_ptr + offs, 1.0)\n\n\n@nh.example(oob)\ndef ex(device):\n    import torch\n"
+        "    x = torch.zeros(16, device=device)\n"
+        "    return nh.Case(grid=(1,), args=(x,), kwargs={'BLOCK': 128}, reference=lambda x, BLOCK: {'x_ptr': x})\n")
+    buri = bad.as_uri()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=buri, language_id="python", version=1, text=bad.read_text())))
+    with pytest.raises(JsonRpcException) as ei:
+        await _cmd(client, "newt.verify", {"uri": buri, "position": {"line": 6, "character": 4}})
+    assert ei.value.code == -32003
+    r = await _cmd(client, "newt.verify", {"uri": uri, "position": _at("kernels.py", "add_kernel")})
+    assert r["ok"] is True and r["device"] == "cuda"
