@@ -139,7 +139,14 @@ class Commands:
                 log.debug("inlay hint refresh failed", exc_info=True)
         if "diagnosticsOn" in changed:
             for uri in list(self.ls.docs):
+                self.ls._state(uri).saved_analysis = None
                 self.ls.schedule(uri, 0)
+        if self.ls.pull_diagnostics and self.ls.refresh_diagnostics and (
+                "diagnosticsOn" in changed or "target" in changed):
+            try:
+                self.ls.workspace_diagnostic_refresh(None)
+            except Exception:  # noqa: BLE001
+                log.debug("diagnostic refresh failed", exc_info=True)
 
     def forget(self, uri: str):
         for k in [k for k in self.compiled if k[0] == uri]:

@@ -401,3 +401,37 @@ async def test_incremental_sync_with_unicode_line_separators_inside_lines(client
         assert mine.sha1 == hashlib.sha1(want.encode()).hexdigest() and n > 0
     finally:
         _close(client, uri)
+
+
+async def test_diagnostics_on_save_only(client: LanguageClient):
+    text = fixture_text("kernels.py")
+    client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+        settings={"newt": {"diagnosticsOn": "save"}}))
+    await asyncio.sleep(0.2)
+    uri = _open(client, "kernels.py", text)
+    try:
+        assert await diagnostics_of(client, uri, version=1) == []
+        broken = text.replace("nl.arange(0, BLOCK_SIZE)", "nl.arange(0, 1000)", 1)
+        n = len(client.published)
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [lsp.TextDocumentContentChangeWholeDocument(text=broken)]))
+        await asyncio.sleep(0.5)
+        if pull_capable(client):
+            assert await diagnostics_of(client, uri) == []  # not saved yet: the saved version's diagnostics
+        else:
+            assert [p for p in client.published[n:] if p[0] == uri] == []
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(_doc(uri)))
+        diags = await diagnostics_of(client, uri, version=2)
+        if pull_capable(client):
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 10
+            while not diags and loop.time() < end:
+                await asyncio.sleep(0.05)
+                diags = await diagnostics_of(client, uri)
+        assert [d.code for d in diags] == ["N011"]
+    finally:
+        _close(client, uri)
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+            settings={"newt": {"diagnosticsOn": "type"}}))
+        await asyncio.sleep(0.2)
