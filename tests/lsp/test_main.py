@@ -1,0 +1,62 @@
+"""The command line: ``python -m lsp_server`` over stdio (the other tests) and over TCP; ``--version``."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import make_test_lsp_client
+
+from .conftest import ROOT, fixture_text, init_params, server_env
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_version_and_help():
+    out = subprocess.run([sys.executable, "-m", "lsp_server", "--version"], capture_output=True, text=True,
+                         env=server_env(None), cwd=ROOT, check=True).stdout
+    assert out.startswith("newt-lsp ")
+    out = subprocess.run([sys.executable, "-m", "lsp_server", "--help"], capture_output=True, text=True,
+                         env=server_env(None), cwd=ROOT, check=True).stdout
+    assert "--tcp" in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tcp():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lsp_server", "--tcp", f"127.0.0.1:{port}"],
+                            env=server_env(None), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def go():
+        client = make_test_lsp_client()
+        for _ in range(100):
+            try:
+                await client.start_tcp("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the server never listened")
+        await client.initialize_session(init_params("neovim"))
+        uri = "file:///tmp/tcp_kernels.py"
+        client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+            lsp.TextDocumentItem(uri, "python", 1, fixture_text("kernels.py"))))
+        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+        assert len(lenses) == 12
+        await client.shutdown_session()
+        await client.stop()
+
+    try:
+        asyncio.run(go())
+    finally:
+        proc.kill()
+        proc.wait(10)
