@@ -13,6 +13,7 @@ import ast
 import contextlib
 import gc
 import importlib
+import weakref
 from dataclasses import dataclass, field
 
 from newt.language import core as lc
@@ -60,7 +61,9 @@ class StaticEnv(GlobalEnv):
     def __init__(self, scan: ModuleScan, src: SourceFile):
         self.scan = scan
         self.src = src
-        self._jit: dict[str, JitSource] = {}
+        # weak: a JitSource points back at its env, and a strong cycle would keep every analysis (AST, scan,
+        # text) alive until a full garbage collection
+        self._jit: weakref.WeakValueDictionary[str, JitSource] = weakref.WeakValueDictionary()
 
     def jit_source(self, name: str) -> JitSource:
         js = self._jit.get(name)

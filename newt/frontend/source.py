@@ -18,6 +18,7 @@ __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "Ke
 
 
 _FIELDS_CACHE: dict = {}
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def fast_walk(node):
@@ -49,7 +50,11 @@ class SourceFile:
     def __init__(self, text: str, path: str = "<string>"):
         self.text = text
         self.path = path
-        self.lines = text.splitlines()
+        # Python's tokenizer ends lines at \r\n, \r and \n only (str.splitlines also splits at \x0b, \x0c,
+        # \x1c-\x1e, \x85, \u2028 and \u2029, which would shift every line number after them)
+        self.lines = _NEWLINE.split(text)
+        if self.lines and self.lines[-1] == "" and text.endswith(("\n", "\r")):
+            self.lines.pop()
         self._ascii = text.isascii()
 
     def char_col(self, lineno: int, byte_col: int) -> int:
@@ -100,6 +105,7 @@ class ParsedChunk:
 
 
 _TOP = re.compile(r"^[A-Za-z_@]")
+_DEF = re.compile(r"^(?:@|def\s|async\s+def\s|class\s)")
 
 
 def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
@@ -108,6 +114,8 @@ def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
     depth = 0
     in_triple = None
     for i, line in enumerate(lines):
+        if in_triple is None and depth and _DEF.match(line):
+            depth = 0  # an unclosed bracket above (a half-typed line): a `def` at column 0 starts anew
         if in_triple is None and depth == 0 and _TOP.match(line):
             prev_is_decorator = bool(starts) and lines[starts[-1]].startswith("@") and all(
                 lines[j].startswith("@") or not lines[j].strip() or lines[j][:1] in " \t)"

@@ -96,3 +96,26 @@ def test_random_mutations_never_raise(idx, seed, n):
                max_size=400))
 def test_random_text_never_raises(text):
     analyze_source("import newt\nimport newt.language as nl\n@newt.jit\ndef k(x_ptr, n):\n" + text, "r.py")
+
+
+def test_line_numbers_ignore_unicode_line_separators():
+    """Regression: str.splitlines breaks at \\x85 and \\u2028, Python's parser does not."""
+    text = 'import newt\n# a\x85b \u2028 c\n\ndef f(:\n    pass\n\ndef g(:\n    pass\n'
+    fa = analyze_source(text, "t.py")
+    assert [(d.code, d.span.line) for d in fa.diagnostics] == [("N001", 4), ("N001", 7)]
+
+
+def test_an_analysis_is_freed_without_a_full_gc():
+    import gc
+    import weakref
+
+    text = open(GOOD[0]).read()
+    gc.collect()
+    gc.disable()
+    try:
+        fa = analyze_source(text, "x.py")
+        probe = weakref.ref(fa.scan)
+        del fa
+        assert probe() is None, "the analysis is kept alive by a reference cycle"
+    finally:
+        gc.enable()
