@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
+from weakref import ref as _wref
 
 from .types import type_str
 
@@ -41,21 +42,34 @@ class Loc(NamedTuple):
 
 
 class Value:
-    __slots__ = ("id", "type", "owner", "name", "index")
+    __slots__ = ("id", "type", "_owner", "name", "index")
 
     def __init__(self, type, owner=None, name: str | None = None, index: int = 0):
         self.id = -1
         self.type = type
-        self.owner = owner  # the Op that defines it, or the Region for block arguments
+        self._owner = _wref(owner) if owner is not None else None
         self.name = name
         self.index = index
+
+    @property
+    def owner(self):
+        """The Op that defines it, or the Region for block arguments.
+
+        Held weakly: ops and regions own their values, so the IR has no reference cycles and is freed by
+        reference counting as soon as its function is dropped (no cyclic-GC pauses in the editor)."""
+        o = self._owner
+        return o() if o is not None else None
+
+    @owner.setter
+    def owner(self, op):
+        self._owner = _wref(op) if op is not None else None
 
     def __repr__(self) -> str:
         return f"%{self.name or self.id}: {type_str(self.type)}"
 
 
 class Region:
-    __slots__ = ("args", "ops")
+    __slots__ = ("args", "ops", "__weakref__")
 
     def __init__(self, args=None, ops=None):
         self.args: list[Value] = list(args or [])
@@ -74,7 +88,7 @@ class Region:
 
 
 class Op:
-    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc")
+    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc", "__weakref__")
 
     def __init__(self, name: str, operands, result_types, attrs=None, regions=None, loc: Loc | None = None):
         self.name = name
