@@ -488,31 +488,7 @@ class _Incremental:
                                        notes or {}, list(b.static_prints), dict(segs)), src.path)
             results.append(SpecResult(spec, fn, sdiags, notes or {}, b.static_prints))
         ka.results = results
-        # merge exactly like the front end: generic first, then what only some specializations reveal
-        seen = set()
-        merged = list(diags)
-        for d in results[0].diagnostics:
-            key = (d.code, d.span, d.message)
-            if key not in seen:
-                seen.add(key)
-                merged.append(d)
-        extra: dict = {}
-        for r in results[1:]:
-            for d in r.diagnostics:
-                if d.code == "N051":
-                    continue
-                key = (d.code, d.span, d.message)
-                if key in seen:
-                    continue
-                if key in extra:
-                    extra[key][1] += 1
-                    continue
-                extra[key] = [d, 0]
-        for d, more in extra.values():
-            if more:
-                d.context = f"{d.context} (and {more} more specialization{'s' if more > 1 else ''})"
-            merged.append(d)
-        ka.diagnostics = merged
+        ka.diagnostics = C.merge_spec_diagnostics(diags, results)
         return ka
 
     def _reuse(self, entry: _Entry, segs: dict, spec) -> SpecResult:

@@ -556,7 +556,13 @@ def _analyze_jit(kd: KernelDef, scan, src, env, called, record_notes) -> KernelA
             fn = None
         results.append(SpecResult(spec, fn, sdiags, notes or {}, b.static_prints))
     ka.results = results
-    # merge: generic first, then what only some specializations reveal
+    ka.diagnostics = merge_spec_diagnostics(diags, results)
+    return ka
+
+
+def merge_spec_diagnostics(diags: list, results: list) -> list:
+    """A kernel's diagnostics: ``diags`` (about its launches and configs), then the generic check's, then
+    those only some specializations reveal (once each, with how many more specializations share them)."""
     seen = set()
     merged = list(diags)
     for d in results[0].diagnostics:
@@ -580,8 +586,7 @@ def _analyze_jit(kd: KernelDef, scan, src, env, called, record_notes) -> KernelA
         if more:
             d.context = f"{d.context} (and {more} more specialization{'s' if more > 1 else ''})"
         merged.append(d)
-    ka.diagnostics = merged
-    return ka
+    return merged
 
 
 def _build_with_opaque(b: Builder, js: JitSource, opaque_params: bool):
