@@ -357,6 +357,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                 vals[k] = v
                 origins[k] = src.span(ls.kw_nodes[k].value)
         missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
+        if kd.autotune is not None and not kd.configs_static:
+            missing = []  # the configs come from code we do not run: they may provide any parameter
         has_star = any(isinstance(a, ast.Starred) for a in ls.node.args) or any(k.arg is None for k in
                                                                                ls.node.keywords)
         if missing and not has_star:

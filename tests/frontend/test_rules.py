@@ -515,3 +515,35 @@ def test_generic_check_is_quiet_for_unknown_constexpr_branches():
         nl.store(x_ptr + offs, y)
     """)
     assert [d for d in fa.diagnostics if d.severity == 1] == []
+
+
+def test_launch_of_kernel_with_dynamic_configs_is_not_missing_arguments():
+    from tests.frontend.conftest import check_src
+    fa, _ = check_src("""
+    import torch
+
+    def configs():
+        if torch.cuda.is_available():
+            return [newt.Config({"BLOCK": 128})]
+        return [newt.Config({"BLOCK": 32})]
+
+    @newt.autotune(configs=configs(), key=["n"])
+    @newt.jit
+    def k(x_ptr, n, BLOCK: nl.constexpr):
+        offs = nl.arange(0, BLOCK)
+        nl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+    def host(x):
+        k[(1,)](x, 10)
+    """)
+    assert [d.format() for d in fa.diagnostics] == []
+
+
+def test_examples_check_clean():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    r = subprocess.run([sys.executable, "-m", "newt", "check", os.path.join(root, "examples")],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root), timeout=120)
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
