@@ -4,7 +4,7 @@ Run: ``PYTHONPATH=. python benchmarks/interpreter.py [--repeat N] [--no-write]``
 Triton is a benchmark-only dependency (``pip install triton``); without it only
 newt's timings are printed.  Results go to ``benchmarks/results_interpreter.md``.
 
-The kernels are written twice, once per language, with identical bodies
+The kernels are written once as a template instantiated for each language
 (``nl`` <-> ``tl``): a masked vector add (98,000 elements in blocks of 512),
 a 67x129x100 fp16 matmul in 32x32x32 tiles, a small causal flash attention
 (2 heads x 128 tokens x 64 dims, 32x32 tiles) and a data-dependent while loop
@@ -25,89 +25,95 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # only affects triton, which rea
 
 import torch  # noqa: E402
 
-import newt  # noqa: E402
-import newt.language as nl  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import instantiate  # noqa: E402
+
+import newt  # noqa: E402,F401
 from newt import interpreter as ni  # noqa: E402
 
 try:  # noqa: SIM105
     import triton
-    import triton.language as tl
     HAVE_TRITON = True
 except Exception as e:  # noqa: BLE001
     HAVE_TRITON = False
     TRITON_ERROR = f"{type(e).__name__}: {e}"
 
 # ---------------------------------------------------------------------------
-# newt kernels
+# the kernels, written once: $P/$L become newt/nl or triton/tl (benchmarks/common.py)
 # ---------------------------------------------------------------------------
 
+TEMPLATE = """
+import $P
+import $P.language as $L
 
-@newt.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
-    pid = nl.program_id(0)
-    offs = pid * BLOCK + nl.arange(0, BLOCK)
+
+
+@$P.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: $L.constexpr):
+    pid = $L.program_id(0)
+    offs = pid * BLOCK + $L.arange(0, BLOCK)
     mask = offs < n
-    x = nl.load(x_ptr + offs, mask=mask)
-    y = nl.load(y_ptr + offs, mask=mask)
-    nl.store(out_ptr + offs, x + y, mask=mask)
+    x = $L.load(x_ptr + offs, mask=mask)
+    y = $L.load(y_ptr + offs, mask=mask)
+    $L.store(out_ptr + offs, x + y, mask=mask)
 
 
-@newt.jit
+@$P.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
-    pid_m = nl.program_id(0)
-    pid_n = nl.program_id(1)
-    rm = pid_m * BM + nl.arange(0, BM)
-    rn = pid_n * BN + nl.arange(0, BN)
-    rk = nl.arange(0, BK)
+                  BM: $L.constexpr, BN: $L.constexpr, BK: $L.constexpr):
+    pid_m = $L.program_id(0)
+    pid_n = $L.program_id(1)
+    rm = pid_m * BM + $L.arange(0, BM)
+    rn = pid_n * BN + $L.arange(0, BN)
+    rk = $L.arange(0, BK)
     a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
     b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    acc = $L.zeros((BM, BN), dtype=$L.float32)
     for k in range(0, K, BK):
-        a = nl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)
-        b = nl.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)
-        acc = nl.dot(a, b, acc)
+        a = $L.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)
+        b = $L.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)
+        acc = $L.dot(a, b, acc)
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
     c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :] * scn
-    nl.store(c_ptrs, acc.to(nl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+    $L.store(c_ptrs, acc.to($L.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-@newt.jit
-def attn_kernel(Q, K, V, Out, sm_scale, N_CTX, D: nl.constexpr, BM: nl.constexpr, BN: nl.constexpr):
-    start_m = nl.program_id(0)
-    off_h = nl.program_id(1)
+@$P.jit
+def attn_kernel(Q, K, V, Out, sm_scale, N_CTX, D: $L.constexpr, BM: $L.constexpr, BN: $L.constexpr):
+    start_m = $L.program_id(0)
+    off_h = $L.program_id(1)
     base = off_h * N_CTX * D
-    offs_m = start_m * BM + nl.arange(0, BM)
-    offs_n = nl.arange(0, BN)
-    offs_d = nl.arange(0, D)
-    q = nl.load(Q + base + offs_m[:, None] * D + offs_d[None, :])
-    m_i = nl.zeros([BM], dtype=nl.float32) - float("inf")
-    l_i = nl.zeros([BM], dtype=nl.float32)
-    acc = nl.zeros([BM, D], dtype=nl.float32)
+    offs_m = start_m * BM + $L.arange(0, BM)
+    offs_n = $L.arange(0, BN)
+    offs_d = $L.arange(0, D)
+    q = $L.load(Q + base + offs_m[:, None] * D + offs_d[None, :])
+    m_i = $L.zeros([BM], dtype=$L.float32) - float("inf")
+    l_i = $L.zeros([BM], dtype=$L.float32)
+    acc = $L.zeros([BM, D], dtype=$L.float32)
     qk_scale = sm_scale * 1.44269504
     hi = (start_m + 1) * BM
     for start_n in range(0, hi, BN):
         cols = start_n + offs_n
-        k = nl.load(K + base + cols[None, :] * D + offs_d[:, None])
-        qk = nl.dot(q, k) * qk_scale
-        qk = nl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
-        m_ij = nl.maximum(m_i, nl.max(qk, 1))
-        p = nl.math.exp2(qk - m_ij[:, None])
-        alpha = nl.math.exp2(m_i - m_ij)
-        l_i = l_i * alpha + nl.sum(p, 1)
-        v = nl.load(V + base + cols[:, None] * D + offs_d[None, :])
+        k = $L.load(K + base + cols[None, :] * D + offs_d[:, None])
+        qk = $L.dot(q, k) * qk_scale
+        qk = $L.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
+        m_ij = $L.maximum(m_i, $L.max(qk, 1))
+        p = $L.math.exp2(qk - m_ij[:, None])
+        alpha = $L.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + $L.sum(p, 1)
+        v = $L.load(V + base + cols[:, None] * D + offs_d[None, :])
         acc = acc * alpha[:, None]
-        acc = nl.dot(p.to(nl.float16), v, acc)
+        acc = $L.dot(p.to($L.float16), v, acc)
         m_i = m_ij
     acc = acc / l_i[:, None]
-    nl.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to(nl.float16))
+    $L.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to($L.float16))
 
 
-@newt.jit
+@$P.jit
 def collatz_kernel(x_ptr, out_ptr):
-    pid = nl.program_id(0)
-    x = nl.load(x_ptr + pid)
+    pid = $L.program_id(0)
+    x = $L.load(x_ptr + pid)
     steps = 0
     while x != 1:
         if x % 2 == 0:
@@ -115,85 +121,11 @@ def collatz_kernel(x_ptr, out_ptr):
         else:
             x = 3 * x + 1
         steps += 1
-    nl.store(out_ptr + pid, steps)
+    $L.store(out_ptr + pid, steps)
+"""
 
-
-# ---------------------------------------------------------------------------
-# the same kernels in Triton
-# ---------------------------------------------------------------------------
-
-if HAVE_TRITON:
-    @triton.jit
-    def t_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offs = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask)
-        y = tl.load(y_ptr + offs, mask=mask)
-        tl.store(out_ptr + offs, x + y, mask=mask)
-
-    @triton.jit
-    def t_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)
-            b = tl.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-            a_ptrs += BK * sak
-            b_ptrs += BK * sbk
-        c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :] * scn
-        tl.store(c_ptrs, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-    @triton.jit
-    def t_attn_kernel(Q, K, V, Out, sm_scale, N_CTX, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-        start_m = tl.program_id(0)
-        off_h = tl.program_id(1)
-        base = off_h * N_CTX * D
-        offs_m = start_m * BM + tl.arange(0, BM)
-        offs_n = tl.arange(0, BN)
-        offs_d = tl.arange(0, D)
-        q = tl.load(Q + base + offs_m[:, None] * D + offs_d[None, :])
-        m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
-        l_i = tl.zeros([BM], dtype=tl.float32)
-        acc = tl.zeros([BM, D], dtype=tl.float32)
-        qk_scale = sm_scale * 1.44269504
-        hi = (start_m + 1) * BM
-        for start_n in range(0, hi, BN):
-            cols = start_n + offs_n
-            k = tl.load(K + base + cols[None, :] * D + offs_d[:, None])
-            qk = tl.dot(q, k) * qk_scale
-            qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.math.exp2(qk - m_ij[:, None])
-            alpha = tl.math.exp2(m_i - m_ij)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(V + base + cols[:, None] * D + offs_d[None, :])
-            acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(tl.float16), v, acc)
-            m_i = m_ij
-        acc = acc / l_i[:, None]
-        tl.store(Out + base + offs_m[:, None] * D + offs_d[None, :], acc.to(tl.float16))
-
-    @triton.jit
-    def t_collatz_kernel(x_ptr, out_ptr):
-        pid = tl.program_id(0)
-        x = tl.load(x_ptr + pid)
-        steps = 0
-        while x != 1:
-            if x % 2 == 0:
-                x = x // 2
-            else:
-                x = 3 * x + 1
-            steps += 1
-        tl.store(out_ptr + pid, steps)
+NEWT_KERNELS = instantiate(TEMPLATE, "newt", "interp")
+TRITON_KERNELS = instantiate(TEMPLATE, "triton", "interp") if HAVE_TRITON else None
 
 
 # ---------------------------------------------------------------------------
@@ -201,17 +133,18 @@ if HAVE_TRITON:
 # ---------------------------------------------------------------------------
 
 
-def _launch(backend, newt_k, triton_k, grid, args, kw):
+def _launch(backend, name, grid, args, kw):
     if backend == "newt":
-        return lambda: ni.launch_jit(newt_k, grid, args, kw)
-    return lambda: triton_k[grid](*args, **kw)
+        return lambda: ni.launch_jit(getattr(NEWT_KERNELS, name), grid, args, kw)
+    kernel = getattr(TRITON_KERNELS, name)
+    return lambda: kernel[grid](*args, **kw)
 
 
 def case_vector_add(backend):
     n = 98_000
     x, y = torch.randn(n), torch.randn(n)
     out = torch.empty(n)
-    run = _launch(backend, add_kernel, globals().get("t_add_kernel"), (triton_cdiv(n, 512),), (x, y, out, n),
+    run = _launch(backend, "add_kernel", (triton_cdiv(n, 512),), (x, y, out, n),
                   {"BLOCK": 512})
     return run, lambda: torch.equal(out, x + y)
 
@@ -222,7 +155,7 @@ def case_matmul(backend):
     b = torch.randn(K, N).half()
     c = torch.empty(M, N, dtype=torch.float16)
     grid = (triton_cdiv(M, 32), triton_cdiv(N, 32))
-    run = _launch(backend, matmul_kernel, globals().get("t_matmul_kernel"), grid,
+    run = _launch(backend, "matmul_kernel", grid,
                   (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
                   {"BM": 32, "BN": 32, "BK": 32})
     ref = (a.float() @ b.float())
@@ -234,7 +167,7 @@ def case_attention(backend):
     q, k, v = (torch.randn(H, T, Dh).half() for _ in range(3))
     o = torch.empty_like(q)
     scale = 0.125
-    run = _launch(backend, attn_kernel, globals().get("t_attn_kernel"), (T // 32, H), (q, k, v, o, scale, T),
+    run = _launch(backend, "attn_kernel", (T // 32, H), (q, k, v, o, scale, T),
                   {"D": Dh, "BM": 32, "BN": 32})
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     s = (q.float() @ k.float().transpose(1, 2)) * scale
@@ -245,7 +178,7 @@ def case_attention(backend):
 def case_while(backend):
     x = torch.arange(1, 301, dtype=torch.int32)
     out = torch.zeros(300, dtype=torch.int32)
-    run = _launch(backend, collatz_kernel, globals().get("t_collatz_kernel"), (300,), (x, out), {})
+    run = _launch(backend, "collatz_kernel", (300,), (x, out), {})
 
     def ref():
         r = []
