@@ -199,15 +199,19 @@ def emit_for(em, op):
     em.scalars[ivv] = iv
     for a, (name, lay, _) in zip(body.args[1:], targets):
         _bind_var(em, a, name, lay, inner)
-    bodyc = inner.sub(0)
-    em.yield_stack.append(targets)
-    try:
-        em.emit_region(body, bodyc)
-    finally:
-        em.yield_stack.pop()
+    _emit_yielding_to(em, body, inner.sub(0), targets)
     em.line("}")
     for r, (name, lay, _) in zip(op.results, targets):
         _bind_var(em, r, name, lay, em.cur)
+
+
+def _emit_yielding_to(em, region, cursor, targets):
+    """Emit ``region`` at ``cursor``; its ``yield``/``condition`` assign to ``targets``."""
+    em.yield_stack.append(targets)
+    try:
+        em.emit_region(region, cursor)
+    finally:
+        em.yield_stack.pop()
 
 
 @lowers("yield")
@@ -238,16 +242,10 @@ def _if(em, op):
         name, lay = _declare_var(em, r, em.cur)
         targets.append((name, lay, r.type))
     em.line(f"if ({em.scalar(op.operands[0])}) {{")
-    then_c = em.cur.sub(1)
-    em.yield_stack.append(targets)
-    try:
-        em.emit_region(op.regions[0], then_c)
-        if len(op.regions) > 1 and op.regions[1].ops:
-            em.line("} else {")
-            else_c = em.cur.sub(1)
-            em.emit_region(op.regions[1], else_c)
-    finally:
-        em.yield_stack.pop()
+    _emit_yielding_to(em, op.regions[0], em.cur.sub(1), targets)
+    if len(op.regions) > 1 and op.regions[1].ops:
+        em.line("} else {")
+        _emit_yielding_to(em, op.regions[1], em.cur.sub(1), targets)
     em.line("}")
     for r, (name, lay, _) in zip(op.results, targets):
         _bind_var(em, r, name, lay, em.cur)
@@ -268,23 +266,13 @@ def _while(em, op):
     body = em.cur.sub(1)
     for a, (name, lay, _) in zip(before.args, args):
         _bind_var(em, a, name, lay, body)
-    bc = body.sub(0)
-    em.yield_stack.append(results)
-    try:
-        em.emit_region(before, bc)
-    finally:
-        em.yield_stack.pop()
+    _emit_yielding_to(em, before, body.sub(0), results)
     cond = em.cond_value
     body.line(f"if (!({cond})) break;")
     # the after region's arguments are the condition's values (now in `results`)
     for a, (name, lay, _) in zip(after.args, results):
         _bind_var(em, a, name, lay, body)
-    ac = body.sub(0)
-    em.yield_stack.append(args)
-    try:
-        em.emit_region(after, ac)
-    finally:
-        em.yield_stack.pop()
+    _emit_yielding_to(em, after, body.sub(0), args)
     em.line("}")
     for r, (name, lay, _) in zip(op.results, results):
         _bind_var(em, r, name, lay, em.cur)
