@@ -110,7 +110,14 @@ class KernelInterface:
         return self.base.is_interpreted()
 
     def __getitem__(self, grid):
-        return functools.partial(self.run, grid=grid)
+        return functools.partial(self._launch, grid)
+
+    def grid_launcher(self):
+        """The launch function ``f(grid, *args, **options)`` behind ``kernel[grid](...)``."""
+        return self._launch
+
+    def run(self, *args, grid=None, **kwargs):
+        return self._launch(grid, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
         return self.base(*args, **kwargs)
@@ -164,6 +171,7 @@ class Autotuner(KernelInterface):
         self._key_pos = [(self.arg_names.index(k), k) for k in self.keys]
         self._defaults = {n: p.default for n, p in self.signature.parameters.items()
                           if p.default is not p.empty}
+        self._key_fn = None  # args -> tuning key, for launches with the argument types seen first
         self._config_names = set()
         for c in configs:
             self._config_names.update(c.kwargs)
@@ -187,7 +195,26 @@ class Autotuner(KernelInterface):
                 key.append(dt)
         return tuple(key)
 
-    def run(self, *args, grid=None, warmup=False, **kwargs):
+    def _launch(self, grid, /, *args, **kwargs):
+        if not kwargs:  # the hot path: a known tuning key (see _key_function)
+            kf = self._key_fn
+            if kf is not None:
+                key = kf(args)
+                if key is not None:
+                    hit = self._launch_kw.get(key)
+                    if hit is not None:
+                        config, ckw = hit
+                        self.best_config = config
+                        if config.pre_hook is not None:
+                            config.pre_hook(self._nargs(args, kwargs, config))
+                        return self.fn.grid_launcher()(grid, *args, **ckw)
+        return self._launch_general(grid, args, kwargs)
+
+    def _launch_general(self, grid, args, kwargs):
+        if "grid" in kwargs:
+            raise TypeError(f"{self.__name__}(): the grid is given by {self.__name__}[grid](...) (or "
+                            f"{self.__name__}.run(..., grid=...)); do not pass grid= to the launch as well")
+        warmup = kwargs.pop("warmup", False)
         if kwargs and not self._config_names.isdisjoint(kwargs):
             clash = sorted(self._config_names.intersection(kwargs))
             raise ValueError(f"{self.__name__}: {', '.join(map(repr, clash))} "
@@ -206,11 +233,13 @@ class Autotuner(KernelInterface):
             if config is None:
                 config = self._tune(key, args, kwargs, grid)
             hit = self._launch_kw[key] = (config, config.all_kwargs())
+            if not kwargs and self._key_fn is None:
+                self._key_fn = _key_function(self._key_pos, args)
         config, ckw = hit
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook(self._nargs(args, kwargs, config))
-        return self.fn.run(*args, grid=grid, **ckw, **kwargs)
+        return self.fn.grid_launcher()(grid, *args, **ckw, **kwargs)
 
     def _nargs(self, args, kwargs, config=None) -> dict:
         d = dict(zip(self.arg_names, args))
@@ -341,7 +370,7 @@ class Autotuner(KernelInterface):
                 config.pre_hook(nargs)
             self._pre_hook(nargs)
             try:
-                self.fn.run(*args, grid=grid, **launch_kwargs)
+                self.fn.grid_launcher()(grid, *args, **launch_kwargs)
             finally:
                 self._post_hook(nargs)
 
@@ -391,6 +420,35 @@ class Autotuner(KernelInterface):
                     raise
                 self._skip(c, e)
         return out
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _key_function(key_pos, args):
+    """A generated ``key(args)`` equal to ``Autotuner._tuning_key(args, {})`` for arguments of the same
+    types as ``args`` (tensors, ints, floats, bools, None), returning None for any other call."""
+    import sys
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None)
+    n = len(args)
+    if any(i >= n for i, _ in key_pos):
+        return None
+    g = {"T": tensor}
+    checks, parts = [f"len(a) == {n}"], [f"a[{i}]" for i, _ in key_pos]
+    for j, a in enumerate(args):
+        if tensor is not None and type(a) is tensor:
+            checks.append(f"type(a[{j}]) is T")
+            parts.append(f"a[{j}].dtype")
+        elif type(a) in _SCALARS:
+            g[f"t{j}"] = type(a)
+            checks.append(f"type(a[{j}]) is t{j}")
+        else:
+            return None
+    src = (f"def key(a):\n    if {' and '.join(checks)}:\n        return ({', '.join(parts)}{',' if parts else ''})\n"
+           "    return None\n")
+    exec(compile(src, "<newt autotune key>", "exec"), g)  # noqa: S102
+    return g["key"]
 
 
 def _plain(v):
@@ -445,14 +503,14 @@ class Heuristics(KernelInterface):
         _check_names("heuristics", self, list(values), "heuristic for")
         self.values = dict(values)
 
-    def run(self, *args, **kwargs):
+    def _launch(self, grid, /, *args, **kwargs):
         nargs = dict(zip(self.arg_names, args))
         nargs.update(kwargs)
         for name, heur in self.values.items():
             v = heur(nargs)
             kwargs[name] = v
             nargs[name] = v
-        return self.fn.run(*args, **kwargs)
+        return self.fn.grid_launcher()(grid, *args, **kwargs)
 
 
 def heuristics(values: dict):

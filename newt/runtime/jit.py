@@ -119,12 +119,15 @@ class JITFunction:
 
     def __getitem__(self, grid):
         """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``)."""
-        run = self.__dict__.get("run") or self._install_run()
-        return functools.partial(run, grid=grid)
+        return functools.partial(self.__dict__.get("_fast") or self._install_fast(), grid)
 
-    def run(self, *args, **kwargs):
+    def run(self, *args, grid=None, **kwargs):
         """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
-        return self._install_run()(*args, **kwargs)
+        return (self.__dict__.get("_fast") or self._install_fast())(grid, *args, **kwargs)
+
+    def grid_launcher(self):
+        """The launch function ``f(grid, *args, **options)`` behind ``kernel[grid](...)``."""
+        return self.__dict__.get("_fast") or self._install_fast()
 
     def warmup(self, *args, grid=None, **kwargs):
         """Compile (and load, when there is a GPU) without launching; returns the CompiledKernel.
@@ -134,19 +137,25 @@ class JITFunction:
         """
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
-    def _install_run(self):
+    def _install_fast(self):
         with self._lock:
-            run = self.__dict__.get("run")
-            if run is None:
-                run = self._run_interpreted if self.is_interpreted() else build_fast_path(self)
-                self.run = run
-        return run
+            fast = self.__dict__.get("_fast")
+            if fast is None:
+                if self.is_interpreted():
+                    interp = self._run_interpreted
+
+                    def fast(grid, /, *args, **kwargs):
+                        return interp(*args, grid=grid, **kwargs)
+                else:
+                    fast = build_fast_path(self)
+                self._fast = fast
+        return fast
 
     def clear_cache(self):
         """Forget compiled specializations (the disk cache is untouched)."""
         self._cache.clear()
         self._ir_cache.clear()
-        self.__dict__.pop("run", None)
+        self.__dict__.pop("_fast", None)
 
     # -- the slow path ---------------------------------------------------------------------
     def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup):
@@ -235,6 +244,8 @@ def normalize_grid(grid, meta, name: str):
     """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``."""
     if callable(grid):
         grid = grid(meta)
+        if type(grid) is tuple and 0 < len(grid) < 4:  # the usual case; the launcher checks the values
+            return grid
     if isinstance(grid, int):
         grid = (grid,)
     if grid is None:
@@ -282,7 +293,12 @@ _MISSING = _Missing()
 
 
 def build_fast_path(kernel: JITFunction):
-    """Generate ``run(<the kernel's parameters>, *, grid, num_warps, num_stages, num_ctas, stream, warmup)``."""
+    """Generate ``launch(grid, <the kernel's parameters>, *, num_warps, num_stages, num_ctas, stream, warmup)``.
+
+    ``kernel[grid]`` is ``functools.partial(launch, grid)`` (positional, so a
+    launch merges no keyword dictionaries); ``kernel.run(..., grid=g)`` calls it
+    with ``g``.
+    """
     import torch
 
     from . import driver
@@ -308,6 +324,9 @@ def build_fast_path(kernel: JITFunction):
         import difflib
         k = next(iter(extra))
         hint = ""
+        if k == "grid":
+            raise TypeError(f"{name}(): the grid is given by {name}[grid](...) (or {name}.run(..., grid=...)); "
+                            "do not pass grid= to the launch as well")
         if k in ("maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "num_buffers_warp_spec"):
             hint = " (this launch option is not supported by newt)"
         else:
@@ -364,7 +383,7 @@ def build_fast_path(kernel: JITFunction):
         else:
             g[f"{_P}d_{n}"] = p.default
             sig.append(f"{n}={_P}d_{n}")
-    opts = ["grid=None"]
+    opts = []
     nw_expr = "num_warps" if "num_warps" in params else None
     ns_expr = "num_stages" if "num_stages" in params else None
     if nw_expr is None:
@@ -374,7 +393,7 @@ def build_fast_path(kernel: JITFunction):
     if "num_ctas" not in params:
         opts.append("num_ctas=1")
     opts += ["stream=None", "warmup=False", f"**{_P}extra"]
-    L = [f"def {name}({', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
+    L = [f"def {name}({_P}grid, {', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
     L.append(f"    if {_P}more:")
     L.append(f"        {_P}too_many(len({_P}more))")
     L.append(f"    if {_P}extra:")
@@ -433,16 +452,16 @@ def build_fast_path(kernel: JITFunction):
     L.append(f"        return {_P}k.kernel")
     meta = ", ".join([f"{n!r}: {n}" for n in kernel.arg_names] + ["'num_warps': num_warps",
                                                                    "'num_stages': num_stages"])
-    L.append(f"    if {_P}type(grid) is not tuple or not 0 < len(grid) < 4:")
-    L.append(f"        grid = {_P}norm_grid(grid, {{{meta}}}, {_P}name)")
-    L.append("    if len(grid) == 1:")
-    L.append(f"        {_P}gx = grid[0]")
+    L.append(f"    if {_P}type({_P}grid) is not tuple or not 0 < len({_P}grid) < 4:")
+    L.append(f"        {_P}grid = {_P}norm_grid({_P}grid, {{{meta}}}, {_P}name)")
+    L.append(f"    if len({_P}grid) == 1:")
+    L.append(f"        {_P}gx = {_P}grid[0]")
     L.append(f"        {_P}gy = {_P}gz = 1")
-    L.append("    elif len(grid) == 2:")
-    L.append(f"        {_P}gx, {_P}gy = grid")
+    L.append(f"    elif len({_P}grid) == 2:")
+    L.append(f"        {_P}gx, {_P}gy = {_P}grid")
     L.append(f"        {_P}gz = 1")
     L.append("    else:")
-    L.append(f"        {_P}gx, {_P}gy, {_P}gz = grid")
+    L.append(f"        {_P}gx, {_P}gy, {_P}gz = {_P}grid")
     L.append("    if stream is None:")
     L.append(f"        {_P}s = {_P}stream({_P}dev)")
     L.append("    else:")

@@ -267,3 +267,35 @@ def test_config_api():
     assert c == newt.Config({"BLOCK_N": 64, "BLOCK_M": 128}, num_warps=8, num_stages=4)
     assert len({c, newt.Config({"BLOCK_N": 64, "BLOCK_M": 128}, num_warps=8, num_stages=4)}) == 1
     assert newt.Config({}).num_warps == 4 and newt.Config({}).num_stages == 3
+
+
+def test_hot_path_key_matches_the_general_key(gpu):
+    """The generated key function (used once a launch pattern is known) computes _tuning_key exactly,
+    and declines (None) for any other argument types, so such launches take the general path."""
+    from newt.runtime.autotuner import _key_function
+    b = Bench()
+    k = make(b)
+    x, h = torch.randn(64), torch.randn(64).half()
+    for args in [(x, x, x, 64), (h, x, h, 7), (x, h, x, 0)]:
+        kf = _key_function(k._key_pos, args)
+        assert kf(args) == k._tuning_key(args, {})
+        assert kf((h, h, h, 3)) == k._tuning_key((h, h, h, 3), {})
+        assert kf((x, x, x, 2.5)) is None  # a float where an int was seen
+        assert kf((x, x, x)) is None and kf((x, x, x, 1, 2)) is None
+        assert kf((1, x, x, 1)) is None
+    assert _key_function(k._key_pos, (x, x, x)) is None  # the key argument is not positional
+
+
+def test_hot_path_launches_like_the_general_path(gpu):
+    b = Bench()
+    k = make(b)
+    x = torch.randn(1024)
+    k[grid](x, x, x, 1024)
+    assert k._key_fn is not None
+    n = len(gpu.launches)
+    k[grid](x, x, x, 1024)  # hot path: same config, the config's pre_hook still runs
+    assert len(gpu.launches) == n + 1 and gpu.launches[-1].grid == (8, 1, 1) and b.current == 128
+    k[grid](x, x, x, 1024, stream=0)  # keyword options take the general path
+    assert len(gpu.launches) == n + 2 and b.calls == 4
+    with pytest.raises(TypeError, match="the grid is given by"):
+        k[grid](x, x, x, 1024, grid=(1,))

@@ -186,7 +186,7 @@ def _fast_key(kernel, *args, **kwargs):
     fast.__globals__["_nwt_miss"] = miss
     fast.__globals__["_nwt_cache"] = {}
     with pytest.raises(Stop):
-        fast(*args, grid=(1,), warmup=True, **kwargs)
+        fast((1,), *args, warmup=True, **kwargs)
     return seen["key"]
 
 
