@@ -19,13 +19,15 @@ for part in "$@"; do
   t0=$(date +%s)
   case "$part" in
     suite)
-      timeout ${SUITE_T:-240} python3 -m pytest tests -m gpu -v -rf --tb=short --durations=20 -p no:cacheprovider -n 8 --ignore=tests/lsp --ignore=tests/e2e \
+      timeout ${SUITE_T:-420} python3 -m pytest tests -m gpu -v -rf --tb=short --durations=20 -p no:cacheprovider -n 8 --ignore=tests/lsp --ignore=tests/e2e \
         -o addopts="" > "$R/gpu_suite.log" 2>&1; grep -E "FAILED|ERROR|passed|failed" "$R/gpu_suite.log" | tail -30 ;;
     failed)
       timeout 200 python3 -m pytest tests -m gpu -q -p no:cacheprovider --ignore=tests/lsp --ignore=tests/e2e \
         -o addopts="" --lf 2>&1 | tee "$R/gpu_failed.log" | tail -40 ;;
     bench)
       timeout 250 python3 benchmarks/bench.py --out "$R" --budget 200 2>&1 | tail -60 > "$R/bench.log"; tail -45 "$R/bench.log" ;;
+    sweep)
+      timeout 150 python3 benchmarks/config_sweep.py --out "$R" ${SWEEP_CELLS:+--cells "$SWEEP_CELLS"} 2>&1 | tee "$R/sweep.log" | tail -40 ;;
     overhead)
       timeout 60 python3 benchmarks/launch_overhead.py --out "$R" 2>&1 | tee "$R/overhead.log" | tail -15 ;;
     deuteron)
