@@ -233,9 +233,16 @@ def _load(em, op):
         for w, i in zip(ws, init):
             em.line(f"  {wct} {w} = {i};")
         pred = em.scalar(mask) if mask is not None else "true"
+        if vol:  # one thread reads; see below
+            pred = "threadIdx.x == 0" + ("" if mask is None else f" && ({pred})")
         em.line(f"  {fn}({', '.join(ws)}, {em.scalar(ptr)}, {pred});")
         em.line(f"  {em.vname(res)} = {unpack_words(ws, t, 1)[0]};")
         em.line("}")
+        if vol:
+            # A volatile scalar may change between the reads of different threads, but a scalar must be
+            # the same in every thread (control flow depends on it: `while cas(p, cur, cur + 1) != cur`
+            # would diverge and deadlock at the next barrier), so thread 0's value is broadcast.
+            broadcast_scalar(em, em.vname(res), ctype(t))
         em.scalars[res] = em.vname(res)
         return
     lay = compact(em.plan.access[op])
@@ -444,6 +451,15 @@ def _has_uses(em, v) -> bool:
     return v in em.used_values
 
 
+def broadcast_scalar(em, name: str, ct: str):
+    """Give every thread thread 0's value of the scalar variable ``name`` (through shared memory)."""
+    off = em.smem_scratch(16, em.cur)
+    em.line("__syncthreads();")  # nobody still reads the slot from an earlier trip through a loop
+    em.line(f"if (threadIdx.x == 0) *reinterpret_cast<{ct}*>(smem + {off}) = {name};")
+    em.line("__syncthreads();")
+    em.line(f"{name} = *reinterpret_cast<{ct}*>(smem + {off});")
+
+
 @lowers("atomic_rmw", "atomic_cas")
 def _atomic(em, op):
     res = op.result
@@ -468,11 +484,7 @@ def _atomic(em, op):
         call = f"{fn}({em.scalar(ptr)}, {', '.join(em.scalar(a) for a in args_v)})"
         em.line(f"if (threadIdx.x == 0{m}) {name} = {call};")
         if need:  # every thread sees the old value
-            off = em.smem_scratch(16, em.cur)
-            em.line("__syncthreads();")
-            em.line(f"if (threadIdx.x == 0) *reinterpret_cast<{ct}*>(smem + {off}) = {name};")
-            em.line("__syncthreads();")
-            em.line(f"{name} = *reinterpret_cast<{ct}*>(smem + {off});")
+            broadcast_scalar(em, name, ct)
         em.scalars[res] = name
         return
     lay = compact(em.plan.access[op])
