@@ -8,7 +8,9 @@ Every kernel is written once, in ``TEMPLATE``; ``$P``/``$L`` become
 the same ``autotune`` config lists and the same launch wrappers.  Every
 implementation is timed by the same timer: ``newt.testing.do_bench`` (CUDA
 events, 256 MB written to flush the L2 before every repetition, median of
-the repetitions after warm-up).  Each result is checked against torch first.
+the repetitions after warm-up), in ``--rounds`` rounds that alternate the
+implementations; a cell's time is the median of its rounds.  Each result is
+checked against torch first.
 
 Cells: add (2^20, 2^24, 2^28 fp32); softmax and layer norm (8192 rows x
 1024..16384, fp16 and fp32); matmul fp16/bf16 (1024^3..8192^3) and fp32 with
@@ -22,6 +24,7 @@ Triton in the same run and against the Triton anchors in
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -255,7 +258,7 @@ def error_of(kind, out, ref) -> float:
 TOLERANCE = {"add": 1e-5, "softmax": 1e-2, "layernorm": 3e-2, "matmul": 2e-2}
 
 
-def run_cells(selected, modules, deadline, log) -> list:
+def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
     import torch
     results = []
     for i, (kind, shape, dtype) in enumerate(selected):
@@ -273,11 +276,12 @@ def run_cells(selected, modules, deadline, log) -> list:
             cell["error"] = f"{type(e).__name__}: {e}"
             results.append(cell)
             continue
-        for impl in ("newt", "triton", "torch"):
-            m = modules.get(impl)
-            if impl != "torch" and m is None:
-                continue
-            cell["impls"][impl] = measure(kind, dtype, impl, m, calls[impl], outs, ref, unit, work)
+        impls = [i for i in ("newt", "triton", "torch") if i == "torch" or modules.get(i) is not None]
+        for impl in impls:
+            cell["impls"][impl] = first_call(kind, dtype, impl, modules.get(impl), calls[impl], outs, ref)
+        timed = {i: functools.partial(calls[i], modules.get(i)) for i in impls}
+        time_rounds(cell["impls"], timed, unit, work, rounds)
+        del timed
         del outs, calls, ref
         torch.cuda.empty_cache()
         cell["seconds"] = round(time.time() - t_cell, 2)
@@ -286,26 +290,45 @@ def run_cells(selected, modules, deadline, log) -> list:
     return results
 
 
-def measure(kind, dtype, impl, m, call, outs, ref, unit, work) -> dict:
+def first_call(kind, dtype, impl, m, call, outs, ref) -> dict:
+    """The first call (autotuning and compiling), then the result checked against the reference."""
     import torch
     entry = {}
     try:
         t0 = time.time()
-        call(m)  # the first call autotunes and compiles
+        call(m)
         torch.cuda.synchronize()
         entry["first_call_s"] = round(time.time() - t0, 3)
         err = error_of(kind, outs[impl], ref)
         entry["error"] = err
         entry["ok"] = bool(err <= TOLERANCE[kind] * (10 if dtype == "bfloat16" else 1))
-        ms = median_ms(lambda: call(m))
-        entry["ms"] = ms
-        entry[unit] = work / ms * (1e-6 if unit == "GBps" else 1e-9)
         if impl != "torch":
             entry["config"] = best_config(m, kind, 4 if dtype == "float32" else 2)
     except Exception as e:  # noqa: BLE001
         entry["failed"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         entry["traceback"] = traceback.format_exc()[-2000:]
     return entry
+
+
+def time_rounds(entries: dict, calls: dict, unit: str, work, rounds: int, rep: float = 40.0):
+    """Time the implementations in ``rounds`` interleaved rounds (newt, Triton, torch, newt, ...), so clock
+    and thermal drift reach all of them alike; each entry gets the median of its rounds' medians."""
+    import statistics
+    live = [i for i, e in entries.items() if "failed" not in e]
+    for _ in range(rounds):
+        for impl in list(live):
+            try:
+                entries[impl].setdefault("rounds_ms", []).append(median_ms(calls[impl], warmup=10, rep=rep))
+            except Exception as e:  # noqa: BLE001
+                entries[impl]["failed"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+                entries[impl]["traceback"] = traceback.format_exc()[-2000:]
+                live.remove(impl)
+    for impl in live:
+        ts = entries[impl]["rounds_ms"]
+        ms = statistics.median(ts)
+        entries[impl]["ms"] = ms
+        entries[impl]["spread"] = (max(ts) - min(ts)) / ms
+        entries[impl][unit] = work / ms * (1e-6 if unit == "GBps" else 1e-9)
 
 
 def describe(cell) -> str:
@@ -370,8 +393,9 @@ def render_md(data) -> str:
     L.append("Method: newt and Triton compile the same kernel source (`benchmarks/bench.py`, only `nl`/`tl` "
              "differ) and autotune over the same configs; every implementation is timed by "
              "`newt.testing.do_bench` (CUDA events, L2 flushed by writing 256 MB before each repetition, "
-             "25 ms warm-up, 100 ms of repetitions, median). Ratios are speed-ups: other time / newt time "
-             "(above 1.00x newt is faster). Results are checked against torch (fp32 reference) first. "
+             f"10 ms warm-up, 40 ms of repetitions, median) in {data.get('rounds', 1)} rounds that alternate "
+             "newt, Triton and torch; a cell's time is the median of its rounds. Ratios are speed-ups: other "
+             "time / newt time (above 1.00x newt is faster). Results are checked against torch (fp32 reference) first. "
              "fp32 matmul runs on TF32 tensor cores in all three (torch with `allow_tf32=True`).")
     if data.get("anchors"):
         L.append(f"Anchors: `{Path(data['anchors']).name}` (Triton 3.6 on the H200, same method).")
@@ -480,6 +504,7 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=330.0, help="seconds; later cells are skipped (default 330)")
     p.add_argument("--anchors", default=None, help="directory of the anchor JSON files")
     p.add_argument("--no-triton", action="store_true", help="skip Triton")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per cell (default 3)")
     p.add_argument("--rescore", default=None, help="rebuild the reports from an existing results.json")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -508,8 +533,8 @@ def main(argv=None) -> int:
     selected = cells(args.quick, only)
     info = environment()
     log(f"{info.get('gpu')}: {len(selected)} cells")
-    results = run_cells(selected, modules, t_start + args.budget, log)
-    data = {"info": info, "results": results, "anchors": anchor_path, "quick": args.quick,
+    results = run_cells(selected, modules, t_start + args.budget, log, rounds=args.rounds)
+    data = {"info": info, "results": results, "anchors": anchor_path, "quick": args.quick, "rounds": args.rounds,
             "seconds": round(time.time() - t_start, 1)}
     data["summary"] = score(results, anchors)
     write_reports(data, out)
