@@ -26,6 +26,10 @@ for part in "$@"; do
         -o addopts="" --lf 2>&1 | tee "$R/gpu_failed.log" | tail -40 ;;
     bench)
       timeout 250 python3 benchmarks/bench.py --out "$R" --budget 200 2>&1 | tail -60 > "$R/bench.log"; tail -45 "$R/bench.log" ;;
+    atomics)
+      # the atomics tests on the GPU, several times over (they once hung at random)
+      for i in 1 2 3 4 5; do timeout 90 python3 -m pytest tests/ops/test_atomics.py -k cuda -q -p no:cacheprovider \
+        -o addopts="" 2>&1 | tail -1; done | tee "$R/atomics.log" ;;
     sweep)
       timeout 150 python3 benchmarks/config_sweep.py --out "$R" ${SWEEP_CELLS:+--cells "$SWEEP_CELLS"} 2>&1 | tee "$R/sweep.log" | tail -40 ;;
     overhead)
