@@ -73,6 +73,7 @@ class Kernel:
         self._source = None
         self._entries: dict = {}
         self._host = None
+        self._binder = None
 
     # ------------------------------------------------------------------ source and structure
     @property
@@ -100,6 +101,14 @@ class Kernel:
 
     # ------------------------------------------------------------------ binding
     def _bind(self, args, kwargs):
+        fast = self._binder
+        if fast is None:
+            fast = self._binder = _make_binder(self.signature) or False
+        if fast:
+            try:
+                return _Bound(*fast(*args, **kwargs), self.signature)
+            except TypeError:
+                pass  # the same call through inspect, for its error message
         try:
             b = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -110,14 +119,18 @@ class Kernel:
     def _key(self, bound) -> tuple:
         import torch
         parts = []
+        tensor = torch.Tensor
+        static = self.static_shapes
 
         def add(v):
-            if isinstance(v, torch.Tensor):
-                if self.static_shapes:
-                    parts.append(("T", str(v.dtype), tuple(v.shape), tuple(v.stride()), v.device.type))
+            if isinstance(v, tensor):
+                dt = _DTYPE_NAMES.get(v.dtype) or _DTYPE_NAMES.setdefault(v.dtype, str(v.dtype))
+                dev = "cuda" if v.is_cuda else v.device.type
+                if static:
+                    parts.append(("T", dt, tuple(v.shape), v.stride(), dev))
                 else:
-                    parts.append(("T", str(v.dtype), v.dim(), tuple(_np2(s) if s > 1 else s for s in v.shape),
-                                  tuple(st == 1 for st in v.stride()), v.device.type))
+                    parts.append(("T", dt, v.dim(), tuple(_np2(s) if s > 1 else s for s in v.shape),
+                                  tuple(st == 1 for st in v.stride()), dev))
             elif isinstance(v, (list, tuple)):
                 parts.append(("L", len(v)))
                 for x in v:
@@ -246,6 +259,53 @@ class Kernel:
 
 def _np2(n):
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+_DTYPE_NAMES: dict = {}  # torch.dtype -> str(dtype) (str() of a dtype is slow enough to matter per call)
+
+
+class _Bound:
+    """The arguments of one call, by position, by keyword and by name (like ``inspect.BoundArguments``
+    after ``apply_defaults``)."""
+
+    __slots__ = ("args", "kwargs", "arguments", "signature")
+
+    def __init__(self, args, kwargs, arguments, signature):
+        self.args = args
+        self.kwargs = kwargs
+        self.arguments = arguments
+        self.signature = signature
+
+
+def _make_binder(signature):
+    """A generated ``bind(*args, **kwargs) -> (args, kwargs, arguments)`` for ``signature``, or None when it
+    has ``*args``/``**kwargs`` (those go through ``inspect``).  Binding with ``inspect`` costs more than
+    the rest of a launch."""
+    P = inspect.Parameter
+    params = list(signature.parameters.values())
+    if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in params):
+        return None
+    g = {}
+    sig, pos, kw = [], [], []
+    seen_kw_only = False
+    for i, p in enumerate(params):
+        if p.kind is P.KEYWORD_ONLY and not seen_kw_only:
+            sig.append("*")
+            seen_kw_only = True
+        if p.default is P.empty:
+            sig.append(p.name)
+        else:
+            g[f"__dt_default{i}"] = p.default
+            sig.append(f"{p.name}=__dt_default{i}")
+        if p.kind is P.POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind is not P.POSITIONAL_ONLY):
+            sig.append("/")
+        (kw if p.kind is P.KEYWORD_ONLY else pos).append(p.name)
+    names = [p.name for p in params]
+    src = (f"def bind({', '.join(sig)}):\n"
+           f"    return ({''.join(n + ', ' for n in pos)}), {{{', '.join(f'{n!r}: {n}' for n in kw)}}}, "
+           f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}\n")
+    exec(compile(src, "<deuteron binder>", "exec"), g)  # noqa: S102
+    return g["bind"]
 
 
 def _dispatch_launch(k, host_locals):
@@ -407,7 +467,7 @@ class _Entry:
     def program(self, k, host_locals, run) -> object:
         progs = self.programs.setdefault(k, [])
         for p in progs:
-            if _guards_hold(p, host_locals, run.fn_globals, self.kernel.static_shapes):
+            if _guards_hold(p, host_locals, run.fn_globals, self.kernel.static_shapes, run.arguments):
                 return p
         p = run.trace(k, host_locals)
         progs.insert(0, p)
@@ -461,19 +521,31 @@ def _fetch(source, host_locals, g):
 _MISSING = object()
 
 
-def _guards_hold(prog, host_locals, g, static) -> bool:
-    import torch
+_TRACE_HELPERS: list = []  # [torch.Tensor, trace._guard_value], filled on first use (no imports per call)
 
-    from .trace import _guard_value
+
+def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
+    """Whether the traced ``prog`` fits this launch (the tensors' dtypes, devices, shapes and strides, and the
+    host values it was specialized on).  With static shapes, a tensor that is still the argument of its name
+    is not checked again: the entry (``Kernel._key``) already matched it exactly."""
+    if not _TRACE_HELPERS:
+        import torch
+
+        from .trace import _guard_value
+        _TRACE_HELPERS[:] = [torch.Tensor, _guard_value]
+    tensor, _guard_value = _TRACE_HELPERS
     for ta in prog.tensors.values():
-        t = _fetch(ta.sources[0], host_locals, g)
-        if not isinstance(t, torch.Tensor) or t.dtype != ta.dtype or t.device.type != ta.tensor.device.type:
-            return False
-        if static:
-            if tuple(t.shape) != ta.shape or tuple(t.stride()) != ta.strides:
+        src = ta.sources[0]
+        t = _fetch(src, host_locals, g)
+        if not (static and arguments and src[0] == "local" and arguments.get(src[1], _MISSING) is t):
+            if not isinstance(t, tensor) or t.dtype != ta.dtype:
                 return False
-        else:
-            if t.dim() != len(ta.shape) or any(_np2(a) != _np2(b) for a, b in zip(t.shape, ta.shape)) or \
+            if t.is_cuda != ta.tensor.is_cuda or (not t.is_cuda and t.device.type != ta.tensor.device.type):
+                return False
+            if static:
+                if t.shape != ta.shape or t.stride() != ta.strides:
+                    return False
+            elif t.dim() != len(ta.shape) or any(_np2(a) != _np2(b) for a, b in zip(t.shape, ta.shape)) or \
                     any((a == 1) != (b == 1) for a, b in zip(t.stride(), ta.strides)):
                 return False
         for s in ta.sources[1:]:
@@ -488,7 +560,7 @@ def _guards_hold(prog, host_locals, g, static) -> bool:
             what, tname, d = key
             ta = prog.tensors.get(tname)
             t = _fetch(ta.sources[0], host_locals, g) if ta else _MISSING
-            if not isinstance(t, torch.Tensor):
+            if not isinstance(t, tensor):
                 return False
             val = t.shape[d] if what == "size" else t.stride(d)
             if _guard_value(int(val)) != gv:
@@ -519,8 +591,10 @@ class _HostRun:
         self._reg_calls = 0
         self.launches = []
         self.built: list = []
+        self.arguments: dict = {}  # the call's arguments by name
 
     def execute(self, bound):
+        self.arguments = bound.arguments
         host = self.kernel._host_fn()
         token = L._CONTEXT.set(self)
         try:
