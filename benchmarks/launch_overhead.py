@@ -86,9 +86,30 @@ def cases(modules):
         buf = launcher.buffer
         buf.packer.pack_into(buf.view, 0, *vals)
         f, bx, addr = launcher.function, launcher.block, buf.params_addr
+        out_cases.update(deuteron_cases())
         out_cases["floor: bare cuda.bindings cuLaunchKernel"] = lambda: driver.cuLaunchKernel(f, 1, 1, 1, bx, 1, 1, 0,
                                                                                               stream, addr, 0)
     return out_cases
+
+
+def deuteron_cases() -> dict:
+    """The examples' deuteron softmax and layer norm on small inputs, at a fixed config (no tuning): what a
+    deuteron call costs on the host (binding, the entry and program lookups, the host code, the launch)."""
+    import torch
+    try:
+        import deuteron as dt
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "deuteron"))
+        import layer_norm
+        import softmax
+    except ImportError as e:
+        print(f"deuteron cases skipped: {e}")
+        return {}
+    cfg = dt.Config(block_sizes=[1], reduction_loops=[None], num_warps=4)
+    sm = dt.kernel(config=cfg)(softmax.softmax.fn)
+    ln = dt.kernel(config=cfg)(layer_norm.layer_norm.fn)
+    x = torch.randn(4, 128, device="cuda", dtype=torch.float16)
+    w, b = torch.randn(128, device="cuda", dtype=torch.float16), torch.randn(128, device="cuda", dtype=torch.float16)
+    return {"deuteron: softmax call": lambda: sm(x), "deuteron: layer_norm call": lambda: ln(x, w, b)}
 
 
 def main(argv=None) -> int:
