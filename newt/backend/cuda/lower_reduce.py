@@ -188,6 +188,26 @@ def _reduce(em, op):
         b.line(f"for (int r = 0; r < {nout}; ++r) {cond}{{ const int f = {fo}; "
                + " ".join(f"{p}[wp * {nout_el} + f] = {a}[r];" for p, a in zip(ptrs, accs)) + " }")
         b.line("__syncthreads();")
+        if nout == 1 and nout_el == 1 and nwa >= 4:
+            # One value per warp: lane l of every warp reads warp (l mod nwa)'s value and a butterfly over
+            # log2(nwa) lanes combines them (one shared load and a few shuffles instead of nwa loads, and
+            # fewer registers live; every warp ends with the total, so no third barrier is needed).
+            for p, a in zip(ptrs, accs):
+                b.line(f"{a}[0] = {p}[lane_id & {nwa - 1}];")
+            for bit in range(len(aw)):
+                m = 1 << bit
+                for k in range(n):
+                    b.line(f"const {wts[k]} v{k}_{bit} = shfl_xor({accs[k]}[0], {m});")
+                if kind in _COMMUTATIVE:
+                    lo = [f"{accs[k]}[0]" for k in range(n)]
+                    hi = [f"v{k}_{bit}" for k in range(n)]
+                else:  # the lower warp's value goes first
+                    lo = [f"((lane_id & {m}) ? v{k}_{bit} : {accs[k]}[0])" for k in range(n)]
+                    hi = [f"((lane_id & {m}) ? {accs[k]}[0] : v{k}_{bit})" for k in range(n)]
+                b.line(_call(fn, lo, hi, [f"{accs[k]}[0]" for k in range(n)]))
+            c.line("}")
+            _reduce_results(em, op, accs, wts, out_lay)
+            return
         b.line("#pragma unroll")
         b.line(f"for (int r = 0; r < {nout}; ++r) {{")
         bb = b.sub(1)
@@ -203,7 +223,10 @@ def _reduce(em, op):
         bb.line("}")
         b.line("}")
         c.line("}")
-    # results
+    _reduce_results(em, op, accs, wts, out_lay)
+
+
+def _reduce_results(em, op, accs, wts, out_lay):
     for k, res in enumerate(op.results):
         t = res.type
         fin = (lambda e, t=t, k=k: from_compute(e, t) if wts[k] == "float" and is_lowp_float(t) else e)
@@ -215,7 +238,6 @@ def _reduce(em, op):
                 raise BackendError(f"internal: reduce result layout {olay} != {out_lay}", op)
             name = em.declare_block(res, olay)
             em.for_regs(olay.nregs, f"{name}[i] = {fin(f'{accs[k]}[i]')};")
-    del kind
 
 
 #: combines whose result does not depend on the order of the operands (float add/mul/min/max included)
