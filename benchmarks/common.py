@@ -93,11 +93,14 @@ def environment() -> dict:
                 info.update(driver=drv, max_sm_clock=clk, power_limit=pwr)
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             pass
-    try:
-        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=str(ROOT), timeout=10).stdout.strip() or "?"
-    except (OSError, subprocess.SubprocessError):
-        info["git"] = "?"
+    # NEWT_GIT_REV: the commit, when the tree was copied to the GPU machine without its history
+    info["git"] = os.environ.get("NEWT_GIT_REV", "")
+    if not info["git"]:
+        try:
+            info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                         cwd=str(ROOT), timeout=10).stdout.strip() or "?"
+        except (OSError, subprocess.SubprocessError):
+            info["git"] = "?"
     return info
 
 

@@ -12,7 +12,7 @@ R=$OUT/r
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
   python3 -c "import torch, triton, cuda.bindings; from cuda.bindings import nvrtc; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda-bindings', cuda.bindings.__version__, 'nvrtc', nvrtc.nvrtcVersion()[1:])"
-  git rev-parse --short HEAD 2>/dev/null || true
+  echo "git ${NEWT_GIT_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
 } > "$R/env.txt" 2>&1
 cat "$R/env.txt"
 for part in "$@"; do
