@@ -47,19 +47,24 @@ def tuned_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: $L.constexpr):
 
 
 def per_launch_us(launch, launches: int, windows: int) -> dict:
+    import gc
+
     import torch
     for _ in range(20):
         launch()
     torch.cuda.synchronize()
     samples = []
+    gc0 = [g["collections"] for g in gc.get_stats()]
     for _ in range(windows):
         t0 = time.perf_counter()
         for _ in range(launches):
             launch()
         samples.append((time.perf_counter() - t0) / launches * 1e6)
         torch.cuda.synchronize()
+    gcs = [g["collections"] - c for g, c in zip(gc.get_stats(), gc0)]
     return {"median_us": statistics.median(samples), "min_us": min(samples),
-            "p90_us": sorted(samples)[int(0.9 * (len(samples) - 1))]}
+            "p90_us": sorted(samples)[int(0.9 * (len(samples) - 1))],
+            "samples_us": [round(x, 3) for x in samples], "gc_collections": gcs}
 
 
 def cases(modules):
