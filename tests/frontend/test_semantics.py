@@ -256,7 +256,7 @@ def test_values_assigned_before_break_leave_the_loop():
     """Regression: the branch that breaks used to be treated as 'don't care' for carried values."""
     import torch
 
-    from newt.interpreter import launch_jit
+    from newt.runtime.interpret import launch_jit
     x = torch.ones(40)
     x[17] = -1.0
     out = torch.zeros(1, dtype=torch.int32)
@@ -271,7 +271,7 @@ def test_softmax_keeps_the_shape():
     """Regression: nl.softmax with the default keep_dims used to reshape its result away."""
     import torch
 
-    from newt.interpreter import launch_jit
+    from newt.runtime.interpret import launch_jit
 
     @newt.jit
     def sm(x_ptr, out_ptr, N: nl.constexpr):

@@ -10,6 +10,7 @@ import torch
 import newt
 import newt.language as nl
 from newt import interpreter as ni
+from newt.runtime import interpret as nri
 from newt.interpreter import executor
 
 
@@ -40,7 +41,7 @@ def test_unmasked_load_past_the_end():
     x = torch.randn(100)
     out = torch.zeros(100)
     with pytest.raises(ni.OutOfBoundsError) as ei:
-        ni.launch_jit(oob_load_kernel, (4,), (x, out), {"BLOCK": 32})
+        nri.launch_jit(oob_load_kernel, (4,), (x, out), {"BLOCK": 32})
     e = ei.value
     line = line_of(oob_load_kernel, "x = nl.load(x_ptr + offs)")
     col = col_of(oob_load_kernel, "x = nl.load(x_ptr + offs)", "nl.load")
@@ -68,7 +69,7 @@ def masked_kernel(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
 def test_masked_lanes_are_never_checked():
     x = torch.randn(100)
     out = torch.zeros(100)
-    ni.launch_jit(masked_kernel, (4,), (x, out, 100), {"BLOCK": 32})
+    nri.launch_jit(masked_kernel, (4,), (x, out, 100), {"BLOCK": 32})
     assert torch.equal(out, x)
 
 
@@ -81,7 +82,7 @@ def oob_store_kernel(out_ptr, n, BLOCK: nl.constexpr):
 def test_store_before_the_start():
     out = torch.zeros(64)
     with pytest.raises(ni.OutOfBoundsError) as ei:
-        ni.launch_jit(oob_store_kernel, (1,), (out, 64), {"BLOCK": 64})
+        nri.launch_jit(oob_store_kernel, (1,), (out, 64), {"BLOCK": 64})
     e = ei.value
     assert e.access == "store" and e.offset == -3 and e.index == (0,) and e.arg == "out_ptr"
     assert e.loc.line == line_of(oob_store_kernel, "nl.store(out_ptr + offs, 1.0")
@@ -104,7 +105,7 @@ def test_loop_carried_pointer_names_its_parameter():
     y = torch.randn(1000)  # another tensor the walk could land in is not an excuse
     out = torch.zeros(16)
     with pytest.raises(ni.OutOfBoundsError) as ei:
-        ni.launch_jit(loop_pointer_kernel, (1,), (x, out, 5), {"BLOCK": 16})
+        nri.launch_jit(loop_pointer_kernel, (1,), (x, out, 5), {"BLOCK": 16})
     assert ei.value.arg == "x_ptr" and ei.value.offset == 64
     del y
 
@@ -120,7 +121,7 @@ def test_atomic_out_of_bounds():
     h = torch.zeros(8, dtype=torch.int32)
     x = torch.tensor([0, 1, 2, 9, 3, 4, 5, 6], dtype=torch.int32)
     with pytest.raises(ni.OutOfBoundsError) as ei:
-        ni.launch_jit(oob_atomic_kernel, (1,), (h, x), {"BLOCK": 8})
+        nri.launch_jit(oob_atomic_kernel, (1,), (h, x), {"BLOCK": 8})
     e = ei.value
     assert e.access == "atomic" and e.offset == 9 and e.index == (3,)
 
@@ -131,7 +132,7 @@ def null_kernel(x_ptr, out_ptr):
 
 
 def test_null_pointer():
-    fn, _ = ni.build(null_kernel, (torch.zeros(1), torch.zeros(1)))
+    fn, _ = nri.build(null_kernel, (torch.zeros(1), torch.zeros(1)))
     with pytest.raises(ni.OutOfBoundsError, match="'x_ptr' is a null pointer"):
         ni.launch(fn, (1,), [None, torch.zeros(1)])
 
@@ -145,10 +146,10 @@ def view_kernel(x_ptr, n, BLOCK: nl.constexpr):
 def test_checker_uses_the_tensor_not_its_storage():
     base = torch.zeros(100)
     view = base[10:20]
-    ni.launch_jit(view_kernel, (1,), (view, 10), {"BLOCK": 16})
+    nri.launch_jit(view_kernel, (1,), (view, 10), {"BLOCK": 16})
     assert base[10:20].tolist() == [7.0] * 10 and not base[:10].any() and not base[20:].any()
     with pytest.raises(ni.OutOfBoundsError) as ei:
-        ni.launch_jit(view_kernel, (1,), (view, 12), {"BLOCK": 16})
+        nri.launch_jit(view_kernel, (1,), (view, 12), {"BLOCK": 16})
     assert ei.value.offset == 10 and "(1 past the last one)" in str(ei.value)
 
 
@@ -162,7 +163,7 @@ def test_misaligned_address():
     x = torch.zeros(16, dtype=torch.uint8)
     out = torch.zeros(1, dtype=torch.int32)
     with pytest.raises(ni.MisalignedAddressError, match="not a multiple of 4"):
-        ni.launch_jit(misaligned_kernel, (1,), (x, out), {})
+        nri.launch_jit(misaligned_kernel, (1,), (x, out), {})
 
 
 @newt.jit
@@ -174,10 +175,10 @@ def assert_kernel(x_ptr, n, BLOCK: nl.constexpr):
 
 def test_device_assert():
     x = torch.arange(40, dtype=torch.int32)
-    ni.launch_jit(assert_kernel, (2,), (x, 40), {"BLOCK": 32})
+    nri.launch_jit(assert_kernel, (2,), (x, 40), {"BLOCK": 32})
     x[35] = -1
     with pytest.raises(ni.DeviceAssertionError) as ei:
-        ni.launch_jit(assert_kernel, (2,), (x, 40), {"BLOCK": 32})
+        nri.launch_jit(assert_kernel, (2,), (x, 40), {"BLOCK": 32})
     e = ei.value
     assert isinstance(e, AssertionError)
     assert e.pid == (1, 0, 0) and e.loc.line == line_of(assert_kernel, "nl.device_assert")
@@ -193,7 +194,7 @@ def py_assert_kernel(x_ptr):
 def test_python_assert_in_kernel():
     x = torch.tensor([1, 2, 30, 4], dtype=torch.int32)
     with pytest.raises(ni.DeviceAssertionError, match="too big") as ei:
-        ni.launch_jit(py_assert_kernel, (4,), (x,), {})
+        nri.launch_jit(py_assert_kernel, (4,), (x,), {})
     assert ei.value.pid == (2, 0, 0)
 
 
@@ -205,9 +206,9 @@ def assume_kernel(x_ptr, n):
 
 def test_false_assumption_is_reported():
     x = torch.zeros(1, dtype=torch.int32)
-    ni.launch_jit(assume_kernel, (1,), (x, 5), {})
+    nri.launch_jit(assume_kernel, (1,), (x, 5), {})
     with pytest.raises(ni.InterpreterError, match="nl.assume"):
-        ni.launch_jit(assume_kernel, (1,), (x, -5), {})
+        nri.launch_jit(assume_kernel, (1,), (x, -5), {})
 
 
 @newt.jit
@@ -226,7 +227,7 @@ def test_deadlock_is_detected(monkeypatch):
     flag = torch.zeros(1, dtype=torch.int32)
     out = torch.zeros(2, dtype=torch.int32)
     with pytest.raises(ni.DeadlockError) as ei:
-        ni.launch_jit(wait_for_later_kernel, (2,), (flag, out), {})
+        nri.launch_jit(wait_for_later_kernel, (2,), (flag, out), {})
     e = ei.value
     assert e.pid == (0, 0, 0)
     assert e.loc.line == line_of(wait_for_later_kernel, "while nl.atomic_add")
@@ -246,15 +247,15 @@ def test_lockstep_spin_lock_deadlock_is_explained(monkeypatch):
     lock = torch.zeros(1, dtype=torch.int32)
     data = torch.zeros(1)
     with pytest.raises(ni.DeadlockError, match="mode='sequential'"):
-        ni.launch_jit(spin_lock_kernel, (4,), (lock, data), {}, mode="vectorized")
+        nri.launch_jit(spin_lock_kernel, (4,), (lock, data), {}, mode="vectorized")
     lock.zero_()
     data.zero_()
-    ni.launch_jit(spin_lock_kernel, (4,), (lock, data), {})  # auto: sequential
+    nri.launch_jit(spin_lock_kernel, (4,), (lock, data), {})  # auto: sequential
     assert data.item() == 4.0
 
 
 def test_bad_arguments():
-    fn, _ = ni.build(masked_kernel, (torch.zeros(4), torch.zeros(4), 4), {"BLOCK": 4})
+    fn, _ = nri.build(masked_kernel, (torch.zeros(4), torch.zeros(4), 4), {"BLOCK": 4})
     with pytest.raises(TypeError, match="takes 3 run-time arguments"):
         ni.launch(fn, (1,), [torch.zeros(4)])
     with pytest.raises(TypeError, match="'x_ptr' is a pointer"):

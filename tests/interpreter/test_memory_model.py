@@ -8,6 +8,7 @@ import torch
 import newt
 import newt.language as nl
 from newt import interpreter as ni
+from newt.runtime import interpret as nri
 from newt.interpreter import memory
 
 
@@ -25,7 +26,7 @@ def test_cpu_views_are_used_in_place():
     n = 10
     want = base.clone()
     want[::2][:n] = base[1::3][:n] * 2
-    ni.launch_jit(scale_kernel, (1,), (x, out, n, x.stride(0), out.stride(0)), {"BLOCK": 16})
+    nri.launch_jit(scale_kernel, (1,), (x, out, n, x.stride(0), out.stride(0)), {"BLOCK": 16})
     assert torch.equal(base, want)
 
 
@@ -54,7 +55,7 @@ def fake_device(monkeypatch):
 def test_staged_tensors_copy_in_and_back(fake_device):
     x = torch.arange(16, dtype=torch.float32)
     out = torch.zeros(16)
-    ni.launch_jit(scale_kernel, (1,), (x, out, 16, 1, 1), {"BLOCK": 16})
+    nri.launch_jit(scale_kernel, (1,), (x, out, 16, 1, 1), {"BLOCK": 16})
     assert torch.equal(out, x * 2)
     assert fake_device["to_host"] == 2
     # only the storage the kernel wrote goes back
@@ -66,7 +67,7 @@ def test_staging_keeps_aliasing(fake_device):
     x, out = base[1::3], base[::2]
     want = base.clone()
     want[::2][:10] = base[1::3][:10] * 2
-    ni.launch_jit(scale_kernel, (1,), (x, out, 10, 3, 2), {"BLOCK": 16})
+    nri.launch_jit(scale_kernel, (1,), (x, out, 10, 3, 2), {"BLOCK": 16})
     assert fake_device["to_host"] == 1  # one storage, staged once for both views
     assert torch.equal(base, want)
 
@@ -78,7 +79,7 @@ def test_staged_writes_survive_an_error(fake_device):
         nl.store(out_ptr + 100, 1.0)  # out of bounds
     out = torch.zeros(4)
     with pytest.raises(ni.OutOfBoundsError):
-        ni.launch_jit(partial_kernel, (1,), (out,), {})
+        nri.launch_jit(partial_kernel, (1,), (out,), {})
     assert out[0] == 5.0  # what ran before the error is visible, as on the GPU
 
 
@@ -86,7 +87,7 @@ def test_staged_writes_survive_an_error(fake_device):
 def test_cuda_tensors_round_trip():
     x = torch.arange(16, dtype=torch.float32, device="cuda")
     out = torch.zeros(16, device="cuda")
-    ni.launch_jit(scale_kernel, (1,), (x, out, 16, 1, 1), {"BLOCK": 16})
+    nri.launch_jit(scale_kernel, (1,), (x, out, 16, 1, 1), {"BLOCK": 16})
     assert out.device.type == "cuda"
     assert torch.equal(out.cpu(), x.cpu() * 2)
 
@@ -99,6 +100,6 @@ def empty_kernel(x_ptr, n, BLOCK: nl.constexpr):
 
 def test_empty_tensor_argument():
     x = torch.zeros(0)
-    ni.launch_jit(empty_kernel, (1,), (x, 0), {"BLOCK": 8})
+    nri.launch_jit(empty_kernel, (1,), (x, 0), {"BLOCK": 8})
     with pytest.raises(ni.OutOfBoundsError, match="a float32 tensor of 0 elements"):
-        ni.launch_jit(empty_kernel, (1,), (x, 1), {"BLOCK": 8})
+        nri.launch_jit(empty_kernel, (1,), (x, 1), {"BLOCK": 8})

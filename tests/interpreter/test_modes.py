@@ -8,6 +8,7 @@ import torch
 import newt
 import newt.language as nl
 from newt import interpreter as ni
+from newt.runtime import interpret as nri
 from newt.interpreter import executor
 
 
@@ -36,7 +37,7 @@ def volatile_kernel(flag_ptr, out_ptr):
 
 
 def mode_of(kernel, args, kw=None):
-    fn, _ = ni.build(kernel, args, kw or {})
+    fn, _ = nri.build(kernel, args, kw or {})
     return ni.execution_mode(fn)
 
 
@@ -50,12 +51,12 @@ def test_the_rule():
 
 def test_overrides(monkeypatch):
     x = torch.zeros(64, dtype=torch.int32)
-    fn, _ = ni.build(ticket_kernel, (x, x), {"BLOCK": 32})
+    fn, _ = nri.build(ticket_kernel, (x, x), {"BLOCK": 32})
     assert ni.execution_mode(fn, "vectorized") == "vectorized"
     monkeypatch.setenv("NEWT_INTERPRET_MODE", "vectorized")
     assert ni.execution_mode(fn) == "vectorized"
     monkeypatch.setenv("NEWT_INTERPRET_MODE", "sequential")
-    fn2, _ = ni.build(add_kernel, (x, x, 64), {"BLOCK": 32})
+    fn2, _ = nri.build(add_kernel, (x, x, 64), {"BLOCK": 32})
     assert ni.execution_mode(fn2) == "sequential"
     with pytest.raises(ValueError, match="mode must be"):
         ni.execution_mode(fn2, "parallel")
@@ -67,7 +68,7 @@ def test_atomics_apply_in_program_order():
     out = torch.zeros(64, dtype=torch.int32)
     for mode in ("sequential", "vectorized"):
         c.zero_()
-        ni.launch_jit(ticket_kernel, (4,), (c, out), {"BLOCK": 16}, mode=mode)
+        nri.launch_jit(ticket_kernel, (4,), (c, out), {"BLOCK": 16}, mode=mode)
         assert out.tolist() == list(range(64)), mode
 
 
@@ -82,7 +83,7 @@ def test_float_atomics_round_each_step_in_order():
     v = torch.randn(96).half()
     p = torch.zeros(3, dtype=torch.float16)
     out = torch.zeros(96, dtype=torch.float16)
-    ni.launch_jit(float_old_kernel, (3,), (p, v, out), {"BLOCK": 32}, mode="vectorized")
+    nri.launch_jit(float_old_kernel, (3,), (p, v, out), {"BLOCK": 32}, mode="vectorized")
     acc = [torch.tensor(0.0, dtype=torch.float16)] * 3
     want = []
     for i, x in enumerate(v):
@@ -113,9 +114,9 @@ def test_modes_and_batches_agree(monkeypatch, lanes):
     monkeypatch.setattr(executor, "LANE_BUDGET", lanes)
     x = torch.rand(10, 16) * torch.arange(1, 11)[:, None] * 5
     ref = torch.zeros(10, 16)
-    ni.launch_jit(divergent_kernel, (10,), (x, ref), {"BLOCK": 16}, mode="sequential")
+    nri.launch_jit(divergent_kernel, (10,), (x, ref), {"BLOCK": 16}, mode="sequential")
     out = torch.zeros(10, 16)
-    ni.launch_jit(divergent_kernel, (10,), (x, out), {"BLOCK": 16}, mode="vectorized")
+    nri.launch_jit(divergent_kernel, (10,), (x, out), {"BLOCK": 16}, mode="vectorized")
     assert torch.equal(out, ref)
     # and both match plain Python
     for p in range(10):
@@ -132,5 +133,5 @@ def test_modes_and_batches_agree(monkeypatch, lanes):
 def test_histogram_contention_vectorized():
     x = torch.randint(0, 5, (4096,), dtype=torch.int32)
     h = torch.zeros(5, dtype=torch.int32)
-    ni.launch_jit(hist_kernel, (16,), (x, h), {"BLOCK": 256})
+    nri.launch_jit(hist_kernel, (16,), (x, h), {"BLOCK": 256})
     assert torch.equal(h, torch.bincount(x, minlength=5).int())

@@ -8,6 +8,7 @@ import torch
 import newt
 import newt.language as nl
 from newt import interpreter as ni
+from newt.runtime import interpret as nri
 
 
 def _add(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
@@ -56,7 +57,7 @@ def test_launch_jit_grid_callable_and_options():
     def grid(meta):
         seen.update(meta)
         return (newt.cdiv(meta["n"], meta["BLOCK"]),)
-    fn = ni.launch_jit(add_plain, grid, (x, y, out, 100), {"BLOCK": 32, "num_warps": 8, "num_stages": 2})
+    fn = nri.launch_jit(add_plain, grid, (x, y, out, 100), {"BLOCK": 32, "num_warps": 8, "num_stages": 2})
     assert torch.equal(out, x + y)
     assert seen["BLOCK"] == 32 and seen["n"] == 100 and seen["num_warps"] == 8
     assert fn.name == "_add"
@@ -65,9 +66,9 @@ def test_launch_jit_grid_callable_and_options():
 def test_ir_is_cached_per_specialization():
     x, y = torch.randn(64), torch.randn(64)
     out = torch.empty(64)
-    f1, _ = ni.build(add_plain, (x, y, out, 64), {"BLOCK": 32})
-    f2, _ = ni.build(add_plain, (x, y, out, 64), {"BLOCK": 32})
-    f3, _ = ni.build(add_plain, (x, y, out, 64), {"BLOCK": 64})
+    f1, _ = nri.build(add_plain, (x, y, out, 64), {"BLOCK": 32})
+    f2, _ = nri.build(add_plain, (x, y, out, 64), {"BLOCK": 32})
+    f3, _ = nri.build(add_plain, (x, y, out, 64), {"BLOCK": 64})
     assert f1 is f2 and f1 is not f3
 
 
@@ -109,7 +110,7 @@ def test_no_cuda_needed(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", boom)
     x, y = torch.randn(64), torch.randn(64)
     out = torch.empty(64)
-    ni.launch_jit(add_plain, (1,), (x, y, out, 64), {"BLOCK": 64})
+    nri.launch_jit(add_plain, (1,), (x, y, out, 64), {"BLOCK": 64})
     assert torch.equal(out, x + y)
 
 
@@ -118,4 +119,4 @@ def test_compile_errors_surface_unchanged():
     def bad(x_ptr, BLOCK: nl.constexpr):
         nl.store(x_ptr + nl.arange(0, BLOCK), 1.0)
     with pytest.raises(newt.CompilationError, match="power of two"):
-        ni.launch_jit(bad, (1,), (torch.zeros(3),), {"BLOCK": 3})
+        nri.launch_jit(bad, (1,), (torch.zeros(3),), {"BLOCK": 3})

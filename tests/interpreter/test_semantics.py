@@ -9,7 +9,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt import interpreter as ni
+from newt.runtime import interpret as nri
 
 
 @newt.jit
@@ -30,7 +30,7 @@ def intops_kernel(x_ptr, y_ptr, out_ptr, OP: nl.constexpr, BLOCK: nl.constexpr):
 
 def run(op, x, y):
     out = torch.empty_like(x)
-    ni.launch_jit(intops_kernel, (1,), (x, y, out), {"OP": op, "BLOCK": x.numel()})
+    nri.launch_jit(intops_kernel, (1,), (x, y, out), {"OP": op, "BLOCK": x.numel()})
     return out.tolist()
 
 
@@ -69,10 +69,10 @@ def nan_reduce_kernel(x_ptr, out_ptr, N: nl.constexpr):
 def test_reductions_ignore_nan():
     x = torch.tensor([1.0, float("nan"), 5.0, -2.0, float("nan"), 5.0, 0.0, -2.0])
     out = torch.zeros(4)
-    ni.launch_jit(nan_reduce_kernel, (1,), (x, out), {"N": 8})
+    nri.launch_jit(nan_reduce_kernel, (1,), (x, out), {"N": 8})
     assert out.tolist() == [5.0, -2.0, 2.0, 3.0]
     x = torch.full((8,), float("nan"))
-    ni.launch_jit(nan_reduce_kernel, (1,), (x, out), {"N": 8})
+    nri.launch_jit(nan_reduce_kernel, (1,), (x, out), {"N": 8})
     assert torch.isnan(out[0]) and torch.isnan(out[1])
 
 
@@ -88,7 +88,7 @@ def tie_kernel(x_ptr, out_ptr, N: nl.constexpr):
 def test_argmax_right_tie_break():
     x = torch.tensor([1, 9, 3, 9, 9, 2, 0, 1], dtype=torch.int32)
     out = torch.zeros(2, dtype=torch.int32)
-    ni.launch_jit(tie_kernel, (1,), (x, out), {"N": 8})
+    nri.launch_jit(tie_kernel, (1,), (x, out), {"N": 8})
     assert out.tolist() == [4, 1]
 
 
@@ -104,7 +104,7 @@ def test_tf32_rounds_inputs_to_nearest_ties_away():
     a = torch.randn(16, 16)
     b = torch.randn(16, 16)
     out = torch.zeros(16, 16)
-    ni.launch_jit(tf32_kernel, (1,), (a, b, out), {"N": 16})
+    nri.launch_jit(tf32_kernel, (1,), (a, b, out), {"N": 16})
 
     def rna(x):  # 10 mantissa bits, ties away from zero
         return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
@@ -126,7 +126,7 @@ def print_kernel(x_ptr, BLOCK: nl.constexpr):
 def test_device_print_one_line_per_element():
     x = torch.tensor([0.5, 1.0, 2.25, -3.0])
     buf = io.StringIO()
-    ni.launch_jit(print_kernel, (2,), (x,), {"BLOCK": 2}, stdout=buf)
+    nri.launch_jit(print_kernel, (2,), (x,), {"BLOCK": 2}, stdout=buf)
     assert buf.getvalue().splitlines() == [
         "pid (0, 0, 0) idx () pid 0x00000000",
         "pid (1, 0, 0) idx (0) x: 2.25",
@@ -138,7 +138,7 @@ def test_device_print_one_line_per_element():
 def test_device_print_compact(monkeypatch, capsys):
     monkeypatch.setenv("NEWT_INTERPRET_PRINT", "compact")
     x = torch.tensor([0.5, 1.0, 2.25, -3.0])
-    ni.launch_jit(print_kernel, (2,), (x,), {"BLOCK": 2})
+    nri.launch_jit(print_kernel, (2,), (x,), {"BLOCK": 2})
     assert capsys.readouterr().out.splitlines() == [
         "pid (0, 0, 0) pid 0x00000000",
         "pid (1, 0, 0) x: [2.25, -3]",
@@ -154,8 +154,8 @@ def static_print_kernel(x_ptr, BLOCK: nl.constexpr):
 
 def test_static_print_once_per_specialization(capsys):
     x = torch.zeros(8)
-    ni.launch_jit(static_print_kernel, (1,), (x,), {"BLOCK": 8})
-    ni.launch_jit(static_print_kernel, (1,), (x,), {"BLOCK": 8})
+    nri.launch_jit(static_print_kernel, (1,), (x,), {"BLOCK": 8})
+    nri.launch_jit(static_print_kernel, (1,), (x,), {"BLOCK": 8})
     assert capsys.readouterr().out.count("BLOCK is 8") == 1
 
 
@@ -170,7 +170,7 @@ def hints_kernel(x_ptr, n, BLOCK: nl.constexpr):
 
 def test_hints_and_barrier_change_nothing():
     x = torch.arange(20, dtype=torch.float32)
-    ni.launch_jit(hints_kernel, (3,), (x, 20), {"BLOCK": 8})
+    nri.launch_jit(hints_kernel, (3,), (x, 20), {"BLOCK": 8})
     assert x.tolist() == [2.0 * i for i in range(20)]
 
 
@@ -183,7 +183,7 @@ def fp8_kernel(x_ptr, out_ptr, BLOCK: nl.constexpr):
 def test_fp8_conversion_saturates():
     x = torch.tensor([1e6, -1e6, float("inf"), float("-inf"), float("nan"), 57344.0, 61440.0, 1.0])
     out = torch.zeros(8, dtype=torch.float8_e5m2)
-    ni.launch_jit(fp8_kernel, (1,), (x, out), {"BLOCK": 8})
+    nri.launch_jit(fp8_kernel, (1,), (x, out), {"BLOCK": 8})
     got = out.float().tolist()
     assert got[:4] == [57344.0, -57344.0, 57344.0, -57344.0]
     assert got[4] != got[4] and got[5:] == [57344.0, 57344.0, 1.0]

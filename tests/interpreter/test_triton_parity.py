@@ -17,7 +17,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt import interpreter as ni
+from newt.runtime import interpret as nri
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 
@@ -97,12 +97,12 @@ def int_kernel(x_ptr, y_ptr, out_ptr, BLOCK: nl.constexpr):
 def test_random_matches_triton(triton_results, seed):
     a, a2 = triton_results[2][seed]
     b, b2 = torch.zeros(512, dtype=torch.int32), torch.zeros(512)
-    ni.launch_jit(random_kernel, (1,), (b, b2, seed), {"BLOCK": 512})
+    nri.launch_jit(random_kernel, (1,), (b, b2, seed), {"BLOCK": 512})
     assert torch.equal(a, b) and torch.equal(a2, b2)
 
 
 def test_integer_semantics_match_triton(triton_results):
     x, y, res = triton_results
     b = torch.zeros(768, dtype=torch.int32)
-    ni.launch_jit(int_kernel, (1,), (x, y, b), {"BLOCK": 256})
+    nri.launch_jit(int_kernel, (1,), (x, y, b), {"BLOCK": 256})
     assert torch.equal(res["int"], b)

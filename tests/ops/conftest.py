@@ -1,6 +1,6 @@
 """The op-parity suite: every test takes a ``backend`` and runs once per backend.
 
-* ``interpreter`` (always): ``newt.interpreter.launch_jit`` on CPU tensors.
+* ``interpreter`` (always): ``newt.runtime.interpret.launch_jit`` on CPU tensors.
 * ``cuda`` (``@pytest.mark.gpu``): ``kernel[grid](...)`` on CUDA tensors, the
   runtime's compile-and-launch path.
 
@@ -39,8 +39,8 @@ class Backend:
 
     def launch(self, kernel, grid, *args, **kwargs):
         if self.name == "interpreter":
-            from newt import interpreter
-            interpreter.launch_jit(kernel, grid, args, kwargs)
+            from newt.runtime.interpret import launch_jit
+            launch_jit(kernel, grid, args, kwargs)
         else:
             kernel[grid](*args, **kwargs)
             torch.cuda.synchronize()
