@@ -168,42 +168,33 @@ __device__ __forceinline__ double dmax_nan(double a, double b) { return (a != a 
 __device__ __forceinline__ double dmin_nan(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 
 // ---- warp shuffles of any 1/2/4/8-byte value -------------------------------------
-template <class T>
-__device__ __forceinline__ T shfl_xor(T v, int mask) {
+// XOR: __shfl_xor_sync (x = lane mask); otherwise __shfl_sync (x = source lane).
+template <bool XOR>
+__device__ __forceinline__ unsigned shfl_word(unsigned u, int x) {
+  return XOR ? __shfl_xor_sync(0xffffffffu, u, x) : __shfl_sync(0xffffffffu, u, x);
+}
+template <bool XOR, class T>
+__device__ __forceinline__ T shfl_value(T v, int x) {
   if constexpr (sizeof(T) == 8) {
     unsigned long long u = bit_cast<unsigned long long>(v);
-    unsigned lo = __shfl_xor_sync(0xffffffffu, (unsigned)u, mask);
-    unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(u >> 32), mask);
+    unsigned lo = shfl_word<XOR>((unsigned)u, x);
+    unsigned hi = shfl_word<XOR>((unsigned)(u >> 32), x);
     return bit_cast<T>(((unsigned long long)hi << 32) | lo);
   } else if constexpr (sizeof(T) == 4) {
-    return bit_cast<T>(__shfl_xor_sync(0xffffffffu, bit_cast<unsigned>(v), mask));
+    return bit_cast<T>(shfl_word<XOR>(bit_cast<unsigned>(v), x));
   } else {
     unsigned u = 0;
     memcpy(&u, &v, sizeof(T));
-    u = __shfl_xor_sync(0xffffffffu, u, mask);
+    u = shfl_word<XOR>(u, x);
     T r;
     memcpy(&r, &u, sizeof(T));
     return r;
   }
 }
 template <class T>
-__device__ __forceinline__ T shfl_idx(T v, int src) {
-  if constexpr (sizeof(T) == 8) {
-    unsigned long long u = bit_cast<unsigned long long>(v);
-    unsigned lo = __shfl_sync(0xffffffffu, (unsigned)u, src);
-    unsigned hi = __shfl_sync(0xffffffffu, (unsigned)(u >> 32), src);
-    return bit_cast<T>(((unsigned long long)hi << 32) | lo);
-  } else if constexpr (sizeof(T) == 4) {
-    return bit_cast<T>(__shfl_sync(0xffffffffu, bit_cast<unsigned>(v), src));
-  } else {
-    unsigned u = 0;
-    memcpy(&u, &v, sizeof(T));
-    u = __shfl_sync(0xffffffffu, u, src);
-    T r;
-    memcpy(&r, &u, sizeof(T));
-    return r;
-  }
-}
+__device__ __forceinline__ T shfl_xor(T v, int mask) { return shfl_value<true>(v, mask); }
+template <class T>
+__device__ __forceinline__ T shfl_idx(T v, int src) { return shfl_value<false>(v, src); }
 
 // ---- shared memory addresses -------------------------------------------------------
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
