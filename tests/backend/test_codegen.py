@@ -280,24 +280,12 @@ def test_device_print_and_assert_compile(tmp_path):
     assert "vprintf" in b.ptx and "__assertfail" in b.ptx
 
 
-def test_volatile_scalar_load_is_the_same_in_every_thread(tmp_path):
-    """A CAS retry loop branches on a volatile scalar load: thread 0 reads it and every thread gets its
-    value, so the loop cannot diverge (a diverged loop deadlocks at the CAS broadcast's barrier)."""
-    src = textwrap.dedent('''
-        import newt
-        import newt.language as nl
-
-        @newt.jit
-        def counter(ptr, n_iter):
-            for _ in range(n_iter):
-                done = False
-                while not done:
-                    cur = nl.load(ptr, volatile=True)
-                    done = nl.atomic_cas(ptr, cur, cur + 1) == cur
-    ''')
-    p = tmp_path / "cas.py"
-    p.write_text(src)
-    f = ir(str(p), "counter", {"ptr": P(i32), "n_iter": i32}, {})
+def test_volatile_scalar_load_is_the_same_in_every_thread():
+    """The GPU suite's CAS retry loop (tests/ops/test_atomics.py) branches on a volatile scalar load: thread
+    0 reads it and every thread gets its value, so the loop cannot diverge (a diverged loop deadlocks at the
+    CAS broadcast's barrier)."""
+    f = ir(os.path.join(ROOT, "tests", "ops", "test_atomics.py"), "cas_counter_kernel",
+           {"ptr": P(i32), "n_iter": i32}, {})
     m = generate_cuda(f, "sm_90a", 4, 3)
     body = m.source[m.source.index("nl.load(ptr, volatile=True)"):]
     load = body[:body.index("nl.atomic_cas")]
