@@ -280,6 +280,29 @@ def test_device_print_and_assert_compile(tmp_path):
     assert "vprintf" in b.ptx and "__assertfail" in b.ptx
 
 
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_register_count_from_the_cubin_matches_ptxas(target, built):
+    """The ``.nv.info`` register count (used when NVRTC's log holds no ptxas report) agrees with the
+    report for every corpus configuration; a log without a report still gives the cubin's count."""
+    from newt.backend.cuda.compiler import cubin_register_count
+    for cfg in CONFIGS:
+        b = built(cfg, target)
+        assert b.n_regs > 0 and cubin_register_count(b.cubin, b.name) == b.n_regs, _id(cfg)
+        assert cubin_register_count(b.cubin) == b.n_regs  # the first (only) kernel
+    assert cubin_register_count(b.cubin, "no_such_kernel") is None
+    assert cubin_register_count(b"not an ELF") is None and cubin_register_count(b.cubin[:100]) is None
+
+
+def test_register_count_without_a_ptxas_report(monkeypatch):
+    from newt.backend.cuda import compiler
+    cfg = CONFIGS[0]
+    m = generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])
+    expected = compile_cuda(m).n_regs
+    monkeypatch.setattr(compiler, "parse_ptxas_report", lambda log, name=None: {
+        "n_regs": 0, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0, "static_shared": 0})
+    assert compile_cuda(generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])).n_regs == expected > 0
+
+
 def test_volatile_scalar_load_is_the_same_in_every_thread():
     """The GPU suite's CAS retry loop (tests/ops/test_atomics.py) branches on a volatile scalar load: thread
     0 reads it and every thread gets its value, so the loop cannot diverge (a diverged loop deadlocks at the

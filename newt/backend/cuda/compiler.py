@@ -72,6 +72,55 @@ def parse_ptxas_report(log: str, name: str | None = None) -> dict:
     return out
 
 
+_EIATTR_REGCOUNT = 0x2F  # .nv.info attribute: (symbol index u32, registers u32)
+_EIFMT_SVAL = 0x04  # a record with a u16 size and that many bytes
+
+
+def cubin_register_count(cubin: bytes, name: str | None = None) -> int | None:
+    """Registers per thread of kernel ``name`` (or of the first kernel) from the cubin's ``.nv.info``.
+
+    The ptxas report in NVRTC's log is the usual source; this reads the same number from the ELF
+    (``EIATTR_REGCOUNT`` records: symbol index, count) for when the log has no report.  None when
+    the cubin holds no such record or is not a 64-bit little-endian ELF.
+    """
+    import struct
+    try:
+        if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+            return None
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+
+        def cstr(base, off):
+            return cubin[base + off:cubin.index(b"\0", base + off)].decode(errors="replace")
+        shstr = secs[shstrndx][4]
+        info = next((sec for sec in secs if cstr(shstr, sec[0]) == ".nv.info"), None)
+        symtab = next((sec for sec in secs if sec[1] == 2), None)  # SHT_SYMTAB
+        if info is None or symtab is None:
+            return None
+        strbase = secs[symtab[6]][4]
+        symbols = [cstr(strbase, struct.unpack_from("<I", cubin, symtab[4] + 24 * i)[0])
+                   for i in range(symtab[5] // 24)]
+        p, end = info[4], info[4] + info[5]
+        found = []
+        while p + 4 <= end:
+            fmt, attr = cubin[p], cubin[p + 1]
+            if fmt == _EIFMT_SVAL:
+                (size,) = struct.unpack_from("<H", cubin, p + 2)
+                payload, p = cubin[p + 4:p + 4 + size], p + 4 + size
+            else:
+                payload, p = b"", p + 4
+            if attr == _EIATTR_REGCOUNT and len(payload) >= 8:
+                sym, regs = struct.unpack_from("<II", payload)
+                found.append((symbols[sym] if sym < len(symbols) else None, regs))
+    except (struct.error, IndexError, ValueError):
+        return None
+    for sym, regs in found:
+        if name is None or sym == name:
+            return regs
+    return None
+
+
 def _check(res, what):
     from cuda.bindings import nvrtc
     err = res[0] if isinstance(res, tuple) else res
@@ -154,6 +203,8 @@ def _compile_once(module, target, extra_options, lineinfo) -> CompiledBinary:
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     rep = parse_ptxas_report(log, module.name)
+    if not rep["n_regs"]:  # no ptxas report in the log: the cubin itself records the register count
+        rep["n_regs"] = cubin_register_count(bytes(cbuf), module.name) or 0
     dyn = module.shared_bytes
     return CompiledBinary(
         name=module.name, target=tgt.name, ptx=ptx, cubin=bytes(cbuf), log=log, n_regs=rep["n_regs"],
