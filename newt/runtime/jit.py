@@ -123,7 +123,7 @@ class JITFunction:
 
     def run(self, *args, grid=None, **kwargs):
         """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
-        return (self.__dict__.get("_fast") or self._install_fast())(grid, *args, **kwargs)
+        return self.grid_launcher()(grid, *args, **kwargs)
 
     def grid_launcher(self):
         """The launch function ``f(grid, *args, **options)`` behind ``kernel[grid](...)``."""
@@ -241,7 +241,10 @@ def _check_options(name, num_warps, num_stages, num_ctas):
 
 
 def normalize_grid(grid, meta, name: str):
-    """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``."""
+    """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``.
+
+    A callable's tuple of 1-3 values is returned as it is, like a tuple grid given directly: the
+    launcher unpacks it and rejects values that are not non-negative ints."""
     if callable(grid):
         grid = grid(meta)
         if type(grid) is tuple and 0 < len(grid) < 4:  # the usual case; the launcher checks the values
