@@ -293,6 +293,28 @@ def test_register_count_from_the_cubin_matches_ptxas(target, built):
     assert cubin_register_count(b"not an ELF") is None and cubin_register_count(b.cubin[:100]) is None
 
 
+def test_nvrtc_cache_is_off_so_every_compile_reports(monkeypatch):
+    """NVRTC 12.9+ caches compiles (also across processes, through the driver's cache on a GPU machine)
+    and prints no ptxas report on a hit: newt passes --no-cache and keeps its own cache."""
+    from cuda.bindings import nvrtc
+
+    from newt.backend.cuda import compiler
+    seen = []
+    real = nvrtc.nvrtcCompileProgram
+
+    def spy(prog, n, opts):
+        seen.append(list(opts))
+        return real(prog, n, opts)
+    monkeypatch.setattr(nvrtc, "nvrtcCompileProgram", spy)
+    cfg = CONFIGS[0]
+    for _ in range(2):
+        b = compile_cuda(generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6]))
+        assert "Used" in b.log and b.n_regs > 0
+    assert all((b"--no-cache" in o) == (compiler.nvrtc_version() >= (12, 9)) for o in seen) and len(seen) == 2
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (12, 8))
+    assert compiler.cache_options() == []
+
+
 def test_register_count_without_a_ptxas_report(monkeypatch):
     from newt.backend.cuda import compiler
     cfg = CONFIGS[0]

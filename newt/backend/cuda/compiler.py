@@ -3,6 +3,7 @@ ptxas report parsed into registers, spills and shared memory."""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -38,10 +39,18 @@ class CompiledBinary:
                 "needs_shared_opt_in": self.dynamic_shared > 48 * 1024}
 
 
+@functools.cache
 def nvrtc_version() -> tuple:
     from cuda.bindings import nvrtc
     err, major, minor = nvrtc.nvrtcVersion()
     return (major, minor)
+
+
+def cache_options() -> list:
+    """``--no-cache`` where NVRTC has its own cache (12.9 and later): on a hit ptxas does not run, so the
+    log has no report (registers, spills).  newt caches compiled kernels itself, keyed on everything that
+    matters, and needs the report of every compile."""
+    return ["--no-cache"] if nvrtc_version() >= (12, 9) else []
 
 
 def parse_ptxas_report(log: str, name: str | None = None) -> dict:
@@ -181,7 +190,8 @@ def _compile_once(module, target, extra_options, lineinfo) -> CompiledBinary:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise RuntimeError(f"nvrtcCreateProgram failed: {err}")
     try:
-        opts = [f"--gpu-architecture={tgt.name}", "-std=c++17", "--ptxas-options=-v", "-default-device"]
+        opts = [f"--gpu-architecture={tgt.name}", "-std=c++17", "--ptxas-options=-v", "-default-device",
+                *cache_options()]
         if lineinfo:
             opts.append("-lineinfo")
         opts += list(extra_options)
