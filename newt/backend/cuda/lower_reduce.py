@@ -145,18 +145,7 @@ def _reduce(em, op):
     if al:
         c.line("#pragma unroll")
         c.line(f"for (int r = 0; r < {nout}; ++r) {{")
-        b = c.sub(1)
-        for bit in al:
-            m = 1 << bit
-            for k in range(n):
-                b.line(f"const {wts[k]} o{k}_{bit} = shfl_xor({accs[k]}[r], {m});")
-            if kind in _COMMUTATIVE:  # either order gives the same bits: no selects
-                lo = [f"{accs[k]}[r]" for k in range(n)]
-                hi = [f"o{k}_{bit}" for k in range(n)]
-            else:  # the lower lane's value goes first (non-commutative region combines, argmax ties)
-                lo = [f"((lane_id & {m}) ? o{k}_{bit} : {accs[k]}[r])" for k in range(n)]
-                hi = [f"((lane_id & {m}) ? {accs[k]}[r] : o{k}_{bit})" for k in range(n)]
-            b.line(_call(fn, lo, hi, [f"{accs[k]}[r]" for k in range(n)]))
+        _butterfly(c.sub(1), fn, [f"{a}[r]" for a in accs], wts, kind, al, "o")
         c.line("}")
     if aw:
         nwa = 1 << len(aw)
@@ -194,17 +183,7 @@ def _reduce(em, op):
             # fewer registers live; every warp ends with the total, so no third barrier is needed).
             for p, a in zip(ptrs, accs):
                 b.line(f"{a}[0] = {p}[lane_id & {nwa - 1}];")
-            for bit in range(len(aw)):
-                m = 1 << bit
-                for k in range(n):
-                    b.line(f"const {wts[k]} v{k}_{bit} = shfl_xor({accs[k]}[0], {m});")
-                if kind in _COMMUTATIVE:
-                    lo = [f"{accs[k]}[0]" for k in range(n)]
-                    hi = [f"v{k}_{bit}" for k in range(n)]
-                else:  # the lower warp's value goes first
-                    lo = [f"((lane_id & {m}) ? v{k}_{bit} : {accs[k]}[0])" for k in range(n)]
-                    hi = [f"((lane_id & {m}) ? {accs[k]}[0] : v{k}_{bit})" for k in range(n)]
-                b.line(_call(fn, lo, hi, [f"{accs[k]}[0]" for k in range(n)]))
+            _butterfly(b, fn, [f"{a}[0]" for a in accs], wts, kind, range(len(aw)), "v")
             c.line("}")
             _reduce_results(em, op, accs, wts, out_lay)
             return
@@ -224,6 +203,24 @@ def _reduce(em, op):
         b.line("}")
         c.line("}")
     _reduce_results(em, op, accs, wts, out_lay)
+
+
+def _butterfly(b, fn, vals, wts, kind, bits, tag):
+    """``shfl.xor`` steps over the lane ``bits``, combining into ``vals`` (C lvalues, one per operand).
+    Commutative combines take the two values in either order (same bits, no selects); the others put
+    the lower lane's value first (region combines, argmax ties)."""
+    n = len(vals)
+    for bit in bits:
+        m = 1 << bit
+        for k in range(n):
+            b.line(f"const {wts[k]} {tag}{k}_{bit} = shfl_xor({vals[k]}, {m});")
+        if kind in _COMMUTATIVE:
+            lo = list(vals)
+            hi = [f"{tag}{k}_{bit}" for k in range(n)]
+        else:
+            lo = [f"((lane_id & {m}) ? {tag}{k}_{bit} : {vals[k]})" for k in range(n)]
+            hi = [f"((lane_id & {m}) ? {vals[k]} : {tag}{k}_{bit})" for k in range(n)]
+        b.line(_call(fn, lo, hi, list(vals)))
 
 
 def _reduce_results(em, op, accs, wts, out_lay):
