@@ -132,19 +132,9 @@ def _nl_members(modname: str) -> dict[str, Member]:
     return out
 
 
-_EXTRA_METHOD_NAMES = {"ravel": "ravel", "sigmoid": "sigmoid", "softmax": "softmax", "cast": "cast",
-                       "interleave": "interleave", "where": "where"}
-
-
 @functools.cache
 def _tensor_methods() -> dict[str, Member]:
-    try:
-        from newt.frontend.builder import _EXTRA_METHODS as extra  # the front end's extra block methods
-    except ImportError:  # pragma: no cover - renamed in the front end
-        extra = _EXTRA_METHOD_NAMES
-    table = dict(lc.TENSOR_METHODS)
-    table.update(extra)
-    table["to"] = "cast"
+    table = lc.tensor_methods()  # every block method, as the front end resolves them
     out = {}
     import newt.language as nl
     for meth, builtin in sorted(table.items()):

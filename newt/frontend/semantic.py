@@ -6,8 +6,13 @@ diagnostic code; the builder attaches the user's span.
 
 from __future__ import annotations
 
-from newt.ir.types import ANY_DTYPE, SymDim, dims_equal, is_pow2
+import ast
+import operator
+
+from newt.ir.types import ANY_DTYPE, SymDim, block_of, dims_equal, is_pow2, shape_of
 from newt.language import core as lc
+
+from .values import AV, Const, Opaque, Sym, TensorV, TupleV, Undef
 
 MAX_NUMEL = 1 << 20
 
@@ -169,3 +174,280 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
 
 def is_float(t) -> bool:
     return t.is_floating()
+
+
+# ---------------------------------------------------------------------------
+# operators: ``a + b``, ``-x``, ``a < b``, ``a is None`` ... typed and emitted through the builder ``bld``
+# ---------------------------------------------------------------------------
+
+BINOP_NAMES = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl",
+    ast.RShift: "shr", ast.Pow: "pow_", ast.MatMult: "matmul",
+}
+CMP_NAMES = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+CMP_SET = set(CMP_NAMES.values())
+OPSYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
+          "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "pow_": "**", "matmul": "@", "lt": "<", "le": "<=",
+          "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+PYOPS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "and": operator.and_, "or": operator.or_,
+    "xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift, "pow_": operator.pow,
+    "matmul": operator.matmul, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+    "eq": operator.eq, "ne": operator.ne,
+}
+UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
+
+
+def sym_text(av) -> str:
+    if isinstance(av, Sym):
+        return av.expr
+    if isinstance(av, Const):
+        return repr(av.value)
+    return "?"
+
+
+def is_number(av) -> bool:
+    return isinstance(av, Const) and isinstance(av.value, (bool, int, float))
+
+
+def const_eq(a, b) -> bool:
+    try:
+        return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                                                  and not isinstance(a, bool) and a == b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def same_type(a, b) -> bool:
+    if isinstance(a, TensorV) and isinstance(b, TensorV):
+        return a.type == b.type
+    if isinstance(a, Const) and isinstance(b, Const):
+        return type(a.value) is type(b.value)
+    return False
+
+
+def shapes_maybe_equal(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    return all(dims_equal(x, y) is not False for x, y in zip(a, b))
+
+
+def int_literal_overflows(av, ty) -> bool:
+    if not (isinstance(av, Const) and isinstance(av.value, int) and not isinstance(av.value, bool)):
+        return False
+    if not ty.is_int() or ty.is_bool() or ty.is_symbolic():
+        return False
+    bits = ty.int_bitwidth
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if ty.is_int_signed() else (0, (1 << bits) - 1)
+    return not lo <= av.value <= hi
+
+
+def wrap_int(v: int, t) -> int:
+    bits = t.int_bitwidth
+    mask = (1 << bits) - 1
+    v &= mask
+    if t.is_int_signed() and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def unary(bld, opty, v, node):
+    if isinstance(v, (Opaque, Undef)):
+        return Opaque()
+    if isinstance(v, Const):
+        try:
+            return Const(UNOPS[opty](v.value))
+        except Exception as e:  # noqa: BLE001
+            raise SemError("N023", f"cannot apply this operator to {v.value!r}: {e}") from None
+    if isinstance(v, Sym):
+        sym = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not ", ast.Invert: "~"}[opty]
+        return Sym(f"{sym}{v.expr}", opty is ast.Not)
+    if not isinstance(v, TensorV):
+        raise SemError("N023", "this operator cannot be applied here")
+    t = v.dtype
+    if opty is ast.UAdd:
+        return v
+    if opty is ast.USub:
+        if t.is_ptr():
+            raise SemError("N022", "a pointer cannot be negated")
+        return TensorV(bld.emit("neg", [v.v], [v.type], node=node).result)
+    if opty is ast.Invert:
+        if t.is_floating():
+            raise SemError("N021", f"'~' is a bitwise operator and cannot be applied to {t!r}",
+                           hint="use .to(nl.int32, bitcast=True) to operate on the bits")
+        if t.is_ptr():
+            raise SemError("N023", "'~' cannot be applied to a pointer")
+        return TensorV(bld.emit("invert", [v.v], [v.type], node=node).result)
+    if opty is ast.Not:
+        b = bld.to_bool(v, node)
+        return TensorV(bld.emit("xor", [b, bld.constant(True, b.type)], [b.type], node=node).result)
+    raise SemError("N023", "unsupported unary operator")
+
+
+def logical_and(bld, a, b, node):
+    if isinstance(a, Const):
+        return b if a.value else a
+    if isinstance(a, (Opaque, Undef)) or isinstance(b, (Opaque, Undef)):
+        return Opaque()
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return Sym("and", True)
+    x, y = bld.to_bool(a, node), bld.to_bool(b, node)
+    shape = broadcast_shapes(shape_of(x.type), shape_of(y.type))
+    x, y = bld.convert(x, lc.int1, shape, node), bld.convert(y, lc.int1, shape, node)
+    return TensorV(bld.emit("and", [x, y], [x.type], node=node).result)
+
+
+def compare_identity(op, a, b):
+    if isinstance(a, (Opaque, Undef)) or isinstance(b, (Opaque, Undef)):
+        return Opaque()
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if isinstance(b, TupleV) and isinstance(a, Const) and all(isinstance(x, Const) for x in b.items):
+            r = any(const_eq(a.value, x.value) for x in b.items)
+            return Const(r if isinstance(op, ast.In) else not r)
+        if isinstance(b, Const) and isinstance(a, Const):
+            r = a.value in b.value
+            return Const(r if isinstance(op, ast.In) else not r)
+        if isinstance(a, Sym) or isinstance(b, Sym):
+            return Sym("in", True)
+        raise SemError("N023", "'in' needs compile-time values")
+    if isinstance(a, Const) and isinstance(b, Const):
+        r = a.value is b.value or (a.value is None) == (b.value is None) and a.value is None
+        if not (a.value is None or b.value is None):
+            r = a.value is b.value or a.value == b.value
+        return Const(r if isinstance(op, ast.Is) else not r)
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return Sym("is", True)
+    # a run-time value is never None
+    none_side = (isinstance(b, Const) and b.value is None) or (isinstance(a, Const) and a.value is None)
+    if none_side:
+        return Const(not isinstance(op, ast.Is))
+    raise SemError("N023", "'is' compares compile-time values only; use == for blocks")
+
+
+def binary(bld, opname: str, a: AV, b: AV, node) -> AV:
+    if isinstance(a, (Opaque, Undef)) or isinstance(b, (Opaque, Undef)):
+        return Opaque()
+    if isinstance(a, Const) and isinstance(b, Const):
+        if isinstance(a.value, lc.dtype) and a.value.is_symbolic() or \
+                isinstance(b.value, lc.dtype) and b.value.is_symbolic():
+            if opname in ("eq", "ne"):
+                return Sym(f"{a.value} {opname} {b.value}", True)
+        try:
+            return Const(PYOPS[opname](a.value, b.value))
+        except ZeroDivisionError:
+            raise SemError("N023", "division by zero in a compile-time expression") from None
+        except Exception:  # noqa: BLE001
+            raise SemError("N023", f"operator {OPSYM[opname]} is not defined for {a.value!r} and {b.value!r}") \
+                from None
+    if isinstance(a, (Const, Sym)) and isinstance(b, (Const, Sym)):
+        is_bool = opname in CMP_SET
+        return Sym(f"{sym_text(a)}{OPSYM[opname]}{sym_text(b)}", is_bool)
+    if isinstance(a, TupleV) or isinstance(b, TupleV):
+        if opname == "add" and isinstance(a, TupleV) and isinstance(b, TupleV):
+            return TupleV(a.items + b.items)
+        if opname in ("eq", "ne") and isinstance(a, TupleV) and isinstance(b, TupleV):
+            if all(isinstance(x, Const) for x in a.items + b.items):
+                eq = [x.value for x in a.items] == [x.value for x in b.items]
+                return Const(eq if opname == "eq" else not eq)
+            return Sym("tuple-eq", True)
+        raise SemError("N023", f"operator {OPSYM[opname]} is not defined for tuples")
+    return tensor_binary(bld, opname, a, b, node)
+
+
+def operand_info(av: AV):
+    """(dtype, shape, is_literal)."""
+    if isinstance(av, TensorV):
+        return av.dtype, av.shape, False
+    if isinstance(av, Const):
+        if isinstance(av.value, (bool, int, float)):
+            return literal_type(av.value), (), True
+        if av.value is None:
+            raise SemError("N023", "None cannot be used as a value here")
+        raise SemError("N023", f"{av.value!r} cannot be used as a value here")
+    if isinstance(av, Sym):
+        return (lc.int1 if av.is_bool else lc.int32), (), True
+    raise SemError("N023", "this value cannot be used in arithmetic")
+
+
+def tensor_binary(bld, opname, a, b, node) -> AV:
+    if opname == "matmul":
+        return bld.call_builtin("dot", [a, b], {}, node, [node, node], {})
+    if opname == "pow_":
+        ta = operand_info(a)[0]
+        if not (ta.is_floating() or ta.is_symbolic()):
+            raise SemError("N023", f"'**' needs a floating-point base inside a kernel, got {ta!r}",
+                           hint="multiply explicitly (x * x) or convert with .to(nl.float32)")
+        return bld.call_builtin("pow", [a, b], {}, node, [node, node], {})
+    ta, sa, la = operand_info(a)
+    tb, sb, lb = operand_info(b)
+    shape = broadcast_shapes(sa, sb)
+    # an integer literal that does not fit the other operand's type takes part in promotion
+    if la and not lb and int_literal_overflows(a, tb):
+        la = False
+    elif lb and not la and int_literal_overflows(b, ta):
+        lb = False
+    if ta.is_ptr() or tb.is_ptr():
+        return pointer_binary(bld, opname, a, b, ta, tb, shape, node)
+    if opname in ("and", "or", "xor", "shl", "shr"):
+        for t in (ta, tb):
+            if t.is_floating():
+                raise SemError("N021", f"bitwise operator {OPSYM[opname]} is not defined for floating-point "
+                               f"values ({t!r})", hint="use .to(nl.int32, bitcast=True) to operate on the bits")
+        if ta.is_symbolic() or tb.is_symbolic():
+            ct = computation_type(ta, la, tb, lb, False, OPSYM[opname])
+        elif la != lb:
+            ct = tb if la else ta
+        else:
+            ct = integer_promote(ta, tb)
+    else:
+        div_or_mod = opname in ("truediv", "floordiv", "mod")
+        ct = computation_type(ta, la, tb, lb, div_or_mod, OPSYM[opname])
+        if opname == "truediv":
+            if ct.is_int():
+                ct = lc.float32
+            elif ct.is_floating() and not (la or lb):
+                # float / float: the operand with the wider mantissa wins
+                ct = ta if ta.fp_mantissa_width >= tb.fp_mantissa_width else tb
+                if ct.primitive_bitwidth < 32:
+                    ct = lc.float32
+        if opname == "floordiv" and ct.is_floating():
+            raise SemError("N023", "'//' is not defined for floating-point values",
+                           hint="use nl.floor(x / y)")
+    av_ = bld.as_tensor(a, ct, shape, node)
+    bv_ = bld.as_tensor(b, ct, shape, node)
+    if opname in CMP_SET:
+        rt = block_of(lc.int1, shape)
+    else:
+        rt = block_of(ct, shape)
+    return TensorV(bld.emit(opname, [av_, bv_], [rt], node=node).result)
+
+
+def pointer_binary(bld, opname, a, b, ta, tb, shape, node):
+    if opname in CMP_SET:
+        if ta.is_ptr() and tb.is_ptr():
+            av_ = bld.as_tensor(a, ta, shape, node)
+            bv_ = bld.as_tensor(b, ta, shape, node)
+            return TensorV(bld.emit(opname, [av_, bv_], [block_of(lc.int1, shape)], node=node).result)
+        raise SemError("N022", "a pointer can only be compared with another pointer")
+    if opname not in ("add", "sub"):
+        raise SemError("N022", f"operator {OPSYM[opname]} is not defined for pointers",
+                       hint="pointer arithmetic is ptr + int offset (in elements)")
+    if ta.is_ptr() and tb.is_ptr():
+        raise SemError("N022", f"cannot {'add' if opname == 'add' else 'subtract'} two pointers",
+                       hint="add an integer offset to one pointer instead")
+    if tb.is_ptr() and opname == "sub":
+        raise SemError("N022", "cannot subtract a pointer from a number")
+    ptr, off, pty, oty = (a, b, ta, tb) if ta.is_ptr() else (b, a, tb, ta)
+    if oty.is_floating():
+        raise SemError("N022", f"pointer offsets must be integers, not {oty!r}",
+                       hint="cast the offset with .to(nl.int32)")
+    if not (oty.is_int() or oty.is_symbolic()):
+        raise SemError("N022", f"pointer offsets must be integers, not {oty!r}")
+    pv = bld.as_tensor(ptr, pty, shape, node)
+    oty2 = oty if (oty.is_int() and not oty.is_bool()) else lc.int32
+    ov = bld.as_tensor(off, oty2, shape, node)
+    if opname == "sub":
+        ov = bld.emit("neg", [ov], [ov.type], node=node).result
+    return TensorV(bld.emit("addptr", [pv, ov], [pv.type], node=node).result)

@@ -211,3 +211,26 @@ class RuntimeEnv(GlobalEnv):
         if name in self.g:
             return from_python(self.g[name], self.lib)
         return None
+
+
+class Undef(AV):
+    """A variable defined on some paths only."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+class Method(AV):
+    """A bound tensor method (``x.to``, ``x.sum``)."""
+
+    __slots__ = ("name", "self_av")
+
+    def __init__(self, name, self_av):
+        self.name = name
+        self.self_av = self_av
+
+
+class Poison(Exception):
+    """Raised when an operation meets an Opaque operand: the result is Opaque, silently."""

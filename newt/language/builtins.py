@@ -43,7 +43,7 @@ def zeros(shape, dtype):
     """A block of ``shape`` filled with zeros of ``dtype``."""
 
 
-@builtin
+@builtin(method=("cast", "to"))
 def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
     """Convert ``input`` to ``dtype``.
 
@@ -152,7 +152,7 @@ def atomic_cas(pointer, cmp, val, sem=None, scope=None):
 # ----------------------------------------------------------------------------
 
 
-@builtin
+@builtin(method=True)
 def where(condition, x, y):
     """Elementwise select: ``x`` where ``condition`` is true, else ``y`` (all three broadcast together)."""
 

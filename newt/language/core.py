@@ -12,7 +12,7 @@ from enum import Enum
 
 __all__ = [
     "dtype", "pointer_type", "block_type", "constexpr", "tensor", "PropagateNan",
-    "builtin", "inline_jit", "BUILTINS", "TENSOR_METHODS", "NewtUsageError",
+    "builtin", "inline_jit", "BUILTINS", "TENSOR_METHODS", "tensor_methods", "NewtUsageError",
 ]
 
 
@@ -259,17 +259,31 @@ class PropagateNan(Enum):
 #: name -> stub function, for every ``nl.*`` builtin (including ``nl.math``).
 BUILTINS: dict[str, object] = {}
 
-#: tensor method name -> builtin name (``x.to`` -> ``cast`` ...).
+#: tensor method name -> builtin name (``x.to`` -> ``cast`` ...), filled by ``builtin(method=...)`` and
+#: ``inline_jit(method=...)``; read it through :func:`tensor_methods`.
 TENSOR_METHODS: dict[str, str] = {}
 
 
-def builtin(fn=None, *, name: str | None = None, method: str | bool | None = None):
+def _register_methods(method, opname: str, default: str) -> None:
+    if not method:
+        return
+    names = (method,) if isinstance(method, str) else tuple(method) if isinstance(method, (tuple, list)) else (default,)
+    for m in names:
+        TENSOR_METHODS[m] = opname
+
+
+def tensor_methods() -> dict[str, str]:
+    """Every method of block values, ``{method name: op name}`` (``"to": "cast"``, ``"sum": "sum"`` ...)."""
+    return dict(TENSOR_METHODS)
+
+
+def builtin(fn=None, *, name: str | None = None, method: str | bool | tuple | None = None):
     """Register a language builtin.
 
     The decorated function is only a stub: its signature is checked by the
     front end and its docstring is what editors show.  Calling it from Python
     outside a kernel raises ``NewtUsageError``.  ``method=True`` (or a method
-    name) also exposes it as a method of block values (``x.sum(axis=0)``).
+    name, or a tuple of names) also exposes it as a method of block values (``x.sum(axis=0)``).
     """
 
     def wrap(f):
@@ -285,23 +299,28 @@ def builtin(fn=None, *, name: str | None = None, method: str | bool | None = Non
         stub.__newt_builtin__ = opname
         stub.__wrapped__ = f
         BUILTINS.setdefault(opname, stub)
-        if method:
-            TENSOR_METHODS[method if isinstance(method, str) else f.__name__] = opname
+        _register_methods(method, opname, f.__name__)
         return stub
 
     return wrap(fn) if fn is not None else wrap
 
 
-def inline_jit(fn):
+def inline_jit(fn=None, *, method: str | bool | tuple | None = None):
     """Mark a function written in newt as part of the language.
 
     The front end inlines its source at the call site (like a user ``@newt.jit``
     helper); it never runs as Python.  Used for ops that are compositions of
     primitives (random numbers, softmax ...), so every backend agrees on them.
+    ``method`` as for :func:`builtin`.
     """
-    fn.__newt_inline__ = True
-    BUILTINS.setdefault(fn.__name__, fn)
-    return fn
+
+    def wrap(f):
+        f.__newt_inline__ = True
+        BUILTINS.setdefault(f.__name__, f)
+        _register_methods(method, f.__name__, f.__name__)
+        return f
+
+    return wrap(fn) if fn is not None else wrap
 
 
 class tensor:

@@ -17,13 +17,13 @@ def cdiv(x, div):
     return (x + div - 1) // div
 
 
-@inline_jit
+@inline_jit(method=True)
 def sigmoid(x):
     """Elementwise logistic function ``1 / (1 + exp(-x))``."""
     return 1 / (1 + _b.exp(-x))
 
 
-@inline_jit
+@inline_jit(method=True)
 def softmax(x, dim=None, keep_dims: constexpr = False, ieee_rounding: constexpr = False):
     """Softmax of ``x`` along ``dim`` (0 when ``None``), computed stably (the max is subtracted first).
 
@@ -50,13 +50,13 @@ def full_like(input, value):
     return _b.full(input.shape, value, input.dtype)
 
 
-@inline_jit
+@inline_jit(method=True)
 def ravel(x):
     """Flatten ``x`` to one dimension (row-major)."""
     return _b.reshape(x, x.numel)
 
 
-@inline_jit
+@inline_jit(method=True)
 def interleave(a, b):
     """Interleave the last dimensions of two blocks: ``[a0, b0, a1, b1, ...]``."""
     c = _b.join(a, b)

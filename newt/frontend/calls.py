@@ -1,0 +1,254 @@
+"""Calls in a kernel body: ``nl.*`` builtins, Python builtins on compile-time values, inlined jit helpers.
+
+A mixin of ``Builder``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as pybuiltins
+import difflib
+import types as pytypes
+
+from newt.ir.types import SymDim
+from newt.language import core as lc
+
+from .exprs import _PY_BUILTIN_FUNCS
+from .frame import FLAG_RET, MAX_INLINE_DEPTH, RETVAL, Frame
+from .semantic import SemError
+from .values import AV, Const, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef
+
+
+class CallsMixin:
+    def expr_Call(self, node):
+        func = self.expr(node.func)
+        args, arg_nodes = [], []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.expr(a.value)
+                if isinstance(v, TupleV):
+                    args.extend(v.items)
+                    arg_nodes.extend([a] * len(v.items))
+                    continue
+                if isinstance(v, Const) and isinstance(v.value, (tuple, list)):
+                    args.extend(Const(x) for x in v.value)
+                    arg_nodes.extend([a] * len(v.value))
+                    continue
+                if isinstance(v, Opaque):
+                    return Opaque()
+                raise SemError("N002", "only tuples can be unpacked with * in a call")
+            args.append(self.expr(a))
+            arg_nodes.append(a)
+        kwargs, kw_nodes = {}, {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise SemError("N002", "'**' arguments are not supported inside a kernel")
+            kwargs[k.arg] = self.expr(k.value)
+            kw_nodes[k.arg] = k.value
+        return self.call(func, args, kwargs, node, arg_nodes, kw_nodes)
+
+    def call(self, func: AV, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        if isinstance(func, (Opaque, Undef)):
+            return Opaque()
+        if isinstance(func, Method):
+            name = lc.TENSOR_METHODS[func.name]
+            return self.call_any(name, [func.self_av] + args, kwargs, node, [node] + arg_nodes, kw_nodes)
+        if isinstance(func, JitRef):
+            return self.inline(func.fn, args, kwargs, node, arg_nodes, kw_nodes)
+        if isinstance(func, Const):
+            obj = func.value
+            bname = getattr(obj, "__newt_builtin__", None)
+            if bname in ("range", "static_range"):
+                raise SemError("N045", f"nl.{bname} can only be used as the iterable of a for loop")
+            if bname is not None:
+                return self.call_builtin(bname, args, kwargs, node, arg_nodes, kw_nodes)
+            if obj is lc.constexpr:
+                if len(args) != 1:
+                    raise SemError("N005", "nl.constexpr takes one argument")
+                if not isinstance(args[0], (Const, Sym, Opaque)):
+                    raise SemError("N010", "nl.constexpr(...) needs a compile-time value", node=arg_nodes[0])
+                return args[0]
+            if obj is lc.pointer_type:
+                if args and isinstance(args[0], Const) and isinstance(args[0].value, lc.dtype):
+                    return Const(lc.pointer_type(args[0].value))
+                raise SemError("N023", "nl.pointer_type expects a dtype")
+            if obj in _PY_BUILTIN_FUNCS:
+                return self.call_pybuiltin(obj, args, kwargs, node, arg_nodes)
+            if isinstance(obj, pytypes.BuiltinFunctionType) and getattr(obj, "__module__", "") == "math":
+                if all(isinstance(a, Const) for a in args) and not kwargs:
+                    return Const(obj(*[a.value for a in args]))
+                raise SemError("N006", f"math.{obj.__name__} runs only on compile-time values in a kernel",
+                               hint="use nl.math functions on blocks")
+            raise SemError("N006", f"{obj!r} cannot be called inside a kernel")
+        if isinstance(func, PyFunc):
+            if func.trusted or isinstance(func.obj, pytypes.MethodType):
+                vals = []
+                for a in args:
+                    py = _to_python(a)
+                    if py is _NO:
+                        break
+                    vals.append(py)
+                else:
+                    kv = {k: _to_python(v) for k, v in kwargs.items()}
+                    if _NO not in kv.values():
+                        try:
+                            return _from_py_result(func.obj(*vals, **kv))
+                        except Exception as e:  # noqa: BLE001
+                            raise SemError("N023", f"{func.name}: {e}") from None
+                if any(isinstance(a, (Sym, Opaque)) for a in args):
+                    return Opaque()
+            has_block = any(isinstance(a, TensorV) for a in list(args) + list(kwargs.values()))
+            raise SemError("N006", f"{func.name!r} is a plain Python function and cannot be called inside a kernel"
+                           + (" on block values" if has_block else ""),
+                           hint=f"decorate {func.name} with @newt.jit to call it from a kernel")
+        if isinstance(func, TensorV):
+            raise SemError("N023", "a block value is not callable")
+        raise SemError("N023", "this value is not callable")
+
+    def call_any(self, name, args, kwargs, node, arg_nodes, kw_nodes):
+        from newt.language import BUILTINS
+        fn = BUILTINS.get(name)
+        if getattr(fn, "__newt_inline__", False):
+            from .values import jit_source_from_function
+            return self.inline(jit_source_from_function(fn, lib=True), args, kwargs, node, arg_nodes, kw_nodes)
+        return self.call_builtin(name, args, kwargs, node, arg_nodes, kw_nodes)
+
+    def call_builtin(self, name, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        from .ops import RULES, bind
+        rule = RULES.get(name)
+        if rule is None:
+            raise SemError("N004", f"nl.{name} is not supported yet")
+        bound = bind(name, args, kwargs, arg_nodes, kw_nodes, node)
+        return rule(self, bound, node)
+
+    def call_pybuiltin(self, fn, args, kwargs, node, arg_nodes):
+        name = fn.__name__
+        if fn is pybuiltins.range:
+            raise SemError("N045", "range(...) can only be used as the iterable of a for loop")
+        if fn is pybuiltins.print:
+            prefix = ""
+            rest = list(args)
+            if rest and isinstance(rest[0], Const) and isinstance(rest[0].value, str):
+                prefix = rest.pop(0).value
+            return self.call_builtin("device_print", [Const(prefix)] + rest, {}, node,
+                                     [node] * (len(rest) + 1), {})
+        if any(isinstance(a, (Opaque, Undef)) for a in args):
+            return Opaque()
+        if all(isinstance(a, Const) for a in args) and all(isinstance(v, Const) for v in kwargs.values()):
+            try:
+                return _from_py_result(fn(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
+            except Exception as e:  # noqa: BLE001
+                raise SemError("N023", f"{name}(): {e}") from None
+        if fn is pybuiltins.len:
+            a = args[0] if args else None
+            if isinstance(a, TupleV):
+                return Const(len(a.items))
+            if isinstance(a, TensorV) and a.shape:
+                d = a.shape[0]
+                return Const(d) if isinstance(d, int) else Sym(d.expr)
+        if fn in (pybuiltins.tuple, pybuiltins.list) and len(args) == 1 and isinstance(args[0], TupleV):
+            return args[0]
+        if fn in (pybuiltins.min, pybuiltins.max) and all(isinstance(a, (Const, Sym)) for a in args):
+            return Sym(f"{name}(...)")
+        if fn is pybuiltins.abs and len(args) == 1 and isinstance(args[0], TensorV):
+            return self.call_builtin("abs", args, {}, node, arg_nodes, {})
+        if fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool) and args and isinstance(args[0], Sym):
+            return args[0]
+        hint = None
+        if fn in (pybuiltins.min, pybuiltins.max):
+            hint = f"use nl.{'minimum' if fn is pybuiltins.min else 'maximum'}(a, b) for elementwise, " \
+                   f"or nl.{name}(x, axis) to reduce"
+        elif fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool):
+            hint = f"use x.to(nl.{ {'int': 'int32', 'float': 'float32', 'bool': 'int1'}[name] })"
+        raise SemError("N006", f"Python's {name}() only works on compile-time values inside a kernel", hint=hint)
+
+    # -- inlining --------------------------------------------------------
+    def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        if len(self.frames) >= MAX_INLINE_DEPTH:
+            raise SemError("N002", f"calls nest more than {MAX_INLINE_DEPTH} deep (recursion is not supported)")
+        if any(fr.fn.node is fn.node for fr in self.frames):
+            raise SemError("N002", f"{fn.name} calls itself; recursion is not supported inside kernels")
+        params = fn.params
+        fnode = fn.node
+        defaults = list(fnode.args.defaults)
+        n_nodef = len(params) - len(defaults)
+        if len(args) > len(params):
+            raise SemError("N005", f"{fn.name}() takes {len(params)} arguments but {len(args)} were given")
+        bound: dict[str, AV] = {}
+        for p, v in zip(params, args):
+            bound[p.arg] = v
+        pnames = [p.arg for p in params]
+        for k, v in kwargs.items():
+            if k not in pnames:
+                sugg = difflib.get_close_matches(k, pnames, n=1)
+                raise SemError("N005", f"{fn.name}() got an unexpected keyword argument {k!r}",
+                               hint=f"did you mean {sugg[0]!r}?" if sugg else None, node=kw_nodes.get(k))
+            if k in bound:
+                raise SemError("N005", f"{fn.name}() got multiple values for argument {k!r}")
+            bound[k] = v
+        call_span = self.span(node)
+        frame = Frame(fn, call_span, is_kernel=False)
+        self.frames.append(frame)
+        try:
+            for i, p in enumerate(params):
+                if p.arg not in bound:
+                    if i >= n_nodef:
+                        bound[p.arg] = self.expr(defaults[i - n_nodef], record=False)
+                    else:
+                        self.frames.pop()
+                        try:
+                            raise SemError("N005", f"{fn.name}() missing required argument {p.arg!r}")
+                        finally:
+                            self.frames.append(frame)
+                is_cx, _ = self._param_annotation(p)
+                v = bound[p.arg]
+                if is_cx and isinstance(v, TensorV):
+                    self.frames.pop()
+                    try:
+                        idx = pnames.index(p.arg)
+                        n = arg_nodes[idx] if idx < len(arg_nodes) else kw_nodes.get(p.arg, node)
+                        self.report("N010", f"argument {p.arg!r} of {fn.name} is nl.constexpr but the value is only "
+                                    "known at run time", n)
+                    finally:
+                        self.frames.append(frame)
+                    v = Opaque()
+                frame.scope[p.arg] = v
+                self.note(p, v)
+            frame.scope[FLAG_RET] = Const(False)
+            self.stmts(fnode.body)
+            rv = frame.scope.get(RETVAL)
+        finally:
+            self.frames.pop()
+        if rv is None or isinstance(rv, Undef):
+            return Const(None)
+        return rv
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+
+class _NoValue:
+    pass
+
+
+_NO = _NoValue()
+
+
+def _to_python(av):
+    if isinstance(av, Const):
+        return av.value
+    if isinstance(av, TupleV):
+        items = [_to_python(x) for x in av.items]
+        return _NO if any(i is _NO for i in items) else tuple(items)
+    return _NO
+
+
+def _from_py_result(v):
+    if isinstance(v, tuple):
+        return TupleV([_from_py_result(x) for x in v])
+    if isinstance(v, SymDim):
+        return Sym(v.expr)
+    return Const(v)

@@ -1,0 +1,438 @@
+"""Expressions of a kernel body: names, attributes, subscripts, conditionals, conversions.
+
+A mixin of ``Builder``; operator typing is in ``semantic.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as pybuiltins
+import difflib
+import math
+import types as pytypes
+
+from newt import ir
+from newt.ir.types import block_of, dims_equal, scalar_of, shape_of, type_str
+from newt.language import core as lc
+
+from . import semantic
+from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, sym_text, wrap_int
+from .values import AV, Const, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
+
+_PY_BUILTIN_FUNCS = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
+                     pybuiltins.float, pybuiltins.bool, pybuiltins.print, pybuiltins.abs, pybuiltins.tuple,
+                     pybuiltins.list, pybuiltins.isinstance, pybuiltins.round, pybuiltins.str}
+_PY_BUILTINS = {f.__name__: f for f in _PY_BUILTIN_FUNCS}
+_PY_BUILTINS.update({"True": True, "False": False, "None": None, "math": math})
+_MODULE_ATTR_CACHE: dict = {}
+_EXPR_DISPATCH: dict = {}
+
+
+class ExpressionsMixin:
+    def expr(self, node, record: bool = True) -> AV:
+        try:
+            meth = _EXPR_DISPATCH.get(node.__class__)
+            if meth is None:
+                meth = getattr(type(self), "expr_" + type(node).__name__, None)
+                if meth is not None:
+                    _EXPR_DISPATCH[node.__class__] = meth
+            if meth is not None:
+                meth = meth.__get__(self)
+            if meth is None:
+                self.unsupported(node)
+                v = Opaque()
+            else:
+                v = meth(node)
+        except SemError as e:
+            self.report_sem(e, node)
+            v = Opaque()
+        except Poison:
+            v = Opaque()
+        except RecursionError:
+            self.report("N002", "the expression is nested too deeply to analyze", node)
+            v = Opaque()
+        if record:
+            self.note(node, v)
+        return v
+
+    def expr_Constant(self, node):
+        if node.value is Ellipsis:
+            raise SemError("N002", "'...' is not supported inside a kernel")
+        if isinstance(node.value, bytes):
+            raise SemError("N002", "bytes literals are not supported inside a kernel")
+        if isinstance(node.value, complex):
+            raise SemError("N002", "complex numbers are not supported inside a kernel")
+        return Const(node.value)
+
+    def expr_Name(self, node):
+        return self.load_name(node.id, node)
+
+    def load_name(self, name, node) -> AV:
+        v = self.scope.get(name)
+        if v is not None:
+            if isinstance(v, Undef):
+                self.report("N007", f"{name!r} may be undefined here: it is only assigned on some paths "
+                            "(or only inside a loop)", node,
+                            hint=f"assign {name} before the if/loop as well")
+                return Opaque()
+            return v
+        g = self.frame.fn.env.lookup(name)
+        if g is not None:
+            return g
+        if name in _PY_BUILTINS:
+            return Const(_PY_BUILTINS[name])
+        cands = list(self.scope) + list(_PY_BUILTINS)
+        sugg = difflib.get_close_matches(name, [c for c in cands if not c.startswith("$")], n=1)
+        self.report("N003", f"name {name!r} is not defined", node,
+                    hint=f"did you mean {sugg[0]!r}?" if sugg else None)
+        return Opaque()
+
+    def expr_Attribute(self, node):
+        base = self.expr(node.value)
+        return self.getattr(base, node.attr, node)
+
+    def getattr(self, base: AV, attr: str, node) -> AV:
+        if isinstance(base, (Opaque, Undef)):
+            return Opaque()
+        if isinstance(base, Const):
+            obj = base.value
+            if isinstance(obj, pytypes.ModuleType):
+                if not hasattr(obj, attr) or attr.startswith("_"):
+                    names = [n for n in dir(obj) if not n.startswith("_")]
+                    sugg = difflib.get_close_matches(attr, names, n=1)
+                    modname = obj.__name__.replace("newt.language", "nl")
+                    self.report("N004", f"{modname} has no attribute {attr!r}", node,
+                                hint=f"did you mean {modname}.{sugg[0]}?" if sugg else None)
+                    return Opaque()
+                key = (obj.__name__, attr)
+                hit = _MODULE_ATTR_CACHE.get(key)
+                if hit is None:
+                    from .values import from_python
+                    hit = from_python(getattr(obj, attr), lib=False)
+                    if isinstance(hit, (Const, JitRef, PyFunc)):
+                        _MODULE_ATTR_CACHE[key] = hit
+                return hit
+            if isinstance(obj, lc.dtype):
+                if isinstance(obj, lc.pointer_type) and attr == "element_ty":
+                    return Const(obj.element_ty)
+                if attr in ("primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "name", "itemsize"):
+                    if obj.is_symbolic():
+                        return Sym(f"{obj}.{attr}")
+                    return Const(getattr(obj, attr))
+                if attr.startswith("is_") and hasattr(obj, attr):
+                    return PyFunc(attr, getattr(obj, attr), trusted=True)
+                if attr == "scalar":
+                    return Const(obj)
+                self.report("N004", f"dtype {obj!r} has no attribute {attr!r}", node)
+                return Opaque()
+            if obj is lc.PropagateNan and attr in ("NONE", "ALL"):
+                return Const(getattr(lc.PropagateNan, attr))
+            if isinstance(obj, (int, float, bool, str)) or obj is None:
+                self.report("N004", f"{type(obj).__name__} value has no attribute {attr!r}", node)
+                return Opaque()
+            self.report("N004", f"{obj!r} has no attribute {attr!r}", node)
+            return Opaque()
+        if isinstance(base, Sym):
+            return Opaque()
+        if isinstance(base, TensorV):
+            if attr == "dtype":
+                return Const(base.dtype)
+            if attr == "type":
+                return Const(base.type)
+            if attr == "shape":
+                return TupleV([Const(d) if isinstance(d, int) else Sym(d.expr) for d in base.shape])
+            if attr == "numel":
+                n = 1
+                for d in base.shape:
+                    if not isinstance(d, int):
+                        return Sym("numel")
+                    n *= d
+                return Const(n)
+            if attr == "T":
+                return self.call_builtin("trans", [base], {}, node, [node.value], {})
+            if attr in lc.TENSOR_METHODS:
+                return Method(attr, base)
+            names = sorted(set(lc.TENSOR_METHODS) | {"dtype", "shape", "T", "numel"})
+            sugg = difflib.get_close_matches(attr, names, n=1)
+            self.report("N004", f"block values have no attribute {attr!r}", node,
+                        hint=f"did you mean .{sugg[0]}?" if sugg else None)
+            return Opaque()
+        if isinstance(base, TupleV):
+            self.report("N004", f"tuples have no attribute {attr!r}", node)
+            return Opaque()
+        self.report("N004", f"this value has no attribute {attr!r}", node)
+        return Opaque()
+
+    def expr_Tuple(self, node):
+        return TupleV([self.expr(e) for e in node.elts])
+
+    expr_List = expr_Tuple
+
+    def expr_JoinedStr(self, node):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                av = self.expr(v.value)
+                if isinstance(av, Const):
+                    spec = ""
+                    if v.format_spec is not None:
+                        fs = self.expr(v.format_spec)
+                        spec = fs.value if isinstance(fs, Const) else ""
+                    parts.append(format(av.value, spec))
+                elif isinstance(av, TensorV):
+                    parts.append(type_str(av.type))
+                else:
+                    parts.append("?")
+        return Const("".join(parts))
+
+    def expr_Subscript(self, node):
+        base = self.expr(node.value)
+        sl = node.slice
+        if isinstance(base, (Opaque, Undef)):
+            return Opaque()
+        if isinstance(base, TupleV) or (isinstance(base, Const) and isinstance(base.value, (tuple, list, str))):
+            items = base.items if isinstance(base, TupleV) else [Const(x) for x in base.value]
+            if isinstance(sl, ast.Slice):
+                parts = []
+                for x in (sl.lower, sl.upper, sl.step):
+                    if x is None:
+                        parts.append(None)
+                        continue
+                    xv = self.expr(x)
+                    if not isinstance(xv, Const):
+                        raise SemError("N010", "tuple slices must use constexpr bounds")
+                    parts.append(xv.value)
+                r = items[slice(*parts)]
+                return TupleV(r) if isinstance(base, TupleV) else Const(base.value[slice(*parts)])
+            idx = self.expr(sl)
+            if not isinstance(idx, Const) or not isinstance(idx.value, int):
+                if isinstance(idx, Opaque):
+                    return Opaque()
+                raise SemError("N010", "tuples can only be indexed with a constexpr int")
+            try:
+                return items[idx.value]
+            except IndexError:
+                raise SemError("N032", f"index {idx.value} is out of range for a tuple of {len(items)}") from None
+        if isinstance(base, TensorV):
+            return self.index_block(base, sl, node)
+        if isinstance(base, Sym):
+            return Opaque()
+        raise SemError("N023", "this value cannot be indexed")
+
+    def index_block(self, base: TensorV, sl, node) -> AV:
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        shape = list(base.shape)
+        rank = len(shape)
+        n_colon = 0
+        new_dims = []  # positions of None in the output
+        out_pos = 0
+        for e in elts:
+            if isinstance(e, ast.Constant) and e.value is None:
+                new_dims.append(out_pos)
+                out_pos += 1
+            elif isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None:
+                n_colon += 1
+                out_pos += 1
+            else:
+                raise SemError("N002", "blocks can only be indexed with ':' and None (e.g. x[:, None])",
+                               hint="to pick elements, compute pointers and use nl.load, or use nl.where")
+        if n_colon != rank:
+            raise SemError("N032", f"indexing a block of rank {rank} with {n_colon} ':'"
+                           + (" (a scalar has rank 0)" if rank == 0 else ""),
+                           hint=f"use exactly {rank} ':' plus any number of None")
+        v = base.v
+        for pos in new_dims:
+            v = self._expand_dims(v, pos, node)
+        return TensorV(v)
+
+    def _expand_dims(self, v, axis, node):
+        shape = list(shape_of(v.type))
+        shape.insert(axis, 1)
+        return self.emit("expand_dims", [v], [block_of(scalar_of(v.type), shape)], {"axis": axis}, node=node).result
+
+    def expr_IfExp(self, node):
+        cond = self.expr(node.test)
+        if isinstance(cond, Const):
+            return self.expr(node.body) if cond.value else self.expr(node.orelse)
+        if isinstance(cond, (Sym, Opaque, Undef)):
+            self.speculative += 1
+            try:
+                a = self.expr(node.body)
+                b = self.expr(node.orelse)
+            finally:
+                self.speculative -= 1
+            if isinstance(a, TensorV) and isinstance(b, TensorV) and a.type == b.type:
+                return a
+            if isinstance(a, Const) and isinstance(b, Const) and a.value == b.value:
+                return a
+            return Opaque()
+        if isinstance(cond, TensorV):
+            if shape_of(cond.type):
+                raise SemError("N040", "a conditional expression needs a scalar condition; "
+                               "for blocks use nl.where(cond, a, b)")
+            a = self.expr(node.body)
+            b = self.expr(node.orelse)
+            return self.call_builtin("where", [cond, a, b], {}, node, [node.test, node.body, node.orelse], {})
+        raise SemError("N023", "this value cannot be used as a condition")
+
+    def expr_BoolOp(self, node):
+        is_and = isinstance(node.op, ast.And)
+        cur = self.expr(node.values[0])
+        for vnode in node.values[1:]:
+            if isinstance(cur, Const):
+                if bool(cur.value) != is_and:  # short-circuit
+                    return cur
+                cur = self.expr(vnode)
+                continue
+            nxt = self.expr(vnode)
+            if isinstance(cur, (Opaque, Undef)) or isinstance(nxt, (Opaque, Undef)):
+                return Opaque()
+            if isinstance(cur, Sym) and isinstance(nxt, (Sym, Const)):
+                cur = Sym(f"({cur.expr} {'and' if is_and else 'or'} {sym_text(nxt)})", True)
+                continue
+            a = self.to_bool(cur, node)
+            b = self.to_bool(nxt, node) if not isinstance(nxt, Const) else self.constant(bool(nxt.value), lc.int1)
+            shape = broadcast_shapes(shape_of(a.type), shape_of(b.type))
+            a = self.convert(a, lc.int1, shape, node)
+            b = self.convert(b, lc.int1, shape, node)
+            cur = TensorV(self.emit("and" if is_and else "or", [a, b], [a.type], node=node).result)
+        return cur
+
+    # ------------------------------------------------------------------
+    # operators: typed by the rules in semantic.py (as Triton's _apply_binary_method calls semantic.add)
+    # ------------------------------------------------------------------
+    def expr_UnaryOp(self, node):
+        v = self.expr(node.operand)
+        return self.unop(type(node.op), v, node)
+
+    def unop(self, opty, v, node):
+        return semantic.unary(self, opty, v, node)
+
+    def expr_BinOp(self, node):
+        a = self.expr(node.left)
+        b = self.expr(node.right)
+        return self.binop(BINOP_NAMES[type(node.op)], a, b, node)
+
+    def expr_Compare(self, node):
+        left = self.expr(node.left)
+        result = None
+        for op, rnode in zip(node.ops, node.comparators):
+            right = self.expr(rnode)
+            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+                r = semantic.compare_identity(op, left, right)
+            else:
+                r = self.binop(CMP_NAMES[type(op)], left, right, node)
+            result = r if result is None else semantic.logical_and(self, result, r, node)
+            left = right
+        return result
+
+    def binop(self, opname: str, a: AV, b: AV, node) -> AV:
+        return semantic.binary(self, opname, a, b, node)
+
+    def operand_info(self, av: AV):
+        """(dtype, shape, is_literal)."""
+        return semantic.operand_info(av)
+
+    def as_value(self, av: AV, node) -> ir.Value:
+        """A run-time value for ``av`` with its natural type."""
+        if isinstance(av, TensorV):
+            return av.v
+        if isinstance(av, (Opaque, Undef)):
+            raise Poison()
+        t, s, _ = self.operand_info(av)
+        return self.as_tensor(av, t, s, node)
+
+    def as_tensor(self, av: AV, dtype, shape, node) -> ir.Value:
+        """``av`` converted to ``dtype`` and broadcast to ``shape``."""
+        if isinstance(av, (Opaque, Undef)):
+            raise Poison()
+        if isinstance(av, Const):
+            val = av.value
+            if isinstance(val, bool):
+                val = bool(val)
+            elif not isinstance(val, (int, float)):
+                self.operand_info(av)  # raises a clear error
+            if dtype.is_floating() or dtype.is_symbolic():
+                val = float(val) if dtype.is_floating() else val
+            elif dtype.is_bool():
+                val = bool(val)
+            elif dtype.is_int():
+                if isinstance(val, float):
+                    val = int(val)
+                val = wrap_int(val, dtype)
+            return self.constant(val, block_of(dtype, shape), node)
+        if isinstance(av, Sym):
+            return self.constant(av, block_of(dtype, shape), node)
+        if isinstance(av, TensorV):
+            return self.convert(av.v, dtype, shape, node)
+        raise SemError("N023", "this value cannot be used as a block value")
+
+    def convert(self, v: ir.Value, dtype, shape, node) -> ir.Value:
+        if scalar_of(v.type) != dtype:
+            v = self.cast_value(v, dtype, node)
+        return self.broadcast_value(v, shape, node)
+
+    def broadcast_value(self, v: ir.Value, shape, node) -> ir.Value:
+        shape = tuple(shape)
+        cur = shape_of(v.type)
+        if cur == shape:
+            return v
+        el = scalar_of(v.type)
+        if not cur:
+            return self.emit("splat", [v], [block_of(el, shape)], node=node).result
+        if len(cur) < len(shape):
+            for _ in range(len(shape) - len(cur)):
+                v = self._expand_dims(v, 0, node)
+            cur = shape_of(v.type)
+            if cur == shape:
+                return v
+        if len(cur) > len(shape):
+            raise SemError("N030", f"cannot broadcast shape {fmt_shape(cur)} to {fmt_shape(shape)}")
+        for c, s in zip(cur, shape):
+            if c != 1 and dims_equal(c, s) is False:
+                raise SemError("N030", f"cannot broadcast shape {fmt_shape(cur)} to {fmt_shape(shape)}")
+        return self.emit("broadcast", [v], [block_of(el, shape)], node=node).result
+
+    def cast_value(self, v: ir.Value, dst, node, bitcast: bool = False, rounding: str | None = None) -> ir.Value:
+        src = scalar_of(v.type)
+        shape = shape_of(v.type)
+        if src == dst:
+            return v
+        rt = block_of(dst, shape)
+        if src.is_symbolic() or dst.is_symbolic():
+            return self.emit("cast", [v], [rt], node=node).result
+        if bitcast:
+            if src.primitive_bitwidth != dst.primitive_bitwidth:
+                raise SemError("N024", f"cannot bitcast {src!r} ({src.primitive_bitwidth} bits) to {dst!r} "
+                               f"({dst.primitive_bitwidth} bits)", hint="bitcast needs types of the same width")
+            return self.emit("bitcast", [v], [rt], node=node).result
+        if src.is_ptr() and dst.is_ptr():
+            return self.emit("bitcast", [v], [rt], node=node).result
+        if src.is_ptr() or dst.is_ptr():
+            other = dst if src.is_ptr() else src
+            if not (other.is_int() and other.primitive_bitwidth == 64):
+                raise SemError("N024", f"cannot cast between {src!r} and {dst!r}",
+                               hint="pointers convert only to and from 64-bit integers")
+            return self.emit("cast", [v], [rt], node=node).result
+        if dst.is_bool():
+            zero = self.constant(0.0 if src.is_floating() else 0, v.type, node)
+            return self.emit("ne", [v, zero], [rt], node=node).result
+        attrs = {}
+        if rounding:
+            attrs["rounding"] = rounding
+        return self.emit("cast", [v], [rt], attrs, node=node).result
+
+    def cast_to(self, av: AV, dst, node, bitcast=False, rounding=None) -> ir.Value:
+        if isinstance(av, TensorV):
+            return self.cast_value(av.v, dst, node, bitcast=bitcast, rounding=rounding)
+        if bitcast and isinstance(av, Const):
+            v = self.as_value(av, node)
+            return self.cast_value(v, dst, node, bitcast=True)
+        t, s, _ = self.operand_info(av)
+        return self.as_tensor(av, dst, s, node)
+
+    # ------------------------------------------------------------------
+    # calls
+    # ------------------------------------------------------------------

@@ -1,0 +1,6 @@
+"""The type rules of the ``nl.*`` builtins, one module per family (the families of ``newt/language``).
+
+Importing this package registers every rule in ``newt.frontend.ops.RULES``.
+"""
+
+from . import creation, debug, dot, elementwise, memory, reduce, shape  # noqa: F401

@@ -1,0 +1,177 @@
+"""Type rules of ``nl.load``, ``store`` and the atomics."""
+
+from __future__ import annotations
+
+from newt.ir.types import block_of, dims_equal, shape_of
+from newt.language import core as lc
+
+from ..diagnostics import Severity
+from ..ops import Bound, _describe, _poison, const_str, need_tensor, rule
+from ..semantic import SemError, broadcast_shapes, fmt_shape
+from ..values import Const, Opaque, TensorV, TupleV
+
+
+def _pointer(b, av, fname, node):
+    _poison(av)
+    if isinstance(av, TensorV) and av.dtype.is_ptr():
+        return av
+    if isinstance(av, TensorV) and av.dtype.is_symbolic():
+        return None  # unknown parameter kind in the generic check
+    got = _describe(av)
+    raise SemError("N043", f"nl.{fname} needs a pointer (or a block of pointers), got {got}", node=node,
+                   hint="pass a pointer parameter plus offsets, e.g. x_ptr + offsets")
+
+
+def _mask(b, av, node):
+    _poison(av)
+    if isinstance(av, Const) and av.value is None:
+        return None
+    if isinstance(av, Const) and isinstance(av.value, bool):
+        return b.constant(av.value, lc.int1, node)
+    t = need_tensor(b, av, "the mask", node)
+    if t.dtype.is_symbolic():
+        return t.v
+    return b.to_bool(t, node)
+
+
+@rule("load")
+def _load(b, a: Bound, node):
+    p = _pointer(b, a["pointer"], "load", a.node("pointer"))
+    cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".ca", ".cg", ".cv", ".cs", ".lu"),
+                      a.node("cache_modifier"))
+    evict = const_str(a["eviction_policy"], "eviction_policy", ("", "evict_first", "evict_last", "evict_normal"),
+                      a.node("eviction_policy"))
+    vol = a["volatile"]
+    if a.given("boundary_check") and not (isinstance(a["boundary_check"], TupleV) and not a["boundary_check"].items):
+        raise SemError("N023", "boundary_check applies to block pointers, which newt does not support; use mask=",
+                       node=a.node("boundary_check"))
+    mask = _mask(b, a["mask"], a.node("mask"))
+    other = a["other"]
+    _poison(other)
+    if p is None:
+        if mask is not None or not (isinstance(other, Const) and other.value is None):
+            pass
+        return TensorV(b.emit("load", [a["pointer"].v], [a["pointer"].type], {}, node=node).result)
+    elem = p.dtype.element_ty
+    shape = p.shape
+    if mask is not None:
+        shape = broadcast_shapes(shape, shape_of(mask.type), "pointer and mask")
+    has_other = not (isinstance(other, Const) and other.value is None)
+    if has_other:
+        if mask is None:
+            b.report("N023", "nl.load: 'other' has no effect without a mask", a.node("other"),
+                     severity=Severity.WARNING)
+        if isinstance(other, TensorV):
+            shape = broadcast_shapes(shape, other.shape, "pointer and other")
+    pv = b.broadcast_value(p.v, shape, node)
+    ops = [pv]
+    if mask is not None:
+        ops.append(b.broadcast_value(mask, shape, node))
+    if has_other and mask is not None:
+        ops.append(b.as_tensor(other, elem, shape, node))
+    attrs = {"cache": cache, "evict": evict, "volatile": bool(getattr(vol, "value", False)),
+             "has_mask": mask is not None, "has_other": has_other and mask is not None}
+    return TensorV(b.emit("load", ops, [block_of(elem, shape)], attrs, node=node).result)
+
+
+@rule("store")
+def _store(b, a: Bound, node):
+    p = _pointer(b, a["pointer"], "store", a.node("pointer"))
+    cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".wb", ".cg", ".cs", ".wt"),
+                      a.node("cache_modifier"))
+    evict = const_str(a["eviction_policy"], "eviction_policy", ("", "evict_first", "evict_last", "evict_normal"),
+                      a.node("eviction_policy"))
+    val = a["value"]
+    _poison(val)
+    mask = _mask(b, a["mask"], a.node("mask"))
+    if p is None:
+        return Const(None)
+    elem = p.dtype.element_ty
+    shape = p.shape
+    if isinstance(val, TensorV):
+        if val.dtype.is_ptr() and not elem.is_ptr():
+            raise SemError("N023", f"cannot store a pointer into memory of {elem!r}", node=a.node("value"))
+        vs = val.shape
+        if len(vs) > len(shape) or any(dims_equal(x, y) is False and x != 1 for x, y in
+                                       zip(vs[::-1], shape[::-1])):
+            if not shape:
+                raise SemError("N030", f"cannot store a block of shape {fmt_shape(vs)} through a scalar pointer",
+                               node=a.node("value"), hint="build a block of pointers: ptr + nl.arange(0, N)")
+            raise SemError("N030", f"the value's shape {fmt_shape(vs)} does not broadcast to the pointer's shape "
+                           f"{fmt_shape(shape)}", node=a.node("value"))
+    if mask is not None:
+        shape = broadcast_shapes(shape, shape_of(mask.type), "pointer and mask")
+    pv = b.broadcast_value(p.v, shape, node)
+    vv = b.as_tensor(val, elem, shape, node)
+    ops = [pv, vv]
+    if mask is not None:
+        ops.append(b.broadcast_value(mask, shape, node))
+    b.emit("store", ops, [], {"cache": cache, "evict": evict, "has_mask": mask is not None}, node=node)
+    return Const(None)
+
+
+_SEMS = (None, "", "acq_rel", "acquire", "release", "relaxed")
+_SCOPES = (None, "", "gpu", "cta", "sys")
+
+
+def _sem_scope(a: Bound):
+    sem = a["sem"]
+    scope = a["scope"]
+    s1 = const_str(sem, "sem", _SEMS, a.node("sem")) or "acq_rel"
+    s2 = const_str(scope, "scope", _SCOPES, a.node("scope")) or "gpu"
+    return s1, s2
+
+
+@rule("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg")
+def _atomic(b, a: Bound, node):
+    kind = a.name.split("_", 1)[1]
+    p = _pointer(b, a["pointer"], a.name, a.node("pointer"))
+    sem, scope = _sem_scope(a)
+    val = a["val"]
+    _poison(val)
+    mask = _mask(b, a["mask"], a.node("mask"))
+    if p is None:
+        return Opaque()
+    elem = p.dtype.element_ty
+    if not elem.is_symbolic():
+        if kind in ("and", "or", "xor") and not elem.is_int():
+            raise SemError("N021", f"nl.{a.name} needs integer memory, got {elem!r}", node=a.node("pointer"))
+        if kind == "add" and elem.name not in ("int32", "uint32", "int64", "uint64", "fp16", "bf16", "fp32", "fp64"):
+            raise SemError("N023", f"nl.atomic_add does not support {elem!r}", node=a.node("pointer"),
+                           hint="use 32/64-bit integers or fp16/bf16/fp32/fp64")
+        if kind in ("max", "min") and elem.name not in ("int32", "uint32", "int64", "uint64", "fp32", "fp64",
+                                                        "fp16", "bf16"):
+            raise SemError("N023", f"nl.{a.name} does not support {elem!r}", node=a.node("pointer"))
+        if kind == "xchg" and elem.primitive_bitwidth not in (16, 32, 64):
+            raise SemError("N023", f"nl.atomic_xchg does not support {elem!r}", node=a.node("pointer"))
+    shape = p.shape
+    if isinstance(val, TensorV):
+        shape = broadcast_shapes(shape, val.shape, "pointer and value")
+    if mask is not None:
+        shape = broadcast_shapes(shape, shape_of(mask.type), "pointer and mask")
+    ops = [b.broadcast_value(p.v, shape, node), b.as_tensor(val, elem, shape, node)]
+    if mask is not None:
+        ops.append(b.broadcast_value(mask, shape, node))
+    attrs = {"kind": kind, "sem": sem, "scope": scope, "has_mask": mask is not None}
+    return TensorV(b.emit("atomic_rmw", ops, [block_of(elem, shape)], attrs, node=node).result)
+
+
+@rule("atomic_cas")
+def _atomic_cas(b, a: Bound, node):
+    p = _pointer(b, a["pointer"], "atomic_cas", a.node("pointer"))
+    sem, scope = _sem_scope(a)
+    cmp, val = a["cmp"], a["val"]
+    _poison(cmp, val)
+    if p is None:
+        return Opaque()
+    elem = p.dtype.element_ty
+    if not elem.is_symbolic() and elem.primitive_bitwidth not in (16, 32, 64):
+        raise SemError("N023", f"nl.atomic_cas does not support {elem!r}", node=a.node("pointer"))
+    shape = p.shape
+    for v in (cmp, val):
+        if isinstance(v, TensorV):
+            shape = broadcast_shapes(shape, v.shape, "pointer and value")
+    ops = [b.broadcast_value(p.v, shape, node), b.as_tensor(cmp, elem, shape, node),
+           b.as_tensor(val, elem, shape, node)]
+    return TensorV(b.emit("atomic_cas", ops, [block_of(elem, shape)], {"sem": sem, "scope": scope},
+                          node=node).result)
