@@ -114,12 +114,11 @@ class CallsMixin:
         return self.call_builtin(name, args, kwargs, node, arg_nodes, kw_nodes)
 
     def call_builtin(self, name, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
-        from .ops import RULES, bind
-        rule = RULES.get(name)
-        if rule is None:
+        from .ops import RULES, bind, call_stub
+        if name not in RULES:
             raise SemError("N004", f"nl.{name} is not supported yet")
         bound = bind(name, args, kwargs, arg_nodes, kw_nodes, node)
-        return rule(self, bound, node)
+        return call_stub(self, name, bound, node)
 
     def call_pybuiltin(self, fn, args, kwargs, node, arg_nodes):
         name = fn.__name__

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import gc
 import importlib
+import inspect
 import weakref
 from dataclasses import dataclass, field
 
@@ -165,8 +166,9 @@ class FileAnalysis:
 # generic pointer inference
 # ---------------------------------------------------------------------------
 
-_PTR_FUNCS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
-              "atomic_xchg", "atomic_cas"}
+#: the ops whose first parameter is a pointer, read from their stubs' signatures
+_PTR_FUNCS = {n for n, f in lc.BUILTINS.items() if not getattr(f, "__newt_inline__", False)
+              and next(iter(inspect.signature(f.__wrapped__).parameters), None) == "pointer"}
 
 
 def _additive_names(node, out: set):

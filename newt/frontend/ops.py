@@ -134,6 +134,73 @@ def bind(name, args, kwargs, arg_nodes, kw_nodes, call_node) -> Bound:
     return Bound(name, values, nodes, explicit)
 
 
+class Semantic:
+    """What a stub sees as ``_semantic``: ``_semantic.<op>(...)`` runs the type rule of ``<op>``.
+
+    Every ``@builtin`` stub of ``newt.language`` ends in ``return _semantic.<op>(args...)`` (Triton's
+    ``_semantic.add(...)``); the front end calls the stub with the bound abstract values and this object.
+    The rule receives exactly what the stub passes, with each argument's source node found again by
+    identity, so a stub may forward to another op's rule or change an argument.
+    """
+
+    __slots__ = ("builder", "bound", "node")
+
+    def __init__(self, builder, bound: Bound, node):
+        self.builder = builder
+        self.bound = bound
+        self.node = node
+
+    def __getattr__(self, opname):
+        rule = RULES.get(opname)
+        if rule is None:
+            raise SemError("N004", f"nl.{opname} is not supported yet")
+
+        def call(*args, **kwargs):
+            return rule(self.builder, self._rebind(opname, args, kwargs), self.node)
+        return call
+
+    def _rebind(self, opname, args, kwargs) -> Bound:
+        orig = self.bound
+        fs = _signature(opname)
+        values = {}
+        for pname, v in zip(fs.positional, args):
+            values[pname] = v
+        if fs.varargs is not None:
+            extra = list(args[len(fs.positional):])
+            prev = orig.values.get(fs.varargs)
+            same = isinstance(prev, TupleV) and len(prev.items) == len(extra) and all(
+                x is y for x, y in zip(prev.items, extra))
+            values[fs.varargs] = prev if same else TupleV(extra)
+        values.update(kwargs)
+        if opname == orig.name and all(values.get(k) is v for k, v in orig.values.items()):
+            return orig  # the stub forwarded its arguments unchanged (the common case)
+        by_id = {id(v): orig.nodes.get(k) for k, v in orig.values.items()}
+        nodes, explicit = {}, set()
+        for k, v in values.items():
+            if orig.values.get(k) is v:
+                nodes[k] = orig.nodes.get(k, self.node)
+                if k in orig.explicit:
+                    explicit.add(k)
+            else:
+                nodes[k] = by_id.get(id(v)) or self.node
+                explicit.add(k)
+        for pname in fs.names:
+            if pname not in values:
+                values[pname] = TupleV([]) if pname == fs.varargs else Const(fs.defaults.get(pname))
+                nodes[pname] = self.node
+        return Bound(opname, values, nodes, explicit)
+
+
+def call_stub(builder, name: str, bound: Bound, node) -> AV:
+    """Run the ``@builtin`` stub of ``name`` on the bound arguments: its body calls the op's rule."""
+    fs = _signature(name)
+    stub = BUILTINS[name].__wrapped__
+    pos = [bound.values[p] for p in fs.positional]
+    if fs.varargs is not None:
+        pos += list(bound.values[fs.varargs].items)
+    kw = {k: bound.values[k] for k in fs.kwonly}
+    return stub(*pos, _semantic=Semantic(builder, bound, node), **kw)
+
 # ---------------------------------------------------------------------------
 # small helpers
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ the runtime (to map torch dtypes).
 from __future__ import annotations
 
 import functools
+import inspect
 from enum import Enum
 
 __all__ = [
@@ -288,6 +289,12 @@ def builtin(fn=None, *, name: str | None = None, method: str | bool | tuple | No
 
     def wrap(f):
         opname = name or f.__name__
+        sig = inspect.signature(f)
+        if "_semantic" in sig.parameters:
+            # the stub's body calls its type rule: ``return _semantic.<op>(...)`` with the front end's rules as
+            # ``_semantic`` (Triton's pattern); ``_semantic`` is not part of the op's public signature
+            f.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "_semantic"])
+            f.__newt_rule_stub__ = True
 
         @functools.wraps(f)
         def stub(*args, **kwargs):

@@ -1,0 +1,88 @@
+"""One definition per op on the language side: each stub calls its rule, methods are registered once."""
+
+import glob
+import inspect
+import os
+
+import newt.language as nl
+from newt.frontend import analyze_source
+from newt.frontend.ops import RULES, Semantic
+from newt.language import core as lc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _stubs():
+    return {k: v for k, v in nl.BUILTINS.items() if not getattr(v, "__newt_inline__", False)}
+
+
+def test_every_stub_calls_its_rule_and_every_rule_has_a_stub():
+    stubs = _stubs()
+    assert set(stubs) == set(RULES)
+    for name, stub in stubs.items():
+        raw = stub.__wrapped__
+        assert getattr(raw, "__newt_rule_stub__", False), name
+        assert "_semantic" not in inspect.signature(raw).parameters, name  # hidden from the public signature
+
+
+def test_the_stub_body_is_what_runs():
+    calls = []
+
+    class Probe:
+        def __getattr__(self, op):
+            def f(*args, **kwargs):
+                calls.append((op, args, kwargs))
+                return "ok"
+            return f
+
+    assert nl.load.__wrapped__("p", "m", _semantic=Probe()) == "ok"
+    assert calls[-1][0] == "load" and calls[-1][1][:2] == ("p", "m")
+    nl.exp2.__wrapped__("x", _semantic=Probe())
+    assert calls[-1][0] == "exp2"
+    nl.static_print.__wrapped__(1, 2, sep=",", _semantic=Probe())
+    assert calls[-1][1] == (1, 2) and calls[-1][2]["sep"] == ","
+
+
+def test_semantic_rebinds_what_a_stub_passes():
+    """A stub may hand other values to a rule; the rule sees those, with the call's nodes found by identity."""
+    from newt.frontend.ops import bind
+    from newt.frontend.values import Const
+    x, y, n1, n2, call = Const(1.0), Const(2.0), object(), object(), object()
+    bound = bind("maximum", [x, y], {}, [n1, n2], {}, call)
+    sem = Semantic(None, bound, call)
+    assert sem._rebind("maximum", (x, y, bound["propagate_nan"]), {}) is bound  # forwarded unchanged
+    swapped = sem._rebind("minimum", (y, x), {})
+    assert swapped.name == "minimum" and swapped["x"] is y and swapped["y"] is x
+    assert swapped.node("x") is n2 and swapped.node("y") is n1
+    assert swapped.given("x") and not swapped.given("propagate_nan")
+
+
+def test_tensor_methods_are_registered_once_and_public():
+    methods = lc.tensor_methods()
+    assert methods["to"] == "cast" and methods["cast"] == "cast"
+    for m in ("sigmoid", "softmax", "ravel", "interleave", "where", "sum", "reshape"):
+        assert m in methods, m
+    methods["sum"] = "changed"
+    assert lc.tensor_methods()["sum"] == "sum"  # a copy
+
+
+def test_inline_method_resolves_in_a_kernel():
+    src = '''
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr, BLOCK: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, BLOCK))
+    nl.store(x_ptr + nl.arange(0, BLOCK), x.sigmoid().to(nl.float16).softmax().ravel())
+'''
+    fa = analyze_source(src, "k.py")
+    assert not [d.format() for d in fa.diagnostics if d.severity <= 2]
+
+
+def test_no_front_end_or_language_file_over_1000_lines():
+    for pkg in ("frontend", "language", "interpreter"):
+        for p in glob.glob(os.path.join(ROOT, "newt", pkg, "**", "*.py"), recursive=True):
+            with open(p) as fh:
+                n = sum(1 for _ in fh)
+            assert n <= 1000, f"{os.path.relpath(p, ROOT)} has {n} lines"
