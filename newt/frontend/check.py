@@ -13,6 +13,7 @@ import ast
 import contextlib
 import gc
 import importlib
+import inspect
 import weakref
 from dataclasses import dataclass, field
 
@@ -165,8 +166,20 @@ class FileAnalysis:
 # generic pointer inference
 # ---------------------------------------------------------------------------
 
-_PTR_FUNCS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
-              "atomic_xchg", "atomic_cas"}
+def _pointer_builtins() -> frozenset:
+    """The builtins whose stub declares ``pointer`` as its first parameter (load, store, atomics)."""
+    out = set()
+    for name, stub in lc.BUILTINS.items():
+        try:
+            first = next(iter(inspect.signature(stub).parameters), None)
+        except (TypeError, ValueError):
+            continue
+        if first == "pointer":
+            out.add(name)
+    return frozenset(out)
+
+
+_PTR_FUNCS = _pointer_builtins()
 
 
 def _additive_names(node, out: set):

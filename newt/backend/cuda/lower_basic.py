@@ -371,8 +371,8 @@ def _assert(em, op):
         em.line("// device_assert compiled out")
         return
     cond = op.operands[0]
-    mask = op.operands[1] if op.attrs.get("has_mask") and len(op.operands) > 1 else None
-    msg = op.attrs.get("msg", "")
+    mask = op.operand("mask")
+    msg = op.attr("msg")
     loc = op.loc
     file = loc.file if loc else "<unknown>"
     line = loc.line if loc else 0

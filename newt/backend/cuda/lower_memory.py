@@ -207,17 +207,10 @@ def vector_width_of(axis, lay, ptr, mask) -> int:
 
 @lowers("load")
 def _load(em, op):
-    ptr = op.operands[0]
-    k = 1
-    mask = other = None
-    if op.attrs.get("has_mask"):
-        mask = op.operands[k]
-        k += 1
-    if op.attrs.get("has_other"):
-        other = op.operands[k]
+    ptr, mask, other = op.operand("ptr"), op.operand("mask"), op.operand("other")
     res = op.result
     t = scalar_of(res.type)
-    cache, evict, vol = op.attrs.get("cache", ""), op.attrs.get("evict", ""), bool(op.attrs.get("volatile"))
+    cache, evict, vol = op.attr("cache"), op.attr("evict"), bool(op.attr("volatile"))
     if op in em.pipelined_loads:
         from .pipeline import emit_pipelined_load_value
         emit_pipelined_load_value(em, op)
@@ -284,10 +277,9 @@ def emit_block_load(em, res, lay, ptr, mask, other, cache="", evict="", vol=Fals
 
 @lowers("store")
 def _store(em, op):
-    ptr, val = op.operands[0], op.operands[1]
-    mask = op.operands[2] if op.attrs.get("has_mask") and len(op.operands) > 2 else None
+    ptr, val, mask = op.operand("ptr"), op.operand("value"), op.operand("mask")
     t = scalar_of(val.type)
-    cache, evict = op.attrs.get("cache", ""), op.attrs.get("evict", "")
+    cache, evict = op.attr("cache"), op.attr("evict")
     if not is_block(ptr.type):
         total = _nbytes(t)
         fn = st_helper(em, total, cache, evict)
@@ -326,8 +318,8 @@ def emit_block_store(em, lay, ptr, val, mask, cache="", evict=""):
 # atomics
 # ---------------------------------------------------------------------------
 
-_SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "relaxed": ".relaxed", "": ".acq_rel"}
-_SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys", "": ".gpu"}
+_SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "relaxed": ".relaxed"}
+_SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys"}
 
 
 def _asm_cons(t) -> str:
@@ -357,7 +349,7 @@ def _atom_type(kind: str, t) -> str | None:
 
 def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> str:
     """``old = f(ptr, val)`` performing the atomic with the given order and scope."""
-    s, sc = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
+    s, sc = _SEM[sem], _SCOPE[scope]
     ct = ctype(t)
     op = {"xchg": "exch"}.get(kind, kind)
     if kind == "add" and t.name == "bf16" and em.target.bf16_atomic_add:
@@ -432,7 +424,7 @@ def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> 
 
 
 def cas_helper(em, t, sem, scope) -> str:
-    s, sc = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
+    s, sc = _SEM[sem], _SCOPE[scope]
     ct = ctype(t)
     b = t.primitive_bitwidth
     ty = {16: ".b16", 32: ".b32", 64: ".b64"}[b]
@@ -464,12 +456,11 @@ def broadcast_scalar(em, name: str, ct: str):
 def _atomic(em, op):
     res = op.result
     t = scalar_of(res.type)
-    sem, scope = op.attrs.get("sem", "acq_rel"), op.attrs.get("scope", "gpu")
+    sem, scope = op.attr("sem"), op.attr("scope")
     need = _has_uses(em, res)
     if op.name == "atomic_rmw":
-        ptr, val = op.operands[0], op.operands[1]
-        mask = op.operands[2] if op.attrs.get("has_mask") and len(op.operands) > 2 else None
-        fn = atomic_helper(em, op.attrs["kind"], t, sem, scope, need)
+        ptr, val, mask = op.operand("ptr"), op.operand("val"), op.operand("mask")
+        fn = atomic_helper(em, op.attr("kind"), t, sem, scope, need)
         args_v = [val]
     else:
         ptr, cmp, val = op.operands[:3]

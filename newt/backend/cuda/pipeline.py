@@ -21,16 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from newt.ir.core import Region
+from newt.ir.ops import ELEMENTWISE, SOURCE, VIEW
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import ctype
-from .elementwise import ELEMENTWISE
 from .layout import SwizzledShared, log2
 from .lower_basic import _bind_var, _declare_var, loop_condition, loop_header
 from .lower_memory import vector_width_of
-from .plan import VIEW_OPS, compact
+from .plan import compact
 
-_PURE = ELEMENTWISE | VIEW_OPS | {"constant", "arange", "splat", "program_id", "num_programs"}
+#: ops the lookahead may re-render: free of effects and cheap to compute again
+_PURE = ELEMENTWISE | VIEW | SOURCE
 
 
 @dataclass
@@ -94,15 +95,9 @@ def _plan_loop(em, loop, budget):  # noqa: C901
                 continue
             if any(c.op is lop for c in cands):
                 continue
-            k = 1
-            mask = other = None
-            if lop.attrs.get("has_mask"):
-                mask = lop.operands[k]
-                k += 1
-            if lop.attrs.get("has_other"):
-                other = lop.operands[k]
-                if not _is_zero(other):
-                    continue
+            mask, other = lop.operand("mask"), lop.operand("other")
+            if other is not None and not _is_zero(other):
+                continue
             lay = compact(em.plan.access[lop])
             ptr = lop.operands[0]
             vec = vector_width_of(em.axis, lay, ptr, mask)
@@ -285,10 +280,7 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
         chunk.line(f"const bool live = {cond};")
         for pl in pipe.loads:
             lop = pl.op
-            k = 1
-            mask = None
-            if lop.attrs.get("has_mask"):
-                mask = lop.operands[k]
+            mask = lop.operand("mask")
             lay = pl.lay
             p = em.get(lop.operands[0], lay)
             m = em.get(mask, lay) if mask is not None else None
