@@ -166,9 +166,20 @@ class FileAnalysis:
 # generic pointer inference
 # ---------------------------------------------------------------------------
 
-#: the ops whose first parameter is a pointer, read from their stubs' signatures
-_PTR_FUNCS = {n for n, f in lc.BUILTINS.items() if not getattr(f, "__newt_inline__", False)
-              and next(iter(inspect.signature(f.__wrapped__).parameters), None) == "pointer"}
+def _pointer_builtins() -> frozenset:
+    """The builtins whose stub declares ``pointer`` as its first parameter (load, store, atomics)."""
+    out = set()
+    for name, stub in lc.BUILTINS.items():
+        try:
+            first = next(iter(inspect.signature(stub).parameters), None)
+        except (TypeError, ValueError):
+            continue
+        if first == "pointer":
+            out.add(name)
+    return frozenset(out)
+
+
+_PTR_FUNCS = _pointer_builtins()
 
 
 def _additive_names(node, out: set):

@@ -779,7 +779,7 @@ class StatementsMixin:
             return
         if isinstance(cond, TensorV):
             c = self.to_bool(cond, node)
-            self.emit("assert", [c], [], {"msg": msg or ast.unparse(node.test), "has_mask": False}, node=node)
+            self.emit("assert", [c], [], {"msg": msg or ast.unparse(node.test)}, node=node)
 
     # ------------------------------------------------------------------
     # expressions

@@ -83,7 +83,7 @@ def _device_assert(b, a: Bound, node):
     if mask is not None:
         shape = broadcast_shapes(shape_of(cv.type), shape_of(mask.type))
         ops = [b.broadcast_value(cv, shape, node), b.broadcast_value(mask, shape, node)]
-    b.emit("assert", ops, [], {"msg": str(msg), "has_mask": mask is not None}, node=node)
+    b.emit("assert", ops, [], {"msg": str(msg)}, node=node)
     return Const(None)
 
 
