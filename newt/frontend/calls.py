@@ -131,6 +131,8 @@ class CallsMixin:
                 prefix = rest.pop(0).value
             return self.call_builtin("device_print", [Const(prefix)] + rest, {}, node,
                                      [node] * (len(rest) + 1), {})
+        if fn in (pybuiltins.getattr, pybuiltins.hasattr):
+            return self.getattr_call(fn, args, node, arg_nodes)
         if any(isinstance(a, (Opaque, Undef)) for a in args):
             return Opaque()
         if all(isinstance(a, Const) for a in args) and all(isinstance(v, Const) for v in kwargs.values()):
@@ -160,6 +162,26 @@ class CallsMixin:
         elif fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool):
             hint = f"use x.to(nl.{ {'int': 'int32', 'float': 'float32', 'bool': 'int1'}[name] })"
         raise SemError("N006", f"Python's {name}() only works on compile-time values inside a kernel", hint=hint)
+
+    def getattr_call(self, fn, args, node, arg_nodes) -> AV:
+        """``getattr(obj, "name"[, default])`` and ``hasattr(obj, "name")`` with a compile-time name."""
+        name = fn.__name__
+        want = 2 if fn is pybuiltins.hasattr else (2, 3)
+        if len(args) not in ((want,) if isinstance(want, int) else want):
+            raise SemError("N005", f"{name}() takes {'2' if fn is pybuiltins.hasattr else '2 or 3'} arguments, "
+                           f"got {len(args)}")
+        attr = args[1]
+        if isinstance(attr, (Opaque, Undef)):
+            return Opaque()
+        if not (isinstance(attr, Const) and isinstance(attr.value, str)):
+            raise SemError("N010", f"the attribute name of {name}() must be a compile-time string",
+                           node=arg_nodes[1] if len(arg_nodes) > 1 else node)
+        has = self.has_attr(args[0], attr.value)
+        if fn is pybuiltins.hasattr:
+            return Sym(f"hasattr(..., {attr.value!r})", True) if has is None else Const(has)
+        if has is False and len(args) == 3:
+            return args[2]
+        return self.getattr(args[0], attr.value, node)
 
     # -- inlining --------------------------------------------------------
     def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV:

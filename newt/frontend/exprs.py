@@ -12,16 +12,17 @@ import math
 import types as pytypes
 
 from newt import ir
-from newt.ir.types import block_of, dims_equal, scalar_of, shape_of, type_str
+from newt.ir.types import numel, block_of, dims_equal, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from . import semantic
-from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, sym_text, wrap_int
+from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, literal_type, sym_text, wrap_int
 from .values import AV, Const, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
 _PY_BUILTIN_FUNCS = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
                      pybuiltins.float, pybuiltins.bool, pybuiltins.print, pybuiltins.abs, pybuiltins.tuple,
-                     pybuiltins.list, pybuiltins.isinstance, pybuiltins.round, pybuiltins.str}
+                     pybuiltins.list, pybuiltins.isinstance, pybuiltins.round, pybuiltins.str, pybuiltins.getattr,
+                     pybuiltins.hasattr}
 _PY_BUILTINS = {f.__name__: f for f in _PY_BUILTIN_FUNCS}
 _PY_BUILTINS.update({"True": True, "False": False, "None": None, "math": math})
 _MODULE_ATTR_CACHE: dict = {}
@@ -127,6 +128,8 @@ class ExpressionsMixin:
                 return Opaque()
             if obj is lc.PropagateNan and attr in ("NONE", "ALL"):
                 return Const(getattr(lc.PropagateNan, attr))
+            if attr == "dtype" and isinstance(obj, (int, float, bool)):
+                return Const(literal_type(obj))  # the type the literal takes as a value (Triton's rules)
             if isinstance(obj, (int, float, bool, str)) or obj is None:
                 self.report("N004", f"{type(obj).__name__} value has no attribute {attr!r}", node)
                 return Opaque()
@@ -162,6 +165,40 @@ class ExpressionsMixin:
             return Opaque()
         self.report("N004", f"this value has no attribute {attr!r}", node)
         return Opaque()
+
+    def unsplat(self, v: TensorV, node) -> TensorV:
+        """The one element of a block of one element, as a scalar (Triton's ``x.item()``)."""
+        shape = v.shape
+        n = numel(shape)
+        if not shape:
+            return v
+        if n != 1:
+            raise SemError("N033", f"only a block of one element converts to a scalar; this one has shape "
+                           f"{fmt_shape(shape)}", hint="reduce it (nl.max, nl.sum) or index it with nl.where first")
+        x = v.v
+        if len(shape) > 1:
+            x = self.emit("reshape", [x], [block_of(v.dtype, (1,))], {"shape": [1], "can_reorder": False},
+                          node=node).result
+        return TensorV(self.emit("reduce", [x], [v.dtype], {"axis": 0, "combine": "max"}, node=node).result)
+
+    def has_attr(self, base: AV, attr: str) -> bool | None:
+        """Python's ``hasattr`` on what the front end knows of ``base`` (None: unknown until specialized)."""
+        if isinstance(base, (Opaque, Undef, Sym)):
+            return None
+        if isinstance(base, Const):
+            obj = base.value
+            if isinstance(obj, pytypes.ModuleType):
+                return hasattr(obj, attr) and not attr.startswith("_")
+            if isinstance(obj, lc.dtype):
+                return attr in ("primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "name", "itemsize",
+                                "scalar") or (attr.startswith("is_") and hasattr(obj, attr)) or \
+                    (attr == "element_ty" and isinstance(obj, lc.pointer_type))
+            if isinstance(obj, (int, float, bool)) and attr == "dtype":
+                return True
+            return hasattr(obj, attr)
+        if isinstance(base, TensorV):
+            return attr in ("dtype", "type", "shape", "numel", "T") or attr in lc.TENSOR_METHODS
+        return False
 
     def expr_Tuple(self, node):
         return TupleV([self.expr(e) for e in node.elts])
@@ -269,18 +306,48 @@ class ExpressionsMixin:
                 return a
             return Opaque()
         if isinstance(cond, TensorV):
+            if shape_of(cond.type) and numel(shape_of(cond.type)) == 1:
+                cond = self.unsplat(cond, node.test)
             if shape_of(cond.type):
                 raise SemError("N040", "a conditional expression needs a scalar condition; "
                                "for blocks use nl.where(cond, a, b)")
+            if any(isinstance(n, ast.Call) for br in (node.body, node.orelse) for n in ast.walk(br)):
+                return self.runtime_ifexp(cond, node)
             a = self.expr(node.body)
             b = self.expr(node.orelse)
             return self.call_builtin("where", [cond, a, b], {}, node, [node.test, node.body, node.orelse], {})
         raise SemError("N023", "this value cannot be used as a condition")
 
+    def runtime_ifexp(self, cond: TensorV, node) -> AV:
+        """``a if c else b`` with a run-time ``c`` and calls in a branch: only the taken branch runs (an
+        ``scf.if``, as Triton builds it), so stores in the branches happen once; void branches give None."""
+        tmp = f"$ifexp{id(node)}"
+        c = self.to_bool(cond, node.test)
+
+        def branch(expr_node):
+            def run():
+                v = self.expr(expr_node)
+                if not (isinstance(v, Const) and v.value is None):
+                    self.scope[tmp] = v
+            return run
+
+        self.runtime_if(c, branch(node.body), branch(node.orelse), node)
+        v = self.scope.pop(tmp, None)
+        if v is None:
+            return Const(None)
+        if isinstance(v, Undef):
+            raise SemError("N023", "one branch of this conditional expression has a value and the other has none")
+        return v
+
     def expr_BoolOp(self, node):
         is_and = isinstance(node.op, ast.And)
         cur = self.expr(node.values[0])
         for vnode in node.values[1:]:
+            if isinstance(cur, TupleV):  # a tuple is true when it is not empty, as in Python
+                if bool(cur.items) != is_and:
+                    return cur
+                cur = self.expr(vnode)
+                continue
             if isinstance(cur, Const):
                 if bool(cur.value) != is_and:  # short-circuit
                     return cur

@@ -10,7 +10,7 @@ import ast
 import builtins as pybuiltins
 
 from newt import ir
-from newt.ir.types import block_of, scalar_of, shape_of, type_str
+from newt.ir.types import numel, block_of, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from .frame import FLAG_BRK, FLAG_CNT, FLAG_RET, LOOPIV, MAX_UNROLL, RETVAL, LoopCtx
@@ -19,6 +19,13 @@ from .source import fast_walk
 from .values import AV, Const, JitRef, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
 _STMT_DISPATCH: dict = {}
+
+
+def _compile_time(v) -> bool:
+    """A constexpr value: a constant, a symbol of the specialization, or a tuple of them."""
+    if isinstance(v, TupleV):
+        return all(_compile_time(x) for x in v.items)
+    return isinstance(v, (Const, Sym, Opaque))
 
 
 class StatementsMixin:
@@ -110,7 +117,7 @@ class StatementsMixin:
         value = self.expr(node.value)
         ann = self.expr(node.annotation, record=False)
         if isinstance(ann, Const) and ann.value is lc.constexpr:
-            if not isinstance(value, (Const, Sym, Opaque)):
+            if not _compile_time(value):
                 self.report("N010", "a value annotated nl.constexpr must be known at compile time", node.value)
         elif isinstance(ann, Const) and isinstance(ann.value, lc.dtype) and isinstance(value, (TensorV, Const, Sym)):
             value = TensorV(self.cast_to(value, ann.value, node))
@@ -180,6 +187,8 @@ class StatementsMixin:
             self.speculative_if(then_fn, else_fn, node)
             return
         if isinstance(cond, TensorV):
+            if shape_of(cond.type) and numel(shape_of(cond.type)) == 1:
+                cond = self.unsplat(cond, test_node)  # Triton: a one-element block is a condition
             if shape_of(cond.type):
                 self.report("N040", f"an if condition must be a scalar, not a block of shape "
                             f"{fmt_shape(shape_of(cond.type))}", test_node,
@@ -593,6 +602,8 @@ class StatementsMixin:
 
         def cond_fn():
             c = self.expr(node.test)
+            if isinstance(c, TensorV) and shape_of(c.type) and numel(shape_of(c.type)) == 1:
+                c = self.unsplat(c, node.test)
             if isinstance(c, TensorV) and shape_of(c.type):
                 self.report("N040", f"a while condition must be a scalar, not a block of shape "
                             f"{fmt_shape(shape_of(c.type))}", node.test,

@@ -229,6 +229,12 @@ ceil = _unary_float("ceil", "ceiling")
 
 
 @builtin
+def fdiv(x, y, ieee_rounding=False, *, _semantic=None):
+    """Elementwise ``x / y`` in floating point; ``ieee_rounding=True`` rounds correctly (as ``div_rn``)."""
+    return _semantic.fdiv(x, y, ieee_rounding)
+
+
+@builtin
 def div_rn(x, y, *, _semantic=None):
     """Floating-point division ``x / y`` correctly rounded to nearest even."""
     return _semantic.div_rn(x, y)
@@ -339,6 +345,30 @@ def permute(input, *dims, _semantic=None):
 def trans(input, *dims, _semantic=None):
     """Transpose: swaps the two dimensions of a 2-D block, or permutes by ``dims``. Also ``x.T``."""
     return _semantic.trans(input, *dims)
+
+
+@builtin(method=True)
+def squeeze(x, dim, *, _semantic=None):
+    """Remove dimension ``dim`` (a constexpr int) of ``x``, which must have size 1."""
+    return _semantic.squeeze(x, dim)
+
+
+@builtin(method=True)
+def unsqueeze(x, dim, *, _semantic=None):
+    """Insert a dimension of size 1 at ``dim`` (as ``expand_dims``)."""
+    return _semantic.unsqueeze(x, dim)
+
+
+@builtin(method=True)
+def flip(x, dim=None, *, _semantic=None):
+    """Reverse the elements of ``x`` along ``dim`` (default: the last dimension; its size a power of two)."""
+    return _semantic.flip(x, dim)
+
+
+@builtin(name="item", method="item")
+def _item(input, *, _semantic=None):
+    """The one element of a block of one element, as a scalar (``x.item()``)."""
+    return _semantic.item(input)
 
 
 @builtin(method=True)

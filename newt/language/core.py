@@ -378,6 +378,18 @@ _BY_NAME.update({"bool": int1, "i1": int1, "half": float16, "float": float32, "d
                  "f16": float16, "f32": float32, "f64": float64, "b16": bfloat16})
 
 
+def str_to_ty(name, c=None):
+    """Triton's ``str_to_ty``: a signature string (``"fp16"``, ``"*i32"``, ``"u8"``) or a tuple of them as a type.
+
+    ``"constexpr"`` gives ``constexpr(c)``.
+    """
+    if isinstance(name, tuple):
+        return tuple(str_to_ty(x, c) for x in name)
+    if isinstance(name, str) and name.startswith("constexpr"):
+        return constexpr(c)
+    return dtype_from_name({"B": "i1", "u1": "i1"}.get(name, name))
+
+
 def dtype_from_name(name: str) -> dtype:
     """Parse a dtype or signature string: ``"fp16"``, ``"i32"``, ``"*fp32"``, ``"float32"``."""
     name = name.strip()

@@ -143,3 +143,21 @@ def _binary_float(b, a: Bound, node):
         raise SemError("N023", f"nl.div_rn supports fp32 and fp64 only, got {t!r}")
     xv, yv = b.as_tensor(x, t, shape, node), b.as_tensor(y, t, shape, node)
     return TensorV(b.emit(a.name, [xv, yv], [block_of(t, shape)], node=node).result)
+
+
+@rule("fdiv")
+def _fdiv(b, a: Bound, node):
+    x, y = a["x"], a["y"]
+    _poison(x, y)
+    ieee = a["ieee_rounding"]
+    if not isinstance(ieee, Const):
+        raise SemError("N010", "nl.math.fdiv ieee_rounding must be a constexpr bool", node=a.node("ieee_rounding"))
+    t, shape = _promote(b, [x, y], "fdiv", [a.node("x"), a.node("y")])
+    if not float_ok(t):
+        raise SemError("N023", f"nl.math.fdiv needs floating-point operands, got {t!r}",
+                       hint="convert with .to(nl.float32)")
+    xv, yv = b.as_tensor(x, t, shape, node), b.as_tensor(y, t, shape, node)
+    op = "div_rn" if ieee.value else "truediv"
+    if ieee.value and t.name not in ("fp32", "fp64") and not t.is_symbolic():
+        raise SemError("N023", f"nl.math.fdiv(ieee_rounding=True) supports fp32 and fp64 only, got {t!r}")
+    return TensorV(b.emit(op, [xv, yv], [block_of(t, shape)], node=node).result)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from newt.ir.types import SymDim, block_of, dims_equal, numel, type_str
+from newt.ir.types import SymDim, block_of, dims_equal, numel, scalar_of, shape_of, type_str
+from newt.language import core as lc
 
 from ..ops import Bound, _poison, const_int, need_block, need_tensor, parse_shape, rule
 from ..semantic import SemError, broadcast_shapes, fmt_shape
@@ -135,3 +136,80 @@ def _cat(b, a: Bound, node):
     d0 = x.shape[0]
     shape = ((2 * d0) if isinstance(d0, int) else SymDim(f"2*{d0}"),) + tuple(x.shape[1:])
     return TensorV(b.emit("cat", [x.v, y.v], [block_of(x.dtype, shape)], node=node).result)
+
+
+def _dim(b, a: Bound, key, rank, what):
+    d = const_int(a[key], what, a.node(key), allow_sym=False)
+    if not -rank <= d < max(rank, 1) or rank == 0:
+        raise SemError("N032", f"{what} {d} is out of range for a block of rank {rank}", node=a.node(key),
+                       hint=f"use a dimension in {-rank}..{rank - 1}" if rank else None)
+    return d % rank
+
+
+@rule("squeeze")
+def _squeeze(b, a: Bound, node):
+    x = need_block(a["x"], "nl.squeeze input", a.node("x"))
+    d = _dim(b, a, "dim", len(x.shape), "nl.squeeze dim")
+    if x.shape[d] != 1:
+        raise SemError("N033", f"nl.squeeze: dimension {d} has size {x.shape[d]}, not 1", node=a.node("dim"))
+    shape = tuple(x.shape[:d]) + tuple(x.shape[d + 1:])
+    if not shape:
+        return b.unsplat(x, node)
+    return TensorV(b.emit("reshape", [x.v], [block_of(x.dtype, shape)], {"shape": list(shape), "can_reorder": False},
+                          node=node).result)
+
+
+@rule("unsqueeze")
+def _unsqueeze(b, a: Bound, node):
+    x = need_tensor(b, a["x"], "nl.unsqueeze input", a.node("x"))
+    d = _dim(b, a, "dim", len(x.shape) + 1, "nl.unsqueeze dim")
+    return TensorV(b._expand_dims(x.v, d, node))
+
+
+@rule("item")
+def _item(b, a: Bound, node):
+    x = need_tensor(b, a["input"], "item() input", a.node("input"))
+    return b.unsplat(x, node)
+
+
+@rule("flip")
+def _flip(b, a: Bound, node):
+    """Reverse along one dimension: split it into log2(n) dimensions of 2 and swap each pair with xor."""
+    x = need_block(a["x"], "nl.flip input", a.node("x"))
+    rank = len(x.shape)
+    if isinstance(a["dim"], Const) and a["dim"].value is None:
+        d = rank - 1
+    else:
+        d = _dim(b, a, "dim", rank, "nl.flip dim")
+    n = x.shape[d]
+    if not isinstance(n, int):
+        raise SemError("N010", "nl.flip needs a dimension of known size", node=a.node("x"))
+    steps = n.bit_length() - 1
+    if steps == 0:
+        return x
+    src = x.dtype
+    if src.is_bool():
+        bits = b.cast_value(x.v, lc.int8, node)
+    elif src.is_int():
+        bits = x.v
+    else:
+        bits = b.cast_value(x.v, lc.dtype_from_name(f"i{src.primitive_bitwidth}"), node, bitcast=True)
+    it = scalar_of(bits.type)
+    split = tuple(x.shape[:d]) + (2,) * steps + tuple(x.shape[d + 1:])
+    y = b.emit("reshape", [bits], [block_of(it, split)], {"shape": list(split), "can_reorder": False},
+               node=node).result
+    for i in range(steps):
+        red_shape = tuple(1 if j == d + i else s for j, s in enumerate(split))
+        r = b.emit("reduce", [y], [block_of(it, split[:d + i] + split[d + i + 1:])], {"axis": d + i, "combine": "xor"},
+                   node=node).result
+        r = b._expand_dims(r, d + i, node)
+        assert shape_of(r.type) == red_shape
+        r = b.broadcast_value(r, split, node)
+        y = b.emit("xor", [y, r], [y.type], node=node).result
+    y = b.emit("reshape", [y], [block_of(it, x.shape)], {"shape": list(x.shape), "can_reorder": False},
+               node=node).result
+    if src.is_bool():
+        return TensorV(b.cast_value(y, lc.int1, node))
+    if src.is_int():
+        return TensorV(y)
+    return TensorV(b.cast_value(y, src, node, bitcast=True))
