@@ -98,3 +98,55 @@ def test_dropout(backend):
     want = torch.where(keep, x / (1 - p), torch.zeros(()))
     torch.testing.assert_close(backend.get(out), want, rtol=1e-6, atol=0)
     assert abs(float(keep.float().mean()) - 0.7) < 0.02
+
+
+@newt.jit
+def randint_offsets64_kernel(out_ptr, seed, base, BLOCK: nl.constexpr):
+    i = nl.arange(0, BLOCK)
+    offs = base + i.to(nl.int64)  # int64 offsets: a 64-bit Philox counter
+    nl.store(out_ptr + i, nl.randint(seed, offs))
+
+
+@pytest.mark.parametrize("base", [0, 2 ** 32 - 3, 5 * 2 ** 40 + 11])
+def test_randint_int64_offsets_bit_exact(backend, base):
+    seed = 2 ** 35 + 99
+    out = backend.zeros(64, dtype=torch.uint32)
+    backend.launch(randint_offsets64_kernel, (1,), out, seed, base, BLOCK=64)
+    assert backend.get(out).tolist() == ref.randint64_offsets(seed, range(base, base + 64))
+
+
+@newt.jit
+def philox64_kernel(out_ptr, seed, BLOCK: nl.constexpr):
+    i = nl.arange(0, BLOCK).to(nl.uint64) + 7
+    z = i * 0
+    r0, r1, r2, r3 = nl.philox(seed, i, z, z, z)
+    nl.store(out_ptr + nl.arange(0, BLOCK) * 2, r0.to(nl.int64, bitcast=True))
+    nl.store(out_ptr + nl.arange(0, BLOCK) * 2 + 1, nl.uint_to_uniform_float(r3).to(nl.float64).to(nl.int64,
+                                                                                                    bitcast=True))
+
+
+def test_philox_64bit_counters(backend):
+    seed = 12345
+    out = backend.zeros(2 * 32, dtype=torch.int64)
+    backend.launch(philox64_kernel, (1,), out, seed, BLOCK=32)
+    got = backend.get(out).view(32, 2)
+    for j in range(32):
+        r = ref.philox64(seed, 7 + j)
+        assert int(got[j, 0]) & ref.M64 == r[0]
+        x = r[3] - (1 << 64) if r[3] >= 1 << 63 else r[3]
+        x = -x - 1 if x < 0 else x
+        want = torch.tensor(x, dtype=torch.int64).to(torch.float32) * torch.tensor(1.0842020432385337e-19)
+        assert got[j, 1].view(torch.float64).item() == pytest.approx(float(want), rel=1e-6)
+
+
+def test_64bit_philox_compiles_for_sm80_and_sm90a():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from newt.backend.cuda import compile_cuda, generate_cuda
+    from newt.frontend import build_ir
+    P = nl.pointer_type
+    kernels = [(randint_offsets64_kernel, dict(out_ptr=P(nl.uint32), seed=nl.int64, base=nl.int64)),
+               (philox64_kernel, dict(out_ptr=P(nl.int64), seed=nl.int32))]
+    for k, types in kernels:
+        for target in ("sm_80", "sm_90a"):
+            f = build_ir(k, types, dict(BLOCK=64))
+            assert compile_cuda(generate_cuda(f, target, 4, 3), target).cubin
