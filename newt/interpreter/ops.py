@@ -617,6 +617,23 @@ def _argreduce(values, indices, dim, mx, tie_left, dt):
     return values.gather(dim, pos).squeeze(dim), indices.gather(dim, pos).squeeze(dim)
 
 
+@op("histogram")
+def _histogram(o, plan):
+    nb = o.attrs["num_bins"]
+
+    def f(ex, args):
+        xs = torch.broadcast_tensors(*args) if len(args) > 1 else args
+        x = xs[0].to(torch.int64)
+        keep = (x >= 0) & (x < nb)
+        if len(xs) > 1:
+            keep &= xs[1].bool()
+        idx = torch.where(keep, x, torch.full_like(x, nb))  # uncounted elements go to a spare bin
+        out = torch.zeros(x.shape[0], nb + 1, dtype=torch.int64, device=x.device)
+        out.scatter_add_(1, idx, torch.ones_like(idx))
+        return out[:, :nb].to(torch.int32)
+    return f
+
+
 @op("reduce")
 def _reduce(o, plan):
     axis = o.attrs["axis"]

@@ -318,6 +318,14 @@ def _cond_int1(op):
         yield f"condition {type_str(c.type)} is not an int1 scalar"
 
 
+def _histogram(op):
+    n = op.attr("num_bins")
+    if not scalar_of(op.operands[0].type).is_int():
+        yield "histogram input is not an integer block"
+    if tuple(shape_of(op.results[0].type)) != (n,) or not scalar_of(op.results[0].type).is_int():
+        yield f"histogram result is not an integer block of shape [{n}]"
+
+
 def _assert(op):
     if not scalar_of(op.operands[0].type).is_bool():
         yield "assert condition is not int1"
@@ -386,6 +394,7 @@ _def("atomic_cas", ("ptr", "cmp", "val"), {"sem": "acq_rel", "scope": "gpu"}, (M
 _def("reduce", ("*inputs",), {"axis": REQUIRED, "combine": REQUIRED, "tie_break_left": True}, (P,), _reduce,
      results=None)
 _def("scan", ("*inputs",), {"axis": REQUIRED, "combine": REQUIRED, "reverse": False}, (P,), _scan, results=None)
+_def("histogram", ("x", "mask?"), {"num_bins": REQUIRED}, (P,), _histogram)
 _def("dot", ("a", "b", "acc"), {"input_precision": "", "max_num_imprecise_acc": 0}, (P,), _dot)
 
 # debugging and hints

@@ -285,6 +285,16 @@ def argmin(input, axis, tie_break_left=True, keep_dims=False, *, _semantic=None)
 
 
 @builtin(method=True)
+def histogram(input, num_bins, mask=None, *, _semantic=None):
+    """Count the elements of the 1-D integer block ``input`` in ``num_bins`` bins ``0 .. num_bins-1``.
+
+    Returns an ``int32`` block of shape ``[num_bins]``; elements outside the bins, and where ``mask`` is
+    false, are not counted.
+    """
+    return _semantic.histogram(input, num_bins, mask)
+
+
+@builtin(method=True)
 def xor_sum(input, axis=None, keep_dims=False, *, _semantic=None):
     """Bitwise xor of all elements along ``axis`` (integers)."""
     return _semantic.xor_sum(input, axis, keep_dims)

@@ -1,15 +1,13 @@
-"""Type rules of ``nl.sum``, ``max``/``min``, ``argmax``, ``reduce``, ``associative_scan``, ``cumsum``."""
+"""Type rules of ``nl.sum``, ``max``/``min``, ``argmax``, ``reduce``, ``associative_scan``, ``cumsum``,
+``histogram``."""
 
 from __future__ import annotations
 
 from newt.ir.types import SymDim, block_of, numel, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
-from ..ops import Bound, _poison, const_dtype, const_int, need_tensor, rule
-from ..semantic import (
-    SemError,
-    normalize_axis,
-)
+from ..ops import Bound, _poison, const_dtype, const_int, need_block, need_tensor, rule
+from ..semantic import SemError, check_block_shape, fmt_shape, normalize_axis
 from ..values import Const, JitRef, Opaque, TensorV, TupleV
 
 
@@ -225,3 +223,26 @@ def _cum(b, a: Bound, node):
     combine = "add" if a.name == "cumsum" else "mul"
     return TensorV(b.emit("scan", [v], [v.type], {"axis": ax, "reverse": rev, "combine": combine},
                           node=node).result)
+
+
+@rule("histogram")
+def _histogram(b, a: Bound, node):
+    x = need_block(a["input"], "nl.histogram input", a.node("input"))
+    if len(x.shape) != 1:
+        raise SemError("N032", f"nl.histogram needs a 1-D block, got shape {fmt_shape(x.shape)}",
+                       node=a.node("input"))
+    if not (x.dtype.is_int() or x.dtype.is_symbolic()):
+        raise SemError("N023", f"nl.histogram counts integers, not {x.dtype!r}", node=a.node("input"),
+                       hint="convert with .to(nl.int32)")
+    nb = const_int(a["num_bins"], "nl.histogram num_bins", a.node("num_bins"), allow_sym=False)
+    try:
+        check_block_shape((nb,), "nl.histogram num_bins")
+    except SemError as e:
+        e.node = a.node("num_bins")
+        raise
+    ops = [x.v]
+    mask = a["mask"]
+    if not (isinstance(mask, Const) and mask.value is None):
+        mv = b.to_bool(need_tensor(b, mask, "nl.histogram mask", a.node("mask")), node)
+        ops.append(b.broadcast_value(mv, x.shape, node))
+    return TensorV(b.emit("histogram", ops, [block_of(lc.int32, (nb,))], {"num_bins": nb}, node=node).result)
