@@ -617,6 +617,18 @@ def _argreduce(values, indices, dim, mx, tie_left, dt):
     return values.gather(dim, pos).squeeze(dim), indices.gather(dim, pos).squeeze(dim)
 
 
+@op("gather")
+def _gather(o, plan):
+    dim = o.attrs["axis"] + 1
+
+    def f(ex, src, idx=None):
+        n = max(src.shape[0], idx.shape[0])
+        src = src.expand((n,) + tuple(src.shape[1:]))
+        idx = idx.expand((n,) + tuple(idx.shape[1:])).to(torch.int64)
+        return torch.gather(src, dim, idx)
+    return lambda ex, args: f(ex, args[0], args[1])
+
+
 @op("histogram")
 def _histogram(o, plan):
     nb = o.attrs["num_bins"]

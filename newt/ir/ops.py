@@ -318,6 +318,16 @@ def _cond_int1(op):
         yield f"condition {type_str(c.type)} is not an int1 scalar"
 
 
+def _gather(op):
+    src, index = op.operands
+    if tuple(shape_of(op.results[0].type)) != tuple(shape_of(index.type)):
+        yield "gather result does not have the shape of its index"
+    if scalar_of(op.results[0].type) != scalar_of(src.type):
+        yield "gather result does not have the element type of its source"
+    if not scalar_of(index.type).is_int():
+        yield "gather index is not an integer block"
+
+
 def _histogram(op):
     n = op.attr("num_bins")
     if not scalar_of(op.operands[0].type).is_int():
@@ -394,6 +404,7 @@ _def("atomic_cas", ("ptr", "cmp", "val"), {"sem": "acq_rel", "scope": "gpu"}, (M
 _def("reduce", ("*inputs",), {"axis": REQUIRED, "combine": REQUIRED, "tie_break_left": True}, (P,), _reduce,
      results=None)
 _def("scan", ("*inputs",), {"axis": REQUIRED, "combine": REQUIRED, "reverse": False}, (P,), _scan, results=None)
+_def("gather", ("src", "index"), {"axis": REQUIRED}, (P,), _gather)
 _def("histogram", ("x", "mask?"), {"num_bins": REQUIRED}, (P,), _histogram)
 _def("dot", ("a", "b", "acc"), {"input_precision": "", "max_num_imprecise_acc": 0}, (P,), _dot)
 

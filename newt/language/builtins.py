@@ -358,6 +358,16 @@ def trans(input, *dims, _semantic=None):
 
 
 @builtin(method=True)
+def gather(src, index, axis, *, _semantic=None):
+    """``out[i][j] = src[index[i][j]][j]`` along ``axis`` (as ``torch.gather``).
+
+    ``index`` is an integer block of ``src``'s rank whose other dimensions match ``src``'s; the result has
+    ``index``'s shape and ``src``'s element type.
+    """
+    return _semantic.gather(src, index, axis)
+
+
+@builtin(method=True)
 def squeeze(x, dim, *, _semantic=None):
     """Remove dimension ``dim`` (a constexpr int) of ``x``, which must have size 1."""
     return _semantic.squeeze(x, dim)

@@ -213,3 +213,21 @@ def _flip(b, a: Bound, node):
     if src.is_int():
         return TensorV(y)
     return TensorV(b.cast_value(y, src, node, bitcast=True))
+
+
+@rule("gather")
+def _gather(b, a: Bound, node):
+    src = need_block(a["src"], "nl.gather src", a.node("src"))
+    idx = need_block(a["index"], "nl.gather index", a.node("index"))
+    if not (idx.dtype.is_int() or idx.dtype.is_symbolic()):
+        raise SemError("N023", f"nl.gather index must be an integer block, not {idx.dtype!r}", node=a.node("index"))
+    if len(src.shape) != len(idx.shape):
+        raise SemError("N030", f"nl.gather src and index must have the same rank, got {fmt_shape(src.shape)} and "
+                       f"{fmt_shape(idx.shape)}", node=a.node("index"))
+    ax = _dim(b, a, "axis", len(src.shape), "nl.gather axis")
+    for d, (s, i) in enumerate(zip(src.shape, idx.shape)):
+        if d != ax and dims_equal(s, i) is False:
+            raise SemError("N030", f"nl.gather index dimension {d} is {i} but src's is {s}; only the axis "
+                           f"({ax}) may differ", node=a.node("index"))
+    return TensorV(b.emit("gather", [src.v, idx.v], [block_of(src.dtype, idx.shape)], {"axis": ax},
+                          node=node).result)
