@@ -285,6 +285,24 @@ def argmin(input, axis, tie_break_left=True, keep_dims=False, *, _semantic=None)
 
 
 @builtin(method=True)
+def sort(x, dim=None, descending=False, *, _semantic=None):
+    """Sort ``x`` along its last dimension (``dim`` may only name it), ascending unless ``descending``.
+
+    A bitonic sorting network; the dimension's size must be a power of two.
+    """
+    return _semantic.sort(x, dim, descending)
+
+
+@builtin(method=True)
+def topk(x, k, dim=None, descending=True, *, _semantic=None):
+    """The ``k`` largest (``descending=False``: smallest) elements along the last dimension, in order.
+
+    ``k`` is a constexpr power of two no larger than the dimension; the result's last dimension is ``k``.
+    """
+    return _semantic.topk(x, k, dim, descending)
+
+
+@builtin(method=True)
 def histogram(input, num_bins, mask=None, *, _semantic=None):
     """Count the elements of the 1-D integer block ``input`` in ``num_bins`` bins ``0 .. num_bins-1``.
 

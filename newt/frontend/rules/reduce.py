@@ -246,3 +246,138 @@ def _histogram(b, a: Bound, node):
         mv = b.to_bool(need_tensor(b, mask, "nl.histogram mask", a.node("mask")), node)
         ops.append(b.broadcast_value(mv, x.shape, node))
     return TensorV(b.emit("histogram", ops, [block_of(lc.int32, (nb,))], {"num_bins": nb}, node=node).result)
+
+
+# ---------------------------------------------------------------------------
+# sort and topk: a bitonic network over the sorted dimension split into log2(n) dimensions of 2
+# ---------------------------------------------------------------------------
+
+
+def _sort_dim(b, a: Bound, x, what):
+    rank = len(x.shape)
+    d = a["dim"]
+    if not (isinstance(d, Const) and d.value is None):
+        dv = const_int(d, f"nl.{what} dim", a.node("dim"), allow_sym=False)
+        if not -rank <= dv < rank:
+            raise SemError("N032", f"nl.{what} dim {dv} is out of range for a block of rank {rank}",
+                           node=a.node("dim"))
+        if dv % rank != rank - 1:
+            raise SemError("N032", f"nl.{what} sorts along the last dimension only (dim={dv})", node=a.node("dim"),
+                           hint="permute the block so the dimension to sort is the last one")
+    n = x.shape[-1]
+    if not isinstance(n, int):
+        raise SemError("N010", f"nl.{what} needs a last dimension of known size", node=a.node("x"))
+    return n
+
+
+class _Cube:
+    """A block reshaped so that bit ``k`` of the sorted index is its own dimension of size 2."""
+
+    def __init__(self, b, x: TensorV, node):
+        self.b, self.node = b, node
+        self.outer = tuple(x.shape[:-1])
+        self.bits = x.shape[-1].bit_length() - 1
+        self.shape = self.outer + (2,) * self.bits
+        self.dtype = x.dtype
+        self.v = self.reshape(x.v, self.shape)
+
+    def reshape(self, v, shape):
+        return self.b.emit("reshape", [v], [block_of(scalar_of(v.type), shape)],
+                           {"shape": list(shape), "can_reorder": False}, node=self.node).result
+
+    def axis(self, k):
+        """The dimension of index bit ``k`` (bit 0 is the last dimension)."""
+        return len(self.outer) + self.bits - 1 - k
+
+    def indicator(self, k):
+        """int1, true where index bit ``k`` is set."""
+        b, node = self.b, self.node
+        i = b.emit("arange", [], [block_of(lc.int32, (2,))], {"start": 0, "end": 2}, node=node).result
+        for d in range(len(self.shape)):
+            if d != self.axis(k):
+                i = b._expand_dims(i, d, node)
+        one = b.constant(1, block_of(lc.int32, shape_of(i.type)), node)
+        return b.broadcast_value(b.emit("eq", [i, one], [block_of(lc.int1, shape_of(i.type))], node=node).result,
+                                 self.shape, node)
+
+    def partner(self, v, k):
+        """Each element's partner across bit ``k``: ``x ^ xor_sum(pair)`` on the bits."""
+        b, node = self.b, self.node
+        t = scalar_of(v.type)
+        if t.is_bool():
+            bits = b.cast_value(v, lc.int8, node)
+        elif t.is_int():
+            bits = v
+        else:
+            bits = b.cast_value(v, lc.dtype_from_name(f"i{t.primitive_bitwidth}"), node, bitcast=True)
+        it = scalar_of(bits.type)
+        ax = self.axis(k)
+        r = b.emit("reduce", [bits], [block_of(it, self.shape[:ax] + self.shape[ax + 1:])],
+                   {"axis": ax, "combine": "xor"}, node=node).result
+        r = b.broadcast_value(b._expand_dims(r, ax, node), self.shape, node)
+        p = b.emit("xor", [bits, r], [bits.type], node=node).result
+        if t.is_bool():
+            return b.cast_value(p, lc.int1, node)
+        if t.is_int():
+            return p
+        return b.cast_value(p, t, node, bitcast=True)
+
+    def compare_swap(self, v, flip, k):
+        b, node = self.b, self.node
+        y = self.partner(v, k)
+        bt = block_of(lc.int1, self.shape)
+        gt = b.emit("gt", [v, y], [bt], node=node).result
+        right = self.indicator(k)
+        # swap where "x > partner" disagrees with "this is the right position of an ascending pair"
+        if flip is False:
+            want = right
+        else:
+            other = b.constant(True, bt, node) if flip is True else flip
+            want = b.emit("xor", [right, other], [bt], node=node).result
+        swap = b.emit("ne", [gt, want], [bt], node=node).result
+        return b.emit("where", [swap, y, v], [v.type], node=node).result
+
+    def sort(self, descending: bool):
+        v = self.v
+        for stage in range(1, self.bits + 1):
+            flip = self.indicator(stage) if stage < self.bits else bool(descending)
+            for i in range(stage):
+                v = self.compare_swap(v, flip, stage - 1 - i)
+        return v
+
+
+@rule("sort")
+def _sort(b, a: Bound, node):
+    x = need_block(a["x"], "nl.sort input", a.node("x"))
+    n = _sort_dim(b, a, x, "sort")
+    desc = a["descending"]
+    if not isinstance(desc, Const):
+        raise SemError("N010", "nl.sort descending must be a constexpr bool", node=a.node("descending"))
+    if n == 1:
+        return x
+    cube = _Cube(b, x, node)
+    return TensorV(cube.reshape(cube.sort(bool(desc.value)), x.shape))
+
+
+@rule("topk")
+def _topk(b, a: Bound, node):
+    x = need_block(a["x"], "nl.topk input", a.node("x"))
+    n = _sort_dim(b, a, x, "topk")
+    k = const_int(a["k"], "nl.topk k", a.node("k"), allow_sym=False)
+    if k < 1 or k > n or k & (k - 1):
+        raise SemError("N011", f"nl.topk k must be a power of two in 1..{n}, got {k}", node=a.node("k"))
+    desc = a["descending"]
+    if not isinstance(desc, Const):
+        raise SemError("N010", "nl.topk descending must be a constexpr bool", node=a.node("descending"))
+    if n == 1:
+        return x
+    cube = _Cube(b, x, node)
+    v = cube.reshape(cube.sort(bool(desc.value)), tuple(x.shape[:-1]) + (n // k, k))
+    if n == k:
+        return TensorV(cube.reshape(v, x.shape))
+    # sorted rows of k: every element of the first row is beyond every element of the later ones, so the
+    # column-wise max (min) is the first row
+    ax = len(x.shape) - 1
+    out = tuple(x.shape[:-1]) + (k,)
+    return TensorV(b.emit("reduce", [v], [block_of(x.dtype, out)],
+                          {"axis": ax, "combine": "max" if desc.value else "min"}, node=node).result)
