@@ -537,6 +537,24 @@ def _atomic_rmw(o, plan):
     return f
 
 
+@op("atomic_poll")
+def _atomic_poll(o, plan):
+    dt = elem(o.operands[0]).element_ty
+    has_timeout = o.operand("timeout") is not None
+
+    def f(ex, args):
+        ptr, expected = torch.broadcast_tensors(args[0], args[1])
+        vals = ex.mem.load(ex, o, ptr, None, dt)
+        seen = vals == expected
+        if not has_timeout and not bool(seen.all()):
+            # programs run in lockstep here: nothing else can store while this op waits
+            raise InterpreterError("nl.atomic_poll without a timeout would wait forever: the expected value is "
+                                   "not in memory", kernel=ex.kernel_name, loc=o.loc,
+                                   hint="pass timeout_ns=..., or store the value before polling")
+        return seen
+    return f
+
+
 @op("atomic_cas")
 def _atomic_cas(o, plan):
     dt = elem(o.operands[0]).element_ty

@@ -328,6 +328,12 @@ def _gather(op):
         yield "gather index is not an integer block"
 
 
+def _polled(op):
+    if tuple(shape_of(op.results[0].type)) != tuple(shape_of(op.operands[0].type)) or \
+            not scalar_of(op.results[0].type).is_bool():
+        yield "atomic_poll result is not an int1 block of the pointer's shape"
+
+
 def _histogram(op):
     n = op.attr("num_bins")
     if not scalar_of(op.operands[0].type).is_int():
@@ -399,6 +405,7 @@ _def("store", ("ptr", "value", "mask?"), {"cache": "", "evict": ""}, (MEM,), _me
 _def("atomic_rmw", ("ptr", "val", "mask?"), {"kind": REQUIRED, "sem": "acq_rel", "scope": "gpu"}, (MEM, AT),
      _loaded)
 _def("atomic_cas", ("ptr", "cmp", "val"), {"sem": "acq_rel", "scope": "gpu"}, (MEM, AT), _loaded)
+_def("atomic_poll", ("ptr", "expected", "timeout?"), {"sem": "acquire", "scope": "gpu"}, (), _polled)
 
 # reductions, scans, dot
 _def("reduce", ("*inputs",), {"axis": REQUIRED, "combine": REQUIRED, "tie_break_left": True}, (P,), _reduce,

@@ -148,6 +148,18 @@ def atomic_xchg(pointer, val, mask=None, sem=None, scope=None, *, _semantic=None
     return _semantic.atomic_xchg(pointer, val, mask, sem, scope)
 
 
+@builtin(method=True)
+def atomic_poll(pointer, expected_value, sem=None, scope=None, timeout_ns=None, *, _semantic=None):
+    """Spin until the 16-, 32- or 64-bit integer at each ``pointer`` equals ``expected_value``.
+
+    The program waits for all its polls.  ``sem``: ``"acquire"`` (default) or ``"relaxed"``; ``scope``:
+    ``"gpu"`` (default), ``"cta"`` or ``"sys"``.  With ``timeout_ns`` (a budget shared by the whole poll,
+    read from the GPU's global timer) an element may give up; each element is read at least once.
+    Returns an int1 block of the pointer's shape: true where the value was seen.
+    """
+    return _semantic.atomic_poll(pointer, expected_value, sem, scope, timeout_ns)
+
+
 @builtin
 def atomic_cas(pointer, cmp, val, sem=None, scope=None, *, _semantic=None):
     """Atomic compare-and-swap: where the value at ``pointer`` equals ``cmp``, store ``val``.

@@ -173,3 +173,25 @@ def _atomic_cas(b, a: Bound, node):
            b.as_tensor(val, elem, shape, node)]
     return TensorV(b.emit("atomic_cas", ops, [block_of(elem, shape)], order,
                           node=node).result)
+
+
+@rule("atomic_poll")
+def _atomic_poll(b, a: Bound, node):
+    p = _pointer(b, a["pointer"], "atomic_poll", a.node("pointer"))
+    exp = a["expected_value"]
+    _poison(exp)
+    sem = const_str(a["sem"], "sem", (None, "", "acquire", "relaxed"), a.node("sem"))
+    scope = const_str(a["scope"], "scope", _SCOPES, a.node("scope"))
+    if p is None:
+        return Opaque()
+    elem = p.dtype.element_ty
+    if not elem.is_symbolic() and not (elem.is_int() and elem.primitive_bitwidth in (16, 32, 64)):
+        raise SemError("N023", f"nl.atomic_poll polls 16-, 32- or 64-bit integers, not {elem!r}",
+                       node=a.node("pointer"))
+    shape = p.shape
+    ops = [p.v, b.as_tensor(exp, elem, shape, node)]
+    t = a["timeout_ns"]
+    if not (isinstance(t, Const) and t.value is None):
+        ops.append(b.as_tensor(t, lc.int64, (), node))
+    attrs = {k: v for k, v in (("sem", sem), ("scope", scope)) if v}
+    return TensorV(b.emit("atomic_poll", ops, [block_of(lc.int1, shape)], attrs, node=node).result)
