@@ -48,6 +48,10 @@ class CallsMixin:
         return self.call(func, args, kwargs, node, arg_nodes, kw_nodes)
 
     def call(self, func: AV, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        if isinstance(func, Opaque) and func.reason:
+            # a value the front end found but cannot use (e.g. a Python object of an unknown type): calling it
+            # would compile to nothing, so it is an error
+            raise SemError("N006", f"a {func.reason} object cannot be called inside a kernel")
         if isinstance(func, (Opaque, Undef)):
             return Opaque()
         if isinstance(func, Method):

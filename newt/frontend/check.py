@@ -21,6 +21,7 @@ from newt.language import core as lc
 
 from .builder import Builder, Spec
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
+from .semantic import SemError
 from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk, parse_with_recovery
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
 
@@ -670,7 +671,8 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
         irfn = b.build_function(js, is_kernel=True)
     errors = [d for d in diags if d.severity == Severity.ERROR]
     if errors:
-        raise CompilationError(errors, js.src.text, kernel=js.name)
+        # the first error as the cause, as Triton's CompilationError carries the error that stopped it
+        raise CompilationError(errors, js.src.text, kernel=js.name) from SemError(errors[0].code, errors[0].message)
     if verify:
         from newt.ir import verify as _verify
         _verify(irfn, concrete=True)

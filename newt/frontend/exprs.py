@@ -29,6 +29,10 @@ _MODULE_ATTR_CACHE: dict = {}
 _EXPR_DISPATCH: dict = {}
 
 
+def _is_none(e) -> bool:
+    return e is None or (isinstance(e, ast.Constant) and e.value is None)
+
+
 class ExpressionsMixin:
     def expr(self, node, record: bool = True) -> AV:
         try:
@@ -105,7 +109,7 @@ class ExpressionsMixin:
                     self.report("N004", f"{modname} has no attribute {attr!r}", node,
                                 hint=f"did you mean {modname}.{sugg[0]}?" if sugg else None)
                     return Opaque()
-                key = (obj.__name__, attr)
+                key = (obj.__name__, id(obj), attr)
                 hit = _MODULE_ATTR_CACHE.get(key)
                 if hit is None:
                     from .values import from_python
@@ -269,11 +273,12 @@ class ExpressionsMixin:
             if isinstance(e, ast.Constant) and e.value is None:
                 new_dims.append(out_pos)
                 out_pos += 1
-            elif isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None:
-                n_colon += 1
+            elif isinstance(e, ast.Slice) and all(_is_none(p) for p in (e.lower, e.upper, e.step)):
+                n_colon += 1  # ':' (None bounds and steps, as in x[None:None:None], mean the same)
                 out_pos += 1
             else:
-                raise SemError("N002", "blocks can only be indexed with ':' and None (e.g. x[:, None])",
+                raise SemError("N002", "unsupported tensor index: blocks can only be indexed with ':' and None "
+                               "(e.g. x[:, None])",
                                hint="to pick elements, compute pointers and use nl.load, or use nl.where")
         if n_colon != rank:
             raise SemError("N032", f"indexing a block of rank {rank} with {n_colon} ':'"

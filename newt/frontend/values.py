@@ -183,11 +183,9 @@ def from_python(obj, lib: bool = False) -> AV:
     if isinstance(obj, tuple):
         return TupleV([from_python(x, lib) for x in obj])
     if isinstance(obj, pytypes.ModuleType):
-        if obj.__name__.split(".")[0] in ("newt", "deuteron"):
-            return Const(obj)
-        if obj.__name__ == "math":
-            return Const(obj)
-        return Opaque(f"module {obj.__name__}")
+        # any module: its attributes resolve at compile time (``fake.language.store`` where
+        # ``fake.language = nl``), and what a module lacks is an error, never silently nothing
+        return Const(obj)
     if getattr(obj, "__newt_builtin__", None):
         return Const(obj)
     if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan):

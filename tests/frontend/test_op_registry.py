@@ -3,6 +3,9 @@
 import glob
 import inspect
 import os
+import types
+
+import pytest
 
 import newt.language as nl
 from newt.frontend import analyze_source
@@ -86,3 +89,30 @@ def test_no_front_end_or_language_file_over_1000_lines():
             with open(p) as fh:
                 n = sum(1 for _ in fh)
             assert n <= 1000, f"{os.path.relpath(p, ROOT)} has {n} lines"
+
+
+fake = types.ModuleType("fake")
+fake.language = nl
+other = types.ModuleType("other")
+
+
+def test_nothing_is_dropped_through_module_objects():
+    """A call through a module the front end did not know compiles to that call, or is an error."""
+    import torch
+
+    import newt
+    from newt.runtime.interpret import launch_jit
+
+    @newt.jit
+    def k(buf):
+        fake.language.store(buf, 1)
+
+    @newt.jit
+    def k2(buf):
+        other.nothing(buf)
+
+    buf = torch.zeros(1, dtype=torch.int32)
+    launch_jit(k, (1,), (buf,), {})
+    assert buf.item() == 1
+    with pytest.raises(newt.CompilationError, match="N004"):
+        launch_jit(k2, (1,), (buf,), {})

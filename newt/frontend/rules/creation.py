@@ -22,7 +22,7 @@ def _program_id(b, a: Bound, node):
     if not (isinstance(axis, Const) and isinstance(axis.value, int)):
         raise SemError("N010", f"nl.{a.name} axis must be a constexpr int (0, 1 or 2)", node=a.node("axis"))
     if axis.value not in (0, 1, 2):
-        raise SemError("N044", f"nl.{a.name} axis must be 0, 1 or 2, got {axis.value}", node=a.node("axis"),
+        raise SemError("N044", f"nl.{a.name} axis must be 0, 1, or 2 but got {axis.value}", node=a.node("axis"),
                        hint="the launch grid has at most 3 dimensions")
     return TensorV(b.emit(a.name, [], [lc.int32], {"axis": axis.value}, node=node).result)
 

@@ -82,9 +82,12 @@ def _expand_dims(b, a: Bound, node):
     norm = []
     for v in vals:
         if not -new_rank <= v < new_rank:
-            raise SemError("N032", f"nl.expand_dims axis {v} is out of range for the result of rank {new_rank}",
-                           node=a.node("axis"))
+            raise SemError("N032", f"nl.expand_dims: invalid axis {v}: out of range for the result of rank "
+                           f"{new_rank}", node=a.node("axis"))
         norm.append(v % new_rank)
+    if len(set(norm)) != len(norm):
+        raise SemError("N032", f"nl.expand_dims: duplicate axes, normalized axes = {sorted(norm)}",
+                       node=a.node("axis"))
     cur = x.v
     for v in sorted(norm):
         cur = b._expand_dims(cur, v, node)
