@@ -120,11 +120,16 @@ class ExpressionsMixin:
             if isinstance(obj, lc.dtype):
                 if isinstance(obj, lc.pointer_type) and attr == "element_ty":
                     return Const(obj.element_ty)
-                if attr in ("primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "name", "itemsize"):
+                if attr in ("primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "name", "itemsize",
+                            "exponent_bias"):
                     if obj.is_symbolic():
                         return Sym(f"{obj}.{attr}")
-                    return Const(getattr(obj, attr))
-                if attr.startswith("is_") and hasattr(obj, attr):
+                    try:
+                        return Const(getattr(obj, attr))
+                    except TypeError as e:
+                        raise SemError("N023", str(e)) from None
+                if (attr.startswith("is_") or attr in ("get_int_max_value", "get_int_min_value")) and \
+                        hasattr(obj, attr):
                     return PyFunc(attr, getattr(obj, attr), trusted=True)
                 if attr == "scalar":
                     return Const(obj)
@@ -195,7 +200,8 @@ class ExpressionsMixin:
                 return hasattr(obj, attr) and not attr.startswith("_")
             if isinstance(obj, lc.dtype):
                 return attr in ("primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "name", "itemsize",
-                                "scalar") or (attr.startswith("is_") and hasattr(obj, attr)) or \
+                                "scalar", "exponent_bias", "get_int_max_value", "get_int_min_value") or \
+                    (attr.startswith("is_") and hasattr(obj, attr)) or \
                     (attr == "element_ty" and isinstance(obj, lc.pointer_type))
             if isinstance(obj, (int, float, bool)) and attr == "dtype":
                 return True

@@ -107,6 +107,68 @@ class dtype:
     def is_fp64(self) -> bool:
         return self.name == "fp64"
 
+    def is_standard_floating(self) -> bool:
+        """fp16, bf16, fp32 or fp64 (not an fp8 format)."""
+        return self.name in ("fp16", "bf16", "fp32", "fp64")
+
+    def is_fp8e4nv(self) -> bool:
+        return self.name == "fp8e4nv"
+
+    def is_fp8e5(self) -> bool:
+        return self.name == "fp8e5"
+
+    def is_int1(self) -> bool:
+        return self.name == "int1"
+
+    def is_int8(self) -> bool:
+        return self.name == "int8"
+
+    def is_int16(self) -> bool:
+        return self.name == "int16"
+
+    def is_int32(self) -> bool:
+        return self.name == "int32"
+
+    def is_int64(self) -> bool:
+        return self.name == "int64"
+
+    def is_uint8(self) -> bool:
+        return self.name == "uint8"
+
+    def is_uint16(self) -> bool:
+        return self.name == "uint16"
+
+    def is_uint32(self) -> bool:
+        return self.name == "uint32"
+
+    def is_uint64(self) -> bool:
+        return self.name == "uint64"
+
+    def is_const(self) -> bool:
+        return False
+
+    @property
+    def exponent_bias(self) -> int:
+        """The exponent bias of a floating-point type (fp16: 15, fp32: 127 ...)."""
+        if not self.is_floating():
+            raise TypeError(f"{self!r} is not a floating-point type")
+        return {"fp8e4nv": 7, "fp8e5": 15, "fp16": 15, "bf16": 127, "fp32": 127, "fp64": 1023}[self.name]
+
+    def get_int_max_value(self) -> int:
+        if self.is_bool():
+            return 1
+        if not self.is_int():
+            raise TypeError(f"{self!r} is not an integer type")
+        bits = self.primitive_bitwidth
+        return (1 << (bits - 1)) - 1 if self.is_int_signed() else (1 << bits) - 1
+
+    def get_int_min_value(self) -> int:
+        if self.is_bool():
+            return 0
+        if not self.is_int():
+            raise TypeError(f"{self!r} is not an integer type")
+        return -(1 << (self.primitive_bitwidth - 1)) if self.is_int_signed() else 0
+
     @property
     def int_bitwidth(self) -> int:
         return self.primitive_bitwidth

@@ -116,3 +116,30 @@ def test_nothing_is_dropped_through_module_objects():
     assert buf.item() == 1
     with pytest.raises(newt.CompilationError, match="N004"):
         launch_jit(k2, (1,), (buf,), {})
+
+
+def test_dtype_attributes_and_predicates():
+    assert nl.float16.exponent_bias == 15 and nl.bfloat16.exponent_bias == 127 and nl.float64.exponent_bias == 1023
+    assert nl.float8e4nv.exponent_bias == 7 and nl.float8e5.exponent_bias == 15
+    assert nl.int8.get_int_max_value() == 127 and nl.uint16.get_int_max_value() == 65535
+    assert nl.int32.get_int_min_value() == -2 ** 31 and nl.uint8.get_int_min_value() == 0
+    assert nl.float32.is_standard_floating() and not nl.float8e5.is_standard_floating()
+    assert nl.int16.is_int16() and nl.uint64.is_uint64() and nl.float8e4nv.is_fp8e4nv() and nl.float8e5.is_fp8()
+    assert nl.str_to_ty("*fp16") == nl.pointer_type(nl.float16) and nl.str_to_ty("B") == nl.int1
+    assert nl.str_to_ty(("i32", "u8")) == (nl.int32, nl.uint8)
+    src = '''
+import newt
+import newt.language as nl
+
+@newt.jit
+def k(x_ptr):
+    x = nl.full((16,), 1.0, nl.float16)
+    nl.static_assert(x.dtype.exponent_bias == 15)
+    nl.static_assert(x.dtype.is_fp16() and x.dtype.is_standard_floating())
+    nl.static_assert(nl.int8.get_int_max_value() == 127)
+    b = nl.int32.exponent_bias
+'''
+    from newt.frontend.check import analyze_source as _an
+    fa = _an(src, "k.py")
+    errs = [d for d in fa.diagnostics if d.severity <= 2]
+    assert [(d.code, d.span.line) for d in errs] == [("N023", 11)], [d.format() for d in errs]
