@@ -16,7 +16,7 @@ from newt.language import core as lc
 from .exprs import _PY_BUILTIN_FUNCS
 from .frame import FLAG_RET, MAX_INLINE_DEPTH, RETVAL, Frame
 from .semantic import SemError
-from .values import AV, Const, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef
+from .values import AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef
 
 
 class CallsMixin:
@@ -54,6 +54,17 @@ class CallsMixin:
             raise SemError("N006", f"a {func.reason} object cannot be called inside a kernel")
         if isinstance(func, (Opaque, Undef)):
             return Opaque()
+        if isinstance(func, Method) and isinstance(func.self_av, DescV):
+            from .rules.memory import desc_load, desc_store
+            if kwargs:
+                raise SemError("N005", f"descriptor .{func.name[5:]}() takes positional arguments only")
+            if func.name == "desc_load":
+                if len(args) != 1:
+                    raise SemError("N005", "descriptor .load(offsets) takes one argument")
+                return desc_load(self, func.self_av, args[0], node)
+            if len(args) != 2:
+                raise SemError("N005", "descriptor .store(offsets, value) takes two arguments")
+            return desc_store(self, func.self_av, args[0], args[1], node)
         if isinstance(func, Method):
             name = lc.TENSOR_METHODS[func.name]
             return self.call_any(name, [func.self_av] + args, kwargs, node, [node] + arg_nodes, kw_nodes)

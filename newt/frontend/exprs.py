@@ -17,7 +17,7 @@ from newt.language import core as lc
 
 from . import semantic
 from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, literal_type, sym_text, wrap_int
-from .values import AV, Const, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
+from .values import AV, Const, DescV, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
 _PY_BUILTIN_FUNCS = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
                      pybuiltins.float, pybuiltins.bool, pybuiltins.print, pybuiltins.abs, pybuiltins.tuple,
@@ -168,6 +168,18 @@ class ExpressionsMixin:
             sugg = difflib.get_close_matches(attr, names, n=1)
             self.report("N004", f"block values have no attribute {attr!r}", node,
                         hint=f"did you mean .{sugg[0]}?" if sugg else None)
+            return Opaque()
+        if isinstance(base, DescV):
+            if attr in ("load", "store"):
+                return Method("desc_" + attr, base)
+            if attr == "block_shape":
+                return TupleV([Const(d) for d in base.block_shape])
+            if attr == "dtype":
+                return Const(base.dtype)
+            if attr in ("shape", "strides"):
+                return TupleV(list(getattr(base, attr)))
+            self.report("N004", f"tensor descriptors have no attribute {attr!r}", node,
+                        hint="a descriptor has .load(offsets), .store(offsets, value), .block_shape, .dtype")
             return Opaque()
         if isinstance(base, TupleV):
             self.report("N004", f"tuples have no attribute {attr!r}", node)

@@ -85,6 +85,27 @@ class TupleV(AV):
         return f"TupleV({self.items})"
 
 
+class DescV(AV):
+    """A tensor descriptor (``nl.make_tensor_descriptor``): a base pointer, the tensor's shape and strides
+    (scalars) and the constexpr block shape its ``load``/``store`` move."""
+
+    __slots__ = ("base", "shape", "strides", "block_shape", "padding")
+
+    def __init__(self, base, shape, strides, block_shape, padding="zero"):
+        self.base = base
+        self.shape = list(shape)
+        self.strides = list(strides)
+        self.block_shape = tuple(block_shape)
+        self.padding = padding
+
+    @property
+    def dtype(self):
+        return self.base.dtype.element_ty
+
+    def __repr__(self):
+        return f"DescV({self.dtype!r}, block {list(self.block_shape)})"
+
+
 class Opaque(AV):
     __slots__ = ("reason",)
 

@@ -161,6 +161,17 @@ def atomic_poll(pointer, expected_value, sem=None, scope=None, timeout_ns=None, 
 
 
 @builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero", *, _semantic=None):
+    """A descriptor of the tensor at ``base`` with ``shape`` and ``strides`` (in elements, the last 1).
+
+    ``desc.load([i, j])`` reads the block of ``block_shape`` (constexpr powers of two) at those offsets,
+    out-of-bounds elements reading 0 (``padding_option="nan"``: NaN); ``desc.store([i, j], value)``
+    writes the in-bounds part.  On sm_80 these are masked loads and stores.
+    """
+    return _semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
+
+
+@builtin
 def atomic_cas(pointer, cmp, val, sem=None, scope=None, *, _semantic=None):
     """Atomic compare-and-swap: where the value at ``pointer`` equals ``cmp``, store ``val``.
 

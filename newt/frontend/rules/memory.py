@@ -6,9 +6,9 @@ from newt.ir.types import block_of, dims_equal, shape_of
 from newt.language import core as lc
 
 from ..diagnostics import Severity
-from ..ops import Bound, _describe, _poison, const_str, need_tensor, rule
-from ..semantic import SemError, broadcast_shapes, fmt_shape
-from ..values import Const, Opaque, TensorV, TupleV
+from ..ops import Bound, _describe, _poison, const_int, const_str, need_tensor, rule
+from ..semantic import SemError, broadcast_shapes, check_block_shape, fmt_shape
+from ..values import Const, DescV, Opaque, TensorV, TupleV
 
 
 def _pointer(b, av, fname, node):
@@ -195,3 +195,89 @@ def _atomic_poll(b, a: Bound, node):
         ops.append(b.as_tensor(t, lc.int64, (), node))
     attrs = {k: v for k, v in (("sem", sem), ("scope", scope)) if v}
     return TensorV(b.emit("atomic_poll", ops, [block_of(lc.int1, shape)], attrs, node=node).result)
+
+
+# ---------------------------------------------------------------------------
+# tensor descriptors: masked block loads and stores (the Hopper backend may lower them to TMA)
+# ---------------------------------------------------------------------------
+
+
+def _scalar_list(b, av, what, node):
+    items = av.items if isinstance(av, TupleV) else None
+    if items is None:
+        raise SemError("N023", f"{what} must be a list of scalars", node=node)
+    for x in items:
+        if isinstance(x, TensorV) and x.shape:
+            raise SemError("N023", f"{what} must be scalars, not blocks", node=node)
+    return items
+
+
+@rule("make_tensor_descriptor")
+def _make_desc(b, a: Bound, node):
+    base = _pointer(b, a["base"], "make_tensor_descriptor", a.node("base"))
+    if base is None:
+        return Opaque()
+    if base.shape:
+        raise SemError("N043", "nl.make_tensor_descriptor needs a scalar base pointer", node=a.node("base"))
+    shape = _scalar_list(b, a["shape"], "nl.make_tensor_descriptor shape", a.node("shape"))
+    strides = _scalar_list(b, a["strides"], "nl.make_tensor_descriptor strides", a.node("strides"))
+    bs_av = a["block_shape"]
+    bs_items = bs_av.items if isinstance(bs_av, TupleV) else None
+    if bs_items is None:
+        raise SemError("N010", "nl.make_tensor_descriptor block_shape must be a list of constexpr ints",
+                       node=a.node("block_shape"))
+    block = [const_int(x, "nl.make_tensor_descriptor block_shape", a.node("block_shape"), allow_sym=False)
+             for x in bs_items]
+    if not (len(shape) == len(strides) == len(block)):
+        raise SemError("N030", f"nl.make_tensor_descriptor: shape, strides and block_shape have different lengths "
+                       f"({len(shape)}, {len(strides)}, {len(block)})", node=node)
+    try:
+        check_block_shape(tuple(block), "descriptor block")
+    except SemError as e:
+        e.node = a.node("block_shape")
+        raise
+    last = strides[-1]
+    if isinstance(last, Const) and last.value != 1:
+        raise SemError("N023", f"nl.make_tensor_descriptor: the last stride must be 1, got {last.value}",
+                       node=a.node("strides"))
+    elem = base.dtype.element_ty
+    if not elem.is_symbolic() and block[-1] * max(1, elem.primitive_bitwidth // 8) < 16:
+        raise SemError("N023", f"nl.make_tensor_descriptor: the block's last dimension is "
+                       f"{block[-1] * max(1, elem.primitive_bitwidth // 8)} bytes; descriptor block shape must have "
+                       "at least 16 bytes in the last dimension", node=a.node("block_shape"))
+    pad = const_str(a["padding_option"], "padding_option", ("zero", "nan"), a.node("padding_option"))
+    return DescV(base, shape, strides, block, pad or "zero")
+
+
+def desc_address(b, desc, offsets_av, node):
+    """(pointers, in-bounds mask) of the descriptor's block at ``offsets``."""
+    offs = _scalar_list(b, offsets_av, "descriptor offsets", node)
+    rank = len(desc.block_shape)
+    if len(offs) != rank:
+        raise SemError("N030", f"a descriptor of rank {rank} needs {rank} offsets, got {len(offs)}", node=node)
+    call = b.call_builtin
+    ptr, mask = desc.base, None
+    for d, (off, n, size, stride) in enumerate(zip(offs, desc.block_shape, desc.shape, desc.strides)):
+        idx = call("arange", [Const(0), Const(n)], {}, node, [node, node], {})
+        for e in range(rank):
+            if e != d:
+                idx = call("expand_dims", [idx, Const(e)], {}, node, [node, node], {})
+        idx = b.binop("add", idx, off, node)
+        ptr = b.binop("add", ptr, b.binop("mul", idx, stride, node), node)
+        inb = b.binop("and", b.binop("ge", idx, Const(0), node), b.binop("lt", idx, size, node), node)
+        mask = inb if mask is None else b.binop("and", mask, inb, node)
+    return ptr, mask
+
+
+def desc_load(b, desc, offsets_av, node):
+    ptr, mask = desc_address(b, desc, offsets_av, node)
+    other = Const(float("nan")) if desc.padding == "nan" else Const(0)
+    return b.call_builtin("load", [ptr, mask, other], {}, node, [node] * 3, {})
+
+
+def desc_store(b, desc, offsets_av, value, node):
+    ptr, mask = desc_address(b, desc, offsets_av, node)
+    if isinstance(value, TensorV) and value.shape and tuple(value.shape) != tuple(desc.block_shape):
+        raise SemError("N030", f"the value stored through a descriptor has shape {fmt_shape(value.shape)}, "
+                       f"not the block shape {fmt_shape(desc.block_shape)}", node=node)
+    return b.call_builtin("store", [ptr, value, mask], {}, node, [node] * 3, {})
