@@ -243,7 +243,7 @@ def _make_desc(b, a: Bound, node):
     elem = base.dtype.element_ty
     if not elem.is_symbolic() and block[-1] * max(1, elem.primitive_bitwidth // 8) < 16:
         raise SemError("N023", f"nl.make_tensor_descriptor: the block's last dimension is "
-                       f"{block[-1] * max(1, elem.primitive_bitwidth // 8)} bytes; descriptor block shape must have "
+                       f"{block[-1] * max(1, elem.primitive_bitwidth // 8)} bytes. Descriptor block shape must have "
                        "at least 16 bytes in the last dimension", node=a.node("block_shape"))
     pad = const_str(a["padding_option"], "padding_option", ("zero", "nan"), a.node("padding_option"))
     return DescV(base, shape, strides, block, pad or "zero")
