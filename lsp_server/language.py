@@ -97,7 +97,7 @@ def _member_from_object(name: str, qualname: str, obj, method: bool = False) -> 
     if callable(obj):
         target = getattr(obj, "__wrapped__", obj)
         try:
-            sig = inspect.signature(target)
+            sig = lc.public_signature(target)  # a builtin's signature without the front end's _semantic
         except (TypeError, ValueError):
             return Member(name, qualname, "function", f"{name}(...)", _doc(obj))
         names, texts = _param_texts(sig, skip_first=method)

@@ -12,6 +12,7 @@ import inspect
 
 from newt.ir.types import ANY_DTYPE, SymDim, type_str
 from newt.language import BUILTINS
+from newt.language.core import public_signature
 from newt.language import core as lc
 
 from .semantic import (
@@ -80,8 +81,7 @@ class _FastSig:
 def _signature(name) -> _FastSig:
     sig = _SIGS.get(name)
     if sig is None:
-        fn = BUILTINS[name]
-        sig = _FastSig(inspect.signature(getattr(fn, "__wrapped__", fn)))
+        sig = _FastSig(public_signature(BUILTINS[name]))
         _SIGS[name] = sig
     return sig
 

@@ -8,7 +8,6 @@ the runtime (to map torch dtypes).
 from __future__ import annotations
 
 import functools
-import inspect
 from enum import Enum
 
 __all__ = [
@@ -335,6 +334,13 @@ def _register_methods(method, opname: str, default: str) -> None:
         TENSOR_METHODS[m] = opname
 
 
+def public_signature(fn):
+    """The signature of a builtin as users call it (without the ``_semantic`` the front end passes)."""
+    import inspect
+    sig = inspect.signature(getattr(fn, "__wrapped__", fn))
+    return sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "_semantic"])
+
+
 def tensor_methods() -> dict[str, str]:
     """Every method of block values, ``{method name: op name}`` (``"to": "cast"``, ``"sum": "sum"`` ...)."""
     return dict(TENSOR_METHODS)
@@ -351,11 +357,10 @@ def builtin(fn=None, *, name: str | None = None, method: str | bool | tuple | No
 
     def wrap(f):
         opname = name or f.__name__
-        sig = inspect.signature(f)
-        if "_semantic" in sig.parameters:
+        code = f.__code__
+        if "_semantic" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
             # the stub's body calls its type rule: ``return _semantic.<op>(...)`` with the front end's rules as
-            # ``_semantic`` (Triton's pattern); ``_semantic`` is not part of the op's public signature
-            f.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "_semantic"])
+            # ``_semantic`` (Triton's pattern); ``public_signature`` leaves ``_semantic`` out
             f.__newt_rule_stub__ = True
 
         @functools.wraps(f)
