@@ -56,7 +56,7 @@ def register_kernel_kind(qualname_or_predicate: str | Callable[[str], bool], ana
     if isinstance(qualname_or_predicate, str):
         q = qualname_or_predicate
         top = q.split(".")[0]
-        kind = KernelKind(name or top, lambda s, q=q: s == q, analyzer, tuple(roots or (top,)))
+        kind = KernelKind(name or top, q.__eq__, analyzer, tuple(roots or (top,)))
     else:
         if name is None:
             raise TypeError("register_kernel_kind: a predicate needs name=")

@@ -43,8 +43,8 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
             em.yield_stack.pop()
             em.cur, em.last_line = saved
             em.reduce_pending = pending  # the helper is a separate function: the kernel's state is unchanged
-        lines, _ = [], []
-        chunk.render(lines, _)
+        lines: list[str] = []
+        chunk.render(lines, [])
         text = f"__device__ __forceinline__ void {name}({params}) {{\n" + "\n".join(lines) + "\n}\n"
         em.helper(name, text)
         return name, wts
