@@ -464,7 +464,7 @@ class Emitter:
             chunk.line(f"{ct} {name}[{n}];")
             self.for_regs(n, f"{name}[i] = {s};", chunk)
         elif nm == "arange":
-            start = int(op.attrs.get("start", 0))
+            start = int(op.attr("start"))
             fe = self.flat_expr(lay)
             chunk.line(f"{ct} {name}[{n}];  // arange({start}, {op.attrs.get('end')}) in {_short(lay)}")
             expr = fe if start == 0 else f"{start} + {fe}"
@@ -561,7 +561,7 @@ class Emitter:
         if nm == "arange":
             if st.primitive_bitwidth != 32:
                 return None
-            start = int(op.attrs.get("start", 0))
+            start = int(op.attr("start"))
             t = self.thread_flat(lay)
             bases = list(lay.reg)
             return (t if start == 0 else f"({start} + {t})"), (lambda reg: bit_index_expr(f"({reg})", bases)
