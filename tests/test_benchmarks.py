@@ -57,8 +57,11 @@ def test_cpu_smoke_run(script, tmp_path):
 
 
 def _has_gpu() -> bool:
-    from conftest import cuda_available
-    return cuda_available()
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 @pytest.mark.parametrize("script", sorted(GPU_ONLY))
