@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from newt.language import core as lc
 
 from .builder import Builder, Spec
+from .kinds import ANALYZERS, analyzer_for, trusted_roots
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
 from .semantic import SemError
 from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk, parse_with_recovery
@@ -37,13 +38,13 @@ _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "
 # static globals
 # ---------------------------------------------------------------------------
 
-_TRUSTED_ROOTS = ("newt", "deuteron", "math")
+_TRUSTED_ROOTS = ("newt", "math")
 
 
 def resolve_qualname(q: str):
     """Import one of our own modules (never the user's) and walk attributes."""
     parts = q.split(".")
-    if parts[0] not in _TRUSTED_ROOTS:
+    if parts[0] not in _TRUSTED_ROOTS and parts[0] not in trusted_roots():
         raise LookupError(q)
     for i in range(len(parts), 0, -1):
         modname = ".".join(parts[:i])
@@ -81,7 +82,7 @@ class StaticEnv(GlobalEnv):
         if kd is not None:
             if kd.kind == "jit":
                 return JitRef(self.jit_source(name))
-            return Opaque("deuteron kernel")
+            return Opaque(f"{kd.kind} kernel")
         if name in scan.constants:
             return self._convert(scan.constants[name])
         if name in scan.aliases:
@@ -128,7 +129,7 @@ class SpecResult:
 @dataclass
 class KernelAnalysis:
     name: str
-    kind: str  # "jit" | "deuteron"
+    kind: str  # "jit" or a registered kernel kind (newt.frontend.kinds)
     node: ast.AST
     span: Span  # the function name
     def_span: Span  # the whole definition
@@ -441,8 +442,8 @@ def _resolve_value(v):
 # analysis of a whole file
 # ---------------------------------------------------------------------------
 
-#: hooks for other front ends (deuteron registers one): fn(scan, src, kernel_def) -> KernelAnalysis
-KERNEL_ANALYZERS: dict = {}
+#: analyzers of the registered kernel kinds (``register_kernel_kind``): fn(scan, src, kernel_def) -> KernelAnalysis
+KERNEL_ANALYZERS = ANALYZERS
 
 
 @contextlib.contextmanager
@@ -479,13 +480,7 @@ def _analyze_source(text: str, path: str, record_notes: bool) -> FileAnalysis:
     for name in scan.kernel_order:
         kd = scan.kernels[name]
         if kd.kind != "jit":
-            analyzer = KERNEL_ANALYZERS.get(kd.kind)
-            if analyzer is None:
-                try:
-                    importlib.import_module("deuteron.frontend")
-                except ImportError:
-                    pass
-                analyzer = KERNEL_ANALYZERS.get(kd.kind)
+            analyzer = analyzer_for(kd.kind)
             if analyzer is not None:
                 try:
                     ka = analyzer(scan, src, kd)

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from newt.ir.ops import ATOMIC, FORWARDS_POINTER, MEMORY
-from newt.ir.types import is_block, scalar_of
+from newt.ir.types import is_block, pointee, scalar_of
 
 MEMORY_OPS = MEMORY
 
@@ -64,7 +64,7 @@ class Analysis:
             src, dst = scalar_of(op.operands[0].type), scalar_of(op.results[0].type)
             if src.is_ptr() and dst.is_ptr():
                 from .dtypes import itemsize
-                return itemsize(dst.element_ty) > itemsize(src.element_ty)
+                return itemsize(pointee(dst)) > itemsize(pointee(src))
         if op.name == "cast":
             src, dst = scalar_of(op.operands[0].type), scalar_of(op.results[0].type)
             return dst.is_ptr() and not src.is_ptr()

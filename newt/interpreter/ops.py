@@ -686,7 +686,7 @@ def _reduce(o, plan):
         return fr
     if combine in ("argmax", "argmin"):
         dt = elem(o.operands[0])
-        tie = o.attrs.get("tie_break_left", True)
+        tie = o.attr("tie_break_left")
         mx = combine == "argmax"
         return lambda ex, args: _argreduce(args[0], args[1], dim, mx, tie, dt)
     dt = elem(o.operands[0])
@@ -726,7 +726,7 @@ def scan_fn(combine, dt):
 @op("scan")
 def _scan(o, plan):
     dim = o.attrs["axis"] + 1
-    rev = o.attrs.get("reverse", False)
+    rev = o.attr("reverse")
     combine = o.attrs["combine"]
     n = len(o.operands)
     if combine == "region":
@@ -771,7 +771,7 @@ def _split_tf32(x):
 def _dot(o, plan):
     ta = elem(o.operands[0])
     tacc = elem(o.operands[2])
-    prec = o.attrs.get("input_precision", "") or ""
+    prec = o.attr("input_precision")
     if ta.is_fp32() and not prec:
         prec = "tf32"
 
@@ -847,8 +847,8 @@ def print_mode() -> str:
 
 @op("print")
 def _print(o, plan):
-    prefix = o.attrs.get("prefix", "")
-    hexa = bool(o.attrs.get("hex", False))
+    prefix = o.attr("prefix")
+    hexa = bool(o.attr("hex"))
     dts = [elem(v) for v in o.operands]
     shapes = [tuple(shape_of(v.type)) for v in o.operands]
 

@@ -172,7 +172,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
     if shared > tgt.max_shared:
         raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
                            f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",
-                           None)
+                           None, data={"resource": "shared memory", "required": shared, "limit": tgt.max_shared,
+                                       "target": tgt.name})
     if em.smem_uses or red or em.reserved:
         top.line("extern __shared__ __align__(128) unsigned char smem[];")
     ids.line("const int lane_id = threadIdx.x & 31;")
@@ -193,8 +194,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
     bounds = f"{32 * num_warps}{min_blocks}"
     head.append(f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
-    out_lines = []
-    locs = []
+    out_lines: list[str] = []
+    locs: list = []
     for line in "\n".join(head).split("\n"):
         out_lines.append(line)
         locs.append(None)
@@ -219,11 +220,10 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
 
 def _backend_error(fn, e: BackendError):
     from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
-    op = e.op
-    loc = getattr(op, "loc", None) or fn.loc
+    loc = e.location or fn.loc
     span = Span(loc.line, loc.col, loc.end_line, loc.end_col) if loc else Span(1, 1, 1, 2)
-    d = Diagnostic("B002", Severity.ERROR, span, f"CUDA backend: {e}", file=getattr(loc, "file", fn.file),
-                   kernel=fn.name)
+    d = Diagnostic(e.code, Severity.ERROR, span, f"CUDA backend: {e.message}", hint=e.hint,
+                   file=loc.file if loc else fn.file, kernel=fn.name, data=dict(e.data))
     return CompilationError([d], _source_text(getattr(loc, "file", fn.file)), kernel=fn.name)
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 
-from newt.ir.types import is_block, scalar_of, shape_of, type_str
+from newt.ir.errors import LocatedError
+from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype
 from .layout import Layout, bit_index_expr, in_thread_map
@@ -35,11 +36,14 @@ def lowers(*names):
     return deco
 
 
-class BackendError(Exception):
-    """The backend cannot lower an op; carries the op for the error's location."""
+class BackendError(LocatedError):
+    """The backend cannot lower an op: a ``LocatedError`` (code ``B002`` unless given) placed at the op.
 
-    def __init__(self, msg, op=None):
-        super().__init__(msg)
+    ``data`` carries what programs need (``{"resource": "shared memory", "required": n, "limit": m,
+    "target": "sm_90a"}`` for a kernel too big for the target), passed on as ``Diagnostic.data``."""
+
+    def __init__(self, msg: str, op=None, *, code: str = "B002", hint: str | None = None, data: dict | None = None):
+        super().__init__(code, msg, hint=hint, location=getattr(op, "loc", None), data=data)
         self.op = op
 
 
@@ -460,7 +464,7 @@ class Emitter:
             chunk.line(f"{ct} {name}[{n}];")
             self.for_regs(n, f"{name}[i] = {s};", chunk)
         elif nm == "arange":
-            start = int(op.attrs.get("start", 0))
+            start = int(op.attr("start"))
             fe = self.flat_expr(lay)
             chunk.line(f"{ct} {name}[{n}];  // arange({start}, {op.attrs.get('end')}) in {_short(lay)}")
             expr = fe if start == 0 else f"{start} + {fe}"
@@ -557,7 +561,7 @@ class Emitter:
         if nm == "arange":
             if st.primitive_bitwidth != 32:
                 return None
-            start = int(op.attrs.get("start", 0))
+            start = int(op.attr("start"))
             t = self.thread_flat(lay)
             bases = list(lay.reg)
             return (t if start == 0 else f"({start} + {t})"), (lambda reg: bit_index_expr(f"({reg})", bases)
@@ -729,6 +733,3 @@ def _short(lay: Layout) -> str:
     f = lambda v: "x".join(map(str, v))  # noqa: E731
     return f"{lay.kind.split('(')[0]}[regs {f(regs)}, lanes {f(lanes)}, warps {f(warps)}]"
 
-
-def describe_type(v) -> str:
-    return type_str(v.type)

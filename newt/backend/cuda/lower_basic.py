@@ -259,8 +259,8 @@ def _cstr(s: str) -> str:
 
 @lowers("print")
 def _print(em, op):
-    prefix = op.attrs.get("prefix", "")
-    hexa = bool(op.attrs.get("hex", False))
+    prefix = op.attr("prefix")
+    hexa = bool(op.attr("hex"))
     vals = op.operands
     if not vals:
         em.line(f'if (threadIdx.x == 0) printf("pid (%d, %d, %d) " {_cstr(prefix)} "\\n", blockIdx.x, blockIdx.y, '

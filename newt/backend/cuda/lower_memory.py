@@ -229,6 +229,7 @@ def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> 
     s, sc = _SEM[sem], _SCOPE[scope]
     ct = ctype(t)
     op = {"xchg": "exch"}.get(kind, kind)
+    ty: str | None
     if kind == "add" and t.name == "bf16" and em.target.bf16_atomic_add:
         ty = ".noftz.bf16"
     else:

@@ -43,8 +43,8 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
             em.yield_stack.pop()
             em.cur, em.last_line = saved
             em.reduce_pending = pending  # the helper is a separate function: the kernel's state is unchanged
-        lines, _ = [], []
-        chunk.render(lines, _)
+        lines: list[str] = []
+        chunk.render(lines, [])
         text = f"__device__ __forceinline__ void {name}({params}) {{\n" + "\n".join(lines) + "\n}\n"
         em.helper(name, text)
         return name, wts
@@ -52,7 +52,7 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
     w = _work_type(t, kind)
     if kind in ("argmax", "argmin"):
         it = ctype(in_types[1])
-        tie = bool(op.attrs.get("tie_break_left", True))
+        tie = bool(op.attr("tie_break_left"))
         cmp = ">" if kind == "argmax" else "<"
         tie_e = "(a0 == b0 && a1 < b1)" if tie else "false"
         body = (f"  const bool take_a = (a0 {cmp} b0) || {tie_e};\n"
@@ -248,7 +248,7 @@ def _wbytes(w: str) -> int:
 def _scan(em, op):
     xs = op.operands
     axis = op.attrs["axis"]
-    rev = bool(op.attrs.get("reverse", False))
+    rev = bool(op.attr("reverse"))
     lay = compact(em.layout_of(op.results[0]))
     srcs = [em.get(x, lay) for x in xs]
     fn, wts = combine_helper(em, op, [x.type for x in xs])

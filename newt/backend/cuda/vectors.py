@@ -5,7 +5,7 @@ the pipeliner (they import nothing else of the backend but C types)."""
 
 from __future__ import annotations
 
-from newt.ir.types import scalar_of
+from newt.ir.types import pointee, scalar_of
 
 from .ctypes import ctype
 
@@ -113,7 +113,7 @@ def vector_width_of(axis, lay, ptr, mask) -> int:
     axis analysis proves (contiguity, alignment, mask constancy) and by 16 bytes."""
     if not lay.reg:
         return 1
-    eb = nbytes(scalar_of(ptr.type).element_ty)
+    eb = nbytes(pointee(ptr.type))
     d, k0 = lay.dim_of_bit(lay.reg[0])
     if k0 != 0:
         return 1
