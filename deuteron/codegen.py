@@ -887,7 +887,7 @@ class _Gen:
 
     # ------------------------------------------------------------------ analysis before emission
     def count_uses(self):
-        from .trace import all_nodes
+        from .trace_common import all_nodes
         for n, blk in all_nodes(self.prog.body):
             for o in n.operands():
                 self.use_count[o.id] = self.use_count.get(o.id, 0) + 1

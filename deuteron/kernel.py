@@ -531,7 +531,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
     if not _TRACE_HELPERS:
         import torch
 
-        from .trace import _guard_value
+        from .trace_common import _guard_value
         _TRACE_HELPERS[:] = [torch.Tensor, _guard_value]
     tensor, _guard_value = _TRACE_HELPERS
     for ta in prog.tensors.values():
