@@ -66,7 +66,7 @@ TORCH_FUNCTIONS = {
 FUNCTIONAL = {
     "relu": "relu", "sigmoid": "sigmoid", "silu": "silu", "gelu": "gelu", "tanh": "tanh",
     "softmax": "softmax", "log_softmax": "log_softmax", "leaky_relu": "leaky_relu", "relu6": "relu6",
-    "softplus": "softplus", "mish": None, "elu": "elu", "hardtanh": "clamp",
+    "softplus": "softplus", "mish": None, "elu": "elu", "hardtanh": "hardtanh",
 }
 
 #: tensor methods supported on values inside tile loops -> canonical op

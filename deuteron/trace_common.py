@@ -336,8 +336,7 @@ _DT_FUNCS: dict = {}
 
 
 def _init_dt_funcs():
-    for name in ("zeros", "full", "arange", "dot", "atomic_add", "relu", "sigmoid", "silu", "gelu", "tanh", "exp",
-                 "cdiv", "next_power_of_2", "tile", "grid", "register_block_size", "register_tunable", "specialize"):
+    for name in sorted(ops.DT_DEVICE | ops.DT_HOST_ONLY):
         _DT_FUNCS[id(getattr(L, name))] = name
 
 
