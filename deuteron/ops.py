@@ -6,31 +6,9 @@ tables, so the editor and the compiler agree on what is supported.
 
 from __future__ import annotations
 
-#: elementwise unary math: canonical name -> newt spelling (a ``nl.*`` function or an expression template)
-UNARY = {
-    "exp": "nl.exp({x})",
-    "exp2": "nl.exp2({x})",
-    "log": "nl.log({x})",
-    "log2": "nl.log2({x})",
-    "sqrt": "nl.sqrt_rn({x})",
-    "rsqrt": "nl.rsqrt({x})",
-    "sin": "nl.sin({x})",
-    "cos": "nl.cos({x})",
-    "tanh": "nl.tanh({x})",
-    "erf": "nl.erf({x})",
-    "floor": "nl.floor({x})",
-    "ceil": "nl.ceil({x})",
-    "abs": "nl.abs({x})",
-    "neg": "-{x}",
-    "sigmoid": "nl.sigmoid({x})",
-    "relu": "nl.maximum({x}, 0)",
-    "reciprocal": "1.0 / {x}",
-    "square": "{x} * {x}",
-    "silu": "{x} * nl.sigmoid({x})",
-    "log1p": "nl.log(1.0 + {x})",
-    "expm1": "nl.exp({x}) - 1.0",
-    "logical_not": "{x} == 0",
-}
+#: elementwise unary math (their newt spelling: ``deuteron.codegen_expr.UNARY_RENDER``)
+UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "abs", "neg",
+         "sigmoid", "relu", "reciprocal", "square", "silu", "log1p", "expm1", "logical_not")
 
 #: unary ops that only make sense on floating point (ints are converted like torch does)
 FLOAT_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
