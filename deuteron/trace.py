@@ -440,6 +440,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                     self.guard(*g)
                 cond = cond.host_value
             else:
+                self.check_not_per_tile(cond, s.test, "an `if`")
                 self.device_if(s, cond)
                 return
         if isinstance(cond, (HostTensor, TileInfo)):

@@ -377,3 +377,19 @@ def _torch_name(func):
             return ("torch", name)
         return ("torch", name)
     return None
+
+
+def _per_tile_source(v: Node):
+    """A value among ``v`` and what it is computed from that has a tile dimension (so ``v``, a scalar,
+    reduced a tile away: it differs per tile), or None."""
+    seen = set()
+    stack = [v]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if any(isinstance(d, TileInfo) and d.kind == "tile" for d in n.dims):
+            return n
+        stack.extend(n.operands())
+    return None

@@ -17,6 +17,7 @@ from .program import (
     ONE, Node, RInfo, TileInfo,
 )
 from .trace_common import (
+    _per_tile_source,
     HostTensor, SHAPE_CODE, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
     _dims_text, _index_text, _is_int_dtype, _is_library, _torch_name,
 )
@@ -229,6 +230,8 @@ class ExprTracer:
             c = c.host_value
         if not isinstance(c, Node):
             return self.eval(e.body) if c else self.eval(e.orelse)
+        if not c.dims:
+            self.check_not_per_tile(c, e.test, "a conditional expression (`a if cond else b`)")
         return self.where(c, self.eval(e.body), self.eval(e.orelse), e)
 
     def ex_Call(self, e):
@@ -270,6 +273,7 @@ class ExprTracer:
         if func is abs and args and isinstance(args[0], Node):
             return self.unary("abs", args[0], e)
         if func in (float, int, bool) and args and isinstance(args[0], Node):
+            self.check_not_per_tile(args[0], e, f"{func.__name__}()")
             return self.cast(args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
         if func is len and args and isinstance(args[0], TileInfo):
             raise self.error("D003", e, "len() of a tile", hint="use tile.end - tile.begin or tile.block_size")
@@ -388,6 +392,7 @@ class ExprTracer:
                 continue
             size = ht.t.shape[d]
             if isinstance(it, TileInfo):
+                self._check_tile_fits(ht, it, d, size, e)
                 items.append(("tile", it, d))
             elif isinstance(it, slice):
                 if it.start is not None or it.stop is not None or it.step is not None:
@@ -407,6 +412,7 @@ class ExprTracer:
                 if not _is_int_dtype(it.dtype):
                     raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
                 if it.op == "tile_index":
+                    self._check_tile_fits(ht, it.attrs["tile"], d, size, e)
                     items.append(("tile", it.attrs["tile"], d))
                 elif it.dims:
                     items.append(("vec", it, d))
@@ -418,6 +424,31 @@ class ExprTracer:
                 raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
             d += 1
         return items
+
+    def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
+        """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice
+        (and fail to broadcast it), the kernel would read past the tensor."""
+        end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
+        if isinstance(end, int) and not isinstance(end, bool) and end > size:
+            raise self.error(SHAPE_CODE, e, f"{ht.name} has size {size} in dimension {d} but the tile "
+                                            f"{t.name} runs to {end}",
+                             hint=f"the tile loop and {ht.name}.shape[{d}] must agree (torch would slice "
+                                  f"{ht.name} shorter and fail to broadcast)")
+
+    def check_not_per_tile(self, v, src, what: str):
+        """``what`` decides in Python on a value computed from tiles: the kernel would decide per tile, PyTorch
+        on the whole tensor -- a D004 (use torch.where)."""
+        if not isinstance(v, Node):
+            return
+        if v.dims:
+            raise self.error("D004", src, f"{what} of a block (a tensor with tile dimensions {_dims_text(v.dims)})",
+                             hint="use torch.where(cond, a, b) for elementwise choices")
+        found = _per_tile_source(v)
+        if found is not None:
+            raise self.error("D004", src, f"{what} of a value computed from whole tiles: the kernel would decide "
+                                          "once per tile, PyTorch once for the whole tensor",
+                             hint="Python control flow on tensor values is not supported inside a tile loop; "
+                                  "use torch.where(cond, a, b)")
 
     def _strides(self, ht: HostTensor, items):
         """Dynamic shapes: the strides the access uses are run-time parameters."""
