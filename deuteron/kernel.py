@@ -515,6 +515,17 @@ def _fetch(source, host_locals, g):
             return base[source[2]]
         except Exception:  # noqa: BLE001
             return _MISSING
+    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
+        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return _MISSING
+        if kind == "fnglobal":
+            return fn.__globals__.get(source[2], _MISSING)
+        try:
+            return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
+        except (ValueError, TypeError, IndexError):
+            return _MISSING
     return _MISSING
 
 
@@ -552,7 +563,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
             if _fetch(s, host_locals, g) is not t:
                 return False
     for key, gv in prog.guards:
-        if key[0] == "local":
+        if key[0] in ("local", "cell", "fnglobal"):
             v = _fetch(key, host_locals, g)
             if v is _MISSING or _guard_value(v) != gv:
                 return False

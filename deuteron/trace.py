@@ -10,6 +10,7 @@ type promotion).  Nothing of the loop body runs as Python.
 from __future__ import annotations
 
 import ast
+import types
 
 import torch
 
@@ -20,6 +21,7 @@ from .program import (
     Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
 )
 from .trace_common import (
+    _is_library,
     BlockSizeInt, HostTensor, SHAPE_CODE, SpecializedInt, TunableValue, _BINOPS, _Return, _all_nodes,
     _all_structured, _broadcast_dims, _cse_key, _describe, _dims_text, _guard_value, _is_int_dtype, _is_pow2,
     result_type,
@@ -64,6 +66,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self.sites_seen: dict = {}  # site index -> info recorded for discovery
         self._node_names: dict = {}
         self._cse: dict = {}
+        self._fn_origin: dict = {}  # id(function) -> the host name it was passed as
+        self._captured: dict = {}  # name -> source, for the names an inlined callable argument captures
         try:
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
@@ -167,6 +171,12 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             return v
         if isinstance(v, (str, torch.dtype, type(None))):
             self.guard(name, v)
+            return v
+        if isinstance(v, types.FunctionType) and not _is_library(v):
+            # a callable argument (an epilogue, a score modifier): the program holds for this code only; what
+            # it captures is read through its name (tensors become kernel arguments, numbers guards)
+            self.guard(name, v)
+            self._fn_origin[id(v)] = name
             return v
         return v
 

@@ -318,6 +318,8 @@ def _index_text(it) -> str:
 
 
 def _guard_value(v):
+    if isinstance(v, types.FunctionType):
+        return ("function", v.__code__)
     if isinstance(v, torch.dtype):
         return ("dtype", str(v))
     if isinstance(v, (list, tuple)):

@@ -6,7 +6,6 @@ import ast
 import builtins
 import inspect
 import operator
-import textwrap
 import types
 
 import torch
@@ -46,7 +45,23 @@ class ExprTracer:
         if name in self.host:
             return self.host_value(name, self.host[name], node)
         if name in self.globals:
-            return self.globals[name]
+            v = self.globals[name]
+            src = self._captured.get(name)
+            if src is not None and isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool):
+                key = ("captured",) + src
+                if key in self._host_cache:
+                    return self._host_cache[key]
+                if isinstance(v, torch.Tensor):
+                    out = self.tensor_arg(f"{src[1]}_{name}", v, src)
+                else:
+                    self.guard(src, v)
+                    out = v
+                self._host_cache[key] = out
+                return out
+            if isinstance(v, torch.Tensor):
+                raise self.error("D004", node, f"the tensor {name!r} is captured by a helper function",
+                                 hint="pass it to the kernel (or the helper) as an argument")
+            return v
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error("D004", node, f"name {name!r} is not defined")
@@ -297,36 +312,35 @@ class ExprTracer:
 
     def inline(self, fn, args, kwargs, e):
         """A user helper: its body is traced at the call site."""
-        try:
-            src_lines, start = inspect.getsourcelines(fn)
-        except (OSError, TypeError):
-            raise self.error("D004", e, f"cannot read the source of {fn.__name__}() to compile it") from None
         if self._inline_depth > 16:
             raise self.error("D004", e, "helper functions nest too deeply (recursion?)")
-        text = textwrap.dedent("".join(src_lines))
-        tree = ast.parse(text)
-        fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if fdef is None:
-            raise self.error("D004", e, f"{fn.__name__} is not a plain function")
-        ast.increment_lineno(tree, start - 1)
+        body = _function_body(fn)
+        if body is None:
+            raise self.error("D004", e, f"cannot read the source of {fn.__name__}() to compile it")
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as ex:
             raise self.error("D004", e, f"{fn.__name__}(): {ex}") from None
         bound.apply_defaults()
         saved_env, saved_host, saved_globals, saved_cache = self.env, self.host, self.globals, self._host_cache
+        saved_captured = self._captured
         self.env = dict(bound.arguments)
         self.host = {}
         self.globals = dict(fn.__globals__)
+        origin = self._fn_origin.get(id(fn))
+        self._captured = {}
+        if origin is not None:
+            self._captured = {nm: ("fnglobal", origin, nm) for nm in fn.__code__.co_names}
         if fn.__closure__:
             for nm, cell in zip(fn.__code__.co_freevars, fn.__closure__):
                 try:
                     self.globals[nm] = cell.cell_contents
                 except ValueError:
-                    pass
+                    continue
+                if origin is not None:
+                    self._captured[nm] = ("cell", origin, nm)
         self._host_cache = {}
         self._inline_depth += 1
-        body = fdef.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
         result = None
@@ -337,6 +351,7 @@ class ExprTracer:
         finally:
             self._inline_depth -= 1
             self.env, self.host, self.globals, self._host_cache = saved_env, saved_host, saved_globals, saved_cache
+            self._captured = saved_captured
         return result
 
     def host_method(self, ht: HostTensor, name, args, kwargs, e):
@@ -538,3 +553,47 @@ class ExprTracer:
         return out
 
     # ------------------------------------------------------------------ elementwise
+
+
+def _function_body(fn):
+    """The statements of a helper's body with the line numbers of its file: a ``def`` (its body) or a
+    lambda, also one spread over several lines or one of several on a line (``[Return(its expression)]``).
+    None when the source cannot be read."""
+    import linecache
+    code = fn.__code__
+    try:
+        path = inspect.getsourcefile(fn) or code.co_filename
+    except TypeError:
+        return None
+    text = "".join(linecache.getlines(path))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    line = code.co_firstlineno
+    if fn.__name__ == "<lambda>":
+        params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+        exact = [n for n in cands if [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs]
+                 == params]
+        cands = exact or cands
+        if not cands:
+            return None
+        if len(cands) > 1:
+            pos = next(iter(code.co_positions()), None) if hasattr(code, "co_positions") else None
+            col = pos[2] if pos and pos[2] is not None else None
+            if col is not None:
+                inside = [n for n in cands if n.body.col_offset <= col and (n.end_lineno, n.end_col_offset) >= (
+                    pos[1] or line, col)]
+                cands = inside or cands
+        lam = cands[0]
+        ret = ast.Return(value=lam.body)
+        ast.copy_location(ret, lam.body)
+        return [ret]
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == fn.__name__ and (
+                n.lineno == line or (n.decorator_list and n.decorator_list[0].lineno == line)):
+            return n.body
+    return None
