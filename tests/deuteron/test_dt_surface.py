@@ -36,7 +36,7 @@ def test_multi_line_lambda_capturing_a_local_tensor():
     for _ in range(2):
         bias = torch.randn(48)
         got = matmul_epilogue(x, w, lambda acc, tile: torch.relu(
-            acc + bias[tile[1]]
+            acc + bias[tile[1]]  # noqa: B023 (called right away)
         ))
         torch.testing.assert_close(got, torch.relu(x @ w + bias), atol=1e-4, rtol=1e-4)
 
