@@ -221,9 +221,9 @@ class _Gen(ExprRenderer):
         return False
 
     def emit_node(self, n: Node, indent: int):
-        if n.op in ("store", "atomic_add"):
+        if n.op in ("store", "atomic"):
             self.origin(indent, n.src)
-            self.emit_store(n, indent, atomic=n.op == "atomic_add")
+            self.emit_store(n, indent, atomic=n.op == "atomic")
             return
         if n.id in self.var:
             return
@@ -256,7 +256,7 @@ class _Gen(ExprRenderer):
         for d in n.dims:
             if isinstance(d, RInfo) and d.id in self.looped:
                 return d
-        if n.op in ("store", "atomic_add"):
+        if n.op in ("store", "atomic"):
             for d in n.attrs["dims"]:
                 if isinstance(d, RInfo) and d.id in self.looped:
                     return d
@@ -287,7 +287,7 @@ class _Gen(ExprRenderer):
                 self.emit_chunk_loop(r, group, [], indent)
                 continue
             if self._rolled(n) is not None:
-                if n.op in ("store", "atomic_add"):
+                if n.op in ("store", "atomic"):
                     deferred_stores.append(n)
                 continue
             self.emit_node(n, indent)
@@ -380,7 +380,7 @@ class _Gen(ExprRenderer):
                 self.w(inner, f"{acc} = nl.{'maximum' if kind == 'max' else 'minimum'}({acc}, {x})")
         for st in stores:
             self.origin(inner, st.src)
-            self.emit_store(st, inner, atomic=st.op == "atomic_add")
+            self.emit_store(st, inner, atomic=st.op == "atomic")
         self.var = saved_var
         self.last_line = None
         for s, acc in zip(sinks, accs):

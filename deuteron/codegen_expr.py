@@ -413,8 +413,10 @@ class ExprRenderer:
         if atomic:
             if isinstance(v, Node) and v.dtype != ta.dtype:
                 val = f"{_atom(val)}.to({_dt(ta.dtype)})"
-            args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}"
-            self.w(indent, f"nl.atomic_add({args})")
+            scope = n.attrs.get("scope", "gpu")
+            args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}" + (
+                f", scope={scope!r}" if scope != "gpu" else "")
+            self.w(indent, f"nl.atomic_{n.attrs.get('kind', 'add')}({args})")
         else:
             self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
 

@@ -194,22 +194,31 @@ def _dt_dot(tr, e, a, b, acc=None, out_dtype=None):
     return tr.matmul(a, b, acc, e, out_dtype=out_dtype or "acc")
 
 
-@dt_hook(L.atomic_add)
-def _dt_atomic_add(tr, e, target, index, value, sem="relaxed"):
+_SEMS = ("relaxed", "acquire", "release", "acq_rel")
+_SCOPES = ("gpu", "cta", "sys")
+
+
+@dt_hook(L.atomic_add, L.atomic_and, L.atomic_or, L.atomic_xor, L.atomic_max, L.atomic_min, L.atomic_xchg)
+def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
+    kind = op.split("_", 1)[1]
     if not isinstance(target, HostTensor):
-        raise tr.error("D004", e, "dt.atomic_add needs a tensor of the host code as its target")
+        raise tr.error("D004", e, f"dt.{op} needs a tensor of the host code as its target")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(target, idx, e)
     dims = tr._items_dims(items)
     if isinstance(value, Node):
         tr._check_store_dims(value.dims, dims, target, e)
-    if sem not in ("relaxed", "acquire", "release", "acq_rel"):
-        raise tr.error("D004", e, f"dt.atomic_add: unknown sem {sem!r}")
+    if sem not in _SEMS:
+        raise tr.error("D004", e, f"dt.{op}: unknown sem {sem!r}", hint=f"one of {', '.join(_SEMS)}")
+    if scope not in _SCOPES:
+        raise tr.error("D004", e, f"dt.{op}: unknown scope {scope!r}", hint=f"one of {', '.join(_SCOPES)}")
+    if kind in ("and", "or", "xor") and (target.t.dtype.is_floating_point or target.t.dtype == torch.bool):
+        raise tr.error("D004", e, f"dt.{op} on a {target.t.dtype} tensor (bitwise atomics need an integer one)")
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
-    tr.emit(Node("atomic_add", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
-                                                         "sem": sem}))
+    tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
+                                                     "sem": sem, "scope": scope, "kind": kind}))
     return None
 
 
