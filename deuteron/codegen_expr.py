@@ -398,15 +398,22 @@ class ExprRenderer:
     def render_load(self, n: Node) -> str:
         ta = n.attrs["tensor"]
         ptr, mask = self.pointer(ta, n.attrs["items"], n.dims)
+        if n.args:  # dt.load(..., extra_mask=)
+            extra = self.aligned(n.args[0], len(self.rd(n.dims)))
+            mask = extra if mask is None else f"{mask} & {_atom(extra)}"
+        ev = f", eviction_policy={n.attrs['eviction']!r}" if n.attrs.get("eviction") else ""
         if mask is None:
-            return f"nl.load({ptr})"
-        return f"nl.load({ptr}, mask={mask}, other=0)"
+            return f"nl.load({ptr}{ev})"
+        return f"nl.load({ptr}, mask={mask}, other=0{ev})"
 
     def emit_store(self, n: Node, indent: int, atomic=False):
         ta = n.attrs["tensor"]
         dims = n.attrs["dims"]
         ptr, mask = self.pointer(ta, n.attrs["items"], dims)
-        (v,) = n.args
+        v = n.args[0]
+        if len(n.args) > 1:  # dt.store(..., extra_mask=)
+            extra = self.aligned(n.args[1], len(self.rd(dims)))
+            mask = extra if mask is None else f"{mask} & {_atom(extra)}"
         val = self.aligned(v, len(self.rd(dims))) if isinstance(v, Node) else _lit(v)
         if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
             val = f"{_atom(val)}.to({_dt(ta.dtype)})"

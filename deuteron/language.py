@@ -219,6 +219,36 @@ def dot(a, b, acc=None, out_dtype=None):
     return prod.to(out_dtype or default)
 
 
+def load(tensor, index, extra_mask=None, eviction_policy=None):
+    """``dt.load(x, [tile_m, tile_n], extra_mask=keep)``: ``x[index]`` with the lanes where ``extra_mask`` is
+    False read as 0 (on top of the masks of ragged tiles); ``eviction_policy`` (``"evict_first"`` /
+    ``"evict_last"``) is a cache hint for the load.
+    """
+    import torch
+
+    from .ref import ref_index
+    v = tensor[ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))]
+    if extra_mask is not None:
+        v = torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
+    return v
+
+
+def store(tensor, index, value, extra_mask=None):
+    """``dt.store(out, [tile_m, tile_n], value, extra_mask=keep)``: ``out[index] = value`` only where
+    ``extra_mask`` is True (and inside the tensor)."""
+    import torch
+
+    from .ref import ref_index
+    idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
+    if extra_mask is None:
+        tensor[idx] = value
+        return None
+    old = tensor[idx]
+    val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=tensor.device)
+    tensor[idx] = torch.where(extra_mask, val.to(tensor.dtype), old)
+    return None
+
+
 def _ref_positions(target, index):
     """The index of a dt.atomic_* call as a tuple of broadcast int64 index tensors (tiles are slices in
     kernel.ref; ``tile.index`` and int blocks are gathers), or the plain index when nothing repeats."""

@@ -66,7 +66,7 @@ TENSOR_METHODS = {
 }
 
 #: ``dt.<name>`` callable inside tile loops
-DT_DEVICE = {"zeros", "full", "arange", "dot", "atomic_add", "atomic_and", "atomic_or", "atomic_xor",
+DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "atomic_add", "atomic_and", "atomic_or", "atomic_xor",
              "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu", "tanh", "exp",
              "cdiv", "next_power_of_2", "tile", "grid"}
 

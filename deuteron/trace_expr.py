@@ -485,12 +485,16 @@ class ExprTracer:
                 dims.extend(it[1].dims)
         return tuple(dims)
 
-    def load(self, ht: HostTensor, items, e) -> Node:
+    def load(self, ht: HostTensor, items, e, extra_mask=None, eviction=None) -> Node:
         dims = self._items_dims(items)
         self._check_unique_dims(dims, e)
         ht.arg.loaded = True
         self._strides(ht, items)
-        n = Node("load", dims=dims, dtype=ht.t.dtype, attrs={"tensor": ht.arg, "items": items}, pad=0)
+        attrs = {"tensor": ht.arg, "items": items}
+        if eviction:
+            attrs["eviction"] = eviction
+        n = Node("load", [extra_mask] if extra_mask is not None else [], dims=dims, dtype=ht.t.dtype, attrs=attrs,
+                 pad=0)
         self.prog.dims_used.add(dims)
         return self.emit(n)
 
@@ -502,7 +506,7 @@ class ExprTracer:
                     raise self.error("D003", e, f"tile {d.name!r} indexes two dimensions of the same access")
                 seen.add(d.id)
 
-    def store(self, ht: HostTensor, items, v, e):
+    def store(self, ht: HostTensor, items, v, e, extra_mask=None):
         dims = self._items_dims(items)
         if isinstance(v, TileInfo):
             raise self.error("D003", e, "storing a tile", hint="store tile.index")
@@ -514,7 +518,8 @@ class ExprTracer:
             self._check_store_dims(v.dims, dims, ht, e)
         ht.arg.stored = True
         self._strides(ht, items)
-        n = Node("store", [v], dims=(), dtype=None, attrs={"tensor": ht.arg, "items": items, "dims": dims})
+        n = Node("store", [v] if extra_mask is None else [v, extra_mask], dims=(), dtype=None,
+                 attrs={"tensor": ht.arg, "items": items, "dims": dims})
         self.prog.dims_used.add(dims)
         self.emit(n)
 

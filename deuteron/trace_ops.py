@@ -194,6 +194,45 @@ def _dt_dot(tr, e, a, b, acc=None, out_dtype=None):
     return tr.matmul(a, b, acc, e, out_dtype=out_dtype or "acc")
 
 
+_EVICTION = ("evict_first", "evict_last", "evict_normal")
+
+
+def _extra_mask(tr, e, op, mask, dims):
+    if mask is None:
+        return None
+    if not isinstance(mask, Node) or mask.dtype != torch.bool:
+        raise tr.error("D004", e, f"dt.{op}: extra_mask must be a bool block (a comparison), not {_describe(mask)}")
+    if _broadcast_dims(mask.dims, dims) != tuple(dims):
+        raise tr.error(SHAPE_CODE, e, f"dt.{op}: extra_mask {_dims_text(mask.dims)} does not broadcast to the "
+                                      f"accessed block {_dims_text(dims)}")
+    return mask
+
+
+@dt_hook(L.load)
+def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
+    if not isinstance(tensor, HostTensor):
+        raise tr.error("D004", e, "dt.load needs a tensor of the host code")
+    if eviction_policy not in (None, "", *_EVICTION):
+        raise tr.error("D004", e, f"dt.load: unknown eviction_policy {eviction_policy!r}",
+                       hint=f"one of {', '.join(_EVICTION)}")
+    idx = list(index) if isinstance(index, (list, tuple)) else [index]
+    items = tr.items_for(tensor, idx, e)
+    dims = tr._items_dims(items)
+    mask = _extra_mask(tr, e, "load", extra_mask, dims)
+    return tr.load(tensor, items, e, extra_mask=mask, eviction=eviction_policy or None)
+
+
+@dt_hook(L.store)
+def _dt_store(tr, e, tensor, index, value, extra_mask=None):
+    if not isinstance(tensor, HostTensor):
+        raise tr.error("D004", e, "dt.store needs a tensor of the host code")
+    idx = list(index) if isinstance(index, (list, tuple)) else [index]
+    items = tr.items_for(tensor, idx, e)
+    mask = _extra_mask(tr, e, "store", extra_mask, tr._items_dims(items))
+    tr.store(tensor, items, value, e, extra_mask=mask)
+    return None
+
+
 _SEMS = ("relaxed", "acquire", "release", "acq_rel")
 _SCOPES = ("gpu", "cta", "sys")
 
