@@ -36,6 +36,10 @@ _UNSUPPORTED_EXPR = {
 }
 
 
+#: dt.* calls whose arguments hold tiles as a shape or an index (not as values)
+_INDEX_ARGS = ("zeros", "full", "load", "store")
+
+
 class DeviceChecker:
     """Walks the body of one tile loop nest."""
 
@@ -224,7 +228,7 @@ class DeviceChecker:
             if dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
                 st.problem("D004", e.func, f"dt.{dtn} cannot be used inside a tile loop")
             for a in e.args:
-                self.expr(a, parent="shape" if dtn in ("zeros", "full", "load", "store") or dtn.startswith("atomic_") else "arg")
+                self.expr(a, parent="shape" if dtn in _INDEX_ARGS or dtn.startswith("atomic_") else "arg")
             for k in e.keywords:
                 self.expr(k.value, parent="arg")
             return
