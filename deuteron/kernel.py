@@ -703,6 +703,7 @@ class _HostRun:
                         scalar_params=scalar_params, slot_of=self.slot_of,
                         rdim_slots=None if self.mode == "discover" else self.entry.rdim_slots.get(k, {}),
                         discovery=self.mode == "discover", name=kern.__name__)
+        tracer.constexpr_params = constexpr_params(kern)
         if self.mode != "discover":
             tracer.prog.multi_grid_ordinal = self.entry.multi_ordinal.get(k)
         try:
@@ -739,7 +740,13 @@ def _scalar_params(kern) -> set:
     for n in ast.walk(st.fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not st.in_device(n):
             reassigned.add(n.id)
-    return {p for p in st.params if p not in reassigned}
+    return {p for p in st.params if p not in reassigned and p not in constexpr_params(kern)}
+
+
+def constexpr_params(kern) -> set:
+    """Parameters annotated ``dt.constexpr``: compile-time constants of the kernel (one program per value)."""
+    st = kern.structure
+    return {p for p, ann in st.param_annotations.items() if ann is not None and st.dt(ann) == "constexpr"}
 
 
 def _runtime_args(gen, prog, host_locals, g) -> list:

@@ -219,6 +219,19 @@ def dot(a, b, acc=None, out_dtype=None):
     return prod.to(out_dtype or default)
 
 
+class constexpr:  # noqa: N801 - spelled like Helion's hl.constexpr
+    """An annotation: ``def f(x, eps: dt.constexpr)`` makes ``eps`` a compile-time constant of the kernel (one
+    program per value) instead of a run-time parameter."""
+
+
+def static_range(begin_or_end, end=None, step=1):
+    """``for i in dt.static_range(4)`` inside a tile loop: a loop unrolled when compiling (the bounds are
+    known then); in ``kernel.ref`` a plain ``range``."""
+    if end is None:
+        begin_or_end, end = 0, begin_or_end
+    return range(int(begin_or_end), int(end), int(step))
+
+
 def load(tensor, index, extra_mask=None, eviction_policy=None):
     """``dt.load(x, [tile_m, tile_n], extra_mask=keep)``: ``x[index]`` with the lanes where ``extra_mask`` is
     False read as 0 (on top of the masks of ragged tiles); ``eviction_policy`` (``"evict_first"`` /

@@ -66,9 +66,9 @@ TENSOR_METHODS = {
 }
 
 #: ``dt.<name>`` callable inside tile loops
-DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "atomic_add", "atomic_and", "atomic_or", "atomic_xor",
-             "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu", "tanh", "exp",
-             "cdiv", "next_power_of_2", "tile", "grid"}
+DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "static_range", "atomic_add", "atomic_and",
+             "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
+             "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
 #: ``dt.<name>`` callable only in host code
 DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize"}

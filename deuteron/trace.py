@@ -66,6 +66,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self.sites_seen: dict = {}  # site index -> info recorded for discovery
         self._node_names: dict = {}
         self._cse: dict = {}
+        self.constexpr_params: set = set()  # parameters annotated dt.constexpr
         self._fn_origin: dict = {}  # id(function) -> the host name it was passed as
         self._captured: dict = {}  # name -> source, for the names an inlined callable argument captures
         try:
@@ -162,6 +163,9 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 return v
             return self.scalar_param(name, v)
         if isinstance(v, float):
+            if name in self.constexpr_params:
+                self.guard(name, v)
+                return v
             return self.scalar_param(name, v)
         if isinstance(v, (list, tuple)):
             if all(isinstance(x, torch.Tensor) for x in v) and v:

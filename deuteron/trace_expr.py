@@ -132,7 +132,7 @@ class ExprTracer:
             return t.device
         if a == "ndim":
             return t.dim()
-        if a in ("size", "stride", "dim", "numel"):
+        if a in ("size", "stride", "dim", "numel", "new_zeros", "new_empty", "new_ones", "new_full"):
             return _HostMethod(ht, a)
         raise self.error("D004", e, f"{ht.name}.{a} inside a tile loop: index the tensor with tiles first",
                          hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
@@ -370,6 +370,11 @@ class ExprTracer:
             return t.dim()
         if name == "numel":
             return t.numel()
+        if name in ("new_zeros", "new_empty", "new_ones", "new_full"):
+            # a block shaped by tiles, with the tensor's dtype (LayerNorm / RMSNorm backward kernels)
+            hook = _NEW_BLOCK.get(name)
+            fake = Node("const", dims=(), dtype=t.dtype, attrs={"value": 0})
+            return self.method(fake, hook, args, kwargs, e, canonical=True)
         raise self.error("D004", e, f"{ht.name}.{name}() inside a tile loop")
 
     # ------------------------------------------------------------------ indexing
@@ -602,3 +607,7 @@ def _function_body(fn):
                 n.lineno == line or (n.decorator_list and n.decorator_list[0].lineno == line)):
             return n.body
     return None
+
+
+#: host tensor methods that make a new block inside a tile loop -> their torch hook
+_NEW_BLOCK = {"new_zeros": "new_zeros", "new_empty": "new_zeros", "new_ones": "new_ones", "new_full": "new_full"}

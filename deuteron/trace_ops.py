@@ -194,6 +194,18 @@ def _dt_dot(tr, e, a, b, acc=None, out_dtype=None):
     return tr.matmul(a, b, acc, e, out_dtype=out_dtype or "acc")
 
 
+@dt_hook(L.static_range)
+def _dt_static_range(tr, e, begin_or_end, end=None, step=1):
+    vals = [tr.static_int(v, e, "a dt.static_range bound") for v in (begin_or_end, end, step) if v is not None]
+    if len(vals) == 1 or (end is None):
+        vals = [0] + vals
+    if len(vals) == 2:
+        vals.append(1)
+    if vals[2] == 0:
+        raise tr.error("D004", e, "dt.static_range with step 0")
+    return list(range(*vals))
+
+
 _EVICTION = ("evict_first", "evict_last", "evict_normal")
 
 

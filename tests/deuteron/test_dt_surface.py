@@ -145,3 +145,49 @@ def test_arguments_bind_with_the_op_signature(tmp_path):
         return out
     """)
     raises_at(mod, lambda: mod.f(torch.randn(8, 8)), "D004", "out[t] = x[t, :].sum(", contains="keepdims")
+
+
+@dt.kernel
+def poly(x, coeffs: dt.constexpr, eps: dt.constexpr):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        v = x[t]
+        acc = torch.zeros_like(v)
+        for i in dt.static_range(len(coeffs)):
+            acc = acc * v + coeffs[i]
+        out[t] = acc + eps
+    return out
+
+
+def test_static_range_unrolls_and_constexpr_bakes_values():
+    x = torch.randn(50)
+    got = poly(x, (1.0, -2.0, 0.5), 0.25)
+    torch.testing.assert_close(got, (1.0 * x - 2.0) * x + 0.5 + 0.25, atol=1e-5, rtol=1e-5)
+    src = poly.to_newt_source(x, (1.0, -2.0, 0.5), 0.25)
+    assert "eps" not in src.split("def launch")[0].split("):")[0]  # not a run-time parameter of the kernel
+    assert "0.25" in src
+    torch.testing.assert_close(poly(x, (3.0,), 1.0), torch.full_like(x, 4.0))
+
+
+@dt.kernel
+def layer_norm_grad_like(x, w):
+    m, n = x.shape
+    dw = w.new_zeros([m, n])
+    for tm in dt.tile(m):
+        row = x[tm, :]
+        part = w.new_zeros([tm, n]) + row * w[None, :]
+        dw[tm, :] = part
+    return dw
+
+
+def test_host_tensor_new_zeros_inside_a_tile_loop():
+    x, w = torch.randn(20, 30), torch.randn(30)
+    torch.testing.assert_close(layer_norm_grad_like(x, w), x * w, atol=1e-6, rtol=1e-6)
+
+
+def test_static_checker_is_clean_on_this_file():
+    from pathlib import Path
+
+    from newt.frontend import analyze_source
+    fa = analyze_source(Path(__file__).read_text(), __file__)
+    assert [d.format() for d in fa.diagnostics] == []
