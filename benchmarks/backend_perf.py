@@ -153,7 +153,8 @@ def _sass_counts(ck) -> dict:
             "LDSM": n("LDSM"), "LDGSTS": n("LDGSTS"), "BAR": n("BAR.SYNC"), "LDL/STL": n("LDL") + n("STL")}
 
 
-def compile_all(target: str = "sm_90a") -> int:
+def compile_all(target: str = "sm_90a", smoke: bool = False) -> int:
+    """``smoke``: the first kernel of each family only (the CPU smoke run of tests/test_benchmarks.py)."""
     import bench
 
     import newt
@@ -167,7 +168,12 @@ def compile_all(target: str = "sm_90a") -> int:
             k = k.fn
         return k
 
+    families: set = set()
+
     def one(label, kern, sig, cx, w, s, memory_bound):
+        if smoke and label.split()[0] in families:
+            return
+        families.add(label.split()[0])
         t0 = time.time()
         try:
             ck = newt.compile(unwrap(kern), signature=sig, constexprs=cx, target=target, num_warps=w, num_stages=s,
@@ -495,6 +501,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--compile", action="store_true", help="no GPU: compile every bench kernel for sm_90a")
     p.add_argument("--target", default="sm_90a")
+    p.add_argument("--smoke", action="store_true", help="with --compile: one kernel per family")
     p.add_argument("--nvrtc-lib", default=None, help="directory of another libnvrtc.so to load first")
     p.add_argument("--compare-triton", action="store_true",
                    help="no GPU: registers/spills/SASS of the under-0.95x cells, newt vs the installed Triton")
@@ -507,7 +514,7 @@ def main(argv=None) -> int:
     if args.nvrtc_lib:
         _load_nvrtc(args.nvrtc_lib)
     if args.compile:
-        return compile_all(args.target)
+        return compile_all(args.target, smoke=args.smoke)
     if args.compare_triton:
         return compare_triton(args.nvjitlink_lib)
     import torch

@@ -1,6 +1,7 @@
 """newt's CPU interpreter vs Triton's interpreter (TRITON_INTERPRET=1) on the same kernels.
 
-Run: ``PYTHONPATH=. python benchmarks/interpreter.py [--repeat N] [--no-write]``.
+Run: ``PYTHONPATH=. python benchmarks/interpreter.py [--repeat N] [--no-write]``; ``--smoke`` runs every
+case once at tiny sizes with newt only and exits 1 on a wrong result (tests/test_benchmarks.py).
 Triton is a benchmark-only dependency (``pip install triton``); without it only
 newt's timings are printed.  Results go to ``benchmarks/results_interpreter.md``.
 
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import instantiate  # noqa: E402
 
 import newt  # noqa: E402,F401
-from newt import interpreter as ni  # noqa: E402
+from newt.runtime.interpret import launch_jit  # noqa: E402
 
 try:  # noqa: SIM105
     import triton
@@ -135,13 +136,18 @@ TRITON_KERNELS = instantiate(TEMPLATE, "triton", "interp") if HAVE_TRITON else N
 
 def _launch(backend, name, grid, args, kw):
     if backend == "newt":
-        return lambda: ni.launch_jit(getattr(NEWT_KERNELS, name), grid, args, kw)
+        return lambda: launch_jit(getattr(NEWT_KERNELS, name), grid, args, kw)
     kernel = getattr(TRITON_KERNELS, name)
     return lambda: kernel[grid](*args, **kw)
 
 
+#: problem sizes (``--smoke`` shrinks them)
+SIZES = {"add": 98_000, "matmul": (67, 129, 100), "attention": (2, 128, 64), "while": 300}
+SMOKE_SIZES = {"add": 1_000, "matmul": (33, 35, 40), "attention": (1, 64, 64), "while": 20}
+
+
 def case_vector_add(backend):
-    n = 98_000
+    n = SIZES["add"]
     x, y = torch.randn(n), torch.randn(n)
     out = torch.empty(n)
     run = _launch(backend, "add_kernel", (triton_cdiv(n, 512),), (x, y, out, n),
@@ -150,7 +156,7 @@ def case_vector_add(backend):
 
 
 def case_matmul(backend):
-    M, N, K = 67, 129, 100
+    M, N, K = SIZES["matmul"]
     a = torch.randn(M, K).half()
     b = torch.randn(K, N).half()
     c = torch.empty(M, N, dtype=torch.float16)
@@ -163,7 +169,7 @@ def case_matmul(backend):
 
 
 def case_attention(backend):
-    H, T, Dh = 2, 128, 64
+    H, T, Dh = SIZES["attention"]
     q, k, v = (torch.randn(H, T, Dh).half() for _ in range(3))
     o = torch.empty_like(q)
     scale = 0.125
@@ -176,13 +182,14 @@ def case_attention(backend):
 
 
 def case_while(backend):
-    x = torch.arange(1, 301, dtype=torch.int32)
-    out = torch.zeros(300, dtype=torch.int32)
-    run = _launch(backend, "collatz_kernel", (300,), (x, out), {})
+    n = SIZES["while"]
+    x = torch.arange(1, n + 1, dtype=torch.int32)
+    out = torch.zeros(n, dtype=torch.int32)
+    run = _launch(backend, "collatz_kernel", (n,), (x, out), {})
 
     def ref():
         r = []
-        for v in range(1, 301):
+        for v in range(1, n + 1):
             s = 0
             while v != 1:
                 v = v // 2 if v % 2 == 0 else 3 * v + 1
@@ -223,7 +230,12 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     ap.add_argument("--no-write", action="store_true", help="print only; do not update results_interpreter.md")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one run, newt only, no file written; "
+                    "exit 1 on a wrong result")
     ns = ap.parse_args(argv)
+    if ns.smoke:
+        SIZES.update(SMOKE_SIZES)
+        ns.repeat, ns.no_write = 1, True
     if ns.threads:
         torch.set_num_threads(ns.threads)
     torch.manual_seed(0)
@@ -234,7 +246,10 @@ def main(argv=None):
         t_newt, med_newt = timeit(run, ns.repeat)
         ok_newt = check()
         t_tri = med_tri = ok_tri = None
-        if HAVE_TRITON:
+        if ns.smoke and not ok_newt:
+            print(f"{name}: WRONG RESULT", file=sys.stderr)
+            return 1
+        if HAVE_TRITON and not ns.smoke:
             run, check = case("triton")
             t_tri, med_tri = timeit(run, max(2, ns.repeat // 2))
             ok_tri = check()

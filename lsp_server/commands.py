@@ -46,28 +46,14 @@ def resolve_target(setting: str | None, gpu: dict | None) -> str:
         return setting
     if gpu and gpu.get("capability"):
         major, minor = gpu["capability"]
-        known = {}
         try:
-            from newt.backend.cuda.targets import TARGETS
-            known = dict(TARGETS)
-        except Exception:  # noqa: BLE001
-            known = {}
-        cands = [f"sm_{major}{minor}a", f"sm_{major}{minor}"]
-        if known:
-            for c in cands:
-                if c in known:
-                    return c
+            from newt.backend.cuda.targets import pick_target
+            best = pick_target(major, minor)  # the runtime's rule (newt.runtime.driver.target_for_capability)
+        except ImportError:
             best = None
-            for t in known:
-                digits = t[3:].rstrip("a")
-                if t.endswith("a") or not digits.isdigit():
-                    continue
-                tmaj, tmin = int(digits[:-1]), int(digits[-1])
-                if (tmaj, tmin) <= (major, minor) and (best is None or (tmaj, tmin) > best[0]):
-                    best = ((tmaj, tmin), t)
-            if best is not None:
-                return best[1]
-        return cands[0] if (major, minor) == (9, 0) else cands[1]
+        if best is not None:
+            return best
+        return f"sm_{major}{minor}a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
     return "sm_90a"
 
 

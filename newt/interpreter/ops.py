@@ -19,6 +19,7 @@ import os
 
 import torch
 
+from newt.ir.ops import BINARY
 from newt.ir.types import scalar_of, shape_of
 from newt.language import core as lc
 
@@ -314,11 +315,7 @@ def binary_fn(name, dt, attrs=None):
     raise InterpreterError(f"no elementwise rule for {name!r} on {dt!r}")
 
 
-_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "minimum",
-           "maximum", "umulhi", "div_rn", "pow", "lt", "le", "gt", "ge", "eq", "ne")
-
-
-@op(*_BINARY)
+@op(*sorted(BINARY))
 def _binary(o, plan):
     f = binary_fn(o.name, elem(o.operands[0]), o.attrs)
     return lambda ex, args: f(args[0], args[1])
@@ -477,8 +474,8 @@ def _effective_mask(ex, mask, r):
 def _load(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.results[0])
-    has_mask = o.attrs.get("has_mask", False)
-    has_other = o.attrs.get("has_other", False)
+    has_mask = o.operand("mask") is not None
+    has_other = o.operand("other") is not None
     zero = D.python_constant(0, dt).view(())
 
     def f(ex, args):
@@ -501,7 +498,7 @@ def _load(o, plan):
 def _store(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.operands[0])
-    has_mask = o.attrs.get("has_mask", False)
+    has_mask = o.operand("mask") is not None
 
     def f(ex, args):
         ptr, val = args[0], args[1]
@@ -526,8 +523,8 @@ def _full_programs(ex, ts, r):
 def _atomic_rmw(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.operands[0])
-    kind = o.attrs["kind"]
-    has_mask = o.attrs.get("has_mask", False)
+    kind = o.attr("kind")
+    has_mask = o.operand("mask") is not None
     need_old = id(o.results[0]) in plan.analysis.used
 
     def f(ex, args):
@@ -642,7 +639,7 @@ def _reduce(o, plan):
         return fr
     if combine in ("argmax", "argmin"):
         dt = elem(o.operands[0])
-        tie = o.attrs.get("tie_break_left", True)
+        tie = o.attr("tie_break_left")
         mx = combine == "argmax"
         return lambda ex, args: _argreduce(args[0], args[1], dim, mx, tie, dt)
     dt = elem(o.operands[0])
@@ -682,7 +679,7 @@ def scan_fn(combine, dt):
 @op("scan")
 def _scan(o, plan):
     dim = o.attrs["axis"] + 1
-    rev = o.attrs.get("reverse", False)
+    rev = o.attr("reverse")
     combine = o.attrs["combine"]
     n = len(o.operands)
     if combine == "region":
@@ -727,7 +724,7 @@ def _split_tf32(x):
 def _dot(o, plan):
     ta = elem(o.operands[0])
     tacc = elem(o.operands[2])
-    prec = o.attrs.get("input_precision", "") or ""
+    prec = o.attr("input_precision")
     if ta.is_fp32() and not prec:
         prec = "tf32"
 
@@ -803,8 +800,8 @@ def print_mode() -> str:
 
 @op("print")
 def _print(o, plan):
-    prefix = o.attrs.get("prefix", "")
-    hexa = bool(o.attrs.get("hex", False))
+    prefix = o.attr("prefix")
+    hexa = bool(o.attr("hex"))
     dts = [elem(v) for v in o.operands]
     shapes = [tuple(shape_of(v.type)) for v in o.operands]
 
@@ -863,8 +860,8 @@ def _unravel(i, shape):
 
 @op("assert")
 def _assert(o, plan):
-    msg = o.attrs.get("msg", "")
-    has_mask = o.attrs.get("has_mask", False)
+    msg = o.attr("msg")
+    has_mask = o.operand("mask") is not None
     r = rank(o.operands[0])
 
     def f(ex, args):

@@ -300,20 +300,10 @@ def target_for_capability(major: int, minor: int) -> str:
     known = known_targets()
     if not known:  # no backend to ask: the plain name (Hopper gets its arch-specific features)
         return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
-    for t in (f"sm_{major}{minor}a", f"sm_{major}{minor}"):
-        if t in known:
-            return t
-    # a cubin runs on later minors of the same major version (but arch-specific "a" targets do not)
-    best = None
-    for t in known:
-        digits = t[3:].rstrip("a")
-        if t.endswith("a") or not digits.isdigit():
-            continue
-        tmaj, tmin = int(digits[:-1]), int(digits[-1])
-        if tmaj == major and tmin <= minor and (best is None or tmin > best[0]):
-            best = (tmin, t)
+    from newt.backend.cuda.targets import pick_target
+    best = pick_target(major, minor)
     if best is not None:
-        return best[1]
+        return best
     raise RuntimeError(f"newt has no target for compute capability {major}.{minor} (known: {sorted(known)}); "
                        "set NEWT_TARGET to override")
 

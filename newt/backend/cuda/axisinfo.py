@@ -166,7 +166,7 @@ class _Analysis:
                 return _splat(shape, 1)
             return _splat(shape, _pow2_div(v), v)
         if name == "arange":
-            start = op.attrs.get("start", 0)
+            start = op.attr("start")
             return AxisInfo((shape[0],), (_pow2_div(start),), (1,), _pow2_div(start))
         if name == "program_id" or name == "num_programs":
             return AxisInfo((), (), (), 1)

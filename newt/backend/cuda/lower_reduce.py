@@ -3,6 +3,7 @@ through shared memory.  The layout says which hardware bits run along the reduce
 
 from __future__ import annotations
 
+from newt.ir.ops import is_commutative_combine
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype, from_compute, is_lowp_float, to_compute
@@ -42,8 +43,8 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
             em.yield_stack.pop()
             em.cur, em.last_line = saved
             em.reduce_pending = pending  # the helper is a separate function: the kernel's state is unchanged
-        lines, _ = [], []
-        chunk.render(lines, _)
+        lines: list[str] = []
+        chunk.render(lines, [])
         text = f"__device__ __forceinline__ void {name}({params}) {{\n" + "\n".join(lines) + "\n}\n"
         em.helper(name, text)
         return name, wts
@@ -51,7 +52,7 @@ def combine_helper(em, op, in_types) -> tuple[str, list[str]]:
     w = _work_type(t, kind)
     if kind in ("argmax", "argmin"):
         it = ctype(in_types[1])
-        tie = bool(op.attrs.get("tie_break_left", True))
+        tie = bool(op.attr("tie_break_left"))
         cmp = ">" if kind == "argmax" else "<"
         tie_e = "(a0 == b0 && a1 < b1)" if tie else "false"
         body = (f"  const bool take_a = (a0 {cmp} b0) || {tie_e};\n"
@@ -214,7 +215,7 @@ def _butterfly(b, fn, vals, wts, kind, bits, tag):
         m = 1 << bit
         for k in range(n):
             b.line(f"const {wts[k]} {tag}{k}_{bit} = shfl_xor({vals[k]}, {m});")
-        if kind in _COMMUTATIVE:
+        if is_commutative_combine(kind):
             lo = list(vals)
             hi = [f"{tag}{k}_{bit}" for k in range(n)]
         else:
@@ -237,10 +238,6 @@ def _reduce_results(em, op, accs, wts, out_lay):
             em.for_regs(olay.nregs, f"{name}[i] = {fin(f'{accs[k]}[i]')};")
 
 
-#: combines whose result does not depend on the order of the operands (float add/mul/min/max included)
-_COMMUTATIVE = ("add", "mul", "max", "min", "xor")
-
-
 def _wbytes(w: str) -> int:
     return {"float": 4, "double": 8, "int": 4, "unsigned int": 4, "long long": 8, "unsigned long long": 8,
             "short": 2, "unsigned short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "half_t": 2,
@@ -251,7 +248,7 @@ def _wbytes(w: str) -> int:
 def _scan(em, op):
     xs = op.operands
     axis = op.attrs["axis"]
-    rev = bool(op.attrs.get("reverse", False))
+    rev = bool(op.attr("reverse"))
     lay = compact(em.layout_of(op.results[0]))
     srcs = [em.get(x, lay) for x in xs]
     fn, wts = combine_helper(em, op, [x.type for x in xs])

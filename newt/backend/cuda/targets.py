@@ -61,6 +61,25 @@ TARGETS: dict[str, Target] = {
 TARGETS["sm_90"] = TARGETS["sm_90a"]
 
 
+def pick_target(major: int, minor: int) -> str | None:
+    """The best target for a device of compute capability ``major.minor``: its arch-specific target
+    (``sm_90a``), else its own, else the newest one of the same major with a lower minor (a cubin runs on
+    later minors of its major; arch-specific ``a`` targets run on their own device only).  None when no
+    target's cubins run there."""
+    for t in (f"sm_{major}{minor}a", f"sm_{major}{minor}"):
+        if t in TARGETS:
+            return t
+    best = None
+    for t in TARGETS:
+        digits = t[3:].rstrip("a")
+        if t.endswith("a") or not digits.isdigit():
+            continue
+        tmaj, tmin = int(digits[:-1]), int(digits[-1])
+        if tmaj == major and tmin <= minor and (best is None or tmin > best[0]):
+            best = (tmin, t)
+    return best[1] if best is not None else None
+
+
 def get_target(target) -> Target:
     """``"sm_90a"``, ``"sm90a"``, ``90``, ``(9, 0)`` or a ``Target`` -> ``Target``."""
     if isinstance(target, Target):
