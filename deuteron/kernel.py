@@ -709,7 +709,8 @@ class _HostRun:
         try:
             prog = tracer.run()
         except TraceError as e:
-            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__) from None
+            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
+                                   data={"cause": type(e).__name__, **e.data}) from None
         return prog
 
     def launch(self, k, host_locals):

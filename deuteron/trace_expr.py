@@ -11,7 +11,7 @@ import types
 import torch
 
 from . import ops
-from .errors import TraceError
+from .errors import BlockDecision, CapturedTensor, PerTileDecision, TilePastEnd, TraceError
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -59,8 +59,7 @@ class ExprTracer:
                 self._host_cache[key] = out
                 return out
             if isinstance(v, torch.Tensor):
-                raise self.error("D004", node, f"the tensor {name!r} is captured by a helper function",
-                                 hint="pass it to the kernel (or the helper) as an argument")
+                raise CapturedTensor(node, name=name)
             return v
         if hasattr(builtins, name):
             return getattr(builtins, name)
@@ -450,10 +449,7 @@ class ExprTracer:
         (and fail to broadcast it), the kernel would read past the tensor."""
         end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
         if isinstance(end, int) and not isinstance(end, bool) and end > size:
-            raise self.error(SHAPE_CODE, e, f"{ht.name} has size {size} in dimension {d} but the tile "
-                                            f"{t.name} runs to {end}",
-                             hint=f"the tile loop and {ht.name}.shape[{d}] must agree (torch would slice "
-                                  f"{ht.name} shorter and fail to broadcast)")
+            raise TilePastEnd(e, tensor=ht.name, size=size, dim=d, tile=t.name, end=end)
 
     def check_not_per_tile(self, v, src, what: str):
         """``what`` decides in Python on a value computed from tiles: the kernel would decide per tile, PyTorch
@@ -461,14 +457,9 @@ class ExprTracer:
         if not isinstance(v, Node):
             return
         if v.dims:
-            raise self.error("D004", src, f"{what} of a block (a tensor with tile dimensions {_dims_text(v.dims)})",
-                             hint="use torch.where(cond, a, b) for elementwise choices")
-        found = _per_tile_source(v)
-        if found is not None:
-            raise self.error("D004", src, f"{what} of a value computed from whole tiles: the kernel would decide "
-                                          "once per tile, PyTorch once for the whole tensor",
-                             hint="Python control flow on tensor values is not supported inside a tile loop; "
-                                  "use torch.where(cond, a, b)")
+            raise BlockDecision(src, what=what, dims=_dims_text(v.dims))
+        if _per_tile_source(v) is not None:
+            raise PerTileDecision(src, what=what)
 
     def _strides(self, ht: HostTensor, items):
         """Dynamic shapes: the strides the access uses are run-time parameters."""

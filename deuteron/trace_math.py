@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import ops
+from .errors import MatmulDtypes
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -485,10 +486,7 @@ class MathTracer:
         if isinstance(ka, RInfo):
             ka.not_rollable("used as the inner dimension of a matmul")
         if out_dtype is None and acc is None and a.dtype != b.dtype and not (a.weak or b.weak):
-            raise self.error("D007", src, f"matmul of {a.dtype} and {b.dtype} blocks: torch.matmul needs both "
-                                          "operands of one dtype",
-                             hint=f"convert one side first (.to({b.dtype}) or .to({a.dtype})), or use dt.dot, "
-                                  "which accumulates mixed inputs in fp32")
+            raise MatmulDtypes(src, a=a.dtype, b=b.dtype)
         in_dtype = result_type(a, b)
         if in_dtype == torch.float64:
             raise self.error("D004", src, "fp64 matmul is not supported on the tensor cores")

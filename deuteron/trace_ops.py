@@ -18,6 +18,7 @@ import torch
 
 from . import language as L
 from . import ops
+from .errors import BadArguments, UnknownOption
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -44,7 +45,7 @@ class Hook:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as err:
-            raise tr.error("D004", e, f"{what}: {err}", hint=f"{what}{self.signature}") from None
+            raise BadArguments(e, op=what, problem=str(err), signature=str(self.signature)) from None
         bound.apply_defaults()
         return self.fn(tr, e, *self.lead, *bound.args, **bound.kwargs)
 
@@ -225,8 +226,8 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     if not isinstance(tensor, HostTensor):
         raise tr.error("D004", e, "dt.load needs a tensor of the host code")
     if eviction_policy not in (None, "", *_EVICTION):
-        raise tr.error("D004", e, f"dt.load: unknown eviction_policy {eviction_policy!r}",
-                       hint=f"one of {', '.join(_EVICTION)}")
+        raise UnknownOption(e, op="dt.load", option="eviction_policy", value=eviction_policy,
+                            choices=", ".join(_EVICTION))
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(tensor, idx, e)
     dims = tr._items_dims(items)
@@ -260,9 +261,9 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     if isinstance(value, Node):
         tr._check_store_dims(value.dims, dims, target, e)
     if sem not in _SEMS:
-        raise tr.error("D004", e, f"dt.{op}: unknown sem {sem!r}", hint=f"one of {', '.join(_SEMS)}")
+        raise UnknownOption(e, op=f"dt.{op}", option="sem", value=sem, choices=", ".join(_SEMS))
     if scope not in _SCOPES:
-        raise tr.error("D004", e, f"dt.{op}: unknown scope {scope!r}", hint=f"one of {', '.join(_SCOPES)}")
+        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
     if kind in ("and", "or", "xor") and (target.t.dtype.is_floating_point or target.t.dtype == torch.bool):
         raise tr.error("D004", e, f"dt.{op} on a {target.t.dtype} tensor (bitwise atomics need an integer one)")
     target.arg.atomic = True

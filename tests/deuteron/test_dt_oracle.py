@@ -132,8 +132,10 @@ def test_mixed_dtype_matmul_is_rejected_like_torch(tmp_path):
         return out
     """)
     x, w = torch.randn(32, 32).half(), torch.randn(32, 32)
-    raises_at(mod, lambda: mod.f(x, w), "D007", "acc = acc + x[tm, tk] @ w[tk, tn]", "x[tm, tk] @",
-              contains="torch.float16 and torch.float32")
+    err = raises_at(mod, lambda: mod.f(x, w), "D007", "acc = acc + x[tm, tk] @ w[tk, tn]", "x[tm, tk] @",
+                    contains="torch.float16 and torch.float32")
+    data = err.diagnostics[0].data  # one class per cause, its fields as structured data
+    assert data["cause"] == "MatmulDtypes" and data["a"] == torch.float16 and data["b"] == torch.float32
     try:
         mod.f.ref(x, w)
     except RuntimeError:
