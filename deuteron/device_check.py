@@ -20,7 +20,7 @@ _UNSUPPORTED_STMT = {
     ast.Try: "try/except", ast.With: "with", ast.AsyncWith: "async with", ast.Return: "return",
     ast.Delete: "del", ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Import: "import",
     ast.ImportFrom: "import", ast.FunctionDef: "a nested def", ast.AsyncFunctionDef: "a nested def",
-    ast.ClassDef: "a class", ast.Break: "break", ast.Continue: "continue", ast.While: "a while loop",
+    ast.ClassDef: "a class", ast.Break: "break", ast.While: "a while loop",
     ast.AsyncFor: "async for", ast.Raise: "raise",
 }
 if hasattr(ast, "TryStar"):
@@ -64,7 +64,7 @@ class DeviceChecker:
             hint = None
             if isinstance(s, ast.Return):
                 hint = "return after the outermost tile loop (the host code)"
-            elif isinstance(s, (ast.Break, ast.Continue)):
+            elif isinstance(s, ast.Break):
                 hint = "use a mask or torch.where instead"
             st.problem("D004", node, f"{kind} is not supported inside a tile loop", hint=hint)
             return
@@ -117,7 +117,7 @@ class DeviceChecker:
                 return  # a docstring / comment string
             self.expr(s.value)
             return
-        if isinstance(s, (ast.Pass,)):
+        if isinstance(s, (ast.Pass, ast.Continue)):  # continue: the rest of the loop body goes into the branches
             return
         if isinstance(s, ast.Assert):
             self.expr(s.test)

@@ -379,6 +379,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     # ------------------------------------------------------------------ statements
     def stmts(self, body):
+        if any(_has_continue(s) for s in body):
+            body = _lower_continue(body)
         for s in body:
             self.stmt(s)
 
@@ -776,3 +778,34 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         for t in prog.tiles:
             if t.kind == "tile" and t.slot is None and t.fixed is None:
                 t.fixed = 1
+
+
+def _has_continue(s) -> bool:
+    """A ``continue`` of the enclosing loop in statement ``s`` (not one of a loop nested in it)."""
+    if isinstance(s, ast.Continue):
+        return True
+    if isinstance(s, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    return any(_has_continue(c) for c in ast.iter_child_nodes(s) if isinstance(c, ast.stmt))
+
+
+def _lower_continue(stmts: list) -> list:
+    """A loop body without ``continue``: what follows an ``if`` that continues goes into its branches
+    (``if c: A; continue`` then ``B`` becomes ``if c: A else: B``), what follows a ``continue`` is dropped."""
+    out = []
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Continue):
+            return out or [ast.copy_location(ast.Pass(), s)]
+        if isinstance(s, ast.If) and _has_continue(s):
+            rest = stmts[i + 1:]
+            new = ast.If(test=s.test, body=_lower_continue(s.body + rest) or [ast.Pass()],
+                         orelse=_lower_continue(s.orelse + rest))
+            ast.copy_location(new, s)
+            new.end_lineno, new.end_col_offset = s.end_lineno, s.end_col_offset
+            for b in new.body:
+                if not hasattr(b, "lineno"):
+                    ast.copy_location(b, s)
+            out.append(new)
+            return out
+        out.append(s)
+    return out

@@ -191,3 +191,30 @@ def test_static_checker_is_clean_on_this_file():
     from newt.frontend import analyze_source
     fa = analyze_source(Path(__file__).read_text(), __file__)
     assert [d.format() for d in fa.diagnostics] == []
+
+
+@dt.kernel
+def skip_blocks(x, nonzero_from: int, flip: int):
+    m, n = x.shape
+    out = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        acc = dt.zeros([tm], dtype=torch.float32)
+        for tn in dt.tile(n, block_size=16):
+            if tn.end <= nonzero_from:
+                continue  # a block sparse layout: nothing to add here
+            acc = acc + x[tm, tn].sum(-1)
+        if flip > 0:
+            out[tm] = -acc
+            continue
+        out[tm] = acc
+    return out
+
+
+def test_continue_in_tile_loops():
+    x = torch.randn(100, 90)
+    x[:, :32] = 0
+    exp = x.sum(-1)
+    for flip, sign in ((0, 1), (1, -1)):
+        got = skip_blocks.run_with(dict(block_sizes=[16]), x, 32, flip)
+        torch.testing.assert_close(got, sign * exp, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(skip_blocks.ref(x, 32, flip), sign * exp, atol=1e-4, rtol=1e-4)
