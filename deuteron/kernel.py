@@ -790,3 +790,16 @@ def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
     for gen, mod, prog, host_locals in run.built:
         out.append(build_ir(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals)))
     return out
+
+
+def binaries_for(kernel: Kernel, *args, config=None, target: str = "sm_80", **kwargs) -> list:
+    """newt.compile of every generated kernel of this call for ``target`` (CUDA C++ -> cubin through NVRTC, no
+    GPU needed, nothing launched): the check that the generated newt goes all the way through the backend."""
+    from .compile import compile_binary
+    b = kernel._bind(args, kwargs)
+    e = kernel._entry(b)
+    cfg = e.complete(_as_config(config, "config"), where=None) if config is not None else e.space.default()
+    run = _HostRun(e, cfg, "source")
+    run.execute(b)
+    return [compile_binary(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals), target)
+            for gen, mod, prog, host_locals in run.built]
