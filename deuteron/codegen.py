@@ -493,7 +493,7 @@ class _Gen(ExprRenderer):
 
     def coerced(self, spec) -> str:
         v, dims, dtype = spec
-        e = self.aligned(v, len(self.rd(dims)))
+        e = self.aligned(v, len(self.rd(dims)), dims)
         if isinstance(v, Node) and v.dtype != dtype:
             e = f"{_atom(e)}.to({_dt(dtype)})"
         if isinstance(v, Node) and self.rd(v.dims) != self.rd(dims):

@@ -16,7 +16,7 @@ import math
 import torch
 
 from .config import ConfigError
-from .program import Node
+from .program import ONE, Node
 
 __all__ = ["NL_DTYPE", "Ex", "ExprRenderer", "binary"]
 
@@ -166,12 +166,19 @@ class ExprRenderer:
         idx = ["None"] * pos + [":"] * k + ["None"] * (rank - pos - k)
         return f"{_atom(expr)}[{', '.join(idx)}]"
 
-    def aligned(self, v, rank: int) -> str:
-        """Operand ``v`` left-padded with size-1 dims to ``rank`` (torch broadcasting)."""
+    def aligned(self, v, rank: int, out_dims=None) -> str:
+        """Operand ``v`` left-padded with size-1 dims to ``rank`` (torch broadcasting) for a value of dims
+        ``out_dims``: size-1 dims of ``v`` that broadcast against block-size-1 tiles (scalars in the generated
+        code) are reshaped away first."""
         if not isinstance(v, Node):
             return _lit(v)
         e = self.expr(v)
         k = len(self.rd(v.dims))
+        if k > rank and out_dims is not None and len(out_dims) >= len(v.dims):
+            off = len(out_dims) - len(v.dims)
+            keep = [d for i, d in enumerate(v.dims) if not (d is ONE and self.is_unit(out_dims[off + i]))]
+            e = f"nl.reshape({e}, {self.shape_tuple(keep)})" if self.rd(keep) else f"nl.reshape({e}, ())"
+            k = len(self.rd(keep))
         if k == 0 or k == rank:
             return e
         return self.expand(e, rank - k, k, rank)
@@ -258,10 +265,10 @@ class ExprRenderer:
             a, b = n.args
             o = n.attrs["op"]
             if o in ("minimum", "maximum"):
-                return f"nl.{o}({self.aligned(a, rank)}, {self.aligned(b, rank)})"
+                return f"nl.{o}({self.aligned(a, rank, n.dims)}, {self.aligned(b, rank, n.dims)})"
             if o == "pow":
-                return f"nl.pow({self.aligned(a, rank)}, {self.aligned(b, rank)})"
-            return binary(self.aligned(a, rank), _BINOP_SYM[o], self.aligned(b, rank))
+                return f"nl.pow({self.aligned(a, rank, n.dims)}, {self.aligned(b, rank, n.dims)})"
+            return binary(self.aligned(a, rank, n.dims), _BINOP_SYM[o], self.aligned(b, rank, n.dims))
         if op == "unary":
             (a,) = n.args
             fn = n.attrs["fn"]
@@ -274,7 +281,8 @@ class ExprRenderer:
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
         if op == "where":
             c, a, b = n.args
-            return f"nl.where({self.aligned(c, rank)}, {self.aligned(a, rank)}, {self.aligned(b, rank)})"
+            parts = [self.aligned(x, rank, n.dims) for x in (c, a, b)]
+            return f"nl.where({', '.join(parts)})"
         if op == "expand_dims":
             (a,) = n.args
             ax = self.rpos(n.dims, n.attrs["axis"])
@@ -303,7 +311,7 @@ class ExprRenderer:
             if isinstance(a, Node) and self.rd(a.dims):
                 if self.rd(a.dims) == self.rd(n.dims):
                     return self.expr(a)
-                return f"nl.broadcast_to({self.aligned(a, rank)}, {self.shape_tuple(n.dims)})"
+                return f"nl.broadcast_to({self.aligned(a, rank, n.dims)}, {self.shape_tuple(n.dims)})"
             if not self.rd(n.dims):
                 return self.expr(a)
             return f"nl.full({self.shape_tuple(n.dims)}, {self.expr(a)}, {_dt(n.dtype)})"
@@ -399,7 +407,7 @@ class ExprRenderer:
         ta = n.attrs["tensor"]
         ptr, mask = self.pointer(ta, n.attrs["items"], n.dims)
         if n.args:  # dt.load(..., extra_mask=)
-            extra = self.aligned(n.args[0], len(self.rd(n.dims)))
+            extra = self.aligned(n.args[0], len(self.rd(n.dims)), n.dims)
             mask = extra if mask is None else f"{mask} & {_atom(extra)}"
         ev = f", eviction_policy={n.attrs['eviction']!r}" if n.attrs.get("eviction") else ""
         if mask is None:
@@ -412,9 +420,9 @@ class ExprRenderer:
         ptr, mask = self.pointer(ta, n.attrs["items"], dims)
         v = n.args[0]
         if len(n.args) > 1:  # dt.store(..., extra_mask=)
-            extra = self.aligned(n.args[1], len(self.rd(dims)))
+            extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
             mask = extra if mask is None else f"{mask} & {_atom(extra)}"
-        val = self.aligned(v, len(self.rd(dims))) if isinstance(v, Node) else _lit(v)
+        val = self.aligned(v, len(self.rd(dims)), dims) if isinstance(v, Node) else _lit(v)
         if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
             val = f"{_atom(val)}.to({_dt(ta.dtype)})"
         if atomic:

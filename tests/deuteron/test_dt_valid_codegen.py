@@ -119,3 +119,16 @@ def test_each_program_kind_runs_against_its_oracle(tmp_path, kind):
     kern = next(v for v in vars(mod).values() if isinstance(v, Kernel))
     args = make(33, 48, 32, torch.float32)
     torch.testing.assert_close(kern(*args), kern.ref(*args), atol=1e-3, rtol=1e-3)
+
+
+def test_gather_gemv_with_a_block_of_one_row(tmp_path):
+    """Found by the property test: with block size 1 the row tile is a scalar in the generated code, and a
+    [None, :] operand broadcast against it must lose its size-1 dim (it stored a [16] block through a scalar
+    pointer, N030)."""
+    src, make = PROGRAMS["gemv"]
+    mod = write_module(tmp_path, "gemv_unit", src.format(e="a"))
+    kern = next(v for v in vars(mod).values() if isinstance(v, Kernel))
+    x, y = make(16, 16, 16, torch.float16)
+    assert build_ir_for(kern, x, y, config=dict(block_sizes=[1]))
+    exp = (x.float().flip(0) * y[0].float()[None, :]).sum(1)
+    torch.testing.assert_close(kern.run_with(dict(block_sizes=[1]), x, y), exp, atol=1e-3, rtol=1e-3)
