@@ -11,67 +11,13 @@ one loop per dependency level, and stores of such values go in a final loop).
 from __future__ import annotations
 
 import keyword
-import math
 
-import torch
 
 from .config import Config, ConfigError
+from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _identity, _lit, _paren, binary
 from .program import ONE, IfStmt, LoopStmt, Node, Program, RInfo, TileInfo
 
 __all__ = ["generate", "Generated", "NL_DTYPE"]
-
-NL_DTYPE = {
-    torch.float16: "nl.float16", torch.bfloat16: "nl.bfloat16", torch.float32: "nl.float32",
-    torch.float64: "nl.float64", torch.int8: "nl.int8", torch.int16: "nl.int16", torch.int32: "nl.int32",
-    torch.int64: "nl.int64", torch.uint8: "nl.uint8", torch.bool: "nl.int1",
-}
-for _n, _v in (("uint16", "nl.uint16"), ("uint32", "nl.uint32"), ("uint64", "nl.uint64"),
-               ("float8_e4m3fn", "nl.float8e4nv"), ("float8_e5m2", "nl.float8e5")):
-    if hasattr(torch, _n):
-        NL_DTYPE[getattr(torch, _n)] = _v
-
-_BINOP_SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
-              "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-              "eq": "==", "ne": "!="}
-
-_RESERVED = set(keyword.kwlist) | {"nl", "newt", "range", "float", "int", "min", "max", "abs", "len", "pid", "grid",
-                                   "True", "False", "None", "print", "sum"}
-
-
-def _dt(dtype) -> str:
-    try:
-        return NL_DTYPE[dtype]
-    except KeyError:
-        raise ConfigError(f"dtype {dtype} is not supported in a newt kernel") from None
-
-
-def _lit(v) -> str:
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isinf(v):
-            return 'float("inf")' if v > 0 else 'float("-inf")'
-        if math.isnan(v):
-            return 'float("nan")'
-        r = repr(v)
-        return r
-    raise ConfigError(f"cannot write the constant {v!r} into a kernel")
-
-
-def _identity(kind: str, dtype) -> object:
-    if kind == "sum":
-        return 0.0 if dtype.is_floating_point else 0
-    if kind == "prod":
-        return 1.0 if dtype.is_floating_point else 1
-    if dtype.is_floating_point:
-        return float("-inf") if kind in ("max", "argmax") else float("inf")
-    if dtype == torch.bool:
-        return False if kind in ("max", "argmax") else True
-    info = torch.iinfo(dtype)
-    return info.min if kind in ("max", "argmax") else info.max
-
 
 class Generated:
     """The generated module's source and how to launch it."""
@@ -87,6 +33,10 @@ class Generated:
         self.num_stages = num_stages
         self.grid_desc = grid_desc
         self.needs_num_sms = needs_num_sms
+
+
+_RESERVED = set(keyword.kwlist) | {"nl", "newt", "range", "float", "int", "min", "max", "abs", "len", "pid", "grid",
+                                   "True", "False", "None", "print", "sum"}
 
 
 class _Names:
@@ -118,7 +68,7 @@ def _tile_base(name: str) -> str:
     return name
 
 
-class _Gen:
+class _Gen(ExprRenderer):
     def __init__(self, prog: Program, config: Config, fn_name: str, defaults: Config):
         self.prog = prog
         self.cfg = config
@@ -241,337 +191,6 @@ class _Gen:
             return self.tile_names[d.id]["offs"]
         return self.rd_names[d.id]["offs"]
 
-    def scalar_expr(self, v) -> str:
-        """An int or a scalar Node (begin / end of a tile), as an expression."""
-        if isinstance(v, Node):
-            return self.expr(v)
-        return _lit(v)
-
-    # ------------------------------------------------------------------ expressions
-    @staticmethod
-    def expand(expr: str, pos: int, k: int, rank: int) -> str:
-        """``expr`` of rank k placed at dims [pos, pos+k) of a rank-``rank`` value."""
-        if rank == k:
-            return expr
-        idx = ["None"] * pos + [":"] * k + ["None"] * (rank - pos - k)
-        return f"{_atom(expr)}[{', '.join(idx)}]"
-
-    def aligned(self, v, rank: int) -> str:
-        """Operand ``v`` left-padded with size-1 dims to ``rank`` (torch broadcasting)."""
-        if not isinstance(v, Node):
-            return _lit(v)
-        e = self.expr(v)
-        k = len(self.rd(v.dims))
-        if k == 0 or k == rank:
-            return e
-        return self.expand(e, rank - k, k, rank)
-
-    def shape_tuple(self, dims) -> str:
-        parts = [self.block_expr(d) for d in self.rd(dims)]
-        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-    def expr(self, n) -> str:
-        if not isinstance(n, Node):
-            return _lit(n)
-        if n.id in self.var:
-            return self.var[n.id]
-        op = n.op
-        if op == "const":
-            v = n.attrs["value"]
-            if n.weak or (n.dtype == torch.float32 and isinstance(v, float)) or \
-                    (n.dtype == torch.int32 and isinstance(v, int) and not isinstance(v, bool)):
-                return _lit(float(v) if n.dtype == torch.float32 else v)
-            return f"nl.full((), {_lit(v)}, {_dt(n.dtype)})"
-        if op == "param":
-            return n.attrs["name"]
-        if op in ("carried", "loopout", "phi"):
-            return self.var.get(n.id) or self.carried_name(n)
-        if op.startswith("tile_") or op == "grid_index" or op == "loop_index":
-            return self.tile_attr_expr(n)
-        return self.render(n)
-
-    def is_constexpr(self, n) -> bool:
-        """Is this scalar a compile-time constant in the generated kernel (a block size, a literal)?"""
-        if not isinstance(n, Node):
-            return True
-        if n.dims:
-            return False
-        if n.op == "const" or n.op == "tile_block_size":
-            return True
-        if n.op == "tile_count":
-            return n.attrs["tile"].extent is not None
-        if n.op in ("binary", "unary"):
-            return all(self.is_constexpr(a) for a in n.args)
-        return False
-
-    def carried_name(self, n) -> str:
-        raise AssertionError(f"unbound loop variable {n}")
-
-    def tile_attr_expr(self, n) -> str:
-        op = n.op
-        if op == "loop_index":
-            return self.var[n.id]
-        t = n.attrs["tile"]
-        tn = self.tile_names[t.id]
-        if op == "grid_index":
-            return tn["index"]
-        if op == "tile_index":
-            return tn["begin"] if t.id in self.unit else tn["offs"]
-        if op == "tile_begin":
-            return tn["begin"]
-        b = self.block_expr(t)
-        if op == "tile_block_size":
-            return b
-        if op == "tile_end":
-            end = self.scalar_expr(t.end)
-            if self.tile_mask_needed(t):
-                return f"nl.minimum({tn['begin']} + {b}, {end})"
-            return f"({tn['begin']} + {b})"
-        start = self.scalar_expr(t.begin)
-        if op == "tile_id":
-            if "pid" in tn:
-                return tn["pid"]
-            return f"(({tn['begin']} - {start}) // {b})" if start != "0" else f"({tn['begin']} // {b})"
-        if op == "tile_count":
-            ext = t.extent
-            if ext is not None and t.slot is None:
-                return str(-(-ext // self.block_vals[t.id]))
-            if ext is not None:
-                return f"nl.cdiv({ext}, {b})"
-            return f"nl.cdiv({self.scalar_expr(t.end)} - {start}, {b})"
-        raise AssertionError(op)
-
-    def render(self, n: Node) -> str:
-        op = n.op
-        rank = len(self.rd(n.dims))
-        if op == "binary":
-            a, b = n.args
-            o = n.attrs["op"]
-            if o in ("minimum", "maximum"):
-                return f"nl.{o}({self.aligned(a, rank)}, {self.aligned(b, rank)})"
-            if o == "pow":
-                return f"nl.pow({self.aligned(a, rank)}, {self.aligned(b, rank)})"
-            if o in ("and", "or") and n.dtype == torch.bool:
-                pass
-            sym = _BINOP_SYM[o]
-            return f"{_paren(self.aligned(a, rank))} {sym} {_paren(self.aligned(b, rank))}"
-        if op == "unary":
-            (a,) = n.args
-            fn = n.attrs["fn"]
-            x = self.expr(a)
-            if fn == "invert":
-                return f"~{_atom(x)}"
-            from .ops import UNARY
-            tmpl = UNARY[fn]
-            if "{x} * {x}" in tmpl or tmpl.startswith("-") or "/ {x}" in tmpl or "+ {x}" in tmpl \
-                    or tmpl.endswith("- 1.0") or "== 0" in tmpl:
-                return tmpl.format(x=_atom(x))
-            return tmpl.format(x=x)
-        if op == "cast":
-            (a,) = n.args
-            if isinstance(a, Node) and self.is_constexpr(a):
-                return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
-            return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
-        if op == "where":
-            c, a, b = n.args
-            return f"nl.where({self.aligned(c, rank)}, {self.aligned(a, rank)}, {self.aligned(b, rank)})"
-        if op == "expand_dims":
-            (a,) = n.args
-            ax = self.rpos(n.dims, n.attrs["axis"])
-            k = len(self.rd(a.dims))
-            idx = [":"] * k
-            idx.insert(ax, "None")
-            return f"{_atom(self.expr(a))}[{', '.join(idx)}]"
-        if op == "reshape":
-            (a,) = n.args
-            if self.rd(n.dims) == self.rd(a.dims):
-                return self.expr(a)
-            if not self.rd(n.dims):
-                return f"nl.reshape({self.expr(a)}, ())" if self.rd(a.dims) else self.expr(a)
-            return f"nl.reshape({self.expr(a)}, {self.shape_tuple(n.dims)})"
-        if op == "permute":
-            (a,) = n.args
-            kept = [i for i, d in enumerate(a.dims) if not self.is_unit(d)]
-            order = [kept.index(i) for i in n.attrs["order"] if i in kept]
-            if order == list(range(len(order))):
-                return self.expr(a)
-            if order == [1, 0]:
-                return f"nl.trans({self.expr(a)})"
-            return f"nl.permute({self.expr(a)}, {tuple(order)})"
-        if op == "expand":
-            (a,) = n.args
-            if isinstance(a, Node) and self.rd(a.dims):
-                if self.rd(a.dims) == self.rd(n.dims):
-                    return self.expr(a)
-                return f"nl.broadcast_to({self.aligned(a, rank)}, {self.shape_tuple(n.dims)})"
-            if not self.rd(n.dims):
-                return self.expr(a)
-            return f"nl.full({self.shape_tuple(n.dims)}, {self.expr(a)}, {_dt(n.dtype)})"
-        if op == "full":
-            v = n.attrs["value"]
-            if not self.rd(n.dims):
-                return f"nl.full((), {_lit(v)}, {_dt(n.dtype)})"
-            if v == 0 and not isinstance(v, bool):
-                return f"nl.zeros({self.shape_tuple(n.dims)}, dtype={_dt(n.dtype)})"
-            return f"nl.full({self.shape_tuple(n.dims)}, {_lit(v)}, {_dt(n.dtype)})"
-        if op == "arange":
-            r = n.attrs["rdim"]
-            start = n.attrs["start"]
-            if r is None:
-                return f"nl.full((1,), {start}, nl.int32)"
-            base = self.rd_names[r.id]["offs"]
-            return base if start == 0 else f"({base} + {start})"
-        if op == "load":
-            return self.render_load(n)
-        if op == "reduce":
-            return self.render_reduce(n)
-        if op == "dot":
-            return self.render_dot(n)
-        if op == "scan":
-            (a,) = n.args
-            ax = n.attrs["axis"]
-            d = a.dims[ax]
-            if self.is_unit(d):
-                return self.expr(a)
-            x = self.masked(a, ax, 0 if n.attrs["kind"] == "cumsum" else 1, d)
-            return f"nl.{n.attrs['kind']}({x}, axis={self.rpos(a.dims, ax)})"
-        raise AssertionError(f"cannot render {n}")
-
-    # ------------------------------------------------------------------ memory
-    def pointer(self, ta, items, dims):
-        rank = len(self.rd(dims))
-        terms = []
-        masks = []
-        pos = 0
-        for it in items:
-            kind = it[0]
-            if kind == "none":
-                pos += 1
-                continue
-            d = it[2]
-            stride = ta.strides[d] if self.prog.static_shapes else None
-            if self.prog.static_shapes:
-                st_expr = None if stride == 1 else str(stride)
-                if stride == 0 or ta.shape[d] == 1 and kind == "red":
-                    st_expr = "0"
-            else:
-                st_expr = f"{ta.name}_stride_{d}"
-            if kind in ("tile", "red"):
-                dim = it[1]
-                if self.is_unit(dim):
-                    e = self.tile_names[dim.id]["begin"]
-                else:
-                    e = self.expand(self.offs_of(dim), pos, 1, rank)
-                    m = self.mask_of(dim)
-                    if m is not None:
-                        masks.append(self.expand(m, pos, 1, rank))
-                    pos += 1
-            elif kind == "vec":
-                v = it[1]
-                vd_r = self.rd(v.dims)
-                k = len(vd_r)
-                e = self.expand(self.expr(v), pos, k, rank) if k else self.expr(v)
-                for j, vd in enumerate(vd_r):
-                    m = self.mask_of(vd)
-                    if m is not None:
-                        masks.append(self.expand(m, pos + j, 1, rank))
-                pos += k
-            else:  # scalar
-                v = it[1]
-                e = self.scalar_expr(v)
-                if isinstance(v, int) and v == 0:
-                    continue
-            if st_expr == "0":
-                continue
-            if ta.int64:
-                e = f"{_atom(e)}.to(nl.int64)"
-            terms.append(e if st_expr is None else f"{_paren(e)} * {st_expr}")
-        ptr = ta.name if not terms else f"{ta.name} + " + (" + ".join(terms) if len(terms) == 1 else
-                                                           "(" + " + ".join(terms) + ")")
-        seen = []
-        for m in masks:
-            if m not in seen:
-                seen.append(m)
-        mask = " & ".join(seen) if seen else None
-        return ptr, mask
-
-    def render_load(self, n: Node) -> str:
-        ta = n.attrs["tensor"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], n.dims)
-        if mask is None:
-            return f"nl.load({ptr})"
-        return f"nl.load({ptr}, mask={mask}, other=0)"
-
-    def emit_store(self, n: Node, indent: int, atomic=False):
-        ta = n.attrs["tensor"]
-        dims = n.attrs["dims"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], dims)
-        (v,) = n.args
-        val = self.aligned(v, len(self.rd(dims))) if isinstance(v, Node) else _lit(v)
-        if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
-            val = f"{_atom(val)}.to({_dt(ta.dtype)})"
-        if atomic:
-            if isinstance(v, Node) and v.dtype != ta.dtype:
-                val = f"{_atom(val)}.to({_dt(ta.dtype)})"
-            args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}"
-            self.w(indent, f"nl.atomic_add({args})")
-        else:
-            self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
-
-    # ------------------------------------------------------------------ reductions and dots
-    def masked(self, a: Node, ax: int, identity, d) -> str:
-        """``a`` with the masked-off lanes of its dim ``ax`` set to ``identity``."""
-        x = self.expr(a)
-        m = self.mask_of(d)
-        if m is None or self.is_unit(d) or (a.pad is not None and a.pad == identity and not (
-                isinstance(identity, float) and math.isnan(identity))):
-            return x
-        rank = len(self.rd(a.dims))
-        return f"nl.where({self.expand(m, self.rpos(a.dims, ax), 1, rank)}, {x}, {_lit(identity)})"
-
-    def render_reduce(self, n: Node) -> str:
-        (a,) = n.args
-        kind = n.attrs["kind"]
-        ax = n.attrs["axis"]
-        d = n.attrs["dim"]
-        keep = n.attrs["keepdim"]
-        if self.is_unit(d):
-            # a block-size-1 tile: nothing to reduce
-            x = self.expr(a)
-            if kind in ("argmax", "argmin"):
-                x = f"nl.zeros({self.shape_tuple(n.dims)}, dtype=nl.int64)" if self.rd(n.dims) else \
-                    "nl.full((), 0, nl.int64)"
-            return x
-        x = self.masked(a, ax, _identity(kind, a.dtype), d)
-        kd = ", keep_dims=True" if keep else ""
-        ax = self.rpos(a.dims, ax)
-        if kind == "sum":
-            return f"nl.sum({x}, axis={ax}{kd})"
-        if kind in ("max", "min"):
-            return f"nl.{kind}({x}, axis={ax}{kd})"
-        if kind == "prod":
-            return f"nl.reduce({x}, {ax}, _dt_mul{kd})"
-        if kind in ("argmax", "argmin"):
-            return f"nl.{kind}({x}, axis={ax}{kd}).to(nl.int64)"
-        raise AssertionError(kind)
-
-    def render_dot(self, n: Node) -> str:
-        a, b = n.args[0], n.args[1]
-        acc = n.args[2] if len(n.args) > 2 else None
-        k = a.dims[-1]
-        xa = self.masked(a, len(a.dims) - 1, 0, k) if not (a.pad == 0) else self.expr(a)
-        xb = self.masked(b, len(b.dims) - 2, 0, k) if not (b.pad == 0) else self.expr(b)
-        ra, rb = len(self.rd(a.dims)), len(self.rd(b.dims))
-        if ra != rb:  # a batch of one on one side only: broadcast it away
-            xa = f"nl.reshape({xa}, {self.shape_tuple(a.dims[-2:])})" if ra > 2 else xa
-            xb = f"nl.reshape({xb}, {self.shape_tuple(b.dims[-2:])})" if rb > 2 else xb
-        args = [xa, xb]
-        if acc is not None:
-            args.append(self.expr(acc))
-        prec = n.attrs.get("precision")
-        extra = f", input_precision={prec!r}" if prec == "ieee" else ""
-        return f"nl.dot({', '.join(args)}{extra})"
-
     # ------------------------------------------------------------------ statements
     def node_name(self, n: Node) -> str:
         nm = self.alloc.get(n.id)
@@ -602,9 +221,9 @@ class _Gen:
         return False
 
     def emit_node(self, n: Node, indent: int):
-        if n.op in ("store", "atomic_add"):
+        if n.op in ("store", "atomic"):
             self.origin(indent, n.src)
-            self.emit_store(n, indent, atomic=n.op == "atomic_add")
+            self.emit_store(n, indent, atomic=n.op == "atomic")
             return
         if n.id in self.var:
             return
@@ -637,7 +256,7 @@ class _Gen:
         for d in n.dims:
             if isinstance(d, RInfo) and d.id in self.looped:
                 return d
-        if n.op in ("store", "atomic_add"):
+        if n.op in ("store", "atomic"):
             for d in n.attrs["dims"]:
                 if isinstance(d, RInfo) and d.id in self.looped:
                     return d
@@ -668,7 +287,7 @@ class _Gen:
                 self.emit_chunk_loop(r, group, [], indent)
                 continue
             if self._rolled(n) is not None:
-                if n.op in ("store", "atomic_add"):
+                if n.op in ("store", "atomic"):
                     deferred_stores.append(n)
                 continue
             self.emit_node(n, indent)
@@ -761,7 +380,7 @@ class _Gen:
                 self.w(inner, f"{acc} = nl.{'maximum' if kind == 'max' else 'minimum'}({acc}, {x})")
         for st in stores:
             self.origin(inner, st.src)
-            self.emit_store(st, inner, atomic=st.op == "atomic_add")
+            self.emit_store(st, inner, atomic=st.op == "atomic")
         self.var = saved_var
         self.last_line = None
         for s, acc in zip(sinks, accs):
@@ -874,7 +493,7 @@ class _Gen:
 
     def coerced(self, spec) -> str:
         v, dims, dtype = spec
-        e = self.aligned(v, len(self.rd(dims)))
+        e = self.aligned(v, len(self.rd(dims)), dims)
         if isinstance(v, Node) and v.dtype != dtype:
             e = f"{_atom(e)}.to({_dt(dtype)})"
         if isinstance(v, Node) and self.rd(v.dims) != self.rd(dims):
@@ -887,7 +506,7 @@ class _Gen:
 
     # ------------------------------------------------------------------ analysis before emission
     def count_uses(self):
-        from .trace import all_nodes
+        from .trace_common import all_nodes
         for n, blk in all_nodes(self.prog.body):
             for o in n.operands():
                 self.use_count[o.id] = self.use_count.get(o.id, 0) + 1
@@ -1060,7 +679,7 @@ class _Gen:
                         self.w(body_indent, f"{pn} = {rem}")
                     else:
                         self.w(body_indent, f"{pn} = {_paren(rem)} % {_paren(nblocks[i])}")
-                        nxt = f"{_paren(rem)} // {_paren(nblocks[i])}"
+                        nxt = binary(rem, "//", nblocks[i])
                         rem = nxt
         for t in grid_tiles:
             tn = self.tile_names[t.id]
@@ -1139,38 +758,6 @@ class _Gen:
 
 def prog_loop_src(prog):
     return getattr(prog, "loop_src", None)
-
-
-def _atom(e: str) -> str:
-    """Parenthesize ``e`` unless it is a name, a literal, a call or a subscript."""
-    if _is_atomic(e):
-        return e
-    return f"({e})"
-
-
-_paren = _atom
-
-
-def _is_atomic(e: str) -> bool:
-    e = e.strip()
-    if not e:
-        return True
-    if e.replace("_", "").replace(".", "").isalnum():
-        return True
-    if e.startswith("-") and e[1:].replace(".", "").replace("e", "").replace("-", "").isdigit():
-        return False
-    # a call / subscript / parenthesized expression with balanced outer brackets
-    depth = 0
-    for ch in e:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif depth == 0 and ch in " +-*/%<>=&|^~!,":
-            return False
-    if e.startswith("(") and e.endswith(")"):
-        return True
-    return e[0].isalpha() or e[0] == "_" or e.startswith('float("')
 
 
 def generate(prog: Program, config: Config, fn_name: str, defaults: Config | None = None) -> Generated:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 
 from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+from newt.ir.errors import LocatedError
 
-__all__ = ["DeuteronError", "SourceInfo", "TraceError"]
+__all__ = ["DeuteronError", "SourceInfo", "TraceError", "Cause"]
 
 
 class SourceInfo:
@@ -46,19 +47,76 @@ class DeuteronError(CompilationError):
 
     @classmethod
     def at(cls, src: SourceInfo | None, node, code: str, message: str, hint: str | None = None,
-           kernel: str | None = None, extra: str | None = None) -> "DeuteronError":
+           kernel: str | None = None, extra: str | None = None, data: dict | None = None) -> "DeuteronError":
         span = src.span(node) if (src is not None and node is not None) else Span(1, 1, 1, 2)
         d = Diagnostic(code, Severity.ERROR, span, message, hint=hint, file=src.path if src else "<unknown>",
-                       kernel=kernel)
+                       kernel=kernel, data=dict(data or {}))
         return cls([d], src.text if src else None, kernel=kernel, extra=extra)
 
 
-class TraceError(Exception):
-    """Raised inside the tracer; turned into a ``DeuteronError`` with the kernel's source."""
+class TraceError(LocatedError):
+    """Raised inside the tracer; turned into a ``DeuteronError`` with the kernel's source (the AST ``node`` is
+    where in the user's code it happened)."""
 
-    def __init__(self, code: str, node: ast.AST | None, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.code = code
+    def __init__(self, code: str, node: ast.AST | None, message: str, hint: str | None = None, data=None):
+        super().__init__(code, message, hint=hint, data=data)
         self.node = node
-        self.message = message
-        self.hint = hint
+
+
+class Cause(TraceError):
+    """One cause of a deuteron error: a subclass per cause with its ``code`` and a message (and hint) template
+    over named fields, which also travel as ``data``: ``raise PerTileDecision(node, what="an `if`")``."""
+
+    code = "D004"
+    template = ""
+    hint_template: str | None = None
+
+    def __init__(self, node: ast.AST | None, **fields):
+        super().__init__(self.code, node, self.template.format(**fields),
+                         hint=self.hint_template.format(**fields) if self.hint_template else None, data=fields)
+
+
+class PerTileDecision(Cause):
+    code = "D004"
+    template = ("{what} of a value computed from whole tiles: the kernel would decide once per tile, PyTorch once "
+                "for the whole tensor")
+    hint_template = ("Python control flow on tensor values is not supported inside a tile loop; "
+                     "use torch.where(cond, a, b)")
+
+
+class BlockDecision(Cause):
+    code = "D004"
+    template = "{what} of a block (a tensor with tile dimensions {dims})"
+    hint_template = "use torch.where(cond, a, b) for elementwise choices"
+
+
+class TilePastEnd(Cause):
+    code = "D006"
+    template = "{tensor} has size {size} in dimension {dim} but the tile {tile} runs to {end}"
+    hint_template = ("the tile loop and {tensor}.shape[{dim}] must agree (torch would slice {tensor} shorter and "
+                     "fail to broadcast)")
+
+
+class MatmulDtypes(Cause):
+    code = "D007"
+    template = "matmul of {a} and {b} blocks: torch.matmul needs both operands of one dtype"
+    hint_template = ("convert one side first (.to({b}) or .to({a})), or use dt.dot, which accumulates mixed inputs "
+                     "in fp32")
+
+
+class BadArguments(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = "{op}{signature}"
+
+
+class UnknownOption(Cause):
+    code = "D004"
+    template = "{op}: unknown {option} {value!r}"
+    hint_template = "one of {choices}"
+
+
+class CapturedTensor(Cause):
+    code = "D004"
+    template = "the tensor {name!r} is captured by a helper function"
+    hint_template = "pass it to the kernel (or the helper) as an argument"

@@ -113,6 +113,7 @@ CODES = {
     "D005": ("dt-config", "a config that does not fit the kernel"),
     "D006": ("dt-shape-mismatch", "blocks whose dimensions do not broadcast (tile_m vs tile_n), or a value stored "
              "into a region of another shape"),
+    "D007": ("dt-dtype-mismatch", "operands whose dtypes eager PyTorch rejects together (a float16 @ float32 matmul)"),
 }
 
 

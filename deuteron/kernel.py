@@ -515,6 +515,17 @@ def _fetch(source, host_locals, g):
             return base[source[2]]
         except Exception:  # noqa: BLE001
             return _MISSING
+    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
+        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return _MISSING
+        if kind == "fnglobal":
+            return fn.__globals__.get(source[2], _MISSING)
+        try:
+            return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
+        except (ValueError, TypeError, IndexError):
+            return _MISSING
     return _MISSING
 
 
@@ -531,7 +542,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
     if not _TRACE_HELPERS:
         import torch
 
-        from .trace import _guard_value
+        from .trace_common import _guard_value
         _TRACE_HELPERS[:] = [torch.Tensor, _guard_value]
     tensor, _guard_value = _TRACE_HELPERS
     for ta in prog.tensors.values():
@@ -552,7 +563,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
             if _fetch(s, host_locals, g) is not t:
                 return False
     for key, gv in prog.guards:
-        if key[0] == "local":
+        if key[0] in ("local", "cell", "fnglobal"):
             v = _fetch(key, host_locals, g)
             if v is _MISSING or _guard_value(v) != gv:
                 return False
@@ -692,12 +703,14 @@ class _HostRun:
                         scalar_params=scalar_params, slot_of=self.slot_of,
                         rdim_slots=None if self.mode == "discover" else self.entry.rdim_slots.get(k, {}),
                         discovery=self.mode == "discover", name=kern.__name__)
+        tracer.constexpr_params = constexpr_params(kern)
         if self.mode != "discover":
             tracer.prog.multi_grid_ordinal = self.entry.multi_ordinal.get(k)
         try:
             prog = tracer.run()
         except TraceError as e:
-            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__) from None
+            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
+                                   data={"cause": type(e).__name__, **e.data}) from None
         return prog
 
     def launch(self, k, host_locals):
@@ -728,7 +741,13 @@ def _scalar_params(kern) -> set:
     for n in ast.walk(st.fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not st.in_device(n):
             reassigned.add(n.id)
-    return {p for p in st.params if p not in reassigned}
+    return {p for p in st.params if p not in reassigned and p not in constexpr_params(kern)}
+
+
+def constexpr_params(kern) -> set:
+    """Parameters annotated ``dt.constexpr``: compile-time constants of the kernel (one program per value)."""
+    st = kern.structure
+    return {p for p, ann in st.param_annotations.items() if ann is not None and st.dt(ann) == "constexpr"}
 
 
 def _runtime_args(gen, prog, host_locals, g) -> list:
@@ -771,3 +790,16 @@ def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
     for gen, mod, prog, host_locals in run.built:
         out.append(build_ir(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals)))
     return out
+
+
+def binaries_for(kernel: Kernel, *args, config=None, target: str = "sm_80", **kwargs) -> list:
+    """newt.compile of every generated kernel of this call for ``target`` (CUDA C++ -> cubin through NVRTC, no
+    GPU needed, nothing launched): the check that the generated newt goes all the way through the backend."""
+    from .compile import compile_binary
+    b = kernel._bind(args, kwargs)
+    e = kernel._entry(b)
+    cfg = e.complete(_as_config(config, "config"), where=None) if config is not None else e.space.default()
+    run = _HostRun(e, cfg, "source")
+    run.execute(b)
+    return [compile_binary(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals), target)
+            for gen, mod, prog, host_locals in run.built]

@@ -219,19 +219,58 @@ def dot(a, b, acc=None, out_dtype=None):
     return prod.to(out_dtype or default)
 
 
-def atomic_add(target, index, value, sem: str = "relaxed"):
-    """``dt.atomic_add(out, [tile_n], partial)``: add ``value`` to ``target[index]`` atomically.
+class constexpr:  # noqa: N801 - spelled like Helion's hl.constexpr
+    """An annotation: ``def f(x, eps: dt.constexpr)`` makes ``eps`` a compile-time constant of the kernel (one
+    program per value) instead of a run-time parameter."""
 
-    ``index`` is a list with one entry per dimension of ``target`` (tiles, ints, ``tile.index`` ...).
+
+def static_range(begin_or_end, end=None, step=1):
+    """``for i in dt.static_range(4)`` inside a tile loop: a loop unrolled when compiling (the bounds are
+    known then); in ``kernel.ref`` a plain ``range``."""
+    if end is None:
+        begin_or_end, end = 0, begin_or_end
+    return range(int(begin_or_end), int(end), int(step))
+
+
+def load(tensor, index, extra_mask=None, eviction_policy=None):
+    """``dt.load(x, [tile_m, tile_n], extra_mask=keep)``: ``x[index]`` with the lanes where ``extra_mask`` is
+    False read as 0 (on top of the masks of ragged tiles); ``eviction_policy`` (``"evict_first"`` /
+    ``"evict_last"``) is a cache hint for the load.
     """
+    import torch
+
+    from .ref import ref_index
+    v = tensor[ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))]
+    if extra_mask is not None:
+        v = torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
+    return v
+
+
+def store(tensor, index, value, extra_mask=None):
+    """``dt.store(out, [tile_m, tile_n], value, extra_mask=keep)``: ``out[index] = value`` only where
+    ``extra_mask`` is True (and inside the tensor)."""
+    import torch
+
+    from .ref import ref_index
+    idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
+    if extra_mask is None:
+        tensor[idx] = value
+        return None
+    old = tensor[idx]
+    val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=tensor.device)
+    tensor[idx] = torch.where(extra_mask, val.to(tensor.dtype), old)
+    return None
+
+
+def _ref_positions(target, index):
+    """The index of a dt.atomic_* call as a tuple of broadcast int64 index tensors (tiles are slices in
+    kernel.ref; ``tile.index`` and int blocks are gathers), or the plain index when nothing repeats."""
     import torch
 
     from .ref import ref_index
     idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
     if not any(isinstance(i, torch.Tensor) for i in idx):
-        target[idx] += value
-        return None
-    # indices that may repeat: scatter-add; each index contributes its dims in order (outer product)
+        return idx, None
     parts = []
     for d, it in enumerate(i for i in idx if i is not None):
         if isinstance(it, slice):
@@ -249,10 +288,73 @@ def atomic_add(target, index, value, sem: str = "relaxed"):
         shaped.append(p.reshape(shape) if p.dim() else p)
         pos += p.dim()
     out_shape = torch.broadcast_shapes(*[s.shape for s in shaped])
+    return tuple(s.expand(out_shape) for s in shaped), out_shape
+
+
+_ATOMIC_COMBINE = {
+    "add": lambda a, b: a + b, "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+    "max": lambda a, b: __import__("torch").maximum(a, b), "min": lambda a, b: __import__("torch").minimum(a, b),
+    "xchg": lambda a, b: b,
+}
+
+
+def _atomic(kind, target, index, value):
+    import torch
+    pos, shape = _ref_positions(target, index)
     val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
-    target.index_put_(tuple(s.expand(out_shape) for s in shaped), val.to(target.dtype).expand(out_shape),
-                      accumulate=True)
+    if shape is None:
+        target[pos] = _ATOMIC_COMBINE[kind](target[pos], val.to(target.dtype))
+        return None
+    val = val.to(target.dtype).expand(shape)
+    if kind == "add":
+        target.index_put_(pos, val, accumulate=True)
+        return None
+    # repeated positions combine in order (the result of any order for these commutative ops; xchg: the last)
+    flat = [p.reshape(-1) for p in pos]
+    for i, v in enumerate(val.reshape(-1)):
+        at = tuple(int(f[i]) for f in flat)
+        target[at] = _ATOMIC_COMBINE[kind](target[at], v)
     return None
+
+
+def atomic_add(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``dt.atomic_add(out, [tile_n], partial)``: add ``value`` to ``target[index]`` atomically.
+
+    ``index`` is a list with one entry per dimension of ``target`` (tiles, ints, ``tile.index`` ...);
+    ``sem`` is ``"relaxed"`` (default), ``"acquire"``, ``"release"`` or ``"acq_rel"``; ``scope`` is
+    ``"gpu"`` (default), ``"cta"`` or ``"sys"``.
+    """
+    return _atomic("add", target, index, value)
+
+
+def atomic_and(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] &= value`` atomically (integer tensors)."""
+    return _atomic("and", target, index, value)
+
+
+def atomic_or(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] |= value`` atomically (integer tensors)."""
+    return _atomic("or", target, index, value)
+
+
+def atomic_xor(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] ^= value`` atomically (integer tensors)."""
+    return _atomic("xor", target, index, value)
+
+
+def atomic_max(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] = max(target[index], value)`` atomically."""
+    return _atomic("max", target, index, value)
+
+
+def atomic_min(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] = min(target[index], value)`` atomically."""
+    return _atomic("min", target, index, value)
+
+
+def atomic_xchg(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
+    """``target[index] = value`` atomically (of several writers to one element, one wins)."""
+    return _atomic("xchg", target, index, value)
 
 
 # ---------------------------------------------------------------------------

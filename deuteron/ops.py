@@ -6,31 +6,9 @@ tables, so the editor and the compiler agree on what is supported.
 
 from __future__ import annotations
 
-#: elementwise unary math: canonical name -> newt spelling (a ``nl.*`` function or an expression template)
-UNARY = {
-    "exp": "nl.exp({x})",
-    "exp2": "nl.exp2({x})",
-    "log": "nl.log({x})",
-    "log2": "nl.log2({x})",
-    "sqrt": "nl.sqrt_rn({x})",
-    "rsqrt": "nl.rsqrt({x})",
-    "sin": "nl.sin({x})",
-    "cos": "nl.cos({x})",
-    "tanh": "nl.tanh({x})",
-    "erf": "nl.erf({x})",
-    "floor": "nl.floor({x})",
-    "ceil": "nl.ceil({x})",
-    "abs": "nl.abs({x})",
-    "neg": "-{x}",
-    "sigmoid": "nl.sigmoid({x})",
-    "relu": "nl.maximum({x}, 0)",
-    "reciprocal": "1.0 / {x}",
-    "square": "{x} * {x}",
-    "silu": "{x} * nl.sigmoid({x})",
-    "log1p": "nl.log(1.0 + {x})",
-    "expm1": "nl.exp({x}) - 1.0",
-    "logical_not": "{x} == 0",
-}
+#: elementwise unary math (their newt spelling: ``deuteron.codegen_expr.UNARY_RENDER``)
+UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "abs", "neg",
+         "sigmoid", "relu", "reciprocal", "square", "silu", "log1p", "expm1", "logical_not")
 
 #: unary ops that only make sense on floating point (ints are converted like torch does)
 FLOAT_UNARY = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
@@ -66,7 +44,7 @@ TORCH_FUNCTIONS = {
 FUNCTIONAL = {
     "relu": "relu", "sigmoid": "sigmoid", "silu": "silu", "gelu": "gelu", "tanh": "tanh",
     "softmax": "softmax", "log_softmax": "log_softmax", "leaky_relu": "leaky_relu", "relu6": "relu6",
-    "softplus": "softplus", "mish": None, "elu": "elu", "hardtanh": "clamp",
+    "softplus": "softplus", "mish": None, "elu": "elu", "hardtanh": "hardtanh",
 }
 
 #: tensor methods supported on values inside tile loops -> canonical op
@@ -88,8 +66,9 @@ TENSOR_METHODS = {
 }
 
 #: ``dt.<name>`` callable inside tile loops
-DT_DEVICE = {"zeros", "full", "arange", "dot", "atomic_add", "relu", "sigmoid", "silu", "gelu", "tanh", "exp",
-             "cdiv", "next_power_of_2", "tile", "grid"}
+DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "static_range", "atomic_add", "atomic_and",
+             "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
+             "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
 #: ``dt.<name>`` callable only in host code
 DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize"}

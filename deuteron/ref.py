@@ -66,8 +66,8 @@ class _RefMode(TorchFunctionMode):
             return func(*args, **kwargs)
         if func in _MATMULS:
             a, b = args[0], args[1]
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and (a.dtype in _LOW or b.dtype in _LOW
-                                                                               or a.dtype != b.dtype):
+            # mixed dtypes (fp16 @ fp32) fall through to torch, which rejects them like eager PyTorch does
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.dtype in _LOW:
                 out_dtype = torch.promote_types(a.dtype, b.dtype)
                 return torch.matmul(a.float(), b.float()).to(out_dtype)
             return func(*args, **kwargs)

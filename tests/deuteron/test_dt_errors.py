@@ -7,26 +7,7 @@ import torch
 
 import deuteron as dt
 import newt
-from dt_helpers import write_module
-
-
-def raises_at(mod, call, code, line_text, col_text=None, contains=None):
-    with pytest.raises(newt.CompilationError) as ei:
-        call()
-    e = ei.value
-    d = e.diagnostics[0]
-    assert d.code == code, str(e)
-    src = open(mod.__file__).read().splitlines()
-    line = next(i for i, t in enumerate(src, 1) if line_text in t)
-    assert d.span.line == line, str(e)
-    if col_text is not None:
-        assert d.span.col == src[line - 1].index(col_text) + 1, str(e)
-    assert d.file == mod.__file__
-    text = str(e)
-    assert f"{mod.__file__}:{line}:" in text and "^" in text
-    if contains:
-        assert contains in d.message, d.message
-    return e
+from dt_helpers import raises_at, write_module
 
 
 def test_rank_mismatch_found_at_call_time(tmp_path):

@@ -1,0 +1,604 @@
+"""The tracer's expressions: names, attributes, indexing, loads and stores, calls and inlining."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import operator
+import types
+
+import torch
+
+from . import ops
+from .errors import BlockDecision, CapturedTensor, PerTileDecision, TilePastEnd, TraceError
+from .program import (
+    ONE, Node, RInfo, TileInfo,
+)
+from .trace_common import (
+    _per_tile_source,
+    HostTensor, SHAPE_CODE, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
+    _dims_text, _index_text, _is_int_dtype, _is_library, _torch_name,
+)
+
+
+class ExprTracer:
+    """Mixin of ``Tracer``: evaluating expressions of a tile loop body."""
+
+    # ------------------------------------------------------------------ expressions
+    def eval(self, e):
+        m = getattr(self, "ex_" + type(e).__name__, None)
+        if m is None:
+            kind = {ast.Lambda: "lambda", ast.ListComp: "a list comprehension", ast.GeneratorExp:
+                    "a generator expression", ast.DictComp: "a dict comprehension", ast.SetComp:
+                    "a set comprehension", ast.NamedExpr: "the walrus operator", ast.Await: "await",
+                    ast.Yield: "yield", ast.JoinedStr: "an f-string"}.get(type(e), type(e).__name__)
+            raise self.error("D004", e, f"{kind} is not supported inside a tile loop")
+        return m(e)
+
+    def ex_Constant(self, e):
+        return e.value
+
+    def lookup(self, name, node):
+        if name in self.env:
+            return self.env[name]
+        if name in self.host:
+            return self.host_value(name, self.host[name], node)
+        if name in self.globals:
+            v = self.globals[name]
+            src = self._captured.get(name)
+            if src is not None and isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool):
+                key = ("captured",) + src
+                if key in self._host_cache:
+                    return self._host_cache[key]
+                if isinstance(v, torch.Tensor):
+                    out = self.tensor_arg(f"{src[1]}_{name}", v, src)
+                else:
+                    self.guard(src, v)
+                    out = v
+                self._host_cache[key] = out
+                return out
+            if isinstance(v, torch.Tensor):
+                raise CapturedTensor(node, name=name)
+            return v
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error("D004", node, f"name {name!r} is not defined")
+
+    def ex_Name(self, e):
+        return self.lookup(e.id, e)
+
+    def ex_Tuple(self, e):
+        out = []
+        for x in e.elts:
+            if isinstance(x, ast.Starred):
+                out.extend(self.eval(x.value))
+            else:
+                out.append(self.eval(x))
+        return tuple(out)
+
+    def ex_List(self, e):
+        return list(self.ex_Tuple(e))
+
+    def ex_Slice(self, e):
+        lo = self.eval(e.lower) if e.lower is not None else None
+        hi = self.eval(e.upper) if e.upper is not None else None
+        st = self.eval(e.step) if e.step is not None else None
+        return slice(lo, hi, st)
+
+    def ex_Attribute(self, e):
+        base = self.eval(e.value)
+        a = e.attr
+        if isinstance(base, TileInfo):
+            return self.tile_attr(base, a, e)
+        if isinstance(base, HostTensor):
+            return self.host_tensor_attr(base, a, e)
+        if isinstance(base, Node):
+            if a == "dtype":
+                return base.dtype
+            if a == "shape":
+                return tuple(self.dim_value(d) for d in base.dims)
+            if a == "ndim":
+                return len(base.dims)
+            if a in ("T", "mT"):
+                return self.permute(base, list(range(len(base.dims)))[::-1] if a == "T" else
+                                    list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
+            if a in ops.TENSOR_METHODS:
+                return _Method(base, a)
+            raise self.error("D004", e, f".{a} is not supported on a value inside a tile loop",
+                             hint="see docs/deuteron.md for the supported ops")
+        if isinstance(base, _MaxResult) and a in ("values", "indices"):
+            return getattr(base, a)
+        try:
+            return getattr(base, a)
+        except AttributeError:
+            raise self.error("D004", e, f"{_describe(base)} has no attribute {a!r}") from None
+
+    def dim_value(self, d):
+        if isinstance(d, TileInfo):
+            return d
+        if isinstance(d, RInfo):
+            return d.size
+        return 1
+
+    def host_tensor_attr(self, ht: HostTensor, a, e):
+        t = ht.t
+        if a == "shape":
+            return tuple(self.size_of(ht, d) for d in range(t.dim()))
+        if a == "dtype":
+            return t.dtype
+        if a == "device":
+            return t.device
+        if a == "ndim":
+            return t.dim()
+        if a in ("size", "stride", "dim", "numel", "new_zeros", "new_empty", "new_ones", "new_full"):
+            return _HostMethod(ht, a)
+        raise self.error("D004", e, f"{ht.name}.{a} inside a tile loop: index the tensor with tiles first",
+                         hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
+
+    def ex_Subscript(self, e):
+        base = self.eval(e.value)
+        if isinstance(base, HostTensor):
+            items = self.index_items(base, e.slice, e)
+            return self.load(base, items, e)
+        if isinstance(base, Node):
+            return self.block_index(base, e.slice, e)
+        if isinstance(base, TileInfo):
+            raise self.error("D003", e, "a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
+        idx = self.eval(e.slice)
+        if isinstance(idx, Node):
+            idx = self.static_int(idx, e.slice, "an index into a Python sequence")
+        try:
+            return base[idx]
+        except Exception as ex:  # noqa: BLE001
+            raise self.error("D004", e, f"cannot index {_describe(base)}: {ex}") from None
+
+    def ex_BinOp(self, e):
+        op = _BINOPS.get(type(e.op))
+        a = self.eval(e.left)
+        b = self.eval(e.right)
+        return self.binop(op, a, b, e)
+
+    def ex_UnaryOp(self, e):
+        v = self.eval(e.operand)
+        if isinstance(v, TileInfo):
+            raise self.error("D003", e, "arithmetic on a tile", hint="use tile.index, tile.begin or tile.end")
+        if not isinstance(v, Node):
+            if isinstance(e.op, ast.Not):
+                return not v
+            if isinstance(e.op, ast.USub):
+                return -v
+            if isinstance(e.op, ast.UAdd):
+                return +v
+            return ~v
+        if isinstance(e.op, ast.UAdd):
+            return v
+        if isinstance(e.op, ast.USub):
+            return self.unary("neg", v, e)
+        if isinstance(e.op, ast.Not):
+            if v.dims:
+                raise self.error("D004", e, "`not` on a block", hint="use ~mask or torch.logical_not")
+            return self.binop("eq", v, 0 if v.dtype != torch.bool else False, e)
+        if v.dtype == torch.bool:
+            return self.binop("eq", v, False, e)
+        if v.dtype.is_floating_point:
+            raise self.error("D004", e, "~ on floating-point values")
+        n = Node("unary", [v], dims=v.dims, dtype=v.dtype, attrs={"fn": "invert"}, weak=v.weak)
+        return self.emit(n)
+
+    def ex_Compare(self, e):
+        left = self.eval(e.left)
+        result = None
+        for op, right_node in zip(e.ops, e.comparators):
+            right = self.eval(right_node)
+            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+                if isinstance(left, Node) or isinstance(right, Node):
+                    raise self.error("D004", e, "is / in on values inside the kernel")
+                r = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
+                     ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
+            else:
+                r = self.binop(_CMPOPS[type(op)], left, right, e)
+            result = r if result is None else self.logical("and", result, r, e)
+            left = right
+        return result
+
+    def ex_BoolOp(self, e):
+        is_and = isinstance(e.op, ast.And)
+        vals = []
+        for x in e.values:
+            v = self.eval(x)
+            if not isinstance(v, Node):
+                if is_and and not v:
+                    return v
+                if not is_and and v:
+                    return v
+                if not vals:
+                    vals.append(v)
+                continue
+            vals.append(v)
+        nodes = [v for v in vals if isinstance(v, Node)]
+        if not nodes:
+            return vals[-1] if vals else (True if is_and else False)
+        out = nodes[0]
+        for v in nodes[1:]:
+            out = self.logical("and" if is_and else "or", out, v, e)
+        return out
+
+    def logical(self, kind, a, b, src):
+        if not isinstance(a, Node) and not isinstance(b, Node):
+            return (a and b) if kind == "and" else (a or b)
+        a = self.to_bool(a, src)
+        b = self.to_bool(b, src)
+        return self.binop(kind, a, b, src)
+
+    def to_bool(self, v, src):
+        if isinstance(v, Node):
+            return v if v.dtype == torch.bool else self.binop("ne", v, 0, src)
+        return bool(v)
+
+    def ex_IfExp(self, e):
+        c = self.eval(e.test)
+        if isinstance(c, Node) and c.host_value is not None:
+            for g in c.guards:
+                self.guard(*g)
+            c = c.host_value
+        if not isinstance(c, Node):
+            return self.eval(e.body) if c else self.eval(e.orelse)
+        if not c.dims:
+            self.check_not_per_tile(c, e.test, "a conditional expression (`a if cond else b`)")
+        return self.where(c, self.eval(e.body), self.eval(e.orelse), e)
+
+    def ex_Call(self, e):
+        func = self.eval(e.func)
+        args = []
+        for a in e.args:
+            if isinstance(a, ast.Starred):
+                v = self.eval(a.value)
+                if isinstance(v, (Node, TileInfo)):
+                    raise self.error("D004", a, f"cannot unpack {_describe(v)}")
+                args.extend(v)
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for k in e.keywords:
+            if k.arg is None:
+                raise self.error("D004", k, "**kwargs is not supported inside a tile loop")
+            kwargs[k.arg] = self.eval(k.value)
+        return self.call(func, args, kwargs, e)
+
+    # ------------------------------------------------------------------ calls
+    def call(self, func, args, kwargs, e):
+        if isinstance(func, _Method):
+            return self.method(func.recv, func.name, args, kwargs, e)
+        if isinstance(func, _HostMethod):
+            return self.host_method(func.recv, func.name, args, kwargs, e)
+        dt_name = _DT_FUNCS.get(id(func))
+        if dt_name is not None:
+            return self.dt_call(dt_name, args, kwargs, e)
+        tname = _torch_name(func)
+        if tname is not None:
+            return self.torch_call(tname, args, kwargs, e)
+        if func in (min, max) and any(isinstance(a, Node) for a in args):
+            vals = list(args[0]) if len(args) == 1 else list(args)
+            out = vals[0]
+            for v in vals[1:]:
+                out = self.binop("minimum" if func is min else "maximum", out, v, e)
+            return out
+        if func is abs and args and isinstance(args[0], Node):
+            return self.unary("abs", args[0], e)
+        if func in (float, int, bool) and args and isinstance(args[0], Node):
+            self.check_not_per_tile(args[0], e, f"{func.__name__}()")
+            return self.cast(args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
+        if func is len and args and isinstance(args[0], TileInfo):
+            raise self.error("D003", e, "len() of a tile", hint="use tile.end - tile.begin or tile.block_size")
+        if isinstance(func, type) and issubclass(func, BaseException):
+            return func(*args, **kwargs)
+        if any(isinstance(a, TileInfo) for a in args) and func in (int, float, range, len, bool, str):
+            raise self.error("D003", e, "a tile used as a Python number", hint="use tile.begin / tile.end")
+        if isinstance(func, types.FunctionType) and not _is_library(func):
+            return self.inline(func, args, kwargs, e)
+        if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in list(args) + list(kwargs.values())):
+            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+            raise self.error("D004", e, f"{name}() cannot be called on values inside a tile loop",
+                             hint="only torch ops, dt.* and your own helper functions are compiled")
+        try:
+            return func(*args, **kwargs)
+        except TraceError:
+            raise
+        except Exception as ex:  # noqa: BLE001
+            raise self.error("D004", e, f"calling {getattr(func, '__name__', func)!r} while compiling the "
+                                        f"kernel failed: {type(ex).__name__}: {ex}") from None
+
+    def inline(self, fn, args, kwargs, e):
+        """A user helper: its body is traced at the call site."""
+        if self._inline_depth > 16:
+            raise self.error("D004", e, "helper functions nest too deeply (recursion?)")
+        body = _function_body(fn)
+        if body is None:
+            raise self.error("D004", e, f"cannot read the source of {fn.__name__}() to compile it")
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as ex:
+            raise self.error("D004", e, f"{fn.__name__}(): {ex}") from None
+        bound.apply_defaults()
+        saved_env, saved_host, saved_globals, saved_cache = self.env, self.host, self.globals, self._host_cache
+        saved_captured = self._captured
+        self.env = dict(bound.arguments)
+        self.host = {}
+        self.globals = dict(fn.__globals__)
+        origin = self._fn_origin.get(id(fn))
+        self._captured = {}
+        if origin is not None:
+            self._captured = {nm: ("fnglobal", origin, nm) for nm in fn.__code__.co_names}
+        if fn.__closure__:
+            for nm, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.globals[nm] = cell.cell_contents
+                except ValueError:
+                    continue
+                if origin is not None:
+                    self._captured[nm] = ("cell", origin, nm)
+        self._host_cache = {}
+        self._inline_depth += 1
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        result = None
+        try:
+            self.stmts(body)
+        except _Return as r:
+            result = r.value
+        finally:
+            self._inline_depth -= 1
+            self.env, self.host, self.globals, self._host_cache = saved_env, saved_host, saved_globals, saved_cache
+            self._captured = saved_captured
+        return result
+
+    def host_method(self, ht: HostTensor, name, args, kwargs, e):
+        t = ht.t
+        if name == "size":
+            if not args:
+                return tuple(self.size_of(ht, d) for d in range(t.dim()))
+            d = self.static_int(args[0], e, "a dimension")
+            return self.size_of(ht, d % t.dim())
+        if name == "stride":
+            if not args:
+                return tuple(self.size_of(ht, d, "stride") for d in range(t.dim()))
+            d = self.static_int(args[0], e, "a dimension")
+            return self.size_of(ht, d % t.dim(), "stride")
+        if name == "dim":
+            return t.dim()
+        if name == "numel":
+            return t.numel()
+        if name in ("new_zeros", "new_empty", "new_ones", "new_full"):
+            # a block shaped by tiles, with the tensor's dtype (LayerNorm / RMSNorm backward kernels)
+            hook = _NEW_BLOCK.get(name)
+            fake = Node("const", dims=(), dtype=t.dtype, attrs={"value": 0})
+            return self.method(fake, hook, args, kwargs, e, canonical=True)
+        raise self.error("D004", e, f"{ht.name}.{name}() inside a tile loop")
+
+    # ------------------------------------------------------------------ indexing
+    def index_items(self, ht: HostTensor, slice_node, e):
+        raw = self.eval(slice_node)
+        idx = list(raw) if isinstance(raw, tuple) else [raw]
+        flat = []
+        for it in idx:
+            if isinstance(it, (tuple, list)) and all(isinstance(x, (TileInfo, Node, int, slice, type(None)))
+                                                     for x in it):
+                flat.extend(it)
+            else:
+                flat.append(it)
+        return self.items_for(ht, flat, e)
+
+    def items_for(self, ht: HostTensor, flat: list, e):
+        rank = ht.t.dim()
+        n_real = sum(1 for it in flat if it is not None and it is not Ellipsis)
+        if any(it is Ellipsis for it in flat):
+            pos = flat.index(Ellipsis)
+            flat = flat[:pos] + [slice(None)] * (rank - n_real) + flat[pos + 1:]
+            n_real = rank
+        if n_real != rank:
+            parts = []
+            for it in flat:
+                parts.append(_index_text(it))
+            raise self.error("D002", e, f"{ht.name} has rank {rank} (shape {tuple(ht.t.shape)}) but is indexed with "
+                                        f"{n_real} ind{'ex' if n_real == 1 else 'ices'} [{', '.join(parts)}]",
+                             hint="index every dimension (`:` for a whole one)")
+        items = []
+        d = 0
+        for it in flat:
+            if it is None:
+                items.append(("none",))
+                continue
+            size = ht.t.shape[d]
+            if isinstance(it, TileInfo):
+                self._check_tile_fits(ht, it, d, size, e)
+                items.append(("tile", it, d))
+            elif isinstance(it, slice):
+                if it.start is not None or it.stop is not None or it.step is not None:
+                    raise self.error("D004", e, "only `:` (the whole dimension) is supported as a slice",
+                                     hint="tile the range: `for t in dt.tile(begin, end)` then x[t]")
+                sz = self.size_of(ht, d)
+                r = self.rdim(int(ht.t.shape[d]), sz, e)
+                items.append(("red", r, d))
+            elif isinstance(it, bool):
+                raise self.error("D004", e, "indexing with a bool")
+            elif isinstance(it, int):
+                if not -size <= it < max(size, 1):
+                    raise self.error("D004", e, f"index {it} is out of range for dimension {d} of {ht.name} "
+                                                f"(size {size})")
+                items.append(("scalar", it % size if size else it, d))
+            elif isinstance(it, Node):
+                if not _is_int_dtype(it.dtype):
+                    raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
+                if it.op == "tile_index":
+                    self._check_tile_fits(ht, it.attrs["tile"], d, size, e)
+                    items.append(("tile", it.attrs["tile"], d))
+                elif it.dims:
+                    items.append(("vec", it, d))
+                else:
+                    items.append(("scalar", it, d))
+            elif isinstance(it, HostTensor):
+                raise self.error("D004", e, f"indexing with the tensor {it.name}: load it with tiles first")
+            else:
+                raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
+            d += 1
+        return items
+
+    def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
+        """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice
+        (and fail to broadcast it), the kernel would read past the tensor."""
+        end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
+        if isinstance(end, int) and not isinstance(end, bool) and end > size:
+            raise TilePastEnd(e, tensor=ht.name, size=size, dim=d, tile=t.name, end=end)
+
+    def check_not_per_tile(self, v, src, what: str):
+        """``what`` decides in Python on a value computed from tiles: the kernel would decide per tile, PyTorch
+        on the whole tensor -- a D004 (use torch.where)."""
+        if not isinstance(v, Node):
+            return
+        if v.dims:
+            raise BlockDecision(src, what=what, dims=_dims_text(v.dims))
+        if _per_tile_source(v) is not None:
+            raise PerTileDecision(src, what=what)
+
+    def _strides(self, ht: HostTensor, items):
+        """Dynamic shapes: the strides the access uses are run-time parameters."""
+        if self.static:
+            return
+        for it in items:
+            if it[0] != "none":
+                self.size_of(ht, it[2], "stride")
+
+    def _items_dims(self, items):
+        dims = []
+        for it in items:
+            k = it[0]
+            if k == "none":
+                dims.append(ONE)
+            elif k in ("tile", "red"):
+                dims.append(it[1])
+            elif k == "vec":
+                dims.extend(it[1].dims)
+        return tuple(dims)
+
+    def load(self, ht: HostTensor, items, e, extra_mask=None, eviction=None) -> Node:
+        dims = self._items_dims(items)
+        self._check_unique_dims(dims, e)
+        ht.arg.loaded = True
+        self._strides(ht, items)
+        attrs = {"tensor": ht.arg, "items": items}
+        if eviction:
+            attrs["eviction"] = eviction
+        n = Node("load", [extra_mask] if extra_mask is not None else [], dims=dims, dtype=ht.t.dtype, attrs=attrs,
+                 pad=0)
+        self.prog.dims_used.add(dims)
+        return self.emit(n)
+
+    def _check_unique_dims(self, dims, e):
+        seen = set()
+        for d in dims:
+            if isinstance(d, TileInfo):
+                if d.id in seen:
+                    raise self.error("D003", e, f"tile {d.name!r} indexes two dimensions of the same access")
+                seen.add(d.id)
+
+    def store(self, ht: HostTensor, items, v, e, extra_mask=None):
+        dims = self._items_dims(items)
+        if isinstance(v, TileInfo):
+            raise self.error("D003", e, "storing a tile", hint="store tile.index")
+        if isinstance(v, HostTensor):
+            raise self.error("D004", e, f"storing the whole tensor {v.name}: index it with tiles")
+        if not isinstance(v, (Node, bool, int, float)):
+            raise self.error("D004", e, f"cannot store {_describe(v)}")
+        if isinstance(v, Node):
+            self._check_store_dims(v.dims, dims, ht, e)
+        ht.arg.stored = True
+        self._strides(ht, items)
+        n = Node("store", [v] if extra_mask is None else [v, extra_mask], dims=(), dtype=None,
+                 attrs={"tensor": ht.arg, "items": items, "dims": dims})
+        self.prog.dims_used.add(dims)
+        self.emit(n)
+
+    def _check_store_dims(self, vdims, dims, ht, e):
+        if len(vdims) > len(dims):
+            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
+                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
+                             hint="the value has more dimensions than the indexed region")
+        for a, b in zip(reversed(vdims), reversed(dims)):
+            if a is ONE or a is b:
+                continue
+            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
+                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
+                             hint="the dimensions must match (transpose with .T / permute if needed)")
+
+    def block_index(self, v: Node, slice_node, e):
+        raw = self.eval(slice_node)
+        idx = list(raw) if isinstance(raw, tuple) else [raw]
+        real = [it for it in idx if it is not None and it is not Ellipsis]
+        if any(not (isinstance(it, slice) and it == slice(None)) for it in real):
+            raise self.error("D004", e, "indexing a block inside the kernel: only `:` and None are supported",
+                             hint="e.g. v[:, None]")
+        if Ellipsis in idx:
+            pos = idx.index(Ellipsis)
+            idx = idx[:pos] + [slice(None)] * (len(v.dims) - len(real)) + idx[pos + 1:]
+            real = [it for it in idx if it is not None]
+        if len(real) > len(v.dims):
+            raise self.error("D002", e, f"a block of rank {len(v.dims)} indexed with {len(real)} indices")
+        idx = idx + [slice(None)] * (len(v.dims) - len(real))
+        out = v
+        pos = 0
+        for it in idx:
+            if it is None:
+                out = self.expand_dims(out, pos, e)
+            pos += 1
+        return out
+
+    # ------------------------------------------------------------------ elementwise
+
+
+def _function_body(fn):
+    """The statements of a helper's body with the line numbers of its file: a ``def`` (its body) or a
+    lambda, also one spread over several lines or one of several on a line (``[Return(its expression)]``).
+    None when the source cannot be read."""
+    import linecache
+    code = fn.__code__
+    try:
+        path = inspect.getsourcefile(fn) or code.co_filename
+    except TypeError:
+        return None
+    text = "".join(linecache.getlines(path))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    line = code.co_firstlineno
+    if fn.__name__ == "<lambda>":
+        params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+        exact = [n for n in cands if [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs]
+                 == params]
+        cands = exact or cands
+        if not cands:
+            return None
+        if len(cands) > 1:
+            pos = next(iter(code.co_positions()), None) if hasattr(code, "co_positions") else None
+            col = pos[2] if pos and pos[2] is not None else None
+            if col is not None:
+                inside = [n for n in cands if n.body.col_offset <= col and (n.end_lineno, n.end_col_offset) >= (
+                    pos[1] or line, col)]
+                cands = inside or cands
+        lam = cands[0]
+        ret = ast.Return(value=lam.body)
+        ast.copy_location(ret, lam.body)
+        return [ret]
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == fn.__name__ and (
+                n.lineno == line or (n.decorator_list and n.decorator_list[0].lineno == line)):
+            return n.body
+    return None
+
+
+#: host tensor methods that make a new block inside a tile loop -> their torch hook
+_NEW_BLOCK = {"new_zeros": "new_zeros", "new_empty": "new_zeros", "new_ones": "new_ones", "new_full": "new_full"}
