@@ -73,6 +73,10 @@ class KernelRef:
             cur = mod
             for part in qn.split("."):
                 cur = getattr(cur, part, None)
+            for _ in range(8):  # an @autotune / @heuristics wrapper over this jit function names it too
+                if cur is obj or cur is None:
+                    break
+                cur = getattr(cur, "fn", None) if type(cur).__name__ in ("Autotuner", "Heuristics") else None
             if cur is not obj:
                 return None
         try:
