@@ -173,7 +173,8 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, compile_workers: int | None = None, gpus=None, log_path=None, compile_env: dict | None = None):
+    def __init__(self, compile_workers: int | None = None, gpus=None, log_path=None, compile_env: dict | None = None,
+                 time_env: dict | None = None):
         n = compile_workers or int(os.environ.get("NEWT_TUNE_WORKERS", "0") or 0) or cpu_count()
         self.compile_slots = max(1, n)
         self.gpus = visible_gpus() if gpus is None else [str(g) for g in gpus]
@@ -181,6 +182,7 @@ class LocalExecutor(Executor):
         self.log_path = log_path
         # compile workers never take a GPU (nor its memory); they compile for the target they are given
         self.compile_env = {"CUDA_VISIBLE_DEVICES": "", **(compile_env or {})}
+        self.time_env = dict(time_env or {})
         self._pools: dict = {}
         self._owner: dict = {}  # our task id -> (pool kind, pool task id)
         self._back: dict = {}  # (pool kind, pool task id) -> our task id
@@ -196,10 +198,10 @@ class LocalExecutor(Executor):
                                 name="compile")
             else:
                 if not self.gpus:
-                    p = ProcessPool(1, self.log_path, None, name="time")
+                    p = ProcessPool(1, self.log_path, None, envs=[self.time_env], name="time")
                 else:
                     p = ProcessPool(len(self.gpus), self.log_path, None,
-                                    envs=[{"CUDA_VISIBLE_DEVICES": g} for g in self.gpus], name="gpu")
+                                    envs=[{**self.time_env, "CUDA_VISIBLE_DEVICES": g} for g in self.gpus], name="gpu")
             p.start()
             self._pools[kind] = p
         return p
