@@ -36,9 +36,12 @@ __all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
 
 #: effort -> (max configs, max seconds, seeds, search frontier width)
 EFFORT_BUDGETS = {
-    "quick": (72, 50.0, 14, 2),
+    "quick": (72, 15.0, 14, 2),
     "full": (480, 600.0, 48, 5),
 }
+#: effort -> the search: "pattern" (seeds, then the best neighbours), "de" (differential evolution, then
+#: pattern search), "surrogate" (differential evolution, a surrogate model, then pattern search)
+ALGORITHMS = {"quick": "pattern", "full": "surrogate"}
 CPU_BUDGET = (4, 120.0, 1, 1)
 
 
@@ -162,10 +165,40 @@ class Tuner:
     def budget_left(self) -> bool:
         return self.tested < self.max_configs and self.elapsed() < self.max_seconds
 
+    def algorithm(self) -> str:
+        a = os.environ.get("DEUTERON_AUTOTUNE_ALGORITHM") or ALGORITHMS.get(self.effort, "pattern")
+        return a if a in ("pattern", "de", "surrogate") else "pattern"
+
     def search(self):
         default = self.space.default()
         seeds = [default] + self.seed_configs(default)
-        self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        algo = self.algorithm()
+        if algo != "pattern" and (self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ALGORITHM")):
+            from .search import Genome, differential_evolution, surrogate_search
+            genome = Genome(self.space, self.rng)
+            pop = seeds[:max(8, min(self.n_seeds, self.max_configs // 4))]
+            while len(pop) < 8:
+                pop.append(self.space.random(self.rng))
+            room = self.max_configs
+            # the population search takes about half the budget, the model the rest, pattern search refines
+            self.max_configs = self.tested + max(len(pop), room // 2)
+            try:
+                pop = differential_evolution(self, genome, pop, generations=None if algo == "de" else 3)
+            finally:
+                self.max_configs = room
+            if algo == "surrogate":
+                cap = room
+                self.max_configs = min(room, self.tested + max(8, (room - self.tested) * 3 // 4))
+                try:
+                    surrogate_search(self, genome, pop, batch=max(4, self.width * 2))
+                finally:
+                    self.max_configs = cap
+        else:
+            self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        self._refine()
+
+    def _refine(self):
+        """Pattern search: move to the best neighbours of the leaders until nothing improves."""
         stale = 0
         while self.budget_left():
             ok = self.ranked()
