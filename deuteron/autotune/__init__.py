@@ -100,8 +100,10 @@ class Tuner:
         self.effort = effort if effort in EFFORT_BUDGETS else "quick"
         self.configs = configs
         self.gpu = entry.device.type == "cuda"
-        # candidates are screened in worker processes on a GPU (DEUTERON_AUTOTUNE_ISOLATE=1 forces it on the CPU)
-        self.isolate = self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ISOLATE") == "1"
+        # candidates are compiled and screened in worker processes on a GPU (DEUTERON_AUTOTUNE_ISOLATE=1 forces it
+        # on the CPU; =0 is the serial path: compile, then time, one config after the other in this process)
+        iso = os.environ.get("DEUTERON_AUTOTUNE_ISOLATE")
+        self.isolate = iso == "1" or (self.gpu and iso != "0")
         budget = EFFORT_BUDGETS[self.effort] if self.gpu else CPU_BUDGET
         self.max_configs = int(os.environ.get("DEUTERON_AUTOTUNE_MAX_CONFIGS", budget[0]))
         self.max_seconds = float(os.environ.get("DEUTERON_AUTOTUNE_SECONDS", budget[1]))

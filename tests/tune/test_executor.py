@@ -277,3 +277,33 @@ def test_autotune_compiles_its_configs_in_the_workers(monkeypatch):
     assert got and sorted(map(str, got)) == sorted(map(str, at.configs))
     assert not at.failed_configs and not built
     at.executor.close()
+
+
+def test_arg_specs_rebuild_tensors_from_a_seed():
+    from newt.tune import ArgSpec
+    base = torch.randn(10, 12)
+    view = base[2:, 3:].T
+    idx = torch.tensor([3, 1, 2])
+    s = [ArgSpec.of(view, seed=5), ArgSpec.of(idx), ArgSpec.of(7)]
+    a, b, c = [x.make("cpu") for x in s]
+    assert a.shape == view.shape and a.stride() == view.stride() and a.storage_offset() == view.storage_offset()
+    assert torch.equal(a, s[0].make("cpu"))  # the same seed, the same values
+    assert torch.equal(b, idx) and c == 7  # integer tensors (indices) are shipped, not invented
+
+
+@pytest.mark.gpu
+def test_time_tasks_run_on_gpu_workers():
+    from newt.tune import ArgSpec, KernelRef, TimeTask, visible_gpus
+    if not visible_gpus():
+        pytest.skip("no GPU")
+    x = torch.empty(1 << 20)
+    ref = KernelRef.of(F.scale_kernel)
+    tasks = [TimeTask(ref, [ArgSpec.of(x, 1), ArgSpec.of(x, 2), 1 << 20, 2.0], {"BLOCK": b, "num_warps": 4},
+                      grid=((1 << 20) // b,), use_cuda_graph=g) for b in (256, 1024) for g in (False, True)]
+    with LocalExecutor(compile_workers=1) as ex:
+        out = ex.map("newt.tune.tasks:time_task", tasks, "time")
+    assert all(r["status"] == "ok" and r["ms"] > 0 for r in out), out
+    assert {r["worker"] for r in out} <= {f"gpu{i}" for i in range(len(visible_gpus()))}
+    hopeless = TimeTask(ref, tasks[0].args, tasks[0].kwargs, grid=tasks[0].grid, cutoff_ms=1e-6)
+    with LocalExecutor(compile_workers=1) as ex:
+        assert ex.map("newt.tune.tasks:time_task", [hopeless], "time")[0]["status"] == "hopeless"
