@@ -17,7 +17,9 @@ of your own cluster with ``MALLOC_TRIM_THRESHOLD_=134217728`` too.
 
 A task past its timeout is reported ``timeout`` and the worker running it is
 restarted (Dask cannot interrupt a running task otherwise); a worker that
-dies makes its task ``crashed``.
+dies makes its task ``crashed``.  ``cancel`` releases every queued and running
+task; one already running finishes on its worker (its result is dropped) --
+a local cluster of this executor is shut down by ``close``.
 """
 
 from __future__ import annotations
