@@ -507,6 +507,13 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     except Exception as e:  # noqa: BLE001
         out["message"] = f"pruning the configs failed: {_short_error(e)}"
         return out
+    if dev == "cuda" and len(configs) > 1:  # compile them all first on newt.tune's workers (in parallel)
+        try:
+            for _ in at._compiled(configs, args, kwargs):
+                if should_stop is not None and should_stop():
+                    break  # closing the generator cancels every worker
+        except Exception:  # noqa: BLE001 - each config's own error is reported by the loop below
+            pass
     timings = {}
     for cfg in configs:
         if should_stop is not None and should_stop():

@@ -36,9 +36,12 @@ __all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
 
 #: effort -> (max configs, max seconds, seeds, search frontier width)
 EFFORT_BUDGETS = {
-    "quick": (72, 50.0, 14, 2),
+    "quick": (72, 15.0, 14, 2),
     "full": (480, 600.0, 48, 5),
 }
+#: effort -> the search: "pattern" (seeds, then the best neighbours), "de" (differential evolution, then
+#: pattern search), "surrogate" (differential evolution, a surrogate model, then pattern search)
+ALGORITHMS = {"quick": "pattern", "full": "surrogate"}
 CPU_BUDGET = (4, 120.0, 1, 1)
 
 
@@ -97,8 +100,10 @@ class Tuner:
         self.effort = effort if effort in EFFORT_BUDGETS else "quick"
         self.configs = configs
         self.gpu = entry.device.type == "cuda"
-        # candidates are screened in worker processes on a GPU (DEUTERON_AUTOTUNE_ISOLATE=1 forces it on the CPU)
-        self.isolate = self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ISOLATE") == "1"
+        # candidates are compiled and screened in worker processes on a GPU (DEUTERON_AUTOTUNE_ISOLATE=1 forces it
+        # on the CPU; =0 is the serial path: compile, then time, one config after the other in this process)
+        iso = os.environ.get("DEUTERON_AUTOTUNE_ISOLATE")
+        self.isolate = iso == "1" or (self.gpu and iso != "0")
         budget = EFFORT_BUDGETS[self.effort] if self.gpu else CPU_BUDGET
         self.max_configs = int(os.environ.get("DEUTERON_AUTOTUNE_MAX_CONFIGS", budget[0]))
         self.max_seconds = float(os.environ.get("DEUTERON_AUTOTUNE_SECONDS", budget[1]))
@@ -162,10 +167,40 @@ class Tuner:
     def budget_left(self) -> bool:
         return self.tested < self.max_configs and self.elapsed() < self.max_seconds
 
+    def algorithm(self) -> str:
+        a = os.environ.get("DEUTERON_AUTOTUNE_ALGORITHM") or ALGORITHMS.get(self.effort, "pattern")
+        return a if a in ("pattern", "de", "surrogate") else "pattern"
+
     def search(self):
         default = self.space.default()
         seeds = [default] + self.seed_configs(default)
-        self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        algo = self.algorithm()
+        if algo != "pattern" and (self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ALGORITHM")):
+            from .search import Genome, differential_evolution, surrogate_search
+            genome = Genome(self.space, self.rng)
+            pop = seeds[:max(8, min(self.n_seeds, self.max_configs // 4))]
+            while len(pop) < 8:
+                pop.append(self.space.random(self.rng))
+            room = self.max_configs
+            # the population search takes about half the budget, the model the rest, pattern search refines
+            self.max_configs = self.tested + max(len(pop), room // 2)
+            try:
+                pop = differential_evolution(self, genome, pop, generations=None if algo == "de" else 3)
+            finally:
+                self.max_configs = room
+            if algo == "surrogate":
+                cap = room
+                self.max_configs = min(room, self.tested + max(8, (room - self.tested) * 3 // 4))
+                try:
+                    surrogate_search(self, genome, pop, batch=max(4, self.width * 2))
+                finally:
+                    self.max_configs = cap
+        else:
+            self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        self._refine()
+
+    def _refine(self):
+        """Pattern search: move to the best neighbours of the leaders until nothing improves."""
         stale = 0
         while self.budget_left():
             ok = self.ranked()
@@ -333,8 +368,9 @@ class Tuner:
             except OSError:
                 pass
 
-    def check_and_time(self, cand: Candidate):
-        """Run on fresh arguments (outputs NaN-filled), compare with the oracle, then time."""
+    def check_and_time(self, cand: Candidate, timed_ms: float | None = None):
+        """Run on fresh arguments (outputs NaN-filled), compare with the oracle, then time (unless a worker
+        timed it already: ``timed_ms``)."""
         from ..errors import DeuteronError
         from .worker import classify
         args, kwargs = self.expected.fresh_args(self.poison)
@@ -358,7 +394,7 @@ class Tuner:
         if not ok:
             cand.status, cand.error = "wrong", f"does not match the eager reference: {msg}"
             return
-        cand.ms = self.time(cand.config, b)
+        cand.ms = timed_ms if timed_ms is not None else self.time(cand.config, b)
         cand.status = "ok"
 
     def time(self, cfg, b, rep: float | None = None) -> float:
@@ -389,21 +425,36 @@ class Tuner:
             ok.sort(key=lambda c: c.ms)
         return ok[0]
 
-    # ------------------------------------------------------------------ GPU: parallel screening
+    # ------------------------------------------------------------------ the executor: compile, screen, time
     def _start_pool(self):
+        """Compile workers (every core, no GPU) and one screening/timing worker per GPU (newt.tune)."""
+        from newt.tune import AdaptiveTimeout, get_executor, visible_gpus
+
         from ..runtime import cache_dir
-        from .workers import WorkerPool
         self.session = cache_dir() / "tune" / f"{os.getpid()}_{int(time.time() * 1000)}"
         self.session.mkdir(parents=True, exist_ok=True)
-        n = int(os.environ.get("DEUTERON_AUTOTUNE_WORKERS", min(16, max(1, (os.cpu_count() or 2) - 1))))
-        dev = self.entry.device
-        if dev.type != "cuda":
-            name = "cpu"
-        else:
-            name = "cuda" if dev.index is None else f"cuda:{dev.index}"
-        self.pool = WorkerPool(n, name, self.session / "workers.log", timeout=float(
-            os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120)))
-        self.pool.start()
+        n = os.environ.get("DEUTERON_AUTOTUNE_WORKERS")
+        opts = {}
+        kind = os.environ.get("NEWT_TUNE_CLUSTER") or "local"
+        if "://" not in kind and kind not in ("dask",):
+            kind = "local"
+            opts["log_path"] = self.session / "workers.log"
+            if n:
+                opts["compile_workers"] = int(n)
+            if self.gpu:
+                dev = self.entry.device
+                gpus = visible_gpus()
+                ng = int(os.environ.get("DEUTERON_AUTOTUNE_GPUS", "0") or 0) or len(gpus)
+                if dev.index is not None and ng == 1 and dev.index < len(gpus):
+                    opts["gpus"] = [gpus[dev.index]]
+                else:
+                    opts["gpus"] = gpus[:max(1, ng)]
+            else:
+                opts["gpus"] = []
+                opts["time_env"] = {"NEWT_INTERPRET": "1"}
+        self.pool = get_executor(kind, **opts)
+        self.compile_timeout = AdaptiveTimeout(float(os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120)))
+        self.time_timeout = float(os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120))
 
     def _cleanup(self):
         if self.session is None:
@@ -411,65 +462,112 @@ class Tuner:
         import shutil
         shutil.rmtree(self.session, ignore_errors=True)
 
-    def _args_file(self, k, prog, gen, host_locals):
+    def _tasks_of(self, c):
+        """The candidate's compile tasks and its screening/timing task (inputs made on the worker)."""
+        from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for
+        from newt.tune.tasks import default_target
+
         from ..kernel import _runtime_args
-        from .workers import save_args
-        import torch
-        args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
-        sig = []
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                sig.append((str(a.dtype), tuple(a.shape), tuple(a.stride()), a.storage_offset()))
-            else:
-                sig.append(repr(a))
-        key = hashlib.sha256(repr((k, sig)).encode()).hexdigest()[:20]
-        path = self._args_files.get(key)
-        if path is None:
-            path = self.session / f"args_{key}.pt"
-            save_args(path, args)
-            self._args_files[key] = path
-        return str(path)
+        from ..runtime import num_sms
+        compiles, launches = [], []
+        for gen, mod, prog, host_locals in c.launches:
+            file = mod.__file__
+            sha = hashlib.sha256(open(file, "rb").read()).hexdigest()  # noqa: SIM115
+            text = None if isinstance(self.pool, _local_types()) else open(file, encoding="utf-8").read()  # noqa: SIM115
+            args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
+            kw = dict(gen.constexprs)
+            if gen.needs_num_sms:
+                kw["_NUM_SMS"] = num_sms(self.entry.device)
+            if self.gpu:
+                try:
+                    kernel = getattr(mod, gen.kernel_name)
+                    compiles.append(compile_spec_for(kernel, args, kw, gen.num_warps, gen.num_stages,
+                                                     target=default_target(),
+                                                     ref=KernelRef(file, gen.kernel_name, sha, None, text)))
+                except Exception:  # noqa: BLE001 - the screening worker compiles it then
+                    compiles.append(None)
+            specs = [ArgSpec.of(a, seed=1000 + i) for i, a in enumerate(args)]
+            launches.append((KernelRef(file, gen.launch_name, sha, None, text), specs,
+                             {**kw, "num_warps": gen.num_warps, "num_stages": gen.num_stages}, None))
+        cut = None
+        ok = self.ranked()
+        if ok and self.gpu:
+            cut = ok[0].ms * float(os.environ.get("DEUTERON_AUTOTUNE_CUTOFF", "3"))
+        return compiles, TimeTask(launches[0][0], [], launches=launches, warmup=5, rep=25, cutoff_ms=cut,
+                                  label=str(c.config))
 
     def _evaluate_gpu(self, todo):
-        waiting = {}
-        for c in todo:
-            if c.duplicate_of is not None:
-                continue
-            c.screen_left = len(c.launches)
-            for i, (gen, mod, prog, host_locals) in enumerate(c.launches):
-                task = {"module": mod.__file__, "launch": gen.launch_name, "kernel": gen.kernel_name,
-                        "constexprs": gen.constexprs, "num_warps": gen.num_warps, "num_stages": gen.num_stages,
-                        "needs_num_sms": gen.needs_num_sms,
-                        "args": self._args_file(i, prog, gen, host_locals)}
-                tid = self.pool.submit(task)
-                waiting[tid] = c
-        done_unique = []
-        while waiting:
-            for tid, _task, res in self.pool.poll(timeout=0.2):
-                c = waiting.pop(tid, None)
-                if c is None or c.status != "pending":
-                    continue
-                st = res.get("status")
-                if st != "ok":
-                    c.status = st
-                    c.error = res.get("message")
-                    self._finish_one(c, done_unique)
-                    continue
-                c.screen_left -= 1
-                if c.screen_left == 0:
-                    try:
-                        self.check_and_time(c)
-                    except Exception as e:  # noqa: BLE001 - a fault in the main process: unrecoverable
-                        c.status, c.error = "fault", f"{type(e).__name__}: {e}"
-                        self._finish_one(c, done_unique)
-                        raise
-                    self._finish_one(c, done_unique)
-            if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
-                for tid, c in list(waiting.items()):
-                    if c.status == "pending":
-                        c.status, c.error = "timeout", "autotuning ran out of time"
-                        self._finish_one(c, done_unique)
-                    waiting.pop(tid, None)
+        """Compile every unique candidate on the compile workers; as a candidate's kernels are compiled,
+        screen and time it on a GPU worker; then check it against the oracle here."""
+        from newt.tune import COMPILE, TIME
+        uniq = [c for c in todo if c.duplicate_of is None]
+        compile_of = {}  # executor task id -> candidate
+        time_of = {}
+        waiting = {}  # candidate -> compile tasks left
+        entries = {}  # candidate -> compile results (bytes for workers that do not share the cache)
+        timing = {}
+        queue = []  # (candidate, [compile tasks]) not yet submitted (keep 2x slots in flight)
+        for c in uniq:
+            compiles, tt = self._tasks_of(c)
+            timing[c] = tt
+            entries[c] = []
+            real = [t for t in compiles if t is not None]
+            waiting[c] = len(real)
+            queue.append((c, real))
+        from newt.tune import install
+
+        def submit_time(c):
+            tt = timing[c]
+            if not self.pool.shared_cache:
+                tt.entries = entries[c]
+            time_of[self.pool.submit(TIME, tt, "time", self.time_timeout)] = c
+
+        done = []
+        slots = max(1, self.pool.compile_slots)
+        try:
+            while queue or compile_of or time_of:
+                while queue and len(compile_of) < 2 * slots:
+                    c, real = queue.pop(0)
+                    if not real:
+                        submit_time(c)
+                    for t in real:
+                        compile_of[self.pool.submit(COMPILE, t, "compile", self.compile_timeout.current())] = (c, t)
+                for tid, res in self.pool.poll(0.05):
+                    if tid in compile_of:
+                        c, t = compile_of.pop(tid)
+                        if c.status != "pending":
+                            continue
+                        if res.get("status") != "ok":
+                            c.status, c.error = res.get("status"), res.get("message")
+                            self._finish_one(c, done)
+                            continue
+                        self.compile_timeout.observe(res.get("seconds"))
+                        install(res, t.key)
+                        entries[c].append({"key": t.key, "entry": res.get("entry")})
+                        waiting[c] -= 1
+                        if waiting[c] == 0:
+                            submit_time(c)
+                    elif tid in time_of:
+                        c = time_of.pop(tid)
+                        if c.status != "pending":
+                            continue
+                        st = res.get("status")
+                        if st not in ("ok", "hopeless"):
+                            c.status, c.error = st, res.get("message")
+                            self._finish_one(c, done)
+                            continue
+                        self._check_screened(c, res)
+                        self._finish_one(c, done)
+                if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
+                    self.pool.cancel()
+                    for c in uniq:
+                        if c.status == "pending":
+                            c.status, c.error = "timeout", "autotuning ran out of time"
+                            self._finish_one(c, done)
+                    break
+        except BaseException:
+            self.pool.cancel()
+            raise
         for c in todo:
             if c.duplicate_of is not None:
                 self._copy_dup(c)
@@ -478,11 +576,27 @@ class Tuner:
                 c.status, c.error = "error", "never screened"
                 self.record(c)
 
+    def _check_screened(self, c, res):
+        """A candidate that ran on a worker: compare with the oracle here; its time is the worker's."""
+        if not self.gpu:
+            self.check_and_time(c)  # interpreted: timed here like the serial path
+            return
+        if res.get("status") == "hopeless":
+            c.status, c.error, c.ms = "hopeless", res.get("message"), None
+            return
+        ms = res.get("ms")
+        self.check_and_time(c, timed_ms=ms)
+
     def _finish_one(self, c, done):
         if c in done:
             return
         done.append(c)
         self.record(c)
+
+
+def _local_types():
+    from newt.tune import LocalExecutor, SerialExecutor
+    return (LocalExecutor, SerialExecutor)
 
 
 def _finite(x):

@@ -2,8 +2,10 @@
 
 The autotuner benchmarks every config (after pruning) the first time it sees
 a tuning key (the values of the ``key`` arguments plus the dtypes of the
-tensor arguments), keeps the fastest and launches it from then on.  All
-configs are compiled first (in parallel threads: NVRTC releases the GIL);
+tensor arguments), keeps the fastest and launches it from then on.  The
+configs compile in parallel -- in worker processes of the tuning executor
+(``newt.tune``) from 8 configs on, else in threads (NVRTC releases the GIL) --
+and each is timed as soon as it is compiled;
 configs that fail to compile (e.g. out of shared memory) or to run are
 skipped with the reason logged (logger ``newt.autotune``) and kept in
 ``kernel.failed_configs``.  ``NEWT_PRINT_AUTOTUNING=1`` prints each tuning
@@ -135,7 +137,8 @@ def _check_names(kind: str, fn, names, where: str):
 
 class Autotuner(KernelInterface):
     def __init__(self, fn, arg_names, configs, key, reset_to_zero=None, restore_value=None, pre_hook=None,
-                 post_hook=None, prune_configs_by=None, warmup=25, rep=100, do_bench=None, cache_results=False):
+                 post_hook=None, prune_configs_by=None, warmup=25, rep=100, do_bench=None, cache_results=False,
+                 use_cuda_graph=False, executor=None):
         self._init_from(fn)
         if not configs:
             configs = [Config({})]
@@ -162,12 +165,15 @@ class Autotuner(KernelInterface):
         self.num_rep = 100 if rep is None else rep
         self.user_do_bench = do_bench
         self.cache_results = cache_results
+        self.use_cuda_graph = bool(use_cuda_graph)
+        self.executor = executor  # None: "auto" (see _executor)
         self.cache: dict = {}  # tuning key -> Config
         self._launch_kw: dict = {}  # tuning key -> (Config, its launch kwargs)
         self.best_config: Config | None = None
         self.configs_timings: dict | None = None
         self.failed_configs: dict = {}  # Config -> reason (last tuning)
         self.bench_time = 0.0
+        self._benchmarked = False  # the last tuning ran benchmarks (reset_to_zero arguments are dirty)
         self._key_pos = [(self.arg_names.index(k), k) for k in self.keys]
         self._defaults = {n: p.default for n, p in self.signature.parameters.items()
                           if p.default is not p.empty}
@@ -232,6 +238,11 @@ class Autotuner(KernelInterface):
             config = self.cache.get(key)
             if config is None:
                 config = self._tune(key, args, kwargs, grid)
+                if self.reset_to_zero and self._benchmarked:
+                    # the tuning runs accumulated into these: the real launch starts from zero (as Triton)
+                    nargs = self._nargs(args, kwargs)
+                    for n in self.reset_to_zero:
+                        nargs[n].zero_()
             hit = self._launch_kw[key] = (config, config.all_kwargs())
             if not kwargs and self._key_fn is None:
                 self._key_fn = _key_function(self._key_pos, args)
@@ -280,6 +291,7 @@ class Autotuner(KernelInterface):
 
     def _tune(self, key, args, kwargs, grid):
         from . import cache
+        self._benchmarked = False
         if self.cache_results:
             dk = self._disk_key(key)
             hit = cache.get_cache().get_json(dk, "autotune")
@@ -301,13 +313,13 @@ class Autotuner(KernelInterface):
             best = pruned[0]
             timings = {best: None}
         else:
-            self._precompile(pruned, args, kwargs)
             timings = {}
-            for c in pruned:
+            self._benchmarked = True
+            for c in self._compiled(pruned, args, kwargs):  # as they compile: timing overlaps compilation
                 if c in self.failed_configs:
-                    timings[c] = [math.inf] * 3
                     continue
                 timings[c] = self._bench(c, args, kwargs, grid)
+            timings = {c: timings.get(c, [math.inf] * 3) for c in pruned}  # the configs' order, for ties
             ok = {c: t for c, t in timings.items() if math.isfinite(t[0])}
             if not ok:
                 reasons = "; ".join(f"{{{c}}}: {r}" for c, r in self.failed_configs.items())
@@ -336,6 +348,58 @@ class Autotuner(KernelInterface):
         self.failed_configs[config] = reason
         level = logging.INFO if isinstance(exc, OutOfResources) else logging.WARNING
         log.log(level, "newt autotune: %s: skipping config {%s}: %s", self.__name__, config, first)
+
+    def _executor(self, n: int):
+        """The tuning executor for ``n`` configs, or None to compile in threads of this process.
+
+        ``executor=`` of ``@newt.autotune`` (an executor, ``"local"``, ``"dask"``, ``"serial"``,
+        ``"threads"``); by default (``"auto"``) worker processes once there are ``NEWT_TUNE_MIN_CONFIGS``
+        (8) configs, or whenever ``NEWT_TUNE_CLUSTER`` / ``NEWT_TUNE_EXECUTOR`` ask for them."""
+        ex = self.executor if self.executor is not None else os.environ.get("NEWT_TUNE_AUTOTUNE", "auto")
+        if ex == "threads" or os.environ.get("NEWT_TUNE_WORKER") == "1":
+            return None
+        if ex == "auto":
+            explicit = os.environ.get("NEWT_TUNE_CLUSTER") or os.environ.get("NEWT_TUNE_EXECUTOR")
+            if not explicit and n < int(os.environ.get("NEWT_TUNE_MIN_CONFIGS", "8")):
+                return None
+            from newt.tune import shared_executor
+            return shared_executor()
+        from newt.tune import get_executor
+        if isinstance(ex, str):
+            self.executor = ex = get_executor(ex)
+        return ex
+
+    def _compiled(self, configs, args, kwargs):
+        """Yield the configs as they are compiled (failures recorded in ``failed_configs``, yielded too)."""
+        ex = None if self.is_interpreted() or len(configs) < 2 else self._executor(len(configs))
+        tasks = None
+        if ex is not None:
+            from newt.tune import compile_spec_for
+            tasks = []
+            for c in configs:
+                try:
+                    tasks.append(compile_spec_for(self.fn, args, {**c.kwargs, **kwargs}, c.num_warps, c.num_stages))
+                except Exception:  # noqa: BLE001 - a bad call: the in-process warm-up below raises it
+                    tasks.append(None)
+            if sum(t is not None for t in tasks) < 2:
+                tasks = None
+        if tasks is None:
+            self._precompile(configs, args, kwargs)
+            yield from configs
+            return
+        from newt.tune import AdaptiveTimeout, compile_stream
+        for i, res in compile_stream(tasks, ex, timeout=AdaptiveTimeout()):
+            c = configs[i]
+            st = res.get("status")
+            if st == "timeout":
+                self._skip(c, TimeoutError(f"compiling took longer than {res.get('seconds', 0):.3g} s"))
+            elif st == "crashed":
+                self._skip(c, RuntimeError(f"the compiler crashed: {res.get('message')}"))
+            else:
+                # compiled (now in the caches: this loads it), or failed there: compiling here reproduces the
+                # very exception the serial path raises, and classifies it the same way
+                self._precompile([c], args, kwargs)
+            yield c
 
     def _precompile(self, configs, args, kwargs):
         """Compile every config (threads: NVRTC runs outside the GIL); failures are recorded."""
@@ -379,6 +443,9 @@ class Autotuner(KernelInterface):
                 t = self.user_do_bench(call, quantiles=(0.5, 0.2, 0.8))
             elif self.is_interpreted():
                 t = _cpu_time(call)
+            elif self.use_cuda_graph:
+                from newt.tune.bench import bench
+                t = bench(call, warmup=self.num_warmup, rep=self.num_rep, use_cuda_graph=True)["quantiles"]
             else:
                 from newt.testing import do_bench
                 t = do_bench(call, warmup=self.num_warmup, rep=self.num_rep, quantiles=(0.5, 0.2, 0.8))
@@ -477,19 +544,23 @@ def _print_autotuning() -> bool:
 
 
 def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None, pre_hook=None,
-             post_hook=None, warmup=None, rep=None, do_bench=None, cache_results=False, use_cuda_graph=False):
+             post_hook=None, warmup=None, rep=None, do_bench=None, cache_results=False, use_cuda_graph=False,
+             executor=None):
     """Decorate a ``@newt.jit`` kernel to autotune it over ``configs`` per value of the ``key`` arguments.
 
     ``prune_configs_by={"perf_model": f, "top_k": k, "early_config_prune": g}``;
     ``reset_to_zero``/``restore_value``: argument names zeroed before / restored
-    after each benchmark run; ``cache_results=True`` keeps the winners on disk.
+    after each benchmark run (``reset_to_zero`` ones are zeroed again before the launch that follows
+    tuning); ``cache_results=True`` keeps the winners on disk; ``use_cuda_graph=True`` times replays of a
+    CUDA graph (launch-bound kernels); ``executor``: where configs compile (see :mod:`newt.tune`).
     """
     def decorator(fn):
         if not getattr(fn, "__newt_jit__", False):
             raise TypeError("@newt.autotune must decorate a @newt.jit function (put @newt.jit below it)")
         return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
                          post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
-                         do_bench=do_bench, cache_results=cache_results)
+                         do_bench=do_bench, cache_results=cache_results, use_cuda_graph=use_cuda_graph,
+                         executor=executor)
     return decorator
 
 

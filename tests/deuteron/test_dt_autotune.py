@@ -320,3 +320,66 @@ def test_explicit_autotune_searches_only_the_given_configs(monkeypatch):
     reports = [e for e in ev if e["kind"] == "report"]
     assert sorted(r["status"] for r in reports) == ["ok", "wrong", "wrong"]
     assert cfg.tunables == {"bug": False} and cfg.block_sizes == [32]
+
+
+# -- the searches (issue 12): differential evolution and the surrogate, on the interpreter ---------------
+
+
+@dt.kernel
+def _search_softmax(x):
+    out = torch.empty_like(x)
+    for tile in dt.tile(x.size(0)):
+        out[tile, :] = torch.softmax(x[tile, :], dim=-1)
+    return out
+
+
+
+
+@pytest.mark.parametrize("algorithm", ["de", "surrogate"])
+def test_population_and_model_guided_searches_find_a_correct_config(monkeypatch, tmp_path, algorithm):
+    if algorithm == "surrogate":
+        pytest.importorskip("sklearn")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_CACHE", "0")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_ALGORITHM", algorithm)
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "14")
+    log = tmp_path / "log.jsonl"
+    _search_softmax.autotune_log = str(log)
+    try:
+        x = torch.randn(48, 40)
+        ev = []
+        cfg = _search_softmax.autotune(x, effort="full", callback=ev.append, force=True)
+    finally:
+        _search_softmax.autotune_log = None
+    lines = [json.loads(s) for s in log.read_text().splitlines()]
+    keys = [json.dumps(e["config"], sort_keys=True) for e in lines]
+    assert len(keys) == len(set(keys))  # no config evaluated twice
+    assert 8 <= len(lines) <= 14
+    assert any(e["status"] == "ok" for e in lines)
+    torch.testing.assert_close(_search_softmax(x), torch.softmax(x, dim=-1))
+    assert cfg is not None
+
+
+def test_genome_round_trips_and_mutants_stay_feasible():
+    import random
+
+    from deuteron.autotune.search import Genome
+    x = torch.randn(48, 40)
+    captured = {}
+    from deuteron import autotune as at
+    real = at.Tuner.__init__
+
+    def grab(self, kernel, entry, bound, *a, **k):
+        captured["space"] = entry.space
+        real(self, kernel, entry, bound, *a, **k)
+    import unittest.mock as um
+    with um.patch.object(at.Tuner, "__init__", grab), um.patch.dict(os.environ, {"DEUTERON_AUTOTUNE_CACHE": "0"}):
+        _search_softmax.autotune(x, force=True)
+    space = captured["space"]
+    rng = random.Random(0)
+    g = Genome(space, rng)
+    d = space.default()
+    assert g.decode(g.encode(d)) == d
+    pts = [g.encode(space.random(rng)) for _ in range(6)]
+    for _ in range(30):
+        m = g.decode(g.mutant(*pts[:4]))
+        assert m is None or space.feasible(m)

@@ -299,3 +299,36 @@ def test_hot_path_launches_like_the_general_path(gpu):
     assert len(gpu.launches) == n + 2 and b.calls == 4
     with pytest.raises(TypeError, match="the grid is given by"):
         k[grid](x, x, x, 1024, grid=(1,))
+
+
+@newt.jit(interpret=True)
+def _splitk_sum(x_ptr, out_ptr, n, BLOCK: nl.constexpr, SPLIT: nl.constexpr):
+    # SPLIT programs each add their share of x into out[0] (split-K style accumulation)
+    pid = nl.program_id(0)
+    acc = nl.zeros((BLOCK,), dtype=nl.float32)
+    for start in range(pid * BLOCK, n, BLOCK * SPLIT):
+        offs = start + nl.arange(0, BLOCK)
+        acc += nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    nl.atomic_add(out_ptr, nl.sum(acc, axis=0))
+
+
+def test_reset_to_zero_zeroes_again_before_the_launch_after_tuning():
+    """The tuning runs accumulate into out; the launch that follows starts from zero (as Triton)."""
+    k = newt.autotune([newt.Config({"BLOCK": 32, "SPLIT": s}) for s in (2, 4, 8)], key=["n"],
+                      reset_to_zero=["out_ptr"])(_splitk_sum)
+    x = torch.arange(1000, dtype=torch.float32) / 100
+    out = torch.zeros(1, dtype=torch.float32)
+    k[lambda m: (m["SPLIT"],)](x, out, 1000)
+    assert len(k.configs_timings) == 3  # three configs ran (each adding the sum into out) before this launch
+    torch.testing.assert_close(out, x.sum().reshape(1))
+    # a tuned key: no tuning, no reset (reset_to_zero is for the tuning runs, as in Triton)
+    k[lambda m: (m["SPLIT"],)](x, out, 1000)
+    torch.testing.assert_close(out, 2 * x.sum().reshape(1))
+
+
+def test_reset_to_zero_without_tuning_runs_leaves_the_argument_alone():
+    k = newt.autotune([newt.Config({"BLOCK": 32, "SPLIT": 2})], key=["n"], reset_to_zero=["out_ptr"])(_splitk_sum)
+    x = torch.ones(100)
+    out = torch.full((1,), 5.0)
+    k[lambda m: (m["SPLIT"],)](x, out, 100)
+    torch.testing.assert_close(out, torch.tensor([105.0]))

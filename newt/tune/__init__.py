@@ -1,0 +1,30 @@
+"""newt's tuning executor, shared by ``@newt.autotune``, deuteron's searches and the editor.
+
+Compilation needs no GPU, so candidates compile on every core (and on every
+machine of a Dask cluster); only timing needs a GPU, and it runs on every
+visible GPU, one worker per device.  See docs/tuning.md.
+
+* :func:`get_executor` -- ``serial``, ``local`` (worker processes; default),
+  ``dask`` / ``tcp://scheduler:8786`` (``NEWT_TUNE_CLUSTER``);
+* :class:`CompileTask` / :func:`compile_spec_for` -- one specialization to
+  compile, computed from real arguments; :func:`compile_stream` -- compile
+  many, installing the cubins as they arrive;
+* :class:`TimeTask` / :class:`ArgSpec` -- timing on a GPU worker, inputs made
+  there from a seed;
+* :class:`AdaptiveTimeout`, :class:`TuneProgress`, :func:`classify`.
+"""
+
+from __future__ import annotations
+
+from .classify import FAILED, STATUSES, classify
+from .executor import (Executor, LocalExecutor, SerialExecutor, cpu_count, get_executor, register_executor,
+                       visible_gpus)
+from .pipeline import compile_all, compile_stream, shared_executor
+from .progress import TuneProgress
+from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, install
+from .timeouts import AdaptiveTimeout
+
+__all__ = ["Executor", "SerialExecutor", "LocalExecutor", "get_executor", "register_executor", "visible_gpus",
+           "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for", "install",
+           "compile_stream", "compile_all", "shared_executor", "AdaptiveTimeout", "TuneProgress", "classify",
+           "STATUSES", "FAILED", "COMPILE", "TIME"]

@@ -1,0 +1,296 @@
+"""The tuning executor: where compile and timing tasks run.
+
+One interface, three implementations:
+
+* :class:`SerialExecutor` -- in this process, one task at a time (the
+  reference path; no timeouts);
+* :class:`LocalExecutor` -- worker processes on this machine: compile workers
+  (one per core by default, ``NEWT_TUNE_WORKERS``; they never touch the GPU)
+  and one timing worker per visible GPU, pinned with ``CUDA_VISIBLE_DEVICES``;
+* :class:`newt.tune.cluster.DaskExecutor` -- a ``distributed.Client`` (an
+  existing cluster, ``NEWT_TUNE_CLUSTER=tcp://host:8786``, or a local one):
+  compile tasks on workers with the ``compile`` resource, timing tasks on
+  workers with the ``GPU`` resource.
+
+A task is ``(function reference, argument)``: ``"module:function"`` and a
+picklable argument; its result is a dict with a ``status`` (see
+:mod:`newt.tune.classify`).  ``submit`` returns a task id, ``poll`` returns
+``[(task id, result)]`` as tasks finish, ``cancel`` stops every worker.
+Another engine (Ray: ``ray.remote(num_gpus=1)`` for timing tasks) plugs in by
+subclassing :class:`Executor` and registering a factory with
+:func:`register_executor`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .classify import classify
+
+__all__ = ["Executor", "SerialExecutor", "LocalExecutor", "get_executor", "register_executor", "visible_gpus",
+           "cpu_count"]
+
+
+def cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def visible_gpus() -> list[str]:
+    """The device ids a timing worker can be pinned to (entries of ``CUDA_VISIBLE_DEVICES``)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        ids = [x.strip() for x in env.split(",") if x.strip()]
+        if ids and ids[0].startswith("-"):
+            return []
+    else:
+        ids = None
+    try:
+        from newt.runtime import driver
+        if not driver.has_gpu():
+            return []
+        import torch
+        n = torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no torch / no driver: no GPU
+        return []
+    if ids is None:
+        return [str(i) for i in range(n)]
+    return ids[:n]
+
+
+class Executor:
+    """Where tuning tasks run.  Subclasses implement ``submit``, ``poll``, ``pending``, ``cancel``, ``close``."""
+
+    name = "executor"
+    #: how many compile / timing tasks run at once
+    compile_slots = 1
+    time_slots = 1
+    #: whether workers see this process's disk cache (else compile results must be installed from bytes)
+    shared_cache = True
+
+    def submit(self, ref: str, arg, kind: str = "compile", timeout: float | None = None) -> int:
+        raise NotImplementedError
+
+    def poll(self, timeout: float = 0.1) -> list:
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.compile_slots} compile, {self.time_slots} timing"
+
+    def map(self, ref: str, args, kind: str = "compile", timeout=None, on_result=None, should_stop=None) -> list:
+        """Run ``ref(arg)`` for every argument; results in order.  ``timeout``: seconds, or an object with
+        ``current()`` and ``observe(seconds)`` (:class:`newt.tune.timeouts.AdaptiveTimeout`), read when each
+        task is submitted.  ``on_result(index, result)`` as they finish; ``should_stop()`` cancels the rest
+        (their results say ``cancelled``).  Keeps at most twice the slots in flight, so that an adapted
+        timeout applies to the tasks that follow."""
+        args = list(args)
+        out: list = [None] * len(args)
+        ids: dict = {}
+        slots = max(1, self.compile_slots if kind == "compile" else self.time_slots)
+        nxt = 0
+        try:
+            while nxt < len(args) or ids:
+                if should_stop is not None and should_stop():
+                    self.cancel()
+                    for i in list(ids.values()) + list(range(nxt, len(args))):
+                        out[i] = {"status": "cancelled", "message": "cancelled"}
+                    return out
+                while nxt < len(args) and len(ids) < 2 * slots:
+                    to = timeout.current() if hasattr(timeout, "current") else timeout
+                    ids[self.submit(ref, args[nxt], kind, to)] = nxt
+                    nxt += 1
+                for tid, res in self.poll(0.05):
+                    i = ids.pop(tid, None)
+                    if i is None:
+                        continue
+                    out[i] = res
+                    if hasattr(timeout, "observe") and res.get("status") == "ok":
+                        timeout.observe(res.get("seconds"))
+                    if on_result is not None:
+                        on_result(i, res)
+        except BaseException:
+            self.cancel()
+            raise
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            self.cancel()
+        self.close()
+
+
+class SerialExecutor(Executor):
+    """Every task in this process, in order (the reference path: results must match the parallel ones)."""
+
+    name = "serial"
+
+    def __init__(self):
+        self._queue: list = []
+        self._next = 0
+
+    def submit(self, ref, arg, kind="compile", timeout=None) -> int:
+        tid = self._next
+        self._next += 1
+        self._queue.append((tid, ref, arg))
+        return tid
+
+    def poll(self, timeout: float = 0.1) -> list:
+        from .worker import run_call
+        if not self._queue:
+            return []
+        tid, ref, arg = self._queue.pop(0)
+        res = run_call(ref, arg)
+        res["worker"] = "main"
+        return [(tid, res)]
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def cancel(self):
+        self._queue.clear()
+
+    def close(self):
+        self._queue.clear()
+
+
+class LocalExecutor(Executor):
+    """Worker processes on this machine (started on first use, kept until ``close``)."""
+
+    name = "local"
+
+    def __init__(self, compile_workers: int | None = None, gpus=None, log_path=None, compile_env: dict | None = None,
+                 time_env: dict | None = None):
+        n = compile_workers or int(os.environ.get("NEWT_TUNE_WORKERS", "0") or 0) or cpu_count()
+        self.compile_slots = max(1, n)
+        self.gpus = visible_gpus() if gpus is None else [str(g) for g in gpus]
+        self.time_slots = max(1, len(self.gpus))
+        self.log_path = log_path
+        # compile workers never take a GPU (nor its memory); they compile for the target they are given
+        self.compile_env = {"CUDA_VISIBLE_DEVICES": "", **(compile_env or {})}
+        self.time_env = dict(time_env or {})
+        self._pools: dict = {}
+        self._owner: dict = {}  # our task id -> (pool kind, pool task id)
+        self._back: dict = {}  # (pool kind, pool task id) -> our task id
+        self._next = 0
+        self._done: list = []
+
+    def _pool(self, kind: str):
+        from .workers import ProcessPool
+        p = self._pools.get(kind)
+        if p is None:
+            if kind == "compile":
+                p = ProcessPool(self.compile_slots, self.log_path, None, envs=[self.compile_env] * self.compile_slots,
+                                name="compile")
+            else:
+                if not self.gpus:
+                    p = ProcessPool(1, self.log_path, None, envs=[self.time_env], name="time")
+                else:
+                    p = ProcessPool(len(self.gpus), self.log_path, None,
+                                    envs=[{**self.time_env, "CUDA_VISIBLE_DEVICES": g} for g in self.gpus], name="gpu")
+            p.start()
+            self._pools[kind] = p
+        return p
+
+    def submit(self, ref, arg, kind="compile", timeout=None) -> int:
+        kind = "compile" if kind == "compile" else "time"
+        p = self._pool(kind)
+        ptid = p.submit((ref, arg), timeout=timeout)
+        tid = self._next
+        self._next += 1
+        self._owner[tid] = (kind, ptid)
+        self._back[(kind, ptid)] = tid
+        return tid
+
+    def poll(self, timeout: float = 0.1) -> list:
+        out, self._done = self._done, []
+        pools = list(self._pools.items())
+        busy = [(k, p) for k, p in pools if p.pending()]
+        for i, (kind, p) in enumerate(busy):
+            for ptid, _task, res in p.poll(timeout if i == 0 and not out else 0):
+                tid = self._back.pop((kind, ptid), None)
+                if tid is not None:
+                    self._owner.pop(tid, None)
+                    out.append((tid, res))
+        if not busy and not out and timeout:
+            time.sleep(min(timeout, 0.01))
+        return out
+
+    def pending(self) -> int:
+        return len(self._owner)
+
+    def running(self) -> list:
+        return [r for p in self._pools.values() for r in p.running()]
+
+    def cancel(self):
+        for kind, p in self._pools.items():
+            for ptid in p.cancel():
+                tid = self._back.pop((kind, ptid), None)
+                if tid is not None:
+                    self._owner.pop(tid, None)
+                    self._done.append((tid, {"status": "cancelled", "message": "cancelled"}))
+        self._pools.clear()
+
+    def close(self):
+        for p in self._pools.values():
+            p.close()
+        self._pools.clear()
+
+
+_FACTORIES: dict = {}
+
+
+def register_executor(name: str, factory):
+    """``get_executor(name)`` calls ``factory(**options)`` (e.g. a Ray executor)."""
+    _FACTORIES[name] = factory
+
+
+def get_executor(kind=None, **options) -> Executor:
+    """An executor from an argument or the environment.
+
+    ``kind``: an :class:`Executor` (returned as is), ``"serial"``, ``"local"``, ``"dask"`` (a local Dask
+    cluster unless ``address=``), a scheduler address (``"tcp://host:8786"``) or a registered name.  Without
+    one: ``NEWT_TUNE_CLUSTER`` (a scheduler address, or ``local`` for a local Dask cluster), else
+    ``NEWT_TUNE_EXECUTOR`` (``serial`` / ``local``), else ``local``."""
+    if isinstance(kind, Executor):
+        return kind
+    if kind is None:
+        cl = os.environ.get("NEWT_TUNE_CLUSTER")
+        if cl and os.environ.get("NEWT_TUNE_WORKER") != "1":
+            kind = cl if "://" in cl else "dask"
+            if "://" not in cl and cl not in ("local", "dask"):
+                options.setdefault("address", cl)
+        else:
+            kind = os.environ.get("NEWT_TUNE_EXECUTOR", "local")
+    if isinstance(kind, str) and "://" in kind:
+        options.setdefault("address", kind)
+        kind = "dask"
+    if kind == "serial":
+        return SerialExecutor()
+    if kind == "local":
+        return LocalExecutor(**options)
+    if kind == "dask":
+        from .cluster import DaskExecutor
+        return DaskExecutor(**options)
+    if kind in _FACTORIES:
+        return _FACTORIES[kind](**options)
+    raise ValueError(f"newt.tune: unknown executor {kind!r} (serial, local, dask, a tcp:// scheduler address"
+                     + (", " + ", ".join(sorted(_FACTORIES)) if _FACTORIES else "") + ")")
+
+
+def _failed(e) -> dict:
+    return classify(e)

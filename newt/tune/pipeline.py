@@ -1,0 +1,100 @@
+"""Compiling many candidates through an executor, as they finish.
+
+:func:`compile_stream` submits every :class:`~newt.tune.tasks.CompileTask`,
+keeps at most twice the executor's compile slots in flight (so an adapted
+timeout applies to the rest), installs each compiled entry into this
+process's caches under the main process's key, and yields ``(index,
+result)`` in completion order -- the caller times one candidate while the
+workers compile the next ones (compile and timing overlap).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from .tasks import COMPILE, install
+
+__all__ = ["compile_stream", "compile_all", "shared_executor"]
+
+_SHARED = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_executor():
+    """The process's local executor for ``@newt.autotune`` (started on first use, closed at exit)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            from .executor import get_executor
+            _SHARED = get_executor()
+            atexit.register(_close_shared)
+        return _SHARED
+
+
+def _close_shared():
+    global _SHARED
+    ex, _SHARED = _SHARED, None
+    if ex is not None:
+        try:
+            ex.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def compile_stream(tasks, executor, timeout=None, should_stop=None):
+    """Yield ``(index, result)`` for every task as it finishes (a None task yields ``{"status": "local"}``:
+    the caller compiles it itself).  ``timeout``: seconds or an :class:`~newt.tune.timeouts.AdaptiveTimeout`.
+    ``should_stop()`` cancels what is left (``cancelled`` results).  KeyboardInterrupt cancels every task."""
+    tasks = list(tasks)
+    todo = []
+    for i, t in enumerate(tasks):
+        if t is None:
+            yield i, {"status": "local"}
+        else:
+            todo.append(i)
+    ids: dict = {}
+    slots = max(1, executor.compile_slots)
+    nxt = 0
+    try:
+        while nxt < len(todo) or ids:
+            if should_stop is not None and should_stop():
+                executor.cancel()
+                left = list(ids.values()) + todo[nxt:]
+                ids.clear()
+                nxt = len(todo)
+                for i in left:
+                    yield i, {"status": "cancelled", "message": "cancelled"}
+                return
+            while nxt < len(todo) and len(ids) < 2 * slots:
+                i = todo[nxt]
+                to = timeout.current() if hasattr(timeout, "current") else timeout
+                ids[executor.submit(COMPILE, tasks[i], "compile", to)] = i
+                nxt += 1
+            for tid, res in executor.poll(0.05):
+                i = ids.pop(tid, None)
+                if i is None:
+                    continue
+                if res.get("status") == "ok":
+                    if hasattr(timeout, "observe"):
+                        timeout.observe(res.get("seconds"))
+                    key = tasks[i].key
+                    if key is not None and res.get("key") not in (None, key):
+                        res["key_mismatch"] = res.get("key")  # e.g. the file's path differs on that machine
+                    res["installed"] = install(res, key)
+                    res.pop("entry", None)
+                yield i, res
+    except BaseException:
+        executor.cancel()
+        raise
+
+
+def compile_all(tasks, executor, timeout=None, should_stop=None, on_result=None) -> list:
+    """Every task's result, in order (see :func:`compile_stream`)."""
+    tasks = list(tasks)
+    out: list = [None] * len(tasks)
+    for i, res in compile_stream(tasks, executor, timeout, should_stop):
+        out[i] = res
+        if on_result is not None:
+            on_result(i, res)
+    return out

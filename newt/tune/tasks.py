@@ -1,0 +1,371 @@
+"""What the workers run: compiling one specialization, timing one launch.
+
+A :class:`CompileTask` names the kernel by reference (:class:`KernelRef`: the
+module's file, its text's hash and the function's qualified name -- the
+worker imports the file, so helpers and constants resolve as in the main
+process) and carries the specialization the main process computed from the
+real arguments (argument types, constexprs, divisibility hints), the target
+and the options.  The worker compiles it with newt's pipeline (NVRTC; no GPU
+needed), which also writes the content-addressed disk cache, and returns the
+cache entry as bytes so that a worker on another machine needs no shared
+directory: :func:`install` puts it into this process's caches.
+
+A :class:`TimeTask` launches a function by reference on arguments made on the
+worker (:class:`ArgSpec`: floating-point tensors from a seed, integer tensors
+-- which may be indices -- shipped), screens it (one launch and a
+synchronize: a fault stays in the worker) and times it
+(:func:`newt.tune.bench.bench`: early stop for hopeless configs, optional CUDA
+graph).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+
+__all__ = ["KernelRef", "CompileTask", "ArgSpec", "TimeTask", "compile_task", "time_task", "install",
+           "compile_spec_for", "COMPILE", "TIME"]
+
+COMPILE = "newt.tune.tasks:compile_task"
+TIME = "newt.tune.tasks:time_task"
+
+
+class KernelRef:
+    """A module-level function of a ``.py`` file, findable from another process."""
+
+    __slots__ = ("file", "qualname", "sha", "module", "text")
+
+    def __init__(self, file: str, qualname: str, sha: str | None = None, module: str | None = None,
+                 text: str | None = None):
+        self.file = file
+        self.qualname = qualname
+        self.sha = sha
+        self.module = module
+        self.text = text  # shipped to workers that do not have the file (another machine)
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, d):
+        for k in self.__slots__:
+            setattr(self, k, d.get(k))
+
+    def __repr__(self):
+        return f"KernelRef({self.file}:{self.qualname})"
+
+    @classmethod
+    def of(cls, obj, with_text: bool = False) -> "KernelRef | None":
+        """The reference of a jit function (or any function) defined at the top level of a file; None for
+        closures, ``exec``'d code and the interactive prompt (those compile in the main process)."""
+        fn = getattr(obj, "fn", obj)
+        qn = getattr(obj, "__qualname__", None) or getattr(fn, "__qualname__", None)
+        modname = getattr(obj, "__module__", None) or getattr(fn, "__module__", None)
+        if not qn or "<" in qn:
+            return None
+        mod = sys.modules.get(modname)
+        file = getattr(mod, "__file__", None) or getattr(getattr(fn, "__code__", None), "co_filename", None)
+        if not file or not file.endswith(".py") or not os.path.isfile(file):
+            return None
+        if mod is not None:  # the name must lead to this very object
+            cur = mod
+            for part in qn.split("."):
+                cur = getattr(cur, part, None)
+            for _ in range(8):  # an @autotune / @heuristics wrapper over this jit function names it too
+                if cur is obj or cur is None:
+                    break
+                cur = getattr(cur, "fn", None) if type(cur).__name__ in ("Autotuner", "Heuristics") else None
+            if cur is not obj:
+                return None
+        try:
+            with open(file, "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        return cls(os.path.abspath(file), qn, hashlib.sha256(data).hexdigest(), modname,
+                   data.decode("utf-8", "replace") if with_text else None)
+
+
+_MODULES: dict = {}
+
+
+def _load_module(ref: KernelRef):
+    key = (ref.file, ref.sha)
+    mod = _MODULES.get(key)
+    if mod is not None:
+        return mod
+    path = ref.file
+    ok = False
+    try:
+        with open(path, "rb") as f:
+            ok = ref.sha is None or hashlib.sha256(f.read()).hexdigest() == ref.sha
+    except OSError:
+        ok = False
+    if not ok:
+        if ref.text is None:
+            raise FileNotFoundError(f"newt tuning worker: {path} is missing here or differs from the main "
+                                    "process's (ship its text: KernelRef.of(fn, with_text=True))")
+        d = os.path.join(tempfile.gettempdir(), f"newt-tune-src-{(ref.sha or 'x')[:16]}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, os.path.basename(ref.file))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(ref.text)
+    # the module's own name when it imports cleanly as that file (so its imports of siblings work);
+    # else a private name, so that ``if __name__ == "__main__":`` blocks do not run
+    m = None
+    if ref.module and ref.module != "__main__" and ok:
+        try:
+            m = importlib.import_module(ref.module)
+            if os.path.abspath(getattr(m, "__file__", "") or "") != os.path.abspath(path):
+                m = None
+        except Exception:  # noqa: BLE001 - fall back to loading the file
+            m = None
+    if m is None:
+        name = "__newt_tune__" + hashlib.sha256(path.encode()).hexdigest()[:12]
+        d = os.path.dirname(path)
+        if d not in sys.path:
+            sys.path.insert(0, d)
+        spec = importlib.util.spec_from_file_location(name, path)
+        m = importlib.util.module_from_spec(spec)
+        sys.modules[name] = m
+        spec.loader.exec_module(m)
+    _MODULES[key] = m
+    return m
+
+
+def resolve_ref(ref: KernelRef):
+    obj = _load_module(ref)
+    for part in ref.qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _jit_base(fn):
+    from newt.runtime.compiler import _unwrap
+    return _unwrap(fn)
+
+
+class CompileTask:
+    """One specialization of one kernel to compile (picklable)."""
+
+    def __init__(self, ref: KernelRef, arg_types: dict, constexprs: dict, hints: dict, target: str,
+                 num_warps: int, num_stages: int, debug: bool = False, key: str | None = None, label=None):
+        self.ref = ref
+        self.arg_types = arg_types
+        self.constexprs = constexprs
+        self.hints = hints
+        self.target = target
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.debug = debug
+        self.key = key  # the main process's cache key
+        self.label = label
+
+    def __repr__(self):
+        return f"CompileTask({self.ref.qualname} {self.constexprs} w{self.num_warps} s{self.num_stages})"
+
+
+def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, target: str | None = None,
+                     ref: KernelRef | None = None, label=None, with_text: bool = False) -> CompileTask | None:
+    """The :class:`CompileTask` of launching ``kernel(*args, **kwargs)`` with these options (``kwargs`` holds
+    constexpr values; ``@newt.heuristics`` wrappers are applied like at launch).  None when the kernel cannot
+    be found from another process."""
+    from newt.runtime import compiler
+    from newt.runtime import specialize as sp
+    kwargs = dict(kwargs)
+    fn = kernel
+    nargs = None
+    while type(fn).__name__ in ("Autotuner", "Heuristics"):
+        if type(fn).__name__ == "Heuristics":
+            if nargs is None:
+                nargs = dict(zip(fn.arg_names, args))
+                nargs.update(kwargs)
+            for name, heur in fn.values.items():
+                v = heur(nargs)
+                kwargs[name] = v
+                nargs[name] = v
+        fn = fn.fn
+    base = _jit_base(fn)
+    for opt in ("num_warps", "num_stages"):
+        if opt in kwargs and opt not in base.arg_names:
+            v = kwargs.pop(opt)
+            if opt == "num_warps":
+                num_warps = v
+            else:
+                num_stages = v
+    ref = ref or KernelRef.of(base, with_text=with_text)
+    if ref is None:
+        return None
+    spec = sp.specialize(base, tuple(args), kwargs)
+    if target is None:
+        target = default_target()
+    debug = bool(getattr(base, "debug", False))
+    key = compiler.cache_key(base, spec.arg_types, spec.constexprs, spec.divisibility, target, num_warps,
+                             num_stages, debug, fingerprint=base.fingerprint())
+    return CompileTask(ref, dict(spec.arg_types), dict(spec.constexprs), dict(spec.divisibility), target,
+                       int(num_warps), int(num_stages), debug, key, label)
+
+
+def default_target() -> str:
+    """The current GPU's target, else ``NEWT_TARGET`` (default sm_90a)."""
+    from newt.runtime import driver
+    from newt.runtime.jit import default_target as dt
+    if driver.has_gpu():
+        return driver.device_info(driver.current_device_fn()()).target
+    return dt()
+
+
+def compile_task(task: CompileTask) -> dict:
+    """Worker side: compile and return the cache entry (``key``, ``entry`` bytes, registers, spills)."""
+    from newt.runtime import cache, compiler
+    base = _jit_base(resolve_ref(task.ref))
+    ck = compiler.compile_specialization(base, task.arg_types, task.constexprs, task.hints, task.target,
+                                         task.num_warps, task.num_stages, task.debug,
+                                         fingerprint=base.fingerprint())
+    meta, blobs = ck.to_entry()
+    md = ck.metadata
+    return {"status": "ok", "key": ck.cache_key, "entry": cache.encode(ck.cache_key, meta, blobs),
+            "n_regs": md.get("n_regs"), "n_spills": md.get("n_spills"), "shared": md.get("shared"),
+            "compile_seconds": md.get("compile_seconds")}
+
+
+def install(result: dict, key: str | None = None) -> str | None:
+    """Main side: put a compile result's entry into the memory and disk caches under ``key`` (default the
+    worker's).  Returns the key, or None if the entry does not decode."""
+    from newt.runtime import cache, compiler
+    data = result.get("entry")
+    if not data:
+        return None
+    try:
+        meta, blobs = cache.decode(data)
+    except Exception:  # noqa: BLE001 - a damaged entry: the main process compiles instead
+        return None
+    key = key or result.get("key")
+    if key is None:
+        return None
+    if key not in compiler._MEMORY:
+        ck = compiler.CompiledKernel.from_entry(key, meta, blobs)
+        compiler._MEMORY[key] = ck
+        d = cache.get_cache()
+        if d.enabled and not d.path(key).exists():
+            d.put(key, meta, blobs)
+    return key
+
+
+# ---------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------
+
+
+class ArgSpec:
+    """A launch argument as the worker makes it: a tensor of this shape/strides/dtype filled from ``seed``
+    (floating point) or with ``data`` (integers and booleans, e.g. indices), or a plain value."""
+
+    __slots__ = ("kind", "dtype", "shape", "stride", "offset", "storage", "seed", "data", "value", "fill")
+
+    def __init__(self, kind, value=None, dtype=None, shape=None, stride=None, offset=0, storage=0, seed=0,
+                 data=None, fill=None):
+        self.kind = kind
+        self.value = value
+        self.dtype = dtype
+        self.shape = shape
+        self.stride = stride
+        self.offset = offset
+        self.storage = storage
+        self.seed = seed
+        self.data = data
+        self.fill = fill
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, d):
+        for k in self.__slots__:
+            setattr(self, k, d.get(k))
+
+    @classmethod
+    def of(cls, v, seed: int = 0, poison: bool = False):
+        import torch
+        if not isinstance(v, torch.Tensor):
+            return cls("value", value=v)
+        dt = str(v.dtype).replace("torch.", "")
+        n = v.untyped_storage().nbytes() // max(1, v.element_size())
+        spec = cls("tensor", dtype=dt, shape=tuple(v.shape), stride=tuple(v.stride()), offset=v.storage_offset(),
+                   storage=n, seed=seed)
+        if poison:
+            spec.fill = "poison"
+        elif not v.dtype.is_floating_point and not v.dtype.is_complex:
+            spec.data = v.detach().cpu().clone()
+        return spec
+
+    def make(self, device):
+        import torch
+        if self.kind != "tensor":
+            return self.value
+        dtype = getattr(torch, self.dtype)
+        if self.data is not None:
+            t = self.data.to(device)
+            return t
+        g = torch.Generator(device="cpu").manual_seed(int(self.seed))
+        flat = torch.empty(max(1, self.storage), dtype=dtype)
+        if self.fill == "poison":
+            flat.fill_(float("nan"))
+        else:
+            flat.copy_(torch.randn(flat.shape, generator=g, dtype=torch.float32).to(dtype))
+        flat = flat.to(device)
+        return torch.as_strided(flat, self.shape, self.stride, self.offset)
+
+
+class TimeTask:
+    """Launch ``fn`` (a :class:`KernelRef`; ``fn[grid](...)`` when ``grid`` is given, else ``fn(...)``) on
+    arguments made from ``args`` (ArgSpecs) and time it.  ``entries``: compile results to install first
+    (cubins from workers elsewhere).  ``cutoff_ms``: stop early when the first runs are slower."""
+
+    def __init__(self, fn: KernelRef, args: list, kwargs: dict | None = None, grid=None, entries=(),
+                 warmup: float = 5, rep: float = 25, cutoff_ms: float | None = None, use_cuda_graph: bool = False,
+                 label=None, launches=None):
+        self.fn = fn
+        self.args = args
+        self.kwargs = dict(kwargs or {})
+        self.grid = grid
+        self.entries = list(entries)
+        self.warmup = warmup
+        self.rep = rep
+        self.cutoff_ms = cutoff_ms
+        self.use_cuda_graph = use_cuda_graph
+        self.label = label
+        self.launches = launches  # several (fn, args, kwargs, grid) launches timed as one (deuteron)
+
+
+def time_task(task: TimeTask) -> dict:
+    """Worker side: install the cubins, make the arguments, launch once (screen), then time."""
+    import torch
+
+    from newt.runtime import synchronize
+
+    from .bench import bench
+    for e in task.entries:
+        install(e)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    launches = task.launches or [(task.fn, task.args, task.kwargs, task.grid)]
+    calls = []
+    for ref, args, kwargs, grid in launches:
+        fn = resolve_ref(ref)
+        vals = [a.make(device) if isinstance(a, ArgSpec) else a for a in args]
+        if grid is not None:
+            calls.append(lambda fn=fn, vals=vals, kw=kwargs, g=grid: fn[g](*vals, **kw))
+        else:
+            calls.append(lambda fn=fn, vals=vals, kw=kwargs: fn(*vals, **kw))
+
+    def run():
+        for c in calls:
+            c()
+
+    run()
+    if device == "cuda":
+        synchronize()
+    r = bench(run, warmup=task.warmup, rep=task.rep, cutoff_ms=task.cutoff_ms, use_cuda_graph=task.use_cuda_graph)
+    r["device"] = os.environ.get("CUDA_VISIBLE_DEVICES", device)
+    return r
