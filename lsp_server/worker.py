@@ -351,6 +351,10 @@ class _Ctx:
 
 
 def main(argv=None):
+    # started in an empty folder (so nothing of the workspace shadowed an import); now the folder asked for
+    cwd = os.environ.pop("NEWT_WORKER_CWD", "")
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
     chan = _Channel()
     if os.environ.get("NEWT_WORKER_PARENT_WATCH", "1") == "1":
         _watch_parent()
