@@ -107,6 +107,10 @@ class Commands:
     def target(self) -> str:
         return resolve_target(self.ls.settings.target, self.gpu)
 
+    def target_for(self, uri: str | None) -> str:
+        """The target of the workspace folder that holds ``uri`` (its own ``target`` setting, else the global one)."""
+        return resolve_target(self.ls.settings_for(uri).target, self.gpu)
+
     def status(self) -> dict:
         g = self.gpu
         return {"mode": "gpu" if g else "compile-only", "gpu": g["name"] if g else None,
@@ -218,7 +222,7 @@ class Commands:
         if ka.helper:
             raise _error(KERNEL_ERROR, f"{ka.name} is a helper (it is called from other kernels and inlined "
                                        "there); compile a kernel that launches it")
-        target = arg.get("target") or self.target()
+        target = arg.get("target") or self.target_for(a.uri)
         if ka.kind != "jit":
             res = await self._compile_traced(a, ka.name, target)
             return self._traced_result(a, ka.name, res, target)
@@ -398,8 +402,9 @@ class Commands:
         if kind not in LANGUAGE_IDS:
             raise _error(KERNEL_ERROR, f"unknown document kind {kind!r} (cuda, ptx, sass or ir)")
         spec = arg.get("spec")
+        target = arg.get("target") or self.target_for(a.uri)  # the folder's: Show SASS and Compile agree
         if ka.kind != "jit":
-            return {"uri": make_uri(a.uri, ka.name, 0, kind, arg.get("target"))}
+            return {"uri": make_uri(a.uri, ka.name, 0, kind, target)}
         try:
             conc = await self.ls.run_sync(concrete_spec, a, ka, spec)
             idx = conc.spec_index
@@ -407,7 +412,7 @@ class Commands:
             if kind != "ir":
                 raise _error(KERNEL_ERROR, str(e)) from None
             idx = 0
-        return {"uri": make_uri(a.uri, ka.name, idx, kind, arg.get("target"))}
+        return {"uri": make_uri(a.uri, ka.name, idx, kind, target)}
 
     async def virtual_document(self, uri) -> dict:
         if not isinstance(uri, str):
@@ -421,7 +426,7 @@ class Commands:
         ka = a.kernel_named(vd.kernel)
         if ka is None:
             return {"text": f"// {vd.kernel} is no longer defined in {a.path}\n", "languageId": lang}
-        target = vd.target or self.target()
+        target = vd.target or self.target_for(a.uri)
         if ka.kind != "jit":
             return await self._traced_document(a, ka, vd, target, lang)
         if vd.kind == "ir":
