@@ -683,7 +683,7 @@ def create_server() -> NewtLanguageServer:
         if a is None:
             return None
         target = ls.commands.target_for(uri)
-        h = await ls.run_sync(hover_fn, a, pos, ls.markdown, target)
+        h = await ls.run_sync(hover_fn, a, pos, ls.markdown, target, ls.vscode_client)
         if h is not None and shift and h.range is not None:
             h.range = lsp.Range(lsp.Position(h.range.start.line + shift, h.range.start.character),
                                 lsp.Position(h.range.end.line + shift, h.range.end.character))

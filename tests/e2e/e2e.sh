@@ -163,7 +163,7 @@ if [ "${NEWT_E2E_ONLY:-}" != vscode ]; then
   (
     export HOME="$RUN/home" XDG_CONFIG_HOME="$RUN/home/.config" XDG_DATA_HOME="$RUN/home/.local/share" \
            XDG_STATE_HOME="$RUN/home/.local/state" XDG_CACHE_HOME="$RUN/home/.cache" TMPDIR="$RUN/tmp" \
-           NEWT_CACHE_DIR="$RUN/newt-cache" NEWT_E2E_WS="$RUN/ws" NEWT_E2E_PYTHON="$PY" \
+           NEWT_CACHE_DIR="$RUN/newt-cache" NEWT_E2E_WS="$RUN/ws" NEWT_E2E_PYTHON="$PY" NEWT_E2E_REPO="$REPO" \
            NEWT_E2E_EXPECT="$HERE/expected.json" NEWT_E2E_OUT="$RUN/report.json"
     timeout 600 "$NVIM" --headless --clean -l "$HERE/nvim_e2e.lua" >"$RUN/nvim.log" 2>&1
     rc=$?

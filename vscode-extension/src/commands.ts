@@ -54,6 +54,8 @@ const CODE_RUNNING: Record<string, string> = {
   [ServerCommand.verify]: 'Verify Kernel',
   [ServerCommand.autotune]: 'Autotune Kernel',
 };
+/** What messages call each server command (never its id). */
+const COMMAND_LABEL: Record<string, string> = { ...CODE_RUNNING, [ServerCommand.show]: 'Show Generated Code' };
 
 export class Commands {
   /** The last failure of a command, for the extension's API (tests read it). */
@@ -201,7 +203,7 @@ export class Commands {
     const code = e instanceof ResponseError ? e.code : undefined;
     const message = e instanceof Error ? e.message : String(e);
     this.lastError = { command, message, code };
-    const what = CODE_RUNNING[command] ?? command;
+    const what = COMMAND_LABEL[command] ?? 'the command';
     if (code === UNTRUSTED_ERROR_CODE) {
       this.explainUntrusted(what);
     } else if (token?.isCancellationRequested || code === LSPErrorCodes.RequestCancelled || code === -32800) {
@@ -307,9 +309,14 @@ export class Commands {
     const p = await this.prepare(ServerCommand.show, args);
     if (!p) return undefined;
     const { client, kernel } = p;
+    // a hover link names the specialization it showed: [uri, position, {spec}]
+    const extra = args[2] && typeof args[2] === 'object' && typeof (args[2] as { spec?: unknown }).spec === 'number'
+      ? { spec: (args[2] as { spec: number }).spec } : {};
+    const target = this.targetFor(kernel.uri);
     const result = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Window, title: `Newt: generating ${KIND_LABEL[kind]} for ${kernel.name}` },
-      () => this.execute<ShowResult>(client, ServerCommand.show, { uri: kernel.uri, position: kernel.position, kind }),
+      () => this.execute<ShowResult>(client, ServerCommand.show,
+        { uri: kernel.uri, position: kernel.position, kind, ...extra, ...(target ? { target } : {}) }),
     );
     if (!result?.uri) return undefined;
     await this.docs.open(result.uri);

@@ -78,9 +78,42 @@ async function activate() {
   } catch (e) {
     report.checks.push({ name: 'probe', ok: false, error: String((e && e.stack) || e) });
   }
+  // nothing of the workspace ran at start-up (json.py, argparse.py, pygls/, newt/, lsp_server/ shadows)
+  await check('no workspace module shadowing the server\'s imports was run', async () => {
+    const ws = vscode.workspace.workspaceFolders[0].uri.fsPath;
+    const ran = fs.readdirSync(ws).filter((f) => f.startsWith('RAN_'));
+    return { ok: ran.length === 0, ran };
+  });
   report.done = true;
   write();
-  if (MODE === 'trusted') await secondScene();
+  if (MODE === 'trusted') {
+    await secondScene();
+    await thirdScene();
+  }
+}
+
+// The driver hovers a kernel's name and clicks the rendered "CUDA" link: the probe opens the file there.
+async function thirdScene() {
+  const go = await waitFor(() => fs.existsSync(OUT + '.scene3'), 180000, 200);
+  if (!go) return;
+  try {
+    const expect = JSON.parse(fs.readFileSync(EXPECT, 'utf8'));
+    const c = expect.compile[0];
+    const ws = vscode.workspace.workspaceFolders[0].uri;
+    const uri = vscode.Uri.joinPath(ws, ...c.file.split('/'));
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('notifications.clearAll');
+    const editor = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(uri), { viewColumn: vscode.ViewColumn.One });
+    editor.selection = new vscode.Selection(c.line, c.character + 2, c.line, c.character + 2);
+    editor.revealRange(new vscode.Range(c.line, 0, c.line, 0), vscode.TextEditorRevealType.AtTop);
+    // the hover of a kernel name generates CUDA: ask once so it is ready when shown
+    await vscode.commands.executeCommand('vscode.executeHoverProvider', uri, new vscode.Position(c.line, c.character + 2));
+    await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
+    await vscode.commands.executeCommand('editor.action.showHover');
+  } catch (e) {
+    log(`scene 3: ${e}`);
+  }
+  fs.writeFileSync(OUT + '.scene3.ready', 'ok');
 }
 
 // A second screenshot, on the driver's request: Compile's result and the generated SASS beside the kernel.
@@ -173,15 +206,15 @@ async function run() {
       const text = await waitFor(async () => hoverText(await vscode.commands.executeCommand('vscode.executeHoverProvider', doc.uri, pos)), 30000);
       const hasShape = h.contains.every((s) => (text || '').includes(s));
       const hasDtype = h.dtype.length === 0 || h.dtype.some((s) => (text || '').includes(s));
-      // "offers the CUDA": a link in the hover that opens the generated CUDA (what a click does: vscode.open)
-      const link = /\[CUDA\]\((newt:[^)\s]+)\)/.exec(text || '');
+      // "offers the CUDA": a command link in the hover (VS Code renders only trusted command: links there);
+      // run what a click runs (drive.js also clicks the rendered link)
+      const link = /\[CUDA\]\(command:(newt\.show\w+)\?([^)\s]+)/.exec(text || '');
       let opened;
       if (link) {
-        const target = vscode.Uri.parse(link[1]);
-        await vscode.commands.executeCommand('vscode.open', target);
-        const d = await waitFor(() => vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString() && x.languageId === 'cuda-cpp'), 20000);
-        const any = d || vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString());
-        opened = any && { uri: any.uri.toString(), languageId: any.languageId, isCuda: /__global__|extern "C"/.test(any.getText()), head: any.getText().slice(0, 200) };
+        const linkArgs = JSON.parse(decodeURIComponent(link[2]));
+        const target = await vscode.commands.executeCommand(link[1], ...linkArgs);
+        const d = target && await waitFor(() => vscode.workspace.textDocuments.find((x) => x.uri.toString() === vscode.Uri.parse(target).toString() && x.languageId === 'cuda-cpp'), 20000);
+        opened = d && { uri: d.uri.toString(), command: link[1], languageId: d.languageId, isCuda: /__global__|extern "C"/.test(d.getText()), head: d.getText().slice(0, 200) };
       }
       const offersCuda = !!opened && opened.languageId === 'cuda-cpp' && opened.isCuda;
       return { ok: word === h.word && hasShape && hasDtype && (!h.offersCuda || offersCuda), word, hasShape, hasDtype, offersCuda, opened, text };
@@ -323,7 +356,8 @@ async function run() {
       }
       const back = await waitFor(() => api.state === 'running', 60000);
       const msg = failed || '';
-      const ok = msg.includes(bad) && /No module named 'lsp_server'/.test(msg) && msg.includes(`${bad} -m pip install newt`) &&
+      const ok = msg.includes(bad) && /No module named 'lsp_server'/.test(msg) && msg.includes(`${bad} -m pip install -e`) &&
+        /unrelated PyPI package/.test(msg) &&
         msg.includes('newt.interpreter') && !!back;
       return { ok, message: msg, restoredState: api.state };
     }, 180000);

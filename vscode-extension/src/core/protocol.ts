@@ -53,6 +53,8 @@ export interface KernelArgument {
   uri: string;
   position: LspPosition;
   target?: Exclude<Target, 'auto'>;
+  /** Which specialization (an index the server reported, e.g. in a hover link); the first one when left out. */
+  spec?: number;
 }
 
 export type DocumentKind = 'cuda' | 'ptx' | 'sass' | 'ir';
