@@ -77,6 +77,7 @@ class Commands:
         self.compile_worker: Worker | None = None
         self.run_worker: Worker | None = None
         self.compiled: OrderedDict = OrderedDict()  # (src, kernel, spec, target) -> compile result
+        self.picked: dict = {}  # (uri, kernel) -> constexpr values the user picked (Compile asks for missing ones)
         self.gpu: dict | None = None
 
     # -- environment -----------------------------------------------------------------
@@ -226,11 +227,12 @@ class Commands:
         if ka.kind != "jit":
             res = await self._compile_traced(a, ka.name, target)
             return self._traced_result(a, ka.name, res, target)
+        given = self._given(a, ka, arg)
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"))
+            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"), given)
         except SpecError as e:
-            raise _error(KERNEL_ERROR, str(e)) from None
-        res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+            raise _error(KERNEL_ERROR, str(e), e.data) from None
+        res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
         return self._compile_result(a, ka.name, conc, res, target)
 
     async def _compile_traced(self, a: Analysis, kname: str, target: str) -> dict:
@@ -259,8 +261,18 @@ class Commands:
                 "shared": res.get("shared"), "compile_ms": res.get("compile_ms"), "kernels": res.get("kernels"),
                 "documents": docs}
 
-    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str) -> dict:
-        key = (a.uri, kname, spec_index, target, hash(a.text))
+    def _given(self, a: Analysis, ka, arg: dict) -> dict | None:
+        """Constexpr values the user picked for this kernel (``constexprs`` in the command's argument, which
+        the client asks for when the file does not say them); remembered for Show and the virtual documents."""
+        got = arg.get("constexprs") if isinstance(arg, dict) else None
+        if isinstance(got, dict) and got:
+            clean = {k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, (int, float, bool))}
+            self.picked[(a.uri, ka.name)] = clean
+        return self.picked.get((a.uri, ka.name))
+
+    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str,
+                                 given: dict | None = None) -> dict:
+        key = (a.uri, kname, spec_index, target, hash(a.text), tuple(sorted((given or {}).items())))
         hit = self.compiled.get(key)
         if hit is not None:
             self.compiled.move_to_end(key)
@@ -268,7 +280,8 @@ class Commands:
         w = self._workers("compile")
         try:
             res = await w.request("compile", {"text": a.text, "uri": a.uri, "kernel": kname, "spec": spec_index,
-                                              "target": target}, timeout=self.ls.settings.worker_timeout)
+                                              "target": target, "constexprs": given or {}},
+                                  timeout=self.ls.settings.worker_timeout)
         except WorkerError as e:
             raise _error(KERNEL_ERROR if e.kind in _USER_KINDS else WORKER_ERROR, str(e),
                          {"kind": e.kind, "traceback": e.traceback} if e.traceback else {"kind": e.kind}) from None
@@ -406,11 +419,11 @@ class Commands:
         if ka.kind != "jit":
             return {"uri": make_uri(a.uri, ka.name, 0, kind, target)}
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, spec)
+            conc = await self.ls.run_sync(concrete_spec, a, ka, spec, self._given(a, ka, arg))
             idx = conc.spec_index
         except SpecError as e:
             if kind != "ir":
-                raise _error(KERNEL_ERROR, str(e)) from None
+                raise _error(KERNEL_ERROR, str(e), e.data) from None
             idx = 0
         return {"uri": make_uri(a.uri, ka.name, idx, kind, target)}
 
@@ -433,7 +446,8 @@ class Commands:
             text = await self.ls.run_sync(_ir_text, a, ka, vd.spec)
             return {"text": text, "languageId": lang}
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None)
+            given = self.picked.get((a.uri, ka.name))
+            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None, given)
         except SpecError as e:
             return {"text": f"// {e}\n", "languageId": lang}
         if vd.kind == "cuda":
@@ -448,7 +462,7 @@ class Commands:
                                 "trusted workspace (newt.compile). Trust the workspace and open this again.\n",
                         "languageId": lang}
             try:
-                res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+                res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
             except JsonRpcException as e:
                 return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}

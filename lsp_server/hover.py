@@ -132,7 +132,8 @@ class _Out:
             args = [a.uri, {"line": pos.line, "character": pos.character}]
             if spec_index > 0:
                 args.append({"spec": spec_index})
-            return f"[{title}](command:{_SHOW_COMMANDS[kind]}?{quote(json.dumps(args))} \"Open the {title} of {ka.name}\")"
+            tip = f"Open the {title} of {ka.name}"
+            return f"[{title}](command:{_SHOW_COMMANDS[kind]}?{quote(json.dumps(args))} \"{tip}\")"
         return f"[{title}]({uri})" if self.md else f"{title}: {uri}"
 
     def code(self, text: str, lang: str = "python"):

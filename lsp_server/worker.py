@@ -121,7 +121,7 @@ def _compile(params, ctx):
     if ka is None:
         raise UserError(f"no kernel named {kname!r} in {a.path}")
     try:
-        conc = concrete_spec(a, ka, params.get("spec"))
+        conc = concrete_spec(a, ka, params.get("spec"), params.get("constexprs") or None)
     except SpecError as e:
         raise UserError(str(e), "spec") from None
     built = build_concrete(a, ka, conc)

@@ -57,7 +57,7 @@ local client_id = vim.lsp.start({
   cmd = { python, '-m', 'lsp_server' },
   -- as docs/editor.md and editors/nvim say: a neutral working directory and PYTHONSAFEPATH, so the
   -- workspace's json.py / newt/ shadows (tests/e2e/workspace) are never imported
-  cmd_cwd = vim.fn.tempname(),
+  cmd_cwd = (function() local d = vim.fn.tempname(); vim.fn.mkdir(d, 'p'); return d end)(),
   cmd_env = { PYTHONSAFEPATH = '1' },
   root_dir = ws,
   init_options = {

@@ -48,7 +48,10 @@ export function compileSummary(r: CompileResult): string {
   const parts = [plural(r.n_regs, 'register'), plural(r.n_spills ?? 0, 'spill')];
   parts.push(`${formatBytes(r.shared ?? 0)} shared memory`);
   const time = r.compile_ms != null ? `, compiled in ${formatMs(r.compile_ms)}` : '';
-  return `Newt: ${head}: ${parts.join(', ')}${time}`;
+  // never assume silently: what the file did not say (a pointer's dtype, a picked or host-derived constexpr)
+  const assumed = Object.entries(r.assumed ?? {}).map(([k, v]) => `${k} ${String(v).split(' (')[0]}`);
+  const tail = assumed.length ? `; assumed ${assumed.join(', ')}` : '';
+  return `Newt: ${head}: ${parts.join(', ')}${time}${tail}`;
 }
 
 function err(x: number | null | undefined): string {

@@ -68,6 +68,8 @@ export interface CompileResult {
   shared?: number;
   compile_ms?: number;
   documents?: Partial<Record<DocumentKind, string>>;
+  /** What the file did not say and was assumed or picked: parameter -> explanation. */
+  assumed?: Record<string, string>;
 }
 
 export interface VerifyCase {
