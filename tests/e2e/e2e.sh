@@ -84,6 +84,7 @@ vscode_session() {  # $1 = trusted | restricted
   local RUN; RUN=$(mktemp -d "$C/runs/r.XXXXXX")   # short: unix socket paths must stay < 108 bytes
   mkdir -p "$RUN/ud/User" "$RUN/ext" "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
+  cp -r "$REPO/examples" "$RUN/ws/examples"   # Compile on every kernel of the project's examples
   local trust_flag=(--disable-workspace-trust)
   local trust_settings='"security.workspace.trust.enabled": false,'
   if [ "$mode" = restricted ]; then

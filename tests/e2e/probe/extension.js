@@ -284,6 +284,41 @@ async function run() {
     }, 180000);
   }
 
+  // -- Compile on every kernel of examples/ and on a Triton file, from their code lenses; where the file
+  //    only has run-time values, Newt asks in a quick pick and the probe accepts the suggested value
+  //    (what pressing Enter does) ------------------------------------------------------------------
+  const exampleFiles = fs.existsSync(uriOf('examples').fsPath)
+    ? fs.readdirSync(uriOf('examples').fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `examples/${f}`) : [];
+  for (const rel of [...exampleFiles, 'kernels/triton_add.py']) {
+    await check(`compile every kernel of ${rel}`, async () => {
+      const { doc } = await show(rel);
+      const lenses = await waitFor(async () => {
+        const l = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', doc.uri, 100);
+        return l && l.some((x) => x.command && x.command.command === 'newt.compileKernel') ? l : null;
+      }, 30000) || [];
+      const compiles = lenses.filter((l) => l.command && l.command.command === 'newt.compileKernel');
+      const results = [];
+      for (const l of compiles) {
+        let done = false;
+        const run = Promise.resolve(vscode.commands.executeCommand('newt.compileKernel', ...l.command.arguments))
+          .finally(() => { done = true; });
+        let accepted = 0;
+        while (!done) {
+          await sleep(400);
+          if (!done) {
+            await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
+            accepted++;
+          }
+        }
+        const r = await run;
+        results.push({ line: l.command.arguments[1].line, kernel: r && r.kernel, n_regs: r && r.n_regs,
+          assumed: r && r.assumed, accepted, error: r ? undefined : api.lastCommandError });
+      }
+      const ok = compiles.length > 0 && results.every((r) => Number.isInteger(r.n_regs) && r.n_regs > 0);
+      return { ok, kernels: compiles.length, results };
+    }, 600000);
+  }
+
   // -- Compile from the palette: the kernel at the cursor --------------------------------------------
   const p = expect.palette;
   await check(`palette compile at the cursor picks ${p.kernel}`, async () => {
