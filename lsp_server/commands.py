@@ -16,12 +16,14 @@ import shutil
 import sys
 import uuid
 from collections import OrderedDict
+from typing import Any, Protocol
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 from .analysis import Analysis, uri_to_path
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .settings import Settings, apply_log_level, convert_args
 from .vdocs import LANGUAGE_IDS, make_uri, parse_uri
 from .workers import Worker, WorkerError, worker_env
 
@@ -71,8 +73,29 @@ def resolve_target(setting: str | None, gpu: dict | None) -> str:
     return "sm_90a"
 
 
+class Server(Protocol):
+    """What the commands need of the language server (``server.NewtLanguageServer`` is one): a narrow
+    interface, so that this module never imports the server (no import cycle)."""
+
+    settings: Settings
+    docs: dict
+    protocol: Any
+    workspace: Any
+    pull_diagnostics: bool
+    refresh_diagnostics: bool
+    refresh_inlay: bool
+
+    def settings_for(self, uri: str | None) -> Settings: ...
+    async def analysis_for(self, uri: str, allow_stale: bool = False, exact: bool = True) -> Analysis | None: ...
+    async def run_sync(self, fn, *args, **kwargs): ...
+    def schedule(self, uri: str, delay_ms: int | None = None) -> None: ...
+    def _state(self, uri: str) -> Any: ...
+    def workspace_diagnostic_refresh(self, params) -> Any: ...
+    def workspace_inlay_hint_refresh(self, params) -> Any: ...
+
+
 class Commands:
-    def __init__(self, ls):
+    def __init__(self, ls: Server):
         self.ls = ls
         self.compile_worker: Worker | None = None
         self.run_worker: Worker | None = None
@@ -125,8 +148,7 @@ class Commands:
 
     async def settings_changed(self, changed: list):
         s = self.ls.settings
-        from .server import _apply_log_level
-        _apply_log_level(s)
+        apply_log_level(s)
         if "python" in changed or "cacheDir" in changed:
             if self.run_worker is not None:
                 await self.run_worker.stop()
@@ -183,8 +205,7 @@ class Commands:
 
     # -- dispatch -------------------------------------------------------------------------
     async def run(self, name: str, args: list, token=None):
-        from .server import _convert_args
-        arg = _convert_args(args[0]) if args else {}
+        arg = convert_args(args[0]) if args else {}
         if not isinstance(arg, dict):
             raise _error(KERNEL_ERROR, f"{name} expects one argument object {{uri, position}}")
         if name in ("newt.compile", "newt.verify", "newt.autotune") and not self.ls.settings.trusted:

@@ -27,7 +27,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
 from .hover import hover as hover_fn
-from .settings import Settings
+from .settings import Settings, _apply_log_level, _convert_args
 
 __all__ = ["NewtLanguageServer", "create_server", "SERVER_COMMANDS", "CLIENT_COMMAND_ALIASES"]
 
@@ -522,15 +522,6 @@ class NewtLanguageServer(LanguageServer):
         return await self.commands.run(name, args, token)
 
 
-def _convert_args(obj):
-    """pygls hands custom params over as namedtuples: back to plain dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: _convert_args(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {k: _convert_args(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_convert_args(v) for v in obj]
-    return obj
 
 
 def _safe(default=None):
@@ -826,11 +817,6 @@ def _command_stub(name):
     return stub
 
 
-def _apply_log_level(settings: Settings):
-    level = settings.python_level()
-    log.setLevel(level)
-    # pygls logs every message body at INFO: keep it quiet unless debugging
-    logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
 
 
 def data_path(*parts) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-__all__ = ["Settings", "TARGET_CHOICES"]
+__all__ = ["Settings", "TARGET_CHOICES", "convert_args", "apply_log_level"]
 
 log = logging.getLogger("newt-lsp")
 
@@ -110,3 +110,26 @@ class Settings:
     def python_level(self) -> int:
         return {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO,
                 "debug": logging.DEBUG}[self.log_level]
+
+
+# -- helpers shared by the server and the commands (here, so neither imports the other) ------------
+def convert_args(obj):
+    """pygls hands custom params over as namedtuples: back to plain dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: convert_args(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {k: convert_args(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [convert_args(v) for v in obj]
+    return obj
+
+
+def apply_log_level(settings: Settings):
+    level = settings.python_level()
+    log.setLevel(level)
+    # pygls logs every message body at INFO: keep it quiet unless debugging
+    logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
+
+
+_convert_args = convert_args  # the names the server's modules used
+_apply_log_level = apply_log_level
