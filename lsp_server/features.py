@@ -254,7 +254,11 @@ def code_lenses(a: Analysis) -> list[lsp.CodeLens]:
             continue
         pos = a.index.position(ka.span.line, ka.span.col)
         rng = a.index.range(ka.span)
+        # Autotune only where there is something to tune: @newt.autotune kernels and deuteron kernels
+        tunable = ka.kind != "jit" or (ka.kernel_def is not None and ka.kernel_def.autotune is not None)
         for title, cmd in LENS_COMMANDS:
+            if cmd == "newt.autotuneKernel" and not tunable:
+                continue
             args = [a.uri, {"line": pos.line, "character": pos.character}]
             out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=cmd, arguments=args)))
     return out
@@ -497,3 +501,46 @@ def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:
                                       what=f"Reinterpret {_text_of(a, ops[i][1])} as {alias}.{it.lang_name} "
                                            "(bitcast)"))
     return out
+
+
+# ---------------------------------------------------------------------------
+# document symbols (the outline)
+# ---------------------------------------------------------------------------
+
+
+def document_symbols(a: Analysis) -> list[lsp.DocumentSymbol]:
+    """Kernels (functions; helpers say so), with their parameters (constexprs as constants) as children."""
+    out = []
+    for ka in a.kernels:
+        node = ka.node
+        full = a.index.range(ka.def_span)
+        sel = a.index.range(ka.span)
+        if (sel.start.line, sel.start.character) < (full.start.line, full.start.character):
+            full = lsp.Range(sel.start, full.end)
+        children = []
+        params = list(node.args.posonlyargs) + list(node.args.args) + list(node.args.kwonlyargs)
+        for p in params:
+            line1, col1 = p.lineno, p.col_offset + 1
+            end_line, end_col = getattr(p, "end_lineno", None) or line1, (getattr(p, "end_col_offset", None) or
+                                                                        p.col_offset + len(p.arg)) + 1
+            prange = a.index.range(_Span(line1, col1, end_line, end_col))
+            psel = a.index.range(_Span(line1, col1, line1, col1 + len(p.arg)))
+            ann = ast.unparse(p.annotation) if p.annotation is not None else None
+            is_cx = ann is not None and ann.split(".")[-1] == "constexpr"
+            children.append(lsp.DocumentSymbol(name=p.arg, kind=lsp.SymbolKind.Constant if is_cx
+                                               else lsp.SymbolKind.Variable,
+                                               range=prange, selection_range=psel,
+                                               detail="constexpr" if is_cx else ann))
+        kind_text = "deuteron kernel" if ka.kind != "jit" else ("helper" if ka.helper else "kernel")
+        if ka.kernel_def is not None and ka.kernel_def.autotune is not None:
+            kind_text = "autotuned " + kind_text
+        out.append(lsp.DocumentSymbol(name=ka.name, kind=lsp.SymbolKind.Function, range=full, selection_range=sel,
+                                      detail=kind_text, children=children))
+    return out
+
+
+class _Span:
+    __slots__ = ("line", "col", "end_line", "end_col")
+
+    def __init__(self, line, col, end_line, end_col):
+        self.line, self.col, self.end_line, self.end_col = line, col, end_line, end_col

@@ -714,6 +714,12 @@ def create_server() -> NewtLanguageServer:
             return None
         return await ls.run_sync(features.signature_help, a, text, params.position, ls.markdown)
 
+    @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_safe(list)
+    async def document_symbol(ls: NewtLanguageServer, params: lsp.DocumentSymbolParams):
+        a = await ls.analysis_for(params.text_document.uri)
+        return features.document_symbols(a) if a is not None else []
+
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
     @_safe(list)
     async def code_lens(ls: NewtLanguageServer, params: lsp.CodeLensParams):

@@ -237,6 +237,9 @@ async function run() {
       const problems = [];
       for (const w of wantLenses) {
         const here = actual.filter((a) => a.line === w.line || (a.arguments && a.arguments[1] && a.arguments[1].line === w.line));
+        for (const cmd of w.absent || []) {
+          if (here.some((a) => a.command === cmd)) problems.push(`a ${cmd} lens on ${w.kernel}, which has nothing to tune`);
+        }
         w.commands.forEach((cmd, i) => {
           const l = here.find((a) => a.command === cmd);
           if (!l) return problems.push(`no ${cmd} lens for ${w.kernel}`);
