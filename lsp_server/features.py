@@ -326,7 +326,112 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_cast(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
+    try:
+        out.extend(_kernel_actions(a, rng))
+    except Exception:  # noqa: BLE001
+        log.debug("kernel code actions failed", exc_info=True)
     return out
+
+
+def _kernel_actions(a: Analysis, rng: lsp.Range) -> list[lsp.CodeAction]:
+    """On a kernel's def line: insert a ``newt.harness`` example when it has none (Verify and Autotune need
+    example inputs), and give each constexpr that nothing gives a value a default (what Compile asks for)."""
+    out = []
+    for ka in a.kernels:
+        if ka.helper:
+            continue
+        name_line = ka.span.line - 1
+        if not (rng.start.line <= name_line <= rng.end.line):
+            continue
+        if ka.kind == "jit" and not re.search(rf"\bexample\(\s*{re.escape(ka.name)}\b", a.text):
+            out.append(_add_example(a, ka))
+        if ka.kind == "jit":
+            out.extend(_constexpr_defaults(a, ka))
+    return out
+
+
+def _harness_alias(a: Analysis) -> tuple[str, lsp.TextEdit | None]:
+    for name, q in a.aliases.items():
+        if q == "newt.harness":
+            return name, None
+    return "nh", _import_edit(a, "import newt.harness as nh\n")
+
+
+def _add_example(a: Analysis, ka) -> lsp.CodeAction:
+    from .concrete import SpecError, concrete_spec, suggested_values
+    nh, imp = _harness_alias(a)
+    node = ka.node
+    params = list(node.args.posonlyargs) + list(node.args.args)
+    try:
+        conc = concrete_spec(a, ka)
+        cx, types = dict(conc.constexprs), dict(conc.arg_types)
+    except SpecError as e:
+        cx = {m: suggested_values(m)[0] for m in (e.data or {}).get("missing", [])}
+        types = {}
+    except Exception:  # noqa: BLE001
+        cx, types = {}, {}
+    n = 4096
+    body, args, kwargs = [], [], []
+    for p in params:
+        ann = ast.unparse(p.annotation) if p.annotation is not None else ""
+        if ann.endswith("constexpr") or p.arg in cx:
+            if p.arg in cx:
+                kwargs.append(f"{p.arg!r}: {cx[p.arg]!r}")
+            continue
+        t = str(types.get(p.arg, ""))
+        if t.startswith("*") or p.arg.endswith("_ptr") or p.arg[:1].isupper() and len(p.arg) <= 4:
+            dtype = {"*fp16": "torch.float16", "*bf16": "torch.bfloat16", "*i32": "torch.int32"}.get(t, "torch.float32")
+            body.append(f"    {p.arg} = torch.randn({n}, device=device).to({dtype})")
+            args.append(p.arg)
+        elif t.startswith("fp"):
+            args.append("1.0")
+        else:
+            args.append(str(n))
+    block = next((v for k, v in cx.items() if isinstance(v, int) and not isinstance(v, bool) and
+                  ("BLOCK" in k.upper() or k.upper().endswith("_SIZE"))), None)
+    grid = f"(({n} + {block} - 1) // {block},)" if block else "(1,)"
+    end = ka.def_span.end_line
+    text = (f"\n\n@{nh}.example({ka.name})\ndef {ka.name}_example(device):\n"
+            f"    # inputs like real ones: Verify compares the launch with @{nh}.reference({ka.name}),\n"
+            "    # Autotune times it\n"
+            "    import torch\n" + "\n".join(body) + ("\n" if body else "")
+            + f"    return {nh}.Case(grid={grid}, args=({', '.join(args)}{',' if len(args) == 1 else ''}), "
+            f"kwargs={{{', '.join(kwargs)}}})\n")
+    p = lsp.Position(end, 0)
+    at_end = end >= len(a.index.lines)
+    edits = [lsp.TextEdit(lsp.Range(p, p), text.lstrip("\n") if not at_end else text)]
+    if not at_end:
+        edits[0] = lsp.TextEdit(lsp.Range(p, p), text[1:] + "\n")
+    if imp is not None:
+        edits.insert(0, imp)
+    return lsp.CodeAction(title=f"Add a newt.harness example for {ka.name} (Verify and Autotune need inputs)",
+                          kind=lsp.CodeActionKind.QuickFix, edit=lsp.WorkspaceEdit(changes={a.uri: edits}))
+
+
+def _constexpr_defaults(a: Analysis, ka) -> list[lsp.CodeAction]:
+    from .concrete import SpecError, concrete_spec, suggested_values
+    try:
+        concrete_spec(a, ka)
+        return []
+    except SpecError as e:
+        missing = (e.data or {}).get("missing", [])
+    node = ka.node
+    params = list(node.args.posonlyargs) + list(node.args.args)
+    n_plain = len(params) - len(node.args.defaults)  # the first parameters without a default
+    idx = [i for i, p in enumerate(params) if p.arg in missing and p.annotation is not None]
+    # defaults must be trailing: every parameter from the first missing one on either is missing or has one
+    if not idx or any(params[j].arg not in missing for j in range(idx[0], n_plain)):
+        return []
+    edits, shown = [], []
+    for i in idx:
+        p = params[i]
+        v = suggested_values(p.arg)[0]
+        at = a.index.position(p.annotation.end_lineno, p.annotation.end_col_offset + 1)
+        edits.append(lsp.TextEdit(lsp.Range(at, at), f" = {v!r}"))
+        shown.append(f"{p.arg} = {v!r}")
+    return [lsp.CodeAction(
+        title=f"Give {', '.join(shown)} as defaults for Compile (launches still pass their own values)",
+        kind=lsp.CodeActionKind.QuickFix, edit=lsp.WorkspaceEdit(changes={a.uri: edits}))]
 
 
 def _edit_action(a: Analysis, title: str, ld: lsp.Diagnostic, edits: list[lsp.TextEdit], preferred=False):

@@ -261,8 +261,7 @@ check('a newt: URI opens as a read-only buffer with the generated CUDA', functio
   local r = newt.last_compile
   local cuda = type(r) == 'table' and r.documents and r.documents.cuda
   if not cuda then return { ok = false, why = 'no compile result' } end
-  vim.cmd.edit(vim.fn.fnameescape(cuda))
-  local buf = vim.api.nvim_get_current_buf()
+  local buf = newt.open(cuda, 'current')
   local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
   local ok = text:find('__global__', 1, true) ~= nil and vim.bo[buf].modifiable == false and vim.bo[buf].filetype == 'cuda'
   vim.cmd.bdelete({ bang = true })

@@ -158,3 +158,38 @@ def test_triton_file_gets_newt_diagnostics():
     assert [k.name for k in a.kernels] == ["add_kernel"]
     assert [d.code for d in lsp_diagnostics(a)] == ["N011"]
     assert not lsp_diagnostics(analyze(text, "file:///triton_add.py"))
+
+
+def _apply(text, edits):
+    from lsp_server.positions import LineIndex
+    idx = LineIndex(text)
+    spans = sorted(((idx.offset(e.range.start), idx.offset(e.range.end), e.new_text) for e in edits), reverse=True)
+    for s0, s1, new in spans:
+        text = text[:s0] + new + text[s1:]
+    return text
+
+
+def test_code_actions_give_the_missing_constexprs_and_an_example():
+    from lsp_server.features import code_actions
+    path = ROOT / "examples" / "fused_softmax.py"
+    text = path.read_text(encoding="utf-8")
+    a = analyze(text, path.as_uri())
+    ka = a.kernel_named("softmax_kernel")
+    line = ka.span.line - 1
+    acts = code_actions(a, lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0)))
+    titles = [x.title for x in acts]
+    example = next(x for x in acts if x.title.startswith("Add a newt.harness example"))
+    defaults = next(x for x in acts if x.title.startswith("Give BLOCK_SIZE = 64, num_stages = 3"))
+    # the defaults make Compile work without asking
+    fixed = _apply(text, defaults.edit.changes[path.as_uri()])
+    a2 = analyze(fixed, path.as_uri())
+    assert concrete_spec(a2, a2.kernel_named("softmax_kernel")).constexprs["BLOCK_SIZE"] == 64, titles
+    # the example is valid Python that registers an example for the kernel
+    with_example = _apply(text, example.edit.changes[path.as_uri()])
+    import ast
+    ast.parse(with_example)
+    assert "@nh.example(softmax_kernel)" in with_example and "import newt.harness as nh" in with_example
+    a3 = analyze(with_example, path.as_uri())
+    line3 = a3.kernel_named("softmax_kernel").span.line - 1
+    again = code_actions(a3, lsp.Range(lsp.Position(line3, 0), lsp.Position(line3, 0)))
+    assert not any(x.title.startswith("Add a newt.harness example") for x in again)

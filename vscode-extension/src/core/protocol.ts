@@ -84,6 +84,8 @@ export interface VerifyResult {
   kernel: string;
   ok: boolean;
   device: 'cuda' | 'interpreter' | string;
+  /** `no_examples` when the kernel has no newt.harness example. */
+  reason?: string;
   cases?: VerifyCase[];
   message?: string | null;
 }
@@ -96,6 +98,10 @@ export interface AutotuneEntry {
 
 export interface AutotuneResult {
   kernel: string;
+  device?: 'cuda' | 'interpreter' | string;
+  message?: string | null;
+  /** `no_examples` when the kernel has no newt.harness example. */
+  reason?: string;
   best?: { config: unknown; ms: number } | null;
   results?: AutotuneEntry[];
   cache?: unknown;

@@ -60,10 +60,17 @@ function M.execute(command, bufnr, pos, extra, done)
   end, bufnr)
 end
 
---- Opens a `newt:` URI in a read-only buffer (the BufReadCmd handler fills it).
+--- Opens a `newt:` URI in a read-only buffer beside the source (`how`: 'vsplit' (default), 'split', 'current').
 function M.open(uri, how)
-  vim.cmd((how or 'vsplit') .. ' ' .. vim.fn.fnameescape(uri))
-  return vim.api.nvim_get_current_buf()
+  local buf = vim.fn.bufnr(uri)
+  if buf == -1 then
+    buf = vim.api.nvim_create_buf(true, false)
+    pcall(vim.api.nvim_buf_set_name, buf, uri)
+  end
+  M.read_virtual(buf, uri)
+  if (how or 'vsplit') ~= 'current' then vim.cmd(how or 'vsplit') end
+  vim.api.nvim_win_set_buf(0, buf)
+  return buf
 end
 
 local function cursor_pos()
@@ -168,8 +175,8 @@ function M.setup(opts)
   local group = vim.api.nvim_create_augroup('newt', { clear = true })
   vim.api.nvim_create_autocmd('BufReadCmd', {
     group = group,
-    pattern = 'newt:*',
-    callback = function(ev) M.read_virtual(ev.buf, ev.match) end,
+    pattern = { 'newt:*', '*/newt:*' },
+    callback = function(ev) M.read_virtual(ev.buf, ev.match:match('newt:.*$') or ev.match) end,
   })
   vim.api.nvim_create_user_command('NewtCompile', function() M.compile(0) end, { desc = 'newt: compile the kernel at the cursor' })
   vim.api.nvim_create_user_command('NewtVerify', function() M.verify(0) end, { desc = 'newt: verify the kernel at the cursor' })
@@ -182,7 +189,8 @@ end
 function M.setup_handlers()
   local group = vim.api.nvim_create_augroup('newt', { clear = true })
   vim.api.nvim_create_autocmd('BufReadCmd', {
-    group = group, pattern = 'newt:*', callback = function(ev) M.read_virtual(ev.buf, ev.match) end,
+    group = group, pattern = { 'newt:*', '*/newt:*' },
+    callback = function(ev) M.read_virtual(ev.buf, ev.match:match('newt:.*$') or ev.match) end,
   })
   vim.lsp.commands['newt.compileKernel'] = lens_handler(M.compile)
   for cmd, kind in pairs(SHOW) do
