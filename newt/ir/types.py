@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from newt.language.core import block_type, dtype, pointer_type
 
-__all__ = ["SymDim", "SymDType", "ANY_DTYPE", "BlockType", "block_of", "scalar_of", "shape_of",
+__all__ = ["SymDim", "SymDType", "ANY_DTYPE", "BlockType", "block_of", "pointee", "scalar_of", "shape_of",
            "is_block", "type_str", "is_concrete_shape", "dims_equal", "numel", "is_pow2"]
 
 
@@ -67,6 +67,14 @@ BlockType = block_type
 
 def is_block(ty) -> bool:
     return isinstance(ty, block_type)
+
+
+def pointee(ty) -> dtype:
+    """The element type a pointer (or block of pointers) points to."""
+    t = scalar_of(ty)
+    if not isinstance(t, pointer_type):
+        raise TypeError(f"{type_str(ty)} is not a pointer")
+    return t.element_ty
 
 
 def scalar_of(ty) -> dtype:

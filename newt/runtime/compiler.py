@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
-import re
 import threading
 import types as pytypes
 from dataclasses import dataclass
@@ -83,7 +81,7 @@ def _referenced(node) -> set:
     for n in ast.walk(node):
         if isinstance(n, ast.Attribute):
             chain = []
-            cur = n
+            cur: ast.expr = n
             while isinstance(cur, ast.Attribute):
                 chain.append(cur.attr)
                 cur = cur.value
@@ -242,7 +240,9 @@ class CompiledKernel:
         self.cache_key = cache_key
         self.arg_names = list(arg_names or md.get("arg_names") or [p.name for p in params])
         self.name = md.get("name")
-        self._launchers = {}
+        self._launchers: dict[int, object] = {}
+        self.ir = None                    # the ir.Function (set when built in this process)
+        self.warnings: list = []          # front-end warnings of the build
 
     # Triton-compatible spellings
     @property
@@ -393,33 +393,10 @@ def _backend():
 
 
 def target_shared_limit(target: str) -> int | None:
-    try:
-        from newt.backend.cuda.targets import TARGETS
-    except ImportError:
-        return None
+    """The target's shared-memory limit per block (bytes), None for a target the backend does not know."""
+    from newt.backend.cuda.targets import TARGETS
     t = TARGETS.get(target)
-    if t is None:
-        return None
-    for attr in ("max_shared", "max_shared_bytes", "shared_memory", "smem_bytes", "max_smem", "shared_limit",
-                 "max_shared_memory"):
-        v = t.get(attr) if isinstance(t, dict) else getattr(t, attr, None)
-        if isinstance(v, int):
-            return v
-    return None
-
-
-def _param_ctype(entry):
-    if isinstance(entry, str):
-        return entry
-    if isinstance(entry, (tuple, list)):
-        return entry[-1] if entry and isinstance(entry[-1], str) else None
-    if isinstance(entry, dict):
-        return entry.get("ctype") or entry.get("c_type") or entry.get("type")
-    for attr in ("ctype", "c_type", "cty", "type"):
-        v = getattr(entry, attr, None)
-        if isinstance(v, str):
-            return v
-    return None
+    return t.max_shared if t is not None else None
 
 
 def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
@@ -438,35 +415,28 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         if oor is not None:
             raise oor from e
         raise
-    dyn = int(getattr(module, "shared_bytes", 0) or 0)
+    dyn = module.shared_bytes
     limit = target_shared_limit(target)
     if limit is not None and dyn > limit:
         raise OutOfResources(kname, "shared memory", dyn, limit, f"target {target}")
     binary = backend.compile_cuda(module, target)
-    if hasattr(binary, "static_shared"):  # the backend reports static and dynamic shared memory apart
-        static = int(binary.static_shared or 0)
-    else:
-        static = int(getattr(binary, "shared", 0) or 0)
+    static = binary.static_shared
     rt = [p for p in irfn.params if not p.constexpr]
-    mparams = list(getattr(module, "params", None) or [])
     params = []
-    for i, p in enumerate(rt):
-        ctype = _param_ctype(mparams[i]) if i < len(mparams) else None
-        params.append(Param(p.name, str(p.type), ctype, struct_code(ctype, p.type)))
+    for p, mp in zip(rt, module.params, strict=True):
+        params.append(Param(p.name, str(p.type), mp.ctype, struct_code(mp.ctype, p.type)))
     loc = irfn.loc
     md = KernelMetadata(
         name=module.name, kernel_name=kname, target=target, num_warps=int(num_warps), num_stages=int(num_stages),
-        n_regs=int(getattr(binary, "n_regs", 0) or 0), n_spills=int(getattr(binary, "n_spills", 0) or 0),
+        n_regs=binary.n_regs, n_spills=binary.n_spills,
         shared=static + dyn, dynamic_shared=dyn, static_shared=static,
         file=loc.file if loc else None, line=loc.line if loc else None,
         signature={k: str(v) for k, v in arg_types.items()},
         constexprs={k: stable_repr(v) for k, v in constexprs.items()},
         hints={k: int(v) for k, v in (hints or {}).items()}, debug=bool(debug),
         nvrtc=nvrtc_version(), newt=package_fingerprint(),
-        spill_stores=int(getattr(binary, "spill_stores", 0) or 0),
-        spill_loads=int(getattr(binary, "spill_loads", 0) or 0),
-        stack_frame=int(getattr(binary, "stack_frame", 0) or 0),
-        compile_seconds=float(getattr(binary, "compile_seconds", 0.0) or 0.0),
+        spill_stores=binary.spill_stores, spill_loads=binary.spill_loads, stack_frame=binary.stack_frame,
+        compile_seconds=binary.compile_seconds,
         arg_names=[p.name for p in irfn.params],
     )
     if limit is not None and md.shared > limit:
@@ -474,20 +444,18 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     asm = AsmDict(ir=str(irfn), cuda=module.source, ptx=_text(binary.ptx), cubin=bytes(binary.cubin))
     ck = CompiledKernel(asm, md, params, key)
     ck.ir = irfn
-    ck.warnings = list(getattr(irfn, "warnings", []) or [])
+    ck.warnings = list(irfn.warnings)
     return ck
 
 
-_SMEM_RE = re.compile(r"needs (\d+) bytes of shared memory but (\S+) allows (\d+)")
-
-
-def _as_out_of_resources(e, kname: str, target: str):
-    """The backend reports a too-large shared-memory footprint as a compile error: make it OutOfResources
-    (the autotuner skips those quietly, like a config that does not fit the GPU)."""
-    for d in getattr(e, "diagnostics", []):
-        m = _SMEM_RE.search(getattr(d, "message", ""))
-        if m:
-            return OutOfResources(kname, "shared memory", int(m.group(1)), int(m.group(3)), f"target {target}")
+def _as_out_of_resources(e: CompilationError, kname: str, target: str) -> OutOfResources | None:
+    """The backend reports a too-large footprint as a compile error whose diagnostic carries
+    ``data={"resource", "required", "limit"}``: make it OutOfResources (the autotuner skips those
+    quietly, like a config that does not fit the GPU)."""
+    for d in e.diagnostics:
+        if "resource" in d.data:
+            return OutOfResources(kname, d.data["resource"], int(d.data["required"]), int(d.data["limit"]),
+                                  f"target {target}")
     return None
 
 
@@ -588,10 +556,6 @@ def compile(fn, signature: dict | None = None, constexprs: dict | None = None, t
 
 def clear_memory_cache():
     _MEMORY.clear()
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "0") not in ("", "0", "false", "False", "no")
 
 
 __all__ = ["compile", "compile_specialization", "CompiledKernel", "KernelMetadata", "AsmDict", "Param",

@@ -14,6 +14,9 @@ import hashlib
 import operator
 from dataclasses import dataclass
 
+from newt.backend.cuda.codegen import CudaModule, CudaParam
+from newt.backend.cuda.compiler import CompiledBinary
+from newt.ir.types import type_str
 from newt.runtime import driver
 
 _CT = {"int1": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -27,27 +30,22 @@ def fake_ctype(ty) -> str:
     return _CT[ty.name]
 
 
-class FakeModule:
-    def __init__(self, fn, target, num_warps, num_stages, shared):
-        self.ir = fn
-        self.name = fn.name
-        self.source = f"// fake CUDA: {fn.name} target={target} num_warps={num_warps} num_stages={num_stages}\n" \
-                      + str(fn)
-        self.params = [(p.name, fake_ctype(p.type)) for p in fn.params if not p.constexpr]
-        self.shared_bytes = shared
-        self.num_warps = num_warps
-        self.layouts = {}
+def FakeModule(fn, target, num_warps, num_stages, shared) -> CudaModule:
+    """The backend's real ``CudaModule`` type with fake CUDA source (the IR's text)."""
+    src = f"// fake CUDA: {fn.name} target={target} num_warps={num_warps} num_stages={num_stages}\n" + str(fn)
+    params = [CudaParam(p.name, p.name, fake_ctype(p.type), type_str(p.type), 8 if p.type.is_ptr() else 4)
+              for p in fn.params if not p.constexpr]
+    return CudaModule(source=src, name=fn.name, params=params, shared_bytes=shared, num_warps=num_warps,
+                      num_stages=num_stages, target=target, layouts={}, kernel=fn.name)
 
 
-class FakeBinary:
-    def __init__(self, module, target):
-        digest = hashlib.sha256(module.source.encode()).hexdigest()
-        self.ptx = f"// fake PTX {target} {digest}"
-        self.cubin = b"FAKECUBIN" + digest.encode()
-        self.log = ""
-        self.n_regs = 32
-        self.n_spills = 0
-        self.shared = 0
+def FakeBinary(module, target) -> CompiledBinary:
+    """The backend's real ``CompiledBinary`` type with a fake PTX and cubin."""
+    digest = hashlib.sha256(module.source.encode()).hexdigest()
+    return CompiledBinary(name=module.name, target=target, ptx=f"// fake PTX {target} {digest}",
+                          cubin=b"FAKECUBIN" + digest.encode(), log="", n_regs=32, n_spills=0, spill_stores=0,
+                          spill_loads=0, stack_frame=0, shared=module.shared_bytes, static_shared=0,
+                          dynamic_shared=module.shared_bytes, num_warps=module.num_warps, module=module)
 
 
 class FakeBackend:

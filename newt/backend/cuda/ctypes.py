@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import struct
 
-from newt.ir.types import scalar_of
+from newt.ir.types import pointee, scalar_of
 
 __all__ = ["ctype", "const_literal", "is_lowp_float", "compute_ctype", "to_compute", "from_compute", "ptx_bits"]
 
@@ -22,7 +22,7 @@ _LOWP = {"fp16": "half", "bf16": "bf16", "fp8e4nv": "fp8e4", "fp8e5": "fp8e5"}
 def ctype(ty) -> str:
     t = scalar_of(ty)
     if t.is_ptr():
-        return ctype(t.element_ty) + "*"
+        return ctype(pointee(t)) + "*"
     return _CT[t.name]
 
 
@@ -85,10 +85,6 @@ def _f64_literal(v: float) -> str:
     if "e" not in s and "." not in s:
         s += ".0"
     return s
-
-
-def _round_half_bits(v: float) -> int:
-    return struct.unpack("<H", struct.pack("<e", v))[0] if not math.isinf(v) or True else 0
 
 
 def _bf16_bits(v: float) -> int:

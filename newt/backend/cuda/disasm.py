@@ -27,9 +27,9 @@ def find_cuobjdump() -> str | None:
         p = os.path.join(d, "cuobjdump")
         if os.access(p, os.X_OK):
             return p
-    p = shutil.which("cuobjdump")
-    if p:
-        return p
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
     for p in ("/usr/local/cuda/bin/cuobjdump",):
         if os.access(p, os.X_OK):
             return p
