@@ -190,6 +190,9 @@ def _spec_key(spec) -> tuple:
         _fp_value(spec.constexprs), spec.num_warps, spec.num_stages, tuple(sorted(spec.pointer_params or ())),
         spec.launched, spec.concrete, _fp_value({k: repr(v) for k, v in (spec.arg_types or {}).items()}),
         _fp_value(spec.divisibility),
+        # the generic check's diagnostics carry no context and a specialization's do: a config with no
+        # constexprs has the generic's values but must not reuse its context-less diagnostics
+        bool(getattr(spec, "context", None)),
     )
 
 
