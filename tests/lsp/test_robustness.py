@@ -122,3 +122,24 @@ async def test_fuzzing_client_storm(tmp_path):
     assert res["spurious_cancellations"] == 0, res
     assert res["errors"] == [], res["errors"][:5]
     assert res["answered"] >= STORM_EDITS  # at least one request per edit
+
+
+async def test_user_errors_are_not_logged_as_errors_with_tracebacks(tmp_path):
+    """-32002 (here: Compile of a kernel whose constexprs only run-time values give) is one INFO line."""
+    from .conftest import ROOT
+    c = RawClient()
+    await c.start(env=server_env(tmp_path))
+    await c.initialize(options={"trusted": True})
+    path = ROOT / "examples" / "fused_softmax.py"
+    text = path.read_text(encoding="utf-8")
+    c.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1,
+                                                       "text": text}})
+    line = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("def softmax_kernel")))
+    body = await c.call("workspace/executeCommand", {"command": "newt.compile", "arguments": [
+        {"uri": path.as_uri(), "position": {"line": line, "character": 4}}]}, timeout=120)
+    assert body["error"]["code"] == -32002 and body["error"]["data"]["missing"]
+    await c.stop()
+    log = c.stderr.decode(errors="replace")
+    assert "Traceback" not in log, log[-3000:]
+    assert " ERROR " not in log, log[-3000:]
+    assert "user error -32002" in log
