@@ -324,6 +324,8 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_constexpr(a, d, ld))
             elif d.code in ("N020", "N031", "N022", "N021"):
                 out.extend(_fix_cast(a, d, ld))
+            if d.code in ("N006", "N023"):
+                out.extend(_fix_mechanical(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
     try:
@@ -555,9 +557,55 @@ def _dtype_at(a: Analysis, d, span: Span):
 
 
 def _cast_text(src_text: str, node, dtype_text: str, bitcast: bool = False) -> str:
+    # already a value cast (x.to(nl.float16)): change it instead of stacking a second one (a bitcast of the
+    # converted value is another thing: that one is stacked)
+    if not bitcast and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "to" and not any(k.arg == "bitcast" for k in node.keywords) \
+            and src_text.rstrip().endswith(")") and ".to(" in src_text:
+        base = src_text[:src_text.rfind(".to(")]
+        if base:
+            return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
     atom = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.Tuple))
     base = src_text if atom else f"({src_text})"
     return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
+
+
+def _fix_mechanical(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    """The hints that name a mechanical replacement: ``min(a, b)`` -> ``nl.minimum(a, b)``, ``int(x)`` ->
+    ``x.to(nl.int32)``, ``math.exp(x)`` -> ``nl.math.exp(x)``, ``a // b`` on floats -> ``nl.floor(a / b)``."""
+    sp = d.span
+    text = _text_of(a, sp)
+    if not text:
+        return []
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return []
+    alias, imp = nl_alias(a)
+    seg = lambda n: ast.get_source_segment(text, n)  # noqa: E731
+    new = title = None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        f, args = node.func.id, node.args
+        if f in ("min", "max") and len(args) == 2:
+            new = f"{alias}.{'minimum' if f == 'min' else 'maximum'}({seg(args[0])}, {seg(args[1])})"
+        elif f in ("min", "max") and len(args) == 1:
+            new = f"{alias}.{f}({seg(args[0])}, axis=0)"
+        elif f in ("int", "float", "bool") and len(args) == 1:
+            dt = {"int": "int32", "float": "float32", "bool": "int1"}[f]
+            new = _cast_text(seg(args[0]), args[0], f"{alias}.{dt}")
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            isinstance(node.func.value, ast.Name) and a.aliases.get(node.func.value.id) == "math":
+        import newt.language as nl
+        name = node.func.attr
+        if hasattr(nl.math, name):
+            new = f"{alias}.math.{name}" + text[len(seg(node.func)):]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and d.code == "N023":
+        new = f"{alias}.floor({seg(node.left)} / {seg(node.right)})"
+    if new is None or new == text:
+        return []
+    title = title or f"Replace {text} with {new}"
+    edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
+    return [_edit_action(a, title, ld, edits, preferred=True)]
 
 
 def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:

@@ -445,3 +445,32 @@ def test_document_symbols_outline():
     assert kids["BLOCK_SIZE"].kind == lsp.SymbolKind.Constant and kids["BLOCK_SIZE"].detail == "constexpr"
     assert kids["x_ptr"].kind == lsp.SymbolKind.Variable
     assert syms[names.index("scale_kernel")].detail.startswith("autotuned")
+
+
+def test_quick_fixes_for_mechanical_hints_and_casts_do_not_stack():
+    from lsp_server.analysis import analyze
+    text = (
+        "import math\n\nimport newt\nimport newt.language as nl\n\n\n@newt.jit\n"
+        "def k(x_ptr, y_ptr, u_ptr, BLOCK: nl.constexpr):\n"
+        "    offs = nl.arange(0, BLOCK)\n"
+        "    x = nl.load(x_ptr + offs)\n"
+        "    y = nl.load(y_ptr + offs)\n"
+        "    a = min(x, y)\n"
+        "    b = int(x)\n"
+        "    c = math.exp(x)\n"
+        "    nl.store(x_ptr + offs, a + b + c)\n"
+    )
+    a = analyze(text, "file:///mech.py")
+
+    def fixes(line):
+        return [x.edit.changes["file:///mech.py"][0].new_text
+                for x in code_actions(a, lsp.Range(lsp.Position(line, 0), lsp.Position(line, 40)))]
+    assert "nl.minimum(x, y)" in fixes(11)
+    assert "x.to(nl.int32)" in fixes(12)
+    assert "nl.math.exp(x)" in fixes(13)
+    from lsp_server.features import _cast_text
+    import ast
+    node = ast.parse("u.to(nl.uint32)", mode="eval").body
+    assert _cast_text("u.to(nl.uint32)", node, "nl.int32") == "u.to(nl.int32)"
+    stacked = _cast_text("u.to(nl.float16)", node, "nl.int16", bitcast=True)
+    assert stacked == "u.to(nl.float16).to(nl.int16, bitcast=True)"
