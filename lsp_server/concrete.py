@@ -193,6 +193,7 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
     missing = []
     host: dict | None = None
     host_why: dict = {}
+    host_ptr = None
     for p in params:
         is_cx, ann_ty = _annotation(p.annotation, aliases)
         name = p.arg
@@ -228,8 +229,16 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
             constexprs[name] = None  # a None default becomes a constexpr, like at a launch
             continue
         if name in pointer_params:
-            arg_types[name] = lc.pointer_type(lc.float32)
-            assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
+            if host_ptr is None:
+                host_ptr = _host_pointer_dtypes(analysis, ka, [q.arg for q in params], pointer_params)
+            dt = host_ptr[0].get(name)
+            ty = _dtype_named(dt) if dt else None
+            if ty is not None:
+                arg_types[name] = lc.pointer_type(ty)
+                assumed[name] = f"*{dt} (from the host code: {host_ptr[1][name]})"
+            else:
+                arg_types[name] = lc.pointer_type(lc.float32)
+                assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
             div[name] = 16
         else:
             arg_types[name] = lc.int32
@@ -250,6 +259,26 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
         _jit_option(ka, "num_stages") or 3
     label = spec.label if spec is not None and spec_index > 0 else "defaults"
     return Concrete(ka.name, spec_index, label, arg_types, constexprs, int(num_warps), int(num_stages), div, assumed)
+
+
+def _dtype_named(name: str):
+    try:
+        return lc.dtype(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _host_pointer_dtypes(analysis, ka, names, pointer_params) -> tuple[dict, dict]:
+    scan = analysis.file.scan
+    if scan is None:
+        return {}, {}
+    from .hostvalues import host_pointer_dtypes
+    try:
+        return host_pointer_dtypes(analysis.text, [ls for ls in scan.launches if ls.kernel == ka.name], names,
+                                   set(pointer_params))
+    except Exception:  # noqa: BLE001
+        log.debug("host pointer dtypes of %s failed", ka.name, exc_info=True)
+        return {}, {}
 
 
 def _host_values(analysis, ka, names) -> tuple[dict, dict]:

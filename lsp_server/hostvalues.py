@@ -232,3 +232,70 @@ def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
             src_note = "; ".join(f"{x} from {where[x]}" for x in names_used if x in where)
             why[n] = f"{n}={src} at line {line}" + (f" ({src_note})" if src_note else "") + f" = {v!r}"
     return values, why
+
+
+_TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+                 "float64": "fp64", "double": "fp64", "int8": "i8", "int16": "i16", "int32": "i32", "int": "i32",
+                 "int64": "i64", "long": "i64", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv",
+                 "float8_e5m2": "fp8e5"}
+_METHOD_DTYPES = {"half": "fp16", "bfloat16": "bf16", "float": "fp32", "double": "fp64", "int": "i32",
+                  "long": "i64", "bool": "i1"}
+_KEEPS_DTYPE = {"empty_like", "zeros_like", "ones_like", "randn_like", "rand_like", "clone", "contiguous",
+                "t", "transpose", "view", "reshape", "permute", "flatten", "squeeze", "unsqueeze", "expand",
+                "detach", "cuda", "cpu", "abs", "neg"}
+
+
+def _dtype_of(node, env_nodes: dict, depth: int = 0):
+    """The element type (newt's name: fp16, i32 ...) of a tensor expression of the host code, or None."""
+    if depth > 8 or node is None:
+        return None
+    if isinstance(node, ast.Name):
+        return _dtype_of(env_nodes.get(node.id), env_nodes, depth + 1)
+    if isinstance(node, ast.Call):
+        for kw in node.keywords:
+            if kw.arg == "dtype" and isinstance(kw.value, ast.Attribute):
+                return _TORCH_DTYPES.get(kw.value.attr)
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            if f.attr == "to" and node.args and isinstance(node.args[0], ast.Attribute):
+                return _TORCH_DTYPES.get(node.args[0].attr)
+            if f.attr in _METHOD_DTYPES and not node.args:
+                return _METHOD_DTYPES[f.attr]
+            if f.attr in _KEEPS_DTYPE:
+                # torch.empty_like(x) / x.clone(): the dtype of x
+                src = node.args[0] if isinstance(f.value, ast.Name) and f.value.id == "torch" and node.args \
+                    else f.value
+                return _dtype_of(src, env_nodes, depth + 1)
+            if f.attr in ("randn", "rand", "empty", "zeros", "ones", "full", "randn_like"):
+                return "fp32"  # torch's default dtype (no dtype= given)
+    return None
+
+
+def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tuple[dict, dict]:
+    """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
+    kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``)."""
+    out, why = {}, {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return out, why
+    for ls in launches:
+        fn = _enclosing(tree, ls.node.lineno)
+        env_nodes: dict = {}
+        for st in ast.walk(fn) if fn is not None else []:
+            if isinstance(st, ast.Assign) and st.lineno < ls.node.lineno:
+                for t in st.targets:
+                    if isinstance(t, ast.Name):
+                        env_nodes[t.id] = st.value
+        argn = [a for a in ls.node.args if not isinstance(a, ast.Starred)]
+        if len(argn) != len(ls.node.args):
+            argn = []  # *args: positions unknown
+        pairs = list(zip(pnames, argn)) + [(k.arg, k.value) for k in ls.node.keywords if k.arg]
+        for name, node in pairs:
+            if name in out or name not in pointer_params:
+                continue
+            dt = _dtype_of(node, env_nodes)
+            if dt is not None:
+                out[name] = dt
+                why[name] = f"the launch at line {ls.node.lineno} passes {ast.unparse(node)}"
+    return out, why

@@ -193,3 +193,20 @@ def test_code_actions_give_the_missing_constexprs_and_an_example():
     line3 = a3.kernel_named("softmax_kernel").span.line - 1
     again = code_actions(a3, lsp.Range(lsp.Position(line3, 0), lsp.Position(line3, 0)))
     assert not any(x.title.startswith("Add a newt.harness example") for x in again)
+
+
+def test_pointer_dtypes_come_from_the_tensors_launched():
+    text = (
+        "import torch\nimport newt\nimport newt.language as nl\n\n"
+        "@newt.jit\ndef k(x_ptr, y_ptr, z_ptr, n, BLOCK: nl.constexpr):\n"
+        "    o = nl.arange(0, BLOCK)\n    nl.store(y_ptr + o, nl.load(x_ptr + o))\n    nl.store(z_ptr + o, 1)\n\n"
+        "def run(z):\n"
+        "    x = torch.randn(100, dtype=torch.float16, device='cuda')\n"
+        "    y = torch.empty_like(x)\n"
+        "    k[(1,)](x, y, z, 100, BLOCK=128)\n"
+    )
+    a = analyze(text, "file:///t.py")
+    c = concrete_spec(a, a.kernel_named("k"))
+    assert str(c.arg_types["x_ptr"]) == str(c.arg_types["y_ptr"]) == "*fp16"
+    assert c.assumed["y_ptr"].startswith("*fp16 (from the host code: the launch at line 14 passes y")
+    assert "assumed: the file does not say" in c.assumed["z_ptr"]  # a parameter of run(): unknown, said so
