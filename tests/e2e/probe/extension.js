@@ -54,6 +54,18 @@ function hoverText(hovers) {
   return parts.join('\n');
 }
 
+/** Whether a diagnostic's code link opens the code's section: `diagnostics.md#L<line>` of its heading. */
+function sectionOpens(href, code) {
+  try {
+    const m = /^(file:.*diagnostics\.md)#L(\d+)$/.exec(href);
+    if (!m) return false;
+    const lines = fs.readFileSync(vscode.Uri.parse(m[1]).fsPath, 'utf8').split(/\r?\n/);
+    return lines[Number(m[2]) - 1].startsWith(`## ${code}`);
+  } catch {
+    return false;
+  }
+}
+
 const SEVERITY = { 0: 'error', 1: 'warning', 2: 'information', 3: 'hint' };
 
 function codeOf(d) {
@@ -192,7 +204,7 @@ async function run() {
       const missing = want.filter((w) => !actual.some((a) => a.line === w.line && a.character === w.character &&
         a.code === w.code && a.severity === w.severity && a.message.includes(w.message)));
       const unexpected = actual.filter((a) => !want.some((w) => w.line === a.line && w.code === a.code));
-      const badHref = actual.filter((a) => !a.href || !a.href.toLowerCase().includes(`#${a.code.toLowerCase()}`));
+      const badHref = actual.filter((a) => !a.href || !sectionOpens(a.href, a.code));
       return { ok: missing.length === 0 && unexpected.length === 0 && badHref.length === 0, missing, unexpected, badHref, actual };
     });
   }
