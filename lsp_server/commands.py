@@ -485,7 +485,10 @@ class Commands:
             try:
                 res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
             except JsonRpcException as e:
-                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                # a worker that was ended (a settings change, a crash) is not the kernel's fault: the client keeps
+                # what it shows for this prefix (vscode-extension/src/virtualDocuments.ts)
+                head = "// Newt: could not generate this document:" if e.code == WORKER_ERROR else "// compile failed:"
+                return {"text": head + "\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}
         text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
         header = _header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
@@ -503,7 +506,10 @@ class Commands:
             try:
                 res = await self._compile_traced(a, ka.name, target)
             except JsonRpcException as e:
-                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                # a worker that was ended (a settings change, a crash) is not the kernel's fault: the client keeps
+                # what it shows for this prefix (vscode-extension/src/virtualDocuments.ts)
+                head = "// Newt: could not generate this document:" if e.code == WORKER_ERROR else "// compile failed:"
+                return {"text": head + "\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}
         spec = res.get("specialization") or {}
         c = "#" if vd.kind == "sass" else "//"
