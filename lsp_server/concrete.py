@@ -273,12 +273,19 @@ def _host_pointer_dtypes(analysis, ka, names, pointer_params) -> tuple[dict, dic
     if scan is None:
         return {}, {}
     from .hostvalues import host_pointer_dtypes
+    key = ("host-pointer-dtypes", ka.name, tuple(sorted(pointer_params)))
+    extra = getattr(analysis, "extra", None)
+    if extra is not None and key in extra:  # once per analysis (hovers and layouts ask for every spec)
+        return extra[key]
     try:
-        return host_pointer_dtypes(analysis.text, [ls for ls in scan.launches if ls.kernel == ka.name], names,
-                                   set(pointer_params))
+        got = host_pointer_dtypes(analysis.text, [ls for ls in scan.launches if ls.kernel == ka.name], names,
+                                  set(pointer_params))
     except Exception:  # noqa: BLE001
         log.debug("host pointer dtypes of %s failed", ka.name, exc_info=True)
-        return {}, {}
+        got = ({}, {})
+    if extra is not None:
+        extra[key] = got
+    return got
 
 
 def _host_values(analysis, ka, names) -> tuple[dict, dict]:
@@ -286,12 +293,19 @@ def _host_values(analysis, ka, names) -> tuple[dict, dict]:
     if scan is None:
         return {}, {}
     from .hostvalues import host_constexprs
+    key = ("host-constexprs", ka.name, tuple(names))
+    extra = getattr(analysis, "extra", None)
+    if extra is not None and key in extra:
+        return extra[key]
     launches = [ls for ls in scan.launches if ls.kernel == ka.name]
     try:
-        return host_constexprs(analysis.text, launches, names)
+        got = host_constexprs(analysis.text, launches, names)
     except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
         log.debug("host values of %s failed", ka.name, exc_info=True)
-        return {}, {}
+        got = ({}, {})
+    if extra is not None:
+        extra[key] = got
+    return got
 
 
 def _jit_option(ka, name):

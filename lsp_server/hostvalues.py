@@ -42,7 +42,7 @@ def _ev(node, env: dict):
         if node.id in env:
             v = env[node.id]
             if isinstance(v, Unknown):
-                raise v
+                raise Unknown(str(v))  # a fresh one: a raised exception keeps its frames (and env) alive
             return v
         if node.id in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[node.id]
@@ -97,7 +97,7 @@ def _assignments(body, upto_line: int, env: dict):
             try:
                 env[st.target.id] = _BIN[type(st.op)](_ev(st.target, env), _ev(st.value, env))
             except Exception as e:  # noqa: BLE001
-                env[st.target.id] = e if isinstance(e, Unknown) else Unknown(st.target.id)
+                env[st.target.id] = Unknown(str(e)) if isinstance(e, Unknown) else Unknown(st.target.id)
         elif isinstance(st, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
             # a branch may not run: names it assigns become unknown unless the test is static
             if isinstance(st, ast.If):
@@ -120,7 +120,7 @@ def _bind(target, value, env):
         try:
             env[target.id] = _ev(value, env)
         except Unknown as e:
-            env[target.id] = e
+            env[target.id] = Unknown(str(e))  # without the traceback (no reference cycle through env)
         except Exception:  # noqa: BLE001
             env[target.id] = Unknown(target.id)
     elif isinstance(target, (ast.Tuple, ast.List)):
@@ -190,12 +190,28 @@ def _param_env(tree, fn, menv) -> tuple[dict, dict]:
     return env, where
 
 
+_TREES: dict = {}
+
+
+def _parse(text: str):
+    """ast.parse, memoized for the last few texts (every kernel of a file asks for the same one)."""
+    key = hash(text)
+    t = _TREES.get(key)
+    if t is None or t[0] != text:
+        if len(_TREES) > 4:
+            _TREES.clear()
+        t = _TREES[key] = (text, ast.parse(text))
+    return t[1]
+
+
 def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
     """({constexpr: value}, {constexpr: how it was found, or why not}) for ``names`` over the kernel's
     ``launches`` (LaunchSite: ``.node`` the call, ``.kw_nodes`` the keyword argument nodes)."""
     values, why = {}, {}
+    if not launches:
+        return values, why
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except (SyntaxError, ValueError):
         return values, {n: "the file does not parse" for n in names}
     menv = _module_env(tree)
@@ -275,8 +291,10 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tu
     """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
     kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``)."""
     out, why = {}, {}
+    if not launches:
+        return out, why
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except (SyntaxError, ValueError):
         return out, why
     for ls in launches:
