@@ -10,7 +10,20 @@ import sys
 from . import __version__
 
 
+def _drop_working_directory_from_path():
+    """Python puts the working directory first on ``sys.path`` for ``-m`` (unless ``-P``/``PYTHONSAFEPATH``);
+    an editor that starts the server in the workspace would make every later import (``newt``, ``json``
+    inside a library...) prefer the workspace's files. Drop it, unless it is where this package lives (a
+    checkout run as ``python -m lsp_server``), and keep it off for the workers (``PYTHONSAFEPATH``)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cwd = os.getcwd()
+    if sys.path and sys.path[0] in ("", cwd) and os.path.abspath(sys.path[0] or cwd) != here:
+        del sys.path[0]
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
 def main(argv=None) -> int:
+    _drop_working_directory_from_path()
     p = argparse.ArgumentParser(prog="newt-lsp", description="The newt kernel language server (LSP over stdio).")
     p.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
     p.add_argument("--tcp", metavar="HOST:PORT", nargs="?", const="127.0.0.1:2087",

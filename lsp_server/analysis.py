@@ -190,6 +190,9 @@ def _spec_key(spec) -> tuple:
         _fp_value(spec.constexprs), spec.num_warps, spec.num_stages, tuple(sorted(spec.pointer_params or ())),
         spec.launched, spec.concrete, _fp_value({k: repr(v) for k, v in (spec.arg_types or {}).items()}),
         _fp_value(spec.divisibility),
+        # the generic check's diagnostics carry no context and a specialization's do: a config with no
+        # constexprs has the generic's values but must not reuse its context-less diagnostics
+        bool(getattr(spec, "context", None)),
     )
 
 
@@ -610,14 +613,36 @@ def _docs_file() -> str | None:
 _DOCS = _docs_file()
 
 
+_SECTION_LINES: dict | None = None
+
+
+def _section_line(code: str) -> int | None:
+    """The 1-based line of ``## N011 ...`` in the installed docs/diagnostics.md."""
+    global _SECTION_LINES
+    if _SECTION_LINES is None:
+        _SECTION_LINES = {}
+        try:
+            with open(_DOCS, encoding="utf-8") as f:
+                for i, ln in enumerate(f, start=1):
+                    if ln.startswith("## "):
+                        word = ln[3:].split(" ", 1)[0].strip()
+                        _SECTION_LINES.setdefault(word.upper(), i)
+        except (OSError, TypeError):
+            pass
+    return _SECTION_LINES.get(code.upper())
+
+
 def docs_href(code: str, base: str | None = None) -> str | None:
-    """Link to the code's section of docs/diagnostics.md (a file URI of the installed docs, or ``base``)."""
+    """Link to the code's section of docs/diagnostics.md: ``base#n011`` for published docs; for the installed
+    file a ``file:`` URI with ``#L<line>`` of the section's heading, which editors open at that line (an
+    HTML anchor means nothing to a text editor)."""
     if base:
         return f"{base}#{code.lower()}"
     if _DOCS is None:
         return None
     from pathlib import Path
-    return f"{Path(_DOCS).as_uri()}#{code.lower()}"
+    line = _section_line(code)
+    return f"{Path(_DOCS).as_uri()}#{f'L{line}' if line else code.lower()}"
 
 
 def lsp_diagnostics(a: Analysis, docs_base: str | None = None, related: bool = True) -> list[lsp.Diagnostic]:

@@ -16,12 +16,14 @@ import shutil
 import sys
 import uuid
 from collections import OrderedDict
+from typing import Any, Protocol
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 from .analysis import Analysis, uri_to_path
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .settings import Settings, apply_log_level, convert_args
 from .vdocs import LANGUAGE_IDS, make_uri, parse_uri
 from .workers import Worker, WorkerError, worker_env
 
@@ -57,12 +59,34 @@ def resolve_target(setting: str | None, gpu: dict | None) -> str:
     return "sm_90a"
 
 
+class Server(Protocol):
+    """What the commands need of the language server (``server.NewtLanguageServer`` is one): a narrow
+    interface, so that this module never imports the server (no import cycle)."""
+
+    settings: Settings
+    docs: dict
+    protocol: Any
+    workspace: Any
+    pull_diagnostics: bool
+    refresh_diagnostics: bool
+    refresh_inlay: bool
+
+    def settings_for(self, uri: str | None) -> Settings: ...
+    async def analysis_for(self, uri: str, allow_stale: bool = False, exact: bool = True) -> Analysis | None: ...
+    async def run_sync(self, fn, *args, **kwargs): ...
+    def schedule(self, uri: str, delay_ms: int | None = None) -> None: ...
+    def _state(self, uri: str) -> Any: ...
+    def workspace_diagnostic_refresh(self, params) -> Any: ...
+    def workspace_inlay_hint_refresh(self, params) -> Any: ...
+
+
 class Commands:
-    def __init__(self, ls):
+    def __init__(self, ls: Server):
         self.ls = ls
         self.compile_worker: Worker | None = None
         self.run_worker: Worker | None = None
         self.compiled: OrderedDict = OrderedDict()  # (src, kernel, spec, target) -> compile result
+        self.picked: dict = {}  # (uri, kernel) -> constexpr values the user picked (Compile asks for missing ones)
         self.gpu: dict | None = None
 
     # -- environment -----------------------------------------------------------------
@@ -93,6 +117,10 @@ class Commands:
     def target(self) -> str:
         return resolve_target(self.ls.settings.target, self.gpu)
 
+    def target_for(self, uri: str | None) -> str:
+        """The target of the workspace folder that holds ``uri`` (its own ``target`` setting, else the global one)."""
+        return resolve_target(self.ls.settings_for(uri).target, self.gpu)
+
     def status(self) -> dict:
         g = self.gpu
         return {"mode": "gpu" if g else "compile-only", "gpu": g["name"] if g else None,
@@ -106,8 +134,7 @@ class Commands:
 
     async def settings_changed(self, changed: list):
         s = self.ls.settings
-        from .server import _apply_log_level
-        _apply_log_level(s)
+        apply_log_level(s)
         if "python" in changed or "cacheDir" in changed:
             if self.run_worker is not None:
                 await self.run_worker.stop()
@@ -164,8 +191,7 @@ class Commands:
 
     # -- dispatch -------------------------------------------------------------------------
     async def run(self, name: str, args: list, token=None):
-        from .server import _convert_args
-        arg = _convert_args(args[0]) if args else {}
+        arg = convert_args(args[0]) if args else {}
         if not isinstance(arg, dict):
             raise _error(KERNEL_ERROR, f"{name} expects one argument object {{uri, position}}")
         if name in ("newt.compile", "newt.verify", "newt.autotune") and not self.ls.settings.trusted:
@@ -204,15 +230,16 @@ class Commands:
         if ka.helper:
             raise _error(KERNEL_ERROR, f"{ka.name} is a helper (it is called from other kernels and inlined "
                                        "there); compile a kernel that launches it")
-        target = arg.get("target") or self.target()
+        target = arg.get("target") or self.target_for(a.uri)
         if ka.kind != "jit":
             res = await self._compile_traced(a, ka.name, target)
             return self._traced_result(a, ka.name, res, target)
+        given = self._given(a, ka, arg)
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"))
+            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"), given)
         except SpecError as e:
-            raise _error(KERNEL_ERROR, str(e)) from None
-        res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+            raise _error(KERNEL_ERROR, str(e), e.data) from None
+        res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
         return self._compile_result(a, ka.name, conc, res, target)
 
     async def _compile_traced(self, a: Analysis, kname: str, target: str) -> dict:
@@ -241,8 +268,18 @@ class Commands:
                 "shared": res.get("shared"), "compile_ms": res.get("compile_ms"), "kernels": res.get("kernels"),
                 "documents": docs}
 
-    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str) -> dict:
-        key = (a.uri, kname, spec_index, target, hash(a.text))
+    def _given(self, a: Analysis, ka, arg: dict) -> dict | None:
+        """Constexpr values the user picked for this kernel (``constexprs`` in the command's argument, which
+        the client asks for when the file does not say them); remembered for Show and the virtual documents."""
+        got = arg.get("constexprs") if isinstance(arg, dict) else None
+        if isinstance(got, dict) and got:
+            clean = {k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, (int, float, bool))}
+            self.picked[(a.uri, ka.name)] = clean
+        return self.picked.get((a.uri, ka.name))
+
+    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str,
+                                 given: dict | None = None) -> dict:
+        key = (a.uri, kname, spec_index, target, hash(a.text), tuple(sorted((given or {}).items())))
         hit = self.compiled.get(key)
         if hit is not None:
             self.compiled.move_to_end(key)
@@ -250,7 +287,8 @@ class Commands:
         w = self._workers("compile")
         try:
             res = await w.request("compile", {"text": a.text, "uri": a.uri, "kernel": kname, "spec": spec_index,
-                                              "target": target}, timeout=self.ls.settings.worker_timeout)
+                                              "target": target, "constexprs": given or {}},
+                                  timeout=self.ls.settings.worker_timeout)
         except WorkerError as e:
             raise _error(KERNEL_ERROR if e.kind in _USER_KINDS else WORKER_ERROR, str(e),
                          {"kind": e.kind, "traceback": e.traceback} if e.traceback else {"kind": e.kind}) from None
@@ -384,16 +422,17 @@ class Commands:
         if kind not in LANGUAGE_IDS:
             raise _error(KERNEL_ERROR, f"unknown document kind {kind!r} (cuda, ptx, sass or ir)")
         spec = arg.get("spec")
+        target = arg.get("target") or self.target_for(a.uri)  # the folder's: Show SASS and Compile agree
         if ka.kind != "jit":
-            return {"uri": make_uri(a.uri, ka.name, 0, kind, arg.get("target"))}
+            return {"uri": make_uri(a.uri, ka.name, 0, kind, target)}
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, spec)
+            conc = await self.ls.run_sync(concrete_spec, a, ka, spec, self._given(a, ka, arg))
             idx = conc.spec_index
         except SpecError as e:
             if kind != "ir":
-                raise _error(KERNEL_ERROR, str(e)) from None
+                raise _error(KERNEL_ERROR, str(e), e.data) from None
             idx = 0
-        return {"uri": make_uri(a.uri, ka.name, idx, kind, arg.get("target"))}
+        return {"uri": make_uri(a.uri, ka.name, idx, kind, target)}
 
     async def virtual_document(self, uri) -> dict:
         if not isinstance(uri, str):
@@ -407,14 +446,15 @@ class Commands:
         ka = a.kernel_named(vd.kernel)
         if ka is None:
             return {"text": f"// {vd.kernel} is no longer defined in {a.path}\n", "languageId": lang}
-        target = vd.target or self.target()
+        target = vd.target or self.target_for(a.uri)
         if ka.kind != "jit":
             return await self._traced_document(a, ka, vd, target, lang)
         if vd.kind == "ir":
             text = await self.ls.run_sync(_ir_text, a, ka, vd.spec)
             return {"text": text, "languageId": lang}
         try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None)
+            given = self.picked.get((a.uri, ka.name))
+            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None, given)
         except SpecError as e:
             return {"text": f"// {e}\n", "languageId": lang}
         if vd.kind == "cuda":
@@ -429,9 +469,12 @@ class Commands:
                                 "trusted workspace (newt.compile). Trust the workspace and open this again.\n",
                         "languageId": lang}
             try:
-                res = await self._compile_in_worker(a, ka.name, conc.spec_index, target)
+                res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
             except JsonRpcException as e:
-                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                # a worker that was ended (a settings change, a crash) is not the kernel's fault: the client keeps
+                # what it shows for this prefix (vscode-extension/src/virtualDocuments.ts)
+                head = "// Newt: could not generate this document:" if e.code == WORKER_ERROR else "// compile failed:"
+                return {"text": head + "\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}
         text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
         header = _header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
@@ -449,7 +492,10 @@ class Commands:
             try:
                 res = await self._compile_traced(a, ka.name, target)
             except JsonRpcException as e:
-                return {"text": "// compile failed:\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
+                # a worker that was ended (a settings change, a crash) is not the kernel's fault: the client keeps
+                # what it shows for this prefix (vscode-extension/src/virtualDocuments.ts)
+                head = "// Newt: could not generate this document:" if e.code == WORKER_ERROR else "// compile failed:"
+                return {"text": head + "\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}
         spec = res.get("specialization") or {}
         c = "#" if vd.kind == "sass" else "//"

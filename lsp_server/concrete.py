@@ -27,7 +27,32 @@ log = logging.getLogger("newt-lsp")
 
 
 class SpecError(Exception):
-    """No concrete specialization can be formed (a constexpr has no value ...)."""
+    """No concrete specialization can be formed (a constexpr has no value ...). ``data``: what the client
+    may ask the user for (``missing``, ``suggestions``, ``why``)."""
+
+    def __init__(self, message: str, data: dict | None = None):
+        super().__init__(message)
+        self.data = data
+
+
+#: what a client offers for a constexpr nobody gave a value (block sizes are powers of two)
+SUGGESTED_VALUES = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def suggested_values(name: str) -> list:
+    """Values to offer for constexpr ``name``, the likeliest first (by the usual Triton spellings)."""
+    u = name.upper()
+    if u.startswith(("IS_", "HAS_", "EVEN_", "USE_", "CAUSAL", "ENABLE_")) or u in ("CAUSAL", "TRANSPOSE"):
+        return [False, True]
+    if u in ("NUM_STAGES",):
+        return [3, 2, 4, 1]
+    if u.startswith("GROUP"):
+        return [8, 4, 16, 32, 64]
+    if "HEAD" in u or u.endswith("_DIM"):
+        return [64, 128, 32, 16, 256]
+    if u.startswith("BLOCK") or u.endswith("_SIZE"):
+        return [64, 128, 256, 32, 512, 1024, 16, 2048]
+    return [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 @dataclass
@@ -144,9 +169,9 @@ def _literal(node):
 _NOPE = object()
 
 
-def concrete_spec(analysis, ka, spec_index: int | None = None) -> Concrete:
+def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | None = None) -> Concrete:
     """The concrete specialization of ``ka`` to compile (``spec_index`` into ``ka.results``, default: the first
-    one the file reveals)."""
+    one the file reveals). ``given``: constexpr values the user picked (they win)."""
     if ka.kind != "jit":
         return _concrete_from_result(ka, spec_index)
     node = ka.node
@@ -166,16 +191,28 @@ def concrete_spec(analysis, ka, spec_index: int | None = None) -> Concrete:
 
     arg_types, constexprs, assumed, div = {}, {}, {}, {}
     missing = []
+    host: dict | None = None
+    host_why: dict = {}
+    host_ptr = None
     for p in params:
         is_cx, ann_ty = _annotation(p.annotation, aliases)
         name = p.arg
         if is_cx or (name in cx_given and ann_ty is None):
-            if name in cx_given:
+            if given and name in given:
+                constexprs[name] = given[name]
+                assumed[name] = f"{given[name]!r} (picked)"
+            elif name in cx_given:
                 constexprs[name] = cx_given[name]
             elif name in defaults and _literal(defaults[name]) is not _NOPE:
                 constexprs[name] = _literal(defaults[name])
             elif is_cx:
-                missing.append(name)
+                if host is None:
+                    host, host_why = _host_values(analysis, ka, [q.arg for q in params])
+                if name in host:
+                    constexprs[name] = host[name]
+                    assumed[name] = f"{host[name]!r} (from the host code: {host_why[name]})"
+                else:
+                    missing.append(name)
             continue
         if ann_ty is not None:
             arg_types[name] = ann_ty
@@ -192,22 +229,83 @@ def concrete_spec(analysis, ka, spec_index: int | None = None) -> Concrete:
             constexprs[name] = None  # a None default becomes a constexpr, like at a launch
             continue
         if name in pointer_params:
-            arg_types[name] = lc.pointer_type(lc.float32)
-            assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
+            if host_ptr is None:
+                host_ptr = _host_pointer_dtypes(analysis, ka, [q.arg for q in params], pointer_params)
+            dt = host_ptr[0].get(name)
+            ty = _dtype_named(dt) if dt else None
+            if ty is not None:
+                arg_types[name] = lc.pointer_type(ty)
+                assumed[name] = f"*{dt} (from the host code: {host_ptr[1][name]})"
+            else:
+                arg_types[name] = lc.pointer_type(lc.float32)
+                assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
             div[name] = 16
         else:
             arg_types[name] = lc.int32
             assumed[name] = "i32 (assumed)"
     if missing:
+        reasons = "; ".join(host_why[m] for m in missing if m in host_why)
         raise SpecError(
-            f"{ka.name}: no value for constexpr parameter(s) {', '.join(missing)}; give them a value at a launch "
-            f"(kernel[grid](..., {missing[0]}=128)), in an autotune config or as a default")
+            f"{ka.name}: no value for constexpr parameter(s) {', '.join(missing)}"
+            + (f" ({reasons})" if reasons else "")
+            + f"; pick one, or give it a value at a launch (kernel[grid](..., {missing[0]}=128)), in an autotune "
+            f"config or as a default ({missing[0]}: nl.constexpr = 128)",
+            {"missing": missing, "suggestions": {m: suggested_values(m) for m in missing},
+             "why": {m: host_why.get(m, "no launch, config or default gives it") for m in missing},
+             "kernel": ka.name})
     num_warps = (spec.num_warps if spec is not None and spec.num_warps else None) or \
         _jit_option(ka, "num_warps") or 4
     num_stages = (spec.num_stages if spec is not None and spec.num_stages else None) or \
         _jit_option(ka, "num_stages") or 3
     label = spec.label if spec is not None and spec_index > 0 else "defaults"
     return Concrete(ka.name, spec_index, label, arg_types, constexprs, int(num_warps), int(num_stages), div, assumed)
+
+
+def _dtype_named(name: str):
+    try:
+        return lc.dtype(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _host_pointer_dtypes(analysis, ka, names, pointer_params) -> tuple[dict, dict]:
+    scan = analysis.file.scan
+    if scan is None:
+        return {}, {}
+    from .hostvalues import host_pointer_dtypes
+    key = ("host-pointer-dtypes", ka.name, tuple(sorted(pointer_params)))
+    extra = getattr(analysis, "extra", None)
+    if extra is not None and key in extra:  # once per analysis (hovers and layouts ask for every spec)
+        return extra[key]
+    try:
+        got = host_pointer_dtypes(analysis.text, [ls for ls in scan.launches if ls.kernel == ka.name], names,
+                                  set(pointer_params))
+    except Exception:  # noqa: BLE001
+        log.debug("host pointer dtypes of %s failed", ka.name, exc_info=True)
+        got = ({}, {})
+    if extra is not None:
+        extra[key] = got
+    return got
+
+
+def _host_values(analysis, ka, names) -> tuple[dict, dict]:
+    scan = analysis.file.scan
+    if scan is None:
+        return {}, {}
+    from .hostvalues import host_constexprs
+    key = ("host-constexprs", ka.name, tuple(names))
+    extra = getattr(analysis, "extra", None)
+    if extra is not None and key in extra:
+        return extra[key]
+    launches = [ls for ls in scan.launches if ls.kernel == ka.name]
+    try:
+        got = host_constexprs(analysis.text, launches, names)
+    except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
+        log.debug("host values of %s failed", ka.name, exc_info=True)
+        got = ({}, {})
+    if extra is not None:
+        extra[key] = got
+    return got
 
 
 def _jit_option(ka, name):

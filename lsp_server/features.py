@@ -254,7 +254,11 @@ def code_lenses(a: Analysis) -> list[lsp.CodeLens]:
             continue
         pos = a.index.position(ka.span.line, ka.span.col)
         rng = a.index.range(ka.span)
+        # Autotune only where there is something to tune: @newt.autotune kernels and deuteron kernels
+        tunable = ka.kind != "jit" or (ka.kernel_def is not None and ka.kernel_def.autotune is not None)
         for title, cmd in LENS_COMMANDS:
+            if cmd == "newt.autotuneKernel" and not tunable:
+                continue
             args = [a.uri, {"line": pos.line, "character": pos.character}]
             out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=cmd, arguments=args)))
     return out
@@ -320,9 +324,116 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_constexpr(a, d, ld))
             elif d.code in ("N020", "N031", "N022", "N021"):
                 out.extend(_fix_cast(a, d, ld))
+            if d.code in ("N006", "N023"):
+                out.extend(_fix_mechanical(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
+    try:
+        out.extend(_kernel_actions(a, rng))
+    except Exception:  # noqa: BLE001
+        log.debug("kernel code actions failed", exc_info=True)
     return out
+
+
+def _kernel_actions(a: Analysis, rng: lsp.Range) -> list[lsp.CodeAction]:
+    """On a kernel's def line: insert a ``newt.harness`` example when it has none (Verify and Autotune need
+    example inputs), and give each constexpr that nothing gives a value a default (what Compile asks for)."""
+    out = []
+    for ka in a.kernels:
+        if ka.helper:
+            continue
+        name_line = ka.span.line - 1
+        if not (rng.start.line <= name_line <= rng.end.line):
+            continue
+        if ka.kind == "jit" and not re.search(rf"\bexample\(\s*{re.escape(ka.name)}\b", a.text):
+            out.append(_add_example(a, ka))
+        if ka.kind == "jit":
+            out.extend(_constexpr_defaults(a, ka))
+    return out
+
+
+def _harness_alias(a: Analysis) -> tuple[str, lsp.TextEdit | None]:
+    for name, q in a.aliases.items():
+        if q == "newt.harness":
+            return name, None
+    return "nh", _import_edit(a, "import newt.harness as nh\n")
+
+
+def _add_example(a: Analysis, ka) -> lsp.CodeAction:
+    from .concrete import SpecError, concrete_spec, suggested_values
+    nh, imp = _harness_alias(a)
+    node = ka.node
+    params = list(node.args.posonlyargs) + list(node.args.args)
+    try:
+        conc = concrete_spec(a, ka)
+        cx, types = dict(conc.constexprs), dict(conc.arg_types)
+    except SpecError as e:
+        cx = {m: suggested_values(m)[0] for m in (e.data or {}).get("missing", [])}
+        types = {}
+    except Exception:  # noqa: BLE001
+        cx, types = {}, {}
+    n = 4096
+    body, args, kwargs = [], [], []
+    for p in params:
+        ann = ast.unparse(p.annotation) if p.annotation is not None else ""
+        if ann.endswith("constexpr") or p.arg in cx:
+            if p.arg in cx:
+                kwargs.append(f"{p.arg!r}: {cx[p.arg]!r}")
+            continue
+        t = str(types.get(p.arg, ""))
+        if t.startswith("*") or p.arg.endswith("_ptr") or p.arg[:1].isupper() and len(p.arg) <= 4:
+            dtype = {"*fp16": "torch.float16", "*bf16": "torch.bfloat16", "*i32": "torch.int32"}.get(t, "torch.float32")
+            body.append(f"    {p.arg} = torch.randn({n}, device=device).to({dtype})")
+            args.append(p.arg)
+        elif t.startswith("fp"):
+            args.append("1.0")
+        else:
+            args.append(str(n))
+    block = next((v for k, v in cx.items() if isinstance(v, int) and not isinstance(v, bool) and
+                  ("BLOCK" in k.upper() or k.upper().endswith("_SIZE"))), None)
+    grid = f"(({n} + {block} - 1) // {block},)" if block else "(1,)"
+    end = ka.def_span.end_line
+    text = (f"\n\n@{nh}.example({ka.name})\ndef {ka.name}_example(device):\n"
+            f"    # inputs like real ones: Verify compares the launch with @{nh}.reference({ka.name}),\n"
+            "    # Autotune times it\n"
+            "    import torch\n" + "\n".join(body) + ("\n" if body else "")
+            + f"    return {nh}.Case(grid={grid}, args=({', '.join(args)}{',' if len(args) == 1 else ''}), "
+            f"kwargs={{{', '.join(kwargs)}}})\n")
+    p = lsp.Position(end, 0)
+    at_end = end >= len(a.index.lines)
+    edits = [lsp.TextEdit(lsp.Range(p, p), text.lstrip("\n") if not at_end else text)]
+    if not at_end:
+        edits[0] = lsp.TextEdit(lsp.Range(p, p), text[1:] + "\n")
+    if imp is not None:
+        edits.insert(0, imp)
+    return lsp.CodeAction(title=f"Add a newt.harness example for {ka.name} (Verify and Autotune need inputs)",
+                          kind=lsp.CodeActionKind.QuickFix, edit=lsp.WorkspaceEdit(changes={a.uri: edits}))
+
+
+def _constexpr_defaults(a: Analysis, ka) -> list[lsp.CodeAction]:
+    from .concrete import SpecError, concrete_spec, suggested_values
+    try:
+        concrete_spec(a, ka)
+        return []
+    except SpecError as e:
+        missing = (e.data or {}).get("missing", [])
+    node = ka.node
+    params = list(node.args.posonlyargs) + list(node.args.args)
+    n_plain = len(params) - len(node.args.defaults)  # the first parameters without a default
+    idx = [i for i, p in enumerate(params) if p.arg in missing and p.annotation is not None]
+    # defaults must be trailing: every parameter from the first missing one on either is missing or has one
+    if not idx or any(params[j].arg not in missing for j in range(idx[0], n_plain)):
+        return []
+    edits, shown = [], []
+    for i in idx:
+        p = params[i]
+        v = suggested_values(p.arg)[0]
+        at = a.index.position(p.annotation.end_lineno, p.annotation.end_col_offset + 1)
+        edits.append(lsp.TextEdit(lsp.Range(at, at), f" = {v!r}"))
+        shown.append(f"{p.arg} = {v!r}")
+    return [lsp.CodeAction(
+        title=f"Give {', '.join(shown)} as defaults for Compile (launches still pass their own values)",
+        kind=lsp.CodeActionKind.QuickFix, edit=lsp.WorkspaceEdit(changes={a.uri: edits}))]
 
 
 def _edit_action(a: Analysis, title: str, ld: lsp.Diagnostic, edits: list[lsp.TextEdit], preferred=False):
@@ -446,9 +557,55 @@ def _dtype_at(a: Analysis, d, span: Span):
 
 
 def _cast_text(src_text: str, node, dtype_text: str, bitcast: bool = False) -> str:
+    # already a value cast (x.to(nl.float16)): change it instead of stacking a second one (a bitcast of the
+    # converted value is another thing: that one is stacked)
+    if not bitcast and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "to" and not any(k.arg == "bitcast" for k in node.keywords) \
+            and src_text.rstrip().endswith(")") and ".to(" in src_text:
+        base = src_text[:src_text.rfind(".to(")]
+        if base:
+            return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
     atom = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.Tuple))
     base = src_text if atom else f"({src_text})"
     return f"{base}.to({dtype_text}{', bitcast=True' if bitcast else ''})"
+
+
+def _fix_mechanical(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    """The hints that name a mechanical replacement: ``min(a, b)`` -> ``nl.minimum(a, b)``, ``int(x)`` ->
+    ``x.to(nl.int32)``, ``math.exp(x)`` -> ``nl.math.exp(x)``, ``a // b`` on floats -> ``nl.floor(a / b)``."""
+    sp = d.span
+    text = _text_of(a, sp)
+    if not text:
+        return []
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return []
+    alias, imp = nl_alias(a)
+    seg = lambda n: ast.get_source_segment(text, n)  # noqa: E731
+    new = title = None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        f, args = node.func.id, node.args
+        if f in ("min", "max") and len(args) == 2:
+            new = f"{alias}.{'minimum' if f == 'min' else 'maximum'}({seg(args[0])}, {seg(args[1])})"
+        elif f in ("min", "max") and len(args) == 1:
+            new = f"{alias}.{f}({seg(args[0])}, axis=0)"
+        elif f in ("int", "float", "bool") and len(args) == 1:
+            dt = {"int": "int32", "float": "float32", "bool": "int1"}[f]
+            new = _cast_text(seg(args[0]), args[0], f"{alias}.{dt}")
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            isinstance(node.func.value, ast.Name) and a.aliases.get(node.func.value.id) == "math":
+        import newt.language as nl
+        name = node.func.attr
+        if hasattr(nl.math, name):
+            new = f"{alias}.math.{name}" + text[len(seg(node.func)):]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and d.code == "N023":
+        new = f"{alias}.floor({seg(node.left)} / {seg(node.right)})"
+    if new is None or new == text:
+        return []
+    title = title or f"Replace {text} with {new}"
+    edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
+    return [_edit_action(a, title, ld, edits, preferred=True)]
 
 
 def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:
@@ -497,3 +654,46 @@ def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:
                                       what=f"Reinterpret {_text_of(a, ops[i][1])} as {alias}.{it.lang_name} "
                                            "(bitcast)"))
     return out
+
+
+# ---------------------------------------------------------------------------
+# document symbols (the outline)
+# ---------------------------------------------------------------------------
+
+
+def document_symbols(a: Analysis) -> list[lsp.DocumentSymbol]:
+    """Kernels (functions; helpers say so), with their parameters (constexprs as constants) as children."""
+    out = []
+    for ka in a.kernels:
+        node = ka.node
+        full = a.index.range(ka.def_span)
+        sel = a.index.range(ka.span)
+        if (sel.start.line, sel.start.character) < (full.start.line, full.start.character):
+            full = lsp.Range(sel.start, full.end)
+        children = []
+        params = list(node.args.posonlyargs) + list(node.args.args) + list(node.args.kwonlyargs)
+        for p in params:
+            line1, col1 = p.lineno, p.col_offset + 1
+            end_line, end_col = getattr(p, "end_lineno", None) or line1, (getattr(p, "end_col_offset", None) or
+                                                                        p.col_offset + len(p.arg)) + 1
+            prange = a.index.range(_Span(line1, col1, end_line, end_col))
+            psel = a.index.range(_Span(line1, col1, line1, col1 + len(p.arg)))
+            ann = ast.unparse(p.annotation) if p.annotation is not None else None
+            is_cx = ann is not None and ann.split(".")[-1] == "constexpr"
+            children.append(lsp.DocumentSymbol(name=p.arg, kind=lsp.SymbolKind.Constant if is_cx
+                                               else lsp.SymbolKind.Variable,
+                                               range=prange, selection_range=psel,
+                                               detail="constexpr" if is_cx else ann))
+        kind_text = "deuteron kernel" if ka.kind != "jit" else ("helper" if ka.helper else "kernel")
+        if ka.kernel_def is not None and ka.kernel_def.autotune is not None:
+            kind_text = "autotuned " + kind_text
+        out.append(lsp.DocumentSymbol(name=ka.name, kind=lsp.SymbolKind.Function, range=full, selection_range=sel,
+                                      detail=kind_text, children=children))
+    return out
+
+
+class _Span:
+    __slots__ = ("line", "col", "end_line", "end_col")
+
+    def __init__(self, line, col, end_line, end_col):
+        self.line, self.col, self.end_line, self.end_col = line, col, end_line, end_col

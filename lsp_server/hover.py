@@ -112,10 +112,29 @@ def _layout_of(layouts, v) -> str | None:
 # ---------------------------------------------------------------------------
 
 
+_SHOW_COMMANDS = {"cuda": "newt.showCuda", "ptx": "newt.showPtx", "sass": "newt.showSass", "ir": "newt.showIr"}
+
+
 class _Out:
-    def __init__(self, markdown: bool):
+    def __init__(self, markdown: bool, command_links: bool = False):
         self.md = markdown
+        #: VS Code renders only http(s)/file/command links in hovers: there the links run the client's
+        #: newt.show* commands (the extension marks them trusted); other clients get the newt: URIs
+        self.command_links = command_links and markdown
         self.lines: list[str] = []
+
+    def doc_link(self, a: Analysis, ka, spec_index: int, kind: str, title: str) -> str:
+        uri = make_uri(a.uri, ka.name, spec_index, kind)
+        if self.command_links:
+            import json
+            from urllib.parse import quote
+            pos = a.index.position(ka.span.line, ka.span.col)
+            args = [a.uri, {"line": pos.line, "character": pos.character}]
+            if spec_index > 0:
+                args.append({"spec": spec_index})
+            tip = f"Open the {title} of {ka.name}"
+            return f"[{title}](command:{_SHOW_COMMANDS[kind]}?{quote(json.dumps(args))} \"{tip}\")"
+        return f"[{title}]({uri})" if self.md else f"{title}: {uri}"
 
     def code(self, text: str, lang: str = "python"):
         if self.md:
@@ -130,12 +149,13 @@ class _Out:
         return ("\n\n" if self.md else "\n").join(x for x in self.lines if x is not None)
 
 
-def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "sm_90a") -> lsp.Hover | None:
+def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "sm_90a",
+          command_links: bool = False) -> lsp.Hover | None:
     line1, col1 = a.index.char_col(pos)
     line = a.index.line(line1 - 1)
     at = dotted_at(line, col1 - 1)
     ka = a.kernel_at(line1)
-    out = _Out(markdown)
+    out = _Out(markdown, command_links)
     rng = None
     if at is not None:
         s, e, parts = at
@@ -264,10 +284,8 @@ def _links(a: Analysis, ka, out: _Out):
         idx = concrete_spec(a, ka, None).spec_index
     except Exception:  # noqa: BLE001
         return
-    links = []
-    for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
-        uri = make_uri(a.uri, ka.name, idx, kind)
-        links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+    links = [out.doc_link(a, ka, idx, kind, title)
+             for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR"))]
     label = ka.results[idx].spec.label if 0 < idx < len(ka.results) else "defaults"
     out.text(f"Show the generated code of {ka.name} ({label}): " + " · ".join(links) if out.md
              else f"Generated code of {ka.name} ({label}):\n" + "\n".join(links))
@@ -416,10 +434,8 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     if ka.kind != "jit":
         out.text("A deuteron kernel: its newt code depends on the shapes it is called with, so the CUDA comes from "
                  "tracing it on its first `newt.harness` example (Compile / Show CUDA, in a trusted workspace).")
-        links = []
-        for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
-            uri = make_uri(a.uri, ka.name, 0, kind)
-            links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+        links = [out.doc_link(a, ka, 0, kind, title)
+                 for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR"))]
         out.text(" · ".join(links) if out.md else "\n".join(links))
         return
     specs = ka.results[1:]
@@ -450,10 +466,8 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     except Exception as e:  # noqa: BLE001
         out.text(f"CUDA: cannot form a specialization ({type(e).__name__}: {e})")
         return
-    links = []
-    for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR")):
-        uri = make_uri(a.uri, ka.name, conc.spec_index, kind)
-        links.append(f"[{title}]({uri})" if out.md else f"{title}: {uri}")
+    links = [out.doc_link(a, ka, conc.spec_index, kind, title)
+             for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR"))]
     if backend() is None:
         out.text("CUDA: the CUDA backend (newt.backend.cuda) is not available in this installation.")
         out.text(" · ".join(links[3:]) if out.md else "\n".join(links[3:]))

@@ -10,6 +10,7 @@ error is logged and the request gets an empty answer.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import gc
 import hashlib
@@ -26,7 +27,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
 from .hover import hover as hover_fn
-from .settings import Settings
+from .settings import Settings, _apply_log_level, _convert_args
 
 __all__ = ["NewtLanguageServer", "create_server", "SERVER_COMMANDS", "CLIENT_COMMAND_ALIASES"]
 
@@ -40,15 +41,63 @@ CLIENT_COMMAND_ALIASES = {"newt.compileKernel": "newt.compile", "newt.verifyKern
 _SHOW_KIND = {"newt.showCuda": "cuda", "newt.showPtx": "ptx", "newt.showSass": "sass", "newt.showIr": "ir"}
 
 _TRACE_SYNC = os.environ.get("NEWT_LSP_TRACE_SYNC") == "1"
+#: the settings that may differ per workspace folder (resource-scoped in the VS Code extension)
+FOLDER_KEYS = ("target", "diagnosticsOn", "inlayHints")
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
 SERVER_INFO = "newt/serverInfo"
 STATUS = "newt/status"
+
+
+#: what ``structure_message`` returns for a message it answered itself (malformed params)
+_ANSWERED = object()
+
+
+def _validation_detail(exc: BaseException) -> str:
+    """The leaf errors of a cattrs validation error, as one line."""
+    out: list[str] = []
+
+    def walk(e, path):
+        subs = getattr(e, "exceptions", None)
+        if subs:
+            notes = getattr(e, "__notes__", None) or []
+            for i, sub in enumerate(subs):
+                note = str(notes[i]) if i < len(notes) else ""
+                walk(sub, path + ([note.replace("Structuring class ", "").strip()] if note else []))
+        else:
+            where = " / ".join(p for p in path if p)
+            out.append(f"{where + ': ' if where else ''}{type(e).__name__}: {e}")
+
+    walk(exc, [])
+    return "; ".join(out)[:500] or type(exc).__name__
 
 
 class NewtProtocol(LanguageServerProtocol):
     """Runs ``workspace/executeCommand`` as one coroutine, so ``$/cancelRequest`` cancels the command itself;
     advertises the code lens commands to clients other than VS Code (Neovim runs a lens only when the server
     lists its command; the VS Code extension registers them itself, so they must not be listed there)."""
+
+    def structure_message(self, data):
+        """A request whose params do not match the method's type (``hover`` with ``{}``, ``line: -1``,
+        ``line: "a"``) is answered InvalidParams naming the method; pygls 2 would drop it unanswered."""
+        try:
+            return super().structure_message(data)
+        except Exception as exc:  # noqa: BLE001
+            if not (isinstance(data, dict) and "jsonrpc" in data and "method" in data):
+                raise
+            method = data.get("method")
+            cause = exc.__cause__ or exc
+            detail = _validation_detail(cause)
+            if "id" in data and not isinstance(data.get("id"), (dict, list)):
+                from pygls.exceptions import JsonRpcInvalidParams
+                err = JsonRpcInvalidParams(f"invalid params for {method}: {detail}")
+                self._send_response(data["id"], None, err.to_response_error())
+            log.warning("invalid params for %s: %s", method, detail)
+            return _ANSWERED
+
+    def handle_message(self, message):
+        if message is _ANSWERED:
+            return None
+        return super().handle_message(message)
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams):
@@ -76,13 +125,24 @@ class NewtProtocol(LanguageServerProtocol):
         return await self._server.execute_command(params)
 
 
+class _Job:
+    """One analysis on the analysis thread; ``text``/``version`` are set when it starts."""
+    __slots__ = ("task", "started", "text", "version")
+
+    def __init__(self):
+        self.task = None
+        self.started = False
+        self.text = None
+        self.version = None
+
+
 class _Doc:
     __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version", "warm")
 
     def __init__(self, uri: str):
         self.uri = uri
         self.analysis: Analysis | None = None  # the latest finished analysis (of some version)
-        self.inflight: dict = {}  # (version, text hash) -> asyncio.Future[Analysis]
+        self.inflight: list = []  # the _Jobs of this document queued or running on the analysis thread
         self.timer: asyncio.Task | None = None
         self.published: int | None = None
         self.saved_analysis: Analysis | None = None
@@ -95,12 +155,16 @@ class NewtLanguageServer(LanguageServer):
         super().__init__("newt-lsp", __version__, protocol_cls=NewtProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.settings = Settings()
+        self.folder_settings: dict[str, Settings] = {}  # workspace folder URI -> its settings (resource scope)
         self.docs: dict[str, _Doc] = {}
         self.texts: dict[str, tuple] = {}  # uri -> (text, version) of open documents
-        import collections
+        #: uri -> (version, (start line, old end line, new line count) | None) of every change since it was opened
+        self.edits: dict[str, collections.deque] = {}
         self.analysis_times: collections.deque = collections.deque(maxlen=2000)  # ms of each analysis
         self.kernel_cache = KernelCache(max_entries=4096)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-analysis")
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-query")
+        self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-warm")
         self.client_name = ""
         self.markdown = True
         self.pull_diagnostics = False
@@ -128,9 +192,59 @@ class NewtLanguageServer(LanguageServer):
             return "utf-16"
 
     async def run_sync(self, fn, *args, **kwargs):
-        """Run ``fn`` on the analysis thread (everything that touches the front end runs there, one at a time)."""
+        """Run ``fn`` on the query thread: hovers, completion, code generation for hovers and commands (they read
+        finished analyses), one at a time, never queued behind an analysis."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._query_executor, functools.partial(fn, *args, **kwargs))
+
+    async def run_analysis(self, fn, *args, **kwargs):
+        """Run ``fn`` on the analysis thread (the front end's analyses, one at a time)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def settings_for(self, uri: str | None) -> Settings:
+        """The settings of the workspace folder holding ``uri`` (``target``, ``diagnosticsOn`` and ``inlayHints``
+        may differ per folder); the global settings outside every folder."""
+        if uri and self.folder_settings:
+            best = None
+            for folder in self.folder_settings:
+                base = folder.rstrip("/") + "/"
+                if (uri == folder or uri.startswith(base)) and (best is None or len(folder) > len(best)):
+                    best = folder
+            if best is not None:
+                return self.folder_settings[best]
+        return self.settings
+
+    async def pull_folder_settings(self) -> list[str]:
+        """Ask the client for the ``newt`` section of each workspace folder (``workspace/configuration`` with a
+        ``scopeUri``); returns the names of the resource-scoped settings that changed in any folder."""
+        if not self.config_pull:
+            return []
+        try:
+            folders = [f.uri for f in self.workspace.folders.values()]
+        except RuntimeError:
+            return []
+        if not folders:
+            return []
+        got = await self.workspace_configuration_async(lsp.ConfigurationParams(
+            items=[lsp.ConfigurationItem(scope_uri=f, section="newt") for f in folders]))
+        changed: set[str] = set()
+        fresh: dict[str, Settings] = {}
+        for folder, obj in zip(folders, got or []):
+            obj = _convert_args(obj)
+            prev = self.folder_settings.get(folder)
+            st = Settings(**{k: getattr(self.settings, k) for k in ("trusted", "target", "diagnostics_on",
+                                                                      "inlay_shapes", "inlay_dtypes",
+                                                                      "debounce_ms")})
+            if isinstance(obj, dict):
+                st.update({k: v for k, v in obj.items() if k in FOLDER_KEYS})
+            for attr, key in (("target", "target"), ("diagnostics_on", "diagnosticsOn"),
+                              ("inlay_shapes", "inlayHints.shapes"), ("inlay_dtypes", "inlayHints.dtypes")):
+                if prev is None or getattr(prev, attr) != getattr(st, attr):
+                    changed.add(key)
+            fresh[folder] = st
+        self.folder_settings = fresh
+        return sorted(changed)
 
     def doc_text(self, uri: str) -> tuple[str, int | None]:
         """The document's current text and version (open documents), else the file on disk (version None)."""
@@ -146,16 +260,25 @@ class NewtLanguageServer(LanguageServer):
 
     def open_document(self, uri: str, text: str, version: int | None):
         self.texts[uri] = (text, version)
+        self.edits[uri] = collections.deque([(version, None)], maxlen=20000)
 
     def change_document(self, uri: str, version: int | None, changes):
         """Apply LSP content changes with LSP's own line rules (\\n, \\r\\n, \\r only) and position encoding."""
         from .positions import LineIndex
         text, _ = self.texts.get(uri, ("", None))
+        edits = self.edits.get(uri)
+        if edits is None:
+            edits = self.edits[uri] = collections.deque(maxlen=20000)
         for ch in changes:
             rng = getattr(ch, "range", None)
             if rng is None:
                 text = ch.text
+                edits.clear()  # no line map across a whole-document change
+                edits.append((version, None))
                 continue
+            # which lines this change replaced: old lines start..end became start..start+newlines
+            edits.append((version, (rng.start.line, rng.end.line, ch.text.count("\n") + ch.text.count("\r")
+                                    - ch.text.count("\r\n"))))
             idx = LineIndex(text, self.encoding)
             start, end = idx.offset(rng.start), idx.offset(rng.end)
             if _TRACE_SYNC:
@@ -168,6 +291,7 @@ class NewtLanguageServer(LanguageServer):
 
     def close_document(self, uri: str):
         self.texts.pop(uri, None)
+        self.edits.pop(uri, None)
 
     def _state(self, uri: str) -> _Doc:
         st = self.docs.get(uri)
@@ -175,38 +299,140 @@ class NewtLanguageServer(LanguageServer):
             st = self.docs[uri] = _Doc(uri)
         return st
 
-    async def analysis_for(self, uri: str, allow_stale: bool = False) -> Analysis | None:
-        """The analysis of the document's current text (computed now if needed)."""
+    async def analysis_for(self, uri: str, allow_stale: bool = False, exact: bool = True) -> Analysis | None:
+        """The analysis of the document's current text (computed now if needed).
+
+        With ``allow_stale`` the last finished analysis is returned at once when the current text's is not
+        ready (hover, completion and signature help answer from it while a new one runs; ``stale_position``
+        maps positions) and nothing new is started (the debounce does that). The analysis itself runs as a
+        task of its own: a caller that goes away (a debounce timer replaced by the next keystroke, a cancelled
+        request) never cancels what others wait for. ``exact``: analyze again until the result is of the text
+        as it is when it arrives (code actions, commands); else the first result not older than the call.
+        """
         st = self._state(uri)
-        text, version = self.doc_text(uri)
-        a = st.analysis
-        if a is not None and a.version == version and a.text == text:
-            return a
-        if allow_stale and a is not None and st.inflight:
-            return a
-        key = (version, hash(text))
-        fut = st.inflight.get(key)
-        if fut is None:
-            loop = asyncio.get_running_loop()
-            fut = loop.create_future()
-            st.inflight[key] = fut
-            try:
-                result = await self.run_sync(analyze, text, uri, version, self.encoding, self.kernel_cache)
-                self.analysis_times.append(result.elapsed_ms)
-                if result.elapsed_ms > 2000:
-                    _report_slow(uri, text, result.elapsed_ms)
-                fut.set_result(result)
-            except BaseException as e:  # noqa: BLE001
-                fut.set_exception(e)
-                fut.exception()  # mark retrieved
-                st.inflight.pop(key, None)
-                raise
-            st.inflight.pop(key, None)
-            cur = st.analysis
-            if cur is None or cur.version is None or version is None or version >= (cur.version or 0):
-                st.analysis = result
-            return result
-        return await asyncio.shield(fut)
+        result = None
+        for _ in range(4):
+            text, version = self.doc_text(uri)
+            a = st.analysis
+            if a is not None and a.version == version and a.text == text:
+                return a
+            if allow_stale and a is not None:
+                return a
+            job = st.inflight[-1] if st.inflight else None
+            # a queued job reads the text when it starts, so it serves this request too; a running one only
+            # if it is analyzing this very text
+            if job is None or (job.started and (job.version != version or job.text != text)):
+                job = _Job()
+                job.task = asyncio.ensure_future(self._run_job(st, job, uri))
+                st.inflight.append(job)
+            result = await asyncio.shield(job.task)
+            if not exact or result.text == self.doc_text(uri)[0]:
+                return result
+        return result
+
+    async def _run_job(self, st: _Doc, job: _Job, uri: str) -> Analysis:
+        def work():
+            # the newest text when the thread gets to it: work for versions typed over meanwhile is never done
+            job.text, job.version = self.doc_text(uri)
+            job.started = True
+            return analyze(job.text, uri, job.version, self.encoding, self.kernel_cache)
+        try:
+            result = await self.run_analysis(work)
+        finally:
+            if job in st.inflight:
+                st.inflight.remove(job)
+        self.analysis_times.append(result.elapsed_ms)
+        if result.elapsed_ms > 2000:
+            _report_slow(uri, result.text, result.elapsed_ms)
+        cur = st.analysis
+        if cur is None or cur.version is None or result.version is None or result.version >= (cur.version or 0):
+            st.analysis = result
+        return result
+
+    def stale_position(self, a: Analysis, uri: str, pos: lsp.Position) -> tuple[lsp.Position, int] | None:
+        """``pos`` of the current text as a position of ``a``'s text, and the line shift back; None when the
+        position is in lines that changed since ``a`` (then only a fresh analysis can answer)."""
+        text, _ = self.doc_text(uri)
+        if a.text == text:
+            return pos, 0
+        mapped = self._map_through_edits(a, uri, pos.line)
+        if mapped is not None:
+            old_line, changed = mapped
+            if changed:
+                return None
+            return lsp.Position(old_line, pos.character), pos.line - old_line
+        from .positions import split_lines
+        old, new = a.index.lines, split_lines(text)
+        n_old, n_new = len(old), len(new)
+        line = pos.line
+        if line >= n_new:
+            return None
+        prefix = 0
+        lim = min(n_old, n_new)
+        while prefix < lim and old[prefix] == new[prefix]:
+            if prefix == line:
+                return pos, 0
+            prefix += 1
+        suffix = 0
+        while suffix < lim - prefix and old[n_old - 1 - suffix] == new[n_new - 1 - suffix]:
+            suffix += 1
+        if line >= n_new - suffix:
+            shift = n_new - n_old
+            return lsp.Position(line - shift, pos.character), shift
+        return None
+
+    def _map_through_edits(self, a: Analysis, uri: str, line: int):
+        """(line of ``a``'s text, whether that line was edited since) for ``line`` of the current text, by
+        undoing the logged edits newer than ``a``; None when the log does not reach back to ``a``."""
+        edits = self.edits.get(uri)
+        if not edits or a.version is None:
+            return None
+        newer = []
+        for version, change in reversed(edits):
+            if version is None or version <= a.version:
+                if change is None and version != a.version:
+                    return None  # reopened or replaced after ``a``: no map
+                break
+            if change is None:
+                return None  # a whole-document change after ``a``
+            newer.append(change)
+        else:
+            return None  # the log starts after ``a``
+        changed = False
+        for start, end, new_lines in newer:  # newest first: undo them one by one
+            if line < start:
+                continue
+            if line > start + new_lines:
+                line = line - new_lines + (end - start)
+            else:
+                changed = True
+                line = start
+        return line, changed
+
+    def completion_position(self, a: Analysis, uri: str, pos: lsp.Position) -> lsp.Position:
+        """Where ``pos`` is in ``a``'s text, or the start of the edited lines it falls in (completion and
+        signature help only need the kernel and the names around the cursor; the line itself is read fresh)."""
+        mapped = self._map_through_edits(a, uri, pos.line)
+        if mapped is None:
+            m = self.stale_position(a, uri, pos)
+            return m[0] if m is not None else pos
+        return lsp.Position(mapped[0], pos.character)
+
+    async def analysis_near(self, uri: str, pos: lsp.Position):
+        """(analysis, position in its text, line shift) for a request at ``pos``: the last finished analysis when
+        the lines around ``pos`` are unchanged in it (answers at once while a new analysis runs), else the
+        current text's."""
+        a = await self.analysis_for(uri, allow_stale=True)
+        if a is None:
+            return None, pos, 0
+        mapped = self.stale_position(a, uri, pos)
+        if mapped is not None:
+            return a, mapped[0], mapped[1]
+        a = await self.analysis_for(uri, exact=False)
+        mapped = self.stale_position(a, uri, pos) if a is not None else None
+        if mapped is not None:
+            return a, mapped[0], mapped[1]
+        return a, pos, 0
 
     # -- diagnostics ---------------------------------------------------------------
     def schedule(self, uri: str, delay_ms: int | None = None):
@@ -222,13 +448,13 @@ class NewtLanguageServer(LanguageServer):
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
-            a = await self.analysis_for(uri)
+            a = await self.analysis_for(uri, exact=False)
             if a is None or uri not in self.docs:
                 return
             _text, version = self.doc_text(uri)
             if version is not None and a.version != version:
                 return  # stale: a newer edit is queued and will publish
-            if self.settings.diagnostics_on == "save":
+            if self.settings_for(uri).diagnostics_on == "save":
                 self._state(uri).saved_analysis = a
             self.publish(a)
             st = self._state(uri)
@@ -243,11 +469,12 @@ class NewtLanguageServer(LanguageServer):
         from .hover import warm_layouts
         try:
             await asyncio.sleep(idle)
-            target = self.commands.target()
+            target = self.commands.target_for(uri)
             for ka in list(a.kernels):
                 if uri not in self.docs or self.doc_text(uri)[1] != a.version:
                     return
-                await self.run_sync(warm_layouts, a, target, [ka])
+                loop = asyncio.get_running_loop()  # a thread of its own: hovers never wait behind it
+                await loop.run_in_executor(self._warm_executor, warm_layouts, a, target, [ka])
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001
@@ -295,15 +522,6 @@ class NewtLanguageServer(LanguageServer):
         return await self.commands.run(name, args, token)
 
 
-def _convert_args(obj):
-    """pygls hands custom params over as namedtuples: back to plain dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: _convert_args(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {k: _convert_args(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_convert_args(v) for v in obj]
-    return obj
 
 
 def _safe(default=None):
@@ -360,6 +578,10 @@ def create_server() -> NewtLanguageServer:
 
     ls = NewtLanguageServer()
     ls.commands = Commands(ls)
+    import sys
+    # the analysis thread is pure Python: hand the GIL over more often so the event loop and the query thread
+    # (hovers, completions) wait at most ~2 ms for it instead of 5
+    sys.setswitchinterval(0.002)
 
     @ls.feature(lsp.INITIALIZE)
     @_safe()
@@ -379,6 +601,10 @@ def create_server() -> NewtLanguageServer:
         gc.disable()
         if ls._gc_task is None:
             ls._gc_task = asyncio.ensure_future(ls._idle_gc())
+        try:
+            await ls.pull_folder_settings()
+        except Exception:  # noqa: BLE001 - a client that cannot answer keeps the global settings
+            log.debug("workspace/configuration per folder failed", exc_info=True)
         await ls.commands.detect_gpu()
         ls.commands.send_status()
 
@@ -401,14 +627,15 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     def did_change(ls: NewtLanguageServer, params: lsp.DidChangeTextDocumentParams):
         ls.change_document(params.text_document.uri, params.text_document.version, params.content_changes)
-        if ls.settings.diagnostics_on == "type":
+        if ls.settings_for(params.text_document.uri).diagnostics_on == "type":
             ls.schedule(params.text_document.uri)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     @_safe()
     def did_save(ls: NewtLanguageServer, params: lsp.DidSaveTextDocumentParams):
         ls.schedule(params.text_document.uri, 0)
-        if ls.pull_diagnostics and ls.settings.diagnostics_on == "save" and ls.refresh_diagnostics:
+        if ls.pull_diagnostics and ls.settings_for(params.text_document.uri).diagnostics_on == "save" \
+                and ls.refresh_diagnostics:
             ls.workspace_diagnostic_refresh(None)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
@@ -429,7 +656,7 @@ def create_server() -> NewtLanguageServer:
     async def pull_diagnostics(ls: NewtLanguageServer, params: lsp.DocumentDiagnosticParams):
         uri = params.text_document.uri
         st = ls._state(uri)
-        if ls.settings.diagnostics_on == "save" and st.saved_analysis is not None:
+        if ls.settings_for(uri).diagnostics_on == "save" and st.saved_analysis is not None:
             a = st.saved_analysis
         else:
             a = await ls.analysis_for(uri)
@@ -442,14 +669,21 @@ def create_server() -> NewtLanguageServer:
     @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
     @_safe()
     async def hover(ls: NewtLanguageServer, params: lsp.HoverParams):
-        a = await ls.analysis_for(params.text_document.uri)
-        target = ls.commands.target()
-        return await ls.run_sync(hover_fn, a, params.position, ls.markdown, target)
+        uri = params.text_document.uri
+        a, pos, shift = await ls.analysis_near(uri, params.position)
+        if a is None:
+            return None
+        target = ls.commands.target_for(uri)
+        h = await ls.run_sync(hover_fn, a, pos, ls.markdown, target, ls.vscode_client)
+        if h is not None and shift and h.range is not None:
+            h.range = lsp.Range(lsp.Position(h.range.start.line + shift, h.range.start.character),
+                                lsp.Position(h.range.end.line + shift, h.range.end.character))
+        return h
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
     @_safe(list)
     async def inlay_hint(ls: NewtLanguageServer, params: lsp.InlayHintParams):
-        s = ls.settings
+        s = ls.settings_for(params.text_document.uri)
         if not (s.inlay_shapes or s.inlay_dtypes):
             return []
         a = await ls.analysis_for(params.text_document.uri)
@@ -461,11 +695,13 @@ def create_server() -> NewtLanguageServer:
     async def completion(ls: NewtLanguageServer, params: lsp.CompletionParams):
         uri = params.text_document.uri
         text, _ = ls.doc_text(uri)
-        a = await ls.analysis_for(uri)
+        a = await ls.analysis_for(uri, allow_stale=True)  # the last good analysis while a new one runs
+        if a is None:
+            return None
+        pos = ls.completion_position(a, uri, params.position) if a.text != text else params.position
         from .positions import LineIndex
-        idx = a.index if a.text == text else LineIndex(text, ls.encoding)
-        line = idx.line(params.position.line)
-        return await ls.run_sync(features.completion, a, params.position, line, ls.markdown, ls.snippets)
+        line = LineIndex(text, ls.encoding).line(params.position.line) if a.text != text else a.index.line(pos.line)
+        return await ls.run_sync(features.completion, a, pos, line, ls.markdown, ls.snippets)
 
     @ls.feature(lsp.TEXT_DOCUMENT_SIGNATURE_HELP,
                 lsp.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]))
@@ -473,8 +709,16 @@ def create_server() -> NewtLanguageServer:
     async def signature_help(ls: NewtLanguageServer, params: lsp.SignatureHelpParams):
         uri = params.text_document.uri
         text, _ = ls.doc_text(uri)
-        a = await ls.analysis_for(uri)
+        a = await ls.analysis_for(uri, allow_stale=True)  # the last good analysis while a new one runs
+        if a is None:
+            return None
         return await ls.run_sync(features.signature_help, a, text, params.position, ls.markdown)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_safe(list)
+    async def document_symbol(ls: NewtLanguageServer, params: lsp.DocumentSymbolParams):
+        a = await ls.analysis_for(params.text_document.uri)
+        return features.document_symbols(a) if a is not None else []
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
     @_safe(list)
@@ -504,6 +748,8 @@ def create_server() -> NewtLanguageServer:
                 _convert_args(got[0]), dict) else []
         else:
             changed = []
+        if ls.config_pull:
+            changed = sorted(set(changed) | set(await ls.pull_folder_settings()))
         await ls.commands.settings_changed(changed)
 
     # -- custom requests ---------------------------------------------------------------------
@@ -577,11 +823,6 @@ def _command_stub(name):
     return stub
 
 
-def _apply_log_level(settings: Settings):
-    level = settings.python_level()
-    log.setLevel(level)
-    # pygls logs every message body at INFO: keep it quiet unless debugging
-    logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
 
 
 def data_path(*parts) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-__all__ = ["Settings", "TARGET_CHOICES"]
+__all__ = ["Settings", "TARGET_CHOICES", "convert_args", "apply_log_level"]
 
 log = logging.getLogger("newt-lsp")
 
@@ -110,3 +110,66 @@ class Settings:
     def python_level(self) -> int:
         return {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO,
                 "debug": logging.DEBUG}[self.log_level]
+
+
+# -- helpers shared by the server and the commands (here, so neither imports the other) ------------
+def convert_args(obj):
+    """pygls hands custom params over as namedtuples: back to plain dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: convert_args(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {k: convert_args(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [convert_args(v) for v in obj]
+    return obj
+
+
+def apply_log_level(settings: Settings):
+    install_log_filters()
+    level = settings.python_level()
+    log.setLevel(level)
+    # pygls logs every message body at INFO: keep it quiet unless debugging
+    logging.getLogger("pygls").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
+
+
+_convert_args = convert_args  # the names the server's modules used
+_apply_log_level = apply_log_level
+
+
+#: error codes meant for the user (docs/lsp-protocol.md): -32001 untrusted, -32002 the kernel/the file says no
+USER_ERROR_CODES = (-32001, -32002)
+_MAX_LOGGED_BODY = 2000
+
+
+class QuietUserErrors(logging.Filter):
+    """On pygls's loggers: an expected user error (``-32001``/``-32002``, e.g. "no value for constexpr") is one
+    INFO line, not an ERROR with a traceback; message bodies (``Sending data: {...}``, which hold whole PTX or
+    SASS documents at debug level) are cut to their first 2,000 characters."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        code = getattr(exc, "code", None)
+        if exc is not None and code in USER_ERROR_CODES:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args = "request answered with a user error %s: %s", (code, str(exc).splitlines()[0])
+            record.exc_info = record.exc_text = None
+            return logging.getLogger("newt-lsp").isEnabledFor(logging.INFO)
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001
+            return True
+        if len(text) > _MAX_LOGGED_BODY:
+            record.msg, record.args = "%s ... (%d more characters)", (text[:_MAX_LOGGED_BODY],
+                                                                       len(text) - _MAX_LOGGED_BODY)
+        return True
+
+
+_QUIET = QuietUserErrors()
+
+
+def install_log_filters():
+    for name in ("pygls", "pygls.protocol", "pygls.protocol.json_rpc", "pygls.protocol.language_server",
+                 "pygls.server", "pygls.io_", "pygls.feature_manager"):
+        lg = logging.getLogger(name)
+        if _QUIET not in lg.filters:
+            lg.addFilter(_QUIET)

@@ -121,7 +121,7 @@ def _compile(params, ctx):
     if ka is None:
         raise UserError(f"no kernel named {kname!r} in {a.path}")
     try:
-        conc = concrete_spec(a, ka, params.get("spec"))
+        conc = concrete_spec(a, ka, params.get("spec"), params.get("constexprs") or None)
     except SpecError as e:
         raise UserError(str(e), "spec") from None
     built = build_concrete(a, ka, conc)
@@ -305,9 +305,17 @@ def _verify(params, ctx):
     return _clean(report)
 
 
+def run_autotune(kernel, device: str, *, name: str, on_config, should_stop) -> dict:
+    """The one place the editor's Autotune times configs: ``on_config(entry)`` after each config (it is the
+    progress), ``should_stop()`` polled between configs (cancel); returns the report of
+    docs/lsp-protocol.md (``results``, ``best``, ``stored`` ...). Today ``newt.harness.autotune``; the
+    autotuning executor (newt.tune) plugs in here, nowhere else."""
+    import newt.harness as harness
+    return harness.autotune(kernel, device, name=name, on_config=on_config, should_stop=should_stop)
+
+
 def _autotune(params, ctx):
     dev = _device()
-    import newt.harness as harness
     mod = _load_user_module(params["path"], params.get("text"))
     kernel = _kernel_object(mod, params["kernel"])
     total = {"n": 0}
@@ -316,8 +324,8 @@ def _autotune(params, ctx):
         total["n"] += 1
         ctx.event("config", _clean(entry))
 
-    report = harness.autotune(kernel, dev, name=params["kernel"], on_config=on_config,
-                              should_stop=lambda: ctx.cancelled)
+    report = run_autotune(kernel, dev, name=params["kernel"], on_config=on_config,
+                          should_stop=lambda: ctx.cancelled)
     if report.get("fatal"):
         ctx.fatal = True
     return _clean(report)
@@ -351,6 +359,10 @@ class _Ctx:
 
 
 def main(argv=None):
+    # started in an empty folder (so nothing of the workspace shadowed an import); now the folder asked for
+    cwd = os.environ.pop("NEWT_WORKER_CWD", "")
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
     chan = _Channel()
     if os.environ.get("NEWT_WORKER_PARENT_WATCH", "1") == "1":
         _watch_parent()

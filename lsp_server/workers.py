@@ -35,6 +35,20 @@ class WorkerError(Exception):
         self.traceback = traceback
 
 
+_NEUTRAL_DIR: str | None = None
+
+
+def neutral_dir() -> str:
+    """An empty private folder, the working directory every worker starts in: Python puts the working
+    directory first on ``sys.path`` for ``-m`` (before 3.11's ``PYTHONSAFEPATH``), so starting in the
+    workspace would import a workspace ``json.py`` or ``newt/`` instead of the real one."""
+    global _NEUTRAL_DIR
+    if _NEUTRAL_DIR is None or not os.path.isdir(_NEUTRAL_DIR):
+        import tempfile
+        _NEUTRAL_DIR = tempfile.mkdtemp(prefix="newt-lsp-")
+    return _NEUTRAL_DIR
+
+
 def worker_env(cache_dir: str | None = None, extra: dict | None = None) -> dict:
     env = dict(os.environ)
     pp = env.get("PYTHONPATH", "")
@@ -43,6 +57,7 @@ def worker_env(cache_dir: str | None = None, extra: dict | None = None) -> dict:
         parts.insert(0, _ROOT)  # the worker uses the same newt and lsp_server as the server
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONSAFEPATH"] = "1"  # Python 3.11+: the working directory is not put on sys.path
     env.pop("NEWT_INTERPRET", None)
     if cache_dir:
         env["NEWT_CACHE_DIR"] = cache_dir
@@ -56,7 +71,7 @@ class Worker:
         self.name = name
         self.python = python or sys.executable
         self.env = env or worker_env()
-        self.cwd = cwd
+        self.cwd = cwd  # the directory the worker changes to once it runs (it starts in neutral_dir())
         self.proc: asyncio.subprocess.Process | None = None
         self._ids = itertools.count(1)
         self._pending: dict = {}  # id -> (future, on_event, activity-callback)
@@ -78,7 +93,8 @@ class Worker:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 self.python, "-m", "lsp_server.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env=dict(self.env, NEWT_WORKER_CWD=self.cwd or ""), cwd=neutral_dir(),
                 limit=64 * 1024 * 1024)
         except (OSError, ValueError) as e:
             raise WorkerError(f"cannot start the worker with {self.python}: {e}", "start") from None

@@ -355,8 +355,9 @@ def verify(kernel, dev: str | None = None, name: str | None = None, on_case=None
     report = {"kernel": kname, "ok": False, "device": "cuda" if dev == "cuda" else "interpreter", "cases": [],
               "message": None, "fatal": False}
     if not exs:
-        report["message"] = (f"{kname} has no examples: register some with @newt.harness.example({kname}) "
+        report["message"] = (f"no example inputs for {kname}: add one with @newt.harness.example({kname}) "
                              "(see newt/harness.py)")
+        report["reason"] = "no_examples"
         return report
     all_ok = True
     for ex in exs:
@@ -483,8 +484,9 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
         return out
     exs = examples_for(kernel) or examples_for(at)
     if not exs:
-        out["message"] = (f"{kname} has no examples to autotune on: register some with "
+        out["message"] = (f"no example inputs for {kname} to autotune on: add one with "
                           f"@newt.harness.example({kname}) (see newt/harness.py)")
+        out["reason"] = "no_examples"
         return out
     try:
         case = _cases_of(exs[0], dev)[0]
@@ -561,8 +563,9 @@ def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> di
     each config checked against the eager oracle); their progress events become ``on_config`` entries."""
     exs = examples_for(kernel)
     if not exs:
-        out["message"] = (f"{kname} has no examples to autotune on: register some with "
+        out["message"] = (f"no example inputs for {kname} to autotune on: add one with "
                           f"@newt.harness.example({kname}) (see newt/harness.py)")
+        out["reason"] = "no_examples"
         return out
     try:
         case = _cases_of(exs[0], dev)[0]

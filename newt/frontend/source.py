@@ -624,6 +624,14 @@ NEWT_AUTOTUNE = {"newt.autotune", "newt.runtime.autotune"}
 NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
 
 
+def triton_as_newt(qualname: str) -> str:
+    """Triton's modules read as newt's (``import triton.language as tl`` -> ``newt.language``): Triton files
+    are analyzed as they are (newt implements Triton's language)."""
+    if qualname == "triton" or qualname.startswith("triton."):
+        return "newt" + qualname[len("triton"):]
+    return qualname
+
+
 class ModuleScan:
     """Static facts about one module: import aliases, kernels, constants, launches."""
 
@@ -657,15 +665,15 @@ class ModuleScan:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
-                        self.aliases[a.asname] = a.name
+                        self.aliases[a.asname] = triton_as_newt(a.name)
                     else:
                         top = a.name.split(".")[0]
-                        self.aliases[top] = top
+                        self.aliases[top] = triton_as_newt(top)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     if a.name == "*":
                         continue
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    self.aliases[a.asname or a.name] = triton_as_newt(f"{node.module}.{a.name}")
 
     def resolve(self, node) -> str | None:
         return qualname_of(node, self.aliases)

@@ -125,6 +125,33 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       }
       const wanted = ['Compile Kernel', 'Verify Kernel', 'Autotune Kernel', 'Show Generated CUDA', 'Show Generated PTX', 'Show Generated SASS'];
       uiCheck('the editor context menu has the Newt submenu', wanted.every((w) => menuItems.includes(w)), { menuItems });
+
+      // scene 3: hover add_kernel's name and click the rendered "CUDA" link, as a person does
+      fs.writeFileSync(reportPath + '.scene3', 'go');
+      const deadline3 = Date.now() + 120000;
+      while (!fs.existsSync(reportPath + '.scene3.ready') && Date.now() < deadline3) await page.waitForTimeout(250);
+      let linkInfo = {};
+      try {
+        const link = page.locator('.monaco-hover:visible a', { hasText: /^CUDA$/ }).first();
+        await link.waitFor({ state: 'visible', timeout: 30000 });
+        linkInfo = { href: await link.getAttribute('data-href') || await link.getAttribute('href') };
+        await link.click();
+        const cudaTab = page.locator('.tab', { hasText: 'add_kernel.cu' });
+        await cudaTab.first().waitFor({ state: 'visible', timeout: 30000 });
+        await page.waitForTimeout(1000);
+        const text = await page.evaluate(() => {
+          const g = [...document.querySelectorAll('.editor-group-container')]
+            .find((x) => /add_kernel\.cu/.test(x.querySelector('.tab.active')?.textContent || ''));
+          return g ? g.querySelector('.view-lines')?.innerText || '' : '';
+        });
+        linkInfo.cuda = text.replace(/\u00a0/g, ' ').slice(0, 600);
+        linkInfo.opened = true;
+      } catch (e) {
+        linkInfo.error = String(e).split('\n')[0];
+        linkInfo.hover = (await page.locator('.monaco-hover:visible').allInnerTexts()).join('\n').slice(0, 1500);
+      }
+      uiCheck('clicking the CUDA link in a kernel\'s hover opens its generated CUDA',
+        linkInfo.opened && /__global__|extern "C"|newt's CUDA backend/.test(linkInfo.cuda || ''), linkInfo);
     }
     fs.writeFileSync(uiPath, JSON.stringify(ui, null, 2));
     rc = report.ok && ui.checks.every((c) => c.ok) ? 0 : 1;

@@ -84,6 +84,7 @@ vscode_session() {  # $1 = trusted | restricted
   local RUN; RUN=$(mktemp -d "$C/runs/r.XXXXXX")   # short: unix socket paths must stay < 108 bytes
   mkdir -p "$RUN/ud/User" "$RUN/ext" "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
+  cp -r "$REPO/examples" "$RUN/ws/examples"   # Compile on every kernel of the project's examples
   local trust_flag=(--disable-workspace-trust)
   local trust_settings='"security.workspace.trust.enabled": false,'
   if [ "$mode" = restricted ]; then
@@ -163,7 +164,7 @@ if [ "${NEWT_E2E_ONLY:-}" != vscode ]; then
   (
     export HOME="$RUN/home" XDG_CONFIG_HOME="$RUN/home/.config" XDG_DATA_HOME="$RUN/home/.local/share" \
            XDG_STATE_HOME="$RUN/home/.local/state" XDG_CACHE_HOME="$RUN/home/.cache" TMPDIR="$RUN/tmp" \
-           NEWT_CACHE_DIR="$RUN/newt-cache" NEWT_E2E_WS="$RUN/ws" NEWT_E2E_PYTHON="$PY" \
+           NEWT_CACHE_DIR="$RUN/newt-cache" NEWT_E2E_WS="$RUN/ws" NEWT_E2E_PYTHON="$PY" NEWT_E2E_REPO="$REPO" \
            NEWT_E2E_EXPECT="$HERE/expected.json" NEWT_E2E_OUT="$RUN/report.json"
     timeout 600 "$NVIM" --headless --clean -l "$HERE/nvim_e2e.lua" >"$RUN/nvim.log" 2>&1
     rc=$?

@@ -40,11 +40,25 @@ end
 -- the server ---------------------------------------------------------------------------------------
 local status
 local progress = {}
+-- the shipped plugin's handlers: the newt: URI handler and the lens commands with visible results
+vim.opt.rtp:append(assert(vim.env.NEWT_E2E_REPO, 'NEWT_E2E_REPO') .. '/editors/nvim')
+local newt = require('newt')
+newt.setup_handlers()
+local notes = {}
+local real_notify = vim.notify
+vim.notify = function(msg, level, o)
+  table.insert(notes, { msg = msg, level = level })
+  return real_notify(msg, level, o)
+end
 vim.cmd.cd(ws)
 vim.cmd.edit(ws .. '/kernels/broken.py')
 local client_id = vim.lsp.start({
   name = 'newt',
   cmd = { python, '-m', 'lsp_server' },
+  -- as docs/editor.md and editors/nvim say: a neutral working directory and PYTHONSAFEPATH, so the
+  -- workspace's json.py / newt/ shadows (tests/e2e/workspace) are never imported
+  cmd_cwd = (function() local d = vim.fn.tempname(); vim.fn.mkdir(d, 'p'); return d end)(),
+  cmd_env = { PYTHONSAFEPATH = '1' },
   root_dir = ws,
   init_options = {
     trusted = true, target = 'auto', diagnosticsOn = 'type', inlayHints = { shapes = true, dtypes = true },
@@ -227,6 +241,37 @@ for _, k in ipairs(expect.compile) do
   end)
 end
 local c = expect.compile[1]
+
+check('the Compile lens shows its result (registers) as a message', function()
+  local _, uri = open(c.file)
+  notes = {}
+  vim.lsp.commands['newt.compileKernel']({ command = 'newt.compileKernel', arguments = { uri, { line = c.line, character = c.character } } },
+    { bufnr = vim.uri_to_bufnr(uri), client_id = client_id })
+  local got
+  vim.wait(300000, function()
+    for _, n in ipairs(notes) do
+      if n.msg:find('registers', 1, true) then got = n; return true end
+    end
+    return false
+  end, 100)
+  return { ok = got ~= nil and got.msg:find(c.kernel, 1, true) ~= nil, message = got and got.msg, notes = notes }
+end)
+
+check('a newt: URI opens as a read-only buffer with the generated CUDA', function()
+  local r = newt.last_compile
+  local cuda = type(r) == 'table' and r.documents and r.documents.cuda
+  if not cuda then return { ok = false, why = 'no compile result' } end
+  local buf = newt.open(cuda, 'current')
+  local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+  local ok = text:find('__global__', 1, true) ~= nil and vim.bo[buf].modifiable == false and vim.bo[buf].filetype == 'cuda'
+  vim.cmd.bdelete({ bang = true })
+  return { ok = ok, uri = cuda, filetype = vim.bo[buf].filetype, head = text:sub(1, 300) }
+end)
+
+check('no workspace module shadowing the server\'s imports was run', function()
+  local ran = vim.fn.glob(ws .. '/RAN_*', false, true)
+  return { ok = #ran == 0, ran = ran }
+end)
 
 local compiled
 check('newt.compile returns registers and the generated documents', function()

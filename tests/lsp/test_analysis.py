@@ -96,7 +96,7 @@ def test_lsp_diagnostics_carry_code_link_severity_and_data():
     for d in diags:
         assert d.source == "newt"
         assert d.severity == lsp.DiagnosticSeverity.Error
-        assert d.code_description is not None and d.code_description.href.endswith(f"diagnostics.md#{d.code.lower()}")
+        assert d.code_description is not None and d.code_description.href == docs_href(d.code)
         assert d.data["code"] == d.code
     launch_n011 = next(d for d in by_code["N011"] if "BLOCK=1000" in d.message)
     # the launch that set BLOCK=1000 is where the value can be fixed
@@ -126,7 +126,13 @@ def test_diagnostic_after_an_astral_character_is_at_the_right_utf16_column():
 
 def test_docs_link_points_at_the_code_section():
     href = docs_href("N011")
-    assert href is not None and href.endswith("docs/diagnostics.md#n011")
+    assert href is not None and "docs/diagnostics.md#L" in href
+    # the line is the section's heading: an editor opens the file there
+    from pathlib import Path
+    from urllib.parse import urlparse, unquote
+    u = urlparse(href)
+    lines = Path(unquote(u.path)).read_text(encoding="utf-8").splitlines()
+    assert lines[int(u.fragment[1:]) - 1].startswith("## N011")
     assert docs_href("N003", base="https://example.org/diagnostics") == "https://example.org/diagnostics#n003"
 
 

@@ -275,9 +275,11 @@ def test_code_lenses_on_each_kernel_with_protocol_arguments():
         by_kernel.setdefault(lens.range.start.line, []).append(lens)
     def_line = pos_of(text, "def add_kernel").line
     titles = [lens.command.title for lens in by_kernel[def_line]]
-    assert titles == ["Compile", "Verify", "Autotune", "Show CUDA"]
+    assert titles == ["Compile", "Verify", "Show CUDA"]  # no Autotune: add_kernel is not @newt.autotune
     cmds = [lens.command.command for lens in by_kernel[def_line]]
-    assert cmds == ["newt.compileKernel", "newt.verifyKernel", "newt.autotuneKernel", "newt.showCuda"]
+    assert cmds == ["newt.compileKernel", "newt.verifyKernel", "newt.showCuda"]
+    tuned = pos_of(text, "def scale_kernel").line
+    assert [lens.command.title for lens in by_kernel[tuned]] == ["Compile", "Verify", "Autotune", "Show CUDA"]
     name = pos_of(text, "def add_kernel", delta=4)
     assert by_kernel[def_line][0].command.arguments == [a.uri, {"line": name.line, "character": name.character}]
     assert len(by_kernel) == 3  # add_kernel, scale_rows, scale_kernel
@@ -428,3 +430,47 @@ def test_static_reading_of_other_modules_does_not_import_them():
             "assert 'newt.harness' not in sys.modules and 'newt.testing' not in sys.modules\n"
             "assert 'torch' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+
+
+def test_document_symbols_outline():
+    from lsp_server.features import document_symbols
+    text = fixture_text("kernels.py")
+    syms = document_symbols(_a())
+    names = [s.name for s in syms]
+    assert "add_kernel" in names and "scale_kernel" in names
+    add = syms[names.index("add_kernel")]
+    assert add.kind == lsp.SymbolKind.Function and add.detail == "kernel"
+    assert add.selection_range.start == pos_of(text, "def add_kernel", delta=4)
+    kids = {c.name: c for c in add.children}
+    assert kids["BLOCK_SIZE"].kind == lsp.SymbolKind.Constant and kids["BLOCK_SIZE"].detail == "constexpr"
+    assert kids["x_ptr"].kind == lsp.SymbolKind.Variable
+    assert syms[names.index("scale_kernel")].detail.startswith("autotuned")
+
+
+def test_quick_fixes_for_mechanical_hints_and_casts_do_not_stack():
+    from lsp_server.analysis import analyze
+    text = (
+        "import math\n\nimport newt\nimport newt.language as nl\n\n\n@newt.jit\n"
+        "def k(x_ptr, y_ptr, u_ptr, BLOCK: nl.constexpr):\n"
+        "    offs = nl.arange(0, BLOCK)\n"
+        "    x = nl.load(x_ptr + offs)\n"
+        "    y = nl.load(y_ptr + offs)\n"
+        "    a = min(x, y)\n"
+        "    b = int(x)\n"
+        "    c = math.exp(x)\n"
+        "    nl.store(x_ptr + offs, a + b + c)\n"
+    )
+    a = analyze(text, "file:///mech.py")
+
+    def fixes(line):
+        return [x.edit.changes["file:///mech.py"][0].new_text
+                for x in code_actions(a, lsp.Range(lsp.Position(line, 0), lsp.Position(line, 40)))]
+    assert "nl.minimum(x, y)" in fixes(11)
+    assert "x.to(nl.int32)" in fixes(12)
+    assert "nl.math.exp(x)" in fixes(13)
+    from lsp_server.features import _cast_text
+    import ast
+    node = ast.parse("u.to(nl.uint32)", mode="eval").body
+    assert _cast_text("u.to(nl.uint32)", node, "nl.int32") == "u.to(nl.int32)"
+    stacked = _cast_text("u.to(nl.float16)", node, "nl.int16", bitcast=True)
+    assert stacked == "u.to(nl.float16).to(nl.int16, bitcast=True)"

@@ -51,7 +51,7 @@ def test_tcp():
         client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri, "python", 1, fixture_text("kernels.py"))))
         lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
-        assert len(lenses) == 12
+        assert len(lenses) == 10  # 3 kernels x Compile, Verify, Show CUDA, + Autotune on the autotuned one
         await client.shutdown_session()
         await client.stop()
 

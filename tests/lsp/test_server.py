@@ -6,6 +6,7 @@ have them (the server answers ``textDocument/diagnostic`` and pushes nothing).
 
 from __future__ import annotations
 
+import re
 import asyncio
 import shutil
 import tempfile
@@ -139,7 +140,7 @@ async def test_diagnostics_on_open_with_codes_links_and_positions(client: Langua
         assert codes == ["N003", "N010", "N011", "N011", "N020", "N031"]
         for d in diags:
             assert d.source == "newt" and d.severity == lsp.DiagnosticSeverity.Error
-            assert d.code_description.href.endswith("#" + d.code.lower())
+            assert re.search(r"diagnostics\.md#L\d+$", d.code_description.href), d.code_description.href
         n003 = next(d for d in diags if d.code == "N003")
         line = text.splitlines()[n003.range.start.line]
         assert n003.range.start.character == units(line[:line.index("undefined_name")], client.encoding)
@@ -301,9 +302,9 @@ async def test_code_lenses(client: LanguageClient):
         lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(_doc(uri)))
         name = pos_of(text, "def add_kernel", delta=4)
         mine = [lens for lens in lenses if lens.range.start.line == name.line]
-        assert [lens.command.title for lens in mine] == ["Compile", "Verify", "Autotune", "Show CUDA"]
+        assert [lens.command.title for lens in mine] == ["Compile", "Verify", "Show CUDA"]
         assert [lens.command.command for lens in mine] == ["newt.compileKernel", "newt.verifyKernel",
-                                                           "newt.autotuneKernel", "newt.showCuda"]
+                                                           "newt.showCuda"]
         assert all(list(lens.command.arguments) == [uri, {"line": name.line, "character": name.character}]
                    for lens in mine)
     finally:

@@ -26,6 +26,7 @@ import {
   verifySummary,
 } from './core/format';
 import { findKernels, kernelAt, KernelSpan } from './core/kernels';
+import { constexprItems, MissingConstexprs, missingConstexprs, OTHER_VALUE, parseConstexprValue } from './core/constexprs';
 import {
   AutotuneResult,
   ClientCommand,
@@ -54,6 +55,8 @@ const CODE_RUNNING: Record<string, string> = {
   [ServerCommand.verify]: 'Verify Kernel',
   [ServerCommand.autotune]: 'Autotune Kernel',
 };
+/** What messages call each server command (never its id). */
+const COMMAND_LABEL: Record<string, string> = { ...CODE_RUNNING, [ServerCommand.show]: 'Show Generated Code' };
 
 export class Commands {
   /** The last failure of a command, for the extension's API (tests read it). */
@@ -197,11 +200,73 @@ export class Commands {
     }
   }
 
+  /**
+   * Runs a server command; when the server answers that constexprs have no value (the file launches the
+   * kernel only with run-time values), asks for each in a quick pick (the server's suggestions, or a typed
+   * value) and runs it again with them. The result says what was picked (`assumed`).
+   */
+  private async executeAsking<T>(
+    client: LanguageClient,
+    command: string,
+    arg: KernelArgument | (KernelArgument & { kind: DocumentKind }),
+    token?: vscode.CancellationToken,
+  ): Promise<T | undefined> {
+    let current: KernelArgument & { constexprs?: Record<string, number | boolean> } = { ...arg };
+    for (let round = 0; round < 3; round++) {
+      this.lastError = undefined;
+      this.log.info(`${command} ${JSON.stringify(current)}`);
+      try {
+        return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [current] }, token)) as T;
+      } catch (e) {
+        const info = e instanceof ResponseError ? missingConstexprs(e.data) : undefined;
+        if (!info || token?.isCancellationRequested) {
+          this.reportFailure(command, e, token);
+          return undefined;
+        }
+        this.log.info(`${command}: ${e instanceof Error ? e.message : String(e)}`);
+        const picked = await this.askConstexprs(info);
+        if (!picked) {
+          this.lastError = { command, message: 'no value picked', code: e instanceof ResponseError ? e.code : undefined };
+          this.log.info(`${command}: no constexpr value picked`);
+          return undefined;
+        }
+        current = { ...current, constexprs: { ...(current.constexprs ?? {}), ...picked } };
+      }
+    }
+    return undefined;
+  }
+
+  private async askConstexprs(info: MissingConstexprs): Promise<Record<string, number | boolean> | undefined> {
+    const out: Record<string, number | boolean> = {};
+    for (const name of info.missing) {
+      const why = info.why?.[name];
+      const pick = await vscode.window.showQuickPick(constexprItems(name, info), {
+        title: `Newt: a value for ${name}${info.kernel ? ` (${info.kernel})` : ''}`,
+        placeHolder: why ? `The file does not say: ${why}` : `The file does not say which ${name} to compile with`,
+        ignoreFocusOut: true,
+      });
+      if (!pick) return undefined;
+      let value: number | boolean | undefined;
+      if (pick.label === OTHER_VALUE) {
+        const typed = await vscode.window.showInputBox({
+          title: `Newt: a value for ${name}`, prompt: 'an integer, a float, True or False', ignoreFocusOut: true,
+          validateInput: (s) => (parseConstexprValue(s) === undefined ? 'an integer, a float, True or False' : undefined),
+        });
+        value = typed === undefined ? undefined : parseConstexprValue(typed);
+      } else {
+        value = parseConstexprValue(pick.label);
+      }
+      if (value === undefined) return undefined;
+      out[name] = value;
+    }
+    return out;
+  }
+
   private reportFailure(command: string, e: unknown, token?: vscode.CancellationToken): void {
     const code = e instanceof ResponseError ? e.code : undefined;
     const message = e instanceof Error ? e.message : String(e);
     this.lastError = { command, message, code };
-    const what = CODE_RUNNING[command] ?? command;
+    const what = COMMAND_LABEL[command] ?? 'the command';
     if (code === UNTRUSTED_ERROR_CODE) {
       this.explainUntrusted(what);
     } else if (token?.isCancellationRequested || code === LSPErrorCodes.RequestCancelled || code === -32800) {
@@ -227,7 +292,7 @@ export class Commands {
     const target = this.targetFor(kernel.uri);
     const result = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Newt: compiling ${kernel.name}`, cancellable: true },
-      (_progress, token) => this.execute<CompileResult>(client, ServerCommand.compile,
+      (_progress, token) => this.executeAsking<CompileResult>(client, ServerCommand.compile,
         { uri: kernel.uri, position: kernel.position, ...(target ? { target } : {}) }, token),
     );
     if (!result) return undefined;
@@ -307,9 +372,14 @@ export class Commands {
     const p = await this.prepare(ServerCommand.show, args);
     if (!p) return undefined;
     const { client, kernel } = p;
+    // a hover link names the specialization it showed: [uri, position, {spec}]
+    const extra = args[2] && typeof args[2] === 'object' && typeof (args[2] as { spec?: unknown }).spec === 'number'
+      ? { spec: (args[2] as { spec: number }).spec } : {};
+    const target = this.targetFor(kernel.uri);
     const result = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Window, title: `Newt: generating ${KIND_LABEL[kind]} for ${kernel.name}` },
-      () => this.execute<ShowResult>(client, ServerCommand.show, { uri: kernel.uri, position: kernel.position, kind }),
+      () => this.executeAsking<ShowResult>(client, ServerCommand.show,
+        { uri: kernel.uri, position: kernel.position, kind, ...extra, ...(target ? { target } : {}) }),
     );
     if (!result?.uri) return undefined;
     await this.docs.open(result.uri);

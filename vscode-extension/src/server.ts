@@ -23,6 +23,8 @@ import {
   IMPORT_CHECK_ARGS,
   ImportCheck,
   InterpreterInfo,
+  isNewtPyproject,
+  launchOptions,
   parseImportCheck,
   ResolvedInterpreter,
   resolveInterpreter,
@@ -57,6 +59,16 @@ function runImportCheck(command: string, cwd: string | undefined, env: NodeJS.Pr
         }
       });
   });
+}
+
+/** The folder itself when it is a clone of this project (its pyproject.toml names `newt`), for the install advice. */
+function newtCheckout(folder: string | undefined): string | undefined {
+  if (!folder) return undefined;
+  try {
+    return isNewtPyproject(fs.readFileSync(`${folder}/pyproject.toml`, 'utf8')) ? folder : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export class NewtServer implements vscode.Disposable {
@@ -161,19 +173,23 @@ export class NewtServer implements vscode.Disposable {
       platform: process.platform,
       homedir: os.homedir(),
       isExecutable,
+      trusted: vscode.workspace.isTrusted,
     });
     const settings = this.settingsFor(folder?.uri);
-    const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
+    // Never the workspace as the working directory: Python would import a workspace json.py, argparse.py,
+    // pygls/ or newt/ at start-up (Restricted Mode included). The extension's own folder holds no Python.
+    const launch = launchOptions(__dirname, process.env);
+    const env: NodeJS.ProcessEnv = launch.env;
     if (settings.cacheDir) env.NEWT_CACHE_DIR = settings.cacheDir;
-    const cwd = folder?.uri.fsPath;
+    const cwd = launch.cwd;
 
     this.log.info(`starting the language server with ${interp.command} (from ${interp.description})`);
     const check = await runImportCheck(interp.command, cwd, env);
     const info = parseImportCheck(check);
     if (!info) {
-      const failure = describeImportFailure(interp, check);
+      const failure = describeImportFailure(interp, check, newtCheckout(folder?.uri.fsPath));
       this.interpreter = interp;
-      this.fail(failure.message, failure.detail, true);
+      this.fail(failure.message, failure.detail, 'interpreter');
       return undefined;
     }
     this.interpreter = { ...interp, ...info };
@@ -241,7 +257,7 @@ export class NewtServer implements vscode.Disposable {
     client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Stopped && this._state === 'running') {
-        this.fail('Newt: the language server stopped. Run "Newt: Restart Server" to start it again.', undefined, false);
+        this.fail('Newt: the language server stopped (its last output is in the Newt log).', undefined, 'crash');
       } else if (e.newState === State.Running && this._state === 'failed') {
         // the client restarted the server after a crash
         this.setState('running');
@@ -256,7 +272,7 @@ export class NewtServer implements vscode.Disposable {
       this.client = undefined;
       const msg = e instanceof Error ? e.message : String(e);
       this.fail(`Newt: the language server (${interp.command} -m lsp_server) stopped while starting; ` +
-        `its error is in the Newt output (${msg}).`, undefined, true);
+        `its error is in the Newt output (${msg}).`, undefined, 'crash');
       try {
         await client.dispose();
       } catch {
@@ -275,7 +291,7 @@ export class NewtServer implements vscode.Disposable {
     return client;
   }
 
-  private fail(message: string, detail: string | undefined, notify: boolean): void {
+  private fail(message: string, detail: string | undefined, notify: 'interpreter' | 'crash' | false): void {
     this.lastError = message;
     this.log.error(detail ?? message);
     this.setState('failed');
@@ -284,8 +300,10 @@ export class NewtServer implements vscode.Disposable {
     this.statusItem.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
     this.statusItem.show();
     if (notify) {
-      void vscode.window.showErrorMessage(message, 'Set Interpreter', 'Show Logs').then((pick) => {
+      const buttons = notify === 'interpreter' ? ['Set Interpreter', 'Show Logs'] : ['Restart Server', 'Show Logs'];
+      void vscode.window.showErrorMessage(message, ...buttons).then((pick) => {
         if (pick === 'Set Interpreter') void vscode.commands.executeCommand('workbench.action.openSettings', 'newt.interpreter');
+        else if (pick === 'Restart Server') void this.restart();
         else if (pick === 'Show Logs') this.log.show();
       });
     }

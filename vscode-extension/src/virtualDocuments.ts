@@ -7,6 +7,9 @@ import { VirtualDocumentRequest, VirtualDocumentResult } from './core/protocol';
 import { languageFor, VIRTUAL_SCHEME, virtualQuery } from './core/uris';
 import type { NewtServer } from './server';
 
+/** What fetch() returns when the server could not produce the document. */
+const FAILED_FETCH = /^\/\/ Newt: (could not generate this document|the language server is not running)/;
+
 export class VirtualDocuments implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<vscode.Uri>();
   readonly onDidChange = this.changed.event;
@@ -74,10 +77,15 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
     }
   }
 
-  /** Replaces the text of an open virtual document and waits until VS Code shows it. */
+  /** Replaces the text of an open virtual document and waits until VS Code shows it. A refresh that fails
+   * (the server restarting after a settings change, a worker being replaced) keeps what is shown. */
   private async update(doc: vscode.TextDocument): Promise<void> {
     const text = await this.fetch(doc.uri);
     if (text === doc.getText()) return;
+    if (FAILED_FETCH.test(text) && doc.getText().trim() && !FAILED_FETCH.test(doc.getText())) {
+      this.log.info(`keeping ${doc.uri.toString(true)}: ${text.split('\n').slice(0, 2).join(' ')}`);
+      return;
+    }
     const key = doc.uri.toString();
     this.pending.set(key, text);
     await new Promise<void>((resolve) => {

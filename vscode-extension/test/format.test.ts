@@ -79,7 +79,12 @@ describe('autotune results', () => {
   };
   it('names the winner and counts failures', () => {
     assert.equal(autotuneSummary(r), 'Newt: best config for matmul: BLOCK=128, num_warps=4 (0.0421 ms; 3 configs timed, 1 failed)');
-    assert.equal(autotuneSummary({ kernel: 'k', best: null, results: [] }), 'Newt: autotuning k found no working config (0 configs tried)');
+    assert.equal(autotuneSummary({ kernel: 'k', best: null, results: [{ config: {}, ms: null, error: 'x' }] }),
+      'Newt: autotuning k found no working config (1 config tried)');
+    assert.equal(autotuneSummary({ kernel: 'k', best: null, results: [], reason: 'no_examples',
+      message: 'no example inputs for k to autotune on: add one with @newt.harness.example(k)' }),
+    "Newt: no example inputs for k to autotune on: add one with @newt.harness.example(k) (the light bulb on the kernel's def line inserts one)");
+    assert.match(autotuneSummary({ ...r, device: 'interpreter' }), /CPU interpreter wall-clock times, not GPU timings\)$/);
   });
   it('lists configs fastest first with failures last', () => {
     const lines = autotuneDetail(r).split('\n');

@@ -4,7 +4,9 @@ import {
   describeImportFailure,
   expandVariables,
   findOnPath,
+  isNewtPyproject,
   lastErrorLine,
+  launchOptions,
   parseImportCheck,
   resolveInterpreter,
   ResolveInputs,
@@ -60,6 +62,23 @@ describe('resolveInterpreter', () => {
     assert.deepEqual([r.command, r.source], ['python3', 'path']);
   });
 
+  it('uses a workspace .venv, then venv, before PATH, in a trusted workspace only', async () => {
+    const have = new Set(['/usr/bin/python3', '/ws/.venv/bin/python', '/ws/venv/bin/python3']);
+    const isExecutable = (f: string) => have.has(f);
+    const r = await resolveInterpreter({ ...base, isExecutable, trusted: true });
+    assert.deepEqual([r.command, r.source, r.description],
+      ['/ws/.venv/bin/python', 'workspace-venv', "the workspace's virtual environment (.venv/bin/python)"]);
+    have.delete('/ws/.venv/bin/python');
+    assert.equal((await resolveInterpreter({ ...base, isExecutable, trusted: true })).command, '/ws/venv/bin/python3');
+    // Restricted Mode: the workspace's binary is not run
+    assert.deepEqual((await resolveInterpreter({ ...base, isExecutable, trusted: false })).source, 'path');
+    // the Python extension's choice comes first
+    assert.equal((await resolveInterpreter({ ...base, isExecutable, trusted: true, pythonExtension: async () => '/x/py' })).command, '/x/py');
+    const win = new Set(['C:\\ws\\.venv\\Scripts\\python.exe']);
+    assert.equal((await resolveInterpreter({ ...base, platform: 'win32', workspaceFolder: 'C:\\ws', env: { Path: '' },
+      isExecutable: (f) => win.has(f), trusted: true })).command, 'C:\\ws\\.venv\\Scripts\\python.exe');
+  });
+
   it('uses python.exe and PATHEXT on Windows', async () => {
     const win = new Set(['C:\\Py\\python.exe']);
     const r = await resolveInterpreter({
@@ -96,9 +115,13 @@ describe('import check', () => {
     const stderr = 'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\nModuleNotFoundError: No module named \'lsp_server\'\n';
     const f = describeImportFailure(interp, { status: 1, stdout: '', stderr });
     assert.match(f.message, /"import lsp_server" failed with \/usr\/bin\/python3 \(from python3 on PATH\): ModuleNotFoundError: No module named 'lsp_server'/);
-    assert.match(f.message, /\/usr\/bin\/python3 -m pip install newt/);
+    assert.match(f.message, /\/usr\/bin\/python3 -m pip install -e <path to your newt clone>/);
+    assert.match(f.message, /"pip install newt" would fetch an unrelated PyPI package/);
     assert.match(f.message, /set "newt\.interpreter"/);
-    assert.equal(f.installCommand, '/usr/bin/python3 -m pip install newt');
+    assert.equal(f.installCommand, '/usr/bin/python3 -m pip install -e <path to your newt clone>');
+    // in a newt checkout the command names it
+    assert.equal(describeImportFailure(interp, { status: 1, stdout: '', stderr }, '/src/my newt').installCommand,
+      '/usr/bin/python3 -m pip install -e "/src/my newt"');
     assert.match(f.detail, /stderr:\n {4}Traceback/);
   });
 
@@ -106,11 +129,25 @@ describe('import check', () => {
     const interp = { command: '/My Envs/py', source: 'setting' as const, description: 'the newt.interpreter setting (/My Envs/py)' };
     const f = describeImportFailure(interp, { spawnError: { code: 'ENOENT', message: 'spawn ENOENT' }, status: null, stdout: '', stderr: '' });
     assert.match(f.message, /the interpreter \/My Envs\/py \(from the newt.interpreter setting \(\/My Envs\/py\)\) was not found/);
-    assert.equal(f.installCommand, '"/My Envs/py" -m pip install newt');
+    assert.equal(f.installCommand, '"/My Envs/py" -m pip install -e <path to your newt clone>');
   });
 
   it('takes the last non-empty line of a traceback', () => {
     assert.equal(lastErrorLine('a\n\nImportError: x\n\n'), 'ImportError: x');
     assert.equal(lastErrorLine(''), '');
+  });
+});
+
+describe('launchOptions', () => {
+  it('starts in a neutral folder with PYTHONSAFEPATH so the workspace is not on sys.path', () => {
+    const o = launchOptions('/ext/dist', { PATH: '/usr/bin', PYTHONPATH: '/lib' });
+    assert.equal(o.cwd, '/ext/dist');
+    assert.equal(o.env.PYTHONSAFEPATH, '1');
+    assert.equal(o.env.PYTHONPATH, '/lib');
+  });
+  it('recognizes this project\'s pyproject.toml', () => {
+    assert.ok(isNewtPyproject('[build-system]\nrequires = []\n\n[project]\nname = "newt"\nversion = "0.1"\n'));
+    assert.ok(!isNewtPyproject('[project]\nname = "newt-other"\n'));
+    assert.ok(!isNewtPyproject('[tool.x]\nname = "newt"\n[project]\nname = "y"\n'));
   });
 });

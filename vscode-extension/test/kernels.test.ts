@@ -5,7 +5,7 @@ import { findKernels, kernelAt, usesNewt } from '../src/core/kernels';
 describe('usesNewt', () => {
   it('finds the imports of newt and deuteron', () => {
     for (const src of ['import newt\n', 'import newt.language as nl\n', 'from newt import jit\n', 'from newt.language import core\n',
-      'import torch, newt\n', 'import deuteron as dt\n', 'from deuteron import kernel\n', 'x = 1\nif True:\n    import newt\n']) {
+      'import torch, newt\n', 'import deuteron as dt\n', 'import triton\n', 'import triton.language as tl\n', 'from deuteron import kernel\n', 'x = 1\nif True:\n    import newt\n']) {
       assert.ok(usesNewt(src), src);
     }
   });

@@ -54,6 +54,18 @@ function hoverText(hovers) {
   return parts.join('\n');
 }
 
+/** Whether a diagnostic's code link opens the code's section: `diagnostics.md#L<line>` of its heading. */
+function sectionOpens(href, code) {
+  try {
+    const m = /^(file:.*diagnostics\.md)#L(\d+)$/.exec(href);
+    if (!m) return false;
+    const lines = fs.readFileSync(vscode.Uri.parse(m[1]).fsPath, 'utf8').split(/\r?\n/);
+    return lines[Number(m[2]) - 1].startsWith(`## ${code}`);
+  } catch {
+    return false;
+  }
+}
+
 const SEVERITY = { 0: 'error', 1: 'warning', 2: 'information', 3: 'hint' };
 
 function codeOf(d) {
@@ -78,9 +90,42 @@ async function activate() {
   } catch (e) {
     report.checks.push({ name: 'probe', ok: false, error: String((e && e.stack) || e) });
   }
+  // nothing of the workspace ran at start-up (json.py, argparse.py, pygls/, newt/, lsp_server/ shadows)
+  await check('no workspace module shadowing the server\'s imports was run', async () => {
+    const ws = vscode.workspace.workspaceFolders[0].uri.fsPath;
+    const ran = fs.readdirSync(ws).filter((f) => f.startsWith('RAN_'));
+    return { ok: ran.length === 0, ran };
+  });
   report.done = true;
   write();
-  if (MODE === 'trusted') await secondScene();
+  if (MODE === 'trusted') {
+    await secondScene();
+    await thirdScene();
+  }
+}
+
+// The driver hovers a kernel's name and clicks the rendered "CUDA" link: the probe opens the file there.
+async function thirdScene() {
+  const go = await waitFor(() => fs.existsSync(OUT + '.scene3'), 180000, 200);
+  if (!go) return;
+  try {
+    const expect = JSON.parse(fs.readFileSync(EXPECT, 'utf8'));
+    const c = expect.compile[0];
+    const ws = vscode.workspace.workspaceFolders[0].uri;
+    const uri = vscode.Uri.joinPath(ws, ...c.file.split('/'));
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('notifications.clearAll');
+    const editor = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(uri), { viewColumn: vscode.ViewColumn.One });
+    editor.selection = new vscode.Selection(c.line, c.character + 2, c.line, c.character + 2);
+    editor.revealRange(new vscode.Range(c.line, 0, c.line, 0), vscode.TextEditorRevealType.AtTop);
+    // the hover of a kernel name generates CUDA: ask once so it is ready when shown
+    await vscode.commands.executeCommand('vscode.executeHoverProvider', uri, new vscode.Position(c.line, c.character + 2));
+    await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
+    await vscode.commands.executeCommand('editor.action.showHover');
+  } catch (e) {
+    log(`scene 3: ${e}`);
+  }
+  fs.writeFileSync(OUT + '.scene3.ready', 'ok');
 }
 
 // A second screenshot, on the driver's request: Compile's result and the generated SASS beside the kernel.
@@ -159,7 +204,7 @@ async function run() {
       const missing = want.filter((w) => !actual.some((a) => a.line === w.line && a.character === w.character &&
         a.code === w.code && a.severity === w.severity && a.message.includes(w.message)));
       const unexpected = actual.filter((a) => !want.some((w) => w.line === a.line && w.code === a.code));
-      const badHref = actual.filter((a) => !a.href || !a.href.toLowerCase().includes(`#${a.code.toLowerCase()}`));
+      const badHref = actual.filter((a) => !a.href || !sectionOpens(a.href, a.code));
       return { ok: missing.length === 0 && unexpected.length === 0 && badHref.length === 0, missing, unexpected, badHref, actual };
     });
   }
@@ -173,15 +218,15 @@ async function run() {
       const text = await waitFor(async () => hoverText(await vscode.commands.executeCommand('vscode.executeHoverProvider', doc.uri, pos)), 30000);
       const hasShape = h.contains.every((s) => (text || '').includes(s));
       const hasDtype = h.dtype.length === 0 || h.dtype.some((s) => (text || '').includes(s));
-      // "offers the CUDA": a link in the hover that opens the generated CUDA (what a click does: vscode.open)
-      const link = /\[CUDA\]\((newt:[^)\s]+)\)/.exec(text || '');
+      // "offers the CUDA": a command link in the hover (VS Code renders only trusted command: links there);
+      // run what a click runs (drive.js also clicks the rendered link)
+      const link = /\[CUDA\]\(command:(newt\.show\w+)\?([^)\s]+)/.exec(text || '');
       let opened;
       if (link) {
-        const target = vscode.Uri.parse(link[1]);
-        await vscode.commands.executeCommand('vscode.open', target);
-        const d = await waitFor(() => vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString() && x.languageId === 'cuda-cpp'), 20000);
-        const any = d || vscode.workspace.textDocuments.find((x) => x.uri.toString() === target.toString());
-        opened = any && { uri: any.uri.toString(), languageId: any.languageId, isCuda: /__global__|extern "C"/.test(any.getText()), head: any.getText().slice(0, 200) };
+        const linkArgs = JSON.parse(decodeURIComponent(link[2]));
+        const target = await vscode.commands.executeCommand(link[1], ...linkArgs);
+        const d = target && await waitFor(() => vscode.workspace.textDocuments.find((x) => x.uri.toString() === vscode.Uri.parse(target).toString() && x.languageId === 'cuda-cpp'), 20000);
+        opened = d && { uri: d.uri.toString(), command: link[1], languageId: d.languageId, isCuda: /__global__|extern "C"/.test(d.getText()), head: d.getText().slice(0, 200) };
       }
       const offersCuda = !!opened && opened.languageId === 'cuda-cpp' && opened.isCuda;
       return { ok: word === h.word && hasShape && hasDtype && (!h.offersCuda || offersCuda), word, hasShape, hasDtype, offersCuda, opened, text };
@@ -204,6 +249,9 @@ async function run() {
       const problems = [];
       for (const w of wantLenses) {
         const here = actual.filter((a) => a.line === w.line || (a.arguments && a.arguments[1] && a.arguments[1].line === w.line));
+        for (const cmd of w.absent || []) {
+          if (here.some((a) => a.command === cmd)) problems.push(`a ${cmd} lens on ${w.kernel}, which has nothing to tune`);
+        }
         w.commands.forEach((cmd, i) => {
           const l = here.find((a) => a.command === cmd);
           if (!l) return problems.push(`no ${cmd} lens for ${w.kernel}`);
@@ -249,6 +297,41 @@ async function run() {
       const text = doc.getText();
       return { ok: doc.uri.scheme === 'newt' && doc.languageId === lang && pattern.test(text), uri, languageId: doc.languageId, chars: text.length, head: text.slice(0, 400) };
     }, 180000);
+  }
+
+  // -- Compile on every kernel of examples/ and on a Triton file, from their code lenses; where the file
+  //    only has run-time values, Newt asks in a quick pick and the probe accepts the suggested value
+  //    (what pressing Enter does) ------------------------------------------------------------------
+  const exampleFiles = fs.existsSync(uriOf('examples').fsPath)
+    ? fs.readdirSync(uriOf('examples').fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `examples/${f}`) : [];
+  for (const rel of [...exampleFiles, 'kernels/triton_add.py']) {
+    await check(`compile every kernel of ${rel}`, async () => {
+      const { doc } = await show(rel);
+      const lenses = await waitFor(async () => {
+        const l = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', doc.uri, 100);
+        return l && l.some((x) => x.command && x.command.command === 'newt.compileKernel') ? l : null;
+      }, 30000) || [];
+      const compiles = lenses.filter((l) => l.command && l.command.command === 'newt.compileKernel');
+      const results = [];
+      for (const l of compiles) {
+        let done = false;
+        const run = Promise.resolve(vscode.commands.executeCommand('newt.compileKernel', ...l.command.arguments))
+          .finally(() => { done = true; });
+        let accepted = 0;
+        while (!done) {
+          await sleep(400);
+          if (!done) {
+            await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
+            accepted++;
+          }
+        }
+        const r = await run;
+        results.push({ line: l.command.arguments[1].line, kernel: r && r.kernel, n_regs: r && r.n_regs,
+          assumed: r && r.assumed, accepted, error: r ? undefined : api.lastCommandError });
+      }
+      const ok = compiles.length > 0 && results.every((r) => Number.isInteger(r.n_regs) && r.n_regs > 0);
+      return { ok, kernels: compiles.length, results };
+    }, 600000);
   }
 
   // -- Compile from the palette: the kernel at the cursor --------------------------------------------
@@ -323,7 +406,8 @@ async function run() {
       }
       const back = await waitFor(() => api.state === 'running', 60000);
       const msg = failed || '';
-      const ok = msg.includes(bad) && /No module named 'lsp_server'/.test(msg) && msg.includes(`${bad} -m pip install newt`) &&
+      const ok = msg.includes(bad) && /No module named 'lsp_server'/.test(msg) && msg.includes(`${bad} -m pip install -e`) &&
+        /unrelated PyPI package/.test(msg) &&
         msg.includes('newt.interpreter') && !!back;
       return { ok, message: msg, restoredState: api.state };
     }, 180000);

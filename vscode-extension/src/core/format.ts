@@ -48,14 +48,21 @@ export function compileSummary(r: CompileResult): string {
   const parts = [plural(r.n_regs, 'register'), plural(r.n_spills ?? 0, 'spill')];
   parts.push(`${formatBytes(r.shared ?? 0)} shared memory`);
   const time = r.compile_ms != null ? `, compiled in ${formatMs(r.compile_ms)}` : '';
-  return `Newt: ${head}: ${parts.join(', ')}${time}`;
+  // never assume silently: what the file did not say (a pointer's dtype, a picked or host-derived constexpr)
+  const assumed = Object.entries(r.assumed ?? {}).map(([k, v]) => `${k} ${String(v).split(' (')[0]}`);
+  const tail = assumed.length ? `; assumed ${assumed.join(', ')}` : '';
+  return `Newt: ${head}: ${parts.join(', ')}${time}${tail}`;
 }
 
 function err(x: number | null | undefined): string {
   return x == null ? '-' : x === 0 ? '0' : x.toExponential(2);
 }
 
+/** Where the fix for "no example inputs" is: the server's quick fix on the kernel's def line. */
+export const ADD_EXAMPLE = ' (the light bulb on the kernel\'s def line inserts one)';
+
 export function verifySummary(r: VerifyResult): string {
+  if (r.reason === 'no_examples' && r.message) return `Newt: ${firstLine(r.message)}${ADD_EXAMPLE}`;
   const cases = r.cases ?? [];
   const passed = cases.filter((c) => c.ok).length;
   const where = r.device === 'interpreter' ? 'the interpreter (no GPU)' : r.device === 'cuda' ? 'the GPU' : r.device;
@@ -80,9 +87,15 @@ export function verifyDetail(r: VerifyResult): string {
 export function autotuneSummary(r: AutotuneResult): string {
   const results = r.results ?? [];
   const failed = results.filter((x) => x.error || x.ms == null).length;
-  if (!r.best) return `Newt: autotuning ${r.kernel} found no working config (${plural(results.length, 'config')} tried)`;
+  if (!r.best) {
+    // nothing was timed: say why (no example inputs, not autotuned ...) instead of "0 configs tried"
+    if (results.length === 0 && r.message) return `Newt: ${firstLine(r.message)}${r.reason === 'no_examples' ? ADD_EXAMPLE : ''}`;
+    return `Newt: autotuning ${r.kernel} found no working config (${plural(results.length, 'config')} tried)`;
+  }
   const tail = `${plural(results.length, 'config')} timed${failed ? `, ${failed} failed` : ''}`;
-  return `Newt: best config for ${r.kernel}: ${formatConfig(r.best.config)} (${formatMs(r.best.ms)}; ${tail})`;
+  // the interpreter's wall clock on the CPU says nothing about GPU speed: say so
+  const where = r.device === 'interpreter' ? ', CPU interpreter wall-clock times, not GPU timings' : '';
+  return `Newt: best config for ${r.kernel}: ${formatConfig(r.best.config)} (${formatMs(r.best.ms)}; ${tail}${where})`;
 }
 
 export function autotuneDetail(r: AutotuneResult): string {

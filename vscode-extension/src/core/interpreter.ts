@@ -1,11 +1,13 @@
 /**
  * Which Python runs the language server: the `newt.interpreter` setting, else the interpreter selected
- * in the Python extension (when it is installed), else `python3` on PATH. No VS Code here: the caller
- * passes the setting, the Python extension's answer and the environment in.
+ * in the Python extension (when it is installed), else a virtual environment in the first workspace
+ * folder (`.venv`, `venv`; trusted workspaces only: it is the workspace's own binary), else `python3` on
+ * PATH. No VS Code here: the caller passes the setting, the Python extension's answer and the
+ * environment in. `launchOptions` says how it is started so that nothing of the workspace is imported.
  */
 import * as path from 'path';
 
-export type InterpreterSource = 'setting' | 'python-extension' | 'path';
+export type InterpreterSource = 'setting' | 'python-extension' | 'workspace-venv' | 'path';
 
 export interface ResolvedInterpreter {
   /** What is spawned: an absolute path when one could be found, else the bare command. */
@@ -26,6 +28,40 @@ export interface ResolveInputs {
   platform: NodeJS.Platform;
   homedir: string;
   isExecutable: (file: string) => boolean;
+  /** Whether the workspace is trusted: only then is a workspace `.venv`/`venv` interpreter used. */
+  trusted?: boolean;
+}
+
+/** The virtual environment folders looked for in the first workspace folder, in this order. */
+export const WORKSPACE_VENVS = ['.venv', 'venv'];
+
+/** `<folder>/.venv/bin/python` (or `Scripts\\python.exe` on Windows) when it exists. */
+export function workspaceVenvInterpreter(
+  folder: string | undefined,
+  platform: NodeJS.Platform,
+  isExecutable: (file: string) => boolean,
+): string | undefined {
+  if (!folder) return undefined;
+  const win = platform === 'win32';
+  const join = win ? path.win32.join : path.posix.join;
+  for (const venv of WORKSPACE_VENVS) {
+    const candidates = win ? [join(folder, venv, 'Scripts', 'python.exe')] : [join(folder, venv, 'bin', 'python3'), join(folder, venv, 'bin', 'python')];
+    for (const c of candidates) if (isExecutable(c)) return c;
+  }
+  return undefined;
+}
+
+/**
+ * How the server (and the import check) are started so that the workspace is not on `sys.path`: Python
+ * puts the working directory first on `sys.path` for `-m` and `-c`, so a workspace `json.py`, `argparse.py`,
+ * `pygls/` or `newt/` would be imported (and run) at start-up. The working directory is a neutral folder
+ * (the extension's own), and `PYTHONSAFEPATH=1` (Python 3.11+) drops the implicit entry as well.
+ */
+export function launchOptions(
+  neutralDir: string,
+  env: Record<string, string | undefined>,
+): { cwd: string; env: Record<string, string | undefined> } {
+  return { cwd: neutralDir, env: { ...env, PYTHONSAFEPATH: '1', PYTHONUNBUFFERED: '1' } };
 }
 
 /** Expands `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}` and a leading `~`. */
@@ -92,6 +128,13 @@ export async function resolveInterpreter(inputs: ResolveInputs): Promise<Resolve
     }
     if (fromExt) return { command: fromExt, source: 'python-extension', description: 'the interpreter selected in the Python extension' };
   }
+  if (inputs.trusted) {
+    const venv = workspaceVenvInterpreter(inputs.workspaceFolder, platform, isExecutable);
+    if (venv) {
+      const rel = inputs.workspaceFolder ? path.relative(inputs.workspaceFolder, venv) : venv;
+      return { command: venv, source: 'workspace-venv', description: `the workspace's virtual environment (${rel})` };
+    }
+  }
   const names = platform === 'win32' ? ['python', 'py'] : ['python3', 'python'];
   for (const name of names) {
     const found = findOnPath(name, env, platform, isExecutable);
@@ -145,9 +188,11 @@ export interface FailureMessage {
 }
 
 /** Explains why `interp` cannot run the server and how to fix it. */
-export function describeImportFailure(interp: ResolvedInterpreter, check: ImportCheck): FailureMessage {
-  const installCommand = `${quote(interp.command)} -m pip install newt`;
-  const fix = `Install newt into it (${installCommand}, or pip install -e <your newt checkout>) or set "newt.interpreter" to a Python that has it.`;
+export function describeImportFailure(interp: ResolvedInterpreter, check: ImportCheck, newtCheckout?: string): FailureMessage {
+  // newt is installed from its repository (a clone), not from PyPI: `newt` on PyPI is an unrelated package.
+  const installCommand = `${quote(interp.command)} -m pip install -e ${newtCheckout ? quote(newtCheckout) : '<path to your newt clone>'}`;
+  const fix = `Install this project into it (${installCommand}; "pip install newt" would fetch an unrelated PyPI package), `
+    + 'or set "newt.interpreter" to a Python that has it, or select one in the Python extension.';
   let why: string;
   if (check.spawnError) {
     why = check.spawnError.code === 'ENOENT'
@@ -168,4 +213,10 @@ export function describeImportFailure(interp: ResolvedInterpreter, check: Import
     check.stderr.trim() ? `  stderr:\n${check.stderr.trim().replace(/^/gm, '    ')}` : '',
   ].filter(Boolean).join('\n');
   return { message, detail, installCommand };
+}
+
+/** Whether `pyproject` (the text of a pyproject.toml) is this project's: `name = "newt"` in `[project]`. */
+export function isNewtPyproject(pyproject: string): boolean {
+  const m = /^\[project\]\s*$([\s\S]*?)(?=^\[|(?![\s\S]))/m.exec(pyproject);
+  return !!m && /^name\s*=\s*["']newt["']\s*$/m.test(m[1]);
 }

@@ -7,9 +7,9 @@ import type { LspPosition } from './protocol';
 
 /** Only this much of a file is scanned for imports. */
 const SCAN_LIMIT = 256 * 1024;
-const IMPORT_RE = /^[ \t]*(?:from[ \t]+(?:newt|deuteron)(?:\.[\w.]+)?[ \t]+import\b|import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*(?:newt|deuteron)\b)/m;
+const IMPORT_RE = /^[ \t]*(?:from[ \t]+(?:newt|deuteron|triton)(?:\.[\w.]+)?[ \t]+import\b|import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*(?:newt|deuteron|triton)\b)/m;
 
-/** Whether a Python file imports newt or deuteron (the activation check). */
+/** Whether a Python file imports newt, deuteron or triton (the activation check: Triton files are analyzed as they are). */
 export function usesNewt(text: string): boolean {
   return IMPORT_RE.test(text.length > SCAN_LIMIT ? text.slice(0, SCAN_LIMIT) : text);
 }

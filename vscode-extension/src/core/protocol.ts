@@ -53,6 +53,8 @@ export interface KernelArgument {
   uri: string;
   position: LspPosition;
   target?: Exclude<Target, 'auto'>;
+  /** Which specialization (an index the server reported, e.g. in a hover link); the first one when left out. */
+  spec?: number;
 }
 
 export type DocumentKind = 'cuda' | 'ptx' | 'sass' | 'ir';
@@ -66,6 +68,8 @@ export interface CompileResult {
   shared?: number;
   compile_ms?: number;
   documents?: Partial<Record<DocumentKind, string>>;
+  /** What the file did not say and was assumed or picked: parameter -> explanation. */
+  assumed?: Record<string, string>;
 }
 
 export interface VerifyCase {
@@ -80,6 +84,8 @@ export interface VerifyResult {
   kernel: string;
   ok: boolean;
   device: 'cuda' | 'interpreter' | string;
+  /** `no_examples` when the kernel has no newt.harness example. */
+  reason?: string;
   cases?: VerifyCase[];
   message?: string | null;
 }
@@ -92,6 +98,10 @@ export interface AutotuneEntry {
 
 export interface AutotuneResult {
   kernel: string;
+  device?: 'cuda' | 'interpreter' | string;
+  message?: string | null;
+  /** `no_examples` when the kernel has no newt.harness example. */
+  reason?: string;
   best?: { config: unknown; ms: number } | null;
   results?: AutotuneEntry[];
   cache?: unknown;

@@ -1,0 +1,319 @@
+"""Constexpr values from the host code that launches a kernel, evaluated statically (issue 15, item 1).
+
+Nothing of the workspace runs here. For each launch of a kernel (``kernel[grid](..., BLOCK=expr)``) the
+expression is evaluated over what the enclosing host function says: literals, its parameters' defaults or
+the literal arguments of a call of that function in the file, earlier straight-line assignments (``block =
+newt.next_power_of_2(n_cols)``), module constants, and a few pure functions (``next_power_of_2``, ``cdiv``,
+``min``, ``max``, ``int``, ``abs``). What depends on run-time values (a tensor's shape) stays unknown and the
+reason says which name.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+__all__ = ["host_constexprs", "Unknown"]
+
+
+class Unknown(Exception):
+    """The value depends on something only known at run time (``str(e)`` names it)."""
+
+
+def _next_power_of_2(n):
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+_FUNCS = {"next_power_of_2": _next_power_of_2, "cdiv": lambda a, b: -(-int(a) // int(b)), "min": min,
+          "max": max, "int": int, "abs": abs, "bool": bool}
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
+        ast.Div: operator.truediv, ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
+_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq,
+        ast.NotEq: operator.ne}
+
+
+def _ev(node, env: dict):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str)) or (
+            isinstance(node, ast.Constant) and node.value is None):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            v = env[node.id]
+            if isinstance(v, Unknown):
+                raise Unknown(str(v))  # a fresh one: a raised exception keeps its frames (and env) alive
+            return v
+        if node.id in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.id]
+        raise Unknown(node.id)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
+        return _BIN[type(node.op)](_ev(node.left, env), _ev(node.right, env))
+    if isinstance(node, ast.UnaryOp):
+        v = _ev(node.operand, env)
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.Not):
+            return not v
+        if isinstance(node.op, ast.UAdd):
+            return +v
+    if isinstance(node, ast.BoolOp):
+        vals = [_ev(v, env) for v in node.values]
+        out = vals[0]
+        for v in vals[1:]:
+            out = (out and v) if isinstance(node.op, ast.And) else (out or v)
+        return out
+    if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
+        left = _ev(node.left, env)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _ev(right_node, env)
+            if not _CMP[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _ev(node.body, env) if _ev(node.test, env) else _ev(node.orelse, env)
+    if isinstance(node, ast.Tuple):
+        return tuple(_ev(e, env) for e in node.elts)
+    if isinstance(node, ast.Call) and not node.keywords:
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if name in _FUNCS:
+            return _FUNCS[name](*[_ev(a, env) for a in node.args])
+    raise Unknown(ast.unparse(node))
+
+
+def _assignments(body, upto_line: int, env: dict):
+    """Straight-line assignments before ``upto_line`` (into if/with/for/try bodies; the last one wins)."""
+    for st in body:
+        if st.lineno >= upto_line:
+            break
+        if isinstance(st, ast.Assign):
+            for t in st.targets:
+                _bind(t, st.value, env)
+        elif isinstance(st, ast.AnnAssign) and st.value is not None:
+            _bind(st.target, st.value, env)
+        elif isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and type(st.op) in _BIN:
+            try:
+                env[st.target.id] = _BIN[type(st.op)](_ev(st.target, env), _ev(st.value, env))
+            except Exception as e:  # noqa: BLE001
+                env[st.target.id] = Unknown(str(e)) if isinstance(e, Unknown) else Unknown(st.target.id)
+        elif isinstance(st, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
+            # a branch may not run: names it assigns become unknown unless the test is static
+            if isinstance(st, ast.If):
+                try:
+                    taken = st.body if _ev(st.test, env) else st.orelse
+                    _assignments(taken, upto_line, env)
+                    continue
+                except Exception:  # noqa: BLE001
+                    pass
+            inner: dict = {}
+            for sub in ("body", "orelse", "finalbody"):
+                _assignments(getattr(st, sub, []) or [], upto_line, inner)
+            for k in inner:
+                contains = st.lineno < upto_line <= (st.end_lineno or st.lineno)
+                env[k] = inner[k] if contains else Unknown(f"{k} (assigned in a branch at line {st.lineno})")
+
+
+def _bind(target, value, env):
+    if isinstance(target, ast.Name):
+        try:
+            env[target.id] = _ev(value, env)
+        except Unknown as e:
+            env[target.id] = Unknown(str(e))  # without the traceback (no reference cycle through env)
+        except Exception:  # noqa: BLE001
+            env[target.id] = Unknown(target.id)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+        for i, t in enumerate(target.elts):
+            if vals is not None:
+                _bind(t, vals[i], env)
+            elif isinstance(t, ast.Name):
+                env[t.id] = Unknown(f"{t.id} (= {ast.unparse(value)})")
+
+
+def _module_env(tree) -> dict:
+    env: dict = {}
+    for st in tree.body:
+        if isinstance(st, (ast.Assign, ast.AnnAssign)) and getattr(st, "value", None) is not None:
+            for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                _bind(t, st.value, env)
+    return {k: v for k, v in env.items() if not isinstance(v, Unknown)}
+
+
+def _enclosing(tree, line: int):
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best
+
+
+def _param_env(tree, fn, menv) -> tuple[dict, dict]:
+    """Parameters of a host function: the literal arguments of its first evaluable call in the file, else
+    their defaults; (env, where each came from)."""
+    params = list(fn.args.posonlyargs) + list(fn.args.args)
+    names = [p.arg for p in params]
+    defaults = dict(zip(names[len(names) - len(fn.args.defaults):], fn.args.defaults))
+    for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        names.append(p.arg)
+        if d is not None:
+            defaults[p.arg] = d
+    env, where = {}, {}
+    for n in names:
+        if n in defaults:
+            try:
+                env[n] = _ev(defaults[n], menv)
+                where[n] = f"the default of {fn.name}()"
+                continue
+            except Exception:  # noqa: BLE001
+                pass
+        env[n] = Unknown(f"{n} (a parameter of {fn.name}())")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == fn.name):
+            continue
+        for i, a in enumerate(node.args[:len(names)]):
+            try:
+                if isinstance(env[names[i]], Unknown):
+                    env[names[i]] = _ev(a, menv)
+                    where[names[i]] = f"the call {fn.name}(...) at line {node.lineno}"
+            except Exception:  # noqa: BLE001
+                pass
+        for kw in node.keywords:
+            if kw.arg in env and isinstance(env[kw.arg], Unknown):
+                try:
+                    env[kw.arg] = _ev(kw.value, menv)
+                    where[kw.arg] = f"the call {fn.name}(...) at line {node.lineno}"
+                except Exception:  # noqa: BLE001
+                    pass
+    return env, where
+
+
+_TREES: dict = {}
+
+
+def _parse(text: str):
+    """ast.parse, memoized for the last few texts (every kernel of a file asks for the same one)."""
+    key = hash(text)
+    t = _TREES.get(key)
+    if t is None or t[0] != text:
+        if len(_TREES) > 4:
+            _TREES.clear()
+        t = _TREES[key] = (text, ast.parse(text))
+    return t[1]
+
+
+def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
+    """({constexpr: value}, {constexpr: how it was found, or why not}) for ``names`` over the kernel's
+    ``launches`` (LaunchSite: ``.node`` the call, ``.kw_nodes`` the keyword argument nodes)."""
+    values, why = {}, {}
+    if not launches:
+        return values, why
+    try:
+        tree = _parse(text)
+    except (SyntaxError, ValueError):
+        return values, {n: "the file does not parse" for n in names}
+    menv = _module_env(tree)
+    for ls in launches:
+        pending = [n for n in names if n not in values and n in (ls.kw_nodes or {})]
+        if not pending:
+            continue
+        line = ls.node.lineno
+        fn = _enclosing(tree, line)
+        env = dict(menv)
+        where: dict = {}
+        if fn is not None:
+            penv, where = _param_env(tree, fn, menv)
+            env.update(penv)
+            _assignments(fn.body, line, env)
+        for n in pending:
+            expr = ls.kw_nodes[n]
+            if isinstance(expr, ast.keyword):
+                expr = expr.value
+            src = ast.unparse(expr)
+            try:
+                v = _ev(expr, env)
+            except Unknown as e:
+                why.setdefault(n, f"{n}={src} at line {line}: {e} is only known at run time")
+                continue
+            except Exception as e:  # noqa: BLE001
+                why.setdefault(n, f"{n}={src} at line {line}: {type(e).__name__}: {e}")
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)) and v is not None:
+                why.setdefault(n, f"{n}={src} at line {line} is not a constant")
+                continue
+            values[n] = v
+            names_used = [x.id for x in ast.walk(expr) if isinstance(x, ast.Name)]
+            src_note = "; ".join(f"{x} from {where[x]}" for x in names_used if x in where)
+            why[n] = f"{n}={src} at line {line}" + (f" ({src_note})" if src_note else "") + f" = {v!r}"
+    return values, why
+
+
+_TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+                 "float64": "fp64", "double": "fp64", "int8": "i8", "int16": "i16", "int32": "i32", "int": "i32",
+                 "int64": "i64", "long": "i64", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv",
+                 "float8_e5m2": "fp8e5"}
+_METHOD_DTYPES = {"half": "fp16", "bfloat16": "bf16", "float": "fp32", "double": "fp64", "int": "i32",
+                  "long": "i64", "bool": "i1"}
+_KEEPS_DTYPE = {"empty_like", "zeros_like", "ones_like", "randn_like", "rand_like", "clone", "contiguous",
+                "t", "transpose", "view", "reshape", "permute", "flatten", "squeeze", "unsqueeze", "expand",
+                "detach", "cuda", "cpu", "abs", "neg"}
+
+
+def _dtype_of(node, env_nodes: dict, depth: int = 0):
+    """The element type (newt's name: fp16, i32 ...) of a tensor expression of the host code, or None."""
+    if depth > 8 or node is None:
+        return None
+    if isinstance(node, ast.Name):
+        return _dtype_of(env_nodes.get(node.id), env_nodes, depth + 1)
+    if isinstance(node, ast.Call):
+        for kw in node.keywords:
+            if kw.arg == "dtype" and isinstance(kw.value, ast.Attribute):
+                return _TORCH_DTYPES.get(kw.value.attr)
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            if f.attr == "to" and node.args and isinstance(node.args[0], ast.Attribute):
+                return _TORCH_DTYPES.get(node.args[0].attr)
+            if f.attr in _METHOD_DTYPES and not node.args:
+                return _METHOD_DTYPES[f.attr]
+            if f.attr in _KEEPS_DTYPE:
+                # torch.empty_like(x) / x.clone(): the dtype of x
+                src = node.args[0] if isinstance(f.value, ast.Name) and f.value.id == "torch" and node.args \
+                    else f.value
+                return _dtype_of(src, env_nodes, depth + 1)
+            if f.attr in ("randn", "rand", "empty", "zeros", "ones", "full", "randn_like"):
+                return "fp32"  # torch's default dtype (no dtype= given)
+    return None
+
+
+def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tuple[dict, dict]:
+    """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
+    kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``)."""
+    out, why = {}, {}
+    if not launches:
+        return out, why
+    try:
+        tree = _parse(text)
+    except (SyntaxError, ValueError):
+        return out, why
+    for ls in launches:
+        fn = _enclosing(tree, ls.node.lineno)
+        env_nodes: dict = {}
+        for st in ast.walk(fn) if fn is not None else []:
+            if isinstance(st, ast.Assign) and st.lineno < ls.node.lineno:
+                for t in st.targets:
+                    if isinstance(t, ast.Name):
+                        env_nodes[t.id] = st.value
+        argn = [a for a in ls.node.args if not isinstance(a, ast.Starred)]
+        if len(argn) != len(ls.node.args):
+            argn = []  # *args: positions unknown
+        pairs = list(zip(pnames, argn)) + [(k.arg, k.value) for k in ls.node.keywords if k.arg]
+        for name, node in pairs:
+            if name in out or name not in pointer_params:
+                continue
+            dt = _dtype_of(node, env_nodes)
+            if dt is not None:
+                out[name] = dt
+                why[name] = f"the launch at line {ls.node.lineno} passes {ast.unparse(node)}"
+    return out, why
