@@ -87,7 +87,7 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, grad_to_none=None, quanti
     if not use_cuda:
         return _do_bench_cpu(fn, warmup, rep, grad_to_none, quantiles, return_mode)
     torch = _torch()
-    from newt.runtime import synchronize
+    from newt.runtime.driver import synchronize
     fn()
     synchronize()
     cache = l2_flush_buffer() if flush_l2 else None

@@ -17,8 +17,8 @@ visible GPU, one worker per device.  See docs/tuning.md.
 from __future__ import annotations
 
 from .classify import FAILED, STATUSES, classify
-from .executor import (Executor, LocalExecutor, SerialExecutor, cpu_count, get_executor, register_executor,
-                       visible_gpus)
+from .executor import Executor, LocalExecutor, SerialExecutor, cpu_count, visible_gpus
+from .select import get_executor, register_executor
 from .pipeline import compile_all, compile_stream, shared_executor
 from .progress import TuneProgress
 from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, install

@@ -34,7 +34,7 @@ def _estimate(fn, gpu: bool) -> float:
         return (time.perf_counter() - t0) * 1e3
     import torch
 
-    from newt.runtime import synchronize
+    from newt.runtime.driver import synchronize
     synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
@@ -48,7 +48,7 @@ def _estimate(fn, gpu: bool) -> float:
 def _graph_bench(fn, rep: float, quantiles, est_ms: float) -> list:
     import torch
 
-    from newt.runtime import synchronize
+    from newt.runtime.driver import synchronize
     from newt.testing import summarize
     n_inner = max(1, min(100, int(1.0 / max(est_ms, 1e-4))))  # ~1 ms of work per replay
     stream = torch.cuda.Stream()

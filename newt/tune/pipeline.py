@@ -26,7 +26,7 @@ def shared_executor():
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None:
-            from .executor import get_executor
+            from .select import get_executor
             _SHARED = get_executor()
             atexit.register(_close_shared)
         return _SHARED

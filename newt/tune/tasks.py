@@ -343,7 +343,7 @@ def time_task(task: TimeTask) -> dict:
     """Worker side: install the cubins, make the arguments, launch once (screen), then time."""
     import torch
 
-    from newt.runtime import synchronize
+    from newt.runtime.driver import synchronize
 
     from .bench import bench
     for e in task.entries:
