@@ -84,7 +84,8 @@ def _plan_loop(em, loop, budget):  # noqa: C901
     yields = list(term.operands) if term is not None and term.name == "yield" else []
     cands = []
     for d in body.ops:
-        if d.name != "dot" or em.plan.dot.get(d) is None or em.plan.dot[d].name != "mma.sync":
+        low = em.plan.dot.get(d) if d.name == "dot" else None
+        if low is None or low.name not in ("mma.sync", "wgmma"):
             continue
         for idx in (0, 1):
             v = d.operands[idx]
@@ -111,7 +112,10 @@ def _plan_loop(em, loop, budget):  # noqa: C901
                 continue
             inner = lay.dim_of_bit(lay.reg[0])[0]
             shape = shape_of(v.type)
-            tile = SwizzledShared(shape[1 - inner], shape[inner], eb)
+            shared_tile = getattr(low, "shared_tile", SwizzledShared)  # wgmma: its canonical layout
+            tile = shared_tile(shape[1 - inner], shape[inner], eb)
+            if low.name == "wgmma" and tile.row_bytes < 32:
+                continue
             cands.append(PipeLoad(lop, lay, vec, inner, tile))
     if not cands:
         return None
@@ -174,7 +178,10 @@ def _plan_loop(em, loop, budget):  # noqa: C901
         c.buf = em.smem_persistent(c.tile.size_bytes * stages)
     slice_ops = [o for o in body.ops if o in need_ops]
     idx = sorted(carried.index(a) for a in need_args)
-    return Pipeline(loop, stages, kept, slice_ops, idx)
+    p = Pipeline(loop, stages, kept, slice_ops, idx)
+    # wgmma reads the buffers through the async proxy: fence the cp.async writes before the barrier
+    p.extra["async_proxy"] = any(getattr(c.tile, "align", None) for c in kept)
+    return p
 
 
 def _defined_inside(v, region) -> bool:
@@ -235,6 +242,8 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     inner = c.sub(1)
     em.scalars[ivv] = iv
     inner.line(f"cp_async_wait<{S - 2}>();")
+    if pipe.extra.get("async_proxy"):
+        inner.line("fence_proxy_async();  // the landed tiles are read by wgmma (async proxy)")
     inner.line("__syncthreads();")
     inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
     _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried)
