@@ -30,4 +30,5 @@ def select_dot_lowering(op, target, num_warps=None) -> DotLowering:
     raise NotImplementedError(f"no dot lowering for {op}")
 
 
-__all__ = ["DotLowering", "OperandTile", "MmaSyncLowering", "FmaLowering", "WgmmaLowering", "LOWERINGS", "select_dot_lowering"]
+__all__ = ["DotLowering", "OperandTile", "MmaSyncLowering", "FmaLowering", "WgmmaLowering", "LOWERINGS",
+           "select_dot_lowering"]
