@@ -64,7 +64,7 @@ def wgmma_selected() -> bool:
 
 
 #: whether sm_90a uses wgmma when NEWT_DOT_LOWERING is unset
-_DEFAULT_ON = False
+_DEFAULT_ON = True
 
 
 @dataclass(frozen=True)
