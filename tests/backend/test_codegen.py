@@ -111,7 +111,8 @@ def test_matmul_uses_tensor_cores_and_cp_async(target, built):
     assert "DEPBAR" in s or "LDGDEPBAR" in s
     m = b.module
     assert m.metadata["pipelined_loops"] == 1
-    assert m.shared_bytes == 4 * (128 * 32 + 32 * 128) * 2  # 4 stages of A and B tiles
+    nbuf = 5 if target == "sm_90a" else 4  # wgmma in flight into the next iteration: one buffer more
+    assert m.shared_bytes == nbuf * (128 * 32 + 32 * 128) * 2  # 4 stages of A and B tiles
     assert m.needs_shared_opt_in
 
 
@@ -125,7 +126,8 @@ def test_num_stages_changes_the_code():
     assert "cp_async" not in srcs[1].source.split("extern \"C\"")[1]
     for s in (2, 3, 4):
         assert f"cp_async_wait<{s - 2}>" in srcs[s].source
-        assert f"constexpr int SMEM_PIPE1 = {s * 8192};" in srcs[s].source  # s stages of the 128x32 A tile
+        # s stages of the 128x32 A tile, and one more buffer for the wgmma left in flight
+        assert f"constexpr int SMEM_PIPE1 = {(s + 1) * 8192};" in srcs[s].source
         assert srcs[s].shared_bytes >= s * 16384
     assert len({m.source for m in srcs.values()}) == 4
 

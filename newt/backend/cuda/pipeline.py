@@ -174,13 +174,18 @@ def _plan_loop(em, loop, budget):  # noqa: C901
         stages -= 1
     if total * stages > budget:
         return None
+    from .dot.wgmma import async_dots
+    asyncs = async_dots(em, body, kept, stages, total, budget)
+    nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
     for c in kept:
-        c.buf = em.smem_persistent(c.tile.size_bytes * stages)
+        c.buf = em.smem_persistent(c.tile.size_bytes * nbuf)
     slice_ops = [o for o in body.ops if o in need_ops]
     idx = sorted(carried.index(a) for a in need_args)
     p = Pipeline(loop, stages, kept, slice_ops, idx)
     # wgmma reads the buffers through the async proxy: fence the cp.async writes before the barrier
     p.extra["async_proxy"] = any(getattr(c.tile, "align", None) for c in kept)
+    p.extra["async_dots"] = asyncs
+    p.extra["buffers"] = nbuf
     return p
 
 
@@ -211,6 +216,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     body = op.regions[0]
     lb, ub, step = op.operands[:3]
     S = pipe.stages
+    NB = pipe.extra.get("buffers", S)
     targets = loop_header(em, op)
     carried = body.args[1:]
     term = body.terminator
@@ -258,9 +264,12 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         em.emit_region(body, bodyc)
     finally:
         em.yield_stack.pop()
-    inner.line(f"{rd} = {rd} + 1 == {S} ? 0 : {rd} + 1;")
-    inner.line(f"{wr} = {wr} + 1 == {S} ? 0 : {wr} + 1;")
+    inner.line(f"{rd} = {rd} + 1 == {NB} ? 0 : {rd} + 1;")
+    inner.line(f"{wr} = {wr} + 1 == {NB} ? 0 : {wr} + 1;")
     c.line("}")
+    if pipe.extra.get("async_dots"):
+        from .dot.wgmma import drain_async_dots
+        drain_async_dots(em, op, pipe, targets, c)
     c.line("cp_async_wait<0>();")
     c.line("__syncthreads();")
     for r, (name, lay, _) in zip(op.results, targets):

@@ -169,6 +169,51 @@ def wgmma_accumulator(shape, num_warps: int, kind="wgmma") -> Layout:
     return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp), kind)
 
 
+def async_dots(em, body, kept, stages: int, total: int, budget: int) -> frozenset:
+    """wgmma dots of a software-pipelined loop body that may stay in flight into the next iteration
+    (``wgmma.wait_group 1`` instead of 0): a pure accumulation ``acc = dot(a, b, acc)`` whose result
+    only feeds the loop's yield, at the position of its accumulator argument, with both operands read
+    from the pipeline's buffers.  The ring then gets one more buffer, so the cp.async copies issued in
+    iteration ``it`` never land in the buffer the still-running wgmma of iteration ``it - 1`` reads (the
+    barrier at the top of ``it`` follows every warpgroup's wait for the wgmma of ``it - 2``)."""
+    if stages < 2 or total * (stages + 1) > budget:
+        return frozenset()
+    term = body.terminator
+    yields = list(term.operands) if term is not None and term.name == "yield" else []
+    loads = {c.op for c in kept}
+    out = set()
+    for d in body.ops:
+        low = em.plan.dot.get(d) if d.name == "dot" else None
+        if low is None or low.name != "wgmma":
+            continue
+        r = d.result
+        users = em.users.get(r, [])
+        if len(users) != 1 or users[0] is not term:
+            continue
+        idx = [i for i, y in enumerate(yields) if y is r]
+        acc = d.operands[2]
+        if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(em.users.get(acc, [])) != 1:
+            continue
+        if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32":
+            continue
+        if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
+            continue
+        out.add(d)
+    return frozenset(out)
+
+
+def drain_async_dots(em, op, pipe, targets, c):
+    """After a loop with in-flight wgmma: wait for them and fence the accumulators (their last values)."""
+    body = op.regions[0]
+    term = body.terminator
+    yields = list(term.operands)
+    c.line("wgmma_wait<0>();  // the last iteration's wgmma")
+    for d in pipe.extra["async_dots"]:
+        i = yields.index(d.result)
+        name, lay, _ = targets[i]
+        em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
+
+
 def _helpers(em, n: int, ty: str, ta: int, tb: int) -> str:
     em.helper("wgmma_common", _COMMON)
     name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
@@ -248,6 +293,7 @@ class WgmmaLowering(DotLowering):
         n_inst = min(256, Nw)
         n_reps = Nw // n_inst
         m_reps = M // (64 * wgm)
+        in_flight = any(op in p.extra.get("async_dots", ()) for p in em.pipelines.values())
         tiles = list(tiles)
         for i in (0, 1):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
@@ -304,9 +350,13 @@ class WgmmaLowering(DotLowering):
                     reg0 = (mi * n_reps + ni) * (n_inst // 2)
                     d.line(f"{fn}(&{w}[{reg0}], gmma_desc(sa_wg + {offa}, ra), gmma_desc(sb_wg + {offb}, rb));")
         d.line("wgmma_commit();")
-        d.line("wgmma_wait<0>();")
+        if in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
+            d.line("wgmma_wait<1>();  // the previous iteration's wgmma is done: its buffer can be refilled")
+        else:
+            d.line("wgmma_wait<0>();")
         c.line("}")
-        em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
+        if not in_flight:
+            em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
