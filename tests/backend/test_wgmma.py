@@ -166,3 +166,31 @@ def test_corpus_dots_are_hgmma_on_sm90a(cfg, monkeypatch):
     assert re.search(r"HGMMA\.64x\d+x16\.F32", s), "no HGMMA in the SASS"
     assert not re.search(r"\bHMMA\b", s)
     assert "wgmma serialization" not in b.log.lower()
+
+
+def test_matmul_accumulation_stays_in_flight_across_iterations(monkeypatch):
+    """The pipelined K loop leaves one wgmma group in flight (``WARPGROUP.DEPBAR.LE gsb0, 0x1`` in the
+    loop, a full drain after it) and the ring has one more buffer than ``num_stages``."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    cfg = next(c for c in corpus_configs() if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 256)
+    m = generate_cuda(ir(*cfg[:5], num_warps=cfg[5], num_stages=cfg[6]), "sm_90a", cfg[5], cfg[6])
+    assert "wgmma_wait<1>();" in m.source and "wgmma_wait<0>();  // the last iteration's wgmma" in m.source
+    assert m.shared_bytes == (cfg[6] + 1) * (128 * 64 + 64 * 256) * 2
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_spills == 0
+    s = _sass_or_skip(b)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in s and "WARPGROUP.DEPBAR.LE gsb0, 0x0" in s
+
+
+@pytest.mark.parametrize("nw", [4, 8])
+def test_attention_p_feeds_wgmma_from_registers(nw, monkeypatch):
+    """Attention's P (the first dot's accumulator) is the second wgmma's A straight from registers:
+    no staging of P through shared memory in the loop."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    cfg = next(c for c in corpus_configs() if c[0] == "attention.py")
+    m = generate_cuda(ir(*cfg[:5], num_warps=nw, num_stages=3), "sm_90a", nw, 3)
+    assert "A from registers" in m.source and "stage operand" not in m.source
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_spills == 0 and b.stack_frame == 0, b.log
+    s = _sass_or_skip(b)
+    assert re.search(r"HGMMA\.64x64x16\.F32 R\d+, R\d+, gdesc", s), "no register-A HGMMA"

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
-from ..layout import Layout, SwizzledShared, dim_bits, log2
+from ..layout import Layout, SwizzledShared, dim_bits, in_thread_map, log2, mma_a_fragment
 from .base import DotLowering, OperandTile, stage_to_smem
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
@@ -214,6 +214,22 @@ def drain_async_dots(em, op, pipe, targets, c):
         em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
 
 
+def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
+    """wgmma with A from registers (four 32-bit fragment registers, the mma.sync A fragment per warp)."""
+    em.helper("wgmma_common", _COMMON)
+    name = f"wgmma_m64n{n}k16_{ty}_r{tb}"
+    nreg = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    a = ", ".join(f"%{nreg + q}" for q in range(4))
+    em.helper(name, (
+        f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long db) {{\n"
+        f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {tb};"
+        f"\\n}}\\n\"\n    : {outs}\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
+    return name
+
+
 def _helpers(em, n: int, ty: str, ta: int, tb: int) -> str:
     em.helper("wgmma_common", _COMMON)
     name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
@@ -298,10 +314,15 @@ class WgmmaLowering(DotLowering):
         for i in (0, 1):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
                 tiles[i] = None  # a tile in another layout: stage it again (not expected from the pipeline)
+        a_regs = self._a_registers(em, op, tiles, wgm)
         for i in (0, 1):  # loop-invariant operands: into shared memory once, where they are defined
             v = op.operands[i]
+            if i == 0 and a_regs:
+                continue
             if tiles[i] is None and v not in em.plan.poly and em.loop_invariant(v, op):
                 tiles[i] = self._stage_once(em, op, i)
+        if a_regs:
+            tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
         ta_t, tb_t = self._tiles(em, op, tiles)
         c = em.cur
         acc_src = em.get(accv, lay)
@@ -310,10 +331,15 @@ class WgmmaLowering(DotLowering):
         w = em.tmp("acc")
         a_k = ta_t.inner == 1   # A (M, K): K contiguous
         b_k = tb_t.inner == 0   # B (K, N): K contiguous
-        fn = _helpers(em, n_inst, _TYPES[t.name], 0 if a_k else 1, 0 if b_k else 1)
+        if a_regs:
+            fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
+            a_desc = "A from registers (mma.sync A fragments)"
+        else:
+            fn = _helpers(em, n_inst, _TYPES[t.name], 0 if a_k else 1, 0 if b_k else 1)
+            a_desc = f"A {'K' if a_k else 'M'}-major {ta_t.smem.swizzle_bytes}B swizzle"
         c.line(f"// dot {M}x{N}x{K} {t.name} on tensor cores: wgmma m64n{n_inst}k16, {wgm}x{wgn} warpgroups"
-               f"{' (duplicated along N)' if dup and wgn > 1 else ''}, A {'K' if a_k else 'M'}-major "
-               f"{ta_t.smem.swizzle_bytes}B swizzle, B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
+               f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
+               f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
         c.line(f"float {w}[{lay.nregs}];")
         em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
         c.line("{")
@@ -321,16 +347,24 @@ class WgmmaLowering(DotLowering):
         wgb = log2(wgm)
         d.line("const int wg = warp_id >> 2;  // this warp's warpgroup")
         d.line(f"const int wg_m = wg & {wgm - 1}, wg_n = {'0' if dup or wgn == 1 else f'wg >> {wgb}'};")
-        d.line(f"const unsigned sa = smem_u32({ta_t.base}), sb = smem_u32({tb_t.base});")
-        descs = {}
-        for key, tile, kmaj in (("a", ta_t, a_k), ("b", tb_t, b_k)):
+        if a_regs:
+            d.line(f"const unsigned sb = smem_u32({tb_t.base});")
+        else:
+            d.line(f"const unsigned sa = smem_u32({ta_t.base}), sb = smem_u32({tb_t.base});")
+        descs = {"a": "0"}
+        for key, tile, kmaj in ((("a", ta_t, a_k),) if not a_regs else ()) + (("b", tb_t, b_k),):
             lbo, sbo, mode = gmma_desc_fields(tile.smem, kmaj)
             rest = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | mode << 62
             descs[key] = f"0x{rest:016x}ull"
-        d.line(f"const unsigned long long ra = {descs['a']}, rb = {descs['b']};  // offsets and swizzle")
+        if a_regs:
+            d.line(f"const unsigned long long rb = {descs['b']};  // offsets and swizzle")
+        else:
+            d.line(f"const unsigned long long ra = {descs['a']}, rb = {descs['b']};  // offsets and swizzle")
         sa, sb = ta_t.smem, tb_t.smem
         # byte offsets of this warpgroup's sub-tile start: M/N offsets are warpgroup multiples
-        if a_k:
+        if a_regs:
+            a_wg = "0"
+        elif a_k:
             a_wg = f"wg_m * {64 * sa.swizzle_bytes}"
         else:
             a_wg = f"(wg_m * 64 / {sa.atom_cols}) * {sa.rows * sa.swizzle_bytes}"
@@ -338,16 +372,30 @@ class WgmmaLowering(DotLowering):
             b_wg = f"wg_n * {Nw * sb.swizzle_bytes}"
         else:
             b_wg = f"(wg_n * {Nw} / {sb.atom_cols}) * {sb.rows * sb.swizzle_bytes}"
-        d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
+        if a_regs:
+            d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            from ..lower_memory import pack_words
+            d.line(f"unsigned af[{m_reps * (K // 16)}][4];  // A fragments, packed before the first wgmma")
+            for mi in range(m_reps):
+                for kk in range(0, K, 16):
+                    ab = (mi * (K // 16) + kk // 16) * 8
+                    for q in range(4):
+                        wd = pack_words([f"{a_regs}[{ab + 2 * q}]", f"{a_regs}[{ab + 2 * q + 1}]"], t, 4)[0]
+                        d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
+        else:
+            d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
         d.line("wgmma_fence();")
         for kk in range(0, K, 16):
             for mi in range(m_reps):
                 m0 = mi * 64 * wgm
-                offa = gmma_address(sa, a_k, m0, kk)
                 for ni in range(n_reps):
                     n0 = ni * n_inst
                     offb = gmma_address(sb, b_k, n0, kk)
                     reg0 = (mi * n_reps + ni) * (n_inst // 2)
+                    if a_regs:
+                        d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], gmma_desc(sb_wg + {offb}, rb));")
+                        continue
+                    offa = gmma_address(sa, a_k, m0, kk)
                     d.line(f"{fn}(&{w}[{reg0}], gmma_desc(sa_wg + {offa}, ra), gmma_desc(sb_wg + {offb}, rb));")
         d.line("wgmma_commit();")
         if in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
@@ -360,6 +408,22 @@ class WgmmaLowering(DotLowering):
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
+    def _a_registers(self, em, op, given, wgm):
+        """The array holding A in mma.sync A-fragment order, when A is already in those registers
+        (attention's P, the first dot's accumulator: a register permutation) or is polymorphic;
+        else None (A is read from shared memory)."""
+        from ..plan import compact
+        if given[0] is not None:
+            return None
+        a = op.operands[0]
+        M, K = shape_of(a.type)
+        afl = mma_a_fragment((M, K), 4 * wgm, max(1, em.nw // (4 * wgm)), num_warps=em.nw)
+        if a not in em.plan.poly:
+            have = em.layout_of(a)
+            if have is None or in_thread_map(compact(have), afl.reg, afl.lane, afl.warp) is None:
+                return None
+        return em.get(a, afl)
+
     def _stage_once(self, em, op, i) -> OperandTile:
         from ..plan import compact
         v = op.operands[i]
@@ -390,7 +454,7 @@ class WgmmaLowering(DotLowering):
         from ..plan import compact
         em.helper("wgmma_common", _COMMON)
         out = list(given)
-        todo = [i for i in (0, 1) if not isinstance(given[i], OperandTile)]
+        todo = [i for i in (0, 1) if given[i] is None]
         if not todo:
             return out
         sws = {i: self.tile_for(op, i, self.preferred_inner(op, i)) for i in todo}
