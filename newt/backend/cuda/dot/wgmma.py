@@ -226,7 +226,8 @@ def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
         f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long db) {{\n"
         f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
         f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {tb};"
-        f"\\n}}\\n\"\n    : {outs}\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
+        f"\\n}}\\n\"\n    : {outs}\n"
+        f"    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
     return name
 
 
