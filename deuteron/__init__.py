@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import frontend as _frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
 from .config import Config, ConfigError  # noqa: F401
 from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401

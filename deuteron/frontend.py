@@ -1,7 +1,7 @@
 """deuteron's static checker, plugged into ``newt.frontend.analyze_source``.
 
-``newt.frontend`` imports this module when a file has a ``@dt.kernel``; it
-registers :func:`analyze_kernel` in ``KERNEL_ANALYZERS["deuteron"]``.  It reads
+``import deuteron`` imports this module; it registers ``@dt.kernel`` as a kernel
+kind with :func:`newt.frontend.register_kernel_kind` (:func:`register`).  It reads
 the kernel's source only: no torch import, no user code run.  Diagnostics are
 ``newt.frontend.diagnostics.Diagnostic`` values with the ``D0xx`` codes, so the
 editor, ``python -m newt check`` and ``kernel(...)`` report the same problems.
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from newt.frontend.check import KERNEL_ANALYZERS, KernelAnalysis, SpecResult
+from newt.frontend import register_kernel_kind
+from newt.frontend.check import KernelAnalysis, SpecResult
 from newt.frontend.diagnostics import Diagnostic, Severity, Span
 
 from .structure import KernelStructure, StaticResolver
@@ -103,4 +104,21 @@ def check_function_source(text: str, path: str = "<string>") -> list:
     return [d for d in fa.diagnostics if d.code.startswith("D")]
 
 
-KERNEL_ANALYZERS["deuteron"] = analyze_kernel
+#: deuteron's diagnostic codes (documented in docs/diagnostics.md)
+CODES = {
+    "D001": ("dt-outside-tile", "tensor work outside any dt.tile loop runs on the host, not in the kernel"),
+    "D002": ("dt-index-rank", "indexing a tensor with the wrong number of indices"),
+    "D003": ("dt-tile-misuse", "a tile used where it is not allowed"),
+    "D004": ("dt-unsupported", "a statement or call deuteron cannot compile"),
+    "D005": ("dt-config", "a config that does not fit the kernel"),
+    "D006": ("dt-shape-mismatch", "blocks whose dimensions do not broadcast (tile_m vs tile_n), or a value stored "
+             "into a region of another shape"),
+}
+
+
+def register() -> None:
+    """Register ``@dt.kernel`` with newt's front end (also the ``newt.kernel_kinds`` entry point)."""
+    register_kernel_kind("deuteron.kernel", analyze_kernel, name="deuteron", codes=CODES)
+
+
+register()

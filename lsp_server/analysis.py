@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
+import deuteron.frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
 from newt.frontend import analyze_source
 from newt.frontend.check import FileAnalysis, KernelAnalysis, SpecResult
 from newt.frontend.diagnostics import Diagnostic, Severity, Span
@@ -366,13 +367,6 @@ class _Incremental:
             kd = scan.kernels[name]
             if kd.kind != "jit":
                 analyzer = C.KERNEL_ANALYZERS.get(kd.kind)
-                if analyzer is None:
-                    try:
-                        import importlib
-                        importlib.import_module("deuteron.frontend")
-                    except ImportError:
-                        pass
-                    analyzer = C.KERNEL_ANALYZERS.get(kd.kind)
                 if analyzer is not None:
                     try:
                         ka = analyzer(scan, src, kd)

@@ -25,8 +25,11 @@ def _iter_files(paths):
 
 
 def _check(args) -> int:
-    from newt.frontend import analyze_source
+    from newt.frontend import analyze_source, load_installed_kinds
     from newt.frontend.diagnostics import Severity, render
+
+    for failure in load_installed_kinds():  # other kernel kinds (entry points newt.kernel_kinds)
+        print(f"newt: a kernel-kind plugin failed to load: {failure}", file=sys.stderr)
 
     severities = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
     min_sev = severities[args.min_severity]

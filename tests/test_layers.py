@@ -1,5 +1,7 @@
 """The layering of docs/architecture.md (imports only point down), checked on the source: every import
-statement in a layer's modules, at module level or inside functions, names only what the layer may use."""
+in a layer's modules -- import statements at module level or inside functions, and imports by string
+(``importlib.import_module("x")``, ``__import__("x")``) -- names only what the layer may use; and newt
+never names the packages built on it (deuteron, lsp_server), not even in a string."""
 
 from __future__ import annotations
 
@@ -46,6 +48,16 @@ def _imports(path: str):
             yield node.lineno, name
             for a in node.names:  # ``from newt import runtime``
                 yield node.lineno, f"{name}.{a.name}"
+        elif isinstance(node, ast.Call) and _is_string_import(node.func) and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                yield node.lineno, arg.value
+
+
+def _is_string_import(func) -> bool:
+    """``importlib.import_module``, ``import_module`` and ``__import__``."""
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name in ("import_module", "__import__")
 
 
 def _files(pkg_dir):
@@ -64,3 +76,48 @@ def test_layer_imports_only_point_down(pkg_dir):
                 if name == p or name.startswith(p + "."):
                     bad.append(f"{os.path.relpath(path, ROOT)}:{line}: imports {name}")
     assert not bad, "\n".join(bad)
+
+
+#: packages built on newt: newt must not know them (they register themselves, see newt.frontend.kinds)
+ABOVE_NEWT = ("deuteron", "lsp_server")
+
+
+def _docstrings(tree) -> set:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _names_above(path: str):
+    """(line, text) of every import, string import and string constant (docstrings aside) naming a
+    package built on newt."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    docs = _docstrings(tree)
+    for line, name in _imports(path):
+        if name.split(".")[0] in ABOVE_NEWT:
+            yield line, f"imports {name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            for word in ABOVE_NEWT:
+                if word in node.value:
+                    yield node.lineno, f"names {word} in {node.value[:60]!r}"
+                    break
+
+
+def test_newt_never_names_the_packages_built_on_it():
+    bad = [f"{os.path.relpath(p, ROOT)}:{line}: {what}" for p in _files("newt") for line, what in _names_above(p)]
+    assert not bad, "\n".join(bad)
+
+
+def test_string_imports_are_seen(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("import importlib\n\ndef f():\n    importlib.import_module('lsp_server.server')\n"
+                 "    __import__('torch')\n    x = 'deuteron.kernel'\n")
+    names = [n for _, n in _imports(str(p))]
+    assert "lsp_server.server" in names and "torch" in names
+    found = {w for _, w in _names_above(str(p))}
+    assert {"imports lsp_server.server", "names deuteron in 'deuteron.kernel'"} <= found

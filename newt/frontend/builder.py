@@ -1055,7 +1055,7 @@ class Builder:
             return
         if isinstance(cond, TensorV):
             c = self.to_bool(cond, node)
-            self.emit("assert", [c], [], {"msg": msg or ast.unparse(node.test), "has_mask": False}, node=node)
+            self.emit("assert", [c], [], {"msg": msg or ast.unparse(node.test)}, node=node)
 
     # ------------------------------------------------------------------
     # expressions

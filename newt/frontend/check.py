@@ -13,12 +13,14 @@ import ast
 import contextlib
 import gc
 import importlib
+import inspect
 import weakref
 from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
 from .builder import Builder, Spec
+from .kinds import ANALYZERS, analyzer_for, trusted_roots
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
 from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk, parse_with_recovery
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
@@ -35,13 +37,13 @@ _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "
 # static globals
 # ---------------------------------------------------------------------------
 
-_TRUSTED_ROOTS = ("newt", "deuteron", "math")
+_TRUSTED_ROOTS = ("newt", "math")
 
 
 def resolve_qualname(q: str):
     """Import one of our own modules (never the user's) and walk attributes."""
     parts = q.split(".")
-    if parts[0] not in _TRUSTED_ROOTS:
+    if parts[0] not in _TRUSTED_ROOTS and parts[0] not in trusted_roots():
         raise LookupError(q)
     for i in range(len(parts), 0, -1):
         modname = ".".join(parts[:i])
@@ -79,7 +81,7 @@ class StaticEnv(GlobalEnv):
         if kd is not None:
             if kd.kind == "jit":
                 return JitRef(self.jit_source(name))
-            return Opaque("deuteron kernel")
+            return Opaque(f"{kd.kind} kernel")
         if name in scan.constants:
             return self._convert(scan.constants[name])
         if name in scan.aliases:
@@ -126,7 +128,7 @@ class SpecResult:
 @dataclass
 class KernelAnalysis:
     name: str
-    kind: str  # "jit" | "deuteron"
+    kind: str  # "jit" or a registered kernel kind (newt.frontend.kinds)
     node: ast.AST
     span: Span  # the function name
     def_span: Span  # the whole definition
@@ -165,8 +167,20 @@ class FileAnalysis:
 # generic pointer inference
 # ---------------------------------------------------------------------------
 
-_PTR_FUNCS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
-              "atomic_xchg", "atomic_cas"}
+def _pointer_builtins() -> frozenset:
+    """The builtins whose stub declares ``pointer`` as its first parameter (load, store, atomics)."""
+    out = set()
+    for name, stub in lc.BUILTINS.items():
+        try:
+            first = next(iter(inspect.signature(stub).parameters), None)
+        except (TypeError, ValueError):
+            continue
+        if first == "pointer":
+            out.add(name)
+    return frozenset(out)
+
+
+_PTR_FUNCS = _pointer_builtins()
 
 
 def _additive_names(node, out: set):
@@ -427,8 +441,8 @@ def _resolve_value(v):
 # analysis of a whole file
 # ---------------------------------------------------------------------------
 
-#: hooks for other front ends (deuteron registers one): fn(scan, src, kernel_def) -> KernelAnalysis
-KERNEL_ANALYZERS: dict = {}
+#: analyzers of the registered kernel kinds (``register_kernel_kind``): fn(scan, src, kernel_def) -> KernelAnalysis
+KERNEL_ANALYZERS = ANALYZERS
 
 
 @contextlib.contextmanager
@@ -465,13 +479,7 @@ def _analyze_source(text: str, path: str, record_notes: bool) -> FileAnalysis:
     for name in scan.kernel_order:
         kd = scan.kernels[name]
         if kd.kind != "jit":
-            analyzer = KERNEL_ANALYZERS.get(kd.kind)
-            if analyzer is None:
-                try:
-                    importlib.import_module("deuteron.frontend")
-                except ImportError:
-                    pass
-                analyzer = KERNEL_ANALYZERS.get(kd.kind)
+            analyzer = analyzer_for(kd.kind)
             if analyzer is not None:
                 try:
                     ka = analyzer(scan, src, kd)

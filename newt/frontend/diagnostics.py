@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
-__all__ = ["Severity", "Span", "Diagnostic", "CODES", "CompilationError", "render"]
+__all__ = ["Severity", "Span", "Diagnostic", "CODES", "CompilationError", "render", "register_codes"]
 
 
 class Severity(IntEnum):
@@ -78,15 +78,18 @@ CODES: dict[str, tuple[str, str]] = {
     # backend
     "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
     "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
-    # deuteron
-    "D001": ("dt-outside-tile", "tensor work outside any dt.tile loop runs on the host, not in the kernel"),
-    "D002": ("dt-index-rank", "indexing a tensor with the wrong number of indices"),
-    "D003": ("dt-tile-misuse", "a tile used where it is not allowed"),
-    "D004": ("dt-unsupported", "a statement or call deuteron cannot compile"),
-    "D005": ("dt-config", "a config that does not fit the kernel"),
-    "D006": ("dt-shape-mismatch", "blocks whose dimensions do not broadcast (tile_m vs tile_n), or a value stored "
-             "into a region of another shape"),
+    # other kernel kinds add theirs with register_codes (newt.frontend.register_kernel_kind(codes=...))
 }
+
+
+def register_codes(codes: dict) -> None:
+    """Add the codes of another kernel kind: ``{"M001": (name, meaning)}``.  Registering a code again
+    with the same entry is a no-op; taking a code that means something else is an error."""
+    for code, entry in codes.items():
+        old = CODES.get(code)
+        if old is not None and tuple(old) != tuple(entry):
+            raise ValueError(f"diagnostic code {code} is already {old[0]!r}")
+        CODES[code] = tuple(entry)
 
 
 @dataclass

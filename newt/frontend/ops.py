@@ -415,8 +415,7 @@ def _load(b, a: Bound, node):
         ops.append(b.broadcast_value(mask, shape, node))
     if has_other and mask is not None:
         ops.append(b.as_tensor(other, elem, shape, node))
-    attrs = {"cache": cache, "evict": evict, "volatile": bool(getattr(vol, "value", False)),
-             "has_mask": mask is not None, "has_other": has_other and mask is not None}
+    attrs = {"cache": cache, "evict": evict, "volatile": bool(getattr(vol, "value", False))}
     return TensorV(b.emit("load", ops, [block_of(elem, shape)], attrs, node=node).result)
 
 
@@ -452,7 +451,7 @@ def _store(b, a: Bound, node):
     ops = [pv, vv]
     if mask is not None:
         ops.append(b.broadcast_value(mask, shape, node))
-    b.emit("store", ops, [], {"cache": cache, "evict": evict, "has_mask": mask is not None}, node=node)
+    b.emit("store", ops, [], {"cache": cache, "evict": evict}, node=node)
     return Const(None)
 
 
@@ -460,19 +459,18 @@ _SEMS = (None, "", "acq_rel", "acquire", "release", "relaxed")
 _SCOPES = (None, "", "gpu", "cta", "sys")
 
 
-def _sem_scope(a: Bound):
-    sem = a["sem"]
-    scope = a["scope"]
-    s1 = const_str(sem, "sem", _SEMS, a.node("sem")) or "acq_rel"
-    s2 = const_str(scope, "scope", _SCOPES, a.node("scope")) or "gpu"
-    return s1, s2
+def _sem_scope(a: Bound) -> dict:
+    """The memory order and scope the call gives (the op table, newt.ir.ops, has the defaults)."""
+    s1 = const_str(a["sem"], "sem", _SEMS, a.node("sem"))
+    s2 = const_str(a["scope"], "scope", _SCOPES, a.node("scope"))
+    return {k: v for k, v in (("sem", s1), ("scope", s2)) if v}
 
 
 @rule("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg")
 def _atomic(b, a: Bound, node):
     kind = a.name.split("_", 1)[1]
     p = _pointer(b, a["pointer"], a.name, a.node("pointer"))
-    sem, scope = _sem_scope(a)
+    order = _sem_scope(a)
     val = a["val"]
     _poison(val)
     mask = _mask(b, a["mask"], a.node("mask"))
@@ -498,14 +496,14 @@ def _atomic(b, a: Bound, node):
     ops = [b.broadcast_value(p.v, shape, node), b.as_tensor(val, elem, shape, node)]
     if mask is not None:
         ops.append(b.broadcast_value(mask, shape, node))
-    attrs = {"kind": kind, "sem": sem, "scope": scope, "has_mask": mask is not None}
+    attrs = {"kind": kind, **order}
     return TensorV(b.emit("atomic_rmw", ops, [block_of(elem, shape)], attrs, node=node).result)
 
 
 @rule("atomic_cas")
 def _atomic_cas(b, a: Bound, node):
     p = _pointer(b, a["pointer"], "atomic_cas", a.node("pointer"))
-    sem, scope = _sem_scope(a)
+    order = _sem_scope(a)
     cmp, val = a["cmp"], a["val"]
     _poison(cmp, val)
     if p is None:
@@ -519,7 +517,7 @@ def _atomic_cas(b, a: Bound, node):
             shape = broadcast_shapes(shape, v.shape, "pointer and value")
     ops = [b.broadcast_value(p.v, shape, node), b.as_tensor(cmp, elem, shape, node),
            b.as_tensor(val, elem, shape, node)]
-    return TensorV(b.emit("atomic_cas", ops, [block_of(elem, shape)], {"sem": sem, "scope": scope},
+    return TensorV(b.emit("atomic_cas", ops, [block_of(elem, shape)], order,
                           node=node).result)
 
 
@@ -1168,7 +1166,7 @@ def _device_assert(b, a: Bound, node):
     if mask is not None:
         shape = broadcast_shapes(shape_of(cv.type), shape_of(mask.type))
         ops = [b.broadcast_value(cv, shape, node), b.broadcast_value(mask, shape, node)]
-    b.emit("assert", ops, [], {"msg": str(msg), "has_mask": mask is not None}, node=node)
+    b.emit("assert", ops, [], {"msg": str(msg)}, node=node)
     return Const(None)
 
 

@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
+from .kinds import kind_of_decorator
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of"]
@@ -608,7 +609,7 @@ class LaunchSite:
 class KernelDef:
     name: str
     node: ast.FunctionDef
-    kind: str  # "jit" or "deuteron"
+    kind: str  # "jit" or a registered kernel kind (newt.frontend.kinds)
     jit_options: dict = field(default_factory=dict)
     autotune: ast.Call | None = None
     heuristics: ast.Call | None = None
@@ -621,7 +622,6 @@ class KernelDef:
 NEWT_JIT = {"newt.jit", "newt.runtime.jit", "newt.runtime.jit.jit"}
 NEWT_AUTOTUNE = {"newt.autotune", "newt.runtime.autotune"}
 NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
-DT_KERNEL = {"deuteron.kernel"}
 
 
 class ModuleScan:
@@ -726,8 +726,8 @@ class ModuleScan:
                 kd.autotune = dec
             elif q in NEWT_HEURISTICS and isinstance(dec, ast.Call):
                 kd.heuristics = dec
-            elif q in DT_KERNEL:
-                kind = "deuteron"
+            elif q is not None and (other := kind_of_decorator(q)) is not None:
+                kind = other
             kd.decorator_nodes.append(dec)
         if kind is None:
             return None

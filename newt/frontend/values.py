@@ -21,6 +21,7 @@ import types as pytypes
 from newt.ir.types import SymDim, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
+from .kinds import trusted_roots
 from .source import SourceFile
 
 
@@ -183,7 +184,7 @@ def from_python(obj, lib: bool = False) -> AV:
     if isinstance(obj, tuple):
         return TupleV([from_python(x, lib) for x in obj])
     if isinstance(obj, pytypes.ModuleType):
-        if obj.__name__.split(".")[0] in ("newt", "deuteron"):
+        if obj.__name__.split(".")[0] == "newt" or obj.__name__.split(".")[0] in trusted_roots():
             return Const(obj)
         if obj.__name__ == "math":
             return Const(obj)

@@ -12,11 +12,10 @@
 
 from __future__ import annotations
 
+from newt.ir.ops import ATOMIC, FORWARDS_POINTER, MEMORY
 from newt.ir.types import is_block, scalar_of
 
-MEMORY_OPS = ("load", "store", "atomic_rmw", "atomic_cas")
-_PTR_PASS = ("splat", "broadcast", "expand_dims", "reshape", "permute", "hint", "bitcast", "cat", "join",
-             "split", "where", "addptr")
+MEMORY_OPS = MEMORY
 
 
 def walk_regions(region):
@@ -53,9 +52,9 @@ class Analysis:
     # ------------------------------------------------------------------ mode
     def _sequential_reason(self, ops):
         for op in ops:
-            if op.name in ("atomic_rmw", "atomic_cas") and id(op.results[0]) in self.used:
+            if op.name in ATOMIC and id(op.results[0]) in self.used:
                 return ("the result of an atomic is used", op)
-            if op.name == "load" and op.attrs.get("volatile"):
+            if op.name == "load" and op.attr("volatile"):
                 return ("a volatile load reads memory other programs may write", op)
         return None
 
@@ -98,10 +97,9 @@ class Analysis:
             rounds += 1
             for op in ops:
                 n = op.name
-                if n in _PTR_PASS:
-                    srcs = op.operands if n != "addptr" else op.operands[:1]
-                    if n == "where":
-                        srcs = op.operands[1:]
+                if n in FORWARDS_POINTER:
+                    data = op.opdef.data
+                    srcs = op.operands if data is None else [op.operand(k) for k in data]
                     s = frozenset().union(*(get(v) for v in srcs)) if srcs else frozenset()
                     for r in op.results:
                         if scalar_of(r.type).is_ptr():

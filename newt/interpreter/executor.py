@@ -26,6 +26,7 @@ import sys
 
 import torch
 
+from newt.ir.ops import PURE, TERMINATORS
 from newt.ir.types import scalar_of
 
 from . import dtypes as D
@@ -39,9 +40,6 @@ LANE_BUDGET = int(os.environ.get("NEWT_INTERPRET_LANES", 1 << 20))
 #: iterations after which a while loop starts checking whether it can still make progress
 STUCK_CHECK_AFTER = 10_000
 
-_PURE_EXCLUDE = {"load", "store", "atomic_rmw", "atomic_cas", "print", "assert", "assume", "barrier", "return",
-                 "scf.for", "scf.if", "scf.while", "yield", "condition"}
-_TERMINATORS = ("yield", "condition", "return")
 
 
 class RegionPlan:
@@ -89,7 +87,7 @@ class Plan:
         while changed:
             changed = False
             for o in ops:
-                if id(o) in dead or o.name in _PURE_EXCLUDE or o.regions:
+                if id(o) in dead or o.name not in PURE or o.regions:
                     continue
                 if all(uses.get(id(r), 0) == 0 for r in o.results):
                     dead.add(id(o))
@@ -106,7 +104,7 @@ class Plan:
         instrs = []
         term = None
         for o in region.ops:
-            if o.name in _TERMINATORS:
+            if o.name in TERMINATORS:
                 term = [self.slot(v) for v in o.operands]
                 continue
             if id(o) in self._dead:

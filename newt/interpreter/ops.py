@@ -19,6 +19,7 @@ import os
 
 import torch
 
+from newt.ir.ops import BINARY
 from newt.ir.types import scalar_of, shape_of
 from newt.language import core as lc
 
@@ -314,11 +315,7 @@ def binary_fn(name, dt, attrs=None):
     raise InterpreterError(f"no elementwise rule for {name!r} on {dt!r}")
 
 
-_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "minimum",
-           "maximum", "umulhi", "div_rn", "pow", "lt", "le", "gt", "ge", "eq", "ne")
-
-
-@op(*_BINARY)
+@op(*sorted(BINARY))
 def _binary(o, plan):
     f = binary_fn(o.name, elem(o.operands[0]), o.attrs)
     return lambda ex, args: f(args[0], args[1])
@@ -477,8 +474,8 @@ def _effective_mask(ex, mask, r):
 def _load(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.results[0])
-    has_mask = o.attrs.get("has_mask", False)
-    has_other = o.attrs.get("has_other", False)
+    has_mask = o.operand("mask") is not None
+    has_other = o.operand("other") is not None
     zero = D.python_constant(0, dt).view(())
 
     def f(ex, args):
@@ -501,7 +498,7 @@ def _load(o, plan):
 def _store(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.operands[0])
-    has_mask = o.attrs.get("has_mask", False)
+    has_mask = o.operand("mask") is not None
 
     def f(ex, args):
         ptr, val = args[0], args[1]
@@ -526,8 +523,8 @@ def _full_programs(ex, ts, r):
 def _atomic_rmw(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.operands[0])
-    kind = o.attrs["kind"]
-    has_mask = o.attrs.get("has_mask", False)
+    kind = o.attr("kind")
+    has_mask = o.operand("mask") is not None
     need_old = id(o.results[0]) in plan.analysis.used
 
     def f(ex, args):
@@ -863,8 +860,8 @@ def _unravel(i, shape):
 
 @op("assert")
 def _assert(o, plan):
-    msg = o.attrs.get("msg", "")
-    has_mask = o.attrs.get("has_mask", False)
+    msg = o.attr("msg")
+    has_mask = o.operand("mask") is not None
     r = rank(o.operands[0])
 
     def f(ex, args):

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from weakref import ref as _wref
 
+from .ops import OpDef, opdef
 from .types import type_str
+
+_MISSING = object()
 
 __all__ = ["Loc", "Value", "Op", "Region", "Function", "Param"]
 
@@ -101,6 +104,35 @@ class Op:
     @property
     def result(self) -> Value:
         return self.results[0]
+
+    @property
+    def opdef(self) -> OpDef:
+        """This op's entry in the op table (``newt.ir.ops``)."""
+        return opdef(self.name)
+
+    def operand(self, name: str) -> Value | None:
+        """The operand called ``name`` in the op table's signature; None for an absent optional one
+        (``load.operand("mask")``).  Variadic groups: ``variadic(name)``."""
+        d = opdef(self.name)
+        i = d.operand_index(name)
+        if d.is_variadic(name):
+            raise TypeError(f"operand {name!r} of {self.name} is variadic: use op.variadic({name!r})")
+        return self.operands[i] if i < len(self.operands) else None
+
+    def variadic(self, name: str) -> list[Value]:
+        """The operands of the variadic group ``name`` (``scf.for.variadic("init")``)."""
+        d = opdef(self.name)
+        i = d.operand_index(name)
+        if not d.is_variadic(name):
+            raise TypeError(f"operand {name!r} of {self.name} is not variadic: use op.operand({name!r})")
+        return self.operands[i:]
+
+    def attr(self, name: str):
+        """The attribute ``name``, or its default from the op table when the op does not carry it."""
+        v = self.attrs.get(name, _MISSING)
+        if v is _MISSING:
+            return opdef(self.name).default(name)
+        return v
 
     def walk(self):
         yield self

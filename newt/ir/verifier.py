@@ -2,21 +2,18 @@
 
 ``verify(fn)`` raises ``IRVerificationError`` listing every problem found:
 values used before definition or outside their region, terminators that do not
-match their parent op, elementwise ops whose operand types disagree, and (for
-concrete functions) block dimensions that are not powers of two.
+match their parent op, ops missing from the op table (``newt.ir.ops``), operand
+counts and attribute names that do not match the op's signature, each op's type
+rule (``OpDef.verify``), and (for concrete functions) block dimensions that are
+not powers of two.
 """
 
 from __future__ import annotations
 
 from newt.language.core import block_type
 
-from .types import is_pow2, scalar_of, shape_of, type_str
-
-ELEMENTWISE_SAME_TYPE = {
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "shl", "shr",
-    "minimum", "maximum", "umulhi", "div_rn", "pow", "fma",
-}
-COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
+from .ops import OPS, REQUIRED, Trait
+from .types import is_pow2, scalar_of, type_str
 
 
 class IRVerificationError(Exception):
@@ -37,21 +34,14 @@ def verify(fn, concrete: bool = True) -> None:
             for o in op.operands:
                 if id(o) not in defined:
                     errors.append(f"{where(op)}: operand {o!r} is not defined before use")
-            if op.name in ELEMENTWISE_SAME_TYPE:
-                t0 = op.operands[0].type
-                for o in op.operands[1:]:
-                    if o.type != t0:
-                        errors.append(f"{where(op)}: operand types differ ({type_str(t0)} vs {type_str(o.type)})")
-                if op.results and op.results[0].type != t0:
-                    errors.append(f"{where(op)}: result type {type_str(op.results[0].type)} != operand type")
-            if op.name in COMPARE:
-                a, b = op.operands
-                if a.type != b.type:
-                    errors.append(f"{where(op)}: compared types differ ({type_str(a.type)} vs {type_str(b.type)})")
-                if shape_of(op.results[0].type) != shape_of(a.type):
-                    errors.append(f"{where(op)}: comparison changes the shape")
-            if op.name in ("yield", "condition") and i != len(region.ops) - 1:
-                errors.append(f"{where(op)}: terminator in the middle of a region")
+            d = OPS.get(op.name)
+            if d is None:
+                errors.append(f"{where(op)}: no op {op.name!r} in the op table")
+            elif check_signature(op, d):
+                if d.verify is not None:
+                    errors.extend(f"{where(op)}: {m}" for m in d.verify(op))
+                if Trait.TERMINATOR in d.traits and i != len(region.ops) - 1:
+                    errors.append(f"{where(op)}: terminator in the middle of a region")
             if concrete:
                 for r in op.results:
                     if isinstance(r.type, block_type):
@@ -63,6 +53,27 @@ def verify(fn, concrete: bool = True) -> None:
             check_op_regions(op)
             for r in op.results:
                 defined.add(id(r))
+
+    def check_signature(op, d) -> bool:
+        n = len(op.operands)
+        ok = True
+        if n < d.min_operands or (d.max_operands is not None and n > d.max_operands):
+            want = (f"{d.min_operands}" if d.max_operands == d.min_operands else
+                    f"{d.min_operands}..{d.max_operands if d.max_operands is not None else ''}")
+            errors.append(f"{where(op)}: {n} operands, expected {want} ({', '.join(d.operands)})")
+            ok = False
+        if d.results is not None and len(op.results) != d.results:
+            errors.append(f"{where(op)}: {len(op.results)} results, expected {d.results}")
+            ok = False
+        for k in op.attrs:
+            if k not in d.attrs:
+                errors.append(f"{where(op)}: unknown attribute {k!r} (the op table lists "
+                              f"{', '.join(d.attrs) or 'none'})")
+        for k, v in d.attrs.items():
+            if v is REQUIRED and k not in op.attrs:
+                errors.append(f"{where(op)}: missing attribute {k!r}")
+                ok = False
+        return ok
 
     def expect_term(region, name, n, op):
         t = region.terminator

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import deuteron  # noqa: F401  (registers its D codes)
 from newt.frontend.diagnostics import CODES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

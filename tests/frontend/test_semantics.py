@@ -210,7 +210,7 @@ def test_ir_text_form_is_stable():
         "  %4 = cast %1 : <8xfp32>\n"
         "  %5 = constant  {value=2.0} : <8xfp32>\n"
         "  %6 = mul %4, %5 : <8xfp32>\n"
-        "  store %3, %6 {cache='', evict='', has_mask=False}\n"
+        "  store %3, %6 {cache='', evict=''}\n"
         "  return\n"
         "}\n")
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import linecache
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from newt.ir.types import is_block, type_str
@@ -12,6 +15,7 @@ from .axisinfo import analyze_axis_info
 from .ctypes import ctype
 from .dot import select_dot_lowering
 from .emitter import BackendError, Chunk, Emitter
+from .pipeline import plan_pipelines
 from .plan import plan_layouts
 from .prelude import HEADER_NAME, PRELUDE
 from .targets import get_target
@@ -53,6 +57,9 @@ class CudaModule:
     kernel: str = ""                 # the user's kernel name
     file: str = ""                   # the user's file
     metadata: dict = field(default_factory=dict)
+    #: ``rerender(min_blocks=n)``: the same kernel generated again with ``__launch_bounds__(threads, n)``
+    #: (0: no second argument); None for a module not made by ``generate_cuda``
+    rerender: Callable[..., CudaModule] | None = field(default=None, repr=False, compare=False)
 
     @property
     def threads(self) -> int:
@@ -87,8 +94,11 @@ def _param_size(ty) -> int:
 
 
 def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, *,
-                  device_asserts: bool = True) -> CudaModule:
+                  device_asserts: bool = True, min_blocks: int | None = None) -> CudaModule:
     """Lower one concrete ``ir.Function`` to CUDA C++ for ``target``.
+
+    ``min_blocks`` is the second ``__launch_bounds__`` argument (resident blocks per SM; 0: none);
+    None lets the backend choose (see ``_min_blocks``).
 
     Raises ``newt.CompilationError`` (pointing at the user's line) for what the
     backend cannot lower.
@@ -100,17 +110,21 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
     num_stages = max(1, int(num_stages or 1))
     fn.number()
     try:
-        return _generate(fn, tgt, num_warps, num_stages, device_asserts)
+        module = _generate(fn, tgt, num_warps, num_stages, device_asserts, min_blocks)
     except BackendError as e:
         raise _backend_error(fn, e) from None
+    module.rerender = functools.partial(generate_cuda, fn, target, num_warps, num_stages,
+                                        device_asserts=device_asserts)
+    return module
 
 
-def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
+def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
-    em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts)
-    from .pipeline import plan_pipelines
-    plan_pipelines(em)
+    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis)
+    em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
+    for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
+        em.smem_persistent(size, name)
     # parameters
     params = []
     sig = []
@@ -180,7 +194,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts) -> CudaModule:
         head.extend(h.rstrip("\n").split("\n"))
         head.append("")
     kname = _cname(fn.name)
-    min_blocks = _min_blocks(fn, num_warps, em)
+    min_blocks = _min_blocks(fn, num_warps, em) if want_blocks is None else f", {want_blocks}" if want_blocks else ""
     bounds = f"{32 * num_warps}{min_blocks}"
     head.append(f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
@@ -219,7 +233,6 @@ def _backend_error(fn, e: BackendError):
 
 
 def _source_text(path):
-    import linecache
     if not path or path.startswith("<"):
         return None
     lines = linecache.getlines(path)

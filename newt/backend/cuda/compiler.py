@@ -154,26 +154,25 @@ def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True
     and ``module.source`` and its metadata then describe it.
     """
     b = _compile_once(module, target, extra_options, lineinfo)
-    md = getattr(module, "metadata", None) or {}
-    old = md.get("launch_bounds", "")
-    if b.n_spills and md.get("min_blocks") == 2 and old and old in module.source:
-        threads = old[len("__launch_bounds__("):].split(",")[0].rstrip(")").strip()
-        first = module.source
-        best, best_src, spent = b, first, b.compile_seconds
+    md = module.metadata
+    if b.n_spills and md.get("min_blocks") == 2 and module.rerender is not None:
+        best, chosen, spent = b, None, b.compile_seconds
         # first without a second argument (ptxas' own choice: often no spill below the cap's count,
         # e.g. 127 registers where a 128 cap spills 8 bytes), then the whole register file
-        for new, blocks in ((f"__launch_bounds__({threads})", 0), (f"__launch_bounds__({threads}, 1)", 1)):
-            module.source = first.replace(old, new, 1)
-            b2 = _compile_once(module, target, extra_options, lineinfo)
+        for blocks in (0, 1):
+            alt = module.rerender(min_blocks=blocks)
+            b2 = _compile_once(alt, target, extra_options, lineinfo)
             spent += b2.compile_seconds
             if b2.n_spills < best.n_spills:
-                best, best_src = b2, module.source
-                md.update(min_blocks=blocks, launch_bounds=new,
+                best, chosen = b2, alt
+                md.update(min_blocks=blocks, launch_bounds=alt.metadata["launch_bounds"],
                           min_blocks_dropped=f"{b.n_spills} bytes spilled at 2 blocks/SM, {b2.n_spills} with "
-                                             f"{new}")
+                                             f"{alt.metadata['launch_bounds']}")
             if not best.n_spills:
                 break
-        module.source = best_src
+        if chosen is not None:  # the module now describes what was kept
+            module.source, module.line_locs = chosen.source, chosen.line_locs
+            best.module = module
         best.compile_seconds = spent
         return best
     return b

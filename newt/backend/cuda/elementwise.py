@@ -9,6 +9,7 @@ fp16/bf16/fp8 arithmetic happens in fp32 and rounds back (exact for
 
 from __future__ import annotations
 
+from newt.ir.ops import ELEMENTWISE, OPS
 from newt.ir.types import scalar_of
 
 from .ctypes import compute_ctype, const_literal, ctype, from_compute, is_lowp_float, to_compute
@@ -66,9 +67,9 @@ _UNARY_FLOAT = {
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
-ELEMENTWISE = {"add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "shl", "shr", "minimum",
-               "maximum", "umulhi", "div_rn", "pow", "neg", "invert", "abs", "fma", "where", "cast", "bitcast",
-               "addptr"} | set(_UNARY_FLOAT) | set(_CMP)
+
+
+_CAST_ROUNDING = OPS["cast"].default("rounding")
 
 
 def is_elementwise(name: str) -> bool:
@@ -78,7 +79,7 @@ def is_elementwise(name: str) -> bool:
 def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict) -> str:  # noqa: C901
     rt = scalar_of(result_type)
     if name == "cast":
-        return cast_expr(args[0], scalar_of(arg_types[0]), rt, attrs.get("rounding", "rtne"))
+        return cast_expr(args[0], scalar_of(arg_types[0]), rt, attrs.get("rounding") or _CAST_ROUNDING)
     if name == "bitcast":
         st = scalar_of(arg_types[0])
         if st == rt:

@@ -17,7 +17,9 @@ from newt.ir.types import is_block, scalar_of, shape_of, type_str
 
 from .ctypes import const_literal, ctype
 from .layout import Layout, bit_index_expr, in_thread_map
+from .elementwise import ELEMENTWISE, scalar_expr
 from .plan import compact
+from .vectors import pack_words, unpack_words
 
 __all__ = ["Emitter", "lowers", "LOWERINGS", "BackendError", "Chunk"]
 
@@ -80,7 +82,7 @@ class SmemUse:
 
 
 class Emitter:
-    def __init__(self, fn, target, num_warps, num_stages, plan, axis, *, device_asserts=True):
+    def __init__(self, fn, target, num_warps, num_stages, plan, axis, *, device_asserts=True, pipes=None):
         self.fn = fn
         self.target = target
         self.nw = num_warps
@@ -99,8 +101,8 @@ class Emitter:
         self.top: Chunk | None = None            # kernel-level declarations
         self.names: dict = {}
         self.last_line = None
-        self.pipelines: dict = {}                # scf.for op -> pipeline plan
-        self.pipelined_loads: dict = {}          # load op -> (pipeline, slot)
+        self.pipes = pipes                       # pipeline.PipelinePlan (None: nothing pipelined)
+        self.pipe_read_base: dict = {}           # pipelined load op -> C++ address of this iteration's buffer
         self.used_names: set = set()
         self.yield_stack: list = []
         self.smem_tiles: dict = {}               # Value -> dot.base.OperandTile (operands already in smem)
@@ -128,6 +130,16 @@ class Emitter:
         self.reduce_bytes = 0                    # size of each of the two reduction buffers
         self.reserved: list[SmemUse] = []        # shared memory that overlaps nothing (operands staged once)
         self.staged_once: dict = {}              # (Value, tile, inner) -> OperandTile
+
+    @property
+    def pipelines(self):
+        """scf.for op -> its ``pipeline.Pipeline``."""
+        return self.pipes.loops if self.pipes is not None else {}
+
+    @property
+    def pipelined_loads(self):
+        """load op -> (its pipeline, its ``pipeline.PipeLoad``)."""
+        return self.pipes.loads if self.pipes is not None else {}
 
     # ------------------------------------------------------------------
     # names and small helpers
@@ -332,7 +344,6 @@ class Emitter:
         each side (the mma accumulator's column pairs go out as 32-bit stores, a blocked layout reads
         16 bytes at a time); rows of 128 bytes are padded by 16 bytes (by one element when neither
         side has a run) so that those accesses stay aligned and spread over the banks."""
-        from .lower_memory import pack_words, unpack_words
         ct = ctype(ty)
         eb = _elem_bytes(ty)
         numel = have.numel
@@ -420,8 +431,8 @@ class Emitter:
         self.reserved.append(SmemUse(name, _align(size, 128), True, False))
         return name
 
-    def smem_persistent(self, size: int) -> str:
-        name = f"SMEM_PIPE{len(self.smem_uses)}"
+    def smem_persistent(self, size: int, name: str | None = None) -> str:
+        name = name or f"SMEM_PIPE{len(self.smem_uses)}"
         self.smem_uses.append(SmemUse(name, _align(size, 128), True, True))
         return name
 
@@ -429,7 +440,6 @@ class Emitter:
     # polymorphic values: produce them in any layout, where they are defined
     # ------------------------------------------------------------------
     def materialize(self, v, lay: Layout) -> str:
-        from .elementwise import ELEMENTWISE, scalar_expr
         op = v.owner
         chunk = self.def_chunk.get(v)
         if chunk is None:

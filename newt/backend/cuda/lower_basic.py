@@ -8,6 +8,11 @@ from .ctypes import const_literal, ctype
 from .elementwise import ELEMENTWISE, scalar_expr
 from .emitter import BackendError, lowers
 from .layout import Layout, bit_index_expr
+from .loops import assign as _assign
+from .loops import bind_var as _bind_var
+from .loops import declare_var as _declare_var
+from .loops import loop_condition, loop_header
+from .pipeline import emit_pipelined_for
 from .plan import compact
 
 _AXIS = "xyz"
@@ -110,78 +115,12 @@ class _Targets:
         self.items = items  # list of (value-like type, name, layout or None)
 
 
-def _declare_var(em, v, chunk, init=None, name=None):
-    name = name or em.vname(v)
-    em.used_names.add(name)
-    if is_block(v.type):
-        lay = compact(em.layout_of(v))
-        chunk.line(f"{ctype(v.type)} {name}[{lay.nregs}];")
-        if init is not None:
-            src = em.get(init, lay)
-            em.for_regs(lay.nregs, f"{name}[i] = {src}[i];", chunk)
-        return name, lay
-    if init is not None:
-        chunk.line(f"{ctype(v.type)} {name} = {em.scalar(init)};")
-    else:
-        chunk.line(f"{ctype(v.type)} {name};")
-    return name, None
-
-
-def _bind_var(em, v, name, lay, chunk):
-    if lay is None:
-        em.scalars[v] = name
-    else:
-        em.blocks[(v, lay)] = name
-    em.def_chunk[v] = chunk
-
-
-def _assign(em, targets, values, chunk):
-    """targets[k] = values[k] for all k, safely when values refer to targets."""
-    temps = []
-    for (_name, lay, ty), v in zip(targets, values):
-        if lay is None:
-            t = em.tmp("y")
-            ct = ctype(ty)
-            chunk.line(f"{ct + ' const' if ct.endswith('*') else 'const ' + ct} {t} = {em.scalar(v)};")
-            temps.append(t)
-        else:
-            temps.append(em.get(v, lay))
-    for (name, lay, _ty), t in zip(targets, temps):
-        if lay is None:
-            chunk.line(f"{name} = {t};")
-        elif t != name:
-            em.for_regs(lay.nregs, f"{name}[i] = {t}[i];", chunk)
-
-
 @lowers("scf.for")
 def _for(em, op):
-    from .pipeline import emit_pipelined_for
     if op in em.pipelines:
         emit_pipelined_for(em, op, em.pipelines[op])
         return
     emit_for(em, op)
-
-
-def loop_header(em, op):
-    """Declare the loop-carried variables of an scf.for; returns (targets, iv type, cond, step expr)."""
-    body = op.regions[0]
-    lb, ub, step = op.operands[:3]
-    init = op.operands[3:]
-    targets = []
-    for a, v in zip(body.args[1:], init):
-        name, lay = _declare_var(em, a, em.cur, init=v)
-        targets.append((name, lay, a.type))
-    return targets
-
-
-def loop_condition(em, op, iv: str) -> str:
-    ub, step = op.operands[1], op.operands[2]
-    s_op = step.owner
-    ubs, ss = em.scalar(ub), em.scalar(step)
-    if getattr(s_op, "name", None) == "constant":
-        sv = s_op.attrs["value"]
-        return f"{iv} < {ubs}" if sv > 0 else f"{iv} > {ubs}"
-    return f"({ss} > 0 ? {iv} < {ubs} : {iv} > {ubs})"
 
 
 def emit_for(em, op):
@@ -371,8 +310,8 @@ def _assert(em, op):
         em.line("// device_assert compiled out")
         return
     cond = op.operands[0]
-    mask = op.operands[1] if op.attrs.get("has_mask") and len(op.operands) > 1 else None
-    msg = op.attrs.get("msg", "")
+    mask = op.operand("mask")
+    msg = op.attr("msg")
     loc = op.loc
     file = loc.file if loc else "<unknown>"
     line = loc.line if loc else 0

@@ -13,53 +13,10 @@ from newt.ir.types import is_block, scalar_of
 
 from .ctypes import const_literal, ctype
 from .emitter import BackendError, lowers
+from .pipeline import emit_pipelined_load_value
 from .plan import compact
-
-# ---------------------------------------------------------------------------
-# bits <-> values
-# ---------------------------------------------------------------------------
-
-
-def _nbytes(t) -> int:
-    t = scalar_of(t)
-    return 8 if t.is_ptr() else max(1, t.primitive_bitwidth // 8)
-
-
-def to_bits(e: str, t) -> str:
-    """An unsigned integer of the element's width holding its bits."""
-    t = scalar_of(t)
-    n = t.name if not t.is_ptr() else "ptr"
-    if n == "fp32":
-        return f"__float_as_uint({e})"
-    if n == "fp64":
-        return f"(unsigned long long)__double_as_longlong({e})"
-    if n in ("fp16", "bf16", "fp8e4nv", "fp8e5"):
-        return f"({e}).x"
-    if n == "ptr":
-        return f"(unsigned long long)({e})"
-    if n == "int1":
-        return f"(unsigned char)({e} ? 1 : 0)"
-    return {1: "(unsigned char)", 2: "(unsigned short)", 4: "(unsigned int)", 8: "(unsigned long long)"}[
-        _nbytes(t)] + f"({e})"
-
-
-def from_bits(e: str, t) -> str:
-    t = scalar_of(t)
-    n = t.name if not t.is_ptr() else "ptr"
-    if n == "fp32":
-        return f"__uint_as_float({e})"
-    if n == "fp64":
-        return f"__longlong_as_double((long long)({e}))"
-    if n in ("fp16", "bf16"):
-        return f"{ctype(t)}{{(unsigned short)({e})}}"
-    if n in ("fp8e4nv", "fp8e5"):
-        return f"{ctype(t)}{{(unsigned char)({e})}}"
-    if n == "ptr":
-        return f"({ctype(t)})(unsigned long long)({e})"
-    if n == "int1":
-        return f"((({e}) & 0xff) != 0)"
-    return f"({ctype(t)})({e})"
-
+from .vectors import from_bits, pack_words, to_bits, unpack_words, vector_width, vector_width_of  # noqa: F401
+from .vectors import nbytes as _nbytes
 
 # ---------------------------------------------------------------------------
 # PTX helpers, generated once per variant
@@ -121,85 +78,6 @@ def st_helper(em, total: int, cache: str, evict: str) -> str:
     return em.helper(name, text)
 
 
-def pack_words(elems: list, t, total: int) -> list:
-    """C++ expressions of the 32-bit (16-bit when total < 4) words holding the elements, little-endian."""
-    eb = _nbytes(t)
-    bits = [to_bits(e, t) for e in elems]
-    if eb == 8:
-        words = []
-        for b in bits:
-            words += [f"(unsigned)({b})", f"(unsigned)(({b}) >> 32)"]
-        return words
-    wbytes = 4 if total >= 4 else 2
-    per = min(wbytes // eb, len(bits))
-    words = []
-    for w in range(max(1, total // wbytes)):
-        parts = []
-        for k in range(per):
-            b = bits[w * per + k]
-            sh = 8 * eb * k
-            parts.append(f"((unsigned)({b}) << {sh})" if sh else f"(unsigned)({b})")
-        e = " | ".join(parts)
-        words.append(f"(unsigned short)({e})" if wbytes == 2 else e)
-    return words
-
-
-def unpack_words(words: list, t, count: int) -> list:
-    eb = _nbytes(t)
-    if eb == 8:
-        return [from_bits(f"(((unsigned long long){words[2 * k + 1]} << 32) | {words[2 * k]})", t)
-                for k in range(count)]
-    if eb == 4:
-        return [from_bits(w, t) for w in words[:count]]
-    wbytes = 4 if eb * count >= 4 else 2
-    per = min(wbytes // eb, count)
-    mask = (1 << (8 * eb)) - 1
-    out = []
-    for k in range(count):
-        w = words[k // per]
-        sh = 8 * eb * (k % per)
-        out.append(from_bits(f"(({w} >> {sh}) & {mask}u)" if sh else f"({w} & {mask}u)", t))
-    return out
-
-
-# ---------------------------------------------------------------------------
-# vector width
-# ---------------------------------------------------------------------------
-
-
-def vector_width(em, lay, ptr, mask) -> int:
-    return vector_width_of(em.axis, lay, ptr, mask)
-
-
-def vector_width_of(axis, lay, ptr, mask) -> int:
-    """Registers per access: a run of low register bits along one dim, limited by what the
-    axis analysis proves (contiguity, alignment, mask constancy) and by 16 bytes."""
-    if not lay.reg:
-        return 1
-    eb = _nbytes(scalar_of(ptr.type).element_ty)
-    d, k0 = lay.dim_of_bit(lay.reg[0])
-    if k0 != 0:
-        return 1
-    run = 1
-    for j, b in enumerate(lay.reg):
-        if b == 0 or lay.dim_of_bit(b) != (d, j):
-            break
-        run = 1 << (j + 1)
-    info = axis.get(ptr)
-    if info is None or not info.contiguity:
-        return 1
-    v = min(run, info.contiguity[d], max(1, 16 // eb))
-    align = info.divisibility[d]
-    while v > 1 and align < v * eb:
-        v //= 2
-    if mask is not None:
-        mi = axis.get(mask)
-        mc = mi.constancy[d] if mi is not None and mi.constancy else 1
-        while v > 1 and mc < v:
-            v //= 2
-    return max(1, v)
-
-
 # ---------------------------------------------------------------------------
 # load / store
 # ---------------------------------------------------------------------------
@@ -207,19 +85,11 @@ def vector_width_of(axis, lay, ptr, mask) -> int:
 
 @lowers("load")
 def _load(em, op):
-    ptr = op.operands[0]
-    k = 1
-    mask = other = None
-    if op.attrs.get("has_mask"):
-        mask = op.operands[k]
-        k += 1
-    if op.attrs.get("has_other"):
-        other = op.operands[k]
+    ptr, mask, other = op.operand("ptr"), op.operand("mask"), op.operand("other")
     res = op.result
     t = scalar_of(res.type)
-    cache, evict, vol = op.attrs.get("cache", ""), op.attrs.get("evict", ""), bool(op.attrs.get("volatile"))
+    cache, evict, vol = op.attr("cache"), op.attr("evict"), bool(op.attr("volatile"))
     if op in em.pipelined_loads:
-        from .pipeline import emit_pipelined_load_value
         emit_pipelined_load_value(em, op)
         return
     if not is_block(res.type):
@@ -284,10 +154,9 @@ def emit_block_load(em, res, lay, ptr, mask, other, cache="", evict="", vol=Fals
 
 @lowers("store")
 def _store(em, op):
-    ptr, val = op.operands[0], op.operands[1]
-    mask = op.operands[2] if op.attrs.get("has_mask") and len(op.operands) > 2 else None
+    ptr, val, mask = op.operand("ptr"), op.operand("value"), op.operand("mask")
     t = scalar_of(val.type)
-    cache, evict = op.attrs.get("cache", ""), op.attrs.get("evict", "")
+    cache, evict = op.attr("cache"), op.attr("evict")
     if not is_block(ptr.type):
         total = _nbytes(t)
         fn = st_helper(em, total, cache, evict)
@@ -326,8 +195,8 @@ def emit_block_store(em, lay, ptr, val, mask, cache="", evict=""):
 # atomics
 # ---------------------------------------------------------------------------
 
-_SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "relaxed": ".relaxed", "": ".acq_rel"}
-_SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys", "": ".gpu"}
+_SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "relaxed": ".relaxed"}
+_SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys"}
 
 
 def _asm_cons(t) -> str:
@@ -357,7 +226,7 @@ def _atom_type(kind: str, t) -> str | None:
 
 def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> str:
     """``old = f(ptr, val)`` performing the atomic with the given order and scope."""
-    s, sc = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
+    s, sc = _SEM[sem], _SCOPE[scope]
     ct = ctype(t)
     op = {"xchg": "exch"}.get(kind, kind)
     if kind == "add" and t.name == "bf16" and em.target.bf16_atomic_add:
@@ -432,7 +301,7 @@ def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> 
 
 
 def cas_helper(em, t, sem, scope) -> str:
-    s, sc = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
+    s, sc = _SEM[sem], _SCOPE[scope]
     ct = ctype(t)
     b = t.primitive_bitwidth
     ty = {16: ".b16", 32: ".b32", 64: ".b64"}[b]
@@ -464,12 +333,11 @@ def broadcast_scalar(em, name: str, ct: str):
 def _atomic(em, op):
     res = op.result
     t = scalar_of(res.type)
-    sem, scope = op.attrs.get("sem", "acq_rel"), op.attrs.get("scope", "gpu")
+    sem, scope = op.attr("sem"), op.attr("scope")
     need = _has_uses(em, res)
     if op.name == "atomic_rmw":
-        ptr, val = op.operands[0], op.operands[1]
-        mask = op.operands[2] if op.attrs.get("has_mask") and len(op.operands) > 2 else None
-        fn = atomic_helper(em, op.attrs["kind"], t, sem, scope, need)
+        ptr, val, mask = op.operand("ptr"), op.operand("val"), op.operand("mask")
+        fn = atomic_helper(em, op.attr("kind"), t, sem, scope, need)
         args_v = [val]
     else:
         ptr, cmp, val = op.operands[:3]

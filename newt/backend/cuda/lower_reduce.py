@@ -3,6 +3,7 @@ through shared memory.  The layout says which hardware bits run along the reduce
 
 from __future__ import annotations
 
+from newt.ir.ops import is_commutative_combine
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype, from_compute, is_lowp_float, to_compute
@@ -214,7 +215,7 @@ def _butterfly(b, fn, vals, wts, kind, bits, tag):
         m = 1 << bit
         for k in range(n):
             b.line(f"const {wts[k]} {tag}{k}_{bit} = shfl_xor({vals[k]}, {m});")
-        if kind in _COMMUTATIVE:
+        if is_commutative_combine(kind):
             lo = list(vals)
             hi = [f"{tag}{k}_{bit}" for k in range(n)]
         else:
@@ -235,10 +236,6 @@ def _reduce_results(em, op, accs, wts, out_lay):
                 raise BackendError(f"internal: reduce result layout {olay} != {out_lay}", op)
             name = em.declare_block(res, olay)
             em.for_regs(olay.nregs, f"{name}[i] = {fin(f'{accs[k]}[i]')};")
-
-
-#: combines whose result does not depend on the order of the operands (float add/mul/min/max included)
-_COMMUTATIVE = ("add", "mul", "max", "min", "xor")
 
 
 def _wbytes(w: str) -> int:

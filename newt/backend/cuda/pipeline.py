@@ -18,64 +18,86 @@ re-renders that slice of the body for iteration ``it + S - 1``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
-from newt.ir.core import Region
+from newt.ir.core import Op, Region
+from newt.ir.ops import ELEMENTWISE, SOURCE, VIEW
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import ctype
-from .elementwise import ELEMENTWISE
-from .layout import SwizzledShared, log2
-from .lower_basic import _bind_var, _declare_var, loop_condition, loop_header
-from .lower_memory import vector_width_of
-from .plan import VIEW_OPS, compact
+from .layout import Layout, SwizzledShared, log2
+from .dot.base import OperandTile
+from .loops import assign, bind_var, declare_var, loop_condition, loop_header
+from .plan import compact
+from .vectors import vector_width_of
 
-_PURE = ELEMENTWISE | VIEW_OPS | {"constant", "arange", "splat", "program_id", "num_programs"}
+#: ops the lookahead may re-render: free of effects and cheap to compute again
+_PURE = ELEMENTWISE | VIEW | SOURCE
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class PipeLoad:
-    op: object
-    lay: object
+    """One load of a pipelined loop, copied into ``stages`` shared-memory buffers named ``buf``."""
+    op: Op
+    lay: Layout
     vec: int
     inner: int
     tile: SwizzledShared
     buf: str = ""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Pipeline:
-    loop: object
+    loop: Op
     stages: int
-    loads: list
-    slice_ops: list            # body ops re-rendered for the lookahead, in body order
-    carried: list              # indices (into the loop-carried args) the lookahead advances
-    extra: dict = field(default_factory=dict)
+    loads: tuple[PipeLoad, ...]
+    slice_ops: tuple[Op, ...]    # body ops re-rendered for the lookahead, in body order
+    carried: tuple[int, ...]     # indices (into the loop-carried args) the lookahead advances
+    async_proxy: bool = False    # wgmma reads the buffers: fence the cp.async writes for the async proxy
+    async_dots: frozenset = frozenset()  # wgmma dots left in flight into the next iteration (dot/wgmma.py)
+    buffers: int = 0             # buffers in the ring (stages, or stages + 1 with async dots)
 
 
-def plan_pipelines(em):
-    if em.num_stages < 2 or not em.target.mma_sync:
-        return
-    budget = em.target.max_shared - 16 * 1024
-    for op in em.fn.walk():
-        if op.name != "scf.for" or _inside_pipeline(em, op):
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Which loops are software-pipelined (like ``plan.LayoutPlan`` for layouts): computed once before
+    emission, read by the loop and load lowerings."""
+    loops: Mapping[Op, Pipeline] = field(default_factory=lambda: MappingProxyType({}))
+    loads: Mapping[Op, tuple[Pipeline, PipeLoad]] = field(default_factory=lambda: MappingProxyType({}))
+    #: persistent shared-memory buffers (name, bytes), in the order the emitter reserves them
+    buffers: tuple[tuple[str, int], ...] = ()
+
+
+def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
+    """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc)."""
+    if num_stages < 2 or not target.mma_sync:
+        return PipelinePlan()
+    budget = target.max_shared - 16 * 1024
+    loops: dict = {}
+    loads: dict = {}
+    buffers: list = []
+    for op in fn.walk():
+        if op.name != "scf.for" or _inside_pipeline(loops, op):
             continue
-        p = _plan_loop(em, op, budget)
+        p = _plan_loop(layouts, axis, num_stages, op, budget, buffers)
         if p is not None:
-            em.pipelines[op] = p
+            loops[op] = p
             for pl in p.loads:
-                em.pipelined_loads[pl.op] = (p, pl)
+                loads[pl.op] = (p, pl)
+    return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers))
 
 
-def _inside_pipeline(em, op) -> bool:
-    for lp in em.pipelines:
+def _inside_pipeline(pipelines, op) -> bool:
+    for lp in pipelines:
         for inner in lp.walk():
             if inner is op and inner is not lp:
                 return True
     return False
 
 
-def _plan_loop(em, loop, budget):  # noqa: C901
+def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
     body = loop.regions[0]
     top_ops = set(body.ops)
     iv = body.args[0]
@@ -84,7 +106,7 @@ def _plan_loop(em, loop, budget):  # noqa: C901
     yields = list(term.operands) if term is not None and term.name == "yield" else []
     cands = []
     for d in body.ops:
-        low = em.plan.dot.get(d) if d.name == "dot" else None
+        low = layouts.dot.get(d) if d.name == "dot" else None
         if low is None or low.name not in ("mma.sync", "wgmma"):
             continue
         for idx in (0, 1):
@@ -95,18 +117,12 @@ def _plan_loop(em, loop, budget):  # noqa: C901
                 continue
             if any(c.op is lop for c in cands):
                 continue
-            k = 1
-            mask = other = None
-            if lop.attrs.get("has_mask"):
-                mask = lop.operands[k]
-                k += 1
-            if lop.attrs.get("has_other"):
-                other = lop.operands[k]
-                if not _is_zero(other):
-                    continue
-            lay = compact(em.plan.access[lop])
+            mask, other = lop.operand("mask"), lop.operand("other")
+            if other is not None and not _is_zero(other):
+                continue
+            lay = compact(layouts.access[lop])
             ptr = lop.operands[0]
-            vec = vector_width_of(em.axis, lay, ptr, mask)
+            vec = vector_width_of(axis, lay, ptr, mask)
             eb = max(1, scalar_of(v.type).primitive_bitwidth // 8)
             if vec * eb < 4 or not lay.reg:
                 continue
@@ -168,25 +184,24 @@ def _plan_loop(em, loop, budget):  # noqa: C901
             i = carried.index(a)
             if i >= len(yields) or not visit([yields[i]]):
                 return None
-    stages = em.num_stages
+    stages = num_stages
     total = sum(c.tile.size_bytes for c in kept)
     while stages > 2 and total * stages > budget:
         stages -= 1
     if total * stages > budget:
         return None
     from .dot.wgmma import async_dots
-    asyncs = async_dots(em, body, kept, stages, total, budget)
+    asyncs = async_dots(layouts, body, kept, stages, total, budget)
     nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
+    named = []
     for c in kept:
-        c.buf = em.smem_persistent(c.tile.size_bytes * nbuf)
-    slice_ops = [o for o in body.ops if o in need_ops]
-    idx = sorted(carried.index(a) for a in need_args)
-    p = Pipeline(loop, stages, kept, slice_ops, idx)
-    # wgmma reads the buffers through the async proxy: fence the cp.async writes before the barrier
-    p.extra["async_proxy"] = any(getattr(c.tile, "align", None) for c in kept)
-    p.extra["async_dots"] = asyncs
-    p.extra["buffers"] = nbuf
-    return p
+        name = f"SMEM_PIPE{len(buffers)}"
+        buffers.append((name, c.tile.size_bytes * nbuf))
+        named.append(replace(c, buf=name))
+    slice_ops = tuple(o for o in body.ops if o in need_ops)
+    idx = tuple(sorted(carried.index(a) for a in need_args))
+    return Pipeline(loop, stages, tuple(named), slice_ops, idx,
+                    async_proxy=any(getattr(c.tile, "align", None) for c in kept), async_dots=asyncs, buffers=nbuf)
 
 
 def _defined_inside(v, region) -> bool:
@@ -216,7 +231,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     body = op.regions[0]
     lb, ub, step = op.operands[:3]
     S = pipe.stages
-    NB = pipe.extra.get("buffers", S)
+    NB = pipe.buffers or S
     targets = loop_header(em, op)
     carried = body.args[1:]
     term = body.terminator
@@ -232,7 +247,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     for i in pipe.carried:
         a = carried[i]
         name = em.tmp("ahead")
-        nm, lay = _declare_var(em, a, c, init=op.operands[3 + i], name=name)
+        nm, lay = declare_var(em, a, c, init=op.operands[3 + i], name=name)
         ahead[a] = (nm, lay)
     # scratch outside pipelined loops overlaps the pipeline buffers: whatever read it before the loop
     # (a conversion, a reduction, operands converted once where they are defined) is done first
@@ -248,16 +263,16 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     inner = c.sub(1)
     em.scalars[ivv] = iv
     inner.line(f"cp_async_wait<{S - 2}>();")
-    if pipe.extra.get("async_proxy"):
+    if pipe.async_proxy:
         inner.line("fence_proxy_async();  // the landed tiles are read by wgmma (async proxy)")
     inner.line("__syncthreads();")
     inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
     _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried)
     inner.line("}")
     for a, (name, lay, _) in zip(carried, targets):
-        _bind_var(em, a, name, lay, inner)
+        bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
-        pl.read_base = f"(smem + {pl.buf} + {rd} * {pl.tile.size_bytes})"
+        em.pipe_read_base[pl.op] = f"(smem + {pl.buf} + {rd} * {pl.tile.size_bytes})"
     bodyc = inner.sub(0, pipelined=True)
     em.yield_stack.append(targets)
     try:
@@ -267,13 +282,13 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     inner.line(f"{rd} = {rd} + 1 == {NB} ? 0 : {rd} + 1;")
     inner.line(f"{wr} = {wr} + 1 == {NB} ? 0 : {wr} + 1;")
     c.line("}")
-    if pipe.extra.get("async_dots"):
+    if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
         drain_async_dots(em, op, pipe, targets, c)
     c.line("cp_async_wait<0>();")
     c.line("__syncthreads();")
     for r, (name, lay, _) in zip(op.results, targets):
-        _bind_var(em, r, name, lay, c)
+        bind_var(em, r, name, lay, c)
     del ub, step
 
 
@@ -293,7 +308,7 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
         em.scalars.pop(v, None)
     em.scalars[body.args[0]] = ahead_iv
     for a, (name, lay) in ahead.items():
-        _bind_var(em, a, name, lay, chunk)
+        bind_var(em, a, name, lay, chunk)
     em.cur = chunk
     em.last_line = None
     try:
@@ -303,10 +318,7 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
         chunk.line(f"const bool live = {cond};")
         for pl in pipe.loads:
             lop = pl.op
-            k = 1
-            mask = None
-            if lop.attrs.get("has_mask"):
-                mask = lop.operands[k]
+            mask = lop.operand("mask")
             lay = pl.lay
             p = em.get(lop.operands[0], lay)
             m = em.get(mask, lay) if mask is not None else None
@@ -327,8 +339,7 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
         chunk.line("cp_async_commit();")
         # advance the lookahead's loop-carried values and induction variable
         targets = [(ahead[carried[i]][0], ahead[carried[i]][1], carried[i].type) for i in pipe.carried]
-        from .lower_basic import _assign
-        _assign(em, targets, [yields[i] for i in pipe.carried], chunk)
+        assign(em, targets, [yields[i] for i in pipe.carried], chunk)
         chunk.line(f"{ahead_iv} += {em.scalar(op.operands[2])};")
     finally:
         em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line = saved
@@ -336,10 +347,9 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
 
 def emit_pipelined_load_value(em, op):
     """In the loop body: the load's value lives in the current stage's buffer."""
-    from .dot.base import OperandTile
     pipe, pl = em.pipelined_loads[op]
     res = op.result
-    tile = OperandTile(pl.read_base, pl.tile, pl.inner)
+    tile = OperandTile(em.pipe_read_base[op], pl.tile, pl.inner)
     em.smem_tiles[res] = tile
     users = em.users.get(res, [])
     if all(u.name == "dot" for u in users):

@@ -23,17 +23,15 @@ memory otherwise.
 
 from __future__ import annotations
 
+from newt.ir.ops import ELEMENTWISE, MEMORY, SOURCE, VIEW
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .axisinfo import AxisInfo
-from .elementwise import ELEMENTWISE
 from .layout import Layout, blocked_for
 
 __all__ = ["LayoutPlan", "plan_layouts", "mem_layout", "default_layout", "VIEW_OPS", "compact"]
 
-VIEW_OPS = {"expand_dims", "broadcast", "reshape", "permute", "hint"}
-_SOURCE_OPS = {"constant", "arange", "splat"}
-_MEM_OPS = {"load", "store", "atomic_rmw", "atomic_cas"}
+VIEW_OPS = VIEW
 
 
 def compact(lay: Layout) -> Layout:
@@ -143,7 +141,7 @@ class _Planner:
                 self.region(r)
         res_blocks = [r for r in op.results if is_block(r.type)]
         block_ops = [o for o in op.operands if is_block(o.type)]
-        if name in _SOURCE_OPS or name in VIEW_OPS:
+        if name in SOURCE or name in VIEW:
             for r in res_blocks:
                 P.poly.add(r)
             return
@@ -160,7 +158,7 @@ class _Planner:
                 else:
                     self.set(r, lay.with_shape(shape_of(r.type)))
             return
-        if name in _MEM_OPS:
+        if name in MEMORY:
             ptr = op.operands[0]
             if not is_block(ptr.type):
                 return
@@ -360,7 +358,7 @@ def _chained_dots(fn) -> set:
                 if u.name == "dot" and u is not d and u.operands[0] is v:
                     out.add(d)
                     out.add(u)
-                elif u.name in ELEMENTWISE or u.name in VIEW_OPS or u.name == "reduce":
+                elif u.name in ELEMENTWISE or u.name in VIEW or u.name == "reduce":
                     stack.extend(u.results)
     return out
 

@@ -75,7 +75,7 @@ def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None):
     ncols = shape[1]
     lc = log2(ncols)
     del nb_inner
-    from ..lower_memory import pack_words
+    from ..vectors import pack_words
     total = v * eb
     vt = {16: "uint4", 8: "uint2", 4: "unsigned", 2: "unsigned short", 1: "unsigned char"}[total]
     c.line("#pragma unroll")

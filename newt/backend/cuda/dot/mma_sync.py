@@ -219,7 +219,7 @@ class MmaSyncLowering(DotLowering):
     @staticmethod
     def _pack_a(c, arr, t, K):
         """af[0..3] of step kk, repetition mi from the A-fragment registers."""
-        from ..lower_memory import pack_words
+        from ..vectors import pack_words
         c.line(f"const int ab = ((kk) / 16) * 8 + mi * {8 * (K // 16)};")
         for q in range(4):
             w = pack_words([f"{arr}[ab + {2 * q}]", f"{arr}[ab + {2 * q + 1}]"], t, 4)[0]

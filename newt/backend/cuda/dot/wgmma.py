@@ -169,7 +169,7 @@ def wgmma_accumulator(shape, num_warps: int, kind="wgmma") -> Layout:
     return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp), kind)
 
 
-def async_dots(em, body, kept, stages: int, total: int, budget: int) -> frozenset:
+def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> frozenset:
     """wgmma dots of a software-pipelined loop body that may stay in flight into the next iteration
     (``wgmma.wait_group 1`` instead of 0): a pure accumulation ``acc = dot(a, b, acc)`` whose result
     only feeds the loop's yield, at the position of its accumulator argument, with both operands read
@@ -181,18 +181,22 @@ def async_dots(em, body, kept, stages: int, total: int, budget: int) -> frozense
     term = body.terminator
     yields = list(term.operands) if term is not None and term.name == "yield" else []
     loads = {c.op for c in kept}
+    users: dict = {}
+    for o in body.walk():
+        for v in o.operands:
+            users.setdefault(v, []).append(o)
     out = set()
     for d in body.ops:
-        low = em.plan.dot.get(d) if d.name == "dot" else None
+        low = layouts.dot.get(d) if d.name == "dot" else None
         if low is None or low.name != "wgmma":
             continue
         r = d.result
-        users = em.users.get(r, [])
-        if len(users) != 1 or users[0] is not term:
+        ru = users.get(r, [])
+        if len(ru) != 1 or ru[0] is not term:
             continue
         idx = [i for i, y in enumerate(yields) if y is r]
         acc = d.operands[2]
-        if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(em.users.get(acc, [])) != 1:
+        if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(users.get(acc, [])) != 1:
             continue
         if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32":
             continue
@@ -208,7 +212,7 @@ def drain_async_dots(em, op, pipe, targets, c):
     term = body.terminator
     yields = list(term.operands)
     c.line("wgmma_wait<0>();  // the last iteration's wgmma")
-    for d in pipe.extra["async_dots"]:
+    for d in pipe.async_dots:
         i = yields.index(d.result)
         name, lay, _ = targets[i]
         em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
@@ -310,7 +314,7 @@ class WgmmaLowering(DotLowering):
         n_inst = min(256, Nw)
         n_reps = Nw // n_inst
         m_reps = M // (64 * wgm)
-        in_flight = any(op in p.extra.get("async_dots", ()) for p in em.pipelines.values())
+        in_flight = any(op in p.async_dots for p in em.pipelines.values())
         tiles = list(tiles)
         for i in (0, 1):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
@@ -375,7 +379,7 @@ class WgmmaLowering(DotLowering):
             b_wg = f"(wg_n * {Nw} / {sb.atom_cols}) * {sb.rows * sb.swizzle_bytes}"
         if a_regs:
             d.line(f"const unsigned sb_wg = sb + {b_wg};")
-            from ..lower_memory import pack_words
+            from ..vectors import pack_words
             d.line(f"unsigned af[{m_reps * (K // 16)}][4];  // A fragments, packed before the first wgmma")
             for mi in range(m_reps):
                 for kk in range(0, K, 16):

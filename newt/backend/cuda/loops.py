@@ -1,0 +1,76 @@
+"""Loop-carried variables: declaring, binding and assigning the C++ variables of a region's values, and
+the ``scf.for`` header and condition (shared by the plain loop lowering and the pipeliner)."""
+
+from __future__ import annotations
+
+from newt.ir.types import is_block
+
+from .ctypes import ctype
+from .plan import compact
+
+__all__ = ["declare_var", "bind_var", "assign", "loop_header", "loop_condition"]
+
+
+def declare_var(em, v, chunk, init=None, name=None):
+    name = name or em.vname(v)
+    em.used_names.add(name)
+    if is_block(v.type):
+        lay = compact(em.layout_of(v))
+        chunk.line(f"{ctype(v.type)} {name}[{lay.nregs}];")
+        if init is not None:
+            src = em.get(init, lay)
+            em.for_regs(lay.nregs, f"{name}[i] = {src}[i];", chunk)
+        return name, lay
+    if init is not None:
+        chunk.line(f"{ctype(v.type)} {name} = {em.scalar(init)};")
+    else:
+        chunk.line(f"{ctype(v.type)} {name};")
+    return name, None
+
+
+def bind_var(em, v, name, lay, chunk):
+    if lay is None:
+        em.scalars[v] = name
+    else:
+        em.blocks[(v, lay)] = name
+    em.def_chunk[v] = chunk
+
+
+def assign(em, targets, values, chunk):
+    """targets[k] = values[k] for all k, safely when values refer to targets."""
+    temps = []
+    for (_name, lay, ty), v in zip(targets, values):
+        if lay is None:
+            t = em.tmp("y")
+            ct = ctype(ty)
+            chunk.line(f"{ct + ' const' if ct.endswith('*') else 'const ' + ct} {t} = {em.scalar(v)};")
+            temps.append(t)
+        else:
+            temps.append(em.get(v, lay))
+    for (name, lay, _ty), t in zip(targets, temps):
+        if lay is None:
+            chunk.line(f"{name} = {t};")
+        elif t != name:
+            em.for_regs(lay.nregs, f"{name}[i] = {t}[i];", chunk)
+
+
+def loop_header(em, op):
+    """Declare the loop-carried variables of an scf.for; returns (targets, iv type, cond, step expr)."""
+    body = op.regions[0]
+    lb, ub, step = op.operands[:3]
+    init = op.operands[3:]
+    targets = []
+    for a, v in zip(body.args[1:], init):
+        name, lay = declare_var(em, a, em.cur, init=v)
+        targets.append((name, lay, a.type))
+    return targets
+
+
+def loop_condition(em, op, iv: str) -> str:
+    ub, step = op.operands[1], op.operands[2]
+    s_op = step.owner
+    ubs, ss = em.scalar(ub), em.scalar(step)
+    if getattr(s_op, "name", None) == "constant":
+        sv = s_op.attrs["value"]
+        return f"{iv} < {ubs}" if sv > 0 else f"{iv} > {ubs}"
+    return f"({ss} > 0 ? {iv} < {ubs} : {iv} > {ubs})"
