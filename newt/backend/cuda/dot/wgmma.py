@@ -476,7 +476,7 @@ class WgmmaLowering(DotLowering):
             tile = OperandTile(f"(smem + {off} + {offs[i]})", sw, self.preferred_inner(op, i))
             lay = compact(em.layout_of(v) or _staging_layout(em, v))
             em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
-            stage_to_smem(em, v, lay, tile)
+            stage_to_smem(em, v, lay, tile, fresh=True)
             out[i] = tile
         em.cur.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
         em.cur.line("__syncthreads();")
