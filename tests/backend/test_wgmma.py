@@ -130,6 +130,11 @@ def test_selection_follows_the_environment(monkeypatch):
     assert select_dot_lowering(dot, get_target("sm_90a"), 4).name == "wgmma"
     assert select_dot_lowering(dot, get_target("sm_80"), 4).name == "mma.sync"
     assert select_dot_lowering(dot, get_target("sm_90a"), 2).name == "mma.sync"  # no whole warpgroup
+    # 64 rows over 8 warps: the second warpgroup would split N / duplicate, kept on mma.sync (not yet run)
+    f64 = ir("matmul.py", "matmul_kernel", *corpus_configs()[6][2:5], num_warps=8, num_stages=4)  # BLOCK_M 64
+    dot64 = next(op for op in f64.walk() if op.name == "dot")
+    assert select_dot_lowering(dot64, get_target("sm_90a"), 8).name == "mma.sync"
+    assert select_dot_lowering(dot64, get_target("sm_90a"), 4).name == "wgmma"
     monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
     assert select_dot_lowering(dot, get_target("sm_90a"), 4).name == "mma.sync"
     monkeypatch.setenv("NEWT_DOT_LOWERING", "bogus")

@@ -65,6 +65,9 @@ def wgmma_selected() -> bool:
 
 #: whether sm_90a uses wgmma when NEWT_DOT_LOWERING is unset
 _DEFAULT_ON = True
+#: tiles with fewer 64-row blocks than warpgroups (N split across warpgroups, or duplicated): only with
+#: NEWT_WGMMA_SPLIT_N=1 until a GPU run has checked them
+_SPLIT_N = os.environ.get("NEWT_WGMMA_SPLIT_N", "0") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -283,6 +286,10 @@ class WgmmaLowering(DotLowering):
             return False
         M, K = shape_of(a.type)
         N = shape_of(b.type)[1]
+        if num_warps is not None and M < 64 * (num_warps // 4) and not _SPLIT_N:
+            # warpgroups beyond M's 64-row blocks would split N or duplicate: laid out and tested
+            # offline, not yet run on a GPU, so such tiles stay on mma.sync
+            return False
         return M % 64 == 0 and N % 16 == 0 and K % 16 == 0 and N >= 16
 
     def acc_layout(self, op, num_warps, chained=False):
