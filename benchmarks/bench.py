@@ -13,8 +13,10 @@ implementations; a cell's time is the median of its rounds.  Each result is
 checked against torch first.
 
 Cells: add (2^20, 2^24, 2^28 fp32); softmax and layer norm (8192 rows x
-1024..16384, fp16 and fp32); matmul fp16/bf16 (1024^3..8192^3) and fp32 with
-TF32 tensor cores (4096^3).  Writes ``results.json``, ``results.md`` and
+1024..16384, fp16 and fp32); matmul fp16, bf16, fp8 e4m3 (fp16 out) and fp32 with
+TF32 tensor cores (1024^3..8192^3); attention forward (fp16, d = 64 and 128,
+causal and not, 4x32x4096 and 16x16x1024: the kernel of ``backend_perf.py``,
+same source for newt and Triton, against torch SDPA).  Writes ``results.json``, ``results.md`` and
 ``results.png`` (when matplotlib is installed) to ``--out``; ratios are
 speed-ups (other time / newt time: above 1 means newt is faster), against
 Triton in the same run and against the Triton anchors in
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 import traceback
@@ -33,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from backend_perf import ATTN_TEMPLATE  # noqa: E402
 from common import (  # noqa: E402
     environment, fmt_ms, fmt_ratio, geomean, instantiate, load_anchors, median_ms, norm_dtype, write_json,
 )
@@ -51,13 +55,15 @@ def row_configs():
     return [$P.Config({}, num_warps=w) for w in (4, 8, 16, 32)]
 
 
-def matmul_configs(fp32=False):
+def matmul_configs(fp32=False, fp8=False):
     shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps
         (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
         (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 256, 32, 3, 8), (64, 64, 32, 5, 2),
     ]
     if fp32:
         shapes = [(m, n, k // 2, s, w) for m, n, k, s, w in shapes]
+    if fp8:  # the same bytes per row of a K tile
+        shapes = [(m, n, k * 2, s, w) for m, n, k, s, w in shapes]
     return [$P.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
             for m, n, k, s, w in shapes]
 
@@ -133,7 +139,8 @@ def _matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, 
 
 matmul_kernel = $P.autotune(configs=matmul_configs(), key=["M", "N", "K"])(_matmul_tile)
 matmul_kernel_fp32 = $P.autotune(configs=matmul_configs(fp32=True), key=["M", "N", "K"])(_matmul_tile)
-'''
+matmul_kernel_fp8 = $P.autotune(configs=matmul_configs(fp8=True), key=["M", "N", "K"])(_matmul_tile)
+''' + ATTN_TEMPLATE
 
 
 def cdiv(a, b):
@@ -165,14 +172,22 @@ def run_layernorm(m, x, w, b, y, mean, rstd):
 def run_matmul(m, a, b, c):
     M, K = a.shape
     N = b.shape[1]
-    kernel = m.matmul_kernel_fp32 if a.dtype.itemsize == 4 else m.matmul_kernel
+    kernel = {4: m.matmul_kernel_fp32, 2: m.matmul_kernel, 1: m.matmul_kernel_fp8}[a.dtype.itemsize]
     grid = lambda meta: (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
 
 
+def run_attention(m, q, k, v, o, causal):
+    Z, H, N, D = q.shape
+    grid = lambda meta: (N // meta["BLOCK_M"], Z * H)  # noqa: E731
+    m.attn_fwd[grid](q, k, v, 1.0 / D ** 0.5, o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), N,
+                     HEAD_DIM=D, STAGE=3 if causal else 1)
+
+
 def best_config(m, kind, dtype_size=2) -> str | None:
     attr = {"add": "add_kernel", "softmax": "softmax_kernel", "layernorm": "layernorm_kernel",
-            "matmul": "matmul_kernel_fp32" if dtype_size == 4 else "matmul_kernel"}[kind]
+            "matmul": {4: "matmul_kernel_fp32", 1: "matmul_kernel_fp8"}.get(dtype_size, "matmul_kernel"),
+            "attention": "attn_fwd"}[kind]
     cfg = getattr(getattr(m, attr), "best_config", None)
     return str(cfg) if cfg is not None else None
 
@@ -191,9 +206,10 @@ def cells(quick: bool, only=None) -> list:
         for kind in ("softmax", "layernorm"):
             for dt in ("float16", "float32"):
                 out += [(kind, (8192, c), dt) for c in (1024, 2048, 4096, 8192, 16384)]
-        for dt in ("float16", "bfloat16"):
+        for dt in ("float16", "bfloat16", "float8_e4m3fn", "float32"):
             out += [("matmul", (s, s, s), dt) for s in (1024, 2048, 4096, 8192)]
-        out.append(("matmul", (4096, 4096, 4096), "float32"))
+        out += [("attention", (z, h, n, d, causal), "float16") for (z, h, n) in ((4, 32, 4096), (16, 16, 1024))
+                for d in (64, 128) for causal in (0, 1)]
     if only:
         out = [c for c in out if c[0] in only]
     return out
@@ -235,14 +251,34 @@ def make_case(kind, shape, dtype):
         work = ("GBps", 2 * x.numel() * x.element_size())
     elif kind == "matmul":
         M, N, K = shape
-        a = torch.randn(M, K, device=dev, dtype=dt)
-        bm = torch.randn(K, N, device=dev, dtype=dt)
-        outs = {impl: torch.empty(M, N, device=dev, dtype=dt) for impl in ("newt", "triton", "torch")}
+        fp8 = dt.itemsize == 1
+        a = torch.randn(M, K, device=dev).to(dt) if fp8 else torch.randn(M, K, device=dev, dtype=dt)
+        bm = torch.randn(K, N, device=dev).to(dt) if fp8 else torch.randn(K, N, device=dev, dtype=dt)
+        odt = torch.float16 if fp8 else dt
+        outs = {impl: torch.empty(M, N, device=dev, dtype=odt) for impl in ("newt", "triton", "torch")}
+        if fp8:  # cuBLAS through _scaled_mm (B column-major, unit scales)
+            one = torch.ones((), device=dev)
+            b_col = bm.t().contiguous().t()
+
+            def torch_call(m):
+                outs["torch"] = torch._scaled_mm(a, b_col, one, one, out_dtype=odt)
+        else:
+            def torch_call(m):
+                torch.matmul(a, bm, out=outs["torch"])
         calls = {"newt": lambda m: run_matmul(m, a, bm, outs["newt"]),
-                 "triton": lambda m: run_matmul(m, a, bm, outs["triton"]),
-                 "torch": lambda m: torch.matmul(a, bm, out=outs["torch"])}
+                 "triton": lambda m: run_matmul(m, a, bm, outs["triton"]), "torch": torch_call}
         ref = (a.float() @ bm.float())
         work = ("TFLOPs", 2 * M * N * K)
+    elif kind == "attention":
+        Z, H, N, D, causal = shape
+        q, k, v = (torch.randn(Z, H, N, D, device=dev, dtype=dt) for _ in range(3))
+        outs = {impl: torch.full_like(q, float("nan")) for impl in ("newt", "triton", "torch")}
+        calls = {"newt": lambda m: run_attention(m, q, k, v, outs["newt"], causal),
+                 "triton": lambda m: run_attention(m, q, k, v, outs["triton"], causal),
+                 "torch": lambda m: outs.__setitem__("torch", F.scaled_dot_product_attention(
+                     q, k, v, is_causal=bool(causal)))}
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=bool(causal))
+        work = ("TFLOPs", 4 * Z * H * N * N * D * (0.5 if causal else 1.0))
     else:
         raise ValueError(kind)
     return outs, calls, ref, work
@@ -255,7 +291,7 @@ def error_of(kind, out, ref) -> float:
     return float((out.float() - ref.float()).abs().max())
 
 
-TOLERANCE = {"add": 1e-5, "softmax": 1e-2, "layernorm": 3e-2, "matmul": 2e-2}
+TOLERANCE = {"add": 1e-5, "softmax": 1e-2, "layernorm": 3e-2, "matmul": 2e-2, "attention": 2e-2}
 
 
 def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
@@ -303,7 +339,7 @@ def first_call(kind, dtype, impl, m, call, outs, ref) -> dict:
         entry["error"] = err
         entry["ok"] = bool(err <= TOLERANCE[kind] * (10 if dtype == "bfloat16" else 1))
         if impl != "torch":
-            entry["config"] = best_config(m, kind, 4 if dtype == "float32" else 2)
+            entry["config"] = best_config(m, kind, 4 if dtype == "float32" else 1 if "float8" in dtype else 2)
     except Exception as e:  # noqa: BLE001
         entry["failed"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         entry["traceback"] = traceback.format_exc()[-2000:]
@@ -359,6 +395,7 @@ def score(results, anchors) -> dict:
         cell["vs_anchor_triton"] = (a / n) if (a and n) else None
     mem = [c for c in results if c["kind"] in MEMORY_BOUND and c.get("vs_triton")]
     mm = [c for c in results if c["kind"] == "matmul" and c.get("vs_triton")]
+    at = [c for c in results if c["kind"] == "attention" and c.get("vs_triton")]
     summary = {
         "memory_bound_geomean_vs_triton": geomean([c["vs_triton"] for c in mem]),
         "memory_bound_min_vs_triton": min((c["vs_triton"] for c in mem), default=None),
@@ -367,6 +404,8 @@ def score(results, anchors) -> dict:
                                                           if c.get("vs_anchor_triton")]),
         "matmul_geomean_vs_triton": geomean([c["vs_triton"] for c in mm]),
         "matmul_geomean_vs_torch": geomean([c["vs_torch"] for c in mm if c.get("vs_torch")]),
+        "attention_geomean_vs_triton": geomean([c["vs_triton"] for c in at]),
+        "attention_geomean_vs_torch": geomean([c["vs_torch"] for c in at if c.get("vs_torch")]),
         "cells": len(results), "cells_measured": sum(1 for c in results if c.get("impls")),
         "wrong_results": [describe(c) for c in results if any(not e.get("ok", True) for e in c.get("impls", {})
                                                               .values())],
@@ -411,9 +450,14 @@ def render_md(data) -> str:
              f"{'**met**' if summary.get('memory_bound_target_met') else '**not met**'}.")
     ga = fmt_ratio(summary.get("memory_bound_geomean_vs_anchor_triton"))
     L.append(f"- Against the anchored Triton figures: geomean {ga} on the memory-bound cells.")
-    L.append(f"- Matmul (newt: mma.sync + cp.async pipeline; Triton uses wgmma on Hopper): newt/Triton geomean "
+    L.append(f"- Matmul (newt on sm_90a: wgmma + cp.async pipeline, `NEWT_DOT_LOWERING` "
+             f"{os.environ.get('NEWT_DOT_LOWERING') or 'unset (wgmma)'}; fp8 on the FMA lowering): newt/Triton geomean "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_triton'))}, newt/cuBLAS "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_torch'))}.")
+    if summary.get("attention_geomean_vs_triton"):
+        L.append(f"- Attention forward (same source): newt/Triton geomean "
+                 f"{fmt_ratio(summary.get('attention_geomean_vs_triton'))}, newt/SDPA "
+                 f"{fmt_ratio(summary.get('attention_geomean_vs_torch'))}.")
     if summary.get("wrong_results"):
         L.append(f"- **Wrong results**: {'; '.join(summary['wrong_results'])}")
     if summary.get("failures"):
@@ -425,7 +469,8 @@ def render_md(data) -> str:
         L.append(f"- Plot: {data['plot_note']}")
     for kind, title, unit in (("add", "Vector add", "GBps"), ("softmax", "Softmax (8192 rows)", "GBps"),
                               ("layernorm", "Layer norm forward (8192 rows)", "GBps"),
-                              ("matmul", "Matmul (M = N = K)", "TFLOPs")):
+                              ("matmul", "Matmul (M = N = K)", "TFLOPs"),
+                              ("attention", "Attention forward (Z x H x N x D, causal)", "TFLOPs")):
         rows = [c for c in results if c["kind"] == kind]
         if not rows:
             continue
@@ -471,7 +516,8 @@ def plot(results, path: Path):
     if not rows:
         return None, "nothing measured: no plot"
     labels = [f"{c['kind']} {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in rows]
-    colors = {"add": "#4c72b0", "softmax": "#55a868", "layernorm": "#c44e52", "matmul": "#8172b2"}
+    colors = {"add": "#4c72b0", "softmax": "#55a868", "layernorm": "#c44e52", "matmul": "#8172b2",
+              "attention": "#ccb974"}
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
     y = list(range(len(rows)))
     ax.barh(y, [c["vs_triton"] for c in rows], color=[colors.get(c["kind"], "gray") for c in rows])
@@ -500,7 +546,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(Path(__file__).resolve().parent), help="directory for the reports")
     p.add_argument("--quick", action="store_true", help="a small subset of the cells")
-    p.add_argument("--only", default="", help="comma-separated kinds: add,softmax,layernorm,matmul")
+    p.add_argument("--only", default="", help="comma-separated kinds: add,softmax,layernorm,matmul,attention")
     p.add_argument("--budget", type=float, default=330.0, help="seconds; later cells are skipped (default 330)")
     p.add_argument("--anchors", default=None, help="directory of the anchor JSON files")
     p.add_argument("--no-triton", action="store_true", help="skip Triton")

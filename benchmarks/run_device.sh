@@ -25,7 +25,11 @@ for part in "$@"; do
       timeout 200 python3 -m pytest tests -m gpu -q -p no:cacheprovider --ignore=tests/lsp --ignore=tests/e2e \
         -o addopts="" --lf 2>&1 | tee "$R/gpu_failed.log" | tail -40 ;;
     bench)
-      timeout 250 python3 benchmarks/bench.py --out "$R" --budget 200 2>&1 | tail -60 > "$R/bench.log"; tail -45 "$R/bench.log" ;;
+      # 47 cells (memory-bound, matmul fp16/bf16/fp8/tf32 1024^3..8192^3, attention d=64/128): ~6 min
+      timeout ${BENCH_T:-560} python3 benchmarks/bench.py --out "$R" --budget ${BENCH_BUDGET:-480} 2>&1 | tail -80 > "$R/bench.log"; tail -55 "$R/bench.log" ;;
+    dots)
+      # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
+      timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
     atomics)
       # the atomics tests on the GPU, several times over (they once hung at random)
       for i in 1 2 3 4 5; do timeout 90 python3 -m pytest tests/ops/test_atomics.py -k cuda -q -p no:cacheprovider \

@@ -350,6 +350,8 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "num_warps": int(num_warps),
         "num_stages": int(num_stages),
         "debug": bool(debug),
+        # wgmma | mma_sync on sm_90a, and wgmma's N-split tiles
+        "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", ""),
     })
 
 

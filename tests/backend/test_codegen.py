@@ -102,13 +102,17 @@ def test_matmul_uses_tensor_cores_and_cp_async(target, built):
     cfg = next(c for c in CONFIGS if c[0] == "matmul.py" and c[3]["BLOCK_M"] == 128 and c[3]["BLOCK_N"] == 128)
     b = built(cfg, target)
     s = _sass(b)
-    assert "HMMA.16816.F32" in s
-    assert "LDSM" in s                     # ldmatrix
+    if target == "sm_90a":  # wgmma: operands straight from shared memory through descriptors
+        assert re.search(r"HGMMA\.64x128x16\.F32", s) and "LDSM" not in s
+    else:
+        assert "HMMA.16816.F32" in s
+        assert "LDSM" in s                 # ldmatrix
     assert "LDGSTS" in s                   # cp.async
     assert "DEPBAR" in s or "LDGDEPBAR" in s
     m = b.module
     assert m.metadata["pipelined_loops"] == 1
-    assert m.shared_bytes == 4 * (128 * 32 + 32 * 128) * 2  # 4 stages of A and B tiles
+    nbuf = 5 if target == "sm_90a" else 4  # wgmma in flight into the next iteration: one buffer more
+    assert m.shared_bytes == nbuf * (128 * 32 + 32 * 128) * 2  # 4 stages of A and B tiles
     assert m.needs_shared_opt_in
 
 
@@ -122,7 +126,8 @@ def test_num_stages_changes_the_code():
     assert "cp_async" not in srcs[1].source.split("extern \"C\"")[1]
     for s in (2, 3, 4):
         assert f"cp_async_wait<{s - 2}>" in srcs[s].source
-        assert f"constexpr int SMEM_PIPE1 = {s * 8192};" in srcs[s].source  # s stages of the 128x32 A tile
+        # s stages of the 128x32 A tile, and one more buffer for the wgmma left in flight
+        assert f"constexpr int SMEM_PIPE1 = {(s + 1) * 8192};" in srcs[s].source
         assert srcs[s].shared_bytes >= s * 16384
     assert len({m.source for m in srcs.values()}) == 4
 
@@ -130,7 +135,7 @@ def test_num_stages_changes_the_code():
 def test_attention_uses_tensor_cores(built):
     cfg = next(c for c in CONFIGS if c[0] == "attention.py")
     s = _sass(built(cfg, "sm_90a"))
-    assert s.count("HMMA.16816.F32") >= 16
+    assert s.count("HGMMA.64x64x16.F32") >= 4  # wgmma on sm_90a (mma.sync: tests below)
     assert "MUFU.EX2" in s
 
 
@@ -349,9 +354,10 @@ def _loop_body(src: str) -> str:
 
 
 @pytest.mark.parametrize("stage", [1, 3])
-def test_attention_loop_stages_nothing(stage):
+def test_attention_loop_stages_nothing(stage, monkeypatch):
     """Q is loop-invariant: staged once where it is defined; P comes from the first dot's accumulator
-    registers.  The loop keeps one barrier (the pipeline's) per iteration."""
+    registers.  The loop keeps one barrier (the pipeline's) per iteration (the mma.sync lowering)."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
     cfg = next(c for c in CONFIGS if c[0] == "attention.py" and c[3]["STAGE"] == stage)
     m = generate_cuda(ir(*cfg), "sm_90a", cfg[5], cfg[6])
     body = _loop_body(m.source)
@@ -363,8 +369,9 @@ def test_attention_loop_stages_nothing(stage):
     assert b.n_spills == 0 and b.stack_frame == 0, b.log
 
 
-def test_attention_q_in_registers_with_8_warps():
-    """With 8 warps Q's fragments are 16 registers per thread: converted once, kept in registers."""
+def test_attention_q_in_registers_with_8_warps(monkeypatch):
+    """With 8 warps Q's fragments are 16 registers per thread: converted once, kept in registers (mma.sync)."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
     cfg = next(c for c in CONFIGS if c[0] == "attention.py" and c[3]["STAGE"] == 1)
     m = generate_cuda(ir(*cfg[:5], 8, 3), "sm_90a", 8, 3)
     body = _loop_body(m.source)

@@ -100,18 +100,18 @@ def example_specs():
             specs.append(("matmul", "matmul_kernel", {"a_ptr": ptr(dt), "b_ptr": ptr(dt), "c_ptr": ptr(dt),
                                                       **i32("M", "N", "K", "stride_am", "stride_bk", "stride_cm")},
                           {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": bm, "BLOCK_N": bn,
-                           "BLOCK_K": bk, "GROUP_M": 8, "EPILOGUE": None}, warps, stages, ["HMMA"]))
+                           "BLOCK_K": bk, "GROUP_M": 8, "EPILOGUE": None}, warps, stages, ["HG?MMA"]))
     specs.append(("matmul", "matmul_kernel", {"a_ptr": ptr("fp16"), "b_ptr": ptr("fp16"), "c_ptr": ptr("fp16"),
                                               **i32("M", "N", "K", "stride_am", "stride_bk", "stride_cm")},
                   {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32,
-                   "GROUP_M": 8, "EPILOGUE": "leaky_relu"}, 4, 4, ["HMMA"]))
+                   "GROUP_M": 8, "EPILOGUE": "leaky_relu"}, 4, 4, ["HG?MMA"]))
     for causal in (False, True):
         specs.append(("attention", "attention_fwd",
                       {"Q": ptr("fp16"), "K": ptr("fp16"), "V": ptr("fp16"), "Out": ptr("fp16"), "sm_scale": "fp32",
                        **i32("stride_qz", "stride_qh", "stride_qm", "stride_kz", "stride_kh", "stride_kn",
                              "stride_vz", "stride_vh", "stride_vn", "stride_oz", "stride_oh", "stride_om", "H",
                              "N_CTX")},
-                      {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal}, 8, 3, ["HMMA"]))
+                      {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal}, 8, 3, ["HG?MMA"]))
     return specs
 
 

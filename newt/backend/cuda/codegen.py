@@ -121,7 +121,7 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
 
 def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> CudaModule:
     axis = analyze_axis_info(fn)
-    plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt))
+    plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
     pipes = plan_pipelines(fn, tgt, num_stages, plan, axis)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
@@ -147,6 +147,11 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
     main = body.sub(0)
     em.emit_region(fn.body, main)
     # shared memory: pipeline buffers first; scratch outside pipelined loops overlaps them
+    # wgmma's swizzled tiles must start on their swizzle pattern's period (up to 1024 bytes)
+    sm_al = 1024 if any(d.name == "wgmma" for d in plan.dot.values()) else 0
+    if sm_al:
+        for u in em.smem_uses + em.reserved:
+            u.size = (u.size + sm_al - 1) // sm_al * sm_al
     pers = sum(u.size for u in em.smem_uses if u.persistent)
     inside = max((u.size for u in em.smem_uses if not u.persistent and u.inside), default=0)
     outside = max((u.size for u in em.smem_uses if not u.persistent and not u.inside), default=0)
@@ -166,7 +171,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
         smem_decl.line(f"constexpr int SMEM_RED1 = {base + red};")
         shared = base + 2 * red
     for u in em.reserved:  # operands staged once: live from their definition to the kernel's end
-        base = (shared + 127) // 128 * 128
+        al = sm_al or 128
+        base = (shared + al - 1) // al * al
         smem_decl.line(f"constexpr int {u.name} = {base};")
         shared = base + u.size
     if shared > tgt.max_shared:
@@ -175,7 +181,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
                            None, data={"resource": "shared memory", "required": shared, "limit": tgt.max_shared,
                                        "target": tgt.name})
     if em.smem_uses or red or em.reserved:
-        top.line("extern __shared__ __align__(128) unsigned char smem[];")
+        top.line(f"extern __shared__ __align__({sm_al or 128}) unsigned char smem[];")
     ids.line("const int lane_id = threadIdx.x & 31;")
     if em.plan.dot:  # a shuffle makes the warp index provably uniform (uniform registers in mma addressing)
         ids.line("const int warp_id = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);")

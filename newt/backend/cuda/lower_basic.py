@@ -126,7 +126,8 @@ def _for(em, op):
 def emit_for(em, op):
     body = op.regions[0]
     lb, ub, step = op.operands[:3]
-    targets = loop_header(em, op)
+    offsets = any(d.name == "wgmma" for d in em.plan.dot.values())
+    targets = loop_header(em, op, offsets=offsets)
     ivv = body.args[0]
     iv = em.vname(ivv)
     ivt = ctype(ivv.type)

@@ -55,6 +55,9 @@ class Pipeline:
     loads: tuple[PipeLoad, ...]
     slice_ops: tuple[Op, ...]    # body ops re-rendered for the lookahead, in body order
     carried: tuple[int, ...]     # indices (into the loop-carried args) the lookahead advances
+    async_proxy: bool = False    # wgmma reads the buffers: fence the cp.async writes for the async proxy
+    async_dots: frozenset = frozenset()  # wgmma dots left in flight into the next iteration (dot/wgmma.py)
+    buffers: int = 0             # buffers in the ring (stages, or stages + 1 with async dots)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
     yields = list(term.operands) if term is not None and term.name == "yield" else []
     cands = []
     for d in body.ops:
-        if d.name != "dot" or layouts.dot.get(d) is None or layouts.dot[d].name != "mma.sync":
+        low = layouts.dot.get(d) if d.name == "dot" else None
+        if low is None or low.name not in ("mma.sync", "wgmma"):
             continue
         for idx in (0, 1):
             v = d.operands[idx]
@@ -124,7 +128,10 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
                 continue
             inner = lay.dim_of_bit(lay.reg[0])[0]
             shape = shape_of(v.type)
-            tile = SwizzledShared(shape[1 - inner], shape[inner], eb)
+            shared_tile = getattr(low, "shared_tile", SwizzledShared)  # wgmma: its canonical layout
+            tile = shared_tile(shape[1 - inner], shape[inner], eb)
+            if low.name == "wgmma" and tile.row_bytes < 32:
+                continue
             cands.append(PipeLoad(lop, lay, vec, inner, tile))
     if not cands:
         return None
@@ -183,14 +190,18 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
         stages -= 1
     if total * stages > budget:
         return None
+    from .dot.wgmma import async_dots
+    asyncs = async_dots(layouts, body, kept, stages, total, budget)
+    nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
     named = []
     for c in kept:
         name = f"SMEM_PIPE{len(buffers)}"
-        buffers.append((name, c.tile.size_bytes * stages))
+        buffers.append((name, c.tile.size_bytes * nbuf))
         named.append(replace(c, buf=name))
     slice_ops = tuple(o for o in body.ops if o in need_ops)
     idx = tuple(sorted(carried.index(a) for a in need_args))
-    return Pipeline(loop, stages, tuple(named), slice_ops, idx)
+    return Pipeline(loop, stages, tuple(named), slice_ops, idx,
+                    async_proxy=any(getattr(c.tile, "align", None) for c in kept), async_dots=asyncs, buffers=nbuf)
 
 
 def _defined_inside(v, region) -> bool:
@@ -220,6 +231,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     body = op.regions[0]
     lb, ub, step = op.operands[:3]
     S = pipe.stages
+    NB = pipe.buffers or S
     targets = loop_header(em, op)
     carried = body.args[1:]
     term = body.terminator
@@ -251,6 +263,8 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     inner = c.sub(1)
     em.scalars[ivv] = iv
     inner.line(f"cp_async_wait<{S - 2}>();")
+    if pipe.async_proxy:
+        inner.line("fence_proxy_async();  // the landed tiles are read by wgmma (async proxy)")
     inner.line("__syncthreads();")
     inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
     _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried)
@@ -265,9 +279,12 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         em.emit_region(body, bodyc)
     finally:
         em.yield_stack.pop()
-    inner.line(f"{rd} = {rd} + 1 == {S} ? 0 : {rd} + 1;")
-    inner.line(f"{wr} = {wr} + 1 == {S} ? 0 : {wr} + 1;")
+    inner.line(f"{rd} = {rd} + 1 == {NB} ? 0 : {rd} + 1;")
+    inner.line(f"{wr} = {wr} + 1 == {NB} ? 0 : {wr} + 1;")
     c.line("}")
+    if pipe.async_dots:
+        from .dot.wgmma import drain_async_dots
+        drain_async_dots(em, op, pipe, targets, c)
     c.line("cp_async_wait<0>();")
     c.line("__syncthreads();")
     for r, (name, lay, _) in zip(op.results, targets):

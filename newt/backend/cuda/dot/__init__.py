@@ -4,8 +4,9 @@
 that supports the op on the target.  Today: ``MmaSyncLowering`` (sm_80+
 tensor cores through mma.sync, operands from swizzled shared memory through
 ldmatrix) and ``FmaLowering`` (fp32 "ieee", fp64, batched dots, fp8 on
-targets without fp8 MMA).  A Hopper ``WgmmaLowering`` (wgmma + TMA +
-mbarrier) slots in front of them for sm_90a without touching the emitter.
+targets without fp8 MMA), with ``WgmmaLowering`` (Hopper ``wgmma.mma_async``,
+operands from shared memory through matrix descriptors) in front of them on
+sm_90a, chosen by ``NEWT_DOT_LOWERING=wgmma|mma_sync``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,21 @@ from __future__ import annotations
 from .base import DotLowering, OperandTile, stage_to_smem  # noqa: F401
 from .fma import FmaLowering
 from .mma_sync import MmaSyncLowering
+from .wgmma import WgmmaLowering
 
 #: tried in order; the first whose ``supports`` says yes lowers the dot
-LOWERINGS: list[DotLowering] = [MmaSyncLowering(), FmaLowering()]
+LOWERINGS: list[DotLowering] = [WgmmaLowering(), MmaSyncLowering(), FmaLowering()]
 
 
-def select_dot_lowering(op, target) -> DotLowering:
+def select_dot_lowering(op, target, num_warps=None) -> DotLowering:
     for low in LOWERINGS:
-        if low.supports(op, target):
+        if isinstance(low, WgmmaLowering):
+            if low.supports(op, target, num_warps):
+                return low
+        elif low.supports(op, target):
             return low
     raise NotImplementedError(f"no dot lowering for {op}")
 
 
-__all__ = ["DotLowering", "OperandTile", "MmaSyncLowering", "FmaLowering", "LOWERINGS", "select_dot_lowering"]
+__all__ = ["DotLowering", "OperandTile", "MmaSyncLowering", "FmaLowering", "WgmmaLowering", "LOWERINGS",
+           "select_dot_lowering"]

@@ -52,7 +52,7 @@ class DotLowering:
         raise NotImplementedError
 
 
-def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None):
+def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None, fresh=False):
     """Write a register block (layout ``lay``) into a shared-memory tile, vectorized along the inner dim."""
     c = chunk or em.cur
     t = scalar_of(value.type)
@@ -72,6 +72,18 @@ def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None):
     while v * eb > 16:
         v //= 2
     fe = em.flat_expr(lay)
+    if fresh and getattr(c, "indent", 1) > 1:
+        # inside a loop (a K loop staging its operands every iteration): the swizzled addresses are
+        # loop-invariant, and hoisted they keep one register per store live through the loop (64 for
+        # a 128x128x64 tile over 256 threads: the masked K loop spilled); recomputing them from an
+        # opaque copy of the thread's offset costs a few integer ops per store instead
+        import re
+        tfv = em.thread_flat(lay)
+        em.helper("fresh_int", "__device__ __forceinline__ int fresh_int(int x) { asm volatile(\"\" : \"+r\"(x)); "
+                               "return x; }  // a value the compiler may not hoist out of a loop\n")
+        tl = em.tmp(tfv + "_l")
+        c.line(f"const int {tl} = fresh_int({tfv});")
+        fe = re.sub(rf"\b{tfv}\b", tl, fe)
     ncols = shape[1]
     lc = log2(ncols)
     del nb_inner

@@ -1,0 +1,495 @@
+"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16 with fp32 accumulators.
+
+A warpgroup (4 consecutive warps, the first one's index divisible by 4) issues one
+instruction for a 64 x N x 16 step; A and B are read straight from shared memory
+through 64-bit *matrix descriptors* (start address, leading/stride byte offsets,
+swizzle mode), so there are no ldmatrix fragments and no per-warp B copies.
+
+Shared-memory tiles (``GmmaShared``) are the tensor cores' canonical swizzled
+layouts: rows of ``W = min(128, inner bytes)`` bytes (W = 128/64/32: the 128/64/32-byte
+swizzle modes), the 16-byte chunks of row ``r`` XOR-ed with ``(r / (128 / W)) % (W / 16)``
+-- for an inner extent of at most 128 bytes that is exactly ``SwizzledShared``, so the
+cp.async pipeline writes them as before -- and, for wider rows, *atoms* of W bytes along
+the inner dim stored one after another (``[inner / (W/eb)][rows][W]``).  An operand is
+K-major (K contiguous: ``tnsp`` 0) or M/N-major (``tnsp`` 1, 16-bit types only):
+
+* K-major: rows are M (or N), stride-byte-offset = 8 rows = ``8 W`` (the 8-row core-matrix
+  groups), leading-byte-offset unused (1); the k step ``kk`` starts ``kk * eb`` bytes into its
+  atom (atoms along K are ``rows * W`` apart).
+* M/N-major: rows are K; stride-byte-offset = ``8 W`` (the 8-k-row groups), leading-byte-offset
+  = ``rows * W`` (the next atom along M/N); the k step starts ``kk * W`` bytes in.
+
+Accumulators (``wgmma_accumulator``): per warp the m16n8 C fragment of mma.sync repeated
+over the instruction's N (register ``4 j + c`` = columns ``8 j + 2 (lane % 4) + c % 2``, row
+``16 warp + lane / 4 + 8 (c / 2)``), warpgroups split M (64 rows each) and then N.  It is an
+ordinary linear layout, so reductions, broadcasts, chained dots and the epilogue (stores,
+bias, activation, casts) work on it like on the mma.sync layout.
+
+Each dot: ``wgmma.fence``; for every k step and 64 x N_inst sub-tile one ``wgmma.mma_async``;
+``wgmma.commit_group``; ``wgmma.wait_group 0``; then an empty ``asm`` on every accumulator
+register so no use of it is scheduled before the wait.  In a software-pipelined loop the
+cp.async copies of the next ``num_stages - 1`` tiles are already in flight while the tensor
+cores run (the pipeline issues them before the dot); shared memory written by cp.async or
+by plain stores is made visible to the tensor cores' (async) proxy with
+``fence.proxy.async.shared::cta`` before the barrier that precedes the dot.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from newt.ir.types import scalar_of, shape_of
+
+from ..ctypes import from_compute, to_compute
+from ..layout import Layout, SwizzledShared, dim_bits, in_thread_map, log2, mma_a_fragment
+from .base import DotLowering, OperandTile, stage_to_smem
+
+__all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
+
+_TYPES = {"fp16": "f16", "bf16": "bf16"}
+#: swizzle mode field (descriptor bits 62-63) by swizzle width in bytes
+_SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def wgmma_selected() -> bool:
+    """``NEWT_DOT_LOWERING`` picks the Hopper lowering: ``wgmma`` (the default on sm_90a) or
+    ``mma_sync`` (mma.sync + ldmatrix, as on sm_80)."""
+    v = os.environ.get("NEWT_DOT_LOWERING", "").strip().lower().replace(".", "_")
+    if v in ("", "auto", "wgmma"):
+        return v == "wgmma" or _DEFAULT_ON
+    if v in ("mma_sync", "mma", "mmasync"):
+        return False
+    raise ValueError(f"NEWT_DOT_LOWERING={v!r}: expected 'wgmma' or 'mma_sync'")
+
+
+#: whether sm_90a uses wgmma when NEWT_DOT_LOWERING is unset
+_DEFAULT_ON = True
+#: tiles with fewer 64-row blocks than warpgroups (N split across warpgroups, or duplicated): only with
+#: NEWT_WGMMA_SPLIT_N=1 until a GPU run has checked them
+_SPLIT_N = os.environ.get("NEWT_WGMMA_SPLIT_N", "0") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class GmmaShared(SwizzledShared):
+    """A swizzled shared tile in the wgmma canonical layout (see the module docstring)."""
+
+    @property
+    def swizzle_bytes(self) -> int:
+        return min(128, self.row_bytes)
+
+    @property
+    def atom_cols(self) -> int:
+        return self.swizzle_bytes // self.elem_bytes
+
+    @property
+    def per_phase(self) -> int:
+        return 128 // self.swizzle_bytes
+
+    @property
+    def max_phase(self) -> int:
+        return self.swizzle_bytes // 16
+
+    @property
+    def mode(self) -> int:
+        return _SWIZZLE_MODE[self.swizzle_bytes]
+
+    @property
+    def align(self) -> int:
+        """The swizzle pattern repeats every 8 rows: the tile must start on that boundary."""
+        return 8 * self.swizzle_bytes
+
+    def offset(self, row: int, col: int) -> int:
+        W = self.swizzle_bytes
+        atom, c = divmod(col, self.atom_cols)
+        byte = c * self.elem_bytes
+        phase = (row // self.per_phase) % self.max_phase
+        return atom * self.rows * W + row * W + (((byte // 16) ^ phase) * 16) + byte % 16
+
+    def offset_expr(self, row: str, col: str) -> str:
+        W = self.swizzle_bytes
+        ac = self.atom_cols
+        eb = self.elem_bytes
+        c = f"(({col}) & {ac - 1})" if ac < self.inner else f"({col})"
+        byte = f"({c} * {eb})" if eb != 1 else c
+        phase = f"((({row}) / {self.per_phase}) % {self.max_phase})" if self.per_phase > 1 else \
+            f"(({row}) % {self.max_phase})"
+        atom = f"(({col}) / {ac}) * {self.rows * W} + " if ac < self.inner else ""
+        return f"({atom}({row}) * {W} + ((({byte} >> 4) ^ {phase}) << 4) + ({byte} & 15))"
+
+
+def gmma_desc_fields(tile: GmmaShared, k_major: bool) -> tuple[int, int, int]:
+    """(leading byte offset, stride byte offset, swizzle mode) of a descriptor over ``tile``."""
+    W = tile.swizzle_bytes
+    if k_major:
+        return 16, 8 * W, tile.mode
+    return tile.rows * W, 8 * W, tile.mode
+
+
+def gmma_address(tile: GmmaShared, k_major: bool, mn0: int, k0: int) -> int:
+    """Byte offset in ``tile`` where the descriptor of the sub-matrix at (mn0, k0) starts."""
+    W = tile.swizzle_bytes
+    ac = tile.atom_cols
+    eb = tile.elem_bytes
+    if k_major:  # rows = M/N, inner = K
+        return (k0 // ac) * tile.rows * W + mn0 * W + (k0 % ac) * eb
+    assert mn0 % ac == 0, (mn0, ac)
+    return (mn0 // ac) * tile.rows * W + k0 * W
+
+
+def warpgroups(M: int, N: int, num_warps: int) -> tuple[int, int, bool]:
+    """Warpgroups along M and N; the third value says the N split is a duplication (too narrow)."""
+    wg = max(1, num_warps // 4)
+    wgm = 1
+    while wgm * 2 <= wg and M // (64 * wgm * 2) >= 1:
+        wgm *= 2
+    wgn = wg // wgm
+    dup = wgn > 1 and N // wgn < 64
+    return wgm, wgn, dup
+
+
+def wgmma_accumulator(shape, num_warps: int, kind="wgmma") -> Layout:
+    M, N = shape
+    bits = dim_bits(shape)
+    moff, mn = bits[0]
+    noff, nn = bits[1]
+    wgm, wgn, dup = warpgroups(M, N, num_warps)
+    Nw = N if dup else N // wgn
+    n_inst = min(256, Nw)
+
+    def mb(k):
+        return 1 << (moff + k) if k < mn else 0
+
+    def nb(k):
+        return 1 << (noff + k) if k < nn else 0
+
+    lane = [nb(1), nb(2), mb(0), mb(1), mb(2)]
+    warp = [mb(4), mb(5)] + [mb(6 + j) for j in range(log2(wgm))]
+    warp += [0 if dup else nb(log2(Nw) + j) for j in range(log2(wgn))]
+    warp += [0] * (log2(num_warps) - len(warp))
+    reg = [nb(0), mb(3)] + [nb(k) for k in range(3, log2(n_inst))] + [nb(k) for k in range(log2(n_inst), log2(Nw))]
+    reg += [mb(k) for k in range(6 + log2(wgm), mn)]
+    return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp), kind)
+
+
+def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> frozenset:
+    """wgmma dots of a software-pipelined loop body that may stay in flight into the next iteration
+    (``wgmma.wait_group 1`` instead of 0): a pure accumulation ``acc = dot(a, b, acc)`` whose result
+    only feeds the loop's yield, at the position of its accumulator argument, with both operands read
+    from the pipeline's buffers.  The ring then gets one more buffer, so the cp.async copies issued in
+    iteration ``it`` never land in the buffer the still-running wgmma of iteration ``it - 1`` reads (the
+    barrier at the top of ``it`` follows every warpgroup's wait for the wgmma of ``it - 2``)."""
+    if stages < 2 or total * (stages + 1) > budget:
+        return frozenset()
+    term = body.terminator
+    yields = list(term.operands) if term is not None and term.name == "yield" else []
+    loads = {c.op for c in kept}
+    users: dict = {}
+    for o in body.walk():
+        for v in o.operands:
+            users.setdefault(v, []).append(o)
+    out = set()
+    for d in body.ops:
+        low = layouts.dot.get(d) if d.name == "dot" else None
+        if low is None or low.name != "wgmma":
+            continue
+        r = d.result
+        ru = users.get(r, [])
+        if len(ru) != 1 or ru[0] is not term:
+            continue
+        idx = [i for i, y in enumerate(yields) if y is r]
+        acc = d.operands[2]
+        if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(users.get(acc, [])) != 1:
+            continue
+        if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32":
+            continue
+        if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
+            continue
+        out.add(d)
+    return frozenset(out)
+
+
+def drain_async_dots(em, op, pipe, targets, c):
+    """After a loop with in-flight wgmma: wait for them and fence the accumulators (their last values)."""
+    body = op.regions[0]
+    term = body.terminator
+    yields = list(term.operands)
+    c.line("wgmma_wait<0>();  // the last iteration's wgmma")
+    for d in pipe.async_dots:
+        i = yields.index(d.result)
+        name, lay, _ = targets[i]
+        em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
+
+
+def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
+    """wgmma with A from registers (four 32-bit fragment registers, the mma.sync A fragment per warp)."""
+    em.helper("wgmma_common", _COMMON)
+    name = f"wgmma_m64n{n}k16_{ty}_r{tb}"
+    nreg = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    a = ", ".join(f"%{nreg + q}" for q in range(4))
+    em.helper(name, (
+        f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long db) {{\n"
+        f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {tb};"
+        f"\\n}}\\n\"\n    : {outs}\n"
+        f"    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
+    return name
+
+
+def _helpers(em, n: int, ty: str, ta: int, tb: int) -> str:
+    em.helper("wgmma_common", _COMMON)
+    name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
+    nreg = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    em.helper(name, (
+        f"__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db) {{\n"
+        f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1, {ta}, {tb};"
+        f"\\n}}\\n\"\n    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(1));\n}}\n"))
+    return name
+
+
+_COMMON = """\
+// ---- wgmma (sm_90a) ----------------------------------------------------------------------
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_keep(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+// matrix descriptor: start address >> 4 in bits 0-13, the rest (offsets, swizzle) constant
+__device__ __forceinline__ unsigned long long gmma_desc(unsigned addr, unsigned long long rest) {
+  return rest | (unsigned long long)((addr & 0x3FFFFu) >> 4);
+}
+"""
+
+
+class WgmmaLowering(DotLowering):
+    name = "wgmma"
+    pipelined = True
+
+    def supports(self, op, target, num_warps=None) -> bool:
+        if not getattr(target, "wgmma", False) or not wgmma_selected():
+            return False
+        if num_warps is not None and num_warps % 4:
+            return False
+        a, b, acc = op.operands
+        if len(shape_of(a.type)) != 2:
+            return False
+        ta, tb = scalar_of(a.type), scalar_of(b.type)
+        if ta != tb or ta.name not in _TYPES:
+            return False
+        if scalar_of(op.result.type).name not in ("fp32", "fp16", "bf16"):
+            return False
+        M, K = shape_of(a.type)
+        N = shape_of(b.type)[1]
+        if num_warps is not None and M < 64 * (num_warps // 4) and not _SPLIT_N:
+            # warpgroups beyond M's 64-row blocks would split N or duplicate: laid out and tested
+            # offline, not yet run on a GPU, so such tiles stay on mma.sync
+            return False
+        return M % 64 == 0 and N % 16 == 0 and K % 16 == 0 and N >= 16
+
+    def acc_layout(self, op, num_warps, chained=False):
+        return wgmma_accumulator(tuple(shape_of(op.result.type)), num_warps)
+
+    def preferred_inner(self, op, index):
+        return 1  # A: K contiguous (K-major); B: N contiguous (N-major, tnsp)
+
+    def shared_tile(self, rows: int, inner: int, elem_bytes: int) -> GmmaShared:
+        return GmmaShared(rows, inner, elem_bytes)
+
+    def tile_for(self, op, index, inner) -> GmmaShared:
+        shape = shape_of(op.operands[index].type)
+        t = scalar_of(op.operands[index].type)
+        return GmmaShared(shape[1 - inner], shape[inner], max(1, t.primitive_bitwidth // 8))
+
+    # ------------------------------------------------------------------
+    def emit(self, em, op, tiles):  # noqa: C901
+        a, b, accv = op.operands
+        res = op.result
+        t = scalar_of(a.type)
+        M, K = shape_of(a.type)
+        N = shape_of(b.type)[1]
+        nw = em.nw
+        from ..plan import compact
+        lay = compact(em.layout_of(res))
+        wgm, wgn, dup = warpgroups(M, N, nw)
+        Nw = N if dup else N // wgn
+        n_inst = min(256, Nw)
+        n_reps = Nw // n_inst
+        m_reps = M // (64 * wgm)
+        in_flight = any(op in p.async_dots for p in em.pipelines.values())
+        tiles = list(tiles)
+        for i in (0, 1):
+            if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
+                tiles[i] = None  # a tile in another layout: stage it again (not expected from the pipeline)
+        a_regs = self._a_registers(em, op, tiles, wgm)
+        for i in (0, 1):  # loop-invariant operands: into shared memory once, where they are defined
+            v = op.operands[i]
+            if i == 0 and a_regs:
+                continue
+            if tiles[i] is None and v not in em.plan.poly and em.loop_invariant(v, op):
+                tiles[i] = self._stage_once(em, op, i)
+        if a_regs:
+            tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
+        ta_t, tb_t = self._tiles(em, op, tiles)
+        c = em.cur
+        acc_src = em.get(accv, lay)
+        rt = scalar_of(res.type)
+        name = em.declare_block(res, lay)
+        w = em.tmp("acc")
+        a_k = ta_t.inner == 1   # A (M, K): K contiguous
+        b_k = tb_t.inner == 0   # B (K, N): K contiguous
+        if a_regs:
+            fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
+            a_desc = "A from registers (mma.sync A fragments)"
+        else:
+            fn = _helpers(em, n_inst, _TYPES[t.name], 0 if a_k else 1, 0 if b_k else 1)
+            a_desc = f"A {'K' if a_k else 'M'}-major {ta_t.smem.swizzle_bytes}B swizzle"
+        c.line(f"// dot {M}x{N}x{K} {t.name} on tensor cores: wgmma m64n{n_inst}k16, {wgm}x{wgn} warpgroups"
+               f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
+               f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
+        c.line(f"float {w}[{lay.nregs}];")
+        em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
+        c.line("{")
+        d = c.sub(1)
+        wgb = log2(wgm)
+        d.line("const int wg = warp_id >> 2;  // this warp's warpgroup")
+        d.line(f"const int wg_m = wg & {wgm - 1}, wg_n = {'0' if dup or wgn == 1 else f'wg >> {wgb}'};")
+        if a_regs:
+            d.line(f"const unsigned sb = smem_u32({tb_t.base});")
+        else:
+            d.line(f"const unsigned sa = smem_u32({ta_t.base}), sb = smem_u32({tb_t.base});")
+        descs = {"a": "0"}
+        for key, tile, kmaj in ((("a", ta_t, a_k),) if not a_regs else ()) + (("b", tb_t, b_k),):
+            lbo, sbo, mode = gmma_desc_fields(tile.smem, kmaj)
+            rest = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | mode << 62
+            descs[key] = f"0x{rest:016x}ull"
+        if a_regs:
+            d.line(f"const unsigned long long rb = {descs['b']};  // offsets and swizzle")
+        else:
+            d.line(f"const unsigned long long ra = {descs['a']}, rb = {descs['b']};  // offsets and swizzle")
+        sa, sb = ta_t.smem, tb_t.smem
+        # byte offsets of this warpgroup's sub-tile start: M/N offsets are warpgroup multiples
+        if a_regs:
+            a_wg = "0"
+        elif a_k:
+            a_wg = f"wg_m * {64 * sa.swizzle_bytes}"
+        else:
+            a_wg = f"(wg_m * 64 / {sa.atom_cols}) * {sa.rows * sa.swizzle_bytes}"
+        if b_k:
+            b_wg = f"wg_n * {Nw * sb.swizzle_bytes}"
+        else:
+            b_wg = f"(wg_n * {Nw} / {sb.atom_cols}) * {sb.rows * sb.swizzle_bytes}"
+        if a_regs:
+            d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            from ..vectors import pack_words
+            d.line(f"unsigned af[{m_reps * (K // 16)}][4];  // A fragments, packed before the first wgmma")
+            for mi in range(m_reps):
+                for kk in range(0, K, 16):
+                    ab = (mi * (K // 16) + kk // 16) * 8
+                    for q in range(4):
+                        wd = pack_words([f"{a_regs}[{ab + 2 * q}]", f"{a_regs}[{ab + 2 * q + 1}]"], t, 4)[0]
+                        d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
+        else:
+            d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
+        d.line("wgmma_fence();")
+        for kk in range(0, K, 16):
+            for mi in range(m_reps):
+                m0 = mi * 64 * wgm
+                for ni in range(n_reps):
+                    n0 = ni * n_inst
+                    offb = gmma_address(sb, b_k, n0, kk)
+                    reg0 = (mi * n_reps + ni) * (n_inst // 2)
+                    if a_regs:
+                        d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], gmma_desc(sb_wg + {offb}, rb));")
+                        continue
+                    offa = gmma_address(sa, a_k, m0, kk)
+                    d.line(f"{fn}(&{w}[{reg0}], gmma_desc(sa_wg + {offa}, ra), gmma_desc(sb_wg + {offb}, rb));")
+        d.line("wgmma_commit();")
+        if in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
+            d.line("wgmma_wait<1>();  // the previous iteration's wgmma is done: its buffer can be refilled")
+        else:
+            d.line("wgmma_wait<0>();")
+        c.line("}")
+        if not in_flight:
+            em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
+        em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
+
+    # ------------------------------------------------------------------
+    def _a_registers(self, em, op, given, wgm):
+        """The array holding A in mma.sync A-fragment order, when A is already in those registers
+        (attention's P, the first dot's accumulator: a register permutation) or is polymorphic;
+        else None (A is read from shared memory)."""
+        from ..plan import compact
+        if given[0] is not None:
+            return None
+        a = op.operands[0]
+        M, K = shape_of(a.type)
+        afl = mma_a_fragment((M, K), 4 * wgm, max(1, em.nw // (4 * wgm)), num_warps=em.nw)
+        if a not in em.plan.poly:
+            have = em.layout_of(a)
+            if have is None or in_thread_map(compact(have), afl.reg, afl.lane, afl.warp) is None:
+                return None
+        return em.get(a, afl)
+
+    def _stage_once(self, em, op, i) -> OperandTile:
+        from ..plan import compact
+        v = op.operands[i]
+        inner = self.preferred_inner(op, i)
+        sw = self.tile_for(op, i, inner)
+        key = (v, sw, inner)
+        tile = em.staged_once.get(key)
+        if tile is not None:
+            return tile
+        name = em.smem_reserved(sw.size_bytes)
+        tile = OperandTile(f"(smem + {name})", sw, inner)
+        chunk = em.def_chunk.get(v, em.cur)
+        lay = compact(em.layout_of(v) or _staging_layout(em, v))
+        saved = em.cur
+        em.cur = chunk
+        try:
+            chunk.line(f"// {em.vname(v)} is loop-invariant where the dot uses it: staged in shared memory once")
+            chunk.line("__syncthreads();")
+            stage_to_smem(em, v, lay, tile, chunk)
+            chunk.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
+            chunk.line("__syncthreads();")
+        finally:
+            em.cur = saved
+        em.staged_once[key] = tile
+        return tile
+
+    def _tiles(self, em, op, given):
+        from ..plan import compact
+        em.helper("wgmma_common", _COMMON)
+        out = list(given)
+        todo = [i for i in (0, 1) if given[i] is None]
+        if not todo:
+            return out
+        sws = {i: self.tile_for(op, i, self.preferred_inner(op, i)) for i in todo}
+        total = 0
+        offs = {}
+        for i in sorted(todo, key=lambda j: -sws[j].align):  # most-aligned first: both stay aligned
+            offs[i] = total
+            total += sws[i].size_bytes
+        off = em.smem_scratch(total, em.cur)
+        em.cur.line("__syncthreads();")
+        for i in todo:
+            v = op.operands[i]
+            sw = sws[i]
+            tile = OperandTile(f"(smem + {off} + {offs[i]})", sw, self.preferred_inner(op, i))
+            lay = compact(em.layout_of(v) or _staging_layout(em, v))
+            em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
+            stage_to_smem(em, v, lay, tile, fresh=True)
+            out[i] = tile
+        em.cur.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
+        em.cur.line("__syncthreads();")
+        return out
+
+
+def _staging_layout(em, v):
+    from ..plan import default_layout
+    return default_layout(shape_of(v.type), em.nw)
