@@ -323,7 +323,7 @@ def float_ok(t) -> bool:
     return t.is_floating() or t.is_symbolic()
 
 
-# the rules themselves, one module per family; importing them fills RULES
-from . import rules  # noqa: E402,F401
+# the rules themselves live in rules/, one module per family; newt/frontend/__init__.py imports that
+# package, which fills RULES (this registry never imports its families: no import cycle)
 
 __all__ = ["RULES", "bind", "literal_type"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import threading
 import types as pytypes
 from dataclasses import dataclass

@@ -23,27 +23,21 @@ def classify(e: BaseException) -> dict:
     name = type(e).__name__
     msg = str(e).strip().splitlines()
     first = msg[0] if msg else name
-    try:
-        from newt.runtime.errors import KernelFaultError, LaunchError, OutOfResources
-    except ImportError:  # pragma: no cover
-        KernelFaultError = LaunchError = OutOfResources = ()  # noqa: N806
-    try:
-        from newt import CompilationError
-    except ImportError:  # pragma: no cover
-        CompilationError = ()  # noqa: N806
+    from newt.frontend.diagnostics import CompilationError
+    from newt.runtime.errors import KernelFaultError, LaunchError, OutOfResources
     if isinstance(e, KeyboardInterrupt):
         return {"status": "cancelled", "message": "interrupted"}
-    if OutOfResources and isinstance(e, OutOfResources):
+    if isinstance(e, OutOfResources):
         return {"status": "out_of_resources", "message": first}
-    if KernelFaultError and isinstance(e, KernelFaultError):
+    if isinstance(e, KernelFaultError):
         return {"status": "fault", "message": first, "fatal": True}
-    if LaunchError and isinstance(e, LaunchError):
+    if isinstance(e, LaunchError):
         sticky = bool(getattr(e, "sticky", False))
         code = getattr(e, "code", None) or ""
         if "OUT_OF_RESOURCES" in code or "out of resources" in first.lower():
             return {"status": "out_of_resources", "message": first}
         return {"status": "fault" if sticky else "launch_error", "message": first, "fatal": sticky}
-    if CompilationError and isinstance(e, CompilationError):
+    if isinstance(e, CompilationError):
         return {"status": "compile_error", "message": "\n".join(msg[:12])}
     if name == "KilledWorker":  # distributed: the task's worker died (as often as the scheduler allows)
         return {"status": "crashed", "message": f"the worker process died: {first}"}

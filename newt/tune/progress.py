@@ -43,7 +43,7 @@ class TuneProgress:
         self.t0 = time.perf_counter()
         self.n = 0
         self.failed = 0
-        self.best_ms = None
+        self.best_ms: float | None = None
         self.best_config = None
 
     def _emit(self, ev: dict):

@@ -25,6 +25,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from typing import Any
 
 __all__ = ["KernelRef", "CompileTask", "ArgSpec", "TimeTask", "compile_task", "time_task", "install",
            "compile_spec_for", "COMPILE", "TIME"]
@@ -65,12 +66,12 @@ class KernelRef:
         modname = getattr(obj, "__module__", None) or getattr(fn, "__module__", None)
         if not qn or "<" in qn:
             return None
-        mod = sys.modules.get(modname)
+        mod: Any = sys.modules.get(modname) if modname else None
         file = getattr(mod, "__file__", None) or getattr(getattr(fn, "__code__", None), "co_filename", None)
         if not file or not file.endswith(".py") or not os.path.isfile(file):
             return None
         if mod is not None:  # the name must lead to this very object
-            cur = mod
+            cur: Any = mod
             for part in qn.split("."):
                 cur = getattr(cur, part, None)
             for _ in range(8):  # an @autotune / @heuristics wrapper over this jit function names it too
@@ -128,6 +129,8 @@ def _load_module(ref: KernelRef):
         if d not in sys.path:
             sys.path.insert(0, d)
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"newt.tune: cannot load the kernel's file {path}")
         m = importlib.util.module_from_spec(spec)
         sys.modules[name] = m
         spec.loader.exec_module(m)
@@ -350,7 +353,7 @@ def time_task(task: TimeTask) -> dict:
         install(e)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     launches = task.launches or [(task.fn, task.args, task.kwargs, task.grid)]
-    calls = []
+    calls: list[Any] = []
     for ref, args, kwargs, grid in launches:
         fn = resolve_ref(ref)
         vals = [a.make(device) if isinstance(a, ArgSpec) else a for a in args]

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 __all__ = ["ProcessPool", "read_frame", "write_frame", "worker_env"]
@@ -78,16 +79,16 @@ class _Worker:
         if pool.handler:
             cmd.append(pool.handler)
         if pool.log_path is not None:
-            self.log = open(pool.log_path, "ab")  # noqa: SIM115 - closed in close()
+            self.log: Any = open(pool.log_path, "ab")  # noqa: SIM115 - closed in close()
         else:
             self.log = subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log, pass_fds=(w,),
                                      env=env, close_fds=True, start_new_session=True)
         os.close(w)
         self.rfd = r
-        self.task = None
-        self.deadline = None
-        self.started_task = None
+        self.task: Any = None
+        self.deadline: float = float("inf")
+        self.started_task: float = 0.0
         self.name = f"{pool.name}{slot}"
 
     def send(self, tid, task, timeout):
@@ -207,7 +208,7 @@ class ProcessPool:
         return [(w.name, w.task[0], now - w.started_task) for w in self.workers if w.task is not None]
 
     def poll(self, timeout: float = 0.1) -> list:
-        out = []
+        out: list = []
         busy = [w for w in self.workers if w.task is not None]
         if not busy:
             self._dispatch()

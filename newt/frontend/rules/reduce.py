@@ -134,7 +134,7 @@ def _combine_region(b, fn_av, elem_types, node, what):
         res = b.inline(fn_av.fn, args, {}, node, [node] * len(args), {})
         items = res.items if isinstance(res, TupleV) else [res]
         if any(isinstance(r, Opaque) for r in items):
-            from .values import Poison as _Poison
+            from ..values import Poison as _Poison
             raise _Poison()
         if len(items) != len(elem_types):
             raise SemError("N042", f"{what} combine_fn returns {len(items)} value(s), expected {len(elem_types)}")
