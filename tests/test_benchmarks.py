@@ -23,6 +23,7 @@ CPU_RUNS = {
     "frontend.py": ["--repeat", "1"],
     "backend_perf.py": ["--compile", "--smoke"],
     "lsp_latency.py": ["--edits", "2", "--hovers", "3", "--idle", "0.1"],
+    "autotune_scaling.py": ["cpu", "--configs", "4", "--workers", "1,2", "--no-dask"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {
