@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
 import textwrap
 import types as pytypes
@@ -153,8 +152,8 @@ def jit_source_from_function(fn, lib: bool = False) -> JitSource:
     hit = _LIB_CACHE.get(key)
     if hit is not None:
         return hit
-    filename = inspect.getsourcefile(fn) or getattr(fn, "__code__", None) and fn.__code__.co_filename
-    lines, start = inspect.getsourcelines(fn)
+    from .source import function_source
+    filename, lines, start = function_source(fn)
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     shift = 0

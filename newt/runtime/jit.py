@@ -23,8 +23,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import os
+import re
+import sys
+import textwrap
 import threading
+import types
 
 from newt.language import core as lc
 
@@ -77,6 +82,14 @@ class JITFunction:
         self.options = options
         self._jit_source = None
         self._fingerprint = None
+        self._code = getattr(fn, "__code__", None)
+        self._src_fn = fn  # the function object whose text the front end reads (a copy after a source update)
+        if self._code is not None:
+            fname = self._code.co_filename
+            if fname not in linecache.cache and not os.path.exists(fname):
+                # exec() of a string: while the decorator runs, the string is alive in a caller's frame
+                from newt.frontend.source import recover_source
+                recover_source(fn, sys._getframe(1))
         self._cache: dict = {}  # specialization key -> Launcher
         self._ir_cache: dict = {}  # interpreter: specialization -> ir.Function
         self._lock = threading.RLock()
@@ -85,18 +98,68 @@ class JITFunction:
     # -- the front end's view ------------------------------------------------------
     def jit_source(self):
         """The front end's view of this function (source text, AST, globals)."""
+        if self._code is not None and self.fn.__code__ is not self._code:
+            self._code_changed()
         if self._jit_source is None:
+            from newt.frontend.source import NoSourceError
             from newt.frontend.values import jit_source_from_function
             try:
-                self._jit_source = jit_source_from_function(self.fn)
-            except (OSError, TypeError) as e:
-                raise OSError(f"newt cannot read the source of kernel {self.__name__!r} ({e}): define kernels in a "
-                              ".py file (not with exec(), python -c or at the interactive prompt)") from None
+                self._jit_source = jit_source_from_function(self._src_fn)
+            except NoSourceError as e:
+                raise NoSourceError(f"newt cannot read the source of kernel {self.__name__!r}: {e}") from None
         return self._jit_source
 
     @property
     def src(self) -> str:
-        return inspect.getsource(self.fn)
+        """The kernel's source from its ``def`` line on, dedented (Triton's ``JITFunction.src``)."""
+        from newt.frontend.source import function_source
+        if self._code is not None and self.fn.__code__ is not self._code:
+            self._code_changed()
+        _, lines, _ = function_source(self._src_fn)
+        text = textwrap.dedent("".join(lines))
+        m = re.search(r"^def\s+\w+\s*\(", text, re.MULTILINE)
+        return text[m.start():] if m else text
+
+    @src.setter
+    def src(self, value):
+        raise AttributeError("cannot set JITFunction.src directly: use kernel._unsafe_update_src(new_src) (and clear "
+                             "the caches of kernels that call this one)")
+
+    def _unsafe_update_src(self, new_src: str):
+        """Compile this kernel from ``new_src`` from now on (Triton's hook; the tests patch kernels this way).
+
+        ``new_src`` is the text of one function definition (decorators optional) whose globals are the
+        original function's.  Compiled specializations of this kernel are forgotten; kernels that call
+        it keep theirs until their own ``clear_cache()``, as in Triton.
+        """
+        import ast as _ast
+        text = textwrap.dedent(new_src)
+        tree = _ast.parse(text)
+        defs = [n for n in tree.body if isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef))]
+        if len(defs) != 1:
+            raise ValueError(f"{self.__name__}: the new source must define exactly one function, got {len(defs)}")
+        from newt.frontend.source import register_source
+        fn = self.fn
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = fn.__qualname__
+        start = defs[0].decorator_list[0].lineno if defs[0].decorator_list else defs[0].lineno
+        register_source(copy, text, start=start)
+        self._src_fn = copy
+        self._forget_compiled()
+
+    def _code_changed(self):
+        """``fn.__code__`` was replaced: read the new code's source and forget what was compiled."""
+        self._code = self.fn.__code__
+        fn = self.fn
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = fn.__qualname__
+        self._src_fn = copy
+        self._forget_compiled()
+
+    def _forget_compiled(self):
+        self._jit_source = None
+        self._fingerprint = None
+        self.clear_cache()
 
     def fingerprint(self) -> str:
         """Hash of this kernel's source and of every jit function / constant it uses (for the disk cache)."""
@@ -119,10 +182,14 @@ class JITFunction:
 
     def __getitem__(self, grid):
         """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``)."""
+        if self.fn.__code__ is not self._code:
+            self._code_changed()
         return functools.partial(self.__dict__.get("_fast") or self._install_fast(), grid)
 
     def run(self, *args, grid=None, **kwargs):
         """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
+        if self.fn.__code__ is not self._code:
+            self._code_changed()
         return self.grid_launcher()(grid, *args, **kwargs)
 
     def grid_launcher(self):
