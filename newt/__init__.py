@@ -31,6 +31,8 @@ _LAZY = {
     "heuristics": ("newt.runtime", "heuristics"),
     "Config": ("newt.runtime", "Config"),
     "compile": ("newt.runtime", "compile"),
+    "reinterpret": ("newt.runtime.wrappers", "reinterpret"),
+    "TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
     "testing": ("newt.testing", None),
     "interpreter": ("newt.interpreter", None),
 }

@@ -293,7 +293,7 @@ class JITFunction:
         meta["num_stages"] = num_stages
         g = normalize_grid(grid, meta, self.__name__)
         from newt import interpreter
-        interpreter.launch(irfn, g, list(spec.runtime_args), num_warps=num_warps)
+        interpreter.launch(irfn, g, [sp.unwrap(v) for v in spec.runtime_args], num_warps=num_warps)
         return irfn
 
 
@@ -425,6 +425,7 @@ def build_fast_path(kernel: JITFunction):
         return kind, (n not in kernel.do_not_specialize and v % 16 == 0)
 
     def not_cuda(i, v):
+        sp.tensor_entry(name, kernel.nonconst_names[i], v)  # a meta tensor: its own message, naming the parameter
         if not driver.has_gpu():
             raise RuntimeError(f"{name}: no CUDA GPU is available to launch this kernel; run it through the "
                                "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "

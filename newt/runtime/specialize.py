@@ -57,6 +57,9 @@ def torch_dtype_map() -> dict:
 
 
 def nl_dtype_of_tensor(t) -> lc.dtype:
+    if not _is_torch_dtype(t.dtype):
+        from .wrappers import wrapped_dtype
+        return wrapped_dtype(t.dtype)
     try:
         return torch_dtype_map()[t.dtype]
     except KeyError:
@@ -131,13 +134,11 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
     if isinstance(v, float):
         return v, "fp32", False
     if _is_tensor_like(v):
+        a = tensor_entry(kernel_name, name, v)
         if check_cuda and not getattr(v, "is_cuda", True):
             raise_not_cuda(kernel_name, name, v)
         p = v.data_ptr()
-        if v.dtype not in torch_dtype_map():
-            raise TypeError(f"{kernel_name}(): argument {name!r}: tensors of dtype {v.dtype} cannot be passed "
-                            "to a newt kernel")
-        return p, v.dtype, (not dns and p % 16 == 0)
+        return p, a, (not dns and p % 16 == 0)
     if _is_torch_dtype(v):
         if v not in torch_dtype_map():
             raise TypeError(f"{kernel_name}(): argument {name!r}: dtype {v} is not supported by newt")
@@ -153,7 +154,35 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
                     "(expected a tensor, int, float, bool or None)")
 
 
+def tensor_entry(kernel_name: str, name: str, v):
+    """Key entry ``a`` of a tensor-like argument: its torch dtype, or for a wrapper (``newt.reinterpret``,
+    any object with ``data_ptr()`` and a non-torch ``dtype``) the newt dtype it is seen as."""
+    dev = getattr(v, "device", None)
+    if getattr(dev, "type", None) == "meta":
+        raise TypeError(f"{kernel_name}(): argument {name!r} is a tensor on the meta device, which has no memory "
+                        "to read or write; pass a tensor on the GPU (or the CPU with NEWT_INTERPRET=1)")
+    dt = v.dtype
+    if _is_torch_dtype(dt):
+        if dt not in torch_dtype_map():
+            raise TypeError(f"{kernel_name}(): argument {name!r}: tensors of dtype {dt} cannot be passed "
+                            "to a newt kernel")
+        return dt
+    from .wrappers import wrapped_dtype
+    try:
+        return wrapped_dtype(dt)
+    except TypeError as e:
+        raise TypeError(f"{kernel_name}(): argument {name!r}: {e}") from None
+
+
+def unwrap(v):
+    """The torch tensor behind a wrapper argument (the interpreter reads its memory as the wrapper's dtype)."""
+    if _is_tensor_like(v) and not _is_torch_dtype(v.dtype) and hasattr(v, "base"):
+        return v.base
+    return v
+
+
 def raise_not_cuda(kernel_name: str, name: str, v):
+    tensor_entry(kernel_name, name, v)  # a meta tensor gets its own message
     dev = getattr(v, "device", "?")
     raise ValueError(f"{kernel_name}(): argument {name!r} is a tensor on {dev}, but newt kernels read CUDA memory; "
                      "move it with .cuda() (or run the kernel through the interpreter: NEWT_INTERPRET=1)")
@@ -165,6 +194,8 @@ def type_of_entry(a, b):
         if a in ("c1", "cx"):
             return None
         return INT_KINDS[a]
+    if isinstance(a, lc.dtype):
+        return lc.pointer_type(a)
     return lc.pointer_type(torch_dtype_map()[a])
 
 
