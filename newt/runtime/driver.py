@@ -439,6 +439,20 @@ def launch_blocking_env() -> bool:
     return os.environ.get("NEWT_LAUNCH_BLOCKING", "0") not in ("", "0", "false", "False")
 
 
+#: CUDA's grid limits (x, y, z): 2**31 - 1 blocks in x, 65535 in y and z
+GRID_LIMITS = (2147483647, 65535, 65535)
+
+
+def grid_limit_error(name: str, grid) -> str | None:
+    """The message for a grid of ints beyond CUDA's limits (or negative); None when it is valid."""
+    for axis, (d, lim) in enumerate(zip(grid, GRID_LIMITS)):
+        if type(d) is int and (d < 0 or d > lim):
+            what = "negative" if d < 0 else f"above CUDA's limit of {lim} blocks in that dimension"
+            return (f"{name}: invalid grid {tuple(grid)!r}: dimension {'xyz'[axis]} is {d}, {what}"
+                    + ("" if d < 0 else " (split the work over more dimensions or loop inside the kernel)"))
+    return None
+
+
 class Launcher:
     """A compiled kernel loaded on one device, with a generated ``launch`` function.
 
@@ -488,7 +502,7 @@ class Launcher:
         packed = ", ".join(sel)
         body = [f"def launch({args}):"]
         body.append("    try:")
-        body.append("        if gx <= 0 or gy <= 0 or gz <= 0:")
+        body.append("        if gx <= 0 or gy <= 0 or gz <= 0 or gx > 2147483647 or gy > 65535 or gz > 65535:")
         body.append("            if gx == 0 or gy == 0 or gz == 0:")
         body.append("                return")
         body.append("            _grid_error(gx, gy, gz)")
@@ -514,7 +528,8 @@ class Launcher:
         return g["launch"]
 
     def _grid_error(self, gx, gy, gz, exc=None):
-        raise LaunchError(f"{self.name}: invalid grid ({gx!r}, {gy!r}, {gz!r}): grid dimensions must be "
+        msg = grid_limit_error(self.name, (gx, gy, gz)) if exc is None else None
+        raise LaunchError(msg or f"{self.name}: invalid grid ({gx!r}, {gy!r}, {gz!r}): grid dimensions must be "
                           f"non-negative ints" + (f" ({exc})" if exc else ""), kernel=self.name,
                           code="CUDA_ERROR_INVALID_VALUE")
 
@@ -562,7 +577,10 @@ class NoDeviceLauncher:
         self.kernel = compiled
         self.name = compiled.metadata.kernel_name
 
-    def launch(self, *args):
+    def launch(self, gx=1, gy=1, gz=1, *args):
+        msg = grid_limit_error(self.name, (gx, gy, gz))
+        if msg:
+            raise LaunchError(msg, kernel=self.name, code="CUDA_ERROR_INVALID_VALUE")
         raise RuntimeError(f"{self.name}: no CUDA GPU is available to launch this kernel; run it through the "
                            "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "
                            "kernel.warmup(...) / newt.compile(...) to compile without launching")

@@ -65,6 +65,8 @@ class JITFunction:
         self.signature = inspect.signature(fn)
         self.arg_names = list(self.signature.parameters)
         self.constexpr_names = {n for n, p in self.signature.parameters.items() if _is_constexpr(p.annotation)}
+        self.scalar_annotations = {n: a for n, p in self.signature.parameters.items()
+                                   if n not in self.constexpr_names and (a := _scalar_annotation(p.annotation))}
         dns = set()
         for d in do_not_specialize:
             if isinstance(d, int):
@@ -230,6 +232,8 @@ class JITFunction:
         from . import compiler, driver
         _check_options(self.__name__, num_warps, num_stages, num_ctas)
         entries, cvals = {}, {}
+        if self.scalar_annotations:
+            _check_scalar_annotations(self, values)
         for n, v in zip(self.arg_names, values):
             if n in self.constexpr_names:
                 cvals[n] = v
@@ -275,6 +279,8 @@ class JITFunction:
             num_stages = named.get("num_stages", DEFAULT_NUM_STAGES) if "num_stages" in named else \
                 DEFAULT_NUM_STAGES
         _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        if self.scalar_annotations:
+            _check_scalar_annotations(self, values)
         spec = sp.specialize(self, tuple(values), {})
         key = (spec.key, num_warps, num_stages)
         irfn = self._ir_cache.get(key)
@@ -292,6 +298,9 @@ class JITFunction:
         meta["num_warps"] = num_warps
         meta["num_stages"] = num_stages
         g = normalize_grid(grid, meta, self.__name__)
+        if len(g) < 3:  # a callable's short tuple
+            g = normalize_grid(tuple(g), meta, self.__name__)
+        check_grid(g, self.__name__)
         from newt import interpreter
         interpreter.launch(irfn, g, [sp.unwrap(v) for v in spec.runtime_args], num_warps=num_warps)
         return irfn
@@ -336,6 +345,51 @@ def normalize_grid(grid, meta, name: str):
     while len(out) < 3:
         out.append(1)
     return tuple(out)
+
+
+def check_grid(grid, name: str):
+    """The interpreter's and no-device paths' grid check: ``(gx, gy, gz)`` within CUDA's limits, as the GPU
+    launcher checks them (``LaunchError`` otherwise)."""
+    from .driver import grid_limit_error
+    msg = grid_limit_error(name, grid)
+    if msg:
+        from .errors import LaunchError
+        raise LaunchError(msg, kernel=name, code="CUDA_ERROR_INVALID_VALUE")
+    return grid
+
+
+def _scalar_annotation(ann) -> str | None:
+    """The scalar type a parameter annotation declares (``n: int``, ``n: nl.int32``, ``n: "i64"``), else None."""
+    if ann in (int, float, bool):
+        return ann.__name__
+    if isinstance(ann, lc.dtype):
+        return repr(ann)
+    if isinstance(ann, str):
+        s = ann.strip()
+        if s in ("int", "float", "bool"):
+            return s
+        if s.startswith("*"):
+            return None
+        for pre in ("nl.", "tl.", "newt.language.", "triton.language."):
+            if s.startswith(pre):
+                s = s[len(pre):]
+        try:
+            return repr(lc.dtype_from_name(s))
+        except (ValueError, AttributeError):
+            return None
+    return None
+
+
+def _check_scalar_annotations(kernel, values):
+    """A scalar-annotated parameter given None, a tensor or a non-number: a TypeError naming it."""
+    for n, v in zip(kernel.arg_names, values):
+        ann = kernel.scalar_annotations.get(n)
+        if ann is None or isinstance(v, (int, float)) or (hasattr(v, "__index__") and not hasattr(v, "data_ptr")):
+            continue
+        if isinstance(v, lc.constexpr) and isinstance(v.value, (int, float)):
+            continue
+        what = "None" if v is None else ("a tensor" if sp._is_tensor_like(v) else f"a {type(v).__name__}")
+        raise TypeError(f"{kernel.__name__}(): argument {n!r} is declared a scalar ({ann}) but got {what}")
 
 
 def _is_constexpr(ann) -> bool:
