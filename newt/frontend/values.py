@@ -177,6 +177,8 @@ def from_python(obj, lib: bool = False) -> AV:
         return JitRef(obj.jit_source())
     if getattr(obj, "__newt_inline__", False):
         return JitRef(jit_source_from_function(obj, lib=True))
+    if getattr(obj, "__newt_constexpr_function__", False):  # newt.constexpr_function: runs at compile time
+        return PyFunc(getattr(obj, "__name__", "constexpr_function"), obj, trusted=True)
     if isinstance(obj, (bool, int, float, str, type(None), lc.dtype, lc.PropagateNan)):
         return Const(obj)
     if isinstance(obj, tuple):

@@ -461,8 +461,10 @@ class Launcher:
     every non-constexpr parameter, some of which became constexpr).
     """
 
-    def __init__(self, compiled, dev: int, n_values: int | None = None, select=None, blocking: bool = False):
+    def __init__(self, compiled, dev: int, n_values: int | None = None, select=None, blocking: bool = False,
+                 cooperative: bool = False):
         self.kernel = compiled
+        self.cooperative = cooperative  # launch_cooperative_grid=True: cuLaunchCooperativeKernel
         self.dev = dev
         md = compiled.metadata
         self.name = md.kernel_name
@@ -491,6 +493,7 @@ class Launcher:
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
+            "_cuLaunchCooperativeKernel": getattr(d, "cuLaunchCooperativeKernel", None),
             "_shm": self.kernel.metadata.dynamic_shared, "_params": self.buffer.params_addr, "_hist": HISTORY.append,
             "_me": self, "_failed": self._failed, "_grid_error": self._grid_error, "_sync": self._sync_after,
             "_streams": _STREAMS, "_stream_object": stream_object,
@@ -515,7 +518,10 @@ class Launcher:
         if sel:
             body.append(f"        _pack(_buf, 0, {packed})")
         body.append("        try:")
-        body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params, 0)")
+        if self.cooperative:  # every block co-resident (grid-wide synchronisation); CUDA rejects a grid too large
+            body.append("            _r = _cuLaunchCooperativeKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params)")
+        else:
+            body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params, 0)")
         body.append("        except (TypeError, OverflowError) as e:")
         body.append("            _grid_error(gx, gy, gz, e)")
         body.append("    if _r[0]:")

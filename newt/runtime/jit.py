@@ -36,7 +36,7 @@ from newt.language import core as lc
 from . import specialize as sp
 
 #: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
-LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup")
+LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup", "launch_cooperative_grid")
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 
@@ -227,7 +227,7 @@ class JITFunction:
         self.__dict__.pop("_fast", None)
 
     # -- the slow path ---------------------------------------------------------------------
-    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup):
+    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup, cooperative=False):
         """Specialize, compile and load; remember the launcher under ``key``."""
         from . import compiler, driver
         _check_options(self.__name__, num_warps, num_stages, num_ctas)
@@ -258,7 +258,7 @@ class JITFunction:
         if dev >= 0:
             sel = [self.nonconst_names.index(n) for n in rt]
             launcher = driver.Launcher(ck, dev, n_values=len(self.nonconst_names), select=sel,
-                                       blocking=bool(self.debug))
+                                       blocking=bool(self.debug), cooperative=bool(cooperative))
         else:
             launcher = driver.NoDeviceLauncher(ck)
         if key is not None:
@@ -267,7 +267,7 @@ class JITFunction:
 
     # -- the interpreter ---------------------------------------------------------------------
     def _run_interpreted(self, *args, grid=None, num_warps=None, num_stages=None, num_ctas=1, stream=None,
-                         warmup=False, **kwargs):
+                         warmup=False, launch_cooperative_grid=False, **kwargs):
         for opt, val in (("num_warps", num_warps), ("num_stages", num_stages)):
             if opt in self.arg_names and val is not None:
                 kwargs[opt] = val
@@ -451,7 +451,7 @@ def build_fast_path(kernel: JITFunction):
         if k == "grid":
             raise TypeError(f"{name}(): the grid is given by {name}[grid](...) (or {name}.run(..., grid=...)); "
                             "do not pass grid= to the launch as well")
-        if k in ("maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "num_buffers_warp_spec"):
+        if k in ("maxnreg", "enable_fp_fusion", "num_buffers_warp_spec"):
             hint = " (this launch option is not supported by newt)"
         else:
             close = difflib.get_close_matches(k, kernel.arg_names + list(LAUNCH_OPTIONS), n=1)
@@ -517,7 +517,8 @@ def build_fast_path(kernel: JITFunction):
         opts.append("num_stages=None")
     if "num_ctas" not in params:
         opts.append("num_ctas=1")
-    opts += ["stream=None", "warmup=False", f"**{_P}extra"]
+    coop = "launch_cooperative_grid" if "launch_cooperative_grid" not in params else f"{_P}coop"
+    opts += ["stream=None", "warmup=False", f"{coop}=False", f"**{_P}extra"]
     L = [f"def {name}({_P}grid, {', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
     L.append(f"    if {_P}more:")
     L.append(f"        {_P}too_many(len({_P}more))")
@@ -563,16 +564,18 @@ def build_fast_path(kernel: JITFunction):
     for n in kernel.arg_names:
         if n in kernel.constexpr_names:
             key += [n, f"{_P}type({n})"]
-    key += ["num_warps", "num_stages", "num_ctas", f"{_P}dev"]
+    key += ["num_warps", "num_stages", "num_ctas", coop, f"{_P}dev"]
     allvals = ", ".join(kernel.arg_names) + ("," if len(kernel.arg_names) == 1 else "")
     L.append(f"    {_P}dev = {_P}device()")
     L.append(f"    {_P}key = ({', '.join(key)})")
     L.append("    try:")
     L.append(f"        {_P}k = {_P}cache[{_P}key]")
     L.append("    except KeyError:")
-    L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
+             f"warmup, {coop})")
     L.append("    except TypeError:  # an unhashable constexpr value: no caching by key")
-    L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
+             f"warmup, {coop})")
     L.append("    if warmup:")
     L.append(f"        return {_P}k.kernel")
     meta = ", ".join([f"{n!r}: {n}" for n in kernel.arg_names] + ["'num_warps': num_warps",
@@ -601,6 +604,39 @@ def build_fast_path(kernel: JITFunction):
     fn.__qualname__ = name
     fn.__newt_source__ = src
     return fn
+
+
+class ConstexprFunction:
+    """``@newt.constexpr_function``: a plain Python function a kernel may call on compile-time values.
+
+    In a kernel, its arguments must be known at compile time (constexprs, literals, dtypes, shapes);
+    it runs in Python while the kernel is compiled and its result is a compile-time value.  Called
+    outside a kernel it is the plain function.
+    """
+
+    __newt_constexpr_function__ = True
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"newt.constexpr_function expects a function, got {type(fn).__name__}")
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        args = [a.value if isinstance(a, lc.constexpr) else a for a in args]
+        kwargs = {k: v.value if isinstance(v, lc.constexpr) else v for k, v in kwargs.items()}
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"constexpr_function({getattr(self.fn, '__qualname__', self.fn)})"
+
+
+def constexpr_function(fn):
+    """Decorate a Python function so kernels can call it on compile-time values (Triton's ``constexpr_function``)."""
+    return ConstexprFunction(fn)
 
 
 def jit(fn=None, **kwargs):
