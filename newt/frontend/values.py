@@ -196,6 +196,8 @@ def from_python(obj, lib: bool = False) -> AV:
     if isinstance(obj, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
         mod = getattr(obj, "__module__", "") or ""
         return PyFunc(getattr(obj, "__name__", "function"), obj, trusted=mod.startswith("newt.language"))
+    if isinstance(obj, type) and getattr(obj, "__newt_tuple__", False):  # nl.tuple
+        return Const(obj)
     if isinstance(obj, type):
         return PyFunc(obj.__name__, obj)
     return Opaque(type(obj).__name__)

@@ -489,7 +489,9 @@ class Launcher:
         names = [f"a{i}" for i in range(n_values)]
         sel = []
         for j, i in enumerate(self.select):
-            sel.append(f"_cvt{j}(a{i})" if codes[j] == "bf16" else f"a{i}")
+            # an int: that argument; (i, k, ...): element [k]... of tuple argument i
+            v = f"a{i}" if isinstance(i, int) else f"a{i[0]}" + "".join(f"[{k}]" for k in i[1:])
+            sel.append(f"_cvt{j}({v})" if codes[j] == "bf16" else v)
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,

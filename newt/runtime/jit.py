@@ -240,8 +240,8 @@ class JITFunction:
                 continue
             _, a, b = sp.key_entries(self.__name__, n, v, n in self.do_not_specialize,
                                      check_cuda=dev >= 0 and not warmup)
-            if not warmup and sp._is_torch_dtype(v):
-                raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+            if not warmup and (leaf := sp.dtype_leaf(v, n)):
+                raise TypeError(f"{self.__name__}(): argument {leaf!r} is a dtype; pass a tensor to launch "
                                 "(dtypes are accepted by warmup only)")
             entries[n] = (a, b)
         spec = sp.spec_from_entries(self, entries, cvals)
@@ -256,7 +256,8 @@ class JITFunction:
             raise RuntimeError(f"{self.__name__}: the compiled kernel's parameters {rt} differ from the "
                                f"specialization's {spec.runtime_names}")
         if dev >= 0:
-            sel = [self.nonconst_names.index(n) for n in rt]
+            sel = [(self.nonconst_names.index(spec.leaf_paths[n][0]),) + spec.leaf_paths[n][1]
+                   if n in spec.leaf_paths else self.nonconst_names.index(n) for n in rt]
             launcher = driver.Launcher(ck, dev, n_values=len(self.nonconst_names), select=sel,
                                        blocking=bool(self.debug), cooperative=bool(cooperative))
         else:
@@ -292,7 +293,7 @@ class JITFunction:
         if warmup:
             return irfn
         for n, v in zip(spec.runtime_names, spec.runtime_args):
-            if sp._is_torch_dtype(v):
+            if sp._is_torch_dtype(v):  # (tuple elements are named x.0.1 here)
                 raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch")
         meta = dict(named)
         meta["num_warps"] = num_warps
@@ -468,8 +469,8 @@ def build_fast_path(kernel: JITFunction):
     def entries(i, v, warmup):
         n = kernel.nonconst_names[i]
         p, a, b = sp.key_entries(name, n, v, n in kernel.do_not_specialize, check_cuda=not warmup)
-        if p is None and a not in ("c1", "cx") and not warmup:
-            raise TypeError(f"{name}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+        if not warmup and (leaf := sp.dtype_leaf(v, n)):
+            raise TypeError(f"{name}(): argument {leaf!r} is a dtype; pass a tensor to launch "
                             "(dtypes are accepted by warmup only)")
         return p, a, b
 
