@@ -31,6 +31,10 @@ _LAZY = {
     "heuristics": ("newt.runtime", "heuristics"),
     "Config": ("newt.runtime", "Config"),
     "compile": ("newt.runtime", "compile"),
+    "reinterpret": ("newt.runtime.wrappers", "reinterpret"),
+    "TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
+    "constexpr_function": ("newt.runtime.jit", "constexpr_function"),
+    "set_allocator": ("newt.runtime.allocator", "set_allocator"),
     "testing": ("newt.testing", None),
     "interpreter": ("newt.interpreter", None),
 }

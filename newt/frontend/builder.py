@@ -163,6 +163,12 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
                 self.note(p, av)
                 continue
             ty = ann_ty or self.spec.arg_types.get(name)
+            if getattr(ty, "__newt_tuple_arg__", False):  # a tuple argument (newt/frontend/tuple_params.py)
+                from .tuple_params import bind_tuple_param
+                tv = bind_tuple_param(self, name, ty, body, params)
+                frame.scope[name] = tv
+                self.note(p, tv)
+                continue
             if ty is None:
                 if self.spec.concrete:
                     self.report("N060", f"no type known for parameter {name!r}", p)

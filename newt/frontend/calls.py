@@ -83,6 +83,16 @@ class CallsMixin:
                 if not isinstance(args[0], (Const, Sym, Opaque)):
                     raise SemError("N010", "nl.constexpr(...) needs a compile-time value", node=arg_nodes[0])
                 return args[0]
+            if getattr(obj, "__newt_tuple__", False) and isinstance(obj, type):  # nl.tuple(iterable)
+                if kwargs or len(args) > 1:
+                    raise SemError("N005", "nl.tuple takes one iterable")
+                if not args:
+                    return TupleV([])
+                if isinstance(args[0], TupleV):
+                    return TupleV(list(args[0].items))
+                if isinstance(args[0], Const) and isinstance(args[0].value, (tuple, list)):
+                    return TupleV([Const(x) for x in args[0].value])
+                raise SemError("N023", "nl.tuple expects a tuple or list of values", node=arg_nodes[0])
             if obj is lc.pointer_type:
                 if args and isinstance(args[0], Const) and isinstance(args[0].value, lc.dtype):
                     return Const(lc.pointer_type(args[0].value))

@@ -7,15 +7,22 @@ Nothing here imports or executes the user's module.
 from __future__ import annotations
 
 import ast
+import inspect
+import itertools
+import linecache
 import re
+import sys
+import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
 from .kinds import kind_of_decorator
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
-           "ConfigLit", "StaticEval", "NotStatic", "qualname_of"]
+           "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
+           "recover_source", "NoSourceError"]
 
 
 _FIELDS_CACHE: dict = {}
@@ -853,3 +860,124 @@ def _walk_module_level(body):
                 yield from _walk_module_level(getattr(node, attr, []) or [])
             for h in getattr(node, "handlers", []) or []:
                 yield from _walk_module_level(h.body)
+
+
+# ---------------------------------------------------------------------------
+# the source text of a Python function object (the runtime's kernels)
+# ---------------------------------------------------------------------------
+
+class NoSourceError(OSError):
+    """No source text exists for a function (``exec()`` of a string nobody kept, ``python -``)."""
+
+
+# function object -> (linecache file name, first line of the function in that text)
+_REGISTERED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_COUNTER = itertools.count(1)
+
+
+def register_source(fn, text: str, filename: str | None = None, start: int | None = None) -> str:
+    """Record ``text`` as the source of ``fn`` (a function object) and put it into ``linecache``.
+
+    ``filename`` defaults to a unique ``<newt source #N of NAME>``; ``start`` (1-based line of
+    ``fn``'s ``def`` or first decorator in ``text``) defaults to ``fn.__code__.co_firstlineno``.
+    Error messages, the interpreter's traces and the CUDA backend's comments then read the text
+    through ``linecache`` like any file's.  Returns the file name used.
+    """
+    if filename is None:
+        filename = f"<newt source #{next(_COUNTER)} of {getattr(fn, '__qualname__', fn.__name__)}>"
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[filename] = (len(text), None, lines, filename)
+    _REGISTERED[fn] = (filename, start if start is not None else fn.__code__.co_firstlineno)
+    return filename
+
+
+def _contains_code(code, target) -> bool:
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            if (c.co_name == target.co_name and c.co_firstlineno == target.co_firstlineno
+                    and c.co_code == target.co_code and c.co_varnames == target.co_varnames):
+                return True
+            if _contains_code(c, target):
+                return True
+    return False
+
+
+def _text_defines(text: str, code) -> bool:
+    """Whether compiling ``text`` (as ``code``'s file) yields exactly ``code``'s bytecode."""
+    try:
+        top = compile(text, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return _contains_code(top, code)
+
+
+def recover_source(fn, frame=None, depth: int = 40) -> bool:
+    """Find the text that defined ``fn`` when no file or ``linecache`` entry has it.
+
+    A function made by ``exec(text)`` (or ``compile(text, "<string>", "exec")``) keeps no text,
+    but while the string is alive in a caller's frame (the decorator runs inside ``exec``) or on
+    the ``python -c`` command line, it can be found: every candidate string is compiled and only
+    one whose bytecode for ``fn`` is identical is accepted.  Registers it (``register_source``)
+    and returns True when found.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    needle = f"def {code.co_name}"
+    seen: set = set()
+
+    def try_text(v) -> bool:
+        if type(v) is str and needle in v and id(v) not in seen:
+            seen.add(id(v))
+            if _text_defines(v, code):
+                register_source(fn, v)
+                return True
+        return False
+
+    f = frame if frame is not None else sys._getframe(1)
+    n = 0
+    while f is not None and n < depth:
+        if f.f_code is not code:
+            loc = f.f_locals
+            for v in list(loc.values()):
+                if try_text(v):
+                    return True
+        f = f.f_back
+        n += 1
+    argv = getattr(sys, "orig_argv", [])
+    for i, a in enumerate(argv[:-1]):
+        if a == "-c" and try_text(argv[i + 1]):
+            return True
+    return False
+
+
+def function_source(fn) -> tuple[str, list[str], int]:
+    """``(file name, lines of the function, first line number)`` for a function object.
+
+    Reads, in order: text registered with ``register_source`` (recovered ``exec`` strings, sources
+    replaced with ``JITFunction._unsafe_update_src``), the file or ``linecache`` entry Python
+    knows (``.py`` files, notebook cells, ``exec`` of a string registered in ``linecache``), then a
+    search of the live frames and the ``-c`` command line (``recover_source``).  Raises
+    ``NoSourceError`` when no text exists.
+    """
+    hit = _REGISTERED.get(fn)
+    if hit is None:
+        try:
+            lines, start = inspect.getsourcelines(fn)
+            filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
+            return filename, lines, max(start, 1)
+        except (OSError, TypeError) as e:
+            if not recover_source(fn, sys._getframe(1)):
+                where = getattr(getattr(fn, "__code__", None), "co_filename", "?")
+                raise NoSourceError(
+                    f"no source text exists for {getattr(fn, '__qualname__', fn)!r} (defined in {where}: {e}); "
+                    "newt compiles kernels from their text: define it in a .py file or a notebook cell, or exec() "
+                    "a string registered in linecache (linecache.cache[name] = (len(text), None, "
+                    "text.splitlines(True), name); exec(compile(text, name, 'exec')))") from None
+        hit = _REGISTERED[fn]
+    filename, start = hit
+    all_lines = linecache.getlines(filename)
+    block = inspect.getblock(all_lines[start - 1:])
+    return filename, list(block), start

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
 import textwrap
 import types as pytypes
@@ -174,8 +173,8 @@ def jit_source_from_function(fn, lib: bool = False) -> JitSource:
     hit = _LIB_CACHE.get(key)
     if hit is not None:
         return hit
-    filename = inspect.getsourcefile(fn) or getattr(fn, "__code__", None) and fn.__code__.co_filename
-    lines, start = inspect.getsourcelines(fn)
+    from .source import function_source
+    filename, lines, start = function_source(fn)
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     shift = 0
@@ -199,6 +198,8 @@ def from_python(obj, lib: bool = False) -> AV:
         return JitRef(obj.jit_source())
     if getattr(obj, "__newt_inline__", False):
         return JitRef(jit_source_from_function(obj, lib=True))
+    if getattr(obj, "__newt_constexpr_function__", False):  # newt.constexpr_function: runs at compile time
+        return PyFunc(getattr(obj, "__name__", "constexpr_function"), obj, trusted=True)
     if isinstance(obj, (bool, int, float, str, type(None), lc.dtype, lc.PropagateNan)):
         return Const(obj)
     if isinstance(obj, tuple):
@@ -214,6 +215,8 @@ def from_python(obj, lib: bool = False) -> AV:
     if isinstance(obj, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
         mod = getattr(obj, "__module__", "") or ""
         return PyFunc(getattr(obj, "__name__", "function"), obj, trusted=mod.startswith("newt.language"))
+    if isinstance(obj, type) and getattr(obj, "__newt_tuple__", False):  # nl.tuple
+        return Const(obj)
     if isinstance(obj, type):
         return PyFunc(obj.__name__, obj)
     return Opaque(type(obj).__name__)

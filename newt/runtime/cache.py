@@ -171,6 +171,7 @@ def decode(data: bytes, key: str | None = None):
         header = json.loads(body[8:8 + n].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"bad header: {e}") from None
+    _check_header(header)
     if key is not None and header.get("key") != key:
         raise ValueError("the entry belongs to another key")
     blobs = {}
@@ -184,6 +185,22 @@ def decode(data: bytes, key: str | None = None):
     if off != len(body):
         raise ValueError("trailing bytes")
     return header["meta"], blobs
+
+
+def _check_header(header):
+    """ValueError unless the header is ``{"key": str, "meta": dict, "blobs": [[name, "s"|"b", length], ...]}``
+    (an entry whose checksum is right can still have been written by a different newt)."""
+    if not isinstance(header, dict):
+        raise ValueError(f"malformed header: a JSON {type(header).__name__}, not an object")
+    if not isinstance(header.get("key"), str) or not isinstance(header.get("meta"), dict):
+        raise ValueError("malformed header: no key or no metadata object")
+    blobs = header.get("blobs")
+    if not isinstance(blobs, list):
+        raise ValueError("malformed header: no blob list")
+    for b in blobs:
+        if not (isinstance(b, list) and len(b) == 3 and isinstance(b[0], str) and b[1] in ("s", "b")
+                and type(b[2]) is int and b[2] >= 0):
+            raise ValueError(f"malformed header: bad blob record {b!r}")
 
 
 _DEFAULT: DiskCache | None = None

@@ -375,7 +375,7 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
             if entry is not None:
                 try:
                     ck = CompiledKernel.from_entry(key, *entry)
-                except (KeyError, TypeError, ValueError):
+                except (KeyError, TypeError, ValueError, AttributeError):  # a malformed entry: rebuild
                     ck = None
                 if ck is not None:
                     _MEMORY[key] = ck
@@ -498,7 +498,10 @@ def compile(fn, signature: dict | None = None, constexprs: dict | None = None, t
     and whose ``metadata`` holds ``n_regs``, ``n_spills``, ``shared`` ...
     """
     import inspect
+
+    from .jit import _check_options
     base = _unwrap(fn)
+    _check_options(getattr(base, "__name__", "kernel"), num_warps, num_stages, 1)
     signature = dict(signature or {})
     constexprs = dict(constexprs or {})
     hints = dict(hints or {})

@@ -429,6 +429,20 @@ def launch_blocking_env() -> bool:
     return os.environ.get("NEWT_LAUNCH_BLOCKING", "0") not in ("", "0", "false", "False")
 
 
+#: CUDA's grid limits (x, y, z): 2**31 - 1 blocks in x, 65535 in y and z
+GRID_LIMITS = (2147483647, 65535, 65535)
+
+
+def grid_limit_error(name: str, grid) -> str | None:
+    """The message for a grid of ints beyond CUDA's limits (or negative); None when it is valid."""
+    for axis, (d, lim) in enumerate(zip(grid, GRID_LIMITS)):
+        if type(d) is int and (d < 0 or d > lim):
+            what = "negative" if d < 0 else f"above CUDA's limit of {lim} blocks in that dimension"
+            return (f"{name}: invalid grid {tuple(grid)!r}: dimension {'xyz'[axis]} is {d}, {what}"
+                    + ("" if d < 0 else " (split the work over more dimensions or loop inside the kernel)"))
+    return None
+
+
 class Launcher:
     """A compiled kernel loaded on one device, with a generated ``launch`` function.
 
@@ -437,8 +451,10 @@ class Launcher:
     every non-constexpr parameter, some of which became constexpr).
     """
 
-    def __init__(self, compiled, dev: int, n_values: int | None = None, select=None, blocking: bool = False):
+    def __init__(self, compiled, dev: int, n_values: int | None = None, select=None, blocking: bool = False,
+                 cooperative: bool = False):
         self.kernel = compiled
+        self.cooperative = cooperative  # launch_cooperative_grid=True: cuLaunchCooperativeKernel
         self.dev = dev
         md = compiled.metadata
         self.name = md.kernel_name
@@ -463,10 +479,13 @@ class Launcher:
         names = [f"a{i}" for i in range(n_values)]
         sel = []
         for j, i in enumerate(self.select):
-            sel.append(f"_cvt{j}(a{i})" if codes[j] == "bf16" else f"a{i}")
+            # an int: that argument; (i, k, ...): element [k]... of tuple argument i
+            v = f"a{i}" if isinstance(i, int) else f"a{i[0]}" + "".join(f"[{k}]" for k in i[1:])
+            sel.append(f"_cvt{j}({v})" if codes[j] == "bf16" else v)
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
+            "_cuLaunchCooperativeKernel": getattr(d, "cuLaunchCooperativeKernel", None),
             "_shm": self.kernel.metadata.dynamic_shared, "_params": self.buffer.params_addr, "_hist": HISTORY.append,
             "_me": self, "_failed": self._failed, "_grid_error": self._grid_error, "_sync": self._sync_after,
             "_streams": _STREAMS, "_stream_object": stream_object,
@@ -478,7 +497,7 @@ class Launcher:
         packed = ", ".join(sel)
         body = [f"def launch({args}):"]
         body.append("    try:")
-        body.append("        if gx <= 0 or gy <= 0 or gz <= 0:")
+        body.append("        if gx <= 0 or gy <= 0 or gz <= 0 or gx > 2147483647 or gy > 65535 or gz > 65535:")
         body.append("            if gx == 0 or gy == 0 or gz == 0:")
         body.append("                return")
         body.append("            _grid_error(gx, gy, gz)")
@@ -491,7 +510,10 @@ class Launcher:
         if sel:
             body.append(f"        _pack(_buf, 0, {packed})")
         body.append("        try:")
-        body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params, 0)")
+        if self.cooperative:  # every block co-resident (grid-wide synchronisation); CUDA rejects a grid too large
+            body.append("            _r = _cuLaunchCooperativeKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params)")
+        else:
+            body.append("            _r = _cuLaunchKernel(_func, gx, gy, gz, _bx, 1, 1, _shm, _st, _params, 0)")
         body.append("        except (TypeError, OverflowError) as e:")
         body.append("            _grid_error(gx, gy, gz, e)")
         body.append("    if _r[0]:")
@@ -504,7 +526,8 @@ class Launcher:
         return g["launch"]
 
     def _grid_error(self, gx, gy, gz, exc=None):
-        raise LaunchError(f"{self.name}: invalid grid ({gx!r}, {gy!r}, {gz!r}): grid dimensions must be "
+        msg = grid_limit_error(self.name, (gx, gy, gz)) if exc is None else None
+        raise LaunchError(msg or f"{self.name}: invalid grid ({gx!r}, {gy!r}, {gz!r}): grid dimensions must be "
                           f"non-negative ints" + (f" ({exc})" if exc else ""), kernel=self.name,
                           code="CUDA_ERROR_INVALID_VALUE")
 
@@ -552,7 +575,10 @@ class NoDeviceLauncher:
         self.kernel = compiled
         self.name = compiled.metadata.kernel_name
 
-    def launch(self, *args):
+    def launch(self, gx=1, gy=1, gz=1, *args):
+        msg = grid_limit_error(self.name, (gx, gy, gz))
+        if msg:
+            raise LaunchError(msg, kernel=self.name, code="CUDA_ERROR_INVALID_VALUE")
         raise RuntimeError(f"{self.name}: no CUDA GPU is available to launch this kernel; run it through the "
                            "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "
                            "kernel.warmup(...) / newt.compile(...) to compile without launching")

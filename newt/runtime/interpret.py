@@ -15,7 +15,7 @@ import weakref
 
 from newt import interpreter
 
-from .specialize import specialize
+from .specialize import specialize, unwrap
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup", "enable_fp_fusion",
                    "debug", "launch_cooperative_grid")
@@ -72,5 +72,9 @@ def launch_jit(kernel, grid, args=(), kwargs=None, *, mode: str | None = None, s
     if callable(grid):
         grid = grid(_meta(kernel, args, kwargs))
     fn, spec = build(kernel, args, kwargs)
-    interpreter.launch(fn, grid, spec.runtime_args, num_warps=kwargs.get("num_warps") or 4, mode=mode, stdout=stdout)
+    from .jit import check_grid
+    g = (grid,) if isinstance(grid, int) else tuple(grid)
+    check_grid(tuple(int(d) for d in g) + (1,) * (3 - len(g)), getattr(kernel, "__name__", "kernel"))
+    interpreter.launch(fn, grid, [unwrap(v) for v in spec.runtime_args], num_warps=kwargs.get("num_warps") or 4,
+                       mode=mode, stdout=stdout)
     return fn

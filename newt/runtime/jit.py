@@ -23,15 +23,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import os
+import re
+import sys
+import textwrap
 import threading
+import types
 
 from newt.language import core as lc
 
 from . import specialize as sp
 
 #: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
-LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup")
+LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup", "launch_cooperative_grid")
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 
@@ -60,6 +65,8 @@ class JITFunction:
         self.signature = inspect.signature(fn)
         self.arg_names = list(self.signature.parameters)
         self.constexpr_names = {n for n, p in self.signature.parameters.items() if _is_constexpr(p.annotation)}
+        self.scalar_annotations = {n: a for n, p in self.signature.parameters.items()
+                                   if n not in self.constexpr_names and (a := _scalar_annotation(p.annotation))}
         dns = set()
         for d in do_not_specialize:
             if isinstance(d, int):
@@ -77,6 +84,14 @@ class JITFunction:
         self.options = options
         self._jit_source = None
         self._fingerprint = None
+        self._code = getattr(fn, "__code__", None)
+        self._src_fn = fn  # the function object whose text the front end reads (a copy after a source update)
+        if self._code is not None:
+            fname = self._code.co_filename
+            if fname not in linecache.cache and not os.path.exists(fname):
+                # exec() of a string: while the decorator runs, the string is alive in a caller's frame
+                from newt.frontend.source import recover_source
+                recover_source(fn, sys._getframe(1))
         self._cache: dict = {}  # specialization key -> Launcher
         self._ir_cache: dict = {}  # interpreter: specialization -> ir.Function
         self._lock = threading.RLock()
@@ -85,18 +100,68 @@ class JITFunction:
     # -- the front end's view ------------------------------------------------------
     def jit_source(self):
         """The front end's view of this function (source text, AST, globals)."""
+        if self._code is not None and self.fn.__code__ is not self._code:
+            self._code_changed()
         if self._jit_source is None:
+            from newt.frontend.source import NoSourceError
             from newt.frontend.values import jit_source_from_function
             try:
-                self._jit_source = jit_source_from_function(self.fn)
-            except (OSError, TypeError) as e:
-                raise OSError(f"newt cannot read the source of kernel {self.__name__!r} ({e}): define kernels in a "
-                              ".py file (not with exec(), python -c or at the interactive prompt)") from None
+                self._jit_source = jit_source_from_function(self._src_fn)
+            except NoSourceError as e:
+                raise NoSourceError(f"newt cannot read the source of kernel {self.__name__!r}: {e}") from None
         return self._jit_source
 
     @property
     def src(self) -> str:
-        return inspect.getsource(self.fn)
+        """The kernel's source from its ``def`` line on, dedented (Triton's ``JITFunction.src``)."""
+        from newt.frontend.source import function_source
+        if self._code is not None and self.fn.__code__ is not self._code:
+            self._code_changed()
+        _, lines, _ = function_source(self._src_fn)
+        text = textwrap.dedent("".join(lines))
+        m = re.search(r"^def\s+\w+\s*\(", text, re.MULTILINE)
+        return text[m.start():] if m else text
+
+    @src.setter
+    def src(self, value):
+        raise AttributeError("cannot set JITFunction.src directly: use kernel._unsafe_update_src(new_src) (and clear "
+                             "the caches of kernels that call this one)")
+
+    def _unsafe_update_src(self, new_src: str):
+        """Compile this kernel from ``new_src`` from now on (Triton's hook; the tests patch kernels this way).
+
+        ``new_src`` is the text of one function definition (decorators optional) whose globals are the
+        original function's.  Compiled specializations of this kernel are forgotten; kernels that call
+        it keep theirs until their own ``clear_cache()``, as in Triton.
+        """
+        import ast as _ast
+        text = textwrap.dedent(new_src)
+        tree = _ast.parse(text)
+        defs = [n for n in tree.body if isinstance(n, (_ast.FunctionDef, _ast.AsyncFunctionDef))]
+        if len(defs) != 1:
+            raise ValueError(f"{self.__name__}: the new source must define exactly one function, got {len(defs)}")
+        from newt.frontend.source import register_source
+        fn = self.fn
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = fn.__qualname__
+        start = defs[0].decorator_list[0].lineno if defs[0].decorator_list else defs[0].lineno
+        register_source(copy, text, start=start)
+        self._src_fn = copy
+        self._forget_compiled()
+
+    def _code_changed(self):
+        """``fn.__code__`` was replaced: read the new code's source and forget what was compiled."""
+        self._code = self.fn.__code__
+        fn = self.fn
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = fn.__qualname__
+        self._src_fn = copy
+        self._forget_compiled()
+
+    def _forget_compiled(self):
+        self._jit_source = None
+        self._fingerprint = None
+        self.clear_cache()
 
     def fingerprint(self) -> str:
         """Hash of this kernel's source and of every jit function / constant it uses (for the disk cache)."""
@@ -119,10 +184,14 @@ class JITFunction:
 
     def __getitem__(self, grid):
         """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``)."""
+        if self.fn.__code__ is not self._code:
+            self._code_changed()
         return functools.partial(self.__dict__.get("_fast") or self._install_fast(), grid)
 
     def run(self, *args, grid=None, **kwargs):
         """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
+        if self.fn.__code__ is not self._code:
+            self._code_changed()
         return self.grid_launcher()(grid, *args, **kwargs)
 
     def grid_launcher(self):
@@ -158,19 +227,21 @@ class JITFunction:
         self.__dict__.pop("_fast", None)
 
     # -- the slow path ---------------------------------------------------------------------
-    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup):
+    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup, cooperative=False):
         """Specialize, compile and load; remember the launcher under ``key``."""
         from . import compiler, driver
         _check_options(self.__name__, num_warps, num_stages, num_ctas)
         entries, cvals = {}, {}
+        if self.scalar_annotations:
+            _check_scalar_annotations(self, values)
         for n, v in zip(self.arg_names, values):
             if n in self.constexpr_names:
                 cvals[n] = v
                 continue
             _, a, b = sp.key_entries(self.__name__, n, v, n in self.do_not_specialize,
                                      check_cuda=dev >= 0 and not warmup)
-            if not warmup and sp._is_torch_dtype(v):
-                raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+            if not warmup and (leaf := sp.dtype_leaf(v, n)):
+                raise TypeError(f"{self.__name__}(): argument {leaf!r} is a dtype; pass a tensor to launch "
                                 "(dtypes are accepted by warmup only)")
             entries[n] = (a, b)
         spec = sp.spec_from_entries(self, entries, cvals)
@@ -185,9 +256,10 @@ class JITFunction:
             raise RuntimeError(f"{self.__name__}: the compiled kernel's parameters {rt} differ from the "
                                f"specialization's {spec.runtime_names}")
         if dev >= 0:
-            sel = [self.nonconst_names.index(n) for n in rt]
+            sel = [(self.nonconst_names.index(spec.leaf_paths[n][0]),) + spec.leaf_paths[n][1]
+                   if n in spec.leaf_paths else self.nonconst_names.index(n) for n in rt]
             launcher = driver.Launcher(ck, dev, n_values=len(self.nonconst_names), select=sel,
-                                       blocking=bool(self.debug))
+                                       blocking=bool(self.debug), cooperative=bool(cooperative))
         else:
             launcher = driver.NoDeviceLauncher(ck)
         if key is not None:
@@ -196,7 +268,7 @@ class JITFunction:
 
     # -- the interpreter ---------------------------------------------------------------------
     def _run_interpreted(self, *args, grid=None, num_warps=None, num_stages=None, num_ctas=1, stream=None,
-                         warmup=False, **kwargs):
+                         warmup=False, launch_cooperative_grid=False, **kwargs):
         for opt, val in (("num_warps", num_warps), ("num_stages", num_stages)):
             if opt in self.arg_names and val is not None:
                 kwargs[opt] = val
@@ -208,6 +280,8 @@ class JITFunction:
             num_stages = named.get("num_stages", DEFAULT_NUM_STAGES) if "num_stages" in named else \
                 DEFAULT_NUM_STAGES
         _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        if self.scalar_annotations:
+            _check_scalar_annotations(self, values)
         spec = sp.specialize(self, tuple(values), {})
         key = (spec.key, num_warps, num_stages)
         irfn = self._ir_cache.get(key)
@@ -219,14 +293,17 @@ class JITFunction:
         if warmup:
             return irfn
         for n, v in zip(spec.runtime_names, spec.runtime_args):
-            if sp._is_torch_dtype(v):
+            if sp._is_torch_dtype(v):  # (tuple elements are named x.0.1 here)
                 raise TypeError(f"{self.__name__}(): argument {n!r} is a dtype ({v}); pass a tensor to launch")
         meta = dict(named)
         meta["num_warps"] = num_warps
         meta["num_stages"] = num_stages
         g = normalize_grid(grid, meta, self.__name__)
+        if len(g) < 3:  # a callable's short tuple
+            g = normalize_grid(tuple(g), meta, self.__name__)
+        check_grid(g, self.__name__)
         from newt import interpreter
-        interpreter.launch(irfn, g, list(spec.runtime_args), num_warps=num_warps)
+        interpreter.launch(irfn, g, [sp.unwrap(v) for v in spec.runtime_args], num_warps=num_warps)
         return irfn
 
 
@@ -269,6 +346,51 @@ def normalize_grid(grid, meta, name: str):
     while len(out) < 3:
         out.append(1)
     return tuple(out)
+
+
+def check_grid(grid, name: str):
+    """The interpreter's and no-device paths' grid check: ``(gx, gy, gz)`` within CUDA's limits, as the GPU
+    launcher checks them (``LaunchError`` otherwise)."""
+    from .driver import grid_limit_error
+    msg = grid_limit_error(name, grid)
+    if msg:
+        from .errors import LaunchError
+        raise LaunchError(msg, kernel=name, code="CUDA_ERROR_INVALID_VALUE")
+    return grid
+
+
+def _scalar_annotation(ann) -> str | None:
+    """The scalar type a parameter annotation declares (``n: int``, ``n: nl.int32``, ``n: "i64"``), else None."""
+    if ann in (int, float, bool):
+        return ann.__name__
+    if isinstance(ann, lc.dtype):
+        return repr(ann)
+    if isinstance(ann, str):
+        s = ann.strip()
+        if s in ("int", "float", "bool"):
+            return s
+        if s.startswith("*"):
+            return None
+        for pre in ("nl.", "tl.", "newt.language.", "triton.language."):
+            if s.startswith(pre):
+                s = s[len(pre):]
+        try:
+            return repr(lc.dtype_from_name(s))
+        except (ValueError, AttributeError):
+            return None
+    return None
+
+
+def _check_scalar_annotations(kernel, values):
+    """A scalar-annotated parameter given None, a tensor or a non-number: a TypeError naming it."""
+    for n, v in zip(kernel.arg_names, values):
+        ann = kernel.scalar_annotations.get(n)
+        if ann is None or isinstance(v, (int, float)) or (hasattr(v, "__index__") and not hasattr(v, "data_ptr")):
+            continue
+        if isinstance(v, lc.constexpr) and isinstance(v.value, (int, float)):
+            continue
+        what = "None" if v is None else ("a tensor" if sp._is_tensor_like(v) else f"a {type(v).__name__}")
+        raise TypeError(f"{kernel.__name__}(): argument {n!r} is declared a scalar ({ann}) but got {what}")
 
 
 def _is_constexpr(ann) -> bool:
@@ -330,7 +452,7 @@ def build_fast_path(kernel: JITFunction):
         if k == "grid":
             raise TypeError(f"{name}(): the grid is given by {name}[grid](...) (or {name}.run(..., grid=...)); "
                             "do not pass grid= to the launch as well")
-        if k in ("maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "num_buffers_warp_spec"):
+        if k in ("maxnreg", "enable_fp_fusion", "num_buffers_warp_spec"):
             hint = " (this launch option is not supported by newt)"
         else:
             close = difflib.get_close_matches(k, kernel.arg_names + list(LAUNCH_OPTIONS), n=1)
@@ -347,8 +469,8 @@ def build_fast_path(kernel: JITFunction):
     def entries(i, v, warmup):
         n = kernel.nonconst_names[i]
         p, a, b = sp.key_entries(name, n, v, n in kernel.do_not_specialize, check_cuda=not warmup)
-        if p is None and a not in ("c1", "cx") and not warmup:
-            raise TypeError(f"{name}(): argument {n!r} is a dtype ({v}); pass a tensor to launch "
+        if not warmup and (leaf := sp.dtype_leaf(v, n)):
+            raise TypeError(f"{name}(): argument {leaf!r} is a dtype; pass a tensor to launch "
                             "(dtypes are accepted by warmup only)")
         return p, a, b
 
@@ -358,6 +480,7 @@ def build_fast_path(kernel: JITFunction):
         return kind, (n not in kernel.do_not_specialize and v % 16 == 0)
 
     def not_cuda(i, v):
+        sp.tensor_entry(name, kernel.nonconst_names[i], v)  # a meta tensor: its own message, naming the parameter
         if not driver.has_gpu():
             raise RuntimeError(f"{name}: no CUDA GPU is available to launch this kernel; run it through the "
                                "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "
@@ -395,7 +518,8 @@ def build_fast_path(kernel: JITFunction):
         opts.append("num_stages=None")
     if "num_ctas" not in params:
         opts.append("num_ctas=1")
-    opts += ["stream=None", "warmup=False", f"**{_P}extra"]
+    coop = "launch_cooperative_grid" if "launch_cooperative_grid" not in params else f"{_P}coop"
+    opts += ["stream=None", "warmup=False", f"{coop}=False", f"**{_P}extra"]
     L = [f"def {name}({_P}grid, {', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
     L.append(f"    if {_P}more:")
     L.append(f"        {_P}too_many(len({_P}more))")
@@ -441,16 +565,18 @@ def build_fast_path(kernel: JITFunction):
     for n in kernel.arg_names:
         if n in kernel.constexpr_names:
             key += [n, f"{_P}type({n})"]
-    key += ["num_warps", "num_stages", "num_ctas", f"{_P}dev"]
+    key += ["num_warps", "num_stages", "num_ctas", coop, f"{_P}dev"]
     allvals = ", ".join(kernel.arg_names) + ("," if len(kernel.arg_names) == 1 else "")
     L.append(f"    {_P}dev = {_P}device()")
     L.append(f"    {_P}key = ({', '.join(key)})")
     L.append("    try:")
     L.append(f"        {_P}k = {_P}cache[{_P}key]")
     L.append("    except KeyError:")
-    L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
+             f"warmup, {coop})")
     L.append("    except TypeError:  # an unhashable constexpr value: no caching by key")
-    L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, warmup)")
+    L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
+             f"warmup, {coop})")
     L.append("    if warmup:")
     L.append(f"        return {_P}k.kernel")
     meta = ", ".join([f"{n!r}: {n}" for n in kernel.arg_names] + ["'num_warps': num_warps",
@@ -479,6 +605,39 @@ def build_fast_path(kernel: JITFunction):
     fn.__qualname__ = name
     fn.__newt_source__ = src
     return fn
+
+
+class ConstexprFunction:
+    """``@newt.constexpr_function``: a plain Python function a kernel may call on compile-time values.
+
+    In a kernel, its arguments must be known at compile time (constexprs, literals, dtypes, shapes);
+    it runs in Python while the kernel is compiled and its result is a compile-time value.  Called
+    outside a kernel it is the plain function.
+    """
+
+    __newt_constexpr_function__ = True
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"newt.constexpr_function expects a function, got {type(fn).__name__}")
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        args = [a.value if isinstance(a, lc.constexpr) else a for a in args]
+        kwargs = {k: v.value if isinstance(v, lc.constexpr) else v for k, v in kwargs.items()}
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"constexpr_function({getattr(self.fn, '__qualname__', self.fn)})"
+
+
+def constexpr_function(fn):
+    """Decorate a Python function so kernels can call it on compile-time values (Triton's ``constexpr_function``)."""
+    return ConstexprFunction(fn)
 
 
 def jit(fn=None, **kwargs):

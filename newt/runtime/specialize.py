@@ -57,6 +57,9 @@ def torch_dtype_map() -> dict:
 
 
 def nl_dtype_of_tensor(t) -> lc.dtype:
+    if not _is_torch_dtype(t.dtype):
+        from .wrappers import wrapped_dtype
+        return wrapped_dtype(t.dtype)
     try:
         return torch_dtype_map()[t.dtype]
     except KeyError:
@@ -71,6 +74,7 @@ class Specialization:
     runtime_args: list  # values of the run-time parameters, in order
     runtime_names: list
     key: tuple = field(default=())  # hashable summary for caches
+    leaf_paths: dict = field(default_factory=dict)  # run-time tuple element name -> (parameter, index path)
 
 
 def _is_tensor_like(v) -> bool:
@@ -113,6 +117,82 @@ def _implicit_constexpr(v) -> bool:
             or getattr(v, "__newt_inline__", False))
 
 
+class TupleArg:
+    """The specialization of a tuple argument (plain or named, nested): one entry per element.
+
+    An element is a nested ``TupleArg``, ``("rt", type, divisible_by_16)`` for a value passed at run
+    time (a tensor's pointer, a scalar) or ``("cx", value)`` for one that became constexpr (``None``,
+    ``nl.constexpr(v)``, an int equal to 1, a dtype ...).  The front end binds the parameter to a tuple
+    of those values; each run-time element is a kernel parameter of its own, named ``name.i.j``.
+    """
+
+    __newt_tuple_arg__ = True
+
+    def __init__(self, leaves: list):
+        self.leaves = leaves
+
+    def runtime_leaves(self, name: str, path: tuple = ()):
+        """``(parameter name, path, type, divisible)`` of every run-time element, depth first."""
+        for i, leaf in enumerate(self.leaves):
+            pth = path + (i,)
+            if isinstance(leaf, TupleArg):
+                yield from leaf.runtime_leaves(name, pth)
+            elif leaf[0] == "rt":
+                yield name + "".join(f".{k}" for k in pth), pth, leaf[1], leaf[2]
+
+    def __repr__(self):
+        parts = []
+        for leaf in self.leaves:
+            if isinstance(leaf, TupleArg):
+                parts.append(repr(leaf))
+            elif leaf[0] == "rt":
+                parts.append(str(leaf[1]) + (":16" if leaf[2] else ""))
+            else:
+                parts.append(f"constexpr {leaf[1]!r}")
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return isinstance(other, TupleArg) and repr(self) == repr(other)
+
+    def __hash__(self):
+        return hash(repr(self))
+
+
+def tuple_arg(entries) -> TupleArg:
+    """The ``TupleArg`` of a tuple's key entries ``(("tuple", ((a, b), ...)))``'s element list."""
+    leaves = []
+    for a, b in entries:
+        if isinstance(a, tuple) and a and a[0] == "tuple":
+            leaves.append(tuple_arg(a[1]))
+        elif a == "c1":
+            leaves.append(("cx", 1))
+        elif a == "cx":
+            leaves.append(("cx", b))
+        else:
+            leaves.append(("rt", type_of_entry(a, b), bool(b)))
+    return TupleArg(leaves)
+
+
+def dtype_leaf(v, name: str):
+    """The name (``x[1][0]``) of a ``torch.dtype`` standing for a tensor in argument ``v``, or None."""
+    if _is_torch_dtype(v):
+        return name
+    if isinstance(v, tuple):
+        for i, x in enumerate(v):
+            r = dtype_leaf(x, f"{name}[{i}]")
+            if r:
+                return r
+    return None
+
+
+def value_at(v, path):
+    for k in path:
+        v = v[k]
+    return v
+
+
 def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = False):
     """``(value to pass, key entry a, key entry b)`` of one non-constexpr argument.
 
@@ -131,13 +211,11 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
     if isinstance(v, float):
         return v, "fp32", False
     if _is_tensor_like(v):
+        a = tensor_entry(kernel_name, name, v)
         if check_cuda and not getattr(v, "is_cuda", True):
             raise_not_cuda(kernel_name, name, v)
         p = v.data_ptr()
-        if v.dtype not in torch_dtype_map():
-            raise TypeError(f"{kernel_name}(): argument {name!r}: tensors of dtype {v.dtype} cannot be passed "
-                            "to a newt kernel")
-        return p, v.dtype, (not dns and p % 16 == 0)
+        return p, a, (not dns and p % 16 == 0)
     if _is_torch_dtype(v):
         if v not in torch_dtype_map():
             raise TypeError(f"{kernel_name}(): argument {name!r}: dtype {v} is not supported by newt")
@@ -145,6 +223,13 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
     if _implicit_constexpr(v):
         cv = v.value if isinstance(v, lc.constexpr) else v
         return None, "cx", cv
+    if isinstance(v, tuple):  # tuples and namedtuples, nested: every element specialized like an argument
+        ps, es = [], []
+        for i, x in enumerate(v):
+            p, a, b = key_entries(kernel_name, f"{name}[{i}]", x, dns, check_cuda)
+            ps.append(p)
+            es.append((a, b))
+        return tuple(ps), ("tuple", tuple(es)), None
     if isinstance(v, numbers.Integral):  # numpy integers ...
         return key_entries(kernel_name, name, int(v), dns, check_cuda)
     if isinstance(v, numbers.Real):
@@ -153,7 +238,35 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
                     "(expected a tensor, int, float, bool or None)")
 
 
+def tensor_entry(kernel_name: str, name: str, v):
+    """Key entry ``a`` of a tensor-like argument: its torch dtype, or for a wrapper (``newt.reinterpret``,
+    any object with ``data_ptr()`` and a non-torch ``dtype``) the newt dtype it is seen as."""
+    dev = getattr(v, "device", None)
+    if getattr(dev, "type", None) == "meta":
+        raise TypeError(f"{kernel_name}(): argument {name!r} is a tensor on the meta device, which has no memory "
+                        "to read or write; pass a tensor on the GPU (or the CPU with NEWT_INTERPRET=1)")
+    dt = v.dtype
+    if _is_torch_dtype(dt):
+        if dt not in torch_dtype_map():
+            raise TypeError(f"{kernel_name}(): argument {name!r}: tensors of dtype {dt} cannot be passed "
+                            "to a newt kernel")
+        return dt
+    from .wrappers import wrapped_dtype
+    try:
+        return wrapped_dtype(dt)
+    except TypeError as e:
+        raise TypeError(f"{kernel_name}(): argument {name!r}: {e}") from None
+
+
+def unwrap(v):
+    """The torch tensor behind a wrapper argument (the interpreter reads its memory as the wrapper's dtype)."""
+    if _is_tensor_like(v) and not _is_torch_dtype(v.dtype) and hasattr(v, "base"):
+        return v.base
+    return v
+
+
 def raise_not_cuda(kernel_name: str, name: str, v):
+    tensor_entry(kernel_name, name, v)  # a meta tensor gets its own message
     dev = getattr(v, "device", "?")
     raise ValueError(f"{kernel_name}(): argument {name!r} is a tensor on {dev}, but newt kernels read CUDA memory; "
                      "move it with .cuda() (or run the kernel through the interpreter: NEWT_INTERPRET=1)")
@@ -165,6 +278,8 @@ def type_of_entry(a, b):
         if a in ("c1", "cx"):
             return None
         return INT_KINDS[a]
+    if isinstance(a, lc.dtype):
+        return lc.pointer_type(a)
     return lc.pointer_type(torch_dtype_map()[a])
 
 
@@ -172,13 +287,22 @@ def spec_from_entries(kernel, entries: dict, constexpr_values: dict) -> Speciali
     """Build the Specialization of ``kernel`` from the key entries of its non-constexpr
     parameters (name -> (a, b)) and the values of its constexpr parameters."""
     arg_types, constexprs, div = {}, {}, {}
-    rt_names = []
+    rt_names, leaf_paths = [], {}
     for n in kernel.arg_names:
         if n in kernel.constexpr_names:
             v = constexpr_values[n]
             constexprs[n] = v.value if isinstance(v, lc.constexpr) else v
             continue
         a, b = entries[n]
+        if isinstance(a, tuple) and a[:1] == ("tuple",):
+            ta = tuple_arg(a[1])
+            arg_types[n] = ta
+            for leaf, path, _ty, d in ta.runtime_leaves(n):
+                if d:
+                    div[leaf] = 16
+                rt_names.append(leaf)
+                leaf_paths[leaf] = (n, path)
+            continue
         if a == "c1":
             constexprs[n] = 1
             continue
@@ -189,7 +313,7 @@ def spec_from_entries(kernel, entries: dict, constexpr_values: dict) -> Speciali
         if b:
             div[n] = 16
         rt_names.append(n)
-    return Specialization(arg_types, constexprs, div, [], rt_names)
+    return Specialization(arg_types, constexprs, div, [], rt_names, leaf_paths=leaf_paths)
 
 
 def bind(kernel, args: tuple, kwargs: dict) -> list:
@@ -240,7 +364,8 @@ def specialize(kernel, args: tuple, kwargs: dict, check_cuda: bool = False) -> S
         rt_vals[n] = v
         key.append((n, str(a), _key_of(b)))
     spec = spec_from_entries(kernel, entries, cvals)
-    spec.runtime_args = [rt_vals[n] for n in spec.runtime_names]
+    spec.runtime_args = [value_at(rt_vals[spec.leaf_paths[n][0]], spec.leaf_paths[n][1]) if n in spec.leaf_paths
+                         else rt_vals[n] for n in spec.runtime_names]
     spec.key = tuple(key)
     return spec
 

@@ -76,6 +76,7 @@ class Launch:
     shared: int
     stream: int
     values: tuple
+    cooperative: bool = False
 
 
 class FakeDeviceInfo:
@@ -135,6 +136,11 @@ class FakeCU:
         values = buf.packer.unpack_from(buf.view) if buf is not None else ()
         self.launches.append(Launch(f, (gx, gy, gz), (bx, by, bz), shm, int(stream), tuple(values)))
         return (self.results.pop(0) if self.results else 0,)
+
+    def cuLaunchCooperativeKernel(self, f, gx, gy, gz, bx, by, bz, shm, stream, params):
+        r = self.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shm, stream, params, None)
+        self.launches[-1].cooperative = True
+        return r
 
     def CUstream(self, handle):
         return FakeStream(handle)
