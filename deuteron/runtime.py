@@ -64,7 +64,9 @@ def load_module(source: str, stem: str = "kernel", interpret: bool = False):
     h = source_hash(source)
     with _LOCK:
         mod = _MODULES.get((h, interpret))
-        if mod is not None:
+        # the file must still exist: tuning workers import it by path (a cleared or changed cache dir
+        # leaves the in-memory module pointing at a deleted file)
+        if mod is not None and os.path.exists(mod.__file__ or ""):
             return mod
         path = cache_dir() / "gen" / f"{stem}_{h}.py"
         if not path.exists() or path.read_text(encoding="utf-8") != source:

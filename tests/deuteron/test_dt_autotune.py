@@ -383,3 +383,21 @@ def test_genome_round_trips_and_mutants_stay_feasible():
     for _ in range(30):
         m = g.decode(g.mutant(*pts[:4]))
         assert m is None or space.feasible(m)
+
+
+def test_generated_module_survives_a_cleared_cache_dir(tmp_path, monkeypatch):
+    """Tuning workers import a candidate's generated module by its file: after the cache directory is
+    cleared (or changed), loading the same source again must give a module whose file exists."""
+    import os
+    import shutil
+
+    from deuteron import runtime as drt
+
+    src = "X = 41\n"
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "a"))
+    m1 = drt.load_module(src, stem="cleared")
+    assert os.path.exists(m1.__file__)
+    shutil.rmtree(tmp_path / "a")
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "b"))
+    m2 = drt.load_module(src, stem="cleared")
+    assert os.path.exists(m2.__file__) and m2.X == 41
