@@ -14,7 +14,7 @@ from .values import TensorV, TupleV
 
 def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = ()) -> TupleV:
     """Add the IR parameters of tuple parameter ``name`` (its ``TupleArg`` ``ta``); return its value."""
-    items = []
+    items: list = []
     for i, leaf in enumerate(ta.leaves):
         pth = path + (i,)
         if getattr(leaf, "__newt_tuple_arg__", False):

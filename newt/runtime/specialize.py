@@ -32,28 +32,12 @@ from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
-_TORCH_TO_NL = None
+from .dtypes import torch_dtype_map  # noqa: F401  (re-exported: its users import it from here)
 
 INT_KINDS = {"i1": lc.int1, "i32": lc.int32, "u32": lc.uint32, "i64": lc.int64, "u64": lc.uint64,
              "fp32": lc.float32}
 
 
-def torch_dtype_map() -> dict:
-    global _TORCH_TO_NL
-    if _TORCH_TO_NL is None:
-        import torch
-        m = {
-            torch.bool: lc.int1, torch.int8: lc.int8, torch.int16: lc.int16, torch.int32: lc.int32,
-            torch.int64: lc.int64, torch.uint8: lc.uint8, torch.float16: lc.float16, torch.bfloat16: lc.bfloat16,
-            torch.float32: lc.float32, torch.float64: lc.float64,
-        }
-        for name, nd in (("uint16", lc.uint16), ("uint32", lc.uint32), ("uint64", lc.uint64),
-                         ("float8_e4m3fn", lc.float8e4nv), ("float8_e5m2", lc.float8e5)):
-            t = getattr(torch, name, None)
-            if t is not None:
-                m[t] = nd
-        _TORCH_TO_NL = m
-    return _TORCH_TO_NL
 
 
 def nl_dtype_of_tensor(t) -> lc.dtype:
@@ -162,7 +146,7 @@ class TupleArg:
 
 def tuple_arg(entries) -> TupleArg:
     """The ``TupleArg`` of a tuple's key entries ``(("tuple", ((a, b), ...)))``'s element list."""
-    leaves = []
+    leaves: list = []
     for a, b in entries:
         if isinstance(a, tuple) and a and a[0] == "tuple":
             leaves.append(tuple_arg(a[1]))

@@ -95,7 +95,7 @@ def wrapped_dtype(dt) -> lc.dtype:
         return dt
     t = type(dt)
     if t.__name__ == "dtype" and t.__module__ == "torch":
-        from .specialize import torch_dtype_map
+        from .dtypes import torch_dtype_map
         m = torch_dtype_map()
         if dt in m:
             return m[dt]
