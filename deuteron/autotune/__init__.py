@@ -472,6 +472,10 @@ class Tuner:
         compiles, launches = [], []
         for gen, mod, prog, host_locals in c.launches:
             file = mod.__file__
+            if not os.path.exists(file):  # the cache dir was cleared since the candidate was built
+                from ..runtime import load_module
+                mod = load_module(gen.source, stem=os.path.basename(file).rsplit("_", 1)[0])
+                file = mod.__file__
             sha = hashlib.sha256(open(file, "rb").read()).hexdigest()  # noqa: SIM115
             text = None if isinstance(self.pool, _local_types()) else open(file, encoding="utf-8").read()  # noqa: SIM115
             args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
