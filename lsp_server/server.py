@@ -701,7 +701,15 @@ def create_server() -> NewtLanguageServer:
         pos = ls.completion_position(a, uri, params.position) if a.text != text else params.position
         from .positions import LineIndex
         line = LineIndex(text, ls.encoding).line(params.position.line) if a.text != text else a.index.line(pos.line)
-        return await ls.run_sync(features.completion, a, pos, line, ls.markdown, ls.snippets)
+        got = await ls.run_sync(features.completion, a, pos, line, ls.markdown, ls.snippets)
+        if got is None and a.text != text:
+            # the earlier analysis cannot place the cursor (e.g. it was of a half-typed, unparsable text):
+            # answer from the analysis of the current text instead of answering nothing
+            fresh = await ls.analysis_for(uri)
+            if fresh is not None and fresh is not a:
+                fpos = ls.completion_position(fresh, uri, params.position) if fresh.text != text else params.position
+                got = await ls.run_sync(features.completion, fresh, fpos, line, ls.markdown, ls.snippets)
+        return got
 
     @ls.feature(lsp.TEXT_DOCUMENT_SIGNATURE_HELP,
                 lsp.SignatureHelpOptions(trigger_characters=["(", ","], retrigger_characters=[","]))
@@ -712,7 +720,12 @@ def create_server() -> NewtLanguageServer:
         a = await ls.analysis_for(uri, allow_stale=True)  # the last good analysis while a new one runs
         if a is None:
             return None
-        return await ls.run_sync(features.signature_help, a, text, params.position, ls.markdown)
+        got = await ls.run_sync(features.signature_help, a, text, params.position, ls.markdown)
+        if got is None and a.text != text:  # as for completion: fall back to the current text's analysis
+            fresh = await ls.analysis_for(uri)
+            if fresh is not None and fresh is not a:
+                got = await ls.run_sync(features.signature_help, fresh, text, params.position, ls.markdown)
+        return got
 
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @_safe(list)
