@@ -34,10 +34,46 @@ class DotLowering:
 
     name = "abstract"
 
+    #: lines emitted after a loop-invariant operand is staged once, before the barrier (wgmma: the proxy fence)
+    AFTER_STAGING: tuple = ()
+
+    def _stage_once(self, em, op, i) -> OperandTile:
+        """Stage a loop-invariant operand into its own shared-memory tile right where it is defined
+        (cached per value), so the loop reads it from there and stages nothing."""
+        from ..plan import compact
+        v = op.operands[i]
+        inner = self.preferred_inner(op, i)
+        sw = self.tile_for(op, i, inner)
+        key = (v, sw, inner)
+        tile = em.staged_once.get(key)
+        if tile is not None:
+            return tile
+        name = em.smem_reserved(sw.size_bytes)
+        tile = OperandTile(f"(smem + {name})", sw, inner)
+        chunk = em.def_chunk.get(v, em.cur)
+        lay = compact(em.layout_of(v) or staging_layout(em, v))
+        saved = em.cur
+        em.cur = chunk
+        try:
+            chunk.line(f"// {em.vname(v)} is loop-invariant where the dot uses it: staged in shared memory once")
+            chunk.line("__syncthreads();")
+            stage_to_smem(em, v, lay, tile, chunk)
+            for line in self.AFTER_STAGING:
+                chunk.line(line)
+            chunk.line("__syncthreads();")
+        finally:
+            em.cur = saved
+        em.staged_once[key] = tile
+        return tile
+
     def supports(self, op, target) -> bool:
         raise NotImplementedError
 
     def acc_layout(self, op, num_warps: int, chained: bool = False) -> Layout:
+        raise NotImplementedError
+
+    def tile_for(self, op, index: int, inner: int) -> SwizzledShared:
+        """The shared-memory tile operand ``index`` is staged into (row length ``inner``)."""
         raise NotImplementedError
 
     def preferred_inner(self, op, index: int) -> int:
@@ -109,3 +145,9 @@ def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None, fresh=F
     b.line(f"*reinterpret_cast<{vt}*>({tile.base} + {tile.offset('r', 'cc')}) = {val};")
     c.line("}")
     del ct
+
+
+def staging_layout(em, v):
+    """The layout an operand without one of its own is staged from (the default for its shape)."""
+    from ..plan import default_layout
+    return default_layout(shape_of(v.type), em.nw)

@@ -14,7 +14,7 @@ from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
 from ..layout import SwizzledShared, in_thread_map, log2, mma_a_fragment, mma_accumulator
-from .base import DotLowering, OperandTile, stage_to_smem
+from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
 
 #: most A-fragment elements per thread kept in registers for a loop-invariant A
 _A_REGS_MAX = 32
@@ -189,32 +189,6 @@ class MmaSyncLowering(DotLowering):
                     return None
         return em.get(a, afl)
 
-    def _stage_once(self, em, op, i) -> OperandTile:
-        """Stage a loop-invariant operand into its own shared-memory tile right where it is defined
-        (cached per value), so the loop reads it with ldmatrix and stages nothing."""
-        from ..plan import compact
-        v = op.operands[i]
-        inner = self.preferred_inner(op, i)
-        sw = self.tile_for(op, i, inner)
-        key = (v, sw, inner)
-        tile = em.staged_once.get(key)
-        if tile is not None:
-            return tile
-        name = em.smem_reserved(sw.size_bytes)
-        tile = OperandTile(f"(smem + {name})", sw, inner)
-        chunk = em.def_chunk.get(v, em.cur)
-        lay = compact(em.layout_of(v) or _staging_layout(em, v))
-        saved = em.cur
-        em.cur = chunk
-        try:
-            chunk.line(f"// {em.vname(v)} is loop-invariant where the dot uses it: staged in shared memory once")
-            chunk.line("__syncthreads();")
-            stage_to_smem(em, v, lay, tile, chunk)
-            chunk.line("__syncthreads();")
-        finally:
-            em.cur = saved
-        em.staged_once[key] = tile
-        return tile
 
     @staticmethod
     def _pack_a(c, arr, t, K):
@@ -241,7 +215,7 @@ class MmaSyncLowering(DotLowering):
             sw = sws[i]
             tile = OperandTile(f"(smem + {off} + {base})", sw, self.preferred_inner(op, i))
             base += sw.size_bytes
-            lay = compact(em.layout_of(v) or _staging_layout(em, v))
+            lay = compact(em.layout_of(v) or staging_layout(em, v))
             em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
             stage_to_smem(em, v, lay, tile)
             out[i] = tile
@@ -353,10 +327,6 @@ def _warps_of(lay):
     ne = bit_index_expr("warp_id", [(1 << nb.index(k)) if k in nb else 0 for k in range(nwb)]) if nb else "0"
     return 1 << len(mb), 1 << len(nb), me, ne
 
-
-def _staging_layout(em, v):
-    from ..plan import default_layout
-    return default_layout(shape_of(v.type), em.nw)
 
 
 del log2

@@ -43,7 +43,7 @@ from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
 from ..layout import Layout, SwizzledShared, dim_bits, in_thread_map, log2, mma_a_fragment
-from .base import DotLowering, OperandTile, stage_to_smem
+from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
 
@@ -271,6 +271,8 @@ class WgmmaLowering(DotLowering):
     name = "wgmma"
     pipelined = True
 
+    AFTER_STAGING = ("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)",)
+
     def supports(self, op, target, num_warps=None) -> bool:
         if not getattr(target, "wgmma", False) or not wgmma_selected():
             return False
@@ -436,31 +438,6 @@ class WgmmaLowering(DotLowering):
                 return None
         return em.get(a, afl)
 
-    def _stage_once(self, em, op, i) -> OperandTile:
-        from ..plan import compact
-        v = op.operands[i]
-        inner = self.preferred_inner(op, i)
-        sw = self.tile_for(op, i, inner)
-        key = (v, sw, inner)
-        tile = em.staged_once.get(key)
-        if tile is not None:
-            return tile
-        name = em.smem_reserved(sw.size_bytes)
-        tile = OperandTile(f"(smem + {name})", sw, inner)
-        chunk = em.def_chunk.get(v, em.cur)
-        lay = compact(em.layout_of(v) or _staging_layout(em, v))
-        saved = em.cur
-        em.cur = chunk
-        try:
-            chunk.line(f"// {em.vname(v)} is loop-invariant where the dot uses it: staged in shared memory once")
-            chunk.line("__syncthreads();")
-            stage_to_smem(em, v, lay, tile, chunk)
-            chunk.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
-            chunk.line("__syncthreads();")
-        finally:
-            em.cur = saved
-        em.staged_once[key] = tile
-        return tile
 
     def _tiles(self, em, op, given):
         from ..plan import compact
@@ -481,7 +458,7 @@ class WgmmaLowering(DotLowering):
             v = op.operands[i]
             sw = sws[i]
             tile = OperandTile(f"(smem + {off} + {offs[i]})", sw, self.preferred_inner(op, i))
-            lay = compact(em.layout_of(v) or _staging_layout(em, v))
+            lay = compact(em.layout_of(v) or staging_layout(em, v))
             em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
             stage_to_smem(em, v, lay, tile, fresh=True)
             out[i] = tile
@@ -489,7 +466,3 @@ class WgmmaLowering(DotLowering):
         em.cur.line("__syncthreads();")
         return out
 
-
-def _staging_layout(em, v):
-    from ..plan import default_layout
-    return default_layout(shape_of(v.type), em.nw)
