@@ -451,7 +451,8 @@ def render_md(data) -> str:
     ga = fmt_ratio(summary.get("memory_bound_geomean_vs_anchor_triton"))
     L.append(f"- Against the anchored Triton figures: geomean {ga} on the memory-bound cells.")
     L.append(f"- Matmul (newt on sm_90a: wgmma + cp.async pipeline, `NEWT_DOT_LOWERING` "
-             f"{os.environ.get('NEWT_DOT_LOWERING') or 'unset (wgmma)'}; fp8 on the FMA lowering): newt/Triton geomean "
+             f"{os.environ.get('NEWT_DOT_LOWERING') or 'unset (wgmma)'}; fp8 on wgmma k32, its N-major B "
+             f"transposed in shared memory; tf32 on mma.sync): newt/Triton geomean "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_triton'))}, newt/cuBLAS "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_torch'))}.")
     if summary.get("attention_geomean_vs_triton"):

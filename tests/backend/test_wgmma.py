@@ -236,3 +236,126 @@ def test_unaligned_masked_k_matmul_spill_budget(monkeypatch):
     ck = _bench_matmul(monkeypatch, "wgmma", "")
     assert ck.metadata.n_spills <= 256
     assert "_o[i] = (int)(" in ck.asm["cuda"] and "fresh_int(" in ck.asm["cuda"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# fp8: wgmma k32, both operands K-major; an N-major B tile is transposed in shared memory (dot/transpose.py)
+# ---------------------------------------------------------------------------------------------------
+
+TRANSPOSE_SHAPES = [(32, 16), (32, 64), (64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128),
+                    (64, 256), (32, 128)]
+
+
+@pytest.mark.parametrize("rows,inner", TRANSPOSE_SHAPES)
+def test_transpose_has_no_bank_conflicts(rows, inner):
+    """Each of a warp's four 4-byte reads and four writes is one wavefront, for every block group."""
+    from newt.backend.cuda.dot.transpose import bank_wavefronts, plan_transpose
+    src, dst = GmmaShared(rows, inner, 1), GmmaShared(inner, rows, 1)
+    plan = plan_transpose(src, dst)
+    for r_hi, c_hi in itertools.product(range(0, rows // 4, 8), range(0, inner // 4, 4)):
+        assert bank_wavefronts(src, dst, plan, r_hi, c_hi) == (4, 4)
+
+
+_HARNESS = r"""
+#include <cstdio>
+#include <cstring>
+static unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // PTX prmt, default mode
+  unsigned long long v = ((unsigned long long)y << 32) | x; unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+static unsigned char smem[%(bytes)d];
+int main() {
+  for (int i = 0; i < %(src)d; ++i) smem[i] = (unsigned char)(i * 7 + (i >> 8) * 13 + 1);
+  memset(smem + %(src)d, 0, %(dst)d);
+  for (int warp_id = 0; warp_id < %(nw)d; ++warp_id)
+    for (int lane_id = 0; lane_id < 32; ++lane_id) {
+%(body)s
+    }
+  fwrite(smem, 1, sizeof smem, stdout);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("rows,inner", TRANSPOSE_SHAPES)
+@pytest.mark.parametrize("nw", [4, 8])
+def test_transpose_code_moves_every_byte(rows, inner, nw, tmp_path):
+    """The emitted transposition, compiled as host C++ (one thread after another, ``prmt`` written out
+    from the PTX definition), puts source element (r, c) at destination element (c, r), for every element."""
+    import shutil
+    import subprocess
+    from types import SimpleNamespace
+    from newt.backend.cuda.dot.transpose import emit_transpose
+    from newt.backend.cuda.emitter import Chunk
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    src, dst = GmmaShared(rows, inner, 1), GmmaShared(inner, rows, 1)
+    c = Chunk(3)
+    emit_transpose(SimpleNamespace(nw=nw), c, src, "(smem + 0)", dst, f"(smem + {src.size_bytes})")
+    lines: list = []
+    c.render(lines, [])
+    code = _HARNESS % {"bytes": src.size_bytes + dst.size_bytes, "src": src.size_bytes, "dst": dst.size_bytes,
+                       "nw": nw, "body": "\n".join(ln.replace("#pragma unroll", "") for ln in lines)}
+    (tmp_path / "t.cpp").write_text(code)
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "t"), str(tmp_path / "t.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "t")], check=True, capture_output=True).stdout
+    base = src.size_bytes
+    for r in range(rows):
+        for col in range(inner):
+            assert out[base + dst.offset(col, r)] == out[src.offset(r, col)], (r, col)
+
+
+def _fp8_matmul(monkeypatch, b_major, dt="fp8e4nv", cfg=(128, 128, 128, 3, 8)):
+    import newt.language as nl
+    from kernels import P, f16, i32
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    bm, bn, bk, s, w = cfg
+    t = getattr(nl, {"fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}[dt])
+    runtime = ["stride_am", "stride_bk" if b_major == "n" else "stride_bn", "stride_cm"]
+    ty = dict(a_ptr=P(t), b_ptr=P(t), c_ptr=P(f16), M=i32, N=i32, K=i32, **{n: i32 for n in runtime})
+    div = {n: 16 for n in ty}
+    ce = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, ACTIVATION="", stride_ak=1, stride_cn=1,
+              **({"stride_bn": 1} if b_major == "n" else {"stride_bk": 1}))
+    return generate_cuda(ir("matmul.py", "matmul_kernel", ty, ce, div, w, s), "sm_90a", w, s)
+
+
+@pytest.mark.parametrize("b_major", ["n", "k"])
+@pytest.mark.parametrize("dt,cfg", [("fp8e4nv", (128, 128, 128, 3, 8)), ("fp8e5", (128, 128, 64, 4, 4)),
+                                    ("fp8e4nv", (64, 128, 64, 4, 4)), ("fp8e4nv", (128, 256, 64, 3, 8))])
+def test_fp8_matmul_is_qgmma(b_major, dt, cfg, monkeypatch):
+    """The pipelined fp8 matmul: QGMMA k32 with both operands K-major, in flight across iterations, no
+    spill; an N-major B is transposed in shared memory (into two alternating K-major copies, its
+    shared memory counted in the pipeline's budget), a K-major B is read where cp.async put it."""
+    m = _fp8_matmul(monkeypatch, b_major, dt, cfg)
+    assert m.metadata["dot_lowerings"] == ["wgmma"]
+    assert "wgmma_wait<1>();" in m.source
+    bm, bn, bk, s, w = cfg
+    ring = (s + 1) * (bm * bk + bk * bn)
+    if b_major == "n":
+        assert "transpose the" in m.source and m.shared_bytes == ring + 2 * bk * bn
+    else:
+        assert "transpose the" not in m.source and m.shared_bytes == ring
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_spills == 0 and b.stack_frame == 0, b.log
+    s = _sass_or_skip(b)
+    ty = {"fp8e4nv": "E4M3", "fp8e5": "E5M2"}[dt]
+    assert re.search(rf"QGMMA\.64x{min(256, bn)}x32\.F32\.{ty}\.{ty}", s), "no QGMMA in the SASS"
+    assert not re.search(r"\bHMMA\b", s)
+
+
+def test_fp8_selection(monkeypatch):
+    """fp8 dots take wgmma on sm_90a (K a multiple of 32) and stay off it elsewhere."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    from newt.backend.cuda.targets import get_target
+    import newt.language as nl
+    from kernels import P, f16, i32
+    ty = dict(a_ptr=P(nl.float8e4nv), b_ptr=P(nl.float8e4nv), c_ptr=P(f16), M=i32, N=i32, K=i32, stride_am=i32,
+              stride_bk=i32, stride_cm=i32)
+    for bk, want in ((64, "wgmma"), (16, "fma")):
+        f = ir("matmul.py", "matmul_kernel", ty, dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=bk, GROUP_M=8, ACTIVATION="",
+                                                      stride_ak=1, stride_bn=1, stride_cn=1), None, 8, 3)
+        d = next(op for op in f.walk() if op.name == "dot")
+        assert select_dot_lowering(d, get_target("sm_90a"), 8).name == want
+        assert select_dot_lowering(d, get_target("sm_80"), 8).name == "fma"

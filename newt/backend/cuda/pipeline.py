@@ -105,6 +105,7 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
     term = body.terminator
     yields = list(term.operands) if term is not None and term.name == "yield" else []
     cands = []
+    transposed: dict = {}
     for d in body.ops:
         low = layouts.dot.get(d) if d.name == "dot" else None
         if low is None or low.name not in ("mma.sync", "wgmma"):
@@ -133,6 +134,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
             if low.name == "wgmma" and tile.row_bytes < 32:
                 continue
             cands.append(PipeLoad(lop, lay, vec, inner, tile))
+            if getattr(low, "needs_transpose", None) and low.needs_transpose(d, idx, inner):
+                transposed[lop] = tile.size_bytes * 2  # its K-major copies (dot/wgmma.py: _k_major)
     if not cands:
         return None
     # the slice of the body the lookahead re-renders
@@ -186,6 +189,7 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
                 return None
     stages = num_stages
     total = sum(c.tile.size_bytes for c in kept)
+    budget -= sum(transposed.get(c.op, 0) for c in kept)
     while stages > 2 and total * stages > budget:
         stages -= 1
     if total * stages > budget:

@@ -80,10 +80,6 @@ class DotLowering:
         """Which dim of operand ``index`` (0 = a, 1 = b) this lowering reads fastest when contiguous."""
         return 1 if index == 0 else 1
 
-    def can_read(self, op, index: int, inner: int) -> bool:
-        """Whether operands stored with ``inner`` contiguous can be fed from shared memory."""
-        return True
-
     def emit(self, em, op, tiles: list):
         raise NotImplementedError
 

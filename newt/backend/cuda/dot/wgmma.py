@@ -1,4 +1,5 @@
-"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16 with fp32 accumulators.
+"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16 and m64nNk32 for fp8
+(e4m3/e5m2, mixed too), with fp32 accumulators.
 
 A warpgroup (4 consecutive warps, the first one's index divisible by 4) issues one
 instruction for a 64 x N x 16 step; A and B are read straight from shared memory
@@ -25,6 +26,12 @@ over the instruction's N (register ``4 j + c`` = columns ``8 j + 2 (lane % 4) + 
 ordinary linear layout, so reductions, broadcasts, chained dots and the epilogue (stores,
 bias, activation, casts) work on it like on the mma.sync layout.
 
+fp8 operands have no transpose bit: both must be K-major.  A (M, K) normally is; the ordinary B
+(K, N) lands N-major from the cp.async pipeline and is rewritten K-major in shared memory just before
+the dot (``transpose.py``: conflict-free 4x4-byte blocks), into two alternating copies when the dot
+stays in flight (the previous iteration's wgmma may still read the other); a B stored K-major in
+memory is read where it landed.
+
 Each dot: ``wgmma.fence``; for every k step and 64 x N_inst sub-tile one ``wgmma.mma_async``;
 ``wgmma.commit_group``; ``wgmma.wait_group 0``; then an empty ``asm`` on every accumulator
 register so no use of it is scheduled before the wait.  In a software-pipelined loop the
@@ -47,7 +54,9 @@ from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
 
-_TYPES = {"fp16": "f16", "bf16": "bf16"}
+_TYPES = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+#: elements of K per instruction: 32 bytes of each operand row
+_KSTEP = {"fp16": 16, "bf16": 16, "fp8e4nv": 32, "fp8e5": 32}
 #: swizzle mode field (descriptor bits 62-63) by swizzle width in bytes
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -238,16 +247,23 @@ def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
     return name
 
 
-def _helpers(em, n: int, ty: str, ta: int, tb: int) -> str:
+def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None) -> str:
+    """wgmma with both operands from shared memory.  16-bit types: ``ta``/``tb`` are the transpose
+    immediates; 8-bit types (``tyb`` the B type, K = 32): K-major only, no transpose operands."""
     em.helper("wgmma_common", _COMMON)
-    name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
+    if tyb is None:
+        name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
+        shape, types, tail = f"m64n{n}k16", f"{ty}.{ty}", f", {ta}, {tb}"
+    else:
+        name = f"wgmma_m64n{n}k32_{ty}_{tyb}"
+        shape, types, tail = f"m64n{n}k32", f"{ty}.{tyb}", ""
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
     em.helper(name, (
         f"__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db) {{\n"
         f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1, {ta}, {tb};"
+        f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1{tail};"
         f"\\n}}\\n\"\n    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(1));\n}}\n"))
     return name
 
@@ -282,8 +298,10 @@ class WgmmaLowering(DotLowering):
         if len(shape_of(a.type)) != 2:
             return False
         ta, tb = scalar_of(a.type), scalar_of(b.type)
-        if ta != tb or ta.name not in _TYPES:
+        if ta.name not in _TYPES or tb.name not in _TYPES or _KSTEP[ta.name] != _KSTEP[tb.name]:
             return False
+        if _KSTEP[ta.name] == 16 and ta != tb:
+            return False  # fp16 x bf16: no such instruction (fp8: e4m3 and e5m2 mix)
         if scalar_of(op.result.type).name not in ("fp32", "fp16", "bf16"):
             return False
         M, K = shape_of(a.type)
@@ -292,13 +310,17 @@ class WgmmaLowering(DotLowering):
             # warpgroups beyond M's 64-row blocks would split N or duplicate: laid out and tested
             # offline, not yet run on a GPU, so such tiles stay on mma.sync
             return False
-        return M % 64 == 0 and N % 16 == 0 and K % 16 == 0 and N >= 16
+        return M % 64 == 0 and N % 16 == 0 and K % _KSTEP[ta.name] == 0 and N >= 16
 
     def acc_layout(self, op, num_warps, chained=False):
         return wgmma_accumulator(tuple(shape_of(op.result.type)), num_warps)
 
     def preferred_inner(self, op, index):
-        return 1  # A: K contiguous (K-major); B: N contiguous (N-major, tnsp)
+        # A: K contiguous (K-major); B: N contiguous (N-major, tnsp) for 16-bit types, K-major for fp8
+        # (wgmma transposes 16-bit operands only)
+        if index == 1 and scalar_of(op.operands[1].type).primitive_bitwidth == 8:
+            return 0
+        return 1
 
     def shared_tile(self, rows: int, inner: int, elem_bytes: int) -> GmmaShared:
         return GmmaShared(rows, inner, elem_bytes)
@@ -338,6 +360,9 @@ class WgmmaLowering(DotLowering):
         if a_regs:
             tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
         ta_t, tb_t = self._tiles(em, op, tiles)
+        kstep = _KSTEP[t.name]
+        if kstep == 32:  # fp8: both operands K-major; a pipeline buffer that is not gets transposed
+            ta_t, tb_t = (self._k_major(em, op, i, tl, in_flight) for i, tl in ((0, ta_t), (1, tb_t)))
         c = em.cur
         acc_src = em.get(accv, lay)
         rt = scalar_of(res.type)
@@ -348,10 +373,13 @@ class WgmmaLowering(DotLowering):
         if a_regs:
             fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
             a_desc = "A from registers (mma.sync A fragments)"
+        elif kstep == 32:
+            fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name])
+            a_desc = f"A K-major {ta_t.smem.swizzle_bytes}B swizzle"
         else:
             fn = _helpers(em, n_inst, _TYPES[t.name], 0 if a_k else 1, 0 if b_k else 1)
             a_desc = f"A {'K' if a_k else 'M'}-major {ta_t.smem.swizzle_bytes}B swizzle"
-        c.line(f"// dot {M}x{N}x{K} {t.name} on tensor cores: wgmma m64n{n_inst}k16, {wgm}x{wgn} warpgroups"
+        c.line(f"// dot {M}x{N}x{K} {t.name} on tensor cores: wgmma m64n{n_inst}k{kstep}, {wgm}x{wgn} warpgroups"
                f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
                f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
         c.line(f"float {w}[{lay.nregs}];")
@@ -399,7 +427,7 @@ class WgmmaLowering(DotLowering):
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
         d.line("wgmma_fence();")
-        for kk in range(0, K, 16):
+        for kk in range(0, K, kstep):
             for mi in range(m_reps):
                 m0 = mi * 64 * wgm
                 for ni in range(n_reps):
@@ -425,11 +453,13 @@ class WgmmaLowering(DotLowering):
     def _a_registers(self, em, op, given, wgm):
         """The array holding A in mma.sync A-fragment order, when A is already in those registers
         (attention's P, the first dot's accumulator: a register permutation) or is polymorphic;
-        else None (A is read from shared memory)."""
+        else None (A is read from shared memory).  16-bit A only."""
         from ..plan import compact
         if given[0] is not None:
             return None
         a = op.operands[0]
+        if scalar_of(a.type).primitive_bitwidth != 16:
+            return None
         M, K = shape_of(a.type)
         afl = mma_a_fragment((M, K), 4 * wgm, max(1, em.nw // (4 * wgm)), num_warps=em.nw)
         if a not in em.plan.poly:
@@ -438,6 +468,37 @@ class WgmmaLowering(DotLowering):
                 return None
         return em.get(a, afl)
 
+
+    def needs_transpose(self, op, index: int, inner: int) -> bool:
+        """An 8-bit operand stored with ``inner`` contiguous is not K-major: it is transposed in shared
+        memory before the dot (``_k_major``)."""
+        return scalar_of(op.operands[index].type).primitive_bitwidth == 8 and inner != 1 - index
+
+    def _k_major(self, em, op, index, tile, in_flight):
+        """``tile``, or a K-major copy of it written just before the dot (two copies in turn when the
+        dot stays in flight into the next iteration, which may still read the previous one)."""
+        if not self.needs_transpose(op, index, tile.inner):
+            return tile
+        from .transpose import can_transpose, emit_transpose
+        src = tile.smem
+        if not can_transpose(src.rows, src.inner, src.elem_bytes):  # excluded by supports (K % 32, N >= 16)
+            raise NotImplementedError(f"wgmma: cannot transpose a {src.rows}x{src.inner} fp8 tile")
+        dst = GmmaShared(src.inner, src.rows, 1)
+        c = em.cur
+        nbuf = 2 if in_flight else 1
+        buf = em.smem_persistent(dst.size_bytes * nbuf)
+        base = f"(smem + {buf})"
+        if in_flight:
+            tog = em.tmp("kmaj")
+            em.top.line(f"int {tog} = 0;  // which of two K-major copies the next transposition writes")
+            c.line(f"{tog} ^= 1;  // the other copy may still be read by the previous iteration's wgmma")
+            base = f"(smem + {buf} + {tog} * {dst.size_bytes})"
+        c.line(f"// operand {'ab'[index]} ({em.vname(op.operands[index])}) is {'MN'[index]}-major in shared memory; "
+               f"wgmma reads 8-bit operands K-major only")
+        emit_transpose(em, c, src, tile.base, dst, base)
+        c.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
+        c.line("__syncthreads();")
+        return OperandTile(base, dst, 1 - index)
 
     def _tiles(self, em, op, given):
         from ..plan import compact
