@@ -195,7 +195,7 @@ def best_config(m, kind, dtype_size=2) -> str | None:
 # --- cells -------------------------------------------------------------------------------------------
 
 
-def cells(quick: bool, only=None) -> list:
+def cells(quick: bool, only=None, dtypes=None) -> list:
     out = []
     if quick:
         out += [("add", (1 << 24,), "float32"), ("softmax", (8192, 4096), "float16"),
@@ -212,6 +212,8 @@ def cells(quick: bool, only=None) -> list:
                 for d in (64, 128) for causal in (0, 1)]
     if only:
         out = [c for c in out if c[0] in only]
+    if dtypes:
+        out = [c for c in out if c[2] in dtypes]
     return out
 
 
@@ -548,6 +550,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(Path(__file__).resolve().parent), help="directory for the reports")
     p.add_argument("--quick", action="store_true", help="a small subset of the cells")
     p.add_argument("--only", default="", help="comma-separated kinds: add,softmax,layernorm,matmul,attention")
+    p.add_argument("--dtypes", default="", help="comma-separated torch dtypes of the cells (float16,float8_e4m3fn,...)")
     p.add_argument("--budget", type=float, default=330.0, help="seconds; later cells are skipped (default 330)")
     p.add_argument("--anchors", default=None, help="directory of the anchor JSON files")
     p.add_argument("--no-triton", action="store_true", help="skip Triton")
@@ -577,7 +580,7 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             log(f"Triton unavailable: {type(e).__name__}: {e}")
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    selected = cells(args.quick, only)
+    selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None)
     info = environment()
     log(f"{info.get('gpu')}: {len(selected)} cells")
     results = run_cells(selected, modules, t_start + args.budget, log, rounds=args.rounds)
