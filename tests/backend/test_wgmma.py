@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+import newt
+import newt.language as nl
 from newt.backend.cuda import compile_cuda, generate_cuda
 from newt.backend.cuda.dot import LOWERINGS, select_dot_lowering
 from newt.backend.cuda.dot.wgmma import (GmmaShared, WgmmaLowering, gmma_address, gmma_desc_fields, warpgroups,
@@ -359,3 +361,35 @@ def test_fp8_selection(monkeypatch):
         d = next(op for op in f.walk() if op.name == "dot")
         assert select_dot_lowering(d, get_target("sm_90a"), 8).name == want
         assert select_dot_lowering(d, get_target("sm_80"), 8).name == "fma"
+
+
+
+@newt.jit
+def _k_loop_fp8_promoted(a_ptr, b_ptr, c_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr):
+    rm = nl.arange(0, M)
+    rn = nl.arange(0, N)
+    rk = nl.arange(0, K)
+    acc = nl.zeros((M, N), dtype=nl.float32)
+    for k in range(0, 4):
+        a = nl.load(a_ptr + rm[:, None] * K * 4 + k * K + rk[None, :])
+        b = nl.load(b_ptr + (k * K + rk[:, None]) * N + rn[None, :])
+        acc = nl.dot(a, b, acc, max_num_imprecise_acc=64)
+    nl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def test_fp8_promotion_sums_each_piece_in_fp32(monkeypatch):
+    """``max_num_imprecise_acc=64`` on a K=128 tile: two pieces, each from zero (scale-d 0 on its first
+    wgmma), waited for and added in fp32; such a dot does not stay in flight."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    ck = newt.compile(_k_loop_fp8_promoted,
+                      signature={"a_ptr": "*fp8e4nv:16", "b_ptr": "*fp8e4nv:16", "c_ptr": "*fp32:16"},
+                      constexprs={"M": 128, "N": 128, "K": 128}, target="sm_90a", num_warps=8, num_stages=3,
+                      cache=False)
+    cu = ck.asm["cuda"]
+    assert "wgmma_wait<1>" not in cu and "transpose the" in cu
+    starts = re.findall(r"wgmma_m64n128k32_e4m3_e4m3\(&part\d+\[0\], [^;]*, 0\);", cu)
+    assert len(starts) == 2  # two 64-long pieces, each from zero
+    assert len(re.findall(r"wgmma_m64n128k32_e4m3_e4m3\(&", cu)) == 4  # 4 k steps of 32
+    assert ck.metadata.n_spills == 0
+    s = _sass_or_skip(type("B", (), {"cubin": ck.asm["cubin"]})())
+    assert "QGMMA.64x128x32.F32.E4M3.E4M3" in s

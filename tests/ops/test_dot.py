@@ -47,7 +47,46 @@ def test_dot_low_precision(backend, dt, shape):
     c = torch.randn(M, N)
     got = run_dot(backend, a, b, c)
     want = c.double() + a.double() @ b.double()  # products are exact in fp32
+    if dt.itemsize == 1 and _fp8_wgmma(backend, M):
+        # Hopper's fp8 wgmma sums in its own reduced precision (Triton's default on sm_90 too:
+        # max_num_imprecise_acc = 2**30); test_dot_fp8_promoted asks for exact fp32 sums
+        err = (got.double() - want).norm() / want.norm()
+        assert err < 1e-3, err
+        return
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4 * K)
+
+
+def _fp8_wgmma(backend, M) -> bool:
+    """The dot runs on Hopper's wgmma (fp8: a whole 64-row warpgroup tile)."""
+    return (backend.name == "cuda" and torch.cuda.get_device_capability() == (9, 0) and M % 64 == 0
+            and __import__("newt.backend.cuda.dot.wgmma", fromlist=["x"]).wgmma_selected())
+
+
+@newt.jit
+def dot_promoted_kernel(a_ptr, b_ptr, c_ptr, out_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr):
+    rm = nl.arange(0, M)
+    rn = nl.arange(0, N)
+    rk = nl.arange(0, K)
+    a = nl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = nl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    c = nl.load(c_ptr + rm[:, None] * N + rn[None, :])
+    nl.store(out_ptr + rm[:, None] * N + rn[None, :], nl.dot(a, b, c, max_num_imprecise_acc=32))
+
+
+@pytest.mark.parametrize("dt", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+@pytest.mark.parametrize("shape", [(64, 16, 128), (64, 64, 64)])
+def test_dot_fp8_promoted(backend, dt, shape):
+    """``max_num_imprecise_acc=32``: every 32-long piece of K is added to the fp32 accumulator in fp32
+    (on sm_90 a fresh wgmma sum per piece), so the result is the exact fp32 sum of exact products."""
+    M, N, K = shape
+    a = (torch.randn(M, K) * 2).to(dt)
+    b = (torch.randn(K, N) * 2).to(dt)
+    c = torch.randn(M, N)
+    out = backend.empty(M, N)
+    ad, bd, cd = backend.put(a, b, c)
+    backend.launch(dot_promoted_kernel, (1,), ad, bd, cd, out, M=M, N=N, K=K)
+    want = c.double() + a.double() @ b.double()
+    torch.testing.assert_close(backend.get(out).double(), want, rtol=1e-5, atol=1e-4 * K)
 
 
 def tf32(x):

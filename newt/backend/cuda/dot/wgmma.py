@@ -210,7 +210,7 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
         acc = d.operands[2]
         if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(users.get(acc, [])) != 1:
             continue
-        if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32":
+        if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32" or promotion(d):
             continue
         if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
             continue
@@ -260,12 +260,28 @@ def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None) -> s
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    sd, sdv = ("", "1") if tyb is None else (", int sd", "sd")  # fp8: scale-d 0 starts from zero
     em.helper(name, (
-        f"__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db) {{\n"
+        f"__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db{sd}) {{\n"
         f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
         f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1{tail};"
-        f"\\n}}\\n\"\n    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(1));\n}}\n"))
+        f"\\n}}\\n\"\n    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"({sdv}));\n}}\n"))
     return name
+
+
+def promotion(op) -> int:
+    """For an fp8 dot with ``max_num_imprecise_acc = n`` (0 < n <= K): the K chunk (n rounded down to the
+    instruction's 32, at least 32) the tensor cores accumulate in their reduced fp8-accumulation precision
+    before the sum is added to the fp32 accumulator (Triton's rule); 0: the hardware accumulates all of K
+    (Triton's default on sm_90, and newt's, which cannot tell an explicit 0 from None)."""
+    a = op.operands[0]
+    if scalar_of(a.type).primitive_bitwidth != 8:
+        return 0
+    n = int(op.attrs.get("max_num_imprecise_acc") or 0)
+    K = shape_of(a.type)[1]
+    if n <= 0 or n > K:
+        return 0
+    return max(32, n // 32 * 32)
 
 
 _COMMON = """\
@@ -426,23 +442,39 @@ class WgmmaLowering(DotLowering):
                         d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
-        d.line("wgmma_fence();")
-        for kk in range(0, K, kstep):
-            for mi in range(m_reps):
-                m0 = mi * 64 * wgm
-                for ni in range(n_reps):
-                    n0 = ni * n_inst
-                    offb = gmma_address(sb, b_k, n0, kk)
-                    reg0 = (mi * n_reps + ni) * (n_inst // 2)
-                    if a_regs:
-                        d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], gmma_desc(sb_wg + {offb}, rb));")
-                        continue
-                    offa = gmma_address(sa, a_k, m0, kk)
-                    d.line(f"{fn}(&{w}[{reg0}], gmma_desc(sa_wg + {offa}, ra), gmma_desc(sb_wg + {offb}, rb));")
-        d.line("wgmma_commit();")
-        if in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
+        chunk = promotion(op) or K
+        part = em.tmp("part") if promotion(op) else None
+        dst = part or w
+        if part:  # fp8 with max_num_imprecise_acc: each chunk of K from zero, then added in fp32
+            d.line(f"float {part}[{lay.nregs}];  // one chunk of {chunk} along K, in the tensor cores' fp8 precision")
+        for k0 in range(0, K, chunk):
+            d.line("wgmma_fence();")
+            for kk in range(k0, k0 + chunk, kstep):
+                for mi in range(m_reps):
+                    m0 = mi * 64 * wgm
+                    for ni in range(n_reps):
+                        n0 = ni * n_inst
+                        offb = gmma_address(sb, b_k, n0, kk)
+                        reg0 = (mi * n_reps + ni) * (n_inst // 2)
+                        if a_regs:
+                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], "
+                                   f"gmma_desc(sb_wg + {offb}, rb));")
+                            continue
+                        offa = gmma_address(sa, a_k, m0, kk)
+                        sd = "" if kstep == 16 else ", 0" if part and kk == k0 else ", 1"
+                        d.line(f"{fn}(&{dst}[{reg0}], gmma_desc(sa_wg + {offa}, ra), "
+                               f"gmma_desc(sb_wg + {offb}, rb){sd});")
+            if part:
+                d.line("wgmma_commit();")
+                d.line("wgmma_wait<0>();")
+                em.for_regs(lay.nregs, f"{{ wgmma_keep({part}[i]); {w}[i] += {part}[i]; }}", d)
+        if part:
+            pass  # committed and waited for chunk by chunk
+        elif in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
+            d.line("wgmma_commit();")
             d.line("wgmma_wait<1>();  // the previous iteration's wgmma is done: its buffer can be refilled")
         else:
+            d.line("wgmma_commit();")
             d.line("wgmma_wait<0>();")
         c.line("}")
         if not in_flight:
