@@ -196,6 +196,12 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
         return None
     from .dot.wgmma import async_dots
     asyncs = async_dots(layouts, body, kept, stages, total, budget)
+    if not asyncs and transposed and stages > 2 and total * stages <= budget:
+        # fp8 with a transposed operand (its K-major copies take shared memory too): one stage less
+        # rather than a dot that waits for its wgmma every iteration
+        fewer = async_dots(layouts, body, kept, stages - 1, total, budget)
+        if fewer:
+            stages, asyncs = stages - 1, fewer
     nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
     named = []
     for c in kept:
