@@ -393,25 +393,3 @@ def test_fp8_promotion_sums_each_piece_in_fp32(monkeypatch):
     assert ck.metadata.n_spills == 0
     s = _sass_or_skip(type("B", (), {"cubin": ck.asm["cubin"]})())
     assert "QGMMA.64x128x32.F32.E4M3.E4M3" in s
-
-
-@pytest.mark.parametrize("stage", [1, 3])
-def test_attention_pv_dot_stays_in_flight(stage, monkeypatch):
-    """Attention's ``acc = dot(p, v, acc * alpha)`` is left in flight into the next iteration (Triton does
-    the same): its accumulator is read only after the next QK dot's full wait, which fences the
-    loop-carried registers; the V ring gets the extra buffer; ptxas does not serialize the wgmma."""
-    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
-    cfg = next(c for c in corpus_configs() if c[0] == "attention.py" and c[3]["STAGE"] == stage)
-    m = generate_cuda(ir(*cfg[:5], num_warps=8, num_stages=3), "sm_90a", 8, 3)
-    loops = 1 if stage == 1 else 2
-    assert m.source.count("wgmma_wait<1>();") == loops
-    assert m.source.count("the previous iteration's in-flight wgmma is complete") == loops
-    b = compile_cuda(m, "sm_90a")
-    assert b.n_spills == 0 and "wgmma serialization" not in b.log.lower(), b.log
-    s = _sass_or_skip(b)
-    lines = s.splitlines()
-    pv = [k for k, ln in enumerate(lines) if re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc.*gsb0", ln)]
-    assert pv, "no register-A HGMMA"
-    for k in pv:  # the wait after each P.V group leaves it in flight
-        nxt = next(ln for ln in lines[k + 1:] if "WARPGROUP.DEPBAR" in ln)
-        assert "gsb0, 0x1" in nxt, nxt
