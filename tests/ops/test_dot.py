@@ -77,7 +77,10 @@ def dot_promoted_kernel(a_ptr, b_ptr, c_ptr, out_ptr, M: nl.constexpr, N: nl.con
 @pytest.mark.parametrize("shape", [(64, 16, 128), (64, 64, 64)])
 def test_dot_fp8_promoted(backend, dt, shape):
     """``max_num_imprecise_acc=32``: every 32-long piece of K is added to the fp32 accumulator in fp32
-    (on sm_90 a fresh wgmma sum per piece), so the result is the exact fp32 sum of exact products."""
+    (on sm_90 a fresh wgmma sum per piece).  Exact elsewhere; on Hopper each 32-long piece is still
+    summed by the tensor cores in their reduced precision (about 14 bits kept: the H200 run of
+    2026-12-02 saw up to 0.009 off at K = 64), so there the bound is 2**-12 of the piece's magnitude
+    (sum of |a b|) and ``c`` itself is added exactly."""
     M, N, K = shape
     a = (torch.randn(M, K) * 2).to(dt)
     b = (torch.randn(K, N) * 2).to(dt)
@@ -86,7 +89,12 @@ def test_dot_fp8_promoted(backend, dt, shape):
     ad, bd, cd = backend.put(a, b, c)
     backend.launch(dot_promoted_kernel, (1,), ad, bd, cd, out, M=M, N=N, K=K)
     want = c.double() + a.double() @ b.double()
-    torch.testing.assert_close(backend.get(out).double(), want, rtol=1e-5, atol=1e-4 * K)
+    got = backend.get(out).double()
+    if _fp8_wgmma(backend, M):
+        bound = 2.0 ** -12 * (a.double().abs() @ b.double().abs()) + 1e-6 * c.double().abs()
+        assert ((got - want).abs() <= bound).all(), ((got - want).abs() - bound).max()
+        return
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4 * K)
 
 
 def tf32(x):
