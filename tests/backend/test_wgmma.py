@@ -310,7 +310,6 @@ def test_transpose_code_moves_every_byte(rows, inner, nw, tmp_path):
 
 
 def _fp8_matmul(monkeypatch, b_major, dt="fp8e4nv", cfg=(128, 128, 128, 3, 8)):
-    import newt.language as nl
     from kernels import P, f16, i32
     monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
     bm, bn, bk, s, w = cfg
@@ -351,7 +350,6 @@ def test_fp8_selection(monkeypatch):
     """fp8 dots take wgmma on sm_90a (K a multiple of 32) and stay off it elsewhere."""
     monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
     from newt.backend.cuda.targets import get_target
-    import newt.language as nl
     from kernels import P, f16, i32
     ty = dict(a_ptr=P(nl.float8e4nv), b_ptr=P(nl.float8e4nv), c_ptr=P(f16), M=i32, N=i32, K=i32, stride_am=i32,
               stride_bk=i32, stride_cm=i32)
