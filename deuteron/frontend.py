@@ -54,7 +54,7 @@ def structure_diagnostics(st: KernelStructure, src, kernel: str, decorators=()) 
 
 
 def analyze_kernel(scan, src, kd) -> KernelAnalysis:
-    """The ``KERNEL_ANALYZERS["deuteron"]`` hook: check one ``@dt.kernel`` from the file's text."""
+    """deuteron's kernel-kind analyzer (``register_kernel_kind``): check one ``@dt.kernel`` from the file's text."""
     node = kd.node
     resolver = StaticResolver(scan.aliases, _shadowed(node))
     st = KernelStructure(node, resolver, getattr(scan, "plain_functions", None))

@@ -66,10 +66,7 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
                 if not self.frames[i - 1].fn.lib:
                     return self.frames[i].call_span
             return Span(1, 1, 1, 2)
-        sp = f.fn.src.span(node)
-        if f.fn.col_shift:
-            sp = Span(sp.line, sp.col + f.fn.col_shift, sp.end_line, sp.end_col + f.fn.col_shift)
-        return sp
+        return f.fn.src.span(node, f.fn.col_shift)
 
     def loc(self, node) -> ir.Loc | None:
         if node is None:

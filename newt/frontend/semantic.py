@@ -27,8 +27,12 @@ class SemError(Exception):
         self.node = node
 
 
-def literal_type(v) -> lc.dtype:
-    """The type a Python literal takes when it becomes a value (Triton's rules)."""
+def literal_type(v, *, argument: bool = False) -> lc.dtype:
+    """The type a Python literal takes when it becomes a value (Triton's rules): ``bool`` is ``int1``, an
+    ``int`` the first of ``int32``, ``uint32``, ``int64``, ``uint64`` that holds it, a ``float`` ``float32``
+    unless ``float32`` cannot hold it (then ``float64``).  ``argument``: the type of a Python scalar passed
+    as a launch argument instead, where every ``float`` is ``float32`` (as the runtime specializes it).
+    Raises ``SemError`` (N023) for a value of no such type."""
     if isinstance(v, bool):
         return lc.int1
     if isinstance(v, int):
@@ -42,6 +46,8 @@ def literal_type(v) -> lc.dtype:
             return lc.uint64
         raise SemError("N023", f"integer literal {v} does not fit in 64 bits")
     if isinstance(v, float):
+        if argument:
+            return lc.float32
         a = abs(v)
         if a == 0 or a != a or a == float("inf") or 1.1754943508222875e-38 <= a <= 3.4028234663852886e38:
             return lc.float32

@@ -74,26 +74,19 @@ class SourceFile:
             return byte_col
         return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
-    def span(self, node) -> Span:
+    def span(self, node, col_shift: int = 0) -> Span:
+        """``Span.from_ast`` over this file's lines (kept on the node: spans are asked for many times)."""
+        if col_shift:
+            return Span.from_ast(node, () if self._ascii else self.lines, col_shift)
         sp = getattr(node, "_newt_span", None)
         if sp is not None and sp[0] is self:
             return sp[1]
-        out = self._span(node)
+        out = Span.from_ast(node, () if self._ascii else self.lines)
         try:
             node._newt_span = (self, out)
         except AttributeError:
             pass
         return out
-
-    def _span(self, node) -> Span:
-        line = getattr(node, "lineno", 1) or 1
-        col = self.char_col(line, getattr(node, "col_offset", 0) or 0)
-        end_line = getattr(node, "end_lineno", None) or line
-        end_col_b = getattr(node, "end_col_offset", None)
-        end_col = self.char_col(end_line, end_col_b) if end_col_b is not None else col + 1
-        if end_line == line and end_col <= col:
-            end_col = col + 1
-        return Span(line, col + 1, end_line, end_col + 1)
 
     def line_text(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 1 <= lineno <= len(self.lines) else ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import linecache
 
+from newt.ir.errors import caret_excerpt
+
 __all__ = ["InterpreterError", "OutOfBoundsError", "MisalignedAddressError", "DeviceAssertionError",
            "DeadlockError", "source_excerpt"]
 
@@ -23,14 +25,8 @@ def source_excerpt(loc) -> str:
         text = ""
     if not text:
         return ""
-    text = text.rstrip("\n")
-    start = max(loc.col - 1, 0)
-    if loc.end_line == loc.line and loc.end_col > loc.col:
-        width = loc.end_col - loc.col
-    else:
-        width = max(len(text) - start, 1)
-    gutter = f"{loc.line:>5} | "
-    return f"{gutter}{text}\n{' ' * (len(gutter) - 2)}| {' ' * start}{'^' * width}"
+    end_col = loc.end_col if loc.end_line == loc.line and loc.end_col > loc.col else len(text.rstrip("\r\n")) + 1
+    return caret_excerpt(text, loc.col, end_col, line=loc.line)
 
 
 class InterpreterError(RuntimeError):

@@ -13,7 +13,7 @@ from typing import Any
 
 from .core import Loc
 
-__all__ = ["LocatedError"]
+__all__ = ["LocatedError", "caret_excerpt"]
 
 
 class LocatedError(Exception):
@@ -28,3 +28,22 @@ class LocatedError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def caret_excerpt(text: str, col: int, end_col: int | None = None, *, line: int | None = None) -> str:
+    """A source line and a caret line under its columns ``col`` to ``end_col`` (1-based characters, exclusive
+    end; None: one character), the one renderer of every error that shows the user's line::
+
+            offs = nl.arange(0, 1000)
+                                ^~~~
+
+    ``line``: also show the line number in a gutter (``   12 | ...``), as the interpreter's errors do."""
+    text = text.rstrip("\r\n")
+    start = max(col - 1, 0)
+    width = max(1, end_col - col) if end_col is not None else 1
+    if line is None:
+        head = caret = "    "
+    else:
+        head = f"{line:>5} | "
+        caret = " " * (len(head) - 2) + "| "
+    return f"{head}{text}\n{caret}{' ' * start}^{'~' * (width - 1)}"
