@@ -121,6 +121,8 @@ CODES: dict[str, tuple[str, str]] = {
     "N051": ("static-print", "output of nl.static_print"),
     # specialization
     "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
+    # internal
+    "N090": ("invalid-ir", "the IR built for a kernel breaks the op table's rules (an internal error)"),
     # backend
     "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
     "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
