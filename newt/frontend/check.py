@@ -186,10 +186,6 @@ class KernelAnalysis:
     def generic(self) -> SpecResult | None:
         return self.results[0] if self.results else None
 
-    @property
-    def concrete_results(self) -> list:
-        return [r for r in self.results[1:] if r.fn is not None]
-
 
 @dataclass
 class FileAnalysis:

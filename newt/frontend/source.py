@@ -258,10 +258,6 @@ class ConfigLit:
     key_nodes: dict = field(default_factory=dict)
 
 
-class _DTypeRef:
-    pass
-
-
 _SAFE_BUILTINS = {
     "range": range, "len": len, "min": min, "max": max, "int": int, "float": float, "bool": bool,
     "list": list, "tuple": tuple, "dict": dict, "zip": zip, "enumerate": enumerate, "sorted": sorted,
