@@ -282,7 +282,7 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
                 if q.startswith("newt.language."):
                     fname = q.rsplit(".", 1)[1]
                 elif scan is not None and fname in scan.kernels:
-                    calls.append(node)
+                    calls.append((node, scan.kernels[fname].node))
                     fname = None
             if fname in _PTR_FUNCS:
                 arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"),
@@ -301,8 +301,7 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
             assigns.setdefault(node.target.id, []).append(
                 ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value))
     # helpers in the same file: a param passed where the callee expects a pointer
-    for call in calls:
-        callee = scan.kernels[call.func.id].node
+    for call, callee in calls:
         inner = infer_pointer_params(callee, scan, _seen)
         cparams = [a.arg for a in callee.args.posonlyargs + callee.args.args]
         for i, a in enumerate(call.args):
@@ -371,8 +370,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             kn = cfg.key_nodes.get(k)
             if kn is not None:
                 # the value node follows the key in the dict literal
-                d = cfg.node.args[0] if cfg.node.args and isinstance(cfg.node.args[0], ast.Dict) else None
-                if d is not None:
+                d = cfg.node.args[0] if cfg.node.args else None
+                if isinstance(d, ast.Dict):
                     idx = d.keys.index(kn)
                     origins[k] = src.span(d.values[idx])
         ctx = f"autotune config #{i + 1} at line {cfg.node.lineno}: {_fmt_cx(vals)}"
@@ -563,7 +562,6 @@ def build_generic(b: Builder, js: JitSource, opaque_params: bool):
     # helper checked on its own: parameters are unknown values
     from .builder import FLAG_RET, Frame
     from newt import ir
-    b._opaque_params = True
     frame = Frame(js, None, is_kernel=False)
     b.frames.append(frame)
     b.region = ir.Region()
