@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import linecache
 
-from newt.ir.errors import caret_excerpt
+from newt.ir.errors import LocatedError, caret_excerpt
 
 __all__ = ["InterpreterError", "OutOfBoundsError", "MisalignedAddressError", "DeviceAssertionError",
            "DeadlockError", "source_excerpt"]
@@ -29,14 +29,16 @@ def source_excerpt(loc) -> str:
     return caret_excerpt(text, loc.col, end_col, line=loc.line)
 
 
-class InterpreterError(RuntimeError):
-    """A run-time error in an interpreted kernel.
+class InterpreterError(LocatedError, RuntimeError):
+    """A run-time error in an interpreted kernel (a ``LocatedError``: ``code``, ``message``, ``hint``,
+    ``location`` = ``loc``, ``data``; the codes ``I001``-``I005`` are in docs/diagnostics.md).
 
     Attributes: ``kernel`` (name), ``loc`` (``newt.ir.Loc`` or None), ``pid``
     (``(x, y, z)`` program id or None), ``detail`` (the message without the
-    location header).
+    location header); ``data`` holds ``kernel``, ``pid`` and ``detail`` too.
     """
 
+    code = "I001"
     what = "error"
 
     def __init__(self, detail: str, *, kernel: str = "?", loc=None, pid=None, hint: str | None = None):
@@ -55,7 +57,8 @@ class InterpreterError(RuntimeError):
             msg += "\n" + excerpt
         if hint:
             msg += f"\nhint: {hint}"
-        super().__init__(msg)
+        super().__init__(self.code, msg, hint=hint, location=loc,
+                         data={"kernel": kernel, "pid": tuple(pid) if pid is not None else None, "detail": detail})
 
 
 class OutOfBoundsError(InterpreterError, IndexError):
@@ -68,6 +71,7 @@ class OutOfBoundsError(InterpreterError, IndexError):
     argument's number of elements).
     """
 
+    code = "I002"
     what = "out-of-bounds access"
 
     def __init__(self, detail, *, access, address, index, arg=None, offset=None, numel=None, **kw):
@@ -78,21 +82,25 @@ class OutOfBoundsError(InterpreterError, IndexError):
         self.offset = offset
         self.numel = numel
         super().__init__(detail, **kw)
+        self.data.update(access=access, address=address, index=index, arg=arg, offset=offset, numel=numel)
 
 
 class MisalignedAddressError(InterpreterError):
     """An access whose address is not a multiple of the element size."""
 
+    code = "I003"
     what = "misaligned address"
 
 
 class DeviceAssertionError(InterpreterError, AssertionError):
     """``nl.device_assert`` (or a Python ``assert`` in the kernel) failed."""
 
+    code = "I004"
     what = "device assertion failed"
 
 
 class DeadlockError(InterpreterError):
     """A loop can make no further progress (its state and memory no longer change)."""
 
+    code = "I005"
     what = "deadlock"
