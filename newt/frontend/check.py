@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from newt.ir.core import Loc
 from newt.language import core as lc
 
 from .builder import Builder, Spec
@@ -648,7 +649,11 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
     errors = [d for d in diags if d.severity == Severity.ERROR]
     if errors:
         # the first error as the cause, as Triton's CompilationError carries the error that stopped it
-        raise CompilationError(errors, js.src.text, kernel=js.name) from SemError(errors[0].code, errors[0].message)
+        first = errors[0]
+        cause = SemError(first.code, first.message, first.hint, first.data,
+                         location=Loc(js.src.path, first.span.line, first.span.col, first.span.end_line,
+                                      first.span.end_col))
+        raise CompilationError(errors, js.src.text, kernel=js.name) from cause
     if verify:
         from newt.ir import verify as _verify
         _verify(irfn, concrete=True)

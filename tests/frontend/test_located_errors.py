@@ -148,3 +148,17 @@ def test_literal_type_rejects_what_has_no_type():
 def test_the_language_server_types_launch_literals_with_literal_type():
     from lsp_server.concrete import _scalar_type
     assert _scalar_type(1e300) == nl.float32 and _scalar_type(2 ** 32) == nl.int64 and _scalar_type(2 ** 64) is None
+
+
+def test_a_compile_error_carries_its_first_cause_as_a_located_sem_error():
+    from newt.frontend import CompilationError, build_ir
+    text = ("import newt\nimport newt.language as nl\n\n@newt.jit\ndef k(x_ptr, B: nl.constexpr):\n"
+            "    nl.store(x_ptr + nl.arange(0, B), 1)\n")
+    js = Analyzer().analyze(text, "k.py").kernel_named("k").jit_source
+    with pytest.raises(CompilationError) as ei:
+        build_ir(js, {"x_ptr": nl.pointer_type(nl.float32)}, {"B": 1000})
+    cause = ei.value.__cause__
+    assert isinstance(cause, SemError) and cause.code == "N011"
+    assert cause.data["replace"] == "1024"
+    col = text.splitlines()[5].index("B)") + 1  # the length argument
+    assert (cause.location.file, cause.location.line, cause.location.col) == ("k.py", 6, col)
