@@ -24,19 +24,7 @@ class SourceInfo:
         self.col_shift = col_shift
 
     def span(self, node) -> Span:
-        line = getattr(node, "lineno", 1) or 1
-        col = (getattr(node, "col_offset", 0) or 0) + self.col_shift
-        end_line = getattr(node, "end_lineno", None) or line
-        end_col = getattr(node, "end_col_offset", None)
-        end_col = (end_col + self.col_shift) if end_col is not None else col + 1
-        line_text = self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
-        if not line_text.isascii():
-            col = len(line_text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
-            if end_line == line:
-                end_col = len(line_text.encode("utf-8")[:end_col].decode("utf-8", errors="replace"))
-        if end_line == line and end_col <= col:
-            end_col = col + 1
-        return Span(line, col + 1, end_line, end_col + 1)
+        return Span.from_ast(node, self.lines, self.col_shift)
 
     def line_text(self, line: int) -> str:
         return self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
@@ -72,8 +60,8 @@ class Cause(TraceError):
     hint_template: str | None = None
 
     def __init__(self, node: ast.AST | None, **fields):
-        super().__init__(self.code, node, self.template.format(**fields),
-                         hint=self.hint_template.format(**fields) if self.hint_template else None, data=fields)
+        message, hint = self.render_template(fields)
+        super().__init__(self.code, node, message, hint=hint, data=fields)
 
 
 class PerTileDecision(Cause):

@@ -54,7 +54,7 @@ def structure_diagnostics(st: KernelStructure, src, kernel: str, decorators=()) 
 
 
 def analyze_kernel(scan, src, kd) -> KernelAnalysis:
-    """The ``KERNEL_ANALYZERS["deuteron"]`` hook: check one ``@dt.kernel`` from the file's text."""
+    """deuteron's kernel-kind analyzer (``register_kernel_kind``): check one ``@dt.kernel`` from the file's text."""
     node = kd.node
     resolver = StaticResolver(scan.aliases, _shadowed(node))
     st = KernelStructure(node, resolver, getattr(scan, "plain_functions", None))
@@ -67,7 +67,7 @@ def analyze_kernel(scan, src, kd) -> KernelAnalysis:
             continue
     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
     def_span = Span(first, 1, node.end_lineno or node.lineno, 1)
-    ka = KernelAnalysis(kd.name, "deuteron", node, _name_span(node, src), def_span, kernel_def=kd)
+    ka = KernelAnalysis(kd.name, "deuteron", node, Span.of_def_name(node, src.lines), def_span, kernel_def=kd)
     ka.results = [SpecResult(GenericSpec(), None, list(diags), notes, [])]
     ka.diagnostics = _dedupe(diags)
     ka.launched = True
@@ -85,16 +85,6 @@ def _dedupe(diags):
         out.append(d)
     out.sort(key=lambda d: (d.span.line, d.span.col, d.code))
     return out
-
-
-def _name_span(node, src) -> Span:
-    line = node.lineno
-    text = src.line_text(line)
-    idx = text.find(node.name, max(0, node.col_offset))
-    if idx < 0:
-        idx = node.col_offset
-    col = src.char_col(line, len(text[:idx].encode("utf-8"))) if not text.isascii() else idx
-    return Span(line, col + 1, line, col + 1 + len(node.name))
 
 
 def check_function_source(text: str, path: str = "<string>") -> list:

@@ -144,19 +144,12 @@ def _annotation(ann, aliases: dict):
 
 
 def _scalar_type(v):
-    if isinstance(v, bool):
-        return lc.int1
-    if isinstance(v, int):
-        if -(2 ** 31) <= v < 2 ** 31:
-            return lc.int32
-        if 2 ** 31 <= v < 2 ** 32:
-            return lc.uint32
-        if -(2 ** 63) <= v < 2 ** 63:
-            return lc.int64
-        return lc.uint64
-    if isinstance(v, float):
-        return lc.float32
-    return None
+    """The type a Python scalar takes as a launch argument (the front end's ``literal_type``), or None."""
+    from newt.frontend.semantic import SemError, literal_type
+    try:
+        return literal_type(v, argument=True)
+    except SemError:
+        return None
 
 
 def _literal(node):
@@ -382,23 +375,11 @@ def build_concrete(analysis, ka, conc: Concrete) -> Built:
         built = Built(conc, r.fn, dict(r.notes or {}), list(r.diagnostics))
         analysis.extra[key] = built
         return built
-    from newt.frontend.builder import Builder, Spec
-    spec = Spec(label=conc.label, constexprs=dict(conc.constexprs), arg_types=dict(conc.arg_types),
-                divisibility=dict(conc.divisibility), num_warps=conc.num_warps, num_stages=conc.num_stages,
-                launched=True, concrete=True)
-    diags: list = []
-    notes: dict = {}
-    b = Builder(spec, diags, notes)
-    fn = None
-    try:
-        fn = b.build_function(ka.jit_source, is_kernel=True)
-    except Exception as e:  # noqa: BLE001
-        log.exception("concrete build of %s failed", ka.name)
-        from newt.frontend.diagnostics import Diagnostic, Severity
-        diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"internal error: {type(e).__name__}: {e}",
-                                file=analysis.path, kernel=ka.name))
-    from .analysis import release_env
-    release_env(getattr(ka.jit_source, "env", None))
+    from newt.frontend import build_specialization
+    r = build_specialization(ka.jit_source, constexprs=conc.constexprs, arg_types=conc.arg_types,
+                             divisibility=conc.divisibility, num_warps=conc.num_warps, num_stages=conc.num_stages,
+                             label=conc.label)
+    fn, notes, diags = r.fn, dict(r.notes), list(r.diagnostics)
     built = Built(conc, fn, notes, diags)
     if fn is not None and not built.errors:
         try:

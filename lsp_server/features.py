@@ -428,7 +428,8 @@ def _constexpr_defaults(a: Analysis, ka) -> list[lsp.CodeAction]:
     for i in idx:
         p = params[i]
         v = suggested_values(p.arg)[0]
-        at = a.index.position(p.annotation.end_lineno, p.annotation.end_col_offset + 1)
+        ann = a.file.source.span(p.annotation)
+        at = a.index.position(ann.end_line, ann.end_col)
         edits.append(lsp.TextEdit(lsp.Range(at, at), f" = {v!r}"))
         shown.append(f"{p.arg} = {v!r}")
     return [lsp.CodeAction(
@@ -518,10 +519,8 @@ def _operand_nodes(a: Analysis, d):
     base = d.span.col + lead  # 1-based char column of the expression's start
 
     def span_of(node) -> Span:
-        line_txt = text.strip()
-        s = len(line_txt.encode("utf-8")[:node.col_offset].decode("utf-8", "replace"))
-        e = len(line_txt.encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace"))
-        return Span(d.span.line, base + s, d.span.line, base + e)
+        sp = Span.from_ast(node, [text.strip()])
+        return Span(d.span.line, base + sp.col - 1, d.span.line, base + sp.end_col - 1)
 
     if isinstance(tree, ast.BinOp):
         return tree, [(tree.left, span_of(tree.left)), (tree.right, span_of(tree.right))]
@@ -673,11 +672,9 @@ def document_symbols(a: Analysis) -> list[lsp.DocumentSymbol]:
         children = []
         params = list(node.args.posonlyargs) + list(node.args.args) + list(node.args.kwonlyargs)
         for p in params:
-            line1, col1 = p.lineno, p.col_offset + 1
-            end_line, end_col = getattr(p, "end_lineno", None) or line1, (getattr(p, "end_col_offset", None) or
-                                                                        p.col_offset + len(p.arg)) + 1
-            prange = a.index.range(_Span(line1, col1, end_line, end_col))
-            psel = a.index.range(_Span(line1, col1, line1, col1 + len(p.arg)))
+            psp = a.file.source.span(p)
+            prange = a.index.range(psp)
+            psel = a.index.range(_Span(psp.line, psp.col, psp.line, psp.col + len(p.arg)))
             ann = ast.unparse(p.annotation) if p.annotation is not None else None
             is_cx = ann is not None and ann.split(".")[-1] == "constexpr"
             children.append(lsp.DocumentSymbol(name=p.arg, kind=lsp.SymbolKind.Constant if is_cx

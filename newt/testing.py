@@ -14,7 +14,7 @@ import time
 __all__ = ["do_bench", "assert_close", "cuda_available", "l2_flush_buffer", "summarize"]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-_FLUSH = {}
+_FLUSH: dict = {}
 
 
 def _torch():

@@ -1,9 +1,12 @@
 """The newt front end: Python source of a kernel -> typed tile IR + diagnostics.
 
-It reads source text only; it never imports or runs the user's module.
+It reads source text only; it never imports or runs the user's module.  Callers read files through
+``Analyzer(cache=...).analyze(text, path)`` (``newt/frontend/analyzer.py``) and compile one specialization
+with ``build_ir``.
 """
 
-from .check import FileAnalysis, KernelAnalysis, SpecResult, analyze_source, build_ir  # noqa: F401
+from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_specialization  # noqa: F401
+from .analyzer import AnalysisCache, Analyzer, analyze_source  # noqa: F401
 from .diagnostics import CODES, CompilationError, Diagnostic, Severity, Span, render  # noqa: F401
-from .kinds import load_installed_kinds, register_kernel_kind  # noqa: F401
+from .kinds import load_installed_kinds, register_kernel_kind, unregister_kernel_kind  # noqa: F401
 from . import rules  # noqa: F401,E402  (the type rules of the nl.* builtins register into ops.RULES)

@@ -38,7 +38,7 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
         self.diags: list[Diagnostic] = diagnostics if diagnostics is not None else []
         self.notes = notes  # Span -> AV (None: do not record)
         self.frames: list[Frame] = []
-        self.region: ir.Region | None = None
+        self.region = ir.Region()  # build_function and the statement builders set the current one
         self.speculative = 0
         self.user_file = user_file
         self.static_prints: list[str] = []
@@ -63,13 +63,11 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
         if f.fn.lib:
             # inside a language function: point at the user's call site
             for i in range(len(self.frames) - 1, 0, -1):
-                if not self.frames[i - 1].fn.lib:
-                    return self.frames[i].call_span
+                call_span = self.frames[i].call_span
+                if not self.frames[i - 1].fn.lib and call_span is not None:
+                    return call_span
             return Span(1, 1, 1, 2)
-        sp = f.fn.src.span(node)
-        if f.fn.col_shift:
-            sp = Span(sp.line, sp.col + f.fn.col_shift, sp.end_line, sp.end_col + f.fn.col_shift)
-        return sp
+        return f.fn.src.span(node, f.fn.col_shift)
 
     def loc(self, node) -> ir.Loc | None:
         if node is None:
@@ -123,7 +121,7 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
     # ------------------------------------------------------------------
     # entry point
     # ------------------------------------------------------------------
-    def build_function(self, fn: JitSource, is_kernel: bool = True) -> ir.Function | None:
+    def build_function(self, fn: JitSource, is_kernel: bool = True) -> ir.Function:
         frame = Frame(fn, None, is_kernel=is_kernel)
         self.frames.append(frame)
         body = ir.Region()
@@ -165,9 +163,9 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
             ty = ann_ty or self.spec.arg_types.get(name)
             if getattr(ty, "__newt_tuple_arg__", False):  # a tuple argument (newt/frontend/tuple_params.py)
                 from .tuple_params import bind_tuple_param
-                tv = bind_tuple_param(self, name, ty, body, params)
-                frame.scope[name] = tv
-                self.note(p, tv)
+                tup = bind_tuple_param(self, name, ty, body, params)
+                frame.scope[name] = tup
+                self.note(p, tup)
                 continue
             if ty is None:
                 if self.spec.concrete:

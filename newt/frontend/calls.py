@@ -9,6 +9,7 @@ import ast
 import builtins as pybuiltins
 import difflib
 import types as pytypes
+from typing import TYPE_CHECKING
 
 from newt.ir.types import SymDim
 from newt.language import core as lc
@@ -19,7 +20,13 @@ from .semantic import SemError
 from .values import AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef
 
 
-class CallsMixin:
+if TYPE_CHECKING:
+    from .builder_api import BuilderAPI as _Base
+else:
+    _Base = object
+
+
+class CallsMixin(_Base):
     def expr_Call(self, node):
         func = self.expr(node.func)
         args, arg_nodes = [], []

@@ -1,10 +1,11 @@
-"""Entry points of the front end.
+"""The front end's results and its compile path.
 
-* ``analyze_source(text, path)``: the editor and ``newt check`` path.  Every
-  kernel in the file is checked generically and for each specialization the
-  file reveals (autotune configs, literal launches, default values).
+* ``FileAnalysis`` / ``KernelAnalysis`` / ``SpecResult``: what ``Analyzer.analyze`` (``newt/frontend/analyzer.py``,
+  the editor and ``newt check`` path) returns, and the pieces it is made of (spec discovery, pointer inference).
 * ``build_ir(fn, arg_types, constexprs, ...)``: the compile and interpreter
   path, for one concrete specialization; raises ``CompilationError``.
+* ``build_specialization(js, ...)``: one concrete specialization as a ``SpecResult`` (diagnostics and notes,
+  never raises on a bad kernel): what an editor shows for a specialization the user picked.
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ import contextlib
 import gc
 import importlib
 import inspect
+import logging
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from newt.ir.core import Loc
 from newt.language import core as lc
 
 from .builder import Builder, Spec
-from .kinds import ANALYZERS, analyzer_for, trusted_roots
+from .kinds import trusted_roots
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
 from .semantic import SemError
-from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk, parse_with_recovery
+from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
 
-__all__ = ["analyze_source", "build_ir", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
+__all__ = ["build_ir", "build_specialization", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
            "infer_pointer_params"]
+
+log = logging.getLogger("newt.frontend")
 
 MAX_SPECS = 64
 _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup", "grid",
@@ -119,15 +125,49 @@ class StaticEnv(GlobalEnv):
 
 @dataclass
 class SpecResult:
+    """The front end's result for one specialization of one kernel.
+
+    ``spec``: what was known (``Spec``: label, constexprs, argument types, ...); ``fn``: the ``ir.Function``
+    (None when the kernel has errors, or for a helper checked on its own); ``diagnostics``; ``notes``: the
+    abstract value (``TensorV`` with its dtype and shape, ``Const``, ``Opaque`` ...) of every expression,
+    by its ``Span`` — what hover, completion and inlay hints show; ``static_prints``: ``nl.static_print``
+    output."""
+
     spec: Spec
     fn: object  # ir.Function or None
     diagnostics: list
-    notes: dict
+    notes: Mapping
     static_prints: list
+    _by_line: dict | None = field(default=None, init=False, repr=False, compare=False)
+
+    def note_at(self, line: int, col: int):
+        """``(span, value)`` of the smallest noted expression that contains the 1-based position (a column in
+        characters, end inclusive so that a cursor just after a name finds it), or None."""
+        by_line = self._by_line
+        if by_line is None:
+            by_line = {}
+            for span, av in (self.notes or {}).items():
+                for ln in range(span.line, span.end_line + 1):
+                    by_line.setdefault(ln, []).append((span, av))
+            for lst in by_line.values():
+                lst.sort(key=_span_size)
+            self._by_line = by_line
+        for span, av in by_line.get(line, ()):
+            if (span.line, span.col) <= (line, col) <= (span.end_line, span.end_col):
+                return span, av
+        return None
+
+
+def _span_size(item) -> tuple:
+    s = item[0]
+    return (s.end_line - s.line, (s.end_col - s.col) if s.end_line == s.line else 10 ** 6)
 
 
 @dataclass
 class KernelAnalysis:
+    """One kernel (or jit helper) of a file: ``results`` holds the generic check first, then one ``SpecResult``
+    per specialization the file reveals; ``diagnostics`` merges them (once each)."""
+
     name: str
     kind: str  # "jit" or a registered kernel kind (newt.frontend.kinds)
     node: ast.AST
@@ -139,29 +179,52 @@ class KernelAnalysis:
     helper: bool = False
     kernel_def: KernelDef | None = None
     jit_source: JitSource | None = None
+    #: what the kernel's results depend on (its text, its callees' texts, the module names they read); equal
+    #: keys mean equal results, so callers may key their own caches of derived data on it (jit kernels only)
+    content_key: str | None = None
 
     @property
     def generic(self) -> SpecResult | None:
         return self.results[0] if self.results else None
 
-    @property
-    def concrete_results(self) -> list:
-        return [r for r in self.results[1:] if r.fn is not None]
-
 
 @dataclass
 class FileAnalysis:
+    """The analysis of one file (``Analyzer.analyze`` / ``analyze_source``): ``kernels`` in file order,
+    every ``diagnostics`` of the file sorted by position, the parsed ``source`` and its module ``scan``
+    (imports, constants, launches); ``reused``: how many (kernel, specialization) results came from the
+    analyzer's cache."""
+
     path: str
     source: SourceFile
     kernels: list
     diagnostics: list
     scan: ModuleScan | None = None
+    reused: int = 0
+    _spec_of: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def kernel_at(self, line: int) -> KernelAnalysis | None:
+        """The innermost kernel whose definition (decorators included) contains the 1-based line."""
+        best = None
         for k in self.kernels:
             if k.def_span.line <= line <= k.def_span.end_line:
-                return k
-        return None
+                if best is None or k.def_span.line >= best.def_span.line:
+                    best = k
+        return best
+
+    def kernel_named(self, name: str) -> KernelAnalysis | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def spec_of(self, diag: Diagnostic) -> tuple[KernelAnalysis, int] | None:
+        """(kernel, index in ``kernel.results``) of the specialization that produced a diagnostic."""
+        if self._spec_of is None:
+            m: dict = {}
+            for k in self.kernels:
+                for i, r in enumerate(k.results):
+                    for d in r.diagnostics:
+                        m.setdefault(id(d), (k, i))
+            self._spec_of = m
+        return self._spec_of.get(id(diag))
 
 
 # ---------------------------------------------------------------------------
@@ -220,7 +283,7 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
                 if q.startswith("newt.language."):
                     fname = q.rsplit(".", 1)[1]
                 elif scan is not None and fname in scan.kernels:
-                    calls.append(node)
+                    calls.append((node, scan.kernels[fname].node))
                     fname = None
             if fname in _PTR_FUNCS:
                 arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"),
@@ -239,8 +302,7 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
             assigns.setdefault(node.target.id, []).append(
                 ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value))
     # helpers in the same file: a param passed where the callee expects a pointer
-    for call in calls:
-        callee = scan.kernels[call.func.id].node
+    for call, callee in calls:
         inner = infer_pointer_params(callee, scan, _seen)
         cparams = [a.arg for a in callee.args.posonlyargs + callee.args.args]
         for i, a in enumerate(call.args):
@@ -309,8 +371,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             kn = cfg.key_nodes.get(k)
             if kn is not None:
                 # the value node follows the key in the dict literal
-                d = cfg.node.args[0] if cfg.node.args and isinstance(cfg.node.args[0], ast.Dict) else None
-                if d is not None:
+                d = cfg.node.args[0] if cfg.node.args else None
+                if isinstance(d, ast.Dict):
                     idx = d.keys.index(kn)
                     origins[k] = src.span(d.values[idx])
         ctx = f"autotune config #{i + 1} at line {cfg.node.lineno}: {_fmt_cx(vals)}"
@@ -442,12 +504,8 @@ def _resolve_value(v):
 # analysis of a whole file
 # ---------------------------------------------------------------------------
 
-#: analyzers of the registered kernel kinds (``register_kernel_kind``): fn(scan, src, kernel_def) -> KernelAnalysis
-KERNEL_ANALYZERS = ANALYZERS
-
-
 @contextlib.contextmanager
-def _no_gc():
+def no_gc():
     """The front end allocates many small cyclic objects (IR values and ops); a cyclic GC pass in the
     middle of an analysis costs more than the analysis.  Collect afterwards instead."""
     was = gc.isenabled()
@@ -459,116 +517,13 @@ def _no_gc():
             gc.enable()
 
 
-def analyze_source(text: str, path: str = "<string>", record_notes: bool = True) -> FileAnalysis:
-    """Check every kernel of a file from its text.  Never raises on bad input."""
-    with _no_gc():
-        return _analyze_source(text, path, record_notes)
-
-
-def _analyze_source(text: str, path: str, record_notes: bool) -> FileAnalysis:
-    src = SourceFile(text, path)
-    try:
-        chunks, diags = parse_with_recovery(src)
-        scan = ModuleScan(src, chunks)
-    except (RecursionError, MemoryError) as e:
-        d = Diagnostic("N001", Severity.ERROR, Span(1, 1, 1, 2), f"cannot analyze file: {type(e).__name__}",
-                       file=path)
-        return FileAnalysis(path, src, [], [d])
-    env = StaticEnv(scan, src)
-    kernels = []
-    called = _called_jit_functions(scan)
-    for name in scan.kernel_order:
-        kd = scan.kernels[name]
-        if kd.kind != "jit":
-            analyzer = analyzer_for(kd.kind)
-            if analyzer is not None:
-                try:
-                    ka = analyzer(scan, src, kd)
-                except Exception as e:  # noqa: BLE001 - the analyzer must not take the file down
-                    ka = _failed_analysis(kd, src, e)
-                kernels.append(ka)
-                diags.extend(ka.diagnostics)
-            continue
-        ka = _analyze_jit(kd, scan, src, env, called, record_notes)
-        kernels.append(ka)
-        diags.extend(ka.diagnostics)
-    # drop semantic diagnostics inside statements we repaired (they are guesses)
-    if scan.repaired_lines:
-        diags = [d for d in diags if d.code == "N001" or d.span.line not in scan.repaired_lines]
-    diags.sort(key=lambda d: (d.span.line, d.span.col, d.code))
-    return FileAnalysis(path, src, kernels, _dedupe(diags), scan)
-
-
-def _failed_analysis(kd, src, e) -> KernelAnalysis:
+def failed_kind_analysis(kd: KernelDef, src: SourceFile, e: Exception) -> KernelAnalysis:
+    """The result for a kernel whose kind's analyzer raised: one ``N001`` warning."""
     sp = src.span(kd.node)
     d = Diagnostic("N001", Severity.WARNING, Span(sp.line, sp.col, sp.line, sp.col + 3),
                    f"internal error while analyzing {kd.name}: {type(e).__name__}: {e}", file=src.path)
-    return KernelAnalysis(kd.name, kd.kind, kd.node, _name_span(kd.node, src), sp, diagnostics=[d], kernel_def=kd)
-
-
-def _called_jit_functions(scan: ModuleScan) -> set:
-    names = set(scan.kernels)
-    called = set()
-    for kd in scan.kernels.values():
-        for node in fast_walk(kd.node):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
-                called.add(node.func.id)
-            if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id in names:
-                called.add(node.value.id)  # passed as a combine_fn
-            if isinstance(node, ast.Call):
-                for a in node.args:
-                    if isinstance(a, ast.Name) and a.id in names:
-                        called.add(a.id)
-    return called
-
-
-def _name_span(node, src: SourceFile) -> Span:
-    line = node.lineno
-    text = src.line_text(line)
-    idx = text.find(node.name, max(0, node.col_offset))
-    if idx < 0:
-        idx = node.col_offset
-    col = src.char_col(line, len(text[:idx].encode("utf-8"))) if not text.isascii() else idx
-    return Span(line, col + 1, line, col + 1 + len(node.name))
-
-
-def _analyze_jit(kd: KernelDef, scan, src, env, called, record_notes) -> KernelAnalysis:
-    node = kd.node
-    first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-    def_span = Span(first, 1, node.end_lineno or node.lineno, 1)
-    ka = KernelAnalysis(kd.name, "jit", node, _name_span(node, src), def_span, kernel_def=kd)
-    launched = any(ls.kernel == kd.name for ls in scan.launches)
-    returns_value = any(isinstance(n, ast.Return) and n.value is not None and
-                        not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in fast_walk(node))
-    ka.launched = launched
-    ka.helper = (kd.name in called or returns_value) and not launched
-    js = env.jit_source(kd.name)
-    ka.jit_source = js
-    diags: list[Diagnostic] = []
-    specs = discover_specs(kd, scan, src, diags)
-    ptrs = set() if ka.helper else infer_pointer_params(node, scan)
-    generic = Spec(label="generic", launched=launched, pointer_params=ptrs)
-    for s in specs:
-        s.pointer_params = ptrs
-    results = []
-    for i, spec in enumerate([generic] + specs):
-        notes = {} if record_notes else None
-        sdiags: list[Diagnostic] = []
-        b = Builder(spec, sdiags, notes)
-        if ka.helper and i == 0:
-            b._opaque_params = True
-        try:
-            fn = _build_with_opaque(b, js, ka.helper and i == 0)
-        except Exception as e:  # noqa: BLE001 - an internal error must not hide the rest of the file
-            sdiags.append(Diagnostic("N001", Severity.WARNING, ka.span,
-                                     f"internal error while checking {kd.name}"
-                                     f"{' (' + spec.label + ')' if i else ''}: {type(e).__name__}: {e}",
-                                     file=src.path, kernel=kd.name))
-            fn = None
-        results.append(SpecResult(spec, fn, sdiags, notes or {}, b.static_prints))
-    ka.results = results
-    ka.diagnostics = merge_spec_diagnostics(diags, results)
-    return ka
+    return KernelAnalysis(kd.name, kd.kind, kd.node, Span.of_def_name(kd.node, src.lines), sp, diagnostics=[d],
+                          kernel_def=kd)
 
 
 def merge_spec_diagnostics(diags: list, results: list) -> list:
@@ -600,7 +555,9 @@ def merge_spec_diagnostics(diags: list, results: list) -> list:
     return merged
 
 
-def _build_with_opaque(b: Builder, js: JitSource, opaque_params: bool):
+def build_generic(b: Builder, js: JitSource, opaque_params: bool):
+    """Run ``b`` over ``js``: as a kernel, or (``opaque_params``) as a helper checked on its own, whose
+    parameters are unknown values (then no IR: returns None)."""
     if not opaque_params:
         return b.build_function(js, is_kernel=True)
     # helper checked on its own: parameters are unknown values
@@ -625,7 +582,8 @@ def _build_with_opaque(b: Builder, js: JitSource, opaque_params: bool):
     return None
 
 
-def _dedupe(diags: list) -> list:
+def dedupe_diagnostics(diags: list) -> list:
+    """``diags`` without repeats (same code, span, message and context), in order."""
     out, seen = [], set()
     for d in diags:
         k = (d.code, d.span, d.message, d.context)
@@ -639,6 +597,30 @@ def _dedupe(diags: list) -> list:
 # ---------------------------------------------------------------------------
 # the compile path
 # ---------------------------------------------------------------------------
+
+
+def build_specialization(js: JitSource, *, constexprs: dict, arg_types: dict, divisibility: dict | None = None,
+                         num_warps: int | None = None, num_stages: int | None = None, label: str = "concrete",
+                         record_notes: bool = True) -> SpecResult:
+    """Build one concrete specialization of ``js`` (a ``KernelAnalysis.jit_source``) as ``build_ir`` does, but
+    return its diagnostics (and, with ``record_notes``, the abstract value of every expression) instead of
+    raising; an internal error becomes an ``N001`` error at the kernel's name.  The IR is not verified
+    (``newt.ir.verify(result.fn, concrete=True)`` does it)."""
+    spec = Spec(label=label, constexprs=dict(constexprs), arg_types=dict(arg_types),
+                divisibility=dict(divisibility or {}), num_warps=num_warps, num_stages=num_stages,
+                launched=True, concrete=True)
+    diags: list[Diagnostic] = []
+    notes: dict | None = {} if record_notes else None
+    b = Builder(spec, diags, notes)
+    fn = None
+    try:
+        with no_gc():
+            fn = b.build_function(js, is_kernel=True)
+    except Exception as e:  # noqa: BLE001 - an internal error is reported with the kernel, not raised
+        log.exception("concrete build of %s failed", js.name)
+        diags.append(Diagnostic("N001", Severity.ERROR, Span.of_def_name(js.node, js.src.lines, js.col_shift),
+                                f"internal error: {type(e).__name__}: {e}", file=js.src.path, kernel=js.name))
+    return SpecResult(spec, fn, diags, notes or {}, b.static_prints)
 
 
 def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = None,
@@ -662,12 +644,16 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
                 launched=True, concrete=True)
     diags: list[Diagnostic] = []
     b = Builder(spec, diags, None)
-    with _no_gc():
+    with no_gc():
         irfn = b.build_function(js, is_kernel=True)
     errors = [d for d in diags if d.severity == Severity.ERROR]
     if errors:
         # the first error as the cause, as Triton's CompilationError carries the error that stopped it
-        raise CompilationError(errors, js.src.text, kernel=js.name) from SemError(errors[0].code, errors[0].message)
+        first = errors[0]
+        cause = SemError(first.code, first.message, first.hint, first.data,
+                         location=Loc(js.src.path, first.span.line, first.span.col, first.span.end_line,
+                                      first.span.end_col))
+        raise CompilationError(errors, js.src.text, kernel=js.name) from cause
     if verify:
         from newt.ir import verify as _verify
         _verify(irfn, concrete=True)

@@ -7,9 +7,12 @@ whose message shows ``file:line:col``, the source line and a caret.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from newt.ir.errors import caret_excerpt
 
 __all__ = ["Severity", "Span", "Diagnostic", "CODES", "CompilationError", "render", "register_codes"]
 
@@ -24,8 +27,24 @@ class Severity(IntEnum):
         return self.name.lower()
 
 
+def _char_col(lines: Sequence[str], lineno: int, byte_col: int) -> int:
+    """A UTF-8 byte offset into line ``lineno`` (1-based) as a character offset."""
+    if not (1 <= lineno <= len(lines)):
+        return byte_col
+    line = lines[lineno - 1]
+    if line.isascii():
+        return byte_col
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+
 class Span(NamedTuple):
-    """1-based line and column (in characters); ``end_col`` is exclusive."""
+    """1-based line and column; ``end_col`` is exclusive.
+
+    **Columns count characters** (Unicode code points, what a Python ``str`` indexes), start and end alike:
+    ``"é😀x"[2]`` is column 3.  Python's AST gives UTF-8 byte offsets; :meth:`from_ast` converts them.  The
+    language server converts characters to the client's unit (UTF-16 by default) at the protocol edge
+    (``lsp_server/positions.py``), never before.
+    """
 
     line: int
     col: int
@@ -35,6 +54,33 @@ class Span(NamedTuple):
     @staticmethod
     def point(line: int, col: int) -> "Span":
         return Span(line, col, line, col + 1)
+
+    @classmethod
+    def from_ast(cls, node: Any, lines: Sequence[str] = (), col_shift: int = 0) -> "Span":
+        """The span of an AST node (the one conversion every package uses).
+
+        ``lines``: the lines of the text the node's line numbers refer to (needed only where a line is not
+        ASCII).  ``col_shift``: leading whitespace removed before parsing (a nested function dedented by
+        ``textwrap.dedent``), added to the node's byte offsets before they are converted, so they index
+        ``lines``.  An empty or inverted single-line range becomes one character wide."""
+        line = getattr(node, "lineno", 1) or 1
+        col = _char_col(lines, line, (getattr(node, "col_offset", 0) or 0) + col_shift)
+        end_line = getattr(node, "end_lineno", None) or line
+        end_b = getattr(node, "end_col_offset", None)
+        end_col = _char_col(lines, end_line, end_b + col_shift) if end_b is not None else col + 1
+        if end_line == line and end_col <= col:
+            end_col = col + 1
+        return cls(line, col + 1, end_line, end_col + 1)
+
+    @classmethod
+    def of_def_name(cls, node: Any, lines: Sequence[str] = (), col_shift: int = 0) -> "Span":
+        """The span of the name of a ``def`` / ``class`` statement (where an editor puts its symbol)."""
+        line = node.lineno
+        text = lines[line - 1] if 1 <= line <= len(lines) else ""
+        start = node.col_offset + col_shift
+        idx = text.encode("utf-8").find(node.name.encode("utf-8"), max(0, start))
+        col = _char_col(lines, line, idx if idx >= 0 else start)
+        return cls(line, col + 1, line, col + 1 + len(node.name))
 
 
 #: Every diagnostic code, its short name and a one-line description.
@@ -75,6 +121,8 @@ CODES: dict[str, tuple[str, str]] = {
     "N051": ("static-print", "output of nl.static_print"),
     # specialization
     "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
+    # internal
+    "N090": ("invalid-ir", "the IR built for a kernel breaks the op table's rules (an internal error)"),
     # backend
     "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
     "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
@@ -147,13 +195,9 @@ def render(diag: Diagnostic, source: str | None) -> str:
     out = [diag.format()]
     if source is not None:
         lines = source.splitlines()
-        if 1 <= diag.span.line <= len(lines):
-            text = lines[diag.span.line - 1]
-            out.append("    " + text)
-            width = 1
-            if diag.span.end_line == diag.span.line:
-                width = max(1, diag.span.end_col - diag.span.col)
-            out.append("    " + " " * (diag.span.col - 1) + "^" + "~" * (width - 1))
+        sp = diag.span
+        if 1 <= sp.line <= len(lines):
+            out.append(caret_excerpt(lines[sp.line - 1], sp.col, sp.end_col if sp.end_line == sp.line else None))
     if diag.hint:
         out.append(f"  hint: {diag.hint}")
     return "\n".join(out)

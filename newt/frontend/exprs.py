@@ -10,6 +10,7 @@ import builtins as pybuiltins
 import difflib
 import math
 import types as pytypes
+from typing import TYPE_CHECKING, Any
 
 from newt import ir
 from newt.ir.types import numel, block_of, dims_equal, scalar_of, shape_of, type_str
@@ -19,11 +20,11 @@ from . import semantic
 from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, literal_type, sym_text, wrap_int
 from .values import AV, Const, DescV, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
-_PY_BUILTIN_FUNCS = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
+_PY_BUILTIN_FUNCS: set[Any] = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
                      pybuiltins.float, pybuiltins.bool, pybuiltins.print, pybuiltins.abs, pybuiltins.tuple,
                      pybuiltins.list, pybuiltins.isinstance, pybuiltins.round, pybuiltins.str, pybuiltins.getattr,
                      pybuiltins.hasattr}
-_PY_BUILTINS = {f.__name__: f for f in _PY_BUILTIN_FUNCS}
+_PY_BUILTINS: dict[str, Any] = {f.__name__: f for f in _PY_BUILTIN_FUNCS}
 _PY_BUILTINS.update({"True": True, "False": False, "None": None, "math": math})
 _MODULE_ATTR_CACHE: dict = {}
 _EXPR_DISPATCH: dict = {}
@@ -33,7 +34,13 @@ def _is_none(e) -> bool:
     return e is None or (isinstance(e, ast.Constant) and e.value is None)
 
 
-class ExpressionsMixin:
+if TYPE_CHECKING:
+    from .builder_api import BuilderAPI as _Base
+else:
+    _Base = object
+
+
+class ExpressionsMixin(_Base):
     def expr(self, node, record: bool = True) -> AV:
         try:
             meth = _EXPR_DISPATCH.get(node.__class__)

@@ -7,10 +7,11 @@ its own package, so newt never has to know it exists::
     from newt.frontend import register_kernel_kind
     register_kernel_kind("mylang.kernel", analyze_kernel, codes={"M001": ("my-error", "what it means")})
 
-``analyze_source`` then treats every function decorated with ``@mylang.kernel`` (under any import
-alias) as a kernel of kind ``"mylang"`` and calls ``analyze_kernel(scan, src, kernel_def)`` for it,
-which returns a ``KernelAnalysis``.  The static resolver may import modules of the kind's top-level
-package (``mylang``) to resolve names such as ``mylang.tile``.
+``Analyzer.analyze`` (and ``analyze_source``) then treats every function decorated with ``@mylang.kernel``
+(under any import alias) as a kernel of kind ``"mylang"`` and calls ``analyze_kernel(scan, src, kernel_def)``
+for it, which returns a ``KernelAnalysis`` (an analyzer that raises gives one ``N001`` warning instead).
+The static resolver may import modules of the kind's top-level package (``mylang``) to resolve names such
+as ``mylang.tile``.
 
 Composition roots (``python -m newt``, a language server) find the kinds installed in the
 environment through the ``newt.kernel_kinds`` entry-point group: each entry point names a function
@@ -20,10 +21,10 @@ that calls ``register_kernel_kind`` (:func:`load_installed_kinds`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["KernelKind", "register_kernel_kind", "kind_of_decorator", "analyzer_for", "trusted_roots",
-           "load_installed_kinds", "ENTRY_POINT_GROUP"]
+__all__ = ["KernelKind", "register_kernel_kind", "unregister_kernel_kind", "kind_of_decorator", "analyzer_for",
+           "trusted_roots", "load_installed_kinds", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "newt.kernel_kinds"
 
@@ -37,11 +38,11 @@ class KernelKind:
     analyzer: Callable
     #: top-level packages the static resolver may import for this kind's names
     roots: tuple[str, ...]
+    #: the diagnostic codes it added to ``CODES``
+    codes: tuple[str, ...] = ()
 
 
 _KINDS: dict[str, KernelKind] = {}
-#: kind name -> analyzer (a view kept in step with the registrations)
-ANALYZERS: dict[str, Callable] = {}
 
 
 def register_kernel_kind(qualname_or_predicate: str | Callable[[str], bool], analyzer: Callable, *,
@@ -66,8 +67,18 @@ def register_kernel_kind(qualname_or_predicate: str | Callable[[str], bool], ana
     if codes:
         from .diagnostics import register_codes
         register_codes(codes)
+        kind = replace(kind, codes=tuple(codes))
     _KINDS[kind.name] = kind
-    ANALYZERS[kind.name] = kind.analyzer
+    return kind
+
+
+def unregister_kernel_kind(name: str) -> KernelKind | None:
+    """Remove a registered kind and the codes it added; returns it, or None if it was not there."""
+    kind = _KINDS.pop(name, None)
+    if kind is not None and kind.codes:
+        from .diagnostics import CODES
+        for c in kind.codes:
+            CODES.pop(c, None)
     return kind
 
 

@@ -54,6 +54,12 @@ class Bound:
     def given(self, k) -> bool:
         return k in self.explicit
 
+    def tuple(self, k) -> TupleV:
+        """The values of the variadic parameter ``k`` (``*args`` of the stub), packed in a ``TupleV``."""
+        v = self.values[k]
+        assert isinstance(v, TupleV), f"{self.name}: {k} is not a variadic parameter"
+        return v
+
 
 class _FastSig:
     """A precomputed signature: binding is the hot path of every nl.* call."""
@@ -194,7 +200,7 @@ class Semantic:
 def call_stub(builder, name: str, bound: Bound, node) -> AV:
     """Run the ``@builtin`` stub of ``name`` on the bound arguments: its body calls the op's rule."""
     fs = _signature(name)
-    stub = BUILTINS[name].__wrapped__
+    stub = inspect.unwrap(BUILTINS[name])
     pos = [bound.values[p] for p in fs.positional]
     if fs.varargs is not None:
         pos += list(bound.values[fs.varargs].items)
@@ -254,6 +260,7 @@ def const_str(av: AV, what, allowed, node=None):
 
 def parse_shape(b, av: AV, node, what="shape"):
     _poison(av)
+    items: list[AV]
     if isinstance(av, Const) and isinstance(av.value, int):
         items = [av]
     elif isinstance(av, Sym):
@@ -267,7 +274,7 @@ def parse_shape(b, av: AV, node, what="shape"):
     else:
         raise SemError("N010" if isinstance(av, TensorV) else "N023",
                        f"{what} must be a tuple of constexpr ints", node=node)
-    dims = []
+    dims: list[int | SymDim] = []
     for it in items:
         _poison(it)
         if isinstance(it, Const) and isinstance(it.value, int) and not isinstance(it.value, bool):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import operator
 
+from newt.ir.core import Loc
+from newt.ir.errors import LocatedError
 from newt.ir.types import ANY_DTYPE, SymDim, block_of, dims_equal, is_pow2, shape_of
 from newt.language import core as lc
 
@@ -17,18 +19,72 @@ from .values import AV, Const, Opaque, Sym, TensorV, TupleV, Undef
 MAX_NUMEL = 1 << 20
 
 
-class SemError(Exception):
-    def __init__(self, code: str, message: str, hint: str | None = None, data: dict | None = None, node=None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.data = data or {}
+class SemError(LocatedError):
+    """A type rule failed: ``SemError(code, message, hint=None, data=None, node=None)``.  ``node`` is the AST
+    node to point at (None: the expression being built); the builder turns it into a ``Diagnostic`` at that
+    node's span.  A family of failures with one shape has a subclass per cause (below) with its templates."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None, data: dict | None = None, node=None,
+                 *, location: Loc | None = None):
+        super().__init__(code, message, hint=hint, location=location, data=data)
         self.node = node
 
 
-def literal_type(v) -> lc.dtype:
-    """The type a Python literal takes when it becomes a value (Triton's rules)."""
+class SemCause(SemError):
+    """One cause of a ``SemError`` with its message templates: ``raise AxisOutOfRange(what="axis", axis=3,
+    rank=2)``; the fields become the diagnostic's ``data``."""
+
+    def __init__(self, node=None, **fields):
+        message, hint = self.render_template(fields)
+        super().__init__(self.code, message, hint=hint, data=fields, node=node)
+
+
+class NotPowerOfTwo(SemCause):
+    code = "N011"
+    template = "{where} dimension {value} is not a power of two"
+    # ``value`` / ``replace``: the quick fix replaces the literal with ``replace``
+    hint_template = "round {value} up to {replace} and mask the extra elements"
+
+
+class TooManyElements(SemCause):
+    code = "N012"
+    template = "{where} of shape {shape} has {numel} elements; the limit is {limit}"
+
+
+class ShapesDoNotBroadcast(SemCause):
+    code = "N030"
+    template = "shapes {a} and {b} of the {what} do not broadcast (dimension {dim}: {x} vs {y})"
+    hint_template = "index with [:, None] or [None, :] to add the missing dimension"
+
+
+class AxisOutOfRange(SemCause):
+    code = "N032"
+    template = "{what} {axis} is out of range for a block of rank {rank}"
+
+    @classmethod
+    def render_template(cls, fields):
+        message, _ = super().render_template(fields)
+        rank = fields["rank"]
+        return message, (f"use an axis in 0..{rank - 1}" if rank else "reduce a block, not a scalar")
+
+
+class DifferentSignedness(SemCause):
+    code = "N020"
+    template = "cannot use {op} with {a!r} and {b!r}: they have different signedness"
+    hint_template = "cast one operand so both are signed or both unsigned, e.g. x.to(nl.int32)"
+
+
+class OperatorUndefined(SemCause):
+    code = "N023"
+    template = "operator {op} is not defined for {a!r} and {b!r}"
+
+
+def literal_type(v, *, argument: bool = False) -> lc.dtype:
+    """The type a Python literal takes when it becomes a value (Triton's rules): ``bool`` is ``int1``, an
+    ``int`` the first of ``int32``, ``uint32``, ``int64``, ``uint64`` that holds it, a ``float`` ``float32``
+    unless ``float32`` cannot hold it (then ``float64``).  ``argument``: the type of a Python scalar passed
+    as a launch argument instead, where every ``float`` is ``float32`` (as the runtime specializes it).
+    Raises ``SemError`` (N023) for a value of no such type."""
     if isinstance(v, bool):
         return lc.int1
     if isinstance(v, int):
@@ -42,6 +98,8 @@ def literal_type(v) -> lc.dtype:
             return lc.uint64
         raise SemError("N023", f"integer literal {v} does not fit in 64 bits")
     if isinstance(v, float):
+        if argument:
+            return lc.float32
         a = abs(v)
         if a == 0 or a != a or a == float("inf") or 1.1754943508222875e-38 <= a <= 3.4028234663852886e38:
             return lc.float32
@@ -103,13 +161,9 @@ def computation_type(a: lc.dtype, a_lit: bool, b: lc.dtype, b_lit: bool, div_or_
             return a
         return lc.float16
     if not (a.is_int() and b.is_int()):
-        raise SemError("N023", f"operator {opname} is not defined for {a!r} and {b!r}")
+        raise OperatorUndefined(op=opname, a=a, b=b)
     if div_or_mod and not (a.is_bool() or b.is_bool()) and a.is_int_signed() != b.is_int_signed():
-        raise SemError(
-            "N020",
-            f"cannot use {opname} with {a!r} and {b!r}: they have different signedness",
-            hint="cast one operand so both are signed or both unsigned, e.g. x.to(nl.int32)",
-        )
+        raise DifferentSignedness(op=opname, a=a, b=b)
     return integer_promote(a, b)
 
 
@@ -129,12 +183,7 @@ def broadcast_shapes(s1: tuple, s2: tuple, what: str = "operands") -> tuple:
         else:
             eq = dims_equal(x, y)
             if eq is False:
-                raise SemError(
-                    "N030",
-                    f"shapes {fmt_shape(s1)} and {fmt_shape(s2)} of the {what} do not broadcast "
-                    f"(dimension {i}: {x} vs {y})",
-                    hint="index with [:, None] or [None, :] to add the missing dimension",
-                )
+                raise ShapesDoNotBroadcast(a=fmt_shape(s1), b=fmt_shape(s2), what=what, dim=i, x=x, y=y)
             out.append(x if isinstance(x, int) else y)
     return tuple(out)
 
@@ -152,23 +201,17 @@ def check_block_shape(shape, where: str = "block") -> None:
             return
         if d <= 0 or not is_pow2(d):
             up = 1 if d <= 1 else 1 << (d - 1).bit_length()
-            raise SemError(
-                "N011",
-                f"{where} dimension {d} is not a power of two",
-                hint=f"round {d} up to {up} and mask the extra elements",
-                data={"value": d, "replace": str(up)},
-            )
+            raise NotPowerOfTwo(where=where, value=d, replace=str(up))
         n *= d
     if n > MAX_NUMEL:
-        raise SemError("N012", f"{where} of shape {fmt_shape(shape)} has {n} elements; the limit is {MAX_NUMEL}")
+        raise TooManyElements(where=where, shape=fmt_shape(shape), numel=n, limit=MAX_NUMEL)
 
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if not isinstance(axis, int):
         raise SemError("N010", f"{what} must be a constexpr int")
     if not -rank <= axis < max(rank, 1) or rank == 0:
-        raise SemError("N032", f"{what} {axis} is out of range for a block of rank {rank}",
-                       hint=f"use an axis in 0..{rank - 1}" if rank else "reduce a block, not a scalar")
+        raise AxisOutOfRange(what=what, axis=axis, rank=rank)
     return axis % rank
 
 
@@ -339,8 +382,7 @@ def binary(bld, opname: str, a: AV, b: AV, node) -> AV:
         except ZeroDivisionError:
             raise SemError("N023", "division by zero in a compile-time expression") from None
         except Exception:  # noqa: BLE001
-            raise SemError("N023", f"operator {OPSYM[opname]} is not defined for {a.value!r} and {b.value!r}") \
-                from None
+            raise OperatorUndefined(op=OPSYM[opname], a=a.value, b=b.value) from None
     if isinstance(a, (Const, Sym)) and isinstance(b, (Const, Sym)):
         is_bool = opname in CMP_SET
         return Sym(f"{sym_text(a)}{OPSYM[opname]}{sym_text(b)}", is_bool)

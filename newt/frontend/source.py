@@ -74,26 +74,19 @@ class SourceFile:
             return byte_col
         return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
-    def span(self, node) -> Span:
+    def span(self, node, col_shift: int = 0) -> Span:
+        """``Span.from_ast`` over this file's lines (kept on the node: spans are asked for many times)."""
+        if col_shift:
+            return Span.from_ast(node, () if self._ascii else self.lines, col_shift)
         sp = getattr(node, "_newt_span", None)
         if sp is not None and sp[0] is self:
             return sp[1]
-        out = self._span(node)
+        out = Span.from_ast(node, () if self._ascii else self.lines)
         try:
             node._newt_span = (self, out)
         except AttributeError:
             pass
         return out
-
-    def _span(self, node) -> Span:
-        line = getattr(node, "lineno", 1) or 1
-        col = self.char_col(line, getattr(node, "col_offset", 0) or 0)
-        end_line = getattr(node, "end_lineno", None) or line
-        end_col_b = getattr(node, "end_col_offset", None)
-        end_col = self.char_col(end_line, end_col_b) if end_col_b is not None else col + 1
-        if end_line == line and end_col <= col:
-            end_col = col + 1
-        return Span(line, col + 1, end_line, end_col + 1)
 
     def line_text(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 1 <= lineno <= len(self.lines) else ""
@@ -118,9 +111,9 @@ _DEF = re.compile(r"^(?:@|def\s|async\s+def\s|class\s)")
 
 def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
     """Split a file into top-level statements (decorators kept with their def)."""
-    starts = []
+    starts: list[int] = []
     depth = 0
-    in_triple = None
+    in_triple: str | None = None
     for i, line in enumerate(lines):
         if in_triple is None and depth and _DEF.match(line):
             depth = 0  # an unclosed bracket above (a half-typed line): a `def` at column 0 starts anew
@@ -164,9 +157,8 @@ def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     bounds = []
-    for k, s in enumerate(starts):
-        e = starts[k + 1] if k + 1 < len(starts) else len(lines)
-        bounds.append((s, e))
+    for k, first in enumerate(starts):
+        bounds.append((first, starts[k + 1] if k + 1 < len(starts) else len(lines)))
     return bounds
 
 
@@ -176,8 +168,9 @@ def _syntax_diag(src: SourceFile, e: SyntaxError, line_offset: int = 0) -> Diagn
     if e.lineno is not None and e.offset is not None:
         col = src.char_col(line, max(0, e.offset - 1)) + 1
     end_col = col + 1
-    if getattr(e, "end_lineno", None) == e.lineno and getattr(e, "end_offset", None):
-        end_col = max(col + 1, src.char_col(line, e.end_offset - 1) + 1)
+    end_offset = e.end_offset
+    if e.end_lineno == e.lineno and end_offset:
+        end_col = max(col + 1, src.char_col(line, end_offset - 1) + 1)
     msg = e.msg or "invalid syntax"
     return Diagnostic("N001", Severity.ERROR, Span(line, col, line, end_col), f"syntax error: {msg}",
                       file=src.path)
@@ -194,8 +187,8 @@ def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagn
     its own so the others are still analyzed, and try to repair a broken
     statement by blanking its bad lines (for hover/inlay data)."""
     try:
-        tree = ast.parse(src.text, filename=src.path, type_comments=False)
-        return [ParsedChunk(tree, 1, len(src.lines))], []
+        whole = ast.parse(src.text, filename=src.path, type_comments=False)
+        return [ParsedChunk(whole, 1, len(src.lines))], []
     except SyntaxError as e:
         first_error = e
     except (ValueError, RecursionError, MemoryError) as e:  # null bytes, absurd nesting
@@ -204,10 +197,10 @@ def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagn
     chunks: list[ParsedChunk] = []
     diags: list[Diagnostic] = []
     lines = src.lines
-    for s, e in _split_chunks(lines):
-        text = "\n" * s + "\n".join(lines[s:e]) + "\n"
+    for s, stop in _split_chunks(lines):
+        text = "\n" * s + "\n".join(lines[s:stop]) + "\n"
         try:
-            chunks.append(ParsedChunk(ast.parse(text, filename=src.path), s + 1, e))
+            chunks.append(ParsedChunk(ast.parse(text, filename=src.path), s + 1, stop))
             continue
         except SyntaxError as err:
             diags.append(_syntax_diag(src, err))
@@ -215,13 +208,13 @@ def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagn
         except (ValueError, RecursionError, MemoryError):
             continue
         # repair: blank the failing line (keep indentation, write `pass`), a few times
-        work = list(lines[s:e])
-        tree = None
+        work = list(lines[s:stop])
+        tree: ast.Module | None = None
         for _ in range(6):
             ln = (bad.lineno or 1) - 1 - s
             if not (0 <= ln < len(work)):
                 break
-            indent = re.match(r"\s*", work[ln]).group(0)
+            indent = work[ln][:len(work[ln]) - len(work[ln].lstrip())]
             # an unclosed bracket on an earlier line: blank from the statement start
             work[ln] = indent + "pass" if work[ln].strip() else work[ln]
             if bad.msg and ("was never closed" in bad.msg or "unexpected EOF" in bad.msg):
@@ -239,7 +232,7 @@ def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagn
             except (ValueError, RecursionError, MemoryError):
                 break
         if tree is not None:
-            chunks.append(ParsedChunk(tree, s + 1, e, repaired=True))
+            chunks.append(ParsedChunk(tree, s + 1, stop, repaired=True))
     if not diags:
         diags.append(_syntax_diag(src, first_error))
     return chunks, diags
@@ -263,10 +256,6 @@ class ConfigLit:
     num_stages: int | None = None
     node: ast.AST | None = None
     key_nodes: dict = field(default_factory=dict)
-
-
-class _DTypeRef:
-    pass
 
 
 _SAFE_BUILTINS = {
@@ -832,7 +821,7 @@ class ModuleScan:
                             counts[n.id] = counts.get(n.id, 2) + 2
         for a in fdef.args.args + fdef.args.kwonlyargs:
             counts[a.arg] = 99
-        env = {}
+        env: dict = {}
         for name, v in values.items():
             if counts.get(name) == 1:
                 try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins as pybuiltins
+from typing import TYPE_CHECKING
 
 from newt import ir
 from newt.ir.types import numel, block_of, scalar_of, shape_of, type_str
@@ -28,7 +29,15 @@ def _compile_time(v) -> bool:
     return isinstance(v, (Const, Sym, Opaque))
 
 
-class StatementsMixin:
+if TYPE_CHECKING:
+    from .builder_api import BuilderAPI as _Base
+else:
+    _Base = object
+
+
+class StatementsMixin(_Base):
+    region: ir.Region  # the statements below switch it while building nested regions
+
     def flow_state(self) -> str:
         """'none', 'static' (this path has definitely returned/broken/continued) or 'dynamic'."""
         names = [FLAG_RET]
@@ -44,7 +53,7 @@ class StatementsMixin:
         return state
 
     def not_exited(self, node) -> ir.Value:
-        """int1 scalar: none of the active flags is set."""
+        """int1 scalar: none of the active flags is set (asked only when one is a run-time value)."""
         names = [FLAG_RET] + ([FLAG_BRK, FLAG_CNT] if self.frame.loops else [])
         cond = None
         for n in names:
@@ -52,6 +61,7 @@ class StatementsMixin:
             if isinstance(v, TensorV):
                 nv = self.emit("xor", [v.v, self.constant(True, lc.int1)], [lc.int1], node=node).result
                 cond = nv if cond is None else self.emit("and", [cond, nv], [lc.int1], node=node).result
+        assert cond is not None, "not_exited() outside a dynamic flow state"
         return cond
 
     def stmts(self, body: list):

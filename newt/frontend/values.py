@@ -127,7 +127,7 @@ class PyFunc(AV):
 class JitSource:
     """The source of a jit function: its AST, the file it lives in and how to resolve its globals."""
 
-    def __init__(self, name: str, node: ast.FunctionDef, src: SourceFile, env, lib: bool = False,
+    def __init__(self, name: str, node: ast.FunctionDef | ast.AsyncFunctionDef, src: SourceFile, env, lib: bool = False,
                  col_shift: int = 0, obj=None):
         self.name = name
         self.node = node

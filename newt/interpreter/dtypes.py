@@ -318,8 +318,7 @@ def bits_of(x: torch.Tensor, dt) -> torch.Tensor:
     """The bit pattern of values of ``dt`` as a signed int tensor of the same width."""
     if dt.is_ptr():
         return x
-    w = dt.primitive_bitwidth
-    bd = _BITS.get(w)
+    bd = _BITS[dt.primitive_bitwidth]
     if dt.is_floating():
         return x.view(bd)
     if dt.name == "int1":

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import linecache
 
+from newt.ir.errors import LocatedError, caret_excerpt
+
 __all__ = ["InterpreterError", "OutOfBoundsError", "MisalignedAddressError", "DeviceAssertionError",
            "DeadlockError", "source_excerpt"]
 
@@ -23,24 +25,20 @@ def source_excerpt(loc) -> str:
         text = ""
     if not text:
         return ""
-    text = text.rstrip("\n")
-    start = max(loc.col - 1, 0)
-    if loc.end_line == loc.line and loc.end_col > loc.col:
-        width = loc.end_col - loc.col
-    else:
-        width = max(len(text) - start, 1)
-    gutter = f"{loc.line:>5} | "
-    return f"{gutter}{text}\n{' ' * (len(gutter) - 2)}| {' ' * start}{'^' * width}"
+    end_col = loc.end_col if loc.end_line == loc.line and loc.end_col > loc.col else len(text.rstrip("\r\n")) + 1
+    return caret_excerpt(text, loc.col, end_col, line=loc.line)
 
 
-class InterpreterError(RuntimeError):
-    """A run-time error in an interpreted kernel.
+class InterpreterError(LocatedError, RuntimeError):
+    """A run-time error in an interpreted kernel (a ``LocatedError``: ``code``, ``message``, ``hint``,
+    ``location`` = ``loc``, ``data``; the codes ``I001``-``I005`` are in docs/diagnostics.md).
 
     Attributes: ``kernel`` (name), ``loc`` (``newt.ir.Loc`` or None), ``pid``
     (``(x, y, z)`` program id or None), ``detail`` (the message without the
-    location header).
+    location header); ``data`` holds ``kernel``, ``pid`` and ``detail`` too.
     """
 
+    code = "I001"
     what = "error"
 
     def __init__(self, detail: str, *, kernel: str = "?", loc=None, pid=None, hint: str | None = None):
@@ -59,7 +57,8 @@ class InterpreterError(RuntimeError):
             msg += "\n" + excerpt
         if hint:
             msg += f"\nhint: {hint}"
-        super().__init__(msg)
+        super().__init__(self.code, msg, hint=hint, location=loc,
+                         data={"kernel": kernel, "pid": tuple(pid) if pid is not None else None, "detail": detail})
 
 
 class OutOfBoundsError(InterpreterError, IndexError):
@@ -72,6 +71,7 @@ class OutOfBoundsError(InterpreterError, IndexError):
     argument's number of elements).
     """
 
+    code = "I002"
     what = "out-of-bounds access"
 
     def __init__(self, detail, *, access, address, index, arg=None, offset=None, numel=None, **kw):
@@ -82,21 +82,25 @@ class OutOfBoundsError(InterpreterError, IndexError):
         self.offset = offset
         self.numel = numel
         super().__init__(detail, **kw)
+        self.data.update(access=access, address=address, index=index, arg=arg, offset=offset, numel=numel)
 
 
 class MisalignedAddressError(InterpreterError):
     """An access whose address is not a multiple of the element size."""
 
+    code = "I003"
     what = "misaligned address"
 
 
 class DeviceAssertionError(InterpreterError, AssertionError):
     """``nl.device_assert`` (or a Python ``assert`` in the kernel) failed."""
 
+    code = "I004"
     what = "device assertion failed"
 
 
 class DeadlockError(InterpreterError):
     """A loop can make no further progress (its state and memory no longer change)."""
 
+    code = "I005"
     what = "deadlock"

@@ -118,8 +118,7 @@ class Plan:
             outs = tuple(self.slot(r) for r in o.results)
             instrs.append([f, ins, outs, (), o])
         self._add_frees(region, instrs, term)
-        instrs = [tuple(i[:4]) for i in instrs]
-        rp = RegionPlan(args, instrs, term)
+        rp = RegionPlan(args, [tuple(i[:4]) for i in instrs], term)
         self._regions[id(region)] = rp
         return rp
 
@@ -195,9 +194,9 @@ class Executor:
         self.print_mode = print_mode
         self.P = 1
         self.start = 0
-        self.active = None
+        self.active: torch.Tensor | None = None  # which programs of the batch run (None: all)
         self.n_active = 1
-        self.pid_t = None
+        self.pid_t: list[torch.Tensor] | None = None
         self.printed: list = []  # (program index in the batch, lines) from device_print
 
     # ------------------------------------------------------------------ batches

@@ -183,14 +183,14 @@ def _int_div(dt, want_mod: bool):
     """C division / remainder with the GPU-like total definition: x // 0 = -1 (all bits), x % 0 = x."""
     name = dt.name
     if name == "uint64":
-        def f(a, b):
+        def f_u64(a, b):
             zero = b == 0
             bs = torch.where(zero, torch.ones_like(b), b)
             q = D.udiv64(a, bs)
             if want_mod:
                 return torch.where(zero, a.expand_as(q) if a.shape != q.shape else a, a - q * bs)
             return torch.where(zero, torch.full_like(q, -1), q)
-        return f
+        return f_u64
     signed = dt.is_int_signed()
     allones = -1 if signed else (D.NARROW_UNSIGNED_MASK.get(name) or (255 if name == "uint8" else 1))
 

@@ -163,6 +163,13 @@ class Function:
         self.file = file
         self.constexprs = dict(constexprs or {})
         self.loc = loc
+        #: set by the front end for one specialization: divisibility hints (parameter -> 16), launch options,
+        #: nl.static_print output and the front end's warnings (Diagnostic values)
+        self.hints: dict[str, int] = {}
+        self.num_warps: int | None = None
+        self.num_stages: int | None = None
+        self.static_prints: list[str] = []
+        self.warnings: list = []
 
     @property
     def args(self) -> list[Value]:

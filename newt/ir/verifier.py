@@ -12,19 +12,29 @@ from __future__ import annotations
 
 from newt.language.core import block_type
 
+from .core import Loc
+from .errors import LocatedError
 from .ops import OPS, REQUIRED, Trait
 from .types import is_pow2, scalar_of, type_str
 
 
-class IRVerificationError(Exception):
-    pass
+class IRVerificationError(LocatedError):
+    """The IR breaks the op table's rules (an internal error of the pass that built it): code ``N090``,
+    ``location`` the first offending op's, ``data["errors"]`` every problem found."""
+
+    def __init__(self, message: str, *, errors: list[str] | None = None, location: Loc | None = None):
+        super().__init__("N090", message, location=location, data={"errors": list(errors or [])})
 
 
 def verify(fn, concrete: bool = True) -> None:
     errors: list[str] = []
     defined: set[int] = set()
 
+    first_loc: list[Loc] = []
+
     def where(op):
+        if op.loc is not None and not first_loc:
+            first_loc.append(op.loc)
         return f"{op.name} at {op.loc.line}:{op.loc.col}" if op.loc else op.name
 
     def check_region(region, parent):
@@ -114,4 +124,5 @@ def verify(fn, concrete: bool = True) -> None:
 
     check_region(fn.body, None)
     if errors:
-        raise IRVerificationError(f"IR of {fn.name} is invalid:\n  " + "\n  ".join(errors))
+        raise IRVerificationError(f"IR of {fn.name} is invalid:\n  " + "\n  ".join(errors), errors=errors,
+                                  location=first_loc[0] if first_loc else None)

@@ -8,7 +8,9 @@ the runtime (to map torch dtypes).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from enum import Enum
+from typing import Any
 
 __all__ = [
     "dtype", "pointer_type", "block_type", "constexpr", "tensor", "PropagateNan",
@@ -319,7 +321,7 @@ class PropagateNan(Enum):
 # --------------------------------------------------------------------------
 
 #: name -> stub function, for every ``nl.*`` builtin (including ``nl.math``).
-BUILTINS: dict[str, object] = {}
+BUILTINS: dict[str, Callable[..., Any]] = {}
 
 #: tensor method name -> builtin name (``x.to`` -> ``cast`` ...), filled by ``builtin(method=...)`` and
 #: ``inline_jit(method=...)``; read it through :func:`tensor_methods`.

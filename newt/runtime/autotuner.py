@@ -273,7 +273,7 @@ class Autotuner(KernelInterface):
                 top_k = max(1, int(len(pruned) * top_k))
             if len(pruned) > top_k:
                 est = {c: self.perf_model(**nargs, **kwargs, **c.all_kwargs()) for c in pruned}
-                pruned = sorted(est, key=est.get)[:top_k]
+                pruned = sorted(est, key=lambda c: est[c])[:top_k]
         return pruned
 
     def _disk_key(self, key) -> str:

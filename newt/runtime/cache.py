@@ -66,6 +66,8 @@ class DiskCache:
         return self.root is not None
 
     def path(self, key: str, kind: str = "kernels") -> Path:
+        if self.root is None:
+            raise RuntimeError("the on-disk cache is disabled (NEWT_CACHE_DIR is empty)")
         return self.root / kind / key[:2] / f"{key}.bin"
 
     # -- reading ------------------------------------------------------------

@@ -175,7 +175,7 @@ def check(result, what: str, kernel: str | None = None):
 
 def _recent(exclude=None) -> list:
     """Distinct recently launched kernels, oldest first (by their last launch)."""
-    out = []
+    out: list = []
     for ln in HISTORY:
         if ln is exclude:
             continue

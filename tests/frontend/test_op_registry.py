@@ -140,7 +140,7 @@ def k(x_ptr):
     nl.static_assert(nl.int8.get_int_max_value() == 127)
     b = nl.int32.exponent_bias
 '''
-    from newt.frontend.check import analyze_source as _an
+    from newt.frontend import analyze_source as _an
     fa = _an(src, "k.py")
     errs = [d for d in fa.diagnostics if d.severity <= 2]
     assert [(d.code, d.span.line) for d in errs] == [("N023", 11)], [d.format() for d in errs]

@@ -30,7 +30,7 @@ def _fmt(av):
 @rule("static_print")
 def _static_print(b, a: Bound, node):
     sep = a["sep"].value if isinstance(a["sep"], Const) else " "
-    text = sep.join(_fmt(v) for v in a["values"].items)
+    text = sep.join(_fmt(v) for v in a.tuple("values").items)
     b.static_prints.append(text)
     if not b.speculative:
         b.report("N051", f"static_print: {text}", node, severity=Severity.INFO)
@@ -58,7 +58,7 @@ def _device_print(b, a: Bound, node):
     if not (isinstance(prefix, Const) and isinstance(prefix.value, str)):
         raise SemError("N010", "nl.device_print prefix must be a constexpr string", node=a.node("prefix"))
     vals = []
-    for v in a["args"].items:
+    for v in a.tuple("args").items:
         _poison(v)
         vals.append(need_tensor(b, v, "a printed value", node).v)
     hexa = bool(getattr(a["hex"], "value", False))

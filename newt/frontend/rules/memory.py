@@ -49,9 +49,9 @@ def _load(b, a: Bound, node):
     other = a["other"]
     _poison(other)
     if p is None:
-        if mask is not None or not (isinstance(other, Const) and other.value is None):
-            pass
-        return TensorV(b.emit("load", [a["pointer"].v], [a["pointer"].type], {}, node=node).result)
+        ptr = a["pointer"]
+        assert isinstance(ptr, TensorV)  # _pointer returns None for a pointer of unknown kind only
+        return TensorV(b.emit("load", [ptr.v], [ptr.type], {}, node=node).result)
     elem = p.dtype.element_ty
     shape = p.shape
     if mask is not None:

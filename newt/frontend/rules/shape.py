@@ -22,7 +22,7 @@ def _shape_args(b, av: TupleV, node):
 @rule("reshape", "view")
 def _reshape(b, a: Bound, node):
     x = need_tensor(b, a["input"], f"nl.{a.name} input", a.node("input"))
-    shape = _shape_args(b, a["shape"], a.node("shape"))
+    shape = _shape_args(b, a.tuple("shape"), a.node("shape"))
     n0, n1 = numel(x.shape), numel(shape)
     if n0 is not None and n1 is not None and n0 != n1:
         raise SemError("N033", f"cannot reshape a block of {n0} elements ({fmt_shape(x.shape)}) into "
@@ -61,7 +61,7 @@ def _permute(b, a: Bound, node):
 @rule("trans")
 def _trans(b, a: Bound, node):
     x = need_block(a["input"], "nl.trans input", a.node("input"))
-    dims = a["dims"]
+    dims = a.tuple("dims")
     if not dims.items:
         if len(x.shape) == 1:
             return x
@@ -106,7 +106,7 @@ def _broadcast(b, a: Bound, node):
 @rule("broadcast_to")
 def _broadcast_to(b, a: Bound, node):
     x = need_tensor(b, a["input"], "nl.broadcast_to input", a.node("input"))
-    shape = _shape_args(b, a["shape"], a.node("shape"))
+    shape = _shape_args(b, a.tuple("shape"), a.node("shape"))
     return TensorV(b.broadcast_value(x.v, shape, node))
 
 
