@@ -82,12 +82,13 @@ class DaskExecutor(Executor):
             pp = os.pathsep.join(dict.fromkeys([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
                                                + [p for p in sys.path if p and os.path.isdir(p)]))
             import dask
-            # set before each worker process is spawned (the cluster's env= is applied after the spawn, too late
-            # for glibc's malloc and for CUDA), without Dask's MALLOC_TRIM_THRESHOLD_ (see the module's doc)
+            # Dask's variables set before each worker process is spawned (env= is applied after the spawn, too
+            # late for glibc's malloc), without its MALLOC_TRIM_THRESHOLD_ (see the module's doc)
             pre = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}).items()
                    if k != "MALLOC_TRIM_THRESHOLD_"}
             env = {"PYTHONPATH": pp, "NEWT_TUNE_WORKER": "1", "CUDA_VISIBLE_DEVICES": ""}
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": {**pre, **env}}):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):  # (Dask puts these into this
+                # process's os.environ too: ours go through env=, applied in the worker)
                 self._cluster = distributed.LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
                     resources=resources or {"compile": 1}, silence_logs=40, env=env)
