@@ -24,7 +24,7 @@ from .progress import TuneProgress
 from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, install
 from .timeouts import AdaptiveTimeout
 
-__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "LocalExecutor", "get_executor", "register_executor", "visible_gpus",
-           "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for", "install",
-           "compile_stream", "compile_all", "shared_executor", "close_shared", "AdaptiveTimeout", "TuneProgress", "classify",
-           "STATUSES", "FAILED", "COMPILE", "TIME"]
+__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "LocalExecutor", "get_executor", "register_executor",
+           "visible_gpus", "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for",
+           "install", "compile_stream", "compile_all", "shared_executor", "close_shared", "AdaptiveTimeout",
+           "TuneProgress", "classify", "STATUSES", "FAILED", "COMPILE", "TIME"]
