@@ -130,6 +130,12 @@ class Tuner:
         self.poison = self._write_only_params()
         self.log = kernel.autotune_log
         self._own_pool = False
+        # executor path: while a batch's last candidates finish, the likely next batch (the leaders'
+        # neighbours) is generated and compiled on the idle workers (DEUTERON_AUTOTUNE_SPECULATE=0: off)
+        self._speculate_ok = False
+        self._pre: dict = {}  # config key -> prepared candidate not yet admitted
+        self._pre_state: dict = {}  # candidate -> [compile tasks left, entries, compile task ids]
+        self._spec_compile: dict = {}  # executor task id -> (candidate, compile task), for those candidates
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -157,6 +163,7 @@ class Tuner:
             else:
                 self.search()
             best = self.finish()
+            self._forget_speculation()  # what was generated ahead and not needed (compiles still running end there)
         except BaseException:
             if self.pool is not None:
                 self.pool.cancel()  # Ctrl-C / an error: stop every worker now (a shared pool restarts lazily)
@@ -199,7 +206,9 @@ class Tuner:
                 finally:
                     self.max_configs = cap
         else:
+            self._speculate_ok = True  # pattern search: the next batch is the leaders' neighbours
             self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        self._speculate_ok = True
         self._refine()
 
     def _refine(self):
@@ -213,12 +222,7 @@ class Tuner:
                     break
                 continue
             best_ms = ok[0].ms
-            frontier = ok[:self.width]
-            cands = []
-            for c in frontier:
-                for nb in self.space.neighbors(c.config):
-                    if nb.key() not in self.results and nb.key() not in {x.key() for x in cands}:
-                        cands.append(nb)
+            cands = self._neighbours(ok)
             if not cands:
                 break
             room = self.max_configs - self.tested
@@ -232,6 +236,17 @@ class Tuner:
                 stale += 1
                 if stale >= 2:
                     break
+
+    def _neighbours(self, ok) -> list:
+        """The next pattern-search batch: the unseen neighbours of the leaders, the best one's first."""
+        cands: list = []
+        keys: set = set()
+        for c in ok[:self.width]:
+            for nb in self.space.neighbors(c.config):
+                if nb.key() not in self.results and nb.key() not in keys:
+                    keys.add(nb.key())
+                    cands.append(nb)
+        return cands
 
     def seed_configs(self, default: Config) -> list:
         sp = self.space
@@ -318,9 +333,11 @@ class Tuner:
             return _STOP
         if cfg.key() in self.results:
             return None
-        cand = Candidate(cfg)
+        cand = self._pre.pop(cfg.key(), None)
+        if cand is None:
+            cand = Candidate(cfg)
+            self.prepare(cand)
         self.results[cfg.key()] = cand
-        self.prepare(cand)
         if cand.status != "pending":
             self.record(cand)
             return None
@@ -537,9 +554,21 @@ class Tuner:
                         continue
                     st.todo.append(cand)
                     st.open.add(cand)
+                    pre = self._pre_state.pop(cand, None)
                     if cand.duplicate_of is not None:
+                        if pre is not None:
+                            for tid in pre[2]:
+                                self._spec_compile.pop(tid, None)
                         continue
                     compiles, st.timing[cand] = self._tasks_of(cand)
+                    if pre is not None:  # generated (and compiled, or compiling) ahead: take it over
+                        st.waiting[cand], st.entries[cand] = pre[0], pre[1]
+                        for tid in pre[2]:
+                            if tid in self._spec_compile:
+                                st.compile_of[tid] = self._spec_compile.pop(tid)
+                        if pre[0] == 0:
+                            self._submit_time(st, cand)
+                        continue
                     real = [t for t in compiles if t is not None]
                     st.waiting[cand], st.entries[cand] = len(real), []
                     if not real:
@@ -550,9 +579,11 @@ class Tuner:
                     self._drain(st, 0)  # results that came in meanwhile: keep the GPU worker fed
                 if not st.compile_of and not st.time_of and (stop or nxt >= len(configs)):
                     break
-                self._drain(st, 0.05)
+                ahead = (stop or nxt >= len(configs)) and self._speculate(slots)  # the batch is all submitted
+                self._drain(st, 0 if ahead else 0.05)
                 if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
                     self.pool.cancel()
+                    self._forget_speculation()
                     for c in st.todo:
                         if c.status == "pending" and c.duplicate_of is None:
                             c.status, c.error = "timeout", "autotuning ran out of time"
@@ -560,6 +591,7 @@ class Tuner:
                     break
         except BaseException:
             self.pool.cancel()
+            self._forget_speculation()
             raise
         for c in st.todo:
             if c.duplicate_of is not None:
@@ -576,10 +608,61 @@ class Tuner:
         tt.entries = st.entries[c]  # the cubins travel with the task: the worker needs no shared cache
         st.time_of[self.pool.submit(TIME, tt, "time", self.time_timeout)] = c
 
-    def _drain(self, st, timeout: float):
-        """Handle every result the executor has (waiting at most ``timeout`` for the first)."""
+    def _forget_speculation(self):
+        self._pre.clear()
+        self._pre_state.clear()
+        self._spec_compile.clear()
+
+    def _speculate(self, slots: int) -> bool:
+        """Generate one candidate of the likely next batch and submit its kernels, when compile workers are
+        idle (the batch's last candidates are being timed); True if it did."""
+        from newt.tune import COMPILE
+        if not self._speculate_ok or os.environ.get("DEUTERON_AUTOTUNE_SPECULATE", "1") == "0":
+            return False
+        if len(self._spec_compile) >= slots or len(self._pre) >= 4 * slots or not self.budget_left():
+            return False
+        running = getattr(self.pool, "pending", lambda: 0)()
+        if running >= slots:
+            return False
+        ok = self.ranked()
+        nxt = next((c for c in self._neighbours(ok) if c.key() not in self._pre), None) if ok else None
+        if nxt is None:
+            return False
+        cand = Candidate(nxt)
+        self.prepare(cand)
+        self._pre[nxt.key()] = cand
+        if cand.status != "pending" or cand.source_key in self.by_source:
+            return True  # invalid, or a duplicate: nothing to compile
+        compiles, _ = self._tasks_of(cand)
+        real = [t for t in compiles if t is not None]
+        ids = []
+        for t in real:
+            tid = self.pool.submit(COMPILE, t, "compile", self.compile_timeout.current())
+            self._spec_compile[tid] = (cand, t)
+            ids.append(tid)
+        self._pre_state[cand] = [len(real), [], ids]
+        return True
+
+    def _drain(self, st, timeout: float) -> int:
+        """Handle every result the executor has (waiting at most ``timeout`` for the first); returns how
+        many."""
         from newt.tune import install
-        for tid, res in self.pool.poll(timeout):
+        got = self.pool.poll(timeout)
+        for tid, res in got:
+            if tid in self._spec_compile:  # a candidate generated ahead, not yet admitted
+                c, t = self._spec_compile.pop(tid)
+                pre = self._pre_state.get(c)
+                if pre is None:
+                    continue
+                if res.get("status") != "ok":
+                    c.status, c.error = res.get("status"), res.get("message")  # recorded when admitted
+                    self._pre_state.pop(c, None)
+                    continue
+                self.compile_timeout.observe(res.get("seconds"))
+                install(res, t.key)
+                pre[1].append({"key": t.key, "entry": res.get("entry")})
+                pre[0] -= 1
+                continue
             if tid in st.compile_of:
                 c, t = st.compile_of.pop(tid)
                 if c.status != "pending":
@@ -604,6 +687,7 @@ class Tuner:
                 else:
                     self._check_screened(c, res)
                 self._finish_one(st, c)
+        return len(got)
 
     def _check_screened(self, c, res):
         """A candidate that ran on a worker: compare with the oracle here; its time is the worker's."""

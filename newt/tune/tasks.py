@@ -182,13 +182,7 @@ def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, targ
     nargs = None
     while type(fn).__name__ in ("Autotuner", "Heuristics"):
         if type(fn).__name__ == "Heuristics":
-            if nargs is None:
-                nargs = dict(zip(fn.arg_names, args))
-                nargs.update(kwargs)
-            for name, heur in fn.values.items():
-                v = heur(nargs)
-                kwargs[name] = v
-                nargs[name] = v
+            nargs = fn.apply(args, kwargs, nargs)  # as at launch
         fn = fn.fn
     base = _jit_base(fn)
     for opt in ("num_warps", "num_stages"):
