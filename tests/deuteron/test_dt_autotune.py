@@ -401,3 +401,33 @@ def test_generated_module_survives_a_cleared_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "b"))
     m2 = drt.load_module(src, stem="cleared")
     assert os.path.exists(m2.__file__) and m2.X == 41
+
+
+def test_the_next_pattern_batch_is_generated_while_a_batch_finishes(monkeypatch):
+    """Executor path: while a batch's last candidates are timed, the leaders' neighbours are generated (and,
+    on a GPU, compiled) ahead; the next batch takes them over instead of generating them again."""
+    from deuteron.autotune import Tuner
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_ISOLATE", "1")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_WORKERS", "2")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "8")
+    seen = {"ahead": 0, "taken": 0}
+    speculate, admit = Tuner._speculate, Tuner._admit
+
+    def counting_speculate(self, slots):
+        made = speculate(self, slots)
+        seen["ahead"] += bool(made)
+        return made
+
+    def counting_admit(self, cfg, n_open):
+        seen["taken"] += cfg.key() in self._pre
+        return admit(self, cfg, n_open)
+
+    monkeypatch.setattr(Tuner, "_speculate", counting_speculate)
+    monkeypatch.setattr(Tuner, "_admit", counting_admit)
+    x, y = torch.randn(300, 20), torch.randn(300, 20)
+    ev = []
+    searched.autotune(x, y, callback=ev.append, force=True)
+    reports = [e for e in ev if e["kind"] == "report"]
+    assert len({r["config"] for r in reports}) == len(reports) and all(r["status"] == "ok" for r in reports)
+    assert seen["ahead"] >= 1 and seen["taken"] <= seen["ahead"]
+    torch.testing.assert_close(searched(x, y), x * y)
