@@ -579,7 +579,7 @@ class Tuner:
                     self._drain(st, 0)  # results that came in meanwhile: keep the GPU worker fed
                 if not st.compile_of and not st.time_of and (stop or nxt >= len(configs)):
                     break
-                ahead = (stop or nxt >= len(configs)) and self._speculate(slots)  # the batch is all submitted
+                ahead = (stop or nxt >= len(configs)) and self._speculate(slots, len(st.open))  # all submitted
                 self._drain(st, 0 if ahead else 0.05)
                 if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
                     self.pool.cancel()
@@ -613,13 +613,14 @@ class Tuner:
         self._pre_state.clear()
         self._spec_compile.clear()
 
-    def _speculate(self, slots: int) -> bool:
+    def _speculate(self, slots: int, n_open: int) -> bool:
         """Generate one candidate of the likely next batch and submit its kernels, when compile workers are
-        idle (the batch's last candidates are being timed); True if it did."""
+        idle (the batch's last candidates are being timed) and the budget has room for it; True if it did."""
         from newt.tune import COMPILE
         if not self._speculate_ok or os.environ.get("DEUTERON_AUTOTUNE_SPECULATE", "1") == "0":
             return False
-        if len(self._spec_compile) >= slots or len(self._pre) >= 4 * slots or not self.budget_left():
+        room = self.max_configs - self.tested - n_open - len(self._pre)
+        if len(self._spec_compile) >= slots or len(self._pre) >= 4 * slots or room <= 0 or not self.budget_left():
             return False
         running = getattr(self.pool, "pending", lambda: 0)()
         if running >= slots:
