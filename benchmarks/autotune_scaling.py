@@ -1,21 +1,25 @@
 """How autotuning scales with workers: the figures of benchmarks/autotune_scaling.md.
 
     PYTHONPATH=. python benchmarks/autotune_scaling.py cpu [--configs 200] [--workers 1,2] [--no-dask]
-    PYTHONPATH=. python benchmarks/autotune_scaling.py gpu-single [--max-configs 120] [--size 4096]
-    PYTHONPATH=. python benchmarks/autotune_scaling.py gpu-multi --gpus 1,2,4,8 [--max-configs 120]
+    PYTHONPATH=. python benchmarks/autotune_scaling.py gpu-single [--max-configs 60] [--size 4096] [--repeat 2]
+    PYTHONPATH=. python benchmarks/autotune_scaling.py quick [--fresh] [--kernels matmul,softmax,layer_norm]
+    PYTHONPATH=. python benchmarks/autotune_scaling.py gpu-multi --gpus 1,2,4,8 [--max-configs 60]
 
 ``cpu``: compile ``--configs`` fp16 matmul configs for sm_90a (no GPU needed)
-with 1 and 2 local worker processes, then through a Dask cluster on loopback
-(``distributed`` missing: that row says so and is skipped), each with an
-empty cache and warm workers; the compiled kernels must be identical.
+with each ``--workers`` count of local worker processes, in that order, then
+through a Dask cluster on loopback (``distributed`` missing: that row says so
+and is skipped), each with an empty cache and warm workers; the compiled
+kernels must be identical.  Each row records the main process's CPU time, the
+median task time and the load average.
 
-``gpu-single``: a deuteron matmul tune (fp16, ``--size``³) -- first a search
-(effort full, at most ``--max-configs``) fixes the list of configs; then the
-same list is tuned serially in the main process (compile, then time, config
-after config: the path before newt.tune) and through the executor (compile
-workers on every core, screening and timing on the GPU worker, overlapped).
-Same winner expected, and the speed-up.  ``gpu-multi``: the executor path on
-1, 2, 4, 8 GPUs (``DEUTERON_AUTOTUNE_GPUS``).
+``gpu-single``: a deuteron matmul tune (fp16, ``--size``³) over one fixed list
+of configs (the tuner's seeds, then random points from a fixed seed), each row
+in a fresh process with empty caches: serially in the main process (compile,
+then check and time, config after config: the path before newt.tune) and
+through the executor (compile workers on every core, screening and timing on
+the GPU worker, overlapped); both winners are timed again in one process.
+``quick``: deuteron quick tunes from scratch (deuteron_bench.py's shapes).
+``gpu-multi``: the executor path on 1, 2, 4, 8 GPUs (``DEUTERON_AUTOTUNE_GPUS``).
 
 Runs from the source tree without network; prints one JSON line per run and a
 Markdown table.
