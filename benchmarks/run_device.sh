@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|deuteron|lsp ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|deuteron|tune|lsp ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -40,6 +40,19 @@ for part in "$@"; do
       timeout 60 python3 benchmarks/launch_overhead.py --out "$R" 2>&1 | tee "$R/overhead.log" | tail -15 ;;
     deuteron)
       timeout 270 python3 benchmarks/deuteron_bench.py --out "$R" --budget 230 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
+    tune)
+      # the tuning executor (benchmarks/autotune_scaling.md): deuteron quick tunes from scratch, the one-GPU
+      # serial-vs-executor comparison (each row a fresh process), the CPU compile scaling with a loopback Dask
+      # cluster (the distributed wheels carried in .whl, installed into /tmp/site for that part only)
+      timeout ${TUNE_QUICK_T:-80} python3 benchmarks/autotune_scaling.py quick 2>&1 | tee "$R/tune_quick.log" | tail -8
+      timeout ${TUNE_SINGLE_T:-115} python3 benchmarks/autotune_scaling.py gpu-single --max-configs ${TUNE_CONFIGS:-60} \
+        2>&1 | tee "$R/tune_single.log" | tail -9
+      W=${WHL:-.whl}; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+        "$W"/*.whl >/dev/null 2>&1
+      PYTHONPATH=$PWD:/tmp/site timeout ${TUNE_CPU_T:-60} python3 benchmarks/autotune_scaling.py cpu \
+        --configs ${TUNE_CPU_CONFIGS:-80} 2>&1 | tee "$R/tune_cpu.log" | tail -8
+      timeout ${TUNE_TEST_T:-35} python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/tune -m gpu \
+        tests/deuteron/test_dt_gpu.py -k "autotun or resources or gpu_workers" 2>&1 | tail -4 | tee "$R/tune_tests.log" ;;
     rerun)
       # the failures of the last suite run, serially, with tracebacks
       timeout 240 python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" \

@@ -43,6 +43,7 @@ EFFORT_BUDGETS = {
 #: pattern search), "surrogate" (differential evolution, a surrogate model, then pattern search)
 ALGORITHMS = {"quick": "pattern", "full": "surrogate"}
 CPU_BUDGET = (4, 120.0, 1, 1)
+_STOP = object()  # Tuner._admit: the batch's budget is spent
 
 
 class Candidate:
@@ -128,8 +129,13 @@ class Tuner:
         self.expected = Expected(kernel, bound, tf32=tf32)
         self.poison = self._write_only_params()
         self.log = kernel.autotune_log
-        self._args_files: dict = {}
-        self.session = None
+        self._own_pool = False
+        # executor path: while a batch's last candidates finish, the likely next batch (the leaders'
+        # neighbours) is generated and compiled on the idle workers (DEUTERON_AUTOTUNE_SPECULATE=0: off)
+        self._speculate_ok = False
+        self._pre: dict = {}  # config key -> prepared candidate not yet admitted
+        self._pre_state: dict = {}  # candidate -> [compile tasks left, entries, compile task ids]
+        self._spec_compile: dict = {}  # executor task id -> (candidate, compile task), for those candidates
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -157,10 +163,14 @@ class Tuner:
             else:
                 self.search()
             best = self.finish()
-        finally:
+            self._forget_speculation()  # what was generated ahead and not needed (compiles still running end there)
+        except BaseException:
             if self.pool is not None:
+                self.pool.cancel()  # Ctrl-C / an error: stop every worker now (a shared pool restarts lazily)
+            raise
+        finally:
+            if self.pool is not None and self._own_pool:
                 self.pool.close()
-            self._cleanup()
         self.progress.end(best.config, best.ms)
         return best
 
@@ -196,7 +206,9 @@ class Tuner:
                 finally:
                     self.max_configs = cap
         else:
+            self._speculate_ok = True  # pattern search: the next batch is the leaders' neighbours
             self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
+        self._speculate_ok = True
         self._refine()
 
     def _refine(self):
@@ -210,12 +222,7 @@ class Tuner:
                     break
                 continue
             best_ms = ok[0].ms
-            frontier = ok[:self.width]
-            cands = []
-            for c in frontier:
-                for nb in self.space.neighbors(c.config):
-                    if nb.key() not in self.results and nb.key() not in {x.key() for x in cands}:
-                        cands.append(nb)
+            cands = self._neighbours(ok)
             if not cands:
                 break
             room = self.max_configs - self.tested
@@ -229,6 +236,17 @@ class Tuner:
                 stale += 1
                 if stale >= 2:
                     break
+
+    def _neighbours(self, ok) -> list:
+        """The next pattern-search batch: the unseen neighbours of the leaders, the best one's first."""
+        cands: list = []
+        keys: set = set()
+        for c in ok[:self.width]:
+            for nb in self.space.neighbors(c.config):
+                if nb.key() not in self.results and nb.key() not in keys:
+                    keys.add(nb.key())
+                    cands.append(nb)
+        return cands
 
     def seed_configs(self, default: Config) -> list:
         sp = self.space
@@ -289,39 +307,46 @@ class Tuner:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, configs) -> int:
+        """Evaluate a batch of configs (within the budget); returns how many were new."""
+        if self.isolate:
+            return self._evaluate_stream(configs)
         todo = []
         for cfg in configs:
-            if not self.budget_left() and todo:
+            cand = self._admit(cfg, len(todo))
+            if cand is _STOP:
                 break
-            if self.tested + len(todo) >= self.max_configs:
-                break
-            if cfg.key() in self.results:
-                continue
-            cand = Candidate(cfg)
-            self.results[cfg.key()] = cand
-            self.prepare(cand)
-            if cand.status != "pending":
-                self.record(cand)
-                continue
-            dup = self.by_source.get(cand.source_key)
-            if dup is not None:
-                cand.duplicate_of = dup
+            if cand is not None:
                 todo.append(cand)
-                continue
-            self.by_source[cand.source_key] = cand
-            todo.append(cand)
-        if not todo:
-            return 0
-        if self.isolate:
-            self._evaluate_gpu(todo)
-        else:
-            for c in todo:
-                if c.duplicate_of is not None:
-                    self._copy_dup(c)
-                else:
-                    self.check_and_time(c)
-                self.record(c)
+        for c in todo:
+            if c.duplicate_of is not None:
+                self._copy_dup(c)
+            else:
+                self.check_and_time(c)
+            self.record(c)
         return len(todo)
+
+    def _admit(self, cfg, n_open: int):
+        """The next candidate of a batch (``n_open``: admitted, not yet recorded): ``_STOP`` when the budget is
+        spent, None when the config was seen before or does not generate (recorded), else a generated
+        Candidate (``duplicate_of`` set when its source is one already seen)."""
+        if (not self.budget_left() and n_open) or self.tested + n_open >= self.max_configs:
+            return _STOP
+        if cfg.key() in self.results:
+            return None
+        cand = self._pre.pop(cfg.key(), None)
+        if cand is None:
+            cand = Candidate(cfg)
+            self.prepare(cand)
+        self.results[cfg.key()] = cand
+        if cand.status != "pending":
+            self.record(cand)
+            return None
+        dup = self.by_source.get(cand.source_key)
+        if dup is not None:
+            cand.duplicate_of = dup
+        else:
+            self.by_source[cand.source_key] = cand
+        return cand
 
     def prepare(self, cand: Candidate):
         """Generate the candidate's kernels (no launch); invalid configs stop here."""
@@ -427,18 +452,16 @@ class Tuner:
 
     # ------------------------------------------------------------------ the executor: compile, screen, time
     def _start_pool(self):
-        """Compile workers (every core, no GPU) and one screening/timing worker per GPU (newt.tune)."""
-        from newt.tune import AdaptiveTimeout, get_executor, visible_gpus
-
-        from ..runtime import cache_dir
-        self.session = cache_dir() / "tune" / f"{os.getpid()}_{int(time.time() * 1000)}"
-        self.session.mkdir(parents=True, exist_ok=True)
+        """Compile workers (every core, no GPU) and one screening/timing worker per GPU (newt.tune), shared by
+        every tune of this process (started once, warm for the next tune); a small tune -- fewer than
+        ``DEUTERON_AUTOTUNE_MIN_WORKER_CONFIGS`` (8) configs -- runs in this process (compile threads) unless
+        such a pool is already running or ``DEUTERON_AUTOTUNE_ISOLATE=1`` asks for workers."""
+        from newt.tune import AdaptiveTimeout, ThreadExecutor, shared_executor, visible_gpus
         n = os.environ.get("DEUTERON_AUTOTUNE_WORKERS")
-        opts = {}
+        opts: dict = {}
         kind = os.environ.get("NEWT_TUNE_CLUSTER") or "local"
         if "://" not in kind and kind not in ("dask",):
             kind = "local"
-            opts["log_path"] = self.session / "workers.log"
             if n:
                 opts["compile_workers"] = int(n)
             if self.gpu:
@@ -452,15 +475,21 @@ class Tuner:
             else:
                 opts["gpus"] = []
                 opts["time_env"] = {"NEWT_INTERPRET": "1"}
-        self.pool = get_executor(kind, **opts)
+            if opts.get("gpus") == visible_gpus() and "time_env" not in opts:
+                del opts["gpus"]  # the default: the same executor as @newt.autotune's
+            if not os.environ.get("NEWT_TUNE_EXECUTOR"):
+                kind = None
+        planned = len(self.configs) if self.configs else self.max_configs
+        small = planned < int(os.environ.get("DEUTERON_AUTOTUNE_MIN_WORKER_CONFIGS", "8"))
+        if (kind in (None, "local") and self.gpu and small and os.environ.get("DEUTERON_AUTOTUNE_ISOLATE") != "1"
+                and shared_executor(kind, create=False, **opts) is None):
+            self.pool, self._own_pool = ThreadExecutor(), True
+        else:
+            self.pool, self._own_pool = shared_executor(kind, **opts), False
+            if hasattr(self.pool, "start"):
+                self.pool.start()  # the workers import and warm up while the first configs are generated
         self.compile_timeout = AdaptiveTimeout(float(os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120)))
         self.time_timeout = float(os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120))
-
-    def _cleanup(self):
-        if self.session is None:
-            return
-        import shutil
-        shutil.rmtree(self.session, ignore_errors=True)
 
     def _tasks_of(self, c):
         """The candidate's compile tasks and its screening/timing task (inputs made on the worker)."""
@@ -476,8 +505,10 @@ class Tuner:
                 from ..runtime import load_module
                 mod = load_module(gen.source, stem=os.path.basename(file).rsplit("_", 1)[0])
                 file = mod.__file__
-            sha = hashlib.sha256(open(file, "rb").read()).hexdigest()  # noqa: SIM115
-            text = None if isinstance(self.pool, _local_types()) else open(file, encoding="utf-8").read()  # noqa: SIM115
+            with open(file, "rb") as f:
+                data = f.read()
+            # the text is shipped: a worker never depends on the file still being there (or being the same)
+            sha, text = hashlib.sha256(data).hexdigest(), data.decode("utf-8")
             args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
             kw = dict(gen.constexprs)
             if gen.needs_num_sms:
@@ -500,85 +531,164 @@ class Tuner:
         return compiles, TimeTask(launches[0][0], [], launches=launches, warmup=5, rep=25, cutoff_ms=cut,
                                   label=str(c.config))
 
-    def _evaluate_gpu(self, todo):
-        """Compile every unique candidate on the compile workers; as a candidate's kernels are compiled,
-        screen and time it on a GPU worker; then check it against the oracle here."""
-        from newt.tune import COMPILE, TIME
-        uniq = [c for c in todo if c.duplicate_of is None]
-        compile_of = {}  # executor task id -> candidate
-        time_of = {}
-        waiting = {}  # candidate -> compile tasks left
-        entries = {}  # candidate -> compile results (bytes for workers that do not share the cache)
-        timing = {}
-        queue = []  # (candidate, [compile tasks]) not yet submitted (keep 2x slots in flight)
-        for c in uniq:
-            compiles, tt = self._tasks_of(c)
-            timing[c] = tt
-            entries[c] = []
-            real = [t for t in compiles if t is not None]
-            waiting[c] = len(real)
-            queue.append((c, real))
-        from newt.tune import install
+    def _evaluate_stream(self, configs) -> int:
+        """The executor path: each candidate is generated here and its kernels submitted to the compile
+        workers at once (they compile while the next candidates are generated); when all of a candidate's
+        kernels are compiled it is screened and timed on a GPU worker, then checked against the oracle here.
+        Returns how many candidates were new."""
+        from newt.tune import COMPILE
 
-        def submit_time(c):
-            tt = timing[c]
-            if not self.pool.shared_cache:
-                tt.entries = entries[c]
-            time_of[self.pool.submit(TIME, tt, "time", self.time_timeout)] = c
-
-        done = []
+        st = _Stream()
         slots = max(1, self.pool.compile_slots)
+        configs = list(configs)
+        nxt, stop = 0, False
         try:
-            while queue or compile_of or time_of:
-                while queue and len(compile_of) < 2 * slots:
-                    c, real = queue.pop(0)
+            while True:
+                while not stop and nxt < len(configs) and len(st.compile_of) < 2 * slots:
+                    cand = self._admit(configs[nxt], len(st.open))
+                    nxt += 1
+                    if cand is _STOP:
+                        stop = True
+                        break
+                    if cand is None:
+                        continue
+                    st.todo.append(cand)
+                    st.open.add(cand)
+                    pre = self._pre_state.pop(cand, None)
+                    if cand.duplicate_of is not None:
+                        if pre is not None:
+                            for tid in pre[2]:
+                                self._spec_compile.pop(tid, None)
+                        continue
+                    compiles, st.timing[cand] = self._tasks_of(cand)
+                    if pre is not None:  # generated (and compiled, or compiling) ahead: take it over
+                        st.waiting[cand], st.entries[cand] = pre[0], pre[1]
+                        for tid in pre[2]:
+                            if tid in self._spec_compile:
+                                st.compile_of[tid] = self._spec_compile.pop(tid)
+                        if pre[0] == 0:
+                            self._submit_time(st, cand)
+                        continue
+                    real = [t for t in compiles if t is not None]
+                    st.waiting[cand], st.entries[cand] = len(real), []
                     if not real:
-                        submit_time(c)
+                        self._submit_time(st, cand)
                     for t in real:
-                        compile_of[self.pool.submit(COMPILE, t, "compile", self.compile_timeout.current())] = (c, t)
-                for tid, res in self.pool.poll(0.05):
-                    if tid in compile_of:
-                        c, t = compile_of.pop(tid)
-                        if c.status != "pending":
-                            continue
-                        if res.get("status") != "ok":
-                            c.status, c.error = res.get("status"), res.get("message")
-                            self._finish_one(c, done)
-                            continue
-                        self.compile_timeout.observe(res.get("seconds"))
-                        install(res, t.key)
-                        entries[c].append({"key": t.key, "entry": res.get("entry")})
-                        waiting[c] -= 1
-                        if waiting[c] == 0:
-                            submit_time(c)
-                    elif tid in time_of:
-                        c = time_of.pop(tid)
-                        if c.status != "pending":
-                            continue
-                        st = res.get("status")
-                        if st not in ("ok", "hopeless"):
-                            c.status, c.error = st, res.get("message")
-                            self._finish_one(c, done)
-                            continue
-                        self._check_screened(c, res)
-                        self._finish_one(c, done)
+                        tid = self.pool.submit(COMPILE, t, "compile", self.compile_timeout.current())
+                        st.compile_of[tid] = (cand, t)
+                    self._drain(st, 0)  # results that came in meanwhile: keep the GPU worker fed
+                if not st.compile_of and not st.time_of and (stop or nxt >= len(configs)):
+                    break
+                ahead = (stop or nxt >= len(configs)) and self._speculate(slots, len(st.open))  # all submitted
+                self._drain(st, 0 if ahead else 0.05)
                 if not self.budget_left() and self.elapsed() > self.max_seconds * 1.5:
                     self.pool.cancel()
-                    for c in uniq:
-                        if c.status == "pending":
+                    self._forget_speculation()
+                    for c in st.todo:
+                        if c.status == "pending" and c.duplicate_of is None:
                             c.status, c.error = "timeout", "autotuning ran out of time"
-                            self._finish_one(c, done)
+                            self._finish_one(st, c)
                     break
         except BaseException:
             self.pool.cancel()
+            self._forget_speculation()
             raise
-        for c in todo:
+        for c in st.todo:
             if c.duplicate_of is not None:
                 self._copy_dup(c)
                 self.record(c)
             elif c.status == "pending":
                 c.status, c.error = "error", "never screened"
-                self.record(c)
+                self._finish_one(st, c)
+        return len(st.todo)
+
+    def _submit_time(self, st, c):
+        from newt.tune import TIME
+        tt = st.timing[c]
+        tt.entries = st.entries[c]  # the cubins travel with the task: the worker needs no shared cache
+        st.time_of[self.pool.submit(TIME, tt, "time", self.time_timeout)] = c
+
+    def _forget_speculation(self):
+        self._pre.clear()
+        self._pre_state.clear()
+        self._spec_compile.clear()
+
+    def _speculate(self, slots: int, n_open: int) -> bool:
+        """Generate one candidate of the likely next batch and submit its kernels, when compile workers are
+        idle (the batch's last candidates are being timed) and the budget has room for it; True if it did."""
+        from newt.tune import COMPILE
+        if not self._speculate_ok or os.environ.get("DEUTERON_AUTOTUNE_SPECULATE", "1") == "0":
+            return False
+        room = self.max_configs - self.tested - n_open - len(self._pre)
+        if len(self._spec_compile) >= slots or len(self._pre) >= 4 * slots or room <= 0 or not self.budget_left():
+            return False
+        running = getattr(self.pool, "pending", lambda: 0)()
+        if running >= slots:
+            return False
+        ok = self.ranked()
+        nxt = next((c for c in self._neighbours(ok) if c.key() not in self._pre), None) if ok else None
+        if nxt is None:
+            return False
+        cand = Candidate(nxt)
+        self.prepare(cand)
+        self._pre[nxt.key()] = cand
+        if cand.status != "pending" or cand.source_key in self.by_source:
+            return True  # invalid, or a duplicate: nothing to compile
+        compiles, _ = self._tasks_of(cand)
+        real = [t for t in compiles if t is not None]
+        ids = []
+        for t in real:
+            tid = self.pool.submit(COMPILE, t, "compile", self.compile_timeout.current())
+            self._spec_compile[tid] = (cand, t)
+            ids.append(tid)
+        self._pre_state[cand] = [len(real), [], ids]
+        return True
+
+    def _drain(self, st, timeout: float) -> int:
+        """Handle every result the executor has (waiting at most ``timeout`` for the first); returns how
+        many."""
+        from newt.tune import install
+        got = self.pool.poll(timeout)
+        for tid, res in got:
+            if tid in self._spec_compile:  # a candidate generated ahead, not yet admitted
+                c, t = self._spec_compile.pop(tid)
+                pre = self._pre_state.get(c)
+                if pre is None:
+                    continue
+                if res.get("status") != "ok":
+                    c.status, c.error = res.get("status"), res.get("message")  # recorded when admitted
+                    self._pre_state.pop(c, None)
+                    continue
+                self.compile_timeout.observe(res.get("seconds"))
+                install(res, t.key)
+                pre[1].append({"key": t.key, "entry": res.get("entry")})
+                pre[0] -= 1
+                continue
+            if tid in st.compile_of:
+                c, t = st.compile_of.pop(tid)
+                if c.status != "pending":
+                    continue
+                if res.get("status") != "ok":
+                    c.status, c.error = res.get("status"), res.get("message")
+                    self._finish_one(st, c)
+                    continue
+                self.compile_timeout.observe(res.get("seconds"))
+                install(res, t.key)
+                st.entries[c].append({"key": t.key, "entry": res.get("entry")})
+                st.waiting[c] -= 1
+                if st.waiting[c] == 0:
+                    self._submit_time(st, c)
+            elif tid in st.time_of:
+                c = st.time_of.pop(tid)
+                if c.status != "pending":
+                    continue
+                status = res.get("status")
+                if status not in ("ok", "hopeless"):
+                    c.status, c.error = status, res.get("message")
+                else:
+                    self._check_screened(c, res)
+                self._finish_one(st, c)
+        return len(got)
 
     def _check_screened(self, c, res):
         """A candidate that ran on a worker: compare with the oracle here; its time is the worker's."""
@@ -591,16 +701,23 @@ class Tuner:
         ms = res.get("ms")
         self.check_and_time(c, timed_ms=ms)
 
-    def _finish_one(self, c, done):
-        if c in done:
-            return
-        done.append(c)
-        self.record(c)
+    def _finish_one(self, st, c):
+        if c in st.open:
+            st.open.discard(c)
+            self.record(c)
 
 
-def _local_types():
-    from newt.tune import LocalExecutor, SerialExecutor
-    return (LocalExecutor, SerialExecutor)
+class _Stream:
+    """The state of one batch on the executor path."""
+
+    def __init__(self):
+        self.todo: list = []  # the batch's candidates, in order
+        self.open: set = set()  # admitted, not yet recorded
+        self.compile_of: dict = {}  # executor task id -> (candidate, compile task)
+        self.time_of: dict = {}  # executor task id -> candidate
+        self.waiting: dict = {}  # candidate -> compile tasks left
+        self.entries: dict = {}  # candidate -> compiled entries (bytes) for its timing task
+        self.timing: dict = {}  # candidate -> its timing task
 
 
 def _finite(x):

@@ -574,13 +574,21 @@ class Heuristics(KernelInterface):
         _check_names("heuristics", self, list(values), "heuristic for")
         self.values = dict(values)
 
-    def _launch(self, grid, /, *args, **kwargs):
-        nargs = dict(zip(self.arg_names, args))
-        nargs.update(kwargs)
+    def apply(self, args, kwargs: dict, nargs: dict | None = None) -> dict:
+        """Put every heuristic's value into ``kwargs`` (and into ``nargs``, the arguments by name, made from
+        ``args`` and ``kwargs`` when None, which the heuristics read); returns ``nargs``.  The launch and the
+        tuning executor's specialization (``newt.tune.compile_spec_for``) both apply them here."""
+        if nargs is None:
+            nargs = dict(zip(self.arg_names, args))
+            nargs.update(kwargs)
         for name, heur in self.values.items():
             v = heur(nargs)
             kwargs[name] = v
             nargs[name] = v
+        return nargs
+
+    def _launch(self, grid, /, *args, **kwargs):
+        self.apply(args, kwargs)
         return self.fn.grid_launcher()(grid, *args, **kwargs)
 
 

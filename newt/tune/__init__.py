@@ -17,14 +17,14 @@ visible GPU, one worker per device.  See docs/tuning.md.
 from __future__ import annotations
 
 from .classify import FAILED, STATUSES, classify
-from .executor import Executor, LocalExecutor, SerialExecutor, cpu_count, visible_gpus
+from .executor import Executor, LocalExecutor, SerialExecutor, ThreadExecutor, cpu_count, visible_gpus
 from .select import get_executor, register_executor
-from .pipeline import compile_all, compile_stream, shared_executor
+from .pipeline import close_shared, compile_all, compile_stream, shared_executor
 from .progress import TuneProgress
 from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, install
 from .timeouts import AdaptiveTimeout
 
-__all__ = ["Executor", "SerialExecutor", "LocalExecutor", "get_executor", "register_executor", "visible_gpus",
-           "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for", "install",
-           "compile_stream", "compile_all", "shared_executor", "AdaptiveTimeout", "TuneProgress", "classify",
-           "STATUSES", "FAILED", "COMPILE", "TIME"]
+__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "LocalExecutor", "get_executor", "register_executor",
+           "visible_gpus", "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for",
+           "install", "compile_stream", "compile_all", "shared_executor", "close_shared", "AdaptiveTimeout",
+           "TuneProgress", "classify", "STATUSES", "FAILED", "COMPILE", "TIME"]

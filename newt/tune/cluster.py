@@ -11,9 +11,14 @@ same newt and the kernel's source (shipped in the task) but no shared
 directory.  ``DaskExecutor()`` with no address starts a local cluster on
 127.0.0.1 (``n_workers`` processes, one thread each).
 
-Dask starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes NVRTC
-about 3x slower; the local cluster raises it to 128 MiB -- start the workers
-of your own cluster with ``MALLOC_TRIM_THRESHOLD_=134217728`` too.
+Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (its
+``distributed.nanny.pre-spawn-environ``): glibc then hands memory back after
+nearly every free, and with two workers on two cores NVRTC compiled 1.5x to
+3x slower than in the local pool's workers (2026-12-02; one worker alone was
+not slowed).  The local cluster spawns its workers without it -- start the
+workers of your own cluster with ``MALLOC_TRIM_THRESHOLD_`` unset too (for
+example ``dask.config.set({"distributed.nanny.pre-spawn-environ": {}})``, or
+a ``dask worker`` outside a nanny).
 
 A task past its timeout is reported ``timeout`` and the worker running it is
 restarted (Dask cannot interrupt a running task otherwise); a worker that
@@ -37,10 +42,6 @@ __all__ = ["DaskExecutor", "require_distributed"]
 MISSING = ("newt.tune: the cluster executor needs Dask distributed, which is not installed here: "
            'pip install "newt[cluster]" (or pip install distributed), or tune with the local worker pool '
            "(unset NEWT_TUNE_CLUSTER)")
-
-
-#: the glibc trim threshold of compile workers (see DaskExecutor)
-TRIM_THRESHOLD = 128 << 20
 
 
 def require_distributed():
@@ -80,13 +81,17 @@ class DaskExecutor(Executor):
             n = n_workers or int(os.environ.get("NEWT_TUNE_WORKERS", "0") or 0) or cpu_count()
             pp = os.pathsep.join(dict.fromkeys([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
                                                + [p for p in sys.path if p and os.path.isdir(p)]))
-            self._cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                resources=resources or {"compile": 1}, silence_logs=40,
-                env={"PYTHONPATH": pp, "NEWT_TUNE_WORKER": "1", "CUDA_VISIBLE_DEVICES": "",
-                     # Dask's default of 64 KiB makes glibc return memory after nearly every free: NVRTC, a heavy
-                     # allocator, then compiles about 3x slower (measured); glibc's own default is 128 KiB, dynamic
-                     "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)})
+            import dask
+            # Dask's variables set before each worker process is spawned (env= is applied after the spawn, too
+            # late for glibc's malloc), without its MALLOC_TRIM_THRESHOLD_ (see the module's doc)
+            pre = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}).items()
+                   if k != "MALLOC_TRIM_THRESHOLD_"}
+            env = {"PYTHONPATH": pp, "NEWT_TUNE_WORKER": "1", "CUDA_VISIBLE_DEVICES": ""}
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):  # (Dask puts these into this
+                # process's os.environ too: ours go through env=, applied in the worker)
+                self._cluster = distributed.LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                    resources=resources or {"compile": 1}, silence_logs=40, env=env)
             self.client = distributed.Client(self._cluster, timeout=timeout)
         self._futures: dict = {}  # task id -> (future, timeout, started)
         self._ids = itertools.count()

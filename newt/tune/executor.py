@@ -1,9 +1,11 @@
 """The tuning executor: where compile and timing tasks run.
 
-One interface, three implementations:
+One interface, four implementations:
 
 * :class:`SerialExecutor` -- in this process, one task at a time (the
   reference path; no timeouts);
+* :class:`ThreadExecutor` -- in this process, compile tasks in threads,
+  timing tasks one at a time (small tunes: no start-up cost);
 * :class:`LocalExecutor` -- worker processes on this machine: compile workers
   (one per core by default, ``NEWT_TUNE_WORKERS``; they never touch the GPU)
   and one timing worker per visible GPU, pinned with ``CUDA_VISIBLE_DEVICES``;
@@ -28,7 +30,7 @@ import time
 
 from .classify import classify
 
-__all__ = ["Executor", "SerialExecutor", "LocalExecutor", "visible_gpus",
+__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "LocalExecutor", "visible_gpus",
            "cpu_count"]
 
 
@@ -168,6 +170,67 @@ class SerialExecutor(Executor):
         self._queue.clear()
 
 
+class ThreadExecutor(Executor):
+    """In this process: compile tasks in ``compile_threads`` threads (NVRTC runs outside the GIL), timing tasks
+    one at a time in the thread that polls.  For small tunes, where starting worker processes (imports, the
+    CUDA context) costs more than it saves; no fault isolation (like ``@newt.autotune``'s own timing)."""
+
+    name = "threads"
+
+    def __init__(self, compile_threads: int | None = None):
+        from concurrent.futures import ThreadPoolExecutor
+        self.compile_slots = max(1, compile_threads or min(8, cpu_count()))
+        self._pool = ThreadPoolExecutor(self.compile_slots, thread_name_prefix="newt-tune-compile")
+        self._futures: dict = {}
+        self._timing: list = []
+        self._next = 0
+
+    def submit(self, ref, arg, kind="compile", timeout=None) -> int:
+        from .worker import run_call
+        tid = self._next
+        self._next += 1
+        if kind == "compile":
+            self._futures[tid] = self._pool.submit(run_call, ref, arg)
+        else:
+            self._timing.append((tid, ref, arg))
+        return tid
+
+    def poll(self, timeout: float = 0.1) -> list:
+        import concurrent.futures as cf
+
+        from .worker import run_call
+        out = []
+        done = [t for t, f in self._futures.items() if f.done()]
+        if not done and self._futures and not self._timing and timeout:
+            cf.wait(list(self._futures.values()), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            done = [t for t, f in self._futures.items() if f.done()]
+        for t in done:
+            res = self._futures.pop(t).result()
+            res["worker"] = "thread"
+            out.append((t, res))
+        if self._timing and not out:
+            tid, ref, arg = self._timing.pop(0)
+            res = run_call(ref, arg)
+            res["worker"] = "main"
+            out.append((tid, res))
+        return out
+
+    def pending(self) -> int:
+        return len(self._futures) + len(self._timing)
+
+    def cancel(self):
+        for f in self._futures.values():
+            f.cancel()
+        self._futures.clear()
+        self._timing.clear()
+
+    def close(self):
+        self.cancel()
+        self._pool.shutdown(wait=True)
+        from .tasks import forget_made_args
+        forget_made_args()
+
+
 class LocalExecutor(Executor):
     """Worker processes on this machine (started on first use, kept until ``close``)."""
 
@@ -179,10 +242,11 @@ class LocalExecutor(Executor):
         self.compile_slots = max(1, n)
         self.gpus = visible_gpus() if gpus is None else [str(g) for g in gpus]
         self.time_slots = max(1, len(self.gpus))
-        self.log_path = log_path
+        self.log_path = log_path or os.environ.get("NEWT_TUNE_LOG") or None  # the workers' output (else dropped)
         # compile workers never take a GPU (nor its memory); they compile for the target they are given
-        self.compile_env = {"CUDA_VISIBLE_DEVICES": "", **(compile_env or {})}
-        self.time_env = dict(time_env or {})
+        self.compile_env = {"CUDA_VISIBLE_DEVICES": "", "NEWT_TUNE_PRELOAD": "newt.tune.tasks:warm_compile",
+                            **(compile_env or {})}
+        self.time_env = {"NEWT_TUNE_PRELOAD": "newt.tune.tasks:warm_time", **(time_env or {})}
         self._pools: dict = {}
         self._owner: dict = {}  # our task id -> (pool kind, pool task id)
         self._back: dict = {}  # (pool kind, pool task id) -> our task id
@@ -205,6 +269,16 @@ class LocalExecutor(Executor):
             p.start()
             self._pools[kind] = p
         return p
+
+    def start(self, kinds=("compile", "time")) -> "LocalExecutor":
+        """Start the worker processes now (they import and warm up in the background, see
+        ``NEWT_TUNE_PRELOAD``) instead of at the first task: call it before generating the first configs."""
+        for kind in kinds:
+            self._pool("compile" if kind == "compile" else "time")
+        return self
+
+    def started(self, kind: str = "compile") -> bool:
+        return ("compile" if kind == "compile" else "time") in self._pools
 
     def submit(self, ref, arg, kind="compile", timeout=None) -> int:
         kind = "compile" if kind == "compile" else "time"

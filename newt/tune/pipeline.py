@@ -11,31 +11,51 @@ workers compile the next ones (compile and timing overlap).
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 
 from .tasks import COMPILE, install
 
-__all__ = ["compile_stream", "compile_all", "shared_executor"]
+__all__ = ["compile_stream", "compile_all", "shared_executor", "close_shared"]
 
-_SHARED = None
+_SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
+#: the environment an executor's choice depends on (a change gives another shared executor)
+_ENV = ("NEWT_TUNE_CLUSTER", "NEWT_TUNE_EXECUTOR", "NEWT_TUNE_WORKERS", "CUDA_VISIBLE_DEVICES")
 
 
-def shared_executor():
-    """The process's local executor for ``@newt.autotune`` (started on first use, closed at exit)."""
-    global _SHARED
+def _frozen(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    return v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
+
+
+def shared_executor(kind=None, create: bool = True, **options):
+    """The process's executor for these options (``get_executor(kind, **options)``): made on first use and
+    reused by every later tune of this process -- its workers stay started and warm, so a second tune pays
+    no start-up -- and closed at exit.  ``@newt.autotune`` and deuteron's searches share it.
+    ``create=False``: the existing one, or None."""
+    key = (_frozen(kind), _frozen(options), tuple(os.environ.get(k) for k in _ENV))
     with _SHARED_LOCK:
-        if _SHARED is None:
+        ex = _SHARED.get(key)
+        if ex is None and not create:
+            return None
+        if ex is None:
             from .select import get_executor
-            _SHARED = get_executor()
-            atexit.register(_close_shared)
-        return _SHARED
+            if not _SHARED:
+                atexit.register(close_shared)
+            ex = _SHARED[key] = get_executor(kind, **options)
+        return ex
 
 
-def _close_shared():
-    global _SHARED
-    ex, _SHARED = _SHARED, None
-    if ex is not None:
+def close_shared():
+    """Close every shared executor (at exit; tests call it to start from nothing)."""
+    with _SHARED_LOCK:
+        exs = list(_SHARED.values())
+        _SHARED.clear()
+    for ex in exs:
         try:
             ex.close()
         except Exception:  # noqa: BLE001

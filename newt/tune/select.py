@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from .executor import Executor, LocalExecutor, SerialExecutor
+from .executor import Executor, LocalExecutor, SerialExecutor, ThreadExecutor
 
 
 _FACTORIES: dict = {}
@@ -20,7 +20,7 @@ def register_executor(name: str, factory):
 def get_executor(kind=None, **options) -> Executor:
     """An executor from an argument or the environment.
 
-    ``kind``: an :class:`Executor` (returned as is), ``"serial"``, ``"local"``, ``"dask"`` (a local Dask
+    ``kind``: an :class:`Executor` (returned as is), ``"serial"``, ``"threads"``, ``"local"``, ``"dask"`` (a local Dask
     cluster unless ``address=``), a scheduler address (``"tcp://host:8786"``) or a registered name.  Without
     one: ``NEWT_TUNE_CLUSTER`` (a scheduler address, or ``local`` for a local Dask cluster), else
     ``NEWT_TUNE_EXECUTOR`` (``serial`` / ``local``), else ``local``."""
@@ -39,6 +39,8 @@ def get_executor(kind=None, **options) -> Executor:
         kind = "dask"
     if kind == "serial":
         return SerialExecutor()
+    if kind == "threads":
+        return ThreadExecutor(**options)
     if kind == "local":
         return LocalExecutor(**options)
     if kind == "dask":
@@ -46,5 +48,5 @@ def get_executor(kind=None, **options) -> Executor:
         return DaskExecutor(**options)
     if kind in _FACTORIES:
         return _FACTORIES[kind](**options)
-    raise ValueError(f"newt.tune: unknown executor {kind!r} (serial, local, dask, a tcp:// scheduler address"
+    raise ValueError(f"newt.tune: unknown executor {kind!r} (serial, threads, local, dask, a tcp:// scheduler address"
                      + (", " + ", ".join(sorted(_FACTORIES)) if _FACTORIES else "") + ")")

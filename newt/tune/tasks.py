@@ -182,13 +182,7 @@ def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, targ
     nargs = None
     while type(fn).__name__ in ("Autotuner", "Heuristics"):
         if type(fn).__name__ == "Heuristics":
-            if nargs is None:
-                nargs = dict(zip(fn.arg_names, args))
-                nargs.update(kwargs)
-            for name, heur in fn.values.items():
-                v = heur(nargs)
-                kwargs[name] = v
-                nargs[name] = v
+            nargs = fn.apply(args, kwargs, nargs)  # as at launch
         fn = fn.fn
     base = _jit_base(fn)
     for opt in ("num_warps", "num_stages"):
@@ -303,7 +297,21 @@ class ArgSpec:
             spec.data = v.detach().cpu().clone()
         return spec
 
+    def key(self):
+        """What the made tensor depends on (the worker keeps made tensors under it), or None when its
+        shipped data is too large to hash cheaply."""
+        if self.kind != "tensor":
+            return None
+        data = None
+        if self.data is not None:
+            if self.data.numel() > (1 << 20):
+                return None
+            data = hashlib.sha256(self.data.contiguous().numpy().tobytes()).hexdigest()
+        return (self.dtype, self.shape, self.stride, self.offset, self.storage, self.seed, self.fill, data)
+
     def make(self, device):
+        """The tensor, made on ``device`` (random values drawn there: a 4096x4096 fp16 input takes
+        milliseconds on a GPU, a quarter of a second on the CPU)."""
         import torch
         if self.kind != "tensor":
             return self.value
@@ -311,14 +319,51 @@ class ArgSpec:
         if self.data is not None:
             t = self.data.to(device)
             return t
-        g = torch.Generator(device="cpu").manual_seed(int(self.seed))
-        flat = torch.empty(max(1, self.storage), dtype=dtype)
+        n = max(1, self.storage)
         if self.fill == "poison":
-            flat.fill_(float("nan"))
+            flat = torch.full((n,), float("nan"), dtype=dtype, device=device)
         else:
-            flat.copy_(torch.randn(flat.shape, generator=g, dtype=torch.float32).to(dtype))
-        flat = flat.to(device)
+            g = torch.Generator(device=device).manual_seed(int(self.seed))
+            direct = dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+            flat = torch.randn((n,), generator=g, device=device, dtype=dtype if direct else torch.float32)
+            if not direct:
+                flat = flat.to(dtype)
         return torch.as_strided(flat, self.shape, self.stride, self.offset)
+
+
+#: tensors made for timing tasks, kept for the next tasks of the same shapes (a tuning run launches many
+#: configs on the same inputs): (device, ArgSpec.key()) -> tensor, oldest first
+_MADE: dict = {}
+_MADE_BYTES = [0]
+
+
+def forget_made_args() -> None:
+    """Drop the tensors kept by :func:`made_arg` (an in-process executor's tune is over)."""
+    _MADE.clear()
+    _MADE_BYTES[0] = 0
+
+
+def made_arg(spec: "ArgSpec", device):
+    """``spec.make(device)``, from the worker's cache when the same argument was made before (bounded by
+    ``NEWT_TUNE_ARG_CACHE_MB``, default 8192 on a GPU; timing does not depend on the values, and the caller
+    checks results on its own tensors)."""
+    key = spec.key()
+    if key is None:
+        return spec.make(device)
+    k = (str(device), key)
+    t = _MADE.pop(k, None)
+    if t is None:
+        t = spec.make(device)
+        nbytes = t.untyped_storage().nbytes()
+        limit = int(os.environ.get("NEWT_TUNE_ARG_CACHE_MB", "8192")) << 20
+        while _MADE and _MADE_BYTES[0] + nbytes > limit:
+            old = _MADE.pop(next(iter(_MADE)))
+            _MADE_BYTES[0] -= old.untyped_storage().nbytes()
+        if nbytes > limit:
+            return t
+        _MADE_BYTES[0] += nbytes
+    _MADE[k] = t  # most recently used last
+    return t
 
 
 class TimeTask:
@@ -356,7 +401,7 @@ def time_task(task: TimeTask) -> dict:
     calls: list[Any] = []
     for ref, args, kwargs, grid in launches:
         fn = resolve_ref(ref)
-        vals = [a.make(device) if isinstance(a, ArgSpec) else a for a in args]
+        vals = [made_arg(a, device) if isinstance(a, ArgSpec) else a for a in args]
         if grid is not None:
             calls.append(lambda fn=fn, vals=vals, kw=kwargs, g=grid: fn[g](*vals, **kw))
         else:
@@ -372,3 +417,43 @@ def time_task(task: TimeTask) -> dict:
     r = bench(run, warmup=task.warmup, rep=task.rep, cutoff_ms=task.cutoff_ms, use_cuda_graph=task.use_cuda_graph)
     r["device"] = os.environ.get("CUDA_VISIBLE_DEVICES", device)
     return r
+
+
+# ---------------------------------------------------------------------------
+# worker start-up (``NEWT_TUNE_PRELOAD``): done while the main process is still generating the first configs
+# ---------------------------------------------------------------------------
+
+
+def warm_compile(target: str | None = None) -> None:
+    """A compile worker's start: import the compiler and run NVRTC once on a kernel that includes newt's
+    prelude (loading libnvrtc and its builtin headers takes a quarter of a second, once per process)."""
+    from newt.backend.cuda import codegen  # noqa: F401 - the lowerings, imported by every compile
+    from newt.backend.cuda import prelude
+    from newt.backend.cuda.compiler import cache_options
+    from newt.backend.cuda.targets import get_target
+    from newt.runtime import cache, compiler  # noqa: F401 - what every compile task needs
+    from cuda.bindings import nvrtc
+    tgt = get_target(target or os.environ.get("NEWT_TARGET") or "sm_90a")
+    src = f'#include "{prelude.HEADER_NAME}"\nextern "C" __global__ void newt_tune_warm(float *p) {{ p[0] = 1.0f; }}\n'
+    err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"newt_tune_warm.cu", 1, [prelude.PRELUDE.encode()],
+                                         [prelude.HEADER_NAME.encode()])
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return
+    try:
+        opts = [f"--gpu-architecture={tgt.name}", "-std=c++17", "-default-device", *cache_options()]
+        nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def warm_time() -> None:
+    """A timing worker's start: import torch and newt's runtime, create the CUDA context and the L2-flush
+    buffer."""
+    import torch
+
+    from newt.runtime import cache, compiler, jit  # noqa: F401 - what every timing task needs
+    if torch.cuda.is_available():
+        from newt.testing import l2_flush_buffer
+        torch.empty(1, device="cuda")
+        l2_flush_buffer()
+        from newt.runtime import driver  # noqa: F401

@@ -6,6 +6,11 @@ Reads ``(task id, payload)`` frames on stdin (``None`` ends it) and answers
 ``HANDLER`` reference is given, which then receives every payload.  An
 exception is a result (``newt.tune.classify``); a fatal one (a faulted CUDA
 context) ends the process after answering, and the pool replaces it.
+
+``NEWT_TUNE_PRELOAD`` (``"module:function,module"``) names what the worker
+calls or imports before it reads its first task -- the compiler and NVRTC for
+a compile worker, torch and the CUDA context for a timing worker -- so that a
+pool started at the beginning of a tune is warm when the first configs arrive.
 """
 
 from __future__ import annotations
@@ -47,10 +52,27 @@ def run_call(ref: str, arg) -> dict:
     return res
 
 
+def preload(spec: str | None) -> None:
+    """Import / call every reference of ``spec`` (comma-separated); a failure only goes to the log (the
+    first task then meets the same problem and reports it)."""
+    for ref in (spec or "").split(","):
+        ref = ref.strip()
+        if not ref:
+            continue
+        try:
+            if ":" in ref:
+                resolve(ref)()
+            else:
+                importlib.import_module(ref)
+        except Exception as e:  # noqa: BLE001
+            sys.stderr.write(f"newt tuning worker: preloading {ref} failed: {type(e).__name__}: {e}\n")
+
+
 def main(argv=None) -> int:
     from .workers import _HDR, write_frame
     import pickle
     argv = sys.argv[1:] if argv is None else argv
+    preload(os.environ.get("NEWT_TUNE_PRELOAD"))
     out = os.fdopen(int(argv[0]), "wb", buffering=0)
     handler = resolve(argv[1]) if len(argv) > 1 else None
     inp = sys.stdin.buffer

@@ -133,7 +133,7 @@ class ProcessPool:
     and ``seconds``; ``worker`` names the slot that ran it.
     """
 
-    def __init__(self, n: int, log_path: Path | None = None, timeout: float | None = 120.0, envs=None,
+    def __init__(self, n: int, log_path: "Path | str | None" = None, timeout: float | None = 120.0, envs=None,
                  handler: str | None = None, name: str = "w"):
         self.n = max(1, int(n))
         self.log_path = log_path

@@ -401,3 +401,55 @@ def test_generated_module_survives_a_cleared_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "b"))
     m2 = drt.load_module(src, stem="cleared")
     assert os.path.exists(m2.__file__) and m2.X == 41
+
+
+@pytest.mark.parametrize("compile_tasks", [False, True])
+def test_the_next_pattern_batch_is_generated_while_a_batch_finishes(monkeypatch, compile_tasks):
+    """Executor path: while a batch's last candidates are timed, the leaders' neighbours are generated (and
+    compiled) ahead and the next batch takes them over; with deterministic times the same configs are
+    evaluated with speculation on and off (reports come in completion order).  ``compile_tasks``: the GPU path's compile
+    tasks (NVRTC for sm_90a in the workers) with the interpreter timing them."""
+    import zlib
+
+    from deuteron.autotune import Tuner
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_ISOLATE", "1")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_WORKERS", "2")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "30")
+    seen = {"ahead": 0, "taken": 0}
+    speculate, admit, tasks_of = Tuner._speculate, Tuner._admit, Tuner._tasks_of
+
+    def counting_speculate(self, slots, n_open):
+        made = speculate(self, slots, n_open)
+        seen["ahead"] += bool(made)
+        return made
+
+    def counting_admit(self, cfg, n_open):
+        seen["taken"] += cfg.key() in self._pre
+        return admit(self, cfg, n_open)
+
+    def gpu_tasks_of(self, c):
+        self.gpu = True
+        try:
+            return tasks_of(self, c)
+        finally:
+            self.gpu = False
+
+    monkeypatch.setattr(Tuner, "_speculate", counting_speculate)
+    monkeypatch.setattr(Tuner, "_admit", counting_admit)
+    monkeypatch.setattr(Tuner, "time", lambda self, cfg, b, rep=None: 1.0 + zlib.crc32(cfg.to_json().encode()) % 97)
+    if compile_tasks:
+        monkeypatch.setattr(Tuner, "_tasks_of", gpu_tasks_of)
+    x, y = torch.randn(300, 20), torch.randn(300, 20)
+    order = {}
+    for spec in ("0", "1"):
+        monkeypatch.setenv("DEUTERON_AUTOTUNE_SPECULATE", spec)
+        ev = []
+        searched.autotune(x, y, callback=ev.append, force=True)
+        reports = [e for e in ev if e["kind"] == "report"]
+        assert len({r["config"] for r in reports}) == len(reports) and all(r["status"] == "ok" for r in reports)
+        order[spec] = sorted(r["config"] for r in reports)
+        if spec == "0":
+            assert seen == {"ahead": 0, "taken": 0}
+    assert order["1"] == order["0"]
+    assert seen["ahead"] >= 1 and 1 <= seen["taken"] <= seen["ahead"]
+    torch.testing.assert_close(searched(x, y), x * y)

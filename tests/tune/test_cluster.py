@@ -81,3 +81,11 @@ def test_env_var_selects_the_cluster(dask_ex, monkeypatch):
         assert ex.map(REF + "ok", [3])[0]["value"] == 6
     finally:
         ex.close()
+
+
+def test_loopback_workers_are_spawned_without_dasks_malloc_trim_threshold(dask_ex):
+    """Regression: Dask spawns workers with MALLOC_TRIM_THRESHOLD_=65536, which made NVRTC 1.5-3x slower with two
+    workers on two cores; the cluster's env= is applied after the spawn, so the override must be pre-spawn."""
+    r = dask_ex.map(REF + "env", ["MALLOC_TRIM_THRESHOLD_", "CUDA_VISIBLE_DEVICES"])
+    assert r[0]["status"] == "ok" and r[0]["value"] is None
+    assert r[1]["value"] == ""

@@ -68,3 +68,16 @@ def tuned_scale(x_ptr, y_ptr, n, alpha, BLOCK: nl.constexpr):
     offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
     m = offs < n
     nl.store(y_ptr + offs, nl.load(x_ptr + offs, mask=m) * alpha, mask=m)
+
+
+def env(name):
+    """The worker's value of an environment variable (and whether the preload mark is set)."""
+    return {"status": "ok", "value": os.environ.get(name), "marked": _MARK.get("preloaded", False)}
+
+
+_MARK: dict = {}
+
+
+def mark():
+    """A NEWT_TUNE_PRELOAD target: runs before the worker's first task."""
+    _MARK["preloaded"] = True
