@@ -26,6 +26,7 @@ import struct
 import threading
 
 from .errors import KernelFaultError, LaunchError, OutOfResources
+from .grid import GRID_LIMITS, grid_limit_error  # noqa: F401  (re-exported)
 
 _torch = None
 _drv = None
@@ -427,20 +428,6 @@ def load_function(compiled, dev: int):
 
 def launch_blocking_env() -> bool:
     return os.environ.get("NEWT_LAUNCH_BLOCKING", "0") not in ("", "0", "false", "False")
-
-
-#: CUDA's grid limits (x, y, z): 2**31 - 1 blocks in x, 65535 in y and z
-GRID_LIMITS = (2147483647, 65535, 65535)
-
-
-def grid_limit_error(name: str, grid) -> str | None:
-    """The message for a grid of ints beyond CUDA's limits (or negative); None when it is valid."""
-    for axis, (d, lim) in enumerate(zip(grid, GRID_LIMITS)):
-        if type(d) is int and (d < 0 or d > lim):
-            what = "negative" if d < 0 else f"above CUDA's limit of {lim} blocks in that dimension"
-            return (f"{name}: invalid grid {tuple(grid)!r}: dimension {'xyz'[axis]} is {d}, {what}"
-                    + ("" if d < 0 else " (split the work over more dimensions or loop inside the kernel)"))
-    return None
 
 
 class Launcher:

@@ -34,6 +34,8 @@ import types
 from newt.language import core as lc
 
 from . import specialize as sp
+from .grid import check_grid, normalize_grid
+from .grid import check_options as _check_options
 
 #: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
 LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup", "launch_cooperative_grid")
@@ -305,58 +307,6 @@ class JITFunction:
         from newt import interpreter
         interpreter.launch(irfn, g, [sp.unwrap(v) for v in spec.runtime_args], num_warps=num_warps)
         return irfn
-
-
-def _check_options(name, num_warps, num_stages, num_ctas):
-    if not isinstance(num_warps, int) or isinstance(num_warps, bool) or not 1 <= num_warps <= 32 \
-            or num_warps & (num_warps - 1):
-        raise ValueError(f"{name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")
-    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or num_stages < 1:
-        raise ValueError(f"{name}: num_stages must be an int >= 1, got {num_stages!r}")
-    if num_ctas != 1:
-        raise ValueError(f"{name}: num_ctas={num_ctas!r}: thread-block clusters are not supported (use num_ctas=1)")
-
-
-def normalize_grid(grid, meta, name: str):
-    """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``.
-
-    A callable's tuple of 1-3 values is returned as it is, like a tuple grid given directly: the
-    launcher unpacks it and rejects values that are not non-negative ints."""
-    if callable(grid):
-        grid = grid(meta)
-        if type(grid) is tuple and 0 < len(grid) < 4:  # the usual case; the launcher checks the values
-            return grid
-    if isinstance(grid, int):
-        grid = (grid,)
-    if grid is None:
-        raise TypeError(f"{name}: no grid given: launch with {name}[grid](...) or {name}.run(..., grid=...)")
-    try:
-        g = tuple(grid)
-    except TypeError:
-        raise TypeError(f"{name}: the grid must be a tuple of 1 to 3 ints or a callable returning one, "
-                        f"got {type(grid).__name__}") from None
-    if not 1 <= len(g) <= 3:
-        raise TypeError(f"{name}: the grid must have 1 to 3 dimensions, got {len(g)}: {g!r}")
-    out = []
-    for d in g:
-        if hasattr(d, "__index__") and not isinstance(d, bool):
-            out.append(int(d.__index__()))
-        else:
-            raise TypeError(f"{name}: grid dimensions must be ints, got {d!r} in {g!r}")
-    while len(out) < 3:
-        out.append(1)
-    return tuple(out)
-
-
-def check_grid(grid, name: str):
-    """The interpreter's and no-device paths' grid check: ``(gx, gy, gz)`` within CUDA's limits, as the GPU
-    launcher checks them (``LaunchError`` otherwise)."""
-    from .driver import grid_limit_error
-    msg = grid_limit_error(name, grid)
-    if msg:
-        from .errors import LaunchError
-        raise LaunchError(msg, kernel=name, code="CUDA_ERROR_INVALID_VALUE")
-    return grid
 
 
 def _scalar_annotation(ann) -> str | None:

@@ -38,18 +38,6 @@ INT_KINDS = {"i1": lc.int1, "i32": lc.int32, "u32": lc.uint32, "i64": lc.int64, 
              "fp32": lc.float32}
 
 
-
-
-def nl_dtype_of_tensor(t) -> lc.dtype:
-    if not _is_torch_dtype(t.dtype):
-        from .wrappers import wrapped_dtype
-        return wrapped_dtype(t.dtype)
-    try:
-        return torch_dtype_map()[t.dtype]
-    except KeyError:
-        raise TypeError(f"tensors of dtype {t.dtype} cannot be passed to a newt kernel") from None
-
-
 @dataclass
 class Specialization:
     arg_types: dict  # run-time parameter -> dtype
@@ -81,19 +69,6 @@ def int_kind(v: int, name: str = "?") -> str:
     if 2 ** 63 <= v < 2 ** 64:
         return "u64"
     raise TypeError(f"argument {name!r}: integer {v} does not fit in 64 bits")
-
-
-def classify_scalar(name: str, v, do_not_specialize: bool):
-    """(dtype, specialized constexpr value or None, divisible_by_16) for a Python scalar."""
-    if isinstance(v, bool):
-        return lc.int1, None, False
-    if isinstance(v, int):
-        if v == 1 and not do_not_specialize:
-            return None, 1, False
-        return INT_KINDS[int_kind(v, name)], None, (v % 16 == 0 and not do_not_specialize)
-    if isinstance(v, float):
-        return lc.float32, None, False
-    raise TypeError(f"argument {name!r}: cannot pass {type(v).__name__} to a newt kernel")
 
 
 def _implicit_constexpr(v) -> bool:
