@@ -14,10 +14,14 @@ from newt.runtime import driver
 from newt.runtime.errors import KernelFaultError, LaunchError, OutOfResources
 
 from . import kernels as K
+from .fakes import install_fake_c_launcher
 
 
-@pytest.fixture
-def gpu(fake_gpu, fake_backend, cuda_ok):
+@pytest.fixture(params=["python", "compiled"])
+def gpu(request, fake_gpu, fake_backend, cuda_ok, monkeypatch):
+    """The fake GPU, launched through the pure-Python launcher and through the compiled one."""
+    if request.param == "compiled" and install_fake_c_launcher(monkeypatch, fake_gpu) is None:
+        pytest.skip("the compiled launcher cannot be built here (no C compiler)")
     K.add_kernel.clear_cache()
     K.stages_kernel.clear_cache()
     K.scalars_kernel.clear_cache()
@@ -317,3 +321,14 @@ def test_param_layout():
     assert driver.struct_code(None, nl.int64) == "q"
     with pytest.raises(TypeError):
         driver.struct_code("struct foo")
+
+
+def test_the_compiled_launcher_is_the_one_used(gpu, request):
+    x = torch.randn(16)
+    K.add_kernel[(1,)](x, x, x, 16, BLOCK_SIZE=16)
+    (ln,) = K.add_kernel._cache.values()
+    if request.node.callspec.params["gpu"] == "compiled":
+        assert type(ln.launch).__name__ == "Launcher" and ln.launch is ln.compiled
+    else:
+        assert ln.compiled is None and ln.launch is ln.py_launch
+    assert gpu.launches[-1].values == (x.data_ptr(),) * 3 + (16,)
