@@ -5,7 +5,8 @@
    optional: without a compiler the pure-Python launcher (driver.Launcher) does the same work.
 
    launcher(gx, gy, gz, stream, v0, ..., vN) takes the values the JIT's fast path passes: every
-   non-constexpr argument (pointers and numbers), of which `select` picks the kernel's parameters.
+   non-constexpr argument (pointers and numbers, tuples of them), of which `select` picks the kernel's
+   parameters: an index, or a path (i, k, ...) to element [k]... of tuple argument i.
    Each parameter is converted with Python's own packing rules (struct's) into an 8-byte slot on the
    stack, so nothing is allocated and no lock is taken.  Anything this code does not handle exactly
    (a value of another type, out of range, a grid dimension that is not a positive int within CUDA's
@@ -35,6 +36,8 @@ typedef int (*coop_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, 
 enum { P_BOOL, P_I8, P_U8, P_I16, P_U16, P_I32, P_U32, P_I64, P_U64, P_F32, P_F64, P_F16, P_BF16 };
 
 #define MAX_PARAMS 512
+#define MAX_DEPTH 8
+#define SEL_WIDTH (MAX_DEPTH + 2)
 
 typedef struct {
     PyObject_HEAD
@@ -44,7 +47,7 @@ typedef struct {
     void *func;
     unsigned block, shared;
     Py_ssize_t n_values, n_params;
-    int32_t *select;
+    int32_t *select; /* per parameter: [depth, value index, k1, ..., k_depth] (SEL_WIDTH ints) */
     uint8_t *codes;
     PyObject *on_error; /* on_error(err, gx, gy, gz, stream, values): raises, or returns after recovering */
     PyObject *fallback; /* fallback(gx, gy, gz, stream, *values): the pure-Python launch */
@@ -145,7 +148,13 @@ static PyObject *launcher_vectorcall(PyObject *op, PyObject *const *args, size_t
     uint64_t slots[MAX_PARAMS];
     void *ptrs[MAX_PARAMS];
     for (Py_ssize_t j = 0; j < self->n_params; j++) {
-        if (pack_one(args[4 + self->select[j]], self->codes[j], &slots[j]) < 0) return call_fallback(self, args, n);
+        const int32_t *sel = self->select + j * SEL_WIDTH;
+        PyObject *v = args[4 + sel[1]];
+        for (int32_t d = 0; d < sel[0]; d++) { /* an element of a tuple argument (the fast path passes tuples) */
+            if (!PyTuple_CheckExact(v) || sel[2 + d] >= PyTuple_GET_SIZE(v)) return call_fallback(self, args, n);
+            v = PyTuple_GET_ITEM(v, sel[2 + d]);
+        }
+        if (pack_one(v, self->codes[j], &slots[j]) < 0) return call_fallback(self, args, n);
         ptrs[j] = &slots[j];
     }
     int err;
@@ -210,21 +219,38 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->shared = shared;
     self->n_values = n_values;
     self->n_params = np;
-    self->select = PyMem_Malloc(sizeof(int32_t) * (size_t)(np ? np : 1));
+    self->select = PyMem_Malloc(sizeof(int32_t) * SEL_WIDTH * (size_t)(np ? np : 1));
     self->codes = PyMem_Malloc((size_t)(np ? np : 1));
     if (!self->select || !self->codes) {
         PyErr_NoMemory();
         goto fail;
     }
     for (Py_ssize_t j = 0; j < np; j++) {
-        long s = PyLong_AsLong(PyTuple_GET_ITEM(select, j));
-        if (s == -1 && PyErr_Occurred()) goto fail;
+        PyObject *item = PyTuple_GET_ITEM(select, j);
+        int32_t *sel = self->select + j * SEL_WIDTH;
+        Py_ssize_t len = 1;
+        if (PyTuple_Check(item)) {
+            len = PyTuple_GET_SIZE(item);
+            if (len < 1 || len > MAX_DEPTH + 1) {
+                PyErr_SetString(PyExc_ValueError, "Launcher: a parameter's path is empty or too deep");
+                goto fail;
+            }
+        }
+        sel[0] = (int32_t)(len - 1);
+        for (Py_ssize_t d = 0; d < len; d++) {
+            long s = PyLong_AsLong(PyTuple_Check(item) ? PyTuple_GET_ITEM(item, d) : item);
+            if (s == -1 && PyErr_Occurred()) goto fail;
+            if (s < 0 || (d == 0 && s >= n_values) || s > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "Launcher: a parameter selects no value");
+                goto fail;
+            }
+            sel[1 + d] = (int32_t)s;
+        }
         uint8_t c = (uint8_t)PyBytes_AS_STRING(codes)[j];
-        if (s < 0 || s >= n_values || c > P_BF16) {
-            PyErr_SetString(PyExc_ValueError, "Launcher: a parameter selects no value, or has an unknown code");
+        if (c > P_BF16) {
+            PyErr_SetString(PyExc_ValueError, "Launcher: a parameter has an unknown code");
             goto fail;
         }
-        self->select[j] = (int32_t)s;
         self->codes[j] = c;
     }
     Py_INCREF(on_error);

@@ -537,10 +537,10 @@ class Launcher:
         return g["launch"]
 
     def _compiled_launch(self, n_values: int, codes):
-        """The extension's launcher (``clauncher``) for this kernel, or None: blocking launches, tuple
-        elements (``select`` paths), no C compiler, no driver entry point, ``NEWT_C_LAUNCHER=0``."""
+        """The extension's launcher (``clauncher``) for this kernel, or None: blocking launches, no C
+        compiler, no driver entry point, a parameter it cannot pack, ``NEWT_C_LAUNCHER=0``."""
         from . import clauncher
-        if self.blocking or not clauncher.enabled() or any(not isinstance(i, int) for i in self.select):
+        if self.blocking or not clauncher.enabled():
             return None
         m = clauncher.module()
         entry = launch_entry(self.cooperative) if m is not None else None
@@ -549,14 +549,24 @@ class Launcher:
         try:
             return m.Launcher(entry, self.cooperative, int(self.function), self.block,
                               self.kernel.metadata.dynamic_shared, bytes(clauncher.CODES[c] for c in codes),
-                              tuple(self.select), n_values, self._c_failed, self.py_launch, HISTORY.append, self)
+                              tuple(tuple(i) if isinstance(i, (tuple, list)) else i for i in self.select), n_values,
+                              self._c_failed, self.py_launch, HISTORY.append, self)
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
 
     def _c_failed(self, err, gx, gy, gz, stream, values):
         """The compiled launcher's error path: the same report (and context recovery) as the Python one."""
         codes = [p.code for p in self.kernel.params]
-        sel = tuple(bf16_bits(values[i]) if c == "bf16" else values[i] for i, c in zip(self.select, codes))
+        picked = []
+        for i, c in zip(self.select, codes):
+            if isinstance(i, int):
+                v = values[i]
+            else:  # (argument, k, ...): an element of a tuple argument
+                v = values[i[0]]
+                for k in i[1:]:
+                    v = v[k]
+            picked.append(bf16_bits(v) if c == "bf16" else v)
+        sel = tuple(picked)
         return self._failed(err, gx, gy, gz, stream, sel)
 
     def _grid_error(self, gx, gy, gz, exc=None):

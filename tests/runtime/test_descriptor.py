@@ -12,6 +12,7 @@ from newt.runtime import specialize as sp
 from newt.tools.tensor_descriptor import TensorDescriptor
 
 from .conftest import needs_backend
+from .fakes import install_fake_c_launcher
 
 
 @newt.jit
@@ -85,7 +86,10 @@ def test_specialization_is_a_tuple_with_a_compile_time_block():
     assert other.key != spec.key  # a new block shape is a new specialization
 
 
-def test_the_launch_passes_base_shape_and_strides(fake_gpu, fake_backend, cuda_ok):
+@pytest.mark.parametrize("launcher", ["python", "compiled"])
+def test_the_launch_passes_base_shape_and_strides(launcher, fake_gpu, fake_backend, cuda_ok, monkeypatch):
+    if launcher == "compiled" and install_fake_c_launcher(monkeypatch, fake_gpu) is None:
+        pytest.skip("the compiled launcher cannot be built here (no C compiler)")
     x = torch.randn(40, 48)
     y = torch.empty(40, 48)
     k = newt.jit(scale_tiles.fn)
@@ -96,6 +100,9 @@ def test_the_launch_passes_base_shape_and_strides(fake_gpu, fake_backend, cuda_o
     assert fake_gpu.launches[-1].values == (x.data_ptr(), 40, 48, 48, y.data_ptr(), 40, 48, 48)
     k[(3, 2)](TensorDescriptor.from_tensor(x, [16, 32]), TensorDescriptor.from_tensor(y, [16, 32]), BM=16, BN=32)
     assert fake_backend.compiled == 1  # the same specialization: the cached launcher
+    (ln,) = k._cache.values()
+    assert (ln.compiled is not None) == (launcher == "compiled")  # tuple elements: the C path picks them too
+    assert fake_gpu.launches[-1].values == (x.data_ptr(), 40, 48, 48, y.data_ptr(), 40, 48, 48)
 
 
 def test_triton_s_own_descriptor_is_accepted():
