@@ -24,12 +24,12 @@ CPU_RUNS = {
     "backend_perf.py": ["--compile", "--smoke"],
     "lsp_latency.py": ["--edits", "2", "--hovers", "3", "--idle", "0.1"],
     "autotune_scaling.py": ["cpu", "--configs", "4", "--workers", "1,2", "--no-dask"],
+    "launch_overhead.py": ["--cpu", "--windows", "2", "--rounds", "1", "--launches", "20"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {
     "bench.py": ["--out", "{tmp}"],
     "config_sweep.py": ["--out", "{tmp}"],
-    "launch_overhead.py": ["--out", "{tmp}"],
     "deuteron_bench.py": ["--out", "{tmp}"],
 }
 #: modules of the benchmarks that are not scripts

@@ -122,7 +122,6 @@ KNOWN = [
     {"lsp_server.commands", "lsp_server.server"},
     {"newt.frontend.builder", "newt.frontend.ops"},
     {"newt.runtime", "newt.runtime.autotuner", "newt.testing"},
-    {"newt.runtime.compiler", "newt.runtime.jit"},
 ]
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from newt import ir
 
-from .values import TensorV, TupleV
+from .values import DescV, TensorV, TupleV
 
 
-def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = ()) -> TupleV:
-    """Add the IR parameters of tuple parameter ``name`` (its ``TupleArg`` ``ta``); return its value."""
+def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = ()):
+    """Add the IR parameters of tuple parameter ``name`` (its ``TupleArg`` ``ta``); return its value: a
+    ``TupleV``, or for a host-side ``TensorDescriptor`` (a ``DescArg``: the tuple ``(base, *shape,
+    *strides)`` plus a compile-time block shape) the ``DescV`` that ``nl.make_tensor_descriptor`` makes."""
     items: list = []
     for i, leaf in enumerate(ta.leaves):
         pth = path + (i,)
@@ -31,4 +33,7 @@ def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = (
         v.index = len(body.args) - 1
         params.append(ir.Param(leaf_name, ty, v))
         items.append(TensorV(v))
+    if getattr(ta, "__newt_desc_arg__", False):
+        rank = len(ta.block_shape)
+        return DescV(items[0], items[1:1 + rank], items[1 + rank:], ta.block_shape, ta.padding)
     return TupleV(items)

@@ -209,10 +209,12 @@ class Autotuner(KernelInterface):
                 if key is not None:
                     hit = self._launch_kw.get(key)
                     if hit is not None:
-                        config, ckw = hit
+                        config, ckw, fast = hit
                         self.best_config = config
                         if config.pre_hook is not None:
                             config.pre_hook(self._nargs(args, kwargs, config))
+                        if fast is not None:  # the config's launch function: no keyword arguments to pass
+                            return fast(grid, *args)
                         return self.fn.grid_launcher()(grid, *args, **ckw)
         return self._launch_general(grid, args, kwargs)
 
@@ -243,10 +245,12 @@ class Autotuner(KernelInterface):
                     nargs = self._nargs(args, kwargs)
                     for n in self.reset_to_zero:
                         nargs[n].zero_()
-            hit = self._launch_kw[key] = (config, config.all_kwargs())
+            ckw = config.all_kwargs()
+            preset = getattr(self.fn, "preset_launcher", None)  # a JITFunction's (not a Heuristics')
+            hit = self._launch_kw[key] = (config, ckw, preset(ckw) if preset is not None else None)
             if not kwargs and self._key_fn is None:
                 self._key_fn = _key_function(self._key_pos, args)
-        config, ckw = hit
+        config, ckw, _ = hit
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook(self._nargs(args, kwargs, config))

@@ -282,7 +282,7 @@ class CompiledKernel:
 
     def run(self, grid, *args, stream=None):
         from . import driver
-        from .jit import normalize_grid
+        from .grid import normalize_grid
         if not driver.has_gpu():
             return driver.NoDeviceLauncher(self).launch()
         rt = [p.name for p in self.params]
@@ -499,9 +499,9 @@ def compile(fn, signature: dict | None = None, constexprs: dict | None = None, t
     """
     import inspect
 
-    from .jit import _check_options
+    from .grid import check_options
     base = _unwrap(fn)
-    _check_options(getattr(base, "__name__", "kernel"), num_warps, num_stages, 1)
+    check_options(getattr(base, "__name__", "kernel"), num_warps, num_stages, 1)
     signature = dict(signature or {})
     constexprs = dict(constexprs or {})
     hints = dict(hints or {})

@@ -26,6 +26,7 @@ import struct
 import threading
 
 from .errors import KernelFaultError, LaunchError, OutOfResources
+from .grid import GRID_LIMITS, grid_limit_error  # noqa: F401  (re-exported)
 
 _torch = None
 _drv = None
@@ -429,18 +430,25 @@ def launch_blocking_env() -> bool:
     return os.environ.get("NEWT_LAUNCH_BLOCKING", "0") not in ("", "0", "false", "False")
 
 
-#: CUDA's grid limits (x, y, z): 2**31 - 1 blocks in x, 65535 in y and z
-GRID_LIMITS = (2147483647, 65535, 65535)
+_ENTRY_CACHE: dict = {}
 
 
-def grid_limit_error(name: str, grid) -> str | None:
-    """The message for a grid of ints beyond CUDA's limits (or negative); None when it is valid."""
-    for axis, (d, lim) in enumerate(zip(grid, GRID_LIMITS)):
-        if type(d) is int and (d < 0 or d > lim):
-            what = "negative" if d < 0 else f"above CUDA's limit of {lim} blocks in that dimension"
-            return (f"{name}: invalid grid {tuple(grid)!r}: dimension {'xyz'[axis]} is {d}, {what}"
-                    + ("" if d < 0 else " (split the work over more dimensions or loop inside the kernel)"))
-    return None
+def launch_entry(cooperative: bool = False) -> int | None:
+    """The address of ``cuLaunchKernel`` (``cuLaunchCooperativeKernel``) for the compiled launcher, or None
+    where the driver binding cannot give it (then launches go through ``cuda.bindings``)."""
+    name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
+    d = cu()
+    key = (id(d), name)
+    if key not in _ENTRY_CACHE:
+        addr = None
+        try:
+            r = d.cuGetProcAddress(name.encode(), 12000, 0)  # CU_GET_PROC_ADDRESS_DEFAULT
+            if not int(r[0]) and r[1]:
+                addr = int(r[1])
+        except Exception:  # noqa: BLE001 - an older binding, a stand-in driver: the pure-Python launch
+            addr = None
+        _ENTRY_CACHE[key] = addr
+    return _ENTRY_CACHE[key]
 
 
 class Launcher:
@@ -469,7 +477,10 @@ class Launcher:
         self.block = md.num_warps * 32
         self.blocking = blocking or launch_blocking_env()
         self._lock = threading.Lock()
-        self.launch = self._generate(n_values, codes)
+        #: the pure-Python launch (cuda.bindings); ``launch`` is the compiled one where it can be had
+        self.py_launch = self._generate(n_values, codes)
+        self.compiled = self._compiled_launch(n_values, codes)
+        self.launch = self.compiled or self.py_launch
 
     def describe(self) -> str:
         return self.kernel.describe()
@@ -524,6 +535,39 @@ class Launcher:
         src = "\n".join(body) + "\n"
         exec(compile(src, f"<newt launcher {self.name}>", "exec"), g)  # noqa: S102
         return g["launch"]
+
+    def _compiled_launch(self, n_values: int, codes):
+        """The extension's launcher (``clauncher``) for this kernel, or None: blocking launches, no C
+        compiler, no driver entry point, a parameter it cannot pack, ``NEWT_C_LAUNCHER=0``."""
+        from . import clauncher
+        if self.blocking or not clauncher.enabled():
+            return None
+        m = clauncher.module()
+        entry = launch_entry(self.cooperative) if m is not None else None
+        if entry is None:
+            return None
+        try:
+            return m.Launcher(entry, self.cooperative, int(self.function), self.block,
+                              self.kernel.metadata.dynamic_shared, bytes(clauncher.CODES[c] for c in codes),
+                              tuple(tuple(i) if isinstance(i, (tuple, list)) else i for i in self.select), n_values,
+                              self._c_failed, self.py_launch, HISTORY.append, self)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+
+    def _c_failed(self, err, gx, gy, gz, stream, values):
+        """The compiled launcher's error path: the same report (and context recovery) as the Python one."""
+        codes = [p.code for p in self.kernel.params]
+        picked = []
+        for i, c in zip(self.select, codes):
+            if isinstance(i, int):
+                v = values[i]
+            else:  # (argument, k, ...): an element of a tuple argument
+                v = values[i[0]]
+                for k in i[1:]:
+                    v = v[k]
+            picked.append(bf16_bits(v) if c == "bf16" else v)
+        sel = tuple(picked)
+        return self._failed(err, gx, gy, gz, stream, sel)
 
     def _grid_error(self, gx, gy, gz, exc=None):
         msg = grid_limit_error(self.name, (gx, gy, gz)) if exc is None else None

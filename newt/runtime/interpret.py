@@ -72,7 +72,7 @@ def launch_jit(kernel, grid, args=(), kwargs=None, *, mode: str | None = None, s
     if callable(grid):
         grid = grid(_meta(kernel, args, kwargs))
     fn, spec = build(kernel, args, kwargs)
-    from .jit import check_grid
+    from .grid import check_grid
     g = (grid,) if isinstance(grid, int) else tuple(grid)
     check_grid(tuple(int(d) for d in g) + (1,) * (3 - len(g)), getattr(kernel, "__name__", "kernel"))
     interpreter.launch(fn, grid, [unwrap(v) for v in spec.runtime_args], num_warps=kwargs.get("num_warps") or 4,

@@ -34,6 +34,8 @@ import types
 from newt.language import core as lc
 
 from . import specialize as sp
+from .grid import check_grid, normalize_grid
+from .grid import check_options as _check_options
 
 #: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
 LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup", "launch_cooperative_grid")
@@ -220,11 +222,33 @@ class JITFunction:
                 self._fast = fast
         return fast
 
+    def preset_launcher(self, preset: dict):
+        """The launch function ``f(grid, *args, **options)`` with ``preset`` (constexpr values and
+        ``num_warps`` / ``num_stages``, an autotune config's) as the defaults of those parameters and
+        options: the autotuner's launch after tuning passes no keyword arguments.  It shares this kernel's
+        specializations; None when interpreted (the autotuner then passes the config as keywords)."""
+        if self.is_interpreted():
+            return None
+        try:
+            key = tuple(sorted(preset.items()))
+            hash(key)
+        except TypeError:
+            return build_fast_path(self, preset)
+        presets = self.__dict__.setdefault("_presets", {})
+        fast = presets.get(key)
+        if fast is None:
+            with self._lock:
+                fast = presets.get(key)
+                if fast is None:
+                    fast = presets[key] = build_fast_path(self, preset)
+        return fast
+
     def clear_cache(self):
         """Forget compiled specializations (the disk cache is untouched)."""
         self._cache.clear()
         self._ir_cache.clear()
         self.__dict__.pop("_fast", None)
+        self.__dict__.pop("_presets", None)
 
     # -- the slow path ---------------------------------------------------------------------
     def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup, cooperative=False):
@@ -307,58 +331,6 @@ class JITFunction:
         return irfn
 
 
-def _check_options(name, num_warps, num_stages, num_ctas):
-    if not isinstance(num_warps, int) or isinstance(num_warps, bool) or not 1 <= num_warps <= 32 \
-            or num_warps & (num_warps - 1):
-        raise ValueError(f"{name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")
-    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or num_stages < 1:
-        raise ValueError(f"{name}: num_stages must be an int >= 1, got {num_stages!r}")
-    if num_ctas != 1:
-        raise ValueError(f"{name}: num_ctas={num_ctas!r}: thread-block clusters are not supported (use num_ctas=1)")
-
-
-def normalize_grid(grid, meta, name: str):
-    """``(gx, gy, gz)`` from a tuple/list of 1-3 ints, an int, or ``callable(meta)``.
-
-    A callable's tuple of 1-3 values is returned as it is, like a tuple grid given directly: the
-    launcher unpacks it and rejects values that are not non-negative ints."""
-    if callable(grid):
-        grid = grid(meta)
-        if type(grid) is tuple and 0 < len(grid) < 4:  # the usual case; the launcher checks the values
-            return grid
-    if isinstance(grid, int):
-        grid = (grid,)
-    if grid is None:
-        raise TypeError(f"{name}: no grid given: launch with {name}[grid](...) or {name}.run(..., grid=...)")
-    try:
-        g = tuple(grid)
-    except TypeError:
-        raise TypeError(f"{name}: the grid must be a tuple of 1 to 3 ints or a callable returning one, "
-                        f"got {type(grid).__name__}") from None
-    if not 1 <= len(g) <= 3:
-        raise TypeError(f"{name}: the grid must have 1 to 3 dimensions, got {len(g)}: {g!r}")
-    out = []
-    for d in g:
-        if hasattr(d, "__index__") and not isinstance(d, bool):
-            out.append(int(d.__index__()))
-        else:
-            raise TypeError(f"{name}: grid dimensions must be ints, got {d!r} in {g!r}")
-    while len(out) < 3:
-        out.append(1)
-    return tuple(out)
-
-
-def check_grid(grid, name: str):
-    """The interpreter's and no-device paths' grid check: ``(gx, gy, gz)`` within CUDA's limits, as the GPU
-    launcher checks them (``LaunchError`` otherwise)."""
-    from .driver import grid_limit_error
-    msg = grid_limit_error(name, grid)
-    if msg:
-        from .errors import LaunchError
-        raise LaunchError(msg, kernel=name, code="CUDA_ERROR_INVALID_VALUE")
-    return grid
-
-
 def _scalar_annotation(ann) -> str | None:
     """The scalar type a parameter annotation declares (``n: int``, ``n: nl.int32``, ``n: "i64"``), else None."""
     if ann in (int, float, bool):
@@ -417,13 +389,16 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def build_fast_path(kernel: JITFunction):
+def build_fast_path(kernel: JITFunction, preset: dict | None = None):
     """Generate ``launch(grid, <the kernel's parameters>, *, num_warps, num_stages, num_ctas, stream, warmup)``.
 
     ``kernel[grid]`` is ``functools.partial(launch, grid)`` (positional, so a
     launch merges no keyword dictionaries); ``kernel.run(..., grid=g)`` calls it
-    with ``g``.
+    with ``g``.  ``preset`` (``JITFunction.preset_launcher``) gives parameters and the options
+    ``num_warps`` / ``num_stages`` / ``num_ctas`` new defaults; such a function also checks that the
+    kernel's code was not replaced (``kernel[grid]`` checks that for the plain one).
     """
+    preset = dict(preset or {})
     import torch
 
     from . import driver
@@ -500,10 +475,16 @@ def build_fast_path(kernel: JITFunction):
     g[f"{_P}intkey"] = intkey
     g[f"{_P}not_cuda"] = not_cuda
 
+    for k in preset:
+        if k not in params and k not in ("num_warps", "num_stages", "num_ctas"):
+            raise TypeError(f"{name}(): a preset names {k!r}, which is neither a parameter nor a launch option")
     sig = []
     required = []
     for n, p in params.items():
-        if p.default is inspect.Parameter.empty:
+        if n in preset:
+            g[f"{_P}d_{n}"] = preset[n]
+            sig.append(f"{n}={_P}d_{n}")
+        elif p.default is inspect.Parameter.empty:
             sig.append(f"{n}={_P}M")
             required.append(n)
         else:
@@ -512,15 +493,27 @@ def build_fast_path(kernel: JITFunction):
     opts = []
     nw_expr = "num_warps" if "num_warps" in params else None
     ns_expr = "num_stages" if "num_stages" in params else None
-    if nw_expr is None:
-        opts.append("num_warps=None")
-    if ns_expr is None:
-        opts.append("num_stages=None")
-    if "num_ctas" not in params:
-        opts.append("num_ctas=1")
+    for opt, dflt in (("num_warps", "None"), ("num_stages", "None"), ("num_ctas", "1")):
+        if opt not in params:
+            if opt in preset:
+                g[f"{_P}o_{opt}"] = preset[opt]
+                dflt = f"{_P}o_{opt}"
+            opts.append(f"{opt}={dflt}")
     coop = "launch_cooperative_grid" if "launch_cooperative_grid" not in params else f"{_P}coop"
     opts += ["stream=None", "warmup=False", f"{coop}=False", f"**{_P}extra"]
     L = [f"def {name}({_P}grid, {', '.join(sig)}{', ' if sig else ''}*{_P}more, {', '.join(opts)}):"]
+    if preset:  # the kernel's code replaced (kernel.fn.__code__ = ...): the plain path re-reads it
+        g[f"{_P}fn"], g[f"{_P}code"] = kernel.fn, kernel._code
+
+        def regen(grid, named, options):
+            return kernel.run(grid=grid, **named, **options)
+        g[f"{_P}regen"] = regen
+        named = ", ".join(f"{n!r}: {n}" for n in kernel.arg_names)
+        optnames = [o for o in ("num_warps", "num_stages", "num_ctas") if o not in params]
+        options = ", ".join([f"{o!r}: {o}" for o in optnames] + ["'stream': stream", "'warmup': warmup",
+                                                                  f"'launch_cooperative_grid': {coop}"])
+        L.append(f"    if {_P}fn.__code__ is not {_P}code:")
+        L.append(f"        return {_P}regen({_P}grid, {{{named}}}, {{{options}}})")
     L.append(f"    if {_P}more:")
     L.append(f"        {_P}too_many(len({_P}more))")
     L.append(f"    if {_P}extra:")

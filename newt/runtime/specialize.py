@@ -38,18 +38,6 @@ INT_KINDS = {"i1": lc.int1, "i32": lc.int32, "u32": lc.uint32, "i64": lc.int64, 
              "fp32": lc.float32}
 
 
-
-
-def nl_dtype_of_tensor(t) -> lc.dtype:
-    if not _is_torch_dtype(t.dtype):
-        from .wrappers import wrapped_dtype
-        return wrapped_dtype(t.dtype)
-    try:
-        return torch_dtype_map()[t.dtype]
-    except KeyError:
-        raise TypeError(f"tensors of dtype {t.dtype} cannot be passed to a newt kernel") from None
-
-
 @dataclass
 class Specialization:
     arg_types: dict  # run-time parameter -> dtype
@@ -81,19 +69,6 @@ def int_kind(v: int, name: str = "?") -> str:
     if 2 ** 63 <= v < 2 ** 64:
         return "u64"
     raise TypeError(f"argument {name!r}: integer {v} does not fit in 64 bits")
-
-
-def classify_scalar(name: str, v, do_not_specialize: bool):
-    """(dtype, specialized constexpr value or None, divisible_by_16) for a Python scalar."""
-    if isinstance(v, bool):
-        return lc.int1, None, False
-    if isinstance(v, int):
-        if v == 1 and not do_not_specialize:
-            return None, 1, False
-        return INT_KINDS[int_kind(v, name)], None, (v % 16 == 0 and not do_not_specialize)
-    if isinstance(v, float):
-        return lc.float32, None, False
-    raise TypeError(f"argument {name!r}: cannot pass {type(v).__name__} to a newt kernel")
 
 
 def _implicit_constexpr(v) -> bool:
@@ -150,6 +125,8 @@ def tuple_arg(entries) -> TupleArg:
     for a, b in entries:
         if isinstance(a, tuple) and a and a[0] == "tuple":
             leaves.append(tuple_arg(a[1]))
+        elif isinstance(a, tuple) and a and a[0] == "desc":
+            leaves.append(DescArg(tuple_arg(a[1]).leaves, a[2], a[3]))
         elif a == "c1":
             leaves.append(("cx", 1))
         elif a == "cx":
@@ -157,6 +134,31 @@ def tuple_arg(entries) -> TupleArg:
         else:
             leaves.append(("rt", type_of_entry(a, b), bool(b)))
     return TupleArg(leaves)
+
+
+class DescArg(TupleArg):
+    """The specialization of a host-side ``TensorDescriptor``: the tuple ``(base, *shape, *strides)``
+    specialized element by element, plus the compile-time ``block_shape`` and ``padding``.  The front end
+    binds the parameter to the descriptor those values make (``newt/frontend/tuple_params.py``)."""
+
+    __newt_desc_arg__ = True
+
+    def __init__(self, leaves: list, block_shape: tuple, padding: str):
+        super().__init__(leaves)
+        self.block_shape = tuple(block_shape)
+        self.padding = padding
+
+    def __repr__(self):
+        return (f"desc[{', '.join(map(str, self.block_shape))}]" + (f"/{self.padding}" if self.padding != "zero"
+                                                                   else "") + super().__repr__())
+
+    __str__ = __repr__
+
+
+def _as_desc(v):
+    """``(parts tuple, block_shape, padding)`` for a host-side descriptor, else None."""
+    from newt.tools.tensor_descriptor import descriptor_parts, is_descriptor
+    return descriptor_parts(v) if is_descriptor(v) else None
 
 
 def dtype_leaf(v, name: str):
@@ -173,6 +175,8 @@ def dtype_leaf(v, name: str):
 
 def value_at(v, path):
     for k in path:
+        if not isinstance(v, tuple) and (desc := _as_desc(v)) is not None:
+            v = desc[0]
         v = v[k]
     return v
 
@@ -207,6 +211,13 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
     if _implicit_constexpr(v):
         cv = v.value if isinstance(v, lc.constexpr) else v
         return None, "cx", cv
+    if not isinstance(v, tuple) and (desc := _as_desc(v)) is not None:  # a TensorDescriptor
+        parts, block, padding = desc
+        ps_t, (_, es_t), _ = key_entries(kernel_name, name, parts, dns, check_cuda)
+        if isinstance(es_t[0][0], (str, tuple)):  # not a tensor (or a wrapper, or a dtype for warmup)
+            raise TypeError(f"{kernel_name}(): argument {name!r}: a TensorDescriptor's base must be a tensor, "
+                            f"got {type(parts[0]).__name__}")
+        return ps_t, ("desc", es_t, block, padding), None
     if isinstance(v, tuple):  # tuples and namedtuples, nested: every element specialized like an argument
         ps, es = [], []
         for i, x in enumerate(v):
@@ -278,8 +289,8 @@ def spec_from_entries(kernel, entries: dict, constexpr_values: dict) -> Speciali
             constexprs[n] = v.value if isinstance(v, lc.constexpr) else v
             continue
         a, b = entries[n]
-        if isinstance(a, tuple) and a[:1] == ("tuple",):
-            ta = tuple_arg(a[1])
+        if isinstance(a, tuple) and a[:1] in (("tuple",), ("desc",)):
+            ta = tuple_arg(a[1]) if a[0] == "tuple" else DescArg(tuple_arg(a[1]).leaves, a[2], a[3])
             arg_types[n] = ta
             for leaf, path, _ty, d in ta.runtime_leaves(n):
                 if d:

@@ -171,3 +171,54 @@ def install_fake_gpu(monkeypatch) -> FakeCU:
     monkeypatch.setattr(driver, "_STREAMS", {})
     driver.HISTORY.clear()
     return cu
+
+
+class FakeFunction(tuple):
+    """A CUfunction stand-in the compiled launcher can take (``int()`` gives its handle)."""
+
+    def __int__(self):
+        return self[3]
+
+
+def install_fake_c_launcher(monkeypatch, cu: FakeCU):
+    """Launch through the compiled launcher (``newt/runtime/_launch.c``) with ``cu`` behind it: the
+    extension's stand-in for ``cuLaunchKernel`` calls back here, and each launch is recorded in
+    ``cu.launches`` decoded from the very parameter array the extension built.  Returns the module, or
+    None when it cannot be built here (no C compiler)."""
+    import ctypes
+
+    from newt.runtime import clauncher
+    mod = clauncher.module()
+    if mod is None:
+        return None
+    functions: dict = {}
+    packers: dict = {}
+
+    def get_function(module, name):
+        f = FakeFunction(("function", module, name.decode() if isinstance(name, bytes) else name,
+                          0x1000 + 16 * len(functions)))
+        functions[int(f)] = f
+        return (0, f)
+
+    def callback(func, gx, gy, gz, bx, by, bz, shm, stream, params, has_extra, cooperative):
+        packer = packers[func]
+        n = len(packer.unpack(bytes(packer.size)))
+        ptrs = (ctypes.c_void_p * max(n, 1)).from_address(params) if n else []
+        raw = b"".join(ctypes.string_at(ptrs[i], 8) for i in range(n))
+        cu.launches.append(Launch(functions[func], (gx, gy, gz), (bx, by, bz), shm, stream,
+                                  tuple(packer.unpack_from(raw.ljust(packer.size, b"\0"))), bool(cooperative)))
+        assert not has_extra
+        return cu.results.pop(0) if cu.results else 0
+
+    entries = mod.fake_driver(callback)
+    real_compiled = driver.Launcher._compiled_launch
+
+    def compiled(self, n_values, codes):
+        packers[int(self.function)] = self.buffer.packer
+        ln = real_compiled(self, n_values, codes)
+        return ln
+
+    cu.cuModuleGetFunction = get_function
+    monkeypatch.setattr(driver, "launch_entry", lambda cooperative=False: entries[1 if cooperative else 0])
+    monkeypatch.setattr(driver.Launcher, "_compiled_launch", compiled)
+    return mod

@@ -14,10 +14,14 @@ from newt.runtime import driver
 from newt.runtime.errors import KernelFaultError, LaunchError, OutOfResources
 
 from . import kernels as K
+from .fakes import install_fake_c_launcher
 
 
-@pytest.fixture
-def gpu(fake_gpu, fake_backend, cuda_ok):
+@pytest.fixture(params=["python", "compiled"])
+def gpu(request, fake_gpu, fake_backend, cuda_ok, monkeypatch):
+    """The fake GPU, launched through the pure-Python launcher and through the compiled one."""
+    if request.param == "compiled" and install_fake_c_launcher(monkeypatch, fake_gpu) is None:
+        pytest.skip("the compiled launcher cannot be built here (no C compiler)")
     K.add_kernel.clear_cache()
     K.stages_kernel.clear_cache()
     K.scalars_kernel.clear_cache()
@@ -317,3 +321,44 @@ def test_param_layout():
     assert driver.struct_code(None, nl.int64) == "q"
     with pytest.raises(TypeError):
         driver.struct_code("struct foo")
+
+
+def test_the_compiled_launcher_is_the_one_used(gpu, request):
+    x = torch.randn(16)
+    K.add_kernel[(1,)](x, x, x, 16, BLOCK_SIZE=16)
+    (ln,) = K.add_kernel._cache.values()
+    if request.node.callspec.params["gpu"] == "compiled":
+        assert type(ln.launch).__name__ == "Launcher" and ln.launch is ln.compiled
+    else:
+        assert ln.compiled is None and ln.launch is ln.py_launch
+    assert gpu.launches[-1].values == (x.data_ptr(),) * 3 + (16,)
+
+
+@newt.jit
+def nested_tuple_kernel(ptrs, sizes, out_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a, (b, c) = ptrs
+    n, m = sizes
+    v = nl.load(a + offs, mask=offs < n) + nl.load(b + offs, mask=offs < m) + nl.load(c + offs)
+    nl.store(out_ptr + offs, v)
+
+
+def test_tuple_elements_are_picked_by_path(gpu):
+    x, y, z, out = (torch.randn(16) for _ in range(4))
+    nested_tuple_kernel[(2,)]((x, (y, z)), (16, 48), out, BLOCK=16)
+    ck = nested_tuple_kernel[(2,)]((x, (y, z)), (16, 48), out, BLOCK=16)
+    assert [p.name for p in ck.params] == ["ptrs.0", "ptrs.1.0", "ptrs.1.1", "sizes.0", "sizes.1", "out_ptr"]
+    assert gpu.launches[-1].values == (x.data_ptr(), y.data_ptr(), z.data_ptr(), 16, 48, out.data_ptr())
+    assert gpu.launches[-1].grid == (2, 1, 1) and len(gpu.launches) == 2
+    nested_tuple_kernel.clear_cache()
+
+
+def test_a_value_that_does_not_pack_raises_the_same_on_both_launchers(gpu):
+    x = torch.randn(64)
+    ck = K.add_kernel.warmup(x, x, x, 64, BLOCK_SIZE=64, grid=(1,))
+    for bad in (2 ** 40, 1.5, "7"):  # n is an i32 parameter: out of range, a float, a str
+        with pytest.raises(struct.error):
+            ck[(1,)](x, x, x, bad)
+    assert gpu.launches == []
+    ck[(1,)](x, x, x, True)  # struct packs a bool as an int: both launchers do
+    assert gpu.launches[-1].values == (x.data_ptr(),) * 3 + (1,)

@@ -17,11 +17,14 @@ from newt.frontend.source import NoSourceError
 from newt.runtime.errors import LaunchError
 
 from . import kernels as K
+from .fakes import install_fake_c_launcher
 
 
-@pytest.fixture
-def gpu(fake_gpu, fake_backend, cuda_ok):
-    """The GPU launch path over the fake driver (tests/runtime/fakes.py)."""
+@pytest.fixture(params=["python", "compiled"])
+def gpu(request, fake_gpu, fake_backend, cuda_ok, monkeypatch):
+    """The GPU launch path over the fake driver (tests/runtime/fakes.py), through both launchers."""
+    if request.param == "compiled" and install_fake_c_launcher(monkeypatch, fake_gpu) is None:
+        pytest.skip("the compiled launcher cannot be built here (no C compiler)")
     K.grid3_kernel.clear_cache()
     yield fake_gpu
     K.grid3_kernel.clear_cache()

@@ -1,0 +1,132 @@
+"""The compiled launcher (``_launch.c``): built on first use, optional.
+
+``module()`` returns the extension module, compiling ``_launch.c`` with the system C compiler the
+first time (into the newt cache directory, content-addressed by the source, the Python version and
+the platform; written to a temporary file and moved into place), or None when it cannot be had: no
+compiler or Python headers, a failed build, ``NEWT_C_LAUNCHER=0``.  ``status()`` says which and why.
+Everything works without it: ``driver.Launcher`` then launches through ``cuda.bindings`` from Python.
+
+The extension needs no CUDA headers or libraries: ``driver.launch_entry()`` asks the driver, through
+``cuda.bindings``' ``cuGetProcAddress``, for the address of ``cuLaunchKernel`` (and of
+``cuLaunchCooperativeKernel``), the same entry points ``cuda.bindings`` itself calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("_launch.c")
+MODULE_NAME = "_newt_launch"
+
+#: struct codes (driver.struct_code) -> the extension's parameter codes
+CODES = {"?": 0, "b": 1, "B": 2, "h": 3, "H": 4, "i": 5, "I": 6, "q": 7, "Q": 8, "f": 9, "d": 10, "e": 11,
+         "bf16": 12}
+
+_lock = threading.Lock()
+_state: dict = {}  # "module" -> module or None, "reason" -> why None
+
+
+def enabled() -> bool:
+    """``NEWT_C_LAUNCHER`` is not 0 / false / off."""
+    return os.environ.get("NEWT_C_LAUNCHER", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _build_dir() -> Path:
+    from .cache import default_cache_dir
+    d = default_cache_dir()
+    return (d if d is not None else Path(tempfile.gettempdir()) / f"newt-{os.getuid()}") / "launcher"
+
+
+def _tag(src: bytes) -> str:
+    h = hashlib.sha256(src)
+    h.update(sys.version.encode())
+    h.update(sysconfig.get_platform().encode())
+    return h.hexdigest()[:16]
+
+
+def compiler_command(src: Path, out: Path) -> list[str] | None:
+    """The command that builds the extension, or None when there is no C compiler or no Python.h."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cc_argv = cc.split()
+    if not cc_argv or shutil.which(cc_argv[0]) is None:
+        for alt in ("cc", "gcc", "clang"):
+            if shutil.which(alt):
+                cc_argv = [alt]
+                break
+        else:
+            return None
+    inc = sysconfig.get_paths().get("include")
+    if not inc or not (Path(inc) / "Python.h").exists():
+        return None
+    return [*cc_argv, "-O2", "-shared", "-fPIC", "-std=c99", f"-I{inc}", str(src), "-o", str(out)]
+
+
+def build(out_dir: Path | None = None) -> Path:
+    """Compile ``_launch.c`` (if not already there) and return the shared object's path; raises on failure."""
+    src = SOURCE.read_bytes()
+    out_dir = out_dir or _build_dir()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    so = out_dir / f"{MODULE_NAME}_{_tag(src)}{suffix}"
+    if so.exists():
+        return so
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=so.name + ".", suffix=".tmp", dir=out_dir)
+    os.close(fd)
+    try:
+        cmd = compiler_command(SOURCE, Path(tmp))
+        if cmd is None:
+            raise RuntimeError("no C compiler or no Python headers (Python.h) on this machine")
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
+        os.replace(tmp, so)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return so
+
+
+def load(path: Path):
+    """Import the extension from ``path``."""
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def module():
+    """The extension module, built on first use; None when it is disabled or cannot be built."""
+    if not enabled():
+        return None
+    if "module" in _state:
+        return _state["module"]
+    with _lock:
+        if "module" not in _state:
+            try:
+                _state["module"] = load(build())
+                _state["reason"] = None
+            except Exception as e:  # noqa: BLE001 - any failure: the pure-Python launcher is used
+                _state["module"] = None
+                _state["reason"] = f"{type(e).__name__}: {e}"
+    return _state["module"]
+
+
+def status() -> str:
+    """Whether launches go through the compiled launcher, and if not, why."""
+    if not enabled():
+        return "pure Python (NEWT_C_LAUNCHER=0)"
+    m = module()
+    return "compiled (_launch.c)" if m is not None else f"pure Python ({_state.get('reason')})"
+

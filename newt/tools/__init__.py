@@ -1,0 +1,1 @@
+"""Host-side tools (Triton's ``triton.tools``): ``newt.tools.tensor_descriptor.TensorDescriptor``."""
