@@ -185,8 +185,8 @@ class dtype:
         return self
 
     def kind_rank(self) -> int:
-        """bool < uint < int < float, the order used for scalar-literal promotion."""
-        return {"bool": 0, "uint": 1, "int": 2, "float": 3}.get(self._kind, -1)
+        """bool < integer (signed or unsigned) < float: the order of scalar-literal promotion (Triton's ``kind()``)."""
+        return {"bool": 0, "uint": 1, "int": 1, "float": 2}.get(self._kind, -1)
 
     # --- language-level helpers ----------------------------------------
     def to(self, *args, **kwargs):  # pragma: no cover - surface only
