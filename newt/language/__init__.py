@@ -18,6 +18,7 @@ from .random import (  # noqa: F401
     pair_uniform_to_normal, philox, philox_impl, rand, rand4x, randint, randint4x, randn, randn4x,
     uint_to_uniform_float,
 )
+from .scaled import dot_scaled  # noqa: F401
 from .tuples import tuple  # noqa: F401,A004
 from .standard import cdiv, full_like, interleave, ravel, sigmoid, softmax, swizzle2d, zeros_like  # noqa: F401
 
