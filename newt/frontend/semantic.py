@@ -427,6 +427,12 @@ def tensor_binary(bld, opname, a, b, node) -> AV:
                            hint="use nl.floor(x / y)")
     av_ = bld.as_tensor(a, ct, shape, node)
     bv_ = bld.as_tensor(b, ct, shape, node)
+    if opname == "shr" and ta.is_int_signed() and ct.is_int_unsigned() and not ct.is_bool():
+        # Triton picks the shift by the left operand: arithmetic for a signed one, on the promoted unsigned bits
+        st = lc.dtype(f"int{ct.int_bitwidth}")
+        sh = bld.emit("shr", [bld.cast_value(av_, st, node, bitcast=True), bld.cast_value(bv_, st, node, bitcast=True)],
+                      [block_of(st, shape)], node=node).result
+        return TensorV(bld.cast_value(sh, ct, node, bitcast=True))
     if opname in CMP_SET:
         rt = block_of(lc.int1, shape)
     else:
