@@ -460,12 +460,12 @@ def c_div_t(a, b):
     return q if (a >= 0) == (b >= 0) else -q
 
 
-_SIGNED = [torch.int8, torch.int16, torch.int32, torch.int64]
-_UNSIGNED = [torch.uint8, torch.uint16, torch.uint32, torch.uint64]
+_SIGNED_INTS = [torch.int8, torch.int16, torch.int32, torch.int64]
+_UNSIGNED_INTS = [torch.uint8, torch.uint16, torch.uint32, torch.uint64]
 
 
-@pytest.mark.parametrize("xt", _SIGNED, ids=str)
-@pytest.mark.parametrize("yt", _UNSIGNED, ids=str)
+@pytest.mark.parametrize("xt", _SIGNED_INTS, ids=str)
+@pytest.mark.parametrize("yt", _UNSIGNED_INTS, ids=str)
 def test_shift_right_of_signed_by_unsigned(backend, xt, yt):
     # Triton: the operands promote to the wider unsigned type, and the shift is arithmetic because the left
     # operand is signed: int8(-1) >> uint8(6) is 0xFF (not 3); int16(-8) >> uint32(1) is 0xFFFFFFFC
