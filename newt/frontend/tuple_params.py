@@ -31,4 +31,4 @@ def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = (
         v.index = len(body.args) - 1
         params.append(ir.Param(leaf_name, ty, v))
         items.append(TensorV(v))
-    return TupleV(items)
+    return TupleV(items, fields=getattr(ta, "fields", None))

@@ -454,6 +454,9 @@ float32 = _mk("fp32")
 float64 = _mk("fp64")
 void = _mk("void")
 
+#: Triton's name for a pointer to int32 (``x.to(tl.pi32_t)`` turns int64 addresses into pointers)
+pi32_t = pointer_type(int32)
+
 ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
               float8e4b15, float8e4nv, float8e4b8, float8e5, float8e5b16, float16, bfloat16, float32, float64)
 
