@@ -112,3 +112,13 @@ def test_compile_path_raises_out_of_range():
 
     with pytest.raises(CompilationError, match="out of range"):
         build_ir(k, {"o_ptr": nl.pointer_type(nl.int64)}, {})
+
+
+def test_literal_out_of_range_in_where_and_minimum(expect):
+    expect("""
+    @newt.jit
+    def k(x_ptr: "*i8", o_ptr: "*i8"):
+        x = nl.load(x_ptr)
+        nl.store(o_ptr, «nl.where(x > 0, x, 300))
+        nl.store(o_ptr, «nl.minimum(x, -129))
+    """, "N023", contains="is out of range for type nl.int8")
