@@ -17,7 +17,8 @@ from newt.language import core as lc
 from .exprs import _PY_BUILTIN_FUNCS
 from .frame import FLAG_RET, MAX_INLINE_DEPTH, RETVAL, Frame
 from .semantic import SemError
-from .values import AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef
+from .values import (AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef,
+                     from_python, is_namedtuple_class)
 
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class CallsMixin(_Base):
                 raise SemError("N006", f"math.{obj.__name__} runs only on compile-time values in a kernel",
                                hint="use nl.math functions on blocks")
             raise SemError("N006", f"{obj!r} cannot be called inside a kernel")
+        if isinstance(func, PyFunc) and is_namedtuple_class(func.obj):
+            return self.make_namedtuple(func.obj, args, kwargs, node)
         if isinstance(func, PyFunc):
             if func.trusted or isinstance(func.obj, pytypes.MethodType):
                 vals = []
@@ -136,6 +139,46 @@ class CallsMixin(_Base):
         if isinstance(func, TensorV):
             raise SemError("N023", "a block value is not callable")
         raise SemError("N023", "this value is not callable")
+
+    @staticmethod
+    def isinstance_of(v: AV, cls: AV) -> bool:
+        """``isinstance(v, cls)`` for a run-time value: a block is an ``nl.tensor``, a tuple a ``tuple`` (or
+        ``nl.tuple``, or its named tuple class)."""
+        if isinstance(cls, TupleV):
+            return any(CallsMixin.isinstance_of(v, c) for c in cls.items)
+        c = cls.value if isinstance(cls, Const) else (cls.obj if isinstance(cls, PyFunc) else None)
+        if not isinstance(c, type):
+            raise SemError("N023", "isinstance() needs a class (or a tuple of classes) as its second argument")
+        if isinstance(v, TensorV):
+            return c is lc.tensor or c is object
+        if isinstance(v, TupleV):
+            if getattr(c, "__newt_tuple__", False) or c in (tuple, object):
+                return True
+            if v.ntype is not None:
+                return issubclass(v.ntype, c)
+            # a named tuple argument carries its field names only: the same fields are the same class
+            return v.fields is not None and is_namedtuple_class(c) and tuple(c._fields) == v.fields
+        return c is object
+
+    def make_namedtuple(self, cls, args, kwargs, node) -> TupleV:
+        """``Point(x, y=...)`` in a kernel: a named tuple of the values, in the class's field order."""
+        fields = list(cls._fields)
+        if len(args) > len(fields):
+            raise SemError("N005", f"{cls.__name__} takes {len(fields)} fields, got {len(args)} values")
+        vals = dict(zip(fields, args))
+        for k, v in kwargs.items():
+            if k not in fields:
+                raise SemError("N005", f"{cls.__name__} has no field {k!r} (its fields: {', '.join(fields)})")
+            if k in vals:
+                raise SemError("N005", f"{cls.__name__}: field {k!r} given twice")
+            vals[k] = v
+        for f, dv in getattr(cls, "_field_defaults", {}).items():
+            vals.setdefault(f, from_python(dv))
+        missing = [f for f in fields if f not in vals]
+        if missing:
+            raise SemError("N005", f"{cls.__name__} is missing field{'s' if len(missing) > 1 else ''} "
+                           f"{', '.join(repr(m) for m in missing)}")
+        return TupleV([vals[f] for f in fields], ntype=cls)
 
     def call_any(self, name, args, kwargs, node, arg_nodes, kw_nodes):
         from newt.language import BUILTINS
@@ -165,6 +208,9 @@ class CallsMixin(_Base):
                                      [node] * (len(rest) + 1), {})
         if fn in (pybuiltins.getattr, pybuiltins.hasattr):
             return self.getattr_call(fn, args, node, arg_nodes)
+        if fn is pybuiltins.isinstance and len(args) == 2 and isinstance(args[1], (Const, TupleV, PyFunc)) and \
+                isinstance(args[0], (TensorV, TupleV, DescV)):
+            return Const(self.isinstance_of(args[0], args[1]))
         if any(isinstance(a, (Opaque, Undef)) for a in args):
             return Opaque()
         if all(isinstance(a, Const) for a in args) and all(isinstance(v, Const) for v in kwargs.values()):
@@ -295,13 +341,15 @@ def _to_python(av):
         return av.value
     if isinstance(av, TupleV):
         items = [_to_python(x) for x in av.items]
-        return _NO if any(i is _NO for i in items) else tuple(items)
+        if any(i is _NO for i in items):
+            return _NO
+        return av.ntype(*items) if av.ntype is not None else tuple(items)
     return _NO
 
 
 def _from_py_result(v):
     if isinstance(v, tuple):
-        return TupleV([_from_py_result(x) for x in v])
+        return TupleV([_from_py_result(x) for x in v], ntype=type(v) if is_namedtuple_class(type(v)) else None)
     if isinstance(v, SymDim):
         return Sym(v.expr)
     return Const(v)

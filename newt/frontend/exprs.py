@@ -189,6 +189,14 @@ class ExpressionsMixin(_Base):
                         hint="a descriptor has .load(offsets), .store(offsets, value), .block_shape, .dtype")
             return Opaque()
         if isinstance(base, TupleV):
+            hit = base.field(attr)
+            if hit is not None:
+                return hit
+            if base.fields:
+                sugg = difflib.get_close_matches(attr, list(base.fields), n=1)
+                self.report("N004", f"this named tuple has no field {attr!r} (its fields: {', '.join(base.fields)})",
+                            node, hint=f"did you mean .{sugg[0]}?" if sugg else None)
+                return Opaque()
             self.report("N004", f"tuples have no attribute {attr!r}", node)
             return Opaque()
         self.report("N004", f"this value has no attribute {attr!r}", node)

@@ -70,7 +70,7 @@ class AxisOutOfRange(SemCause):
 
 class DifferentSignedness(SemCause):
     code = "N020"
-    template = "cannot use {op} with {a!r} and {b!r}: they have different signedness"
+    template = "Cannot use {op} with {a!r} and {b!r} because they have different signedness"
     hint_template = "cast one operand so both are signed or both unsigned, e.g. x.to(nl.int32)"
 
 
@@ -287,6 +287,18 @@ def int_literal_overflows(av, ty) -> bool:
     return not lo <= av.value <= hi
 
 
+def check_literal_range(a, la: bool, b, lb: bool, ct) -> None:
+    """A Python int meeting a block converts to the block's computation type ``ct``: it must fit (Triton's rule)."""
+    for av, lit in ((a, la), (b, lb)):
+        if lit and int_literal_overflows(av, ct):
+            if av.value < 0 and ct.is_int_unsigned():
+                raise SemError("N023", f"cannot combine the negative scalar {av.value} with an unsigned {ct!r} "
+                               "block", hint="cast one of them explicitly")
+            raise SemError("N023", f"scalar {av.value} is out of range for type {ct!r}",
+                           hint=f"cast the block first, e.g. x.to(nl.int64), or write the constant as "
+                                f"nl.full((), {av.value}, nl.int64)")
+
+
 def wrap_int(v: int, t) -> int:
     bits = t.int_bitwidth
     mask = (1 << bits) - 1
@@ -425,27 +437,25 @@ def tensor_binary(bld, opname, a, b, node) -> AV:
     ta, sa, la = operand_info(a)
     tb, sb, lb = operand_info(b)
     shape = broadcast_shapes(sa, sb)
-    # an integer literal that does not fit the other operand's type takes part in promotion
-    if la and not lb and int_literal_overflows(a, tb):
-        la = False
-    elif lb and not la and int_literal_overflows(b, ta):
-        lb = False
     if ta.is_ptr() or tb.is_ptr():
         return pointer_binary(bld, opname, a, b, ta, tb, shape, node)
     if opname in ("and", "or", "xor", "shl", "shr"):
         for t in (ta, tb):
             if t.is_floating():
-                raise SemError("N021", f"bitwise operator {OPSYM[opname]} is not defined for floating-point "
-                               f"values ({t!r})", hint="use .to(nl.int32, bitcast=True) to operate on the bits")
+                raise SemError("N021", f"invalid operands of type {ta!r} and {tb!r}: bitwise operator {OPSYM[opname]} "
+                               "is not defined for floating-point values",
+                               hint="use .to(nl.int32, bitcast=True) to operate on the bits")
         if ta.is_symbolic() or tb.is_symbolic():
             ct = computation_type(ta, la, tb, lb, False, OPSYM[opname])
         elif la != lb:
             ct = tb if la else ta
         else:
             ct = integer_promote(ta, tb)
+        check_literal_range(a, la, b, lb, ct)
     else:
         div_or_mod = opname in ("truediv", "floordiv", "mod")
         ct = computation_type(ta, la, tb, lb, div_or_mod, OPSYM[opname])
+        check_literal_range(a, la, b, lb, ct)
         if opname == "truediv":
             if ct.is_int():
                 ct = lc.float32
@@ -459,6 +469,12 @@ def tensor_binary(bld, opname, a, b, node) -> AV:
                            hint="use nl.floor(x / y)")
     av_ = bld.as_tensor(a, ct, shape, node)
     bv_ = bld.as_tensor(b, ct, shape, node)
+    if opname == "shr" and ta.is_int_signed() and ct.is_int_unsigned() and not ct.is_bool():
+        # Triton picks the shift by the left operand: arithmetic for a signed one, on the promoted unsigned bits
+        st = lc.dtype(f"int{ct.int_bitwidth}")
+        sh = bld.emit("shr", [bld.cast_value(av_, st, node, bitcast=True), bld.cast_value(bv_, st, node, bitcast=True)],
+                      [block_of(st, shape)], node=node).result
+        return TensorV(bld.cast_value(sh, ct, node, bitcast=True))
     if opname in CMP_SET:
         rt = block_of(lc.int1, shape)
     else:

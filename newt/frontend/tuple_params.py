@@ -36,4 +36,4 @@ def bind_tuple_param(builder, name: str, ta, body, params: list, path: tuple = (
     if getattr(ta, "__newt_desc_arg__", False):
         rank = len(ta.block_shape)
         return DescV(items[0], items[1:1 + rank], items[1 + rank:], ta.block_shape, ta.padding)
-    return TupleV(items)
+    return TupleV(items, fields=getattr(ta, "fields", None))

@@ -75,13 +75,27 @@ class TensorV(AV):
 
 
 class TupleV(AV):
-    __slots__ = ("items",)
+    """A tuple; a named tuple also has its ``fields`` (and its Python class ``ntype`` when one is known)."""
 
-    def __init__(self, items):
+    __slots__ = ("items", "fields", "ntype")
+
+    def __init__(self, items, fields=None, ntype=None):
         self.items = list(items)
+        self.fields = tuple(fields) if fields is not None else (tuple(ntype._fields) if ntype is not None else None)
+        self.ntype = ntype
+
+    def field(self, name: str):
+        """The element named ``name``, or None."""
+        if self.fields and name in self.fields:
+            return self.items[self.fields.index(name)]
+        return None
 
     def __repr__(self):
         return f"TupleV({self.items})"
+
+
+def is_namedtuple_class(obj) -> bool:
+    return isinstance(obj, type) and issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)
 
 
 class DescV(AV):
@@ -203,7 +217,7 @@ def from_python(obj, lib: bool = False) -> AV:
     if isinstance(obj, (bool, int, float, str, type(None), lc.dtype, lc.PropagateNan)):
         return Const(obj)
     if isinstance(obj, tuple):
-        return TupleV([from_python(x, lib) for x in obj])
+        return TupleV([from_python(x, lib) for x in obj], ntype=type(obj) if is_namedtuple_class(type(obj)) else None)
     if isinstance(obj, pytypes.ModuleType):
         # any module: its attributes resolve at compile time (``fake.language.store`` where
         # ``fake.language = nl``), and what a module lacks is an error, never silently nothing

@@ -14,6 +14,10 @@ uint32      int64           int32           value in [0, 2**32)
 uint64      int64           int64           the two's complement bits
 fp8e4nv     float8_e4m3fn   same            arithmetic upcasts to fp32
 fp8e5       float8_e5m2     same
+fp8e4b8     float8_e4m3fnuz same            AMD's formats: NaN is 0x80, no -0
+fp8e5b16    float8_e5m2fnuz same
+fp8e4b15    float8_e4m3fn   same            the same bits as e4m3fn with bias 15: the value is
+                                            the e4m3fn value times 2**-8 (``to_f32``)
 fp16, bf16  float16, bf16   same            torch rounds every op once (RNE)
 fp32, fp64  float32/64      same
 pointers    int64           int64           byte addresses
@@ -43,6 +47,7 @@ _REP = {
     "int1": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
     "uint8": torch.uint8, "uint16": torch.int32, "uint32": torch.int64, "uint64": torch.int64,
     "fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2, "fp16": torch.float16, "bf16": torch.bfloat16,
+    "fp8e4b15": torch.float8_e4m3fn, "fp8e4b8": torch.float8_e4m3fnuz, "fp8e5b16": torch.float8_e5m2fnuz,
     "fp32": torch.float32, "fp64": torch.float64,
 }
 _STORE = dict(_REP)
@@ -54,7 +59,20 @@ _BITS = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
 #: unsigned types kept in a wider signed representation -> their mask
 NARROW_UNSIGNED_MASK = {"uint16": 0xFFFF, "uint32": 0xFFFFFFFF}
 
-_FP8_MAX = {"fp8e4nv": 448.0, "fp8e5": 57344.0}
+_FP8_MAX = {"fp8e4nv": 448.0, "fp8e5": 57344.0, "fp8e4b15": 1.75, "fp8e4b8": 240.0, "fp8e5b16": 57344.0}
+
+#: torch dtypes holding fp8 bit patterns (torch has few ops for them: handlers work on the bits or in fp32)
+FP8_TORCH = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+#: formats held in another format's bits: value = held value * scale (e4b15 in e4m3fn: bias 15 vs 7)
+_HELD_SCALE = {"fp8e4b15": 2.0 ** -8}
+
+
+def to_f32(x: torch.Tensor, dt) -> torch.Tensor:
+    """The fp32 values of a float representation (exact for every format narrower than fp32)."""
+    s = _HELD_SCALE.get(dt.name)
+    y = x.to(torch.float32)
+    return y * s if s else y
 
 
 def rep_dtype(dt) -> torch.dtype:
@@ -177,7 +195,8 @@ def udiv64(n: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 _FLOAT_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
-               torch.float64: torch.int64, torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
+               torch.float64: torch.int64, torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8,
+               torch.float8_e4m3fnuz: torch.int8, torch.float8_e5m2fnuz: torch.int8}
 
 
 def _step_toward_zero(r: torch.Tensor) -> torch.Tensor:
@@ -221,17 +240,22 @@ def _to_narrow_float(x: torch.Tensor, dst, rounding: str) -> torch.Tensor:
     src = x
     if x.dtype == torch.float64 and td != torch.float32:
         x32 = f64_to_f32_odd(x)
-    elif x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float16, torch.bfloat16):
+    elif x.dtype in FP8_TORCH or x.dtype in (torch.float16, torch.bfloat16):
         x32 = x.to(torch.float32)
     else:
         x32 = x
     if name in _FP8_MAX:
         x32 = fp8_saturate(x32, name)
-    r = x32.to(td)
+    scale = _HELD_SCALE.get(name)
+    r = (x32 / scale if scale else x32).to(td)  # a power-of-two scale: the rounding is the same
     if rounding == "rtz":
         wide = torch.float64
-        over = r.to(wide).abs() > src.to(wide).abs()
-        r = torch.where(over, _step_toward_zero(r), r)
+        val = to_f32(r, dst).to(wide) if scale else r.to(wide)
+        over = val.abs() > src.to(wide).abs()
+        step = _step_toward_zero(r)
+        if td in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):  # -min steps to 0x80, the NaN: to 0 instead
+            step = torch.where(step.view(torch.int8) == -128, torch.zeros_like(step), step)
+        r = torch.where(over, step, r)
     return r
 
 
@@ -296,6 +320,10 @@ def cast(x: torch.Tensor, src, dst, rounding: str = "rtne") -> torch.Tensor:
     rounding = rounding or "rtne"
     if src.is_ptr() or dst.is_ptr():
         return x.to(torch.int64)
+    if src.name in _HELD_SCALE:  # exact in fp32
+        x, src = to_f32(x, src), lc.float32
+        if dst == src:
+            return x
     if dst.name == "int1":  # never emitted by the front end; be total anyway
         return x != 0
     if src.is_floating():

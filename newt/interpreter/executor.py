@@ -169,7 +169,7 @@ def _merge(mask, a, b):
     """``where(mask per program, a, b)`` for values of any rank and dtype."""
     r = max(a.dim(), b.dim()) - 1
     m = mask.view((mask.shape[0],) + (1,) * r)
-    if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+    if a.dtype in D.FP8_TORCH:
         return torch.where(m, a.view(torch.int8), b.view(torch.int8)).view(a.dtype)
     return torch.where(m, a, b)
 

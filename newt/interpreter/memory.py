@@ -81,7 +81,7 @@ def _gather(flat: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return flat.index_select(0, idx.reshape(-1)).view(idx.shape)
 
 
-_BYTE_FLOATS = (torch.float8_e4m3fn, torch.float8_e5m2)
+_BYTE_FLOATS = D.FP8_TORCH
 
 
 def _scatter(flat: torch.Tensor, idx: torch.Tensor, vals: torch.Tensor):

@@ -171,8 +171,8 @@ def _fp8_wrap(f, dt, float_result=True):
     if not dt.is_fp8():
         return f
     if float_result:
-        return lambda *xs: D.cast(f(*[x.to(torch.float32) for x in xs]), lc.float32, dt)
-    return lambda *xs: f(*[x.to(torch.float32) for x in xs])
+        return lambda *xs: D.cast(f(*[D.to_f32(x, dt) for x in xs]), lc.float32, dt)
+    return lambda *xs: f(*[D.to_f32(x, dt) for x in xs])
 
 
 def _masked(f, m):
@@ -305,7 +305,7 @@ def binary_fn(name, dt, attrs=None):
         return torch.div
     if name == "pow":
         if dt.name in ("fp16", "bf16") or dt.is_fp8():
-            return lambda a, b: D.cast(torch.pow(a.float(), b.float()), lc.float32, dt)
+            return lambda a, b: D.cast(torch.pow(D.to_f32(a, dt), D.to_f32(b, dt)), lc.float32, dt)
         return torch.pow
     if name in ("lt", "le", "gt", "ge", "eq", "ne"):
         f = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}[name]
@@ -326,6 +326,11 @@ def _neg(o, plan):
     dt = elem(o.operands[0])
     m = D.NARROW_UNSIGNED_MASK.get(dt.name)
     if dt.is_fp8():
+        if dt.FP8_FORMATS[dt.name][1] == "fnuz":  # no -0: 0 stays 0, the NaN 0x80 stays NaN
+            def fnuz_neg(ex, args):
+                b = D.bits_of(args[0], dt)
+                return D.from_bits(torch.where((b & 0x7F) == 0, b, b ^ -128), dt)
+            return fnuz_neg
         return lambda ex, args: D.from_bits(D.bits_of(args[0], dt) ^ -128, dt)
     if m:
         return lambda ex, args: (-args[0]) & m
@@ -347,6 +352,11 @@ def _invert(o, plan):
 def _abs(o, plan):
     dt = elem(o.operands[0])
     if dt.is_fp8():
+        if dt.FP8_FORMATS[dt.name][1] == "fnuz":  # the NaN 0x80 stays NaN
+            def fnuz_abs(ex, args):
+                b = D.bits_of(args[0], dt)
+                return D.from_bits(torch.where(b == -128, b, b & 0x7F), dt)
+            return fnuz_abs
         return lambda ex, args: D.from_bits(D.bits_of(args[0], dt) & 0x7F, dt)
     if D.is_unsigned(dt):
         return lambda ex, args: args[0]
@@ -358,7 +368,7 @@ def _unary_math(o, plan):
     dt = elem(o.operands[0])
     f = _float_math(o.name)
     if dt.name in ("fp16", "bf16") or dt.is_fp8():
-        return lambda ex, args: D.cast(f(args[0].to(torch.float32)), lc.float32, dt)
+        return lambda ex, args: D.cast(f(D.to_f32(args[0], dt)), lc.float32, dt)
     return lambda ex, args: f(args[0])
 
 
@@ -601,7 +611,7 @@ def reduce_fn(combine, dt):
     if combine == "add":
         if fl:
             if dt.is_fp8():
-                return lambda x, dim: D.cast(x.to(torch.float32).sum(dim), lc.float32, dt)
+                return lambda x, dim: D.cast(D.to_f32(x, dt).sum(dim), lc.float32, dt)
             return lambda x, dim: x.sum(dim)
         return lambda x, dim: D.wrap_int(x.sum(dim, dtype=torch.int64), dt)
     if combine in ("max", "min"):
@@ -609,7 +619,7 @@ def reduce_fn(combine, dt):
         if dt.name == "uint64":
             return lambda x, dim: D.ucmp_key(_nan_ignoring(D.ucmp_key(x), dim, mx))
         if dt.is_fp8():
-            return lambda x, dim: _nan_ignoring(x.to(torch.float32), dim, mx).to(x.dtype)
+            return lambda x, dim: D.cast(_nan_ignoring(D.to_f32(x, dt), dim, mx), lc.float32, dt)
         return lambda x, dim: _nan_ignoring(x, dim, mx)
     if combine == "xor":
         return lambda x, dim: _tree_reduce(x, dim, torch.bitwise_xor)
@@ -710,7 +720,7 @@ def scan_fn(combine, dt):
         f = torch.cumsum if combine == "add" else torch.cumprod
         if fl:
             if dt.name in ("fp16", "bf16") or dt.is_fp8():
-                return lambda x, dim: D.cast(f(x.to(torch.float32), dim), lc.float32, dt)
+                return lambda x, dim: D.cast(f(D.to_f32(x, dt), dim), lc.float32, dt)
             return lambda x, dim: f(x, dim)
         return lambda x, dim: D.wrap_int(f(x.to(torch.int64), dim), dt)
     if combine in ("max", "min"):
@@ -718,7 +728,7 @@ def scan_fn(combine, dt):
         if dt.name == "uint64":
             return lambda x, dim: D.ucmp_key(_cum_nan_ignoring(D.ucmp_key(x), dim, mx))
         if dt.is_fp8() or dt.name == "int1":
-            return lambda x, dim: _cum_nan_ignoring(x.to(torch.float32), dim, mx).to(x.dtype)
+            return lambda x, dim: D.cast(_cum_nan_ignoring(D.to_f32(x, dt), dim, mx), lc.float32, dt)
         return lambda x, dim: _cum_nan_ignoring(x, dim, mx)
     raise InterpreterError(f"unknown scan {combine!r}")
 
@@ -885,14 +895,14 @@ def _print(o, plan):
 
 def _plain_list(t, dt):
     if dt.is_fp8() or dt.name in ("bf16", "fp16"):
-        return t.to(torch.float32).tolist()
+        return D.to_f32(t, dt).tolist()
     return t.tolist()
 
 
 def _fmt_block(t, dt, hexa):
     def rec(x):
         if x.dim() == 0:
-            return _fmt_value(x.item() if not (dt.is_fp8()) else x.to(torch.float32).item(), dt, hexa)
+            return _fmt_value(x.item() if not (dt.is_fp8()) else D.to_f32(x, dt).item(), dt, hexa)
         return "[" + ", ".join(rec(y) for y in x) + "]"
     return rec(t)
 

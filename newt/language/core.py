@@ -31,7 +31,11 @@ class dtype:
 
     SINT_TYPES = ("int8", "int16", "int32", "int64")
     UINT_TYPES = ("int1", "uint8", "uint16", "uint32", "uint64")
-    FP_TYPES = ("fp8e4nv", "fp8e5", "fp16", "bf16", "fp32", "fp64")
+    FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64")
+    #: the fp8 formats: exponent bias and whether the top exponent holds inf/NaN ("ieee"), only NaN at
+    #: S.1111.111 ("fn") or NaN is 0x80 with no negative zero ("fnuz", AMD's)
+    FP8_FORMATS = {"fp8e4b15": (15, "fn"), "fp8e4nv": (7, "fn"), "fp8e4b8": (8, "fnuz"), "fp8e5": (15, "ieee"),
+                   "fp8e5b16": (16, "fnuz")}
     OTHER_TYPES = ("void",)
 
     # name -> (kind, bitwidth, mantissa width, language name, short signature name)
@@ -45,8 +49,11 @@ class dtype:
         "uint16": ("uint", 16, 0, "uint16", "u16"),
         "uint32": ("uint", 32, 0, "uint32", "u32"),
         "uint64": ("uint", 64, 0, "uint64", "u64"),
+        "fp8e4b15": ("float", 8, 3, "float8e4b15", "fp8e4b15"),
         "fp8e4nv": ("float", 8, 3, "float8e4nv", "fp8e4nv"),
+        "fp8e4b8": ("float", 8, 3, "float8e4b8", "fp8e4b8"),
         "fp8e5": ("float", 8, 2, "float8e5", "fp8e5"),
+        "fp8e5b16": ("float", 8, 2, "float8e5b16", "fp8e5b16"),
         "fp16": ("float", 16, 10, "float16", "fp16"),
         "bf16": ("float", 16, 7, "bfloat16", "bf16"),
         "fp32": ("float", 32, 23, "float32", "fp32"),
@@ -94,7 +101,7 @@ class dtype:
         return False
 
     def is_fp8(self) -> bool:
-        return self.name in ("fp8e4nv", "fp8e5")
+        return self.name in self.FP8_FORMATS
 
     def is_fp16(self) -> bool:
         return self.name == "fp16"
@@ -117,6 +124,15 @@ class dtype:
 
     def is_fp8e5(self) -> bool:
         return self.name == "fp8e5"
+
+    def is_fp8e4b15(self) -> bool:
+        return self.name == "fp8e4b15"
+
+    def is_fp8e4b8(self) -> bool:
+        return self.name == "fp8e4b8"
+
+    def is_fp8e5b16(self) -> bool:
+        return self.name == "fp8e5b16"
 
     def is_int1(self) -> bool:
         return self.name == "int1"
@@ -153,7 +169,9 @@ class dtype:
         """The exponent bias of a floating-point type (fp16: 15, fp32: 127 ...)."""
         if not self.is_floating():
             raise TypeError(f"{self!r} is not a floating-point type")
-        return {"fp8e4nv": 7, "fp8e5": 15, "fp16": 15, "bf16": 127, "fp32": 127, "fp64": 1023}[self.name]
+        if self.name in self.FP8_FORMATS:
+            return self.FP8_FORMATS[self.name][0]
+        return {"fp16": 15, "bf16": 127, "fp32": 127, "fp64": 1023}[self.name]
 
     def get_int_max_value(self) -> int:
         if self.is_bool():
@@ -187,8 +205,8 @@ class dtype:
         return self
 
     def kind_rank(self) -> int:
-        """bool < uint < int < float, the order used for scalar-literal promotion."""
-        return {"bool": 0, "uint": 1, "int": 2, "float": 3}.get(self._kind, -1)
+        """bool < integer (signed or unsigned) < float: the order of scalar-literal promotion (Triton's ``kind()``)."""
+        return {"bool": 0, "uint": 1, "int": 1, "float": 2}.get(self._kind, -1)
 
     # --- language-level helpers ----------------------------------------
     def to(self, *args, **kwargs):  # pragma: no cover - surface only
@@ -427,16 +445,22 @@ uint8 = _mk("uint8")
 uint16 = _mk("uint16")
 uint32 = _mk("uint32")
 uint64 = _mk("uint64")
+float8e4b15 = _mk("fp8e4b15")
 float8e4nv = _mk("fp8e4nv")
+float8e4b8 = _mk("fp8e4b8")
 float8e5 = _mk("fp8e5")
+float8e5b16 = _mk("fp8e5b16")
 float16 = _mk("fp16")
 bfloat16 = _mk("bf16")
 float32 = _mk("fp32")
 float64 = _mk("fp64")
 void = _mk("void")
 
+#: Triton's name for a pointer to int32 (``x.to(tl.pi32_t)`` turns int64 addresses into pointers)
+pi32_t = pointer_type(int32)
+
 ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-              float8e4nv, float8e5, float16, bfloat16, float32, float64)
+              float8e4b15, float8e4nv, float8e4b8, float8e5, float8e5b16, float16, bfloat16, float32, float64)
 
 _BY_NAME = {}
 for _d in ALL_DTYPES + (void,):

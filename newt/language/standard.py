@@ -58,8 +58,10 @@ def ravel(x):
 
 @inline_jit(method=True)
 def interleave(a, b):
-    """Interleave the last dimensions of two blocks: ``[a0, b0, a1, b1, ...]``."""
+    """Interleave the last dimensions of two blocks: ``[a0, b0, a1, b1, ...]`` (two scalars give ``[a, b]``)."""
     c = _b.join(a, b)
+    if len(c.shape) == 1:
+        return c
     return _b.reshape(c, c.shape[:-2] + (2 * c.shape[-2],))
 
 

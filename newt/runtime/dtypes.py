@@ -17,7 +17,8 @@ def torch_dtype_map() -> dict:
             torch.float32: lc.float32, torch.float64: lc.float64,
         }
         for name, nd in (("uint16", lc.uint16), ("uint32", lc.uint32), ("uint64", lc.uint64),
-                         ("float8_e4m3fn", lc.float8e4nv), ("float8_e5m2", lc.float8e5)):
+                         ("float8_e4m3fn", lc.float8e4nv), ("float8_e5m2", lc.float8e5),
+                         ("float8_e4m3fnuz", lc.float8e4b8), ("float8_e5m2fnuz", lc.float8e5b16)):
             t = getattr(torch, name, None)
             if t is not None:
                 m[t] = nd

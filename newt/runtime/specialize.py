@@ -87,8 +87,9 @@ class TupleArg:
 
     __newt_tuple_arg__ = True
 
-    def __init__(self, leaves: list):
+    def __init__(self, leaves: list, fields: tuple | None = None):
         self.leaves = leaves
+        self.fields = fields  # a namedtuple's field names, or None
 
     def runtime_leaves(self, name: str, path: tuple = ()):
         """``(parameter name, path, type, divisible)`` of every run-time element, depth first."""
@@ -108,6 +109,8 @@ class TupleArg:
                 parts.append(str(leaf[1]) + (":16" if leaf[2] else ""))
             else:
                 parts.append(f"constexpr {leaf[1]!r}")
+        if self.fields:
+            parts = [f"{f}={p}" for f, p in zip(self.fields, parts)]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
     __str__ = __repr__
@@ -119,12 +122,12 @@ class TupleArg:
         return hash(repr(self))
 
 
-def tuple_arg(entries) -> TupleArg:
+def tuple_arg(entries, fields=None) -> TupleArg:
     """The ``TupleArg`` of a tuple's key entries ``(("tuple", ((a, b), ...)))``'s element list."""
     leaves: list = []
     for a, b in entries:
         if isinstance(a, tuple) and a and a[0] == "tuple":
-            leaves.append(tuple_arg(a[1]))
+            leaves.append(tuple_arg(a[1], a[2] if len(a) > 2 else None))
         elif isinstance(a, tuple) and a and a[0] == "desc":
             leaves.append(DescArg(tuple_arg(a[1]).leaves, a[2], a[3]))
         elif a == "c1":
@@ -133,7 +136,7 @@ def tuple_arg(entries) -> TupleArg:
             leaves.append(("cx", b))
         else:
             leaves.append(("rt", type_of_entry(a, b), bool(b)))
-    return TupleArg(leaves)
+    return TupleArg(leaves, fields)
 
 
 class DescArg(TupleArg):
@@ -224,7 +227,8 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
             p, a, b = key_entries(kernel_name, f"{name}[{i}]", x, dns, check_cuda)
             ps.append(p)
             es.append((a, b))
-        return tuple(ps), ("tuple", tuple(es)), None
+        fields = getattr(type(v), "_fields", None)  # a namedtuple's field names: x.field in the kernel
+        return tuple(ps), ("tuple", tuple(es)) + ((tuple(fields),) if isinstance(fields, tuple) else ()), None
     if isinstance(v, numbers.Integral):  # numpy integers ...
         return key_entries(kernel_name, name, int(v), dns, check_cuda)
     if isinstance(v, numbers.Real):
@@ -290,7 +294,8 @@ def spec_from_entries(kernel, entries: dict, constexpr_values: dict) -> Speciali
             continue
         a, b = entries[n]
         if isinstance(a, tuple) and a[:1] in (("tuple",), ("desc",)):
-            ta = tuple_arg(a[1]) if a[0] == "tuple" else DescArg(tuple_arg(a[1]).leaves, a[2], a[3])
+            ta = (tuple_arg(a[1], a[2] if len(a) > 2 else None) if a[0] == "tuple"
+                  else DescArg(tuple_arg(a[1]).leaves, a[2], a[3]))
             arg_types[n] = ta
             for leaf, path, _ty, d in ta.runtime_leaves(n):
                 if d:

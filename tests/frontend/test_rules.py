@@ -154,14 +154,17 @@ def test_dot_dtype(expect):
     """, "N031", contains="same dtype")
 
 
-def test_dot_too_small(expect):
-    expect("""
+def test_dot_of_small_blocks_is_accepted():
+    # Triton takes any M, N, K (the GPU lowers tiles under 16 by FMA); a dtype mismatch is still N031
+    from tests.frontend.conftest import check_src
+    fa, _ = check_src("""
     @newt.jit
     def k(x_ptr: "*fp16"):
         offs = nl.arange(0, 8)[:, None] * 32 + nl.arange(0, 32)[None, :]
         a = nl.load(x_ptr + offs)
-        c = «nl.dot(a, nl.trans(a))
-    """, "N031", contains="at least 16")
+        c = nl.dot(a, nl.trans(a))
+    """)
+    assert not fa.diagnostics, [d.format() for d in fa.diagnostics]
 
 
 def test_reduction_axis(expect):

@@ -22,8 +22,19 @@ def result_types(fn, name):
 
 @newt.jit
 def literals(out_ptr: "*i64", f_ptr: "*fp64"):
-    nl.store(out_ptr, nl.program_id(0) + 2 ** 40)
+    nl.store(out_ptr, nl.program_id(0).to(nl.int64) + 2 ** 40)
     nl.store(f_ptr, nl.program_id(0) * 1e50)
+
+
+@newt.jit
+def literal_overflow(out_ptr: "*i64"):
+    nl.store(out_ptr, nl.program_id(0) + 2 ** 40)
+
+
+def test_int_literal_out_of_range_is_an_error():
+    # Triton: a Python int takes the block's integer type and must fit it (no promotion to int64)
+    with pytest.raises(CompilationError, match=r"N023.*scalar 1099511627776 is out of range for type nl.int32"):
+        build_ir(literal_overflow, {}, {})
 
 
 def test_literal_typing():

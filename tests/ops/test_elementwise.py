@@ -458,3 +458,21 @@ def test_scalars_and_literals_promote(backend):
 def c_div_t(a, b):
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
+
+
+_SIGNED_INTS = [torch.int8, torch.int16, torch.int32, torch.int64]
+_UNSIGNED_INTS = [torch.uint8, torch.uint16, torch.uint32, torch.uint64]
+
+
+@pytest.mark.parametrize("xt", _SIGNED_INTS, ids=str)
+@pytest.mark.parametrize("yt", _UNSIGNED_INTS, ids=str)
+def test_shift_right_of_signed_by_unsigned(backend, xt, yt):
+    # Triton: the operands promote to the wider unsigned type, and the shift is arithmetic because the left
+    # operand is signed: int8(-1) >> uint8(6) is 0xFF (not 3); int16(-8) >> uint32(1) is 0xFFFFFFFC
+    zt = xt if bits(xt) > bits(yt) else yt
+    g = torch.Generator().manual_seed(bits(xt) * 7 + bits(yt))
+    a = int_values(xt, 128, g)
+    b = [v % bits(zt) for v in int_values(yt, 128, g)]
+    got = run_binop(backend, "shr", tensor_of(a, xt), tensor_of(b, yt), zt)
+    want = tensor_of([wrap(x >> y, zt) for x, y in zip(a, b)], zt)  # Python's >> on the signed value
+    assert_same(got, want, msg=f"{xt} >> {yt}")

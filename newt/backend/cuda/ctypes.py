@@ -13,10 +13,15 @@ _CT = {
     "int1": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
     "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
     "fp16": "half_t", "bf16": "bf16_t", "fp32": "float", "fp64": "double", "fp8e4nv": "fp8e4_t", "fp8e5": "fp8e5_t",
+    "fp8e4b15": "fp8e4b15_t", "fp8e4b8": "fp8e4b8_t", "fp8e5b16": "fp8e5b16_t",
 }
 
 #: low-precision float storage types computed in fp32
-_LOWP = {"fp16": "half", "bf16": "bf16", "fp8e4nv": "fp8e4", "fp8e5": "fp8e5"}
+_LOWP = {"fp16": "half", "bf16": "bf16", "fp8e4nv": "fp8e4", "fp8e5": "fp8e5", "fp8e4b15": "fp8e4b15",
+         "fp8e4b8": "fp8e4b8", "fp8e5b16": "fp8e5b16"}
+
+#: the fp8 formats without infinities beyond e4m3: (mantissa bits, bias, fnuz), as in the prelude
+_FP8X = {"fp8e4b15": (3, 15, False), "fp8e4b8": (3, 8, True), "fp8e5b16": (2, 16, True)}
 
 
 def ctype(ty) -> str:
@@ -164,4 +169,15 @@ def const_literal(value, ty) -> str:
         if math.isinf(v):
             return f"fp8e5_t{{0x{(0x7C if v > 0 else 0xFC):02x}}}"
         return f"fp8e5_t{{0x{_fp8_bits(v, 2, 15, 57344.0, True):02x}}}"
+    if n in _FP8X:
+        mb, bias, fnuz = _FP8X[n]
+        emax = (1 << (7 - mb)) - 1 - bias
+        maxv = 2.0 ** emax * (1 + ((1 << mb) - (1 if fnuz else 2)) / (1 << mb))
+        if math.isnan(v):
+            b = 0x80 if fnuz else 0x7F
+        else:
+            b = _fp8_bits(v, mb, bias, maxv, False)  # a finite format; inf saturates like the conversions
+            if fnuz and b & 0x7F == 0:
+                b = 0
+        return f"{ctype(t)}{{0x{b:02x}}}"
     raise NotImplementedError(n)

@@ -241,7 +241,8 @@ def _reduce_results(em, op, accs, wts, out_lay):
 def _wbytes(w: str) -> int:
     return {"float": 4, "double": 8, "int": 4, "unsigned int": 4, "long long": 8, "unsigned long long": 8,
             "short": 2, "unsigned short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "half_t": 2,
-            "bf16_t": 2, "fp8e4_t": 1, "fp8e5_t": 1}.get(w, 8)
+            "bf16_t": 2, "fp8e4_t": 1, "fp8e5_t": 1, "fp8e4b15_t": 1, "fp8e4b8_t": 1,
+            "fp8e5b16_t": 1}.get(w, 8)
 
 
 @lowers("scan")

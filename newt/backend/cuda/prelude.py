@@ -15,6 +15,9 @@ struct __align__(2) half_t { unsigned short x; };
 struct __align__(2) bf16_t { unsigned short x; };
 struct __align__(1) fp8e4_t { unsigned char x; };
 struct __align__(1) fp8e5_t { unsigned char x; };
+struct __align__(1) fp8e4b15_t { unsigned char x; };
+struct __align__(1) fp8e4b8_t { unsigned char x; };
+struct __align__(1) fp8e5b16_t { unsigned char x; };
 
 template <class D, class S>
 __device__ __forceinline__ D bit_cast(const S& s) {
@@ -112,6 +115,55 @@ __device__ __forceinline__ fp8e4_t f32_to_fp8e4(float f) { return fp8e4_t{f32_to
 __device__ __forceinline__ fp8e5_t f32_to_fp8e5(float f) { return fp8e5_t{f32_to_fp8_bits<2, 15, true>(f, false)}; }
 __device__ __forceinline__ fp8e4_t f32_to_fp8e4_rz(float f) { return fp8e4_t{f32_to_fp8_bits<3, 7, false>(f, true)}; }
 __device__ __forceinline__ fp8e5_t f32_to_fp8e5_rz(float f) { return fp8e5_t{f32_to_fp8_bits<2, 15, true>(f, true)}; }
+
+// ---- fp8 without infinities: e4b15 (bias 15, NaN at S.1111.111, max 1.75) and AMD's "fnuz" e4b8 / e5b16 -------
+// (bias 8 / 16, the only NaN is 0x80, no negative zero).  Round to nearest even (or toward zero), saturating.
+template <int MBITS, int BIAS, bool FNUZ>
+__device__ __forceinline__ unsigned char f32_to_fp8x_bits(float f, bool rz) {
+  const int emax = (1 << (7 - MBITS)) - 1 - BIAS;           // the largest exponent field, unbiased
+  const unsigned mmax = FNUZ ? (1u << MBITS) - 1 : (1u << MBITS) - 2;
+  const float maxv = __uint_as_float(((unsigned)(emax + 127) << 23) | (mmax << (23 - MBITS)));
+  unsigned u = __float_as_uint(f);
+  unsigned char sign = (u >> 24) & 0x80;
+  if (f != f) return FNUZ ? (unsigned char)0x80 : (unsigned char)(sign | 0x7f);
+  float a = fminf(fabsf(f), maxv);
+  const float min_normal = __uint_as_float((unsigned)(127 + 1 - BIAS) << 23);
+  const float sub_q = __uint_as_float((unsigned)(127 + 1 - BIAS - MBITS) << 23);
+  unsigned char mag;
+  if (a < min_normal) {
+    mag = (unsigned char)(rz ? truncf(a / sub_q) : rintf(a / sub_q));
+  } else {
+    int e = (int)((__float_as_uint(a) >> 23) & 0xff) - 127;
+    float q = __uint_as_float((unsigned)(127 + e - MBITS) << 23);
+    float r = fminf((rz ? truncf(a / q) : rintf(a / q)) * q, maxv);
+    unsigned rb = __float_as_uint(r);
+    int re = (int)((rb >> 23) & 0xff) - 127;
+    mag = (unsigned char)(((unsigned)(re + BIAS) << MBITS) | ((rb >> (23 - MBITS)) & ((1u << MBITS) - 1)));
+  }
+  if (FNUZ && mag == 0) return 0;
+  return (unsigned char)(sign | mag);
+}
+template <int MBITS, int BIAS, bool FNUZ>
+__device__ __forceinline__ float fp8x_bits_to_f32(unsigned char b) {
+  unsigned sign = (unsigned)(b & 0x80) << 24;
+  if (FNUZ ? b == 0x80 : (b & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u | (FNUZ ? 0u : sign));
+  unsigned e = (b & 0x7f) >> MBITS;
+  unsigned m = b & ((1u << MBITS) - 1);
+  if (e == 0) {
+    float v = (float)m * __uint_as_float((unsigned)(127 + 1 - BIAS - MBITS) << 23);
+    return __uint_as_float(__float_as_uint(v) | sign);
+  }
+  return __uint_as_float(sign | ((unsigned)((int)e - BIAS + 127) << 23) | (m << (23 - MBITS)));
+}
+__device__ __forceinline__ float fp8e4b15_to_f32(fp8e4b15_t v) { return fp8x_bits_to_f32<3, 15, false>(v.x); }
+__device__ __forceinline__ float fp8e4b8_to_f32(fp8e4b8_t v) { return fp8x_bits_to_f32<3, 8, true>(v.x); }
+__device__ __forceinline__ float fp8e5b16_to_f32(fp8e5b16_t v) { return fp8x_bits_to_f32<2, 16, true>(v.x); }
+__device__ __forceinline__ fp8e4b15_t f32_to_fp8e4b15(float f) { return fp8e4b15_t{f32_to_fp8x_bits<3, 15, false>(f, false)}; }
+__device__ __forceinline__ fp8e4b8_t f32_to_fp8e4b8(float f) { return fp8e4b8_t{f32_to_fp8x_bits<3, 8, true>(f, false)}; }
+__device__ __forceinline__ fp8e5b16_t f32_to_fp8e5b16(float f) { return fp8e5b16_t{f32_to_fp8x_bits<2, 16, true>(f, false)}; }
+__device__ __forceinline__ fp8e4b15_t f32_to_fp8e4b15_rz(float f) { return fp8e4b15_t{f32_to_fp8x_bits<3, 15, false>(f, true)}; }
+__device__ __forceinline__ fp8e4b8_t f32_to_fp8e4b8_rz(float f) { return fp8e4b8_t{f32_to_fp8x_bits<3, 8, true>(f, true)}; }
+__device__ __forceinline__ fp8e5b16_t f32_to_fp8e5b16_rz(float f) { return fp8e5b16_t{f32_to_fp8x_bits<2, 16, true>(f, true)}; }
 
 // ---- float -> int: truncate toward zero, saturate, NaN -> 0 (PTX cvt.rzi) ------
 // cvt.rzi turns NaN into 0 only for fp32 -> 32-bit; from fp64 or to 64-bit integers the hardware gives the

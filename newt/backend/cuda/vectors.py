@@ -30,7 +30,7 @@ def to_bits(e: str, t) -> str:
         return f"__float_as_uint({e})"
     if n == "fp64":
         return f"(unsigned long long)__double_as_longlong({e})"
-    if n in ("fp16", "bf16", "fp8e4nv", "fp8e5"):
+    if n in ("fp16", "bf16") or t.is_fp8():
         return f"({e}).x"
     if n == "ptr":
         return f"(unsigned long long)({e})"
@@ -49,7 +49,7 @@ def from_bits(e: str, t) -> str:
         return f"__longlong_as_double((long long)({e}))"
     if n in ("fp16", "bf16"):
         return f"{ctype(t)}{{(unsigned short)({e})}}"
-    if n in ("fp8e4nv", "fp8e5"):
+    if t.is_fp8():
         return f"{ctype(t)}{{(unsigned char)({e})}}"
     if n == "ptr":
         return f"({ctype(t)})(unsigned long long)({e})"

@@ -13,6 +13,8 @@ from ..semantic import (
 from ..values import Const, TensorV
 
 _DOT_FLOATS = ("fp16", "bf16", "fp32", "fp8e4nv", "fp8e5", "fp64")
+#: fp8 formats without tensor-core support, upcast to fp16 before the product (as Triton does)
+_UPCAST_FP8 = ("fp8e4b15", "fp8e4b8", "fp8e5b16")
 
 
 @rule("dot")
@@ -32,20 +34,21 @@ def _dot(b, a: Bound, node):
     if rx == 3 and dims_equal(x.shape[0], y.shape[0]) is False:
         raise SemError("N031", f"nl.dot batch dimensions differ: {x.shape[0]} vs {y.shape[0]}")
     m, n = x.shape[-2], y.shape[-1]
-    for name, d in (("M", m), ("N", n), ("K", k1)):
-        if isinstance(d, int) and d < 16:
-            raise SemError("N031", f"nl.dot needs M, N and K of at least 16; {name} is {d}",
-                           hint="use blocks of at least 16x16 (mask the extra rows), or compute with "
-                                "broadcast multiply and nl.sum")
+    # any M, N, K (Triton's interpreter takes them all): shapes below the tensor-core tiles lower by FMA
     tx, ty = x.dtype, y.dtype
     if not (tx.is_symbolic() or ty.is_symbolic()):
         for t, nd in ((tx, a.node("input")), (ty, a.node("other"))):
-            if not (t.name in _DOT_FLOATS or t.name == "int8"):
+            if not (t.name in _DOT_FLOATS or t.name == "int8" or t.is_fp8()):
                 raise SemError("N031", f"nl.dot does not support {t!r} operands", node=nd,
                                hint="use fp16, bf16, fp32 (tf32), fp8 or int8 operands")
         if tx != ty and not (tx.is_fp8() and ty.is_fp8()):
             raise SemError("N031", f"nl.dot operands must have the same dtype, got {tx!r} and {ty!r}",
                            hint=f"cast one of them, e.g. b.to({tx!r})")
+        if tx.name in _UPCAST_FP8 or ty.name in _UPCAST_FP8:
+            # no tensor-core instruction takes these fp8 formats: Triton computes the product in fp16 (exact)
+            x = TensorV(b.cast_value(x.v, lc.float16, node))
+            y = TensorV(b.cast_value(y.v, lc.float16, node))
+            tx = ty = lc.float16
     od_av = a["out_dtype"]
     acc = a["acc"]
     _poison(acc)
@@ -60,8 +63,12 @@ def _dot(b, a: Bound, node):
     else:
         od = const_dtype(od_av, "out_dtype", a.node("out_dtype"))
     if not tx.is_symbolic() and not od.is_symbolic():
-        if tx.is_int() and od != lc.int32:
-            raise SemError("N031", f"an int8 nl.dot accumulates in int32, not {od!r}")
+        if tx.is_int():
+            if od not in (lc.int32, lc.int8):
+                raise SemError("N031", f"an int8 nl.dot accumulates in int32, not {od!r}",
+                               hint="leave out_dtype out (or pass nl.int32)")
+            # Triton's rule: out_dtype=nl.int8 is accepted and the product is still int32
+            od = lc.int32
         if tx.is_floating() and od.name not in ("fp32", "fp16", "fp64"):
             raise SemError("N031", f"nl.dot out_dtype must be fp32 (or fp16 for fp16 inputs), got {od!r}")
         if od.is_fp16() and not tx.is_fp16() and not tx.is_fp8():

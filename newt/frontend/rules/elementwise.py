@@ -9,6 +9,7 @@ from ..ops import Bound, _poison, float_ok, need_tensor, rule
 from ..semantic import (
     SemError,
     broadcast_shapes,
+    check_literal_range,
     computation_type,
 )
 from ..values import Const, TensorV
@@ -30,6 +31,9 @@ def _promote(b, avs, opname, nodes, div_or_mod=False, allow_ptr=False):
             continue
         t = computation_type(t, lit, t2, l2, div_or_mod, f"nl.{opname}")
         lit = lit and l2
+    if not t.is_ptr():
+        for v, (_, _, is_lit) in zip(avs, infos):  # a Python int must fit the type it converts to (Triton)
+            check_literal_range(v, is_lit, None, False, t)
     return t, shape
 
 

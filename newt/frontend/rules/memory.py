@@ -88,8 +88,9 @@ def _store(b, a: Bound, node):
     elem = p.dtype.element_ty
     shape = p.shape
     if isinstance(val, TensorV):
-        if val.dtype.is_ptr() and not elem.is_ptr():
-            raise SemError("N023", f"cannot store a pointer into memory of {elem!r}", node=a.node("value"))
+        if val.dtype.is_ptr() and not elem.is_ptr() and not (elem.is_int() and elem.primitive_bitwidth == 64):
+            raise SemError("N023", f"cannot store a pointer into memory of {elem!r}", node=a.node("value"),
+                           hint="pointers are stored as 64-bit integers (nl.int64 / nl.uint64 memory)")
         vs = val.shape
         if len(vs) > len(shape) or any(dims_equal(x, y) is False and x != 1 for x, y in
                                        zip(vs[::-1], shape[::-1])):

@@ -115,6 +115,12 @@ def _split(b, a: Bound, node):
     x = need_block(a["a"], "nl.split input", a.node("a"))
     if dims_equal(x.shape[-1], 2) is False:
         raise SemError("N030", f"nl.split needs a last dimension of 2, got shape {fmt_shape(x.shape)}")
+    if len(x.shape) == 1:  # [2] -> two scalars: split a [1, 2] block, then take each one-element half
+        v = b.emit("reshape", [x.v], [block_of(x.dtype, (1, 2))], {"shape": [1, 2], "can_reorder": False},
+                   node=node).result
+        rt = block_of(x.dtype, (1,))
+        op = b.emit("split", [v], [rt, rt], node=node)
+        return TupleV([b.unsplat(TensorV(r), node) for r in op.results])
     rt = block_of(x.dtype, x.shape[:-1])
     op = b.emit("split", [x.v], [rt, rt], node=node)
     return TupleV([TensorV(op.results[0]), TensorV(op.results[1])])
@@ -125,6 +131,11 @@ def _join(b, a: Bound, node):
     x, y = a["a"], a["b"]
     _poison(x, y)
     t, shape = _promote(b, [x, y], "join", [a.node("a"), a.node("b")])
+    if not shape:  # two scalars -> [2]: join one-element blocks, then drop the leading 1
+        xv, yv = b.as_tensor(x, t, (1,), node), b.as_tensor(y, t, (1,), node)
+        j = b.emit("join", [xv, yv], [block_of(t, (1, 2))], node=node).result
+        return TensorV(b.emit("reshape", [j], [block_of(t, (2,))], {"shape": [2], "can_reorder": False},
+                              node=node).result)
     xv, yv = b.as_tensor(x, t, shape, node), b.as_tensor(y, t, shape, node)
     return TensorV(b.emit("join", [xv, yv], [block_of(t, tuple(shape) + (2,))], node=node).result)
 

@@ -1,4 +1,5 @@
-"""``dot`` by fused multiply-adds: fp32 with ``input_precision="ieee"``, fp64, fp8, batched dots.
+"""``dot`` by fused multiply-adds: fp32 with ``input_precision="ieee"``, fp64, fp8, batched dots, and shapes
+below the tensor-core tiles (M, N or K under 16; fp32 "tf32" inputs are then rounded to tf32 as the MMA would).
 
 Both operands are staged k-major in shared memory (``A[b][k][m]``, ``B[b][k][n]``)
 and every thread accumulates its elements of the result in a blocked layout.
@@ -58,6 +59,8 @@ class FmaLowering(DotLowering):
             fe = em.flat_expr(vl)
             lc, lr = log2(cols), log2(rows)
             conv = to_compute(f"{src}[i]", v.type) if is_lowp_float(v.type) else f"({work})({src}[i])"
+            if ta.name == "fp32" and op.attrs.get("input_precision", "") == "tf32":
+                conv = f"__uint_as_float(f32_to_tf32({src}[i]))"  # what a tf32 tensor core would read
             if kdim == 1:  # A (m, k) -> [b][k][m]
                 idx = f"((f >> {lr + lc}) * {K * M} + (f & {cols - 1}) * {M} + ((f >> {lc}) & {rows - 1}))"
             else:  # B (k, n) -> [b][k][n]: same order
