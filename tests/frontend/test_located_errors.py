@@ -109,7 +109,7 @@ def test_causes_render_their_templates_and_carry_their_fields():
         broadcast_shapes((4, 8), (4, 16))
     assert ei.value.message == "shapes [4, 8] and [4, 16] of the operands do not broadcast (dimension 1: 8 vs 16)"
     e = DifferentSignedness(op="/", a=nl.int32, b=nl.uint32)
-    assert e.message == "cannot use / with nl.int32 and nl.uint32: they have different signedness"
+    assert e.message == "Cannot use / with nl.int32 and nl.uint32 because they have different signedness"
     assert all(c in CODES for c in ("N011", "N020", "N030", "N032", "N090"))
 
 
