@@ -2,8 +2,9 @@
 """The device-side support header every generated kernel includes (``newt_prelude.cuh``).
 
 NVRTC has no CUDA headers here, so the 16-bit and 8-bit float types are
-spelled out: storage structs with conversions in inline PTX (fp16) or exact
-integer arithmetic (bf16, fp8), so the same bits come out on every target.
+spelled out: storage structs with conversions in inline PTX (fp16; bf16 on sm_80+) or exact
+integer arithmetic (fp8; bf16 below sm_80), so the same bits come out on every target (NaN
+payloads aside: see the bf16 section).
 """
 
 HEADER_NAME = "newt_prelude.cuh"
@@ -54,19 +55,40 @@ __device__ __forceinline__ half_t f64_to_half_rz(double f) {
   return h;
 }
 
-// ---- bf16 (exact integer rounding) -------------------------------------------
+// ---- bf16 ----------------------------------------------------------------------
+// fp32 -> bf16 rounds to nearest even (or toward zero) with denormals kept and overflow to +-inf (toward
+// zero: to +-max), in hardware on sm_80+ (cvt.{rn,rz}.bf16.f32: ptxas pairs two of them into one
+// F2FP.BF16.F32.PACK_AB, as it pairs fp16's cvt.rn.f16.f32, the same instruction cvt.rn.bf16x2.f32
+// gives), with the same bits from integer arithmetic below sm_80 (tests/backend/test_bf16_cast.py).
+// NaN: a quiet NaN on every target; its bits are the hardware's on sm_80+, and below sm_80 the input's
+// sign and top payload bits.
 __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((unsigned)h.x) << 16); }
-__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+__device__ __forceinline__ bf16_t f32_to_bf16_soft(float f) {
   unsigned u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{(unsigned short)((u >> 16) | 0x40)};
   u += 0x7fffu + ((u >> 16) & 1u);
   return bf16_t{(unsigned short)(u >> 16)};
 }
-__device__ __forceinline__ bf16_t f32_to_bf16_rz(float f) {
+__device__ __forceinline__ bf16_t f32_to_bf16_rz_soft(float f) {
   unsigned u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{(unsigned short)((u >> 16) | 0x40)};
   return bf16_t{(unsigned short)(u >> 16)};
 }
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+  bf16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ bf16_t f32_to_bf16_rz(float f) {
+  bf16_t h;
+  asm("cvt.rz.bf16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+  return h;
+}
+#else
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) { return f32_to_bf16_soft(f); }
+__device__ __forceinline__ bf16_t f32_to_bf16_rz(float f) { return f32_to_bf16_rz_soft(f); }
+#endif
 
 // ---- fp8 (e4m3 "nv": no inf, max 448; e5m2: IEEE-like) -----------------------
 // float -> fp8 with round-to-nearest-even (or toward zero), saturating to the largest finite value.
