@@ -157,7 +157,7 @@ class CallsMixin(_Base):
             if v.ntype is not None:
                 return issubclass(v.ntype, c)
             # a named tuple argument carries its field names only: the same fields are the same class
-            return v.fields is not None and is_namedtuple_class(c) and tuple(getattr(c, "_fields")) == v.fields
+            return v.fields is not None and is_namedtuple_class(c) and tuple(c._fields) == v.fields  # type: ignore[attr-defined]
         return c is object
 
     def make_namedtuple(self, cls, args, kwargs, node) -> TupleV:
