@@ -239,13 +239,14 @@ class ProcessPool:
     :func:`worker_env`; the slot's ``envs`` go on top).  ``cwd``: the folder they run in (default this
     process's).  ``isolated``: start them in an empty folder with ``PYTHONSAFEPATH=1`` and change to ``cwd``
     only once started.  ``on_output(worker name, line)``: every line a worker prints (called from a thread).
-    ``cancel_grace``: seconds a cancelled task gets to stop before its worker is killed.
+    ``cancel_grace``: seconds a cancelled task gets to stop before its worker is killed.  ``respawn``: replace
+    an ended worker at once (warm for the next task); False: only when the next task comes.
     """
 
     def __init__(self, n: int, log_path: "Path | str | None" = None, timeout: float | None = 120.0, envs=None,
                  handler: str | None = None, name: str = "w", *, python: str | None = None,
                  env: dict | None = None, cwd: str | None = None, isolated: bool = False,
-                 on_output=None, tail_lines: int = 60, cancel_grace: float = 10.0):
+                 on_output=None, tail_lines: int = 60, cancel_grace: float = 10.0, respawn: bool = True):
         self.n = max(1, int(n))
         self.log_path = log_path
         self.timeout = timeout
@@ -261,6 +262,7 @@ class ProcessPool:
         self.on_output = on_output
         self.tail_lines = tail_lines
         self.cancel_grace = cancel_grace
+        self.respawn = respawn
         self.workers: list[_Worker] = []
         self.queue: list = []
         self.sel = selectors.DefaultSelector()
@@ -294,7 +296,7 @@ class ProcessPool:
         if w in self.workers:
             self.workers.remove(w)
         self.restarts += 1
-        if not self.closed:
+        if not self.closed and self.respawn:
             self._spawn(w.slot)
 
     def submit(self, task, timeout: float | None = None, on_event=None) -> int:
@@ -335,6 +337,8 @@ class ProcessPool:
         return sum(1 for w in self.workers if w.task is None) - len(self.queue)
 
     def _dispatch(self):
+        if self.queue and not self.closed and len(self.workers) < self.n:
+            self.start()  # slots left empty (respawn=False) fill when there is work
         for w in list(self.workers):
             if not self.queue:
                 return

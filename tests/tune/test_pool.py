@@ -135,3 +135,13 @@ def test_an_isolated_worker_never_imports_from_its_folder(tmp_path):
         (_, _, r), = _wait(pool)
         assert r["cwd"] == str(ws) and not r["json"].startswith(str(ws))
     assert not marker.exists()
+
+
+def test_without_respawn_an_ended_worker_is_replaced_by_the_next_task():
+    with ProcessPool(1, timeout=60, respawn=False) as pool:
+        pool.submit((REF + "crash", 0))
+        (_, _, r), = _wait(pool)
+        assert r["status"] == "crashed" and pool.workers == []
+        pool.submit((REF + "ok", 1))
+        (_, _, r), = _wait(pool)
+        assert r["value"] == 2 and len(pool.workers) == 1 and pool.starts == 2
