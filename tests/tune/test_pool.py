@@ -145,3 +145,10 @@ def test_without_respawn_an_ended_worker_is_replaced_by_the_next_task():
         pool.submit((REF + "ok", 1))
         (_, _, r), = _wait(pool)
         assert r["value"] == 2 and len(pool.workers) == 1 and pool.starts == 2
+
+
+def test_a_worker_killed_by_a_signal_says_which():
+    with ProcessPool(1, timeout=60) as pool:
+        pool.submit((REF + "killed", 0))
+        (_, _, r), = _wait(pool)
+        assert r["status"] == "crashed" and r["exit_code"] == -9 and "was killed by SIGKILL" in r["message"]

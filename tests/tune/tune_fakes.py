@@ -130,3 +130,8 @@ def handle(payload):
     from newt.tune.worker import emit
     emit("got", payload)
     return {"status": "ok", "value": payload}
+
+
+def killed(_):
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
