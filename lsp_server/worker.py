@@ -1,67 +1,29 @@
 """The worker process: everything that compiles with NVRTC or runs the user's code.
 
-Started by the language server as ``<python> -m lsp_server.worker`` (the
-``python`` setting, default the server's interpreter).  It speaks JSON lines:
-
-* request  ``{"id": 1, "method": "compile" | "verify" | "autotune" | "hello", "params": {...}}``
-* cancel   ``{"cancel": 1}`` (autotune stops between configs)
-* reply    ``{"id": 1, "result": {...}}`` or ``{"id": 1, "error": {"message", "kind", "traceback"}}``
-* event    ``{"id": 1, "event": "config" | "case", "data": {...}}`` while a request runs
-
-The protocol uses private copies of the process's stdin/stdout file
-descriptors; the user's ``print`` and C-level output go to stderr, which the
-server logs.  After a fatal error (a faulted CUDA context) the worker answers
-and exits, so the next command gets a fresh process.
+A worker of a ``newt.tune.workers.ProcessPool`` (one per server worker, see
+``lsp_server/workers.py``): started as ``<python> -m newt.tune.worker FD
+lsp_server.worker:handle`` (the ``python`` setting, default the server's
+interpreter) in an empty folder with ``PYTHONSAFEPATH=1``; it changes to the
+workspace folder once started.  Every request is a payload ``{"method":
+"compile" | "compile_dt" | "verify" | "autotune" | "configs" | "hello",
+"params": {...}}`` for :func:`handle`; while it runs, events (``"config"`` per
+autotune config, ``"case"`` per verify case) go to the server
+(``newt.tune.worker.emit``) and autotune polls the server's cancel between
+configs (``newt.tune.worker.cancelled``).  The user's ``print`` and C-level
+output go to the pool's output tail, which the server logs.  After a fatal
+error (a faulted CUDA context) the worker answers and exits, so the next
+command gets a fresh process.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import sys
-import threading
 import time
 import traceback
 
-__all__ = ["main"]
-
-
-class _Channel:
-    def __init__(self):
-        self._in = os.fdopen(os.dup(0), "r", encoding="utf-8", newline="\n")
-        self._out = os.fdopen(os.dup(1), "w", encoding="utf-8", newline="\n")
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(2, 1)  # the user's prints (Python and C) go to stderr
-        sys.stdin = open(os.devnull)  # noqa: SIM115
-        self._lock = threading.Lock()
-        self.requests: queue.Queue = queue.Queue()
-        self.cancelled: set = set()
-        t = threading.Thread(target=self._read, name="newt-worker-reader", daemon=True)
-        t.start()
-
-    def _read(self):
-        for line in self._in:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "cancel" in msg:
-                self.cancelled.add(msg["cancel"])
-                continue
-            self.requests.put(msg)
-        self.requests.put(None)  # the server went away
-
-    def send(self, obj):
-        text = json.dumps(obj, default=_json_default)
-        with self._lock:
-            self._out.write(text + "\n")
-            self._out.flush()
+__all__ = ["handle"]
 
 
 def _json_default(o):
@@ -345,69 +307,46 @@ METHODS = {"hello": _hello, "compile": _compile, "compile_dt": _compile_dt, "ver
 
 
 class _Ctx:
-    def __init__(self, chan: _Channel, rid):
-        self.chan = chan
-        self.id = rid
+    """What a method sees of its request: events to the server, the server's cancel, a fatal flag."""
+
+    def __init__(self):
         self.fatal = False
 
     @property
     def cancelled(self) -> bool:
-        return self.id in self.chan.cancelled
+        from newt.tune.worker import cancelled
+        return cancelled()
 
     def event(self, kind: str, data):
-        self.chan.send({"id": self.id, "event": kind, "data": data})
+        from newt.tune.worker import emit
+        emit(kind, _json(data))
 
 
-def main(argv=None):
-    # started in an empty folder (so nothing of the workspace shadowed an import); now the folder asked for
-    cwd = os.environ.pop("NEWT_WORKER_CWD", "")
-    if cwd and os.path.isdir(cwd):
-        os.chdir(cwd)
-    chan = _Channel()
-    if os.environ.get("NEWT_WORKER_PARENT_WATCH", "1") == "1":
-        _watch_parent()
-    while True:
-        msg = chan.requests.get()
-        if msg is None:
-            break
-        rid = msg.get("id")
-        method = msg.get("method")
-        fn = METHODS.get(method)
-        ctx = _Ctx(chan, rid)
-        if fn is None:
-            chan.send({"id": rid, "error": {"message": f"unknown worker method {method!r}", "kind": "protocol"}})
-            continue
-        try:
-            result = fn(msg.get("params") or {}, ctx)
-            chan.send({"id": rid, "result": result, "fatal": ctx.fatal})
-        except UserError as e:
-            chan.send({"id": rid, "error": {"message": str(e), "kind": e.kind}})
-        except BaseException as e:  # noqa: BLE001 - report everything, then decide whether to live on
-            from newt.harness import is_fatal
-            fatal = is_fatal(e) or isinstance(e, (MemoryError, SystemExit, KeyboardInterrupt))
-            chan.send({"id": rid, "error": {"message": f"{type(e).__name__}: {e}", "kind": "internal",
-                                            "traceback": traceback.format_exc(limit=20)}, "fatal": fatal})
-            ctx.fatal = ctx.fatal or fatal
-        chan.cancelled.discard(rid)
-        if ctx.fatal:
+def _json(obj):
+    """What the server receives is what JSON carries (the answer goes on to the editor as it is)."""
+    return json.loads(json.dumps(obj, default=_json_default))
+
+
+def handle(payload) -> dict:
+    """The pool handler (``newt.tune.worker`` runs it for every request): ``{"method", "params"}`` -> ``{"status",
+    "result" | "error", "fatal"}``.  After a fatal error (a faulted CUDA context) the worker process ends and the
+    next request gets a fresh one."""
+    method = payload.get("method")
+    fn = METHODS.get(method)
+    if fn is None:
+        return {"status": "error", "error": {"message": f"unknown worker method {method!r}", "kind": "protocol"},
+                "fatal": False}
+    ctx = _Ctx()
+    try:
+        result = fn(payload.get("params") or {}, ctx)
+        return {"status": "ok", "result": _json(result), "fatal": ctx.fatal}
+    except UserError as e:
+        return {"status": "error", "error": {"message": str(e), "kind": e.kind}, "fatal": ctx.fatal}
+    except BaseException as e:  # noqa: BLE001 - report everything, then decide whether to live on
+        from newt.harness import is_fatal
+        fatal = is_fatal(e) or isinstance(e, (MemoryError, SystemExit, KeyboardInterrupt))
+        if fatal:
             sys.stderr.write("newt worker: exiting after a fatal error (the next command starts a fresh worker)\n")
-            sys.stderr.flush()
-            os._exit(3)
-    os._exit(0)
-
-
-def _watch_parent():
-    """Exit when the language server dies (the pipe closing also ends us, but not while user code runs)."""
-    ppid = os.getppid()
-
-    def watch():
-        while True:
-            time.sleep(2.0)
-            if os.getppid() != ppid:
-                os._exit(4)
-
-    threading.Thread(target=watch, name="newt-worker-parent", daemon=True).start()
-
-
-if __name__ == "__main__":
-    main()
+        return {"status": "error", "error": {"message": f"{type(e).__name__}: {e}", "kind": "internal",
+                                             "traceback": traceback.format_exc(limit=20)},
+                "fatal": ctx.fatal or fatal}

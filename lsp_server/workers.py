@@ -1,28 +1,37 @@
-"""The server's side of the worker process (see ``lsp_server/worker.py``).
+"""The server's side of the worker processes (see ``lsp_server/worker.py``).
 
-A :class:`Worker` owns one child process and runs one request at a time.  A
-request that exceeds its timeout (measured since the last sign of life: its
-start or its last progress event), a process that dies, or a fatal error
-reported by the worker (a faulted CUDA context) ends the process; the error is
-raised as :class:`WorkerError` and the next request starts a fresh process.
+A :class:`Worker` is a one-process ``newt.tune.workers.ProcessPool`` -- the
+same worker stack as the tuners' -- driven from the server's event loop, and
+runs one request at a time.  Its process runs the ``python`` it is given,
+starts in an empty folder with ``PYTHONSAFEPATH=1`` (nothing of the workspace
+is imported at start-up) and then changes to ``cwd``.  Events of a running
+request (per autotune config, per verify case) go to ``on_event``; a cancel
+asks the request to stop between configs and ends the process only if it has
+not answered 10 s later.  A request that exceeds its timeout (measured since
+the last sign of life: its start or its last event), a process that dies (the
+error quotes its last output) or a fatal error reported by the worker (a
+faulted CUDA context) ends the process; the error is raised as
+:class:`WorkerError` and the next request starts a fresh process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
-import json
 import logging
 import os
-import signal
 import sys
 
-__all__ = ["Worker", "WorkerError", "worker_env"]
+from newt.tune.workers import ProcessPool, exit_description, neutral_dir
+
+__all__ = ["Worker", "WorkerError", "neutral_dir", "worker_env"]
 
 log = logging.getLogger("newt-lsp")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds lsp_server/ and newt/
+
+CANCEL_GRACE = 10.0  # seconds a cancelled request gets to stop before its process is ended
+_HANDLER = "lsp_server.worker:handle"
 
 
 class WorkerError(Exception):
@@ -33,20 +42,6 @@ class WorkerError(Exception):
         super().__init__(message)
         self.kind = kind
         self.traceback = traceback
-
-
-_NEUTRAL_DIR: str | None = None
-
-
-def neutral_dir() -> str:
-    """An empty private folder, the working directory every worker starts in: Python puts the working
-    directory first on ``sys.path`` for ``-m`` (before 3.11's ``PYTHONSAFEPATH``), so starting in the
-    workspace would import a workspace ``json.py`` or ``newt/`` instead of the real one."""
-    global _NEUTRAL_DIR
-    if _NEUTRAL_DIR is None or not os.path.isdir(_NEUTRAL_DIR):
-        import tempfile
-        _NEUTRAL_DIR = tempfile.mkdtemp(prefix="newt-lsp-")
-    return _NEUTRAL_DIR
 
 
 def worker_env(cache_dir: str | None = None, extra: dict | None = None) -> dict:
@@ -66,220 +61,200 @@ def worker_env(cache_dir: str | None = None, extra: dict | None = None) -> dict:
     return env
 
 
+class _Proc:
+    """The worker's process as the server sees it: ``pid``, ``returncode`` and an awaitable ``wait()``."""
+
+    def __init__(self, popen):
+        self._popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self):
+        return self._popen.poll()
+
+    async def wait(self):
+        while self._popen.poll() is None:
+            await asyncio.sleep(0.05)
+        return self._popen.returncode
+
+
 class Worker:
     def __init__(self, name: str, python: str | None = None, env: dict | None = None, cwd: str | None = None):
         self.name = name
         self.python = python or sys.executable
         self.env = env or worker_env()
         self.cwd = cwd  # the directory the worker changes to once it runs (it starts in neutral_dir())
-        self.proc: asyncio.subprocess.Process | None = None
-        self._ids = itertools.count(1)
-        self._pending: dict = {}  # id -> (future, on_event, activity-callback)
+        self._pool: ProcessPool | None = None
+        self._last = None  # the newt.tune pool worker that ran last (its process, its output tail)
         self._lock = asyncio.Lock()
-        self._reader: asyncio.Task | None = None
-        self._stderr_task: asyncio.Task | None = None
-        self.stderr_tail: collections.deque = collections.deque(maxlen=60)
-        self.starts = 0
+        self._reaper: asyncio.Future | None = None
+        self._starts_before = 0  # processes of pools that were stopped
 
     # -- process ------------------------------------------------------------------
+    def _current(self):
+        if self._pool is not None and self._pool.workers:
+            self._last = self._pool.workers[0]
+        return self._last
+
+    @property
+    def proc(self) -> _Proc | None:
+        w = self._current()
+        return _Proc(w.proc) if w is not None else None
+
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
+        w = self._current()
+        return w is not None and w.proc.poll() is None
+
+    @property
+    def starts(self) -> int:
+        return self._starts_before + (self._pool.starts if self._pool is not None else 0)
+
+    @property
+    def stderr_tail(self) -> collections.deque:
+        """The last lines the worker process printed (the user's prints, warnings, tracebacks)."""
+        w = self._current()
+        return w.tail if w is not None else collections.deque()
+
+    def _output(self, name: str, line: str):
+        log.debug("worker %s: %s", name, line)
 
     async def start(self):
-        if self.alive:
+        if self._pool is None:
+            self._pool = ProcessPool(1, timeout=None, handler=_HANDLER, name=self.name, python=self.python,
+                                     env=self.env, cwd=self.cwd, isolated=True, on_output=self._output,
+                                     cancel_grace=CANCEL_GRACE, respawn=False)
+        if self.alive or self._pool.workers:
             return
-        self.stderr_tail.clear()
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                self.python, "-m", "lsp_server.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=dict(self.env, NEWT_WORKER_CWD=self.cwd or ""), cwd=neutral_dir(),
-                limit=64 * 1024 * 1024)
+            self._pool.start()
         except (OSError, ValueError) as e:
             raise WorkerError(f"cannot start the worker with {self.python}: {e}", "start") from None
-        self.starts += 1
-        log.info("worker %s started (pid %s, %s)", self.name, self.proc.pid, self.python)
-        self._reader = asyncio.ensure_future(self._read_stdout(self.proc))
-        self._stderr_task = asyncio.ensure_future(self._read_stderr(self.proc))
-
-    async def _read_stdout(self, proc):
-        try:
-            while True:
-                line = await proc.stdout.readline()
-                if not line:
-                    break
-                try:
-                    msg = json.loads(line)
-                except json.JSONDecodeError:
-                    log.debug("worker %s: bad line %r", self.name, line[:200])
-                    continue
-                rid = msg.get("id")
-                entry = self._pending.get(rid)
-                if entry is None:
-                    continue
-                fut, on_event, touch = entry
-                touch()
-                if "event" in msg:
-                    if on_event is not None:
-                        try:
-                            on_event(msg["event"], msg.get("data"))
-                        except Exception:  # noqa: BLE001
-                            log.exception("worker event handler failed")
-                    continue
-                if not fut.done():
-                    fut.set_result(msg)
-        except Exception:  # noqa: BLE001
-            log.exception("worker %s reader failed", self.name)
-        finally:
-            code = await proc.wait()
-            for fut, _, _ in list(self._pending.values()):
-                if not fut.done():
-                    fut.set_exception(self._crash_error(code))
-
-    def _crash_error(self, code) -> WorkerError:
-        if code is not None and code < 0:
-            try:
-                sig = signal.Signals(-code).name
-            except ValueError:
-                sig = str(-code)
-            how = f"was killed by {sig}"
-        else:
-            how = f"exited with code {code}"
-        tail = "\n".join(list(self.stderr_tail)[-15:])
-        msg = f"the worker process {how}"
-        if tail:
-            msg += f"; its last output:\n{tail}"
-        return WorkerError(msg, "crash")
-
-    async def _read_stderr(self, proc):
-        try:
-            while True:
-                line = await proc.stderr.readline()
-                if not line:
-                    break
-                text = line.decode("utf-8", "replace").rstrip()
-                self.stderr_tail.append(text)
-                log.debug("worker %s: %s", self.name, text)
-        except Exception:  # noqa: BLE001
-            pass
+        w = self._current()
+        log.info("worker %s started (pid %s, %s)", self.name, w.pid if w is not None else None, self.python)
 
     def kill(self):
-        p = self.proc
-        if p is not None and p.returncode is None:
-            try:
-                p.kill()
-            except ProcessLookupError:
-                pass
-            log.info("worker %s (pid %s) stopped", self.name, p.pid)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            self._current_of(pool)
+            self._starts_before += pool.starts
+            pids = [w.pid for w in pool.workers]
+            pool.cancel()
+            for pid in pids:
+                log.info("worker %s (pid %s) stopped", self.name, pid)
+
+    def _current_of(self, pool):
+        if pool.workers:
+            self._last = pool.workers[0]
 
     async def stop(self):
+        if self._reaper is not None and not self._reaper.done():
+            self._reaper.cancel()
+        proc = self.proc
         self.kill()
-        if self.proc is not None:
+        if proc is not None:
             try:
-                await asyncio.wait_for(self.proc.wait(), 5)
-            except (asyncio.TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
                 pass
 
     # -- requests -----------------------------------------------------------------
+    async def _wait_readable(self, pool: ProcessPool, limit: float):
+        """Sleep until a busy worker of ``pool`` has something to read, or ``limit`` seconds."""
+        fds = [w.rfd for w in pool.workers if w.task is not None]
+        if not fds:
+            await asyncio.sleep(min(limit, 0.01))
+            return
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+
+        def wake():
+            if not ready.done():
+                ready.set_result(None)
+
+        for fd in fds:
+            loop.add_reader(fd, wake)
+        try:
+            await asyncio.wait_for(ready, limit)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for fd in fds:
+                loop.remove_reader(fd)
+
     async def request(self, method: str, params: dict, timeout: float, on_event=None, cancel: asyncio.Event | None
                       = None) -> dict:
         """Run one request; raises ``WorkerError``.  ``timeout`` counts from the last sign of life."""
         async with self._lock:
             await self.start()
-            proc = self.proc
-            rid = next(self._ids)
-            loop = asyncio.get_running_loop()
-            fut = loop.create_future()
-            last = {"t": loop.time()}
-
-            def touch():
-                last["t"] = loop.time()
-
-            self._pending[rid] = (fut, on_event, touch)
-            keep_pending = False
+            pool = self._pool
+            assert pool is not None
+            events: list = []
             try:
-                data = json.dumps({"id": rid, "method": method, "params": params}) + "\n"
-                try:
-                    proc.stdin.write(data.encode("utf-8"))
-                    await proc.stdin.drain()
-                except (BrokenPipeError, ConnectionResetError, RuntimeError):
-                    raise self._crash_error(proc.returncode) from None
-                cancel_sent_at = None
+                tid = pool.submit({"method": method, "params": params}, timeout=timeout,
+                                  on_event=lambda k, d: events.append((k, d)))
+            except (OSError, ValueError) as e:
+                raise WorkerError(f"cannot start the worker with {self.python}: {e}", "start") from None
+            self._current()
+            cancel_sent = False
+            try:
                 while True:
-                    waiters = [fut]
-                    if cancel is not None and cancel_sent_at is None:
-                        cw = asyncio.ensure_future(cancel.wait())
-                        waiters.append(cw)
-                    remaining = timeout - (loop.time() - last["t"])
-                    if cancel_sent_at is not None:
-                        remaining = min(remaining, 10.0 - (loop.time() - cancel_sent_at))
-                    if remaining <= 0:
-                        _kill(proc)
-                        for w in waiters[1:]:
-                            w.cancel()
-                        if cancel_sent_at is not None:
-                            raise WorkerError("cancelled (the worker did not stop in time and was ended)", "cancelled")
-                        raise WorkerError(f"{method} timed out after {timeout:g} s without progress; the worker "
-                                          "was stopped (the next command starts a fresh one)", "timeout")
-                    done, _ = await asyncio.wait(waiters, timeout=min(remaining, 1.0),
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                    for w in waiters[1:]:
-                        if not w.done():
-                            w.cancel()
-                    if fut in done:
+                    await self._wait_readable(pool, 0.25 if cancel is not None and not cancel_sent else 1.0)
+                    done = [r for t, _, r in pool.poll(0) if t == tid]
+                    self._current()
+                    for kind, data in events:
+                        if on_event is not None:
+                            try:
+                                on_event(kind, data)
+                            except Exception:  # noqa: BLE001
+                                log.exception("worker event handler failed")
+                    events.clear()
+                    if done:
+                        res = done[0]
                         break
-                    if cancel is not None and cancel.is_set() and cancel_sent_at is None:
-                        cancel_sent_at = loop.time()
-                        try:
-                            proc.stdin.write((json.dumps({"cancel": rid}) + "\n").encode("utf-8"))
-                            await proc.stdin.drain()
-                        except (BrokenPipeError, ConnectionResetError, RuntimeError):
-                            pass
-                msg = fut.result()
+                    if cancel is not None and cancel.is_set() and not cancel_sent:
+                        cancel_sent = True
+                        pool.cancel_task(tid, grace=CANCEL_GRACE)
             except asyncio.CancelledError:
                 # the LSP request was cancelled: ask the worker to stop, end it if it does not
-                try:
-                    proc.stdin.write((json.dumps({"cancel": rid}) + "\n").encode("utf-8"))
-                except (BrokenPipeError, ConnectionResetError, RuntimeError):
-                    pass
-                keep_pending = True
-                asyncio.ensure_future(self._reap_after(proc, fut, 10.0, rid))
+                pool.cancel_task(tid, grace=CANCEL_GRACE)
+                self._reaper = asyncio.ensure_future(self._reap(pool))
                 raise
-            finally:
-                if not keep_pending:
-                    self._pending.pop(rid, None)
-            if msg.get("fatal"):
-                # the worker exits by itself after a fatal error; wait for it (the next request starts afresh)
-                try:
-                    await asyncio.wait_for(proc.wait(), 10.0)
-                except asyncio.TimeoutError:
-                    _kill(proc)
-            if "error" in msg:
-                err = msg["error"] or {}
-                kind = err.get("kind", "internal")
-                if msg.get("fatal"):
-                    kind = "fatal"
-                raise WorkerError(err.get("message", "worker error"), kind, err.get("traceback"))
-            result = msg.get("result")
-            if isinstance(result, dict) and msg.get("fatal"):
-                result.setdefault("worker_restarted", True)
-            return result
+            return self._answer(method, timeout, res)
 
-    async def _reap_after(self, proc, fut, delay: float, rid=None):
-        """End ``proc`` unless ``fut`` (a cancelled request) finishes within ``delay`` seconds."""
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), delay)
-        except Exception:  # noqa: BLE001 - timed out, or the request failed: start afresh next time
-            _kill(proc)
-        finally:
-            if rid is not None:
-                self._pending.pop(rid, None)
+    async def _reap(self, pool: ProcessPool):
+        """Poll ``pool`` until a cancelled request has answered or been ended (the pool kills it after the
+        grace period), so that its process does not run on unseen."""
+        async with self._lock:
+            while self._pool is pool and pool.pending():
+                await self._wait_readable(pool, 1.0)
+                pool.poll(0)
+                self._current()
 
-
-def _kill(proc):
-    if proc is not None and proc.returncode is None:
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+    def _answer(self, method: str, timeout: float, res: dict):
+        status = res.get("status")
+        if status == "timeout":
+            raise WorkerError(f"{method} timed out after {timeout:g} s without progress; the worker "
+                              "was stopped (the next command starts a fresh one)", "timeout")
+        if status == "cancelled" and "result" not in res and "error" not in res:
+            raise WorkerError("cancelled (the worker did not stop in time and was ended)", "cancelled")
+        if status == "crashed":
+            msg = f"the worker process {exit_description(res.get('exit_code'))}"
+            if res.get("output"):
+                msg += f"; its last output:\n{res['output']}"
+            raise WorkerError(msg, "crash")
+        if "result" not in res and "error" not in res:  # the handler itself failed
+            raise WorkerError(res.get("message") or f"the worker failed ({status})", "internal")
+        if res.get("fatal"):
+            log.info("worker %s ended after a fatal error (the next request starts a fresh one)", self.name)
+        if "error" in res:
+            err = res["error"] or {}
+            kind = "fatal" if res.get("fatal") else err.get("kind", "internal")
+            raise WorkerError(err.get("message", "worker error"), kind, err.get("traceback"))
+        result = res.get("result")
+        if isinstance(result, dict) and res.get("fatal"):
+            result.setdefault("worker_restarted", True)
+        return result

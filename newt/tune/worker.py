@@ -1,11 +1,20 @@
 """``python -m newt.tune.worker FD [HANDLER]``: one tuning worker process.
 
-Reads ``(task id, payload)`` frames on stdin (``None`` ends it) and answers
-``(task id, result dict)`` on file descriptor ``FD``.  A payload is
-``(function reference, argument)`` -- ``"module:function"`` -- unless a
-``HANDLER`` reference is given, which then receives every payload.  An
-exception is a result (``newt.tune.classify``); a fatal one (a faulted CUDA
-context) ends the process after answering, and the pool replaces it.
+Reads ``(task id, payload)`` frames on stdin (``None`` ends it, ``{"cancel":
+task id}`` asks a running task to stop) and answers ``(task id, result
+dict)`` on file descriptor ``FD``; while a task runs it may send events
+``(task id, kind, data)`` with :func:`emit` and poll :func:`cancelled` (the
+pool's cooperative cancel: stop between steps).  A payload is ``(function
+reference, argument)`` -- ``"module:function"`` -- unless a ``HANDLER``
+reference is given, which then receives every payload.  An exception is a
+result (``newt.tune.classify``); a fatal one (a faulted CUDA context) ends the
+process after answering, and the pool replaces it.
+
+The protocol uses a private copy of stdin (a reader thread takes frames as they
+come, so a cancel reaches a running task); the task's own stdin is
+``/dev/null``.  ``NEWT_TUNE_CWD``: the folder to change to once the worker has
+started (the pool starts isolated workers in an empty folder, so nothing there
+shadows an import at start-up).  The worker exits when its parent dies.
 
 ``NEWT_TUNE_PRELOAD`` (``"module:function,module"``) names what the worker
 calls or imports before it reads its first task -- the compiler and NVRTC for
@@ -17,12 +26,84 @@ from __future__ import annotations
 
 import importlib
 import os
+import queue
 import sys
+import threading
 import time
 
 from .classify import classify
 
+__all__ = ["cancelled", "emit", "main", "resolve", "run_call"]
+
 _RESOLVED: dict = {}
+
+
+class _Channel:
+    """The worker's end of the protocol: a reader thread, the answer pipe, the task running now."""
+
+    def __init__(self, out_fd: int):
+        self.inp = os.fdopen(os.dup(0), "rb", buffering=0)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # the task's stdin: nothing (the protocol has its own copy)
+        os.close(devnull)
+        self.out = os.fdopen(out_fd, "wb", buffering=0)
+        self.lock = threading.Lock()
+        self.tasks: queue.Queue = queue.Queue()
+        self.cancelled: set = set()
+        self.current = None
+        threading.Thread(target=self._read, name="newt-tune-reader", daemon=True).start()
+
+    def _read(self):
+        from .workers import _HDR
+        import pickle
+        while True:
+            head = _read_all(self.inp, _HDR.size)
+            if head is None:
+                break
+            (n,) = _HDR.unpack(head)
+            body = _read_all(self.inp, n)
+            if body is None:
+                break
+            msg = pickle.loads(body)
+            if msg is None:
+                break
+            if isinstance(msg, dict) and "cancel" in msg:
+                self.cancelled.add(msg["cancel"])
+                continue
+            self.tasks.put(msg)
+        self.tasks.put(None)  # the pool closed us or went away
+
+    def send(self, obj):
+        from .workers import write_frame
+        with self.lock:
+            write_frame(self.out, obj)
+
+
+def _read_all(f, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = f.read(n - len(buf))
+        if not chunk:
+            return None
+        buf.extend(chunk)
+    return bytes(buf)
+
+
+_CHANNEL: _Channel | None = None
+
+
+def emit(kind: str, data=None) -> None:
+    """Send an event about the running task to the pool (its ``on_event``); it also resets the task's
+    timeout.  Outside a worker (a task run in-process) it does nothing."""
+    ch = _CHANNEL
+    if ch is not None and ch.current is not None:
+        ch.send((ch.current, kind, data))
+
+
+def cancelled() -> bool:
+    """Whether the pool asked the running task to stop (``ProcessPool.cancel_task``)."""
+    ch = _CHANNEL
+    return ch is not None and ch.current is not None and ch.current in ch.cancelled
 
 
 def resolve(ref: str):
@@ -68,23 +149,35 @@ def preload(spec: str | None) -> None:
             sys.stderr.write(f"newt tuning worker: preloading {ref} failed: {type(e).__name__}: {e}\n")
 
 
+def _watch_parent():
+    """Exit when the pool's process dies (closing stdin ends us too, but not while a task runs)."""
+    ppid = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(2.0)
+            if os.getppid() != ppid:
+                os._exit(4)
+
+    threading.Thread(target=watch, name="newt-tune-parent", daemon=True).start()
+
+
 def main(argv=None) -> int:
-    from .workers import _HDR, write_frame
-    import pickle
+    global _CHANNEL
     argv = sys.argv[1:] if argv is None else argv
+    ch = _CHANNEL = _Channel(int(argv[0]))
+    _watch_parent()
     preload(os.environ.get("NEWT_TUNE_PRELOAD"))
-    out = os.fdopen(int(argv[0]), "wb", buffering=0)
     handler = resolve(argv[1]) if len(argv) > 1 else None
-    inp = sys.stdin.buffer
+    cwd = os.environ.pop("NEWT_TUNE_CWD", "")
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)  # after start-up: imports above never saw this folder
     while True:
-        head = inp.read(_HDR.size)
-        if len(head) < _HDR.size:
-            return 0
-        (n,) = _HDR.unpack(head)
-        msg = pickle.loads(inp.read(n))
+        msg = ch.tasks.get()
         if msg is None:
             return 0
         tid, payload = msg
+        ch.current = tid
         if handler is not None:
             t0 = time.perf_counter()
             try:
@@ -95,10 +188,15 @@ def main(argv=None) -> int:
         else:
             ref, arg = payload
             res = run_call(ref, arg)
-        write_frame(out, (tid, res))
+        ch.current = None
+        ch.send((tid, res))
+        ch.cancelled.discard(tid)
         if res.get("fatal"):
+            sys.stderr.flush()
             return 3
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the module's importable copy: tasks that import newt.tune.worker (emit, cancelled) must see this channel
+    from newt.tune import worker as _worker
+    sys.exit(_worker.main())

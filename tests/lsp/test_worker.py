@@ -204,3 +204,86 @@ def test_a_python_that_does_not_exist(tmp_path):
             await w.request("hello", {}, timeout=10)
         assert ei.value.kind == "start" and "cannot start the worker" in str(ei.value)
     _run(go())
+
+
+def test_a_crash_quotes_the_last_output_of_the_worker(tmp_path):
+    async def go():
+        w = _worker(tmp_path)
+        text = "import os, sys\nsys.stderr.write('about to die: reason 42\\n')\nsys.stderr.flush()\nos._exit(5)\n"
+        try:
+            with pytest.raises(WorkerError) as ei:
+                await w.request("verify", _params("kernels.py", "add_kernel", text), timeout=120)
+            assert ei.value.kind == "crash" and "exited with code 5" in str(ei.value)
+            assert "about to die: reason 42" in str(ei.value)
+        finally:
+            await w.stop()
+    _run(go())
+
+
+def test_the_worker_runs_in_its_folder_but_never_imports_from_it(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = ws / "RAN"
+    for name in ("json.py", "pickle.py", "newt/__init__.py", "lsp_server/__init__.py"):
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(f"open({str(marker)!r}, 'w').write('x')\nraise ImportError('shadow')\n")
+
+    async def go():
+        w = Worker("test", sys.executable, worker_env(str(tmp_path / "cache"), {"NEWT_WORKER_DEVICE": "cpu"}),
+                   cwd=str(ws))
+        try:
+            r = await w.request("hello", {}, timeout=60)
+            assert r["newt"] and not r["newt"].startswith(str(ws))
+            import os
+            assert os.readlink(f"/proc/{r['pid']}/cwd") == str(ws)
+        finally:
+            await w.stop()
+    _run(go())
+    assert not marker.exists()
+
+
+@needs_interpreter
+def test_a_cancelled_request_stops_the_worker_between_configs_and_keeps_it(tmp_path):
+    src = textwrap.dedent("""
+        import time
+        import newt
+        import newt.harness as nh
+        import newt.language as nl
+
+        def slow(nargs):
+            time.sleep(2.0)
+
+        @newt.autotune(configs=[newt.Config({"BLOCK": b}, pre_hook=slow) for b in (16, 32, 64, 128, 256, 512)],
+                       key=["n"])
+        @newt.jit
+        def k(x_ptr, n, BLOCK: nl.constexpr):
+            offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+            nl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+        @nh.example(k)
+        def ex(device):
+            import torch
+            return nh.Case(grid=lambda m: (newt.cdiv(512, m["BLOCK"]),), args=(torch.zeros(512, device=device), 512))
+    """)
+    path = tmp_path / "slow_tune.py"
+    path.write_text(src)
+
+    async def go():
+        w = _worker(tmp_path)
+        first = asyncio.Event()
+        try:
+            task = asyncio.ensure_future(w.request("autotune", {"path": str(path), "text": src, "kernel": "k"},
+                                                   timeout=120, on_event=lambda k, d: first.set()))
+            await asyncio.wait_for(first.wait(), 120)
+            pid = w.proc.pid
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            task.cancel()  # the LSP request was cancelled ($/cancelRequest)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            r = await w.request("hello", {}, timeout=60)  # waits for the cancelled request to stop
+            assert r["pid"] == pid and w.starts == 1  # it stopped between configs: the same worker
+            assert loop.time() - t0 < 7.5  # not after the 5 configs (>= 10 s) left, nor killed after the grace
+        finally:
+            await w.stop()
+    _run(go())

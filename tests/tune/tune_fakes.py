@@ -81,3 +81,57 @@ _MARK: dict = {}
 def mark():
     """A NEWT_TUNE_PRELOAD target: runs before the worker's first task."""
     _MARK["preloaded"] = True
+
+
+def steps(n):
+    """Emit one event per step, stopping between steps when the pool cancels."""
+    from newt.tune.worker import cancelled, emit
+    done = 0
+    for i in range(n):
+        if cancelled():
+            return {"status": "ok", "value": done, "stopped": True}
+        emit("step", {"i": i})
+        done += 1
+        time.sleep(0.2)
+    return {"status": "ok", "value": done, "stopped": False}
+
+
+def ignore_cancel(_):
+    while True:
+        time.sleep(0.1)
+
+
+def slow_steps(n):
+    """Each step takes 1 s: with a 2 s timeout it lives on only because every step sends an event."""
+    from newt.tune.worker import emit
+    for i in range(n):
+        time.sleep(1.0)
+        emit("step", i)
+    return {"status": "ok", "value": n}
+
+
+def noisy_crash(_):
+    import sys
+    print("a line on stdout", flush=True)
+    sys.stderr.write("the reason it is about to die\n")
+    sys.stderr.flush()
+    os._exit(9)
+
+
+def where(_):
+    import sys
+    return {"status": "ok", "cwd": os.getcwd(), "executable": sys.executable,
+            "slot": os.environ.get("NEWT_TEST_SLOT"), "path0": sys.path[0] if sys.path else None,
+            "json": __import__("json").__file__}
+
+
+def handle(payload):
+    """A pool handler: the payload is the whole task."""
+    from newt.tune.worker import emit
+    emit("got", payload)
+    return {"status": "ok", "value": payload}
+
+
+def killed(_):
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
