@@ -31,6 +31,7 @@ from .language import (  # noqa: F401
 _LAZY = {
     "autotune": ("deuteron.autotune", None),
     "errors": ("deuteron.errors", None),
+    "exc": ("deuteron.exc", None),
 }
 
 

@@ -486,5 +486,5 @@ class ExprRenderer:
         if acc is not None:
             args.append(self.expr(acc))
         prec = n.attrs.get("precision")
-        extra = f", input_precision={prec!r}" if prec == "ieee" else ""
+        extra = f", input_precision={prec!r}" if prec in ("ieee", "tf32x3") else ""
         return f"nl.dot({', '.join(args)}{extra})"

@@ -120,3 +120,7 @@ class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"
     hint_template = "pass it to the kernel (or the helper) as an argument"
+
+
+__all__ += sorted(n for n, v in list(globals().items())
+                  if isinstance(v, type) and issubclass(v, Cause) and v is not Cause)

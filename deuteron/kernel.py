@@ -24,7 +24,9 @@ __all__ = ["Kernel", "kernel"]
 
 
 def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=True, print_config=None,
-           autotune_callback=None, autotune_log=None):
+           autotune_callback=None, autotune_log=None, autotune_baseline_fn=None, autotune_baseline_atol=None,
+           autotune_baseline_rtol=None, autotune_accuracy_check=True, autotune_config_overrides=None,
+           ignore_warnings=None, dot_precision=None, backend=None):
     """Make a deuteron kernel: ``@dt.kernel`` or ``@dt.kernel(config=dt.Config(...))``.
 
     ``config``           use this config (no autotuning).
@@ -34,12 +36,42 @@ def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_s
                          per power-of-two size bucket and passes sizes at run time.
     ``print_config``     print the chosen config after autotuning (default: when stderr is a terminal).
     ``autotune_callback`` called with progress events ({"kind": "begin"|"report"|"end", ...}).
+    ``autotune_baseline_fn`` the autotuner's oracle instead of ``kernel.ref`` (called with the same arguments);
+                         ``autotune_baseline_atol`` / ``_rtol`` its tolerances (default: by dtype).
+    ``autotune_accuracy_check`` False: the autotuner times configs without comparing them with the oracle.
+    ``autotune_config_overrides`` config fields put on top of every config this kernel runs with (a dict or
+                         dt.Config): the given configs, the default and the autotuner's winner.
+    ``ignore_warnings``  ``dt.exc`` warning classes not reported for this kernel (``dt.exc.TensorOperationInWrapper``
+                         is D001).
+    ``dot_precision``    ``"tf32"``, ``"tf32x3"`` or ``"ieee"``: the ``input_precision`` of every fp32 matmul.
+    ``backend``          ``"newt"`` (or ``"triton"``, the language newt implements): the generated code.
     """
     def wrap(f):
         return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
                       static_shapes=static_shapes, print_config=print_config, autotune_callback=autotune_callback,
-                      autotune_log=autotune_log)
+                      autotune_log=autotune_log, autotune_baseline_fn=autotune_baseline_fn,
+                      autotune_baseline_atol=autotune_baseline_atol, autotune_baseline_rtol=autotune_baseline_rtol,
+                      autotune_accuracy_check=autotune_accuracy_check,
+                      autotune_config_overrides=autotune_config_overrides, ignore_warnings=ignore_warnings,
+                      dot_precision=dot_precision, backend=backend)
     return wrap(fn) if fn is not None else wrap
+
+
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+BACKENDS = ("newt", "triton")
+
+
+def _warning_codes(classes) -> frozenset:
+    """The D-codes of ``ignore_warnings=[dt.exc.TensorOperationInWrapper, ...]``."""
+    if not classes:
+        return frozenset()
+    from .exc import DeuteronWarning
+    codes = set()
+    for c in classes:
+        if not (isinstance(c, type) and issubclass(c, DeuteronWarning)):
+            raise ConfigError(f"ignore_warnings takes dt.exc warning classes, not {c!r}")
+        codes.add(c.code)
+    return frozenset(codes)
 
 
 def _as_config(c, what):
@@ -54,7 +86,9 @@ class Kernel:
     """A ``@dt.kernel`` function.  Call it like the function; ``.ref(...)`` runs the eager reference."""
 
     def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=True,
-                 print_config=None, autotune_callback=None, autotune_log=None):
+                 print_config=None, autotune_callback=None, autotune_log=None, autotune_baseline_fn=None,
+                 autotune_baseline_atol=None, autotune_baseline_rtol=None, autotune_accuracy_check=True,
+                 autotune_config_overrides=None, ignore_warnings=None, dot_precision=None, backend=None):
         if isinstance(fn, Kernel):
             fn = fn.fn
         self.fn = fn
@@ -69,6 +103,24 @@ class Kernel:
         self.print_config = print_config
         self.autotune_callback = autotune_callback
         self.autotune_log = autotune_log
+        if autotune_baseline_fn is not None and not callable(autotune_baseline_fn):
+            raise ConfigError(f"autotune_baseline_fn must be callable, not {type(autotune_baseline_fn).__name__}")
+        self.autotune_baseline_fn = autotune_baseline_fn
+        self.autotune_tolerance = None
+        if autotune_baseline_atol is not None or autotune_baseline_rtol is not None:
+            self.autotune_tolerance = (float(autotune_baseline_atol if autotune_baseline_atol is not None else 0.0),
+                                       float(autotune_baseline_rtol if autotune_baseline_rtol is not None else 0.0))
+        self.autotune_accuracy_check = bool(autotune_accuracy_check)
+        self.config_overrides = _as_config(autotune_config_overrides, "autotune_config_overrides")
+        self.ignore_warnings = _warning_codes(ignore_warnings)
+        if dot_precision is not None and dot_precision not in DOT_PRECISIONS:
+            raise ConfigError(f"dot_precision must be one of {', '.join(map(repr, DOT_PRECISIONS))}, "
+                              f"not {dot_precision!r}")
+        self.dot_precision = dot_precision
+        if backend is not None and backend not in BACKENDS:
+            raise ConfigError(f"backend {backend!r} is not available: deuteron generates newt "
+                              f"(backend one of {', '.join(map(repr, BACKENDS))})")
+        self.backend = backend or "newt"
         self.signature = inspect.signature(fn)
         self._source = None
         self._entries: dict = {}
@@ -195,17 +247,23 @@ class Kernel:
             return "none"
         return "quick"
 
+    def _override(self, cfg: Config, e) -> Config:
+        """``cfg`` with ``autotune_config_overrides`` on top."""
+        if self.config_overrides is None:
+            return cfg
+        return e.complete(self.config_overrides.merged_over(cfg), where="autotune_config_overrides")
+
     def _choose_config(self, e, b) -> Config:
         if self.config is not None:
-            return e.complete(self.config, where="config")
+            return self._override(e.complete(self.config, where="config"), e)
         if len(self.configs) == 1:
-            return e.complete(self.configs[0], where="configs")
+            return self._override(e.complete(self.configs[0], where="configs"), e)
         effort = self._effort(e)
         if not self.configs and effort == "none":
-            return e.space.default()
+            return self._override(e.space.default(), e)
         from .autotune import autotune
-        return autotune(self, e, b, effort=effort, configs=[e.complete(c, where="configs") for c in self.configs]
-                        or None)
+        configs = [self._override(e.complete(c, where="configs"), e) for c in self.configs] or None
+        return self._override(autotune(self, e, b, effort=effort, configs=configs), e)
 
     def autotune(self, *args, effort: str | None = None, configs=None, callback=None, force: bool = False,
                  **kwargs) -> Config:
@@ -231,6 +289,12 @@ class Kernel:
         """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against."""
         from .ref import run_ref
         return run_ref(self.fn, args, kwargs)
+
+    def autotune_reference(self, *args, **kwargs):
+        """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref``."""
+        if self.autotune_baseline_fn is not None:
+            return self.autotune_baseline_fn(*args, **kwargs)
+        return self.ref(*args, **kwargs)
 
     @property
     def __dt_eager__(self):

@@ -73,7 +73,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
             allow_tf32 = False
-        self.prog.dot_precision = "tf32" if allow_tf32 else "ieee"
+        self.prog.dot_precision = getattr(kernel, "dot_precision", None) or ("tf32" if allow_tf32 else "ieee")
 
     # ------------------------------------------------------------------ entry
     def run(self) -> Program:
