@@ -16,7 +16,7 @@ Importing deuteron does not import torch (the language server loads it).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401
 
 from . import frontend as _frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
 from .config import Config, ConfigError  # noqa: F401

@@ -174,16 +174,17 @@ def _resolve_shape(shape):
 # ---------------------------------------------------------------------------
 
 
-def zeros(shape, dtype=None):
+def zeros(shape, dtype=None, device=None):
     """A block of zeros: ``acc = dt.zeros([tile_m, tile_n], dtype=torch.float32)`` (fp32 by default).
 
-    ``shape`` holds tiles, ints and ``tile.block_size`` values.
+    ``shape`` holds tiles, ints and ``tile.block_size`` values.  ``device`` (Helion's spelling,
+    ``device=x.device``) is accepted: a block always lives where the kernel runs.
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, dtype, device)
 
 
-def full(shape, value, dtype=None):
-    """A block of ``shape`` filled with ``value`` (fp32 by default)."""
+def full(shape, value, dtype=None, device=None):
+    """A block of ``shape`` filled with ``value`` (fp32 by default); ``device`` as for ``dt.zeros``."""
     import torch
     ctx = _context("full")
     return torch.full(_resolve_shape(shape), value, dtype=dtype or torch.float32, device=ctx.device)
@@ -239,7 +240,6 @@ def load(tensor, index, extra_mask=None, eviction_policy=None):
     """
     import torch
 
-    from .ref import ref_index
     v = tensor[ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))]
     if extra_mask is not None:
         v = torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
@@ -251,7 +251,6 @@ def store(tensor, index, value, extra_mask=None):
     ``extra_mask`` is True (and inside the tensor)."""
     import torch
 
-    from .ref import ref_index
     idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
     if extra_mask is None:
         tensor[idx] = value
@@ -267,7 +266,6 @@ def _ref_positions(target, index):
     kernel.ref; ``tile.index`` and int blocks are gathers), or the plain index when nothing repeats."""
     import torch
 
-    from .ref import ref_index
     idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
     if not any(isinstance(i, torch.Tensor) for i in idx):
         return idx, None
@@ -525,3 +523,21 @@ PowerOfTwoFragment = PowerOfTwo
 IntegerFragment = IntRange
 EnumFragment = Choice
 BooleanFragment = Bool
+
+
+def ref_index(idx):
+    """Tiles -> slices inside an index (also nested tuples of tiles from ``dt.tile(x.size())``)."""
+    if isinstance(idx, Tile):
+        return slice(idx.begin, idx.end)
+    if isinstance(idx, (tuple, list)):
+        out = []
+        for it in idx:
+            if isinstance(it, Tile):
+                out.append(slice(it.begin, it.end))
+            elif isinstance(it, (tuple, list)) and it and all(isinstance(x, (Tile, slice, int, type(None)))
+                                                              for x in it):
+                out.extend(ref_index(tuple(it)))
+            else:
+                out.append(it)
+        return tuple(out)
+    return idx

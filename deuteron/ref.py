@@ -12,26 +12,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import language as L
+from .language import ref_index
 
 __all__ = ["RefContext", "ref_index", "run_ref"]
 
-
-def ref_index(idx):
-    """Tiles -> slices inside an index (also nested tuples of tiles from ``dt.tile(x.size())``)."""
-    if isinstance(idx, L.Tile):
-        return slice(idx.begin, idx.end)
-    if isinstance(idx, (tuple, list)):
-        out = []
-        for it in idx:
-            if isinstance(it, L.Tile):
-                out.append(slice(it.begin, it.end))
-            elif isinstance(it, (tuple, list)) and it and all(isinstance(x, (L.Tile, slice, int, type(None)))
-                                                              for x in it):
-                out.extend(ref_index(tuple(it)))
-            else:
-                out.append(it)
-        return tuple(out)
-    return idx
 
 
 def _sizes(args):

@@ -173,12 +173,12 @@ class OpsTracer:
 
 
 @dt_hook(L.zeros)
-def _dt_zeros(tr, e, shape, dtype=None):
+def _dt_zeros(tr, e, shape, dtype=None, device=None):
     return tr.full(shape, 0, dtype, e)
 
 
 @dt_hook(L.full)
-def _dt_full(tr, e, shape, value, dtype=None):
+def _dt_full(tr, e, shape, value, dtype=None, device=None):
     return tr.full(shape, value, dtype, e)
 
 
