@@ -91,8 +91,11 @@ def expressions(draw, depth=2):
 @settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(sorted(PROGRAMS)), e=expressions(), m=st.sampled_from([16, 33, 64]),
        n=st.sampled_from([16, 48, 64]), k=st.sampled_from([16, 32]),
-       dtype=st.sampled_from([torch.float16, torch.float32]), seed=st.integers(0, 3))
-def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed):
+       dtype=st.sampled_from([torch.float16, torch.float32]), seed=st.integers(0, 3),
+       pid=st.sampled_from([None, "flat", "xyz", "persistent_interleaved", "persistent_blocked"]),
+       stages=st.sampled_from([None, 0, 2, 4]), unroll=st.sampled_from([None, 0, 2]),
+       flatten=st.sampled_from([None, True]))
+def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed, pid, stages, unroll, flatten):
     src, make = PROGRAMS[kind]
     mod = write_module(tmp_path, f"prop_{kind}_{next(_count)}", src.format(e=e))
     kern = next(v for v in vars(mod).values() if isinstance(v, Kernel))
@@ -105,6 +108,10 @@ def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed):
         return
     import random
     cfg = space.random(random.Random(seed)) if seed else space.default()
+    # Helion's loop and program-id fields (the gemm's k loop is the one tile loop inside a kernel here)
+    cfg = cfg.replace(pid_type=pid, range_num_stages=None if stages is None else [stages],
+                      range_unroll_factors=None if unroll is None else [unroll],
+                      range_flattens=None if flatten is None else [flatten])
     fns = build_ir_for(kern, *args, config=cfg)  # newt's front end on the generated source: must not raise
     assert fns and all(f is not None for f in fns)
     if seed == 0:  # CUDA C++ and a cubin for sm_80 (NVRTC offline, no GPU needed)
