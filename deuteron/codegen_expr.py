@@ -351,6 +351,7 @@ class ExprRenderer:
         terms = []
         masks = []
         pos = 0
+        dropped = False  # a block dimension whose offsets add nothing (stride 0): the pointer must keep its shape
         for it in items:
             kind = it[0]
             if kind == "none":
@@ -390,12 +391,16 @@ class ExprRenderer:
                 if isinstance(v, int) and v == 0:
                     continue
             if st_expr == "0":
+                dropped = dropped or (kind in ("tile", "red") and not self.is_unit(it[1])) or (
+                    kind == "vec" and bool(self.rd(it[1].dims)))
                 continue
             if ta.int64:
                 e = f"{_atom(e)}.to(nl.int64)"
             terms.append(e if st_expr is None else f"{_paren(e)} * {st_expr}")
         ptr = ta.name if not terms else f"{ta.name} + " + (" + ".join(terms) if len(terms) == 1 else
                                                            "(" + " + ".join(terms) + ")")
+        if dropped and rank:
+            ptr = f"nl.broadcast_to({ptr}, {self.shape_tuple(dims)})"
         seen = []
         for m in masks:
             if m not in seen:

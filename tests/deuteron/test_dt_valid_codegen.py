@@ -139,3 +139,24 @@ def test_gather_gemv_with_a_block_of_one_row(tmp_path):
     assert build_ir_for(kern, x, y, config=dict(block_sizes=[1]))
     exp = (x.float().flip(0) * y[0].float()[None, :]).sum(1)
     torch.testing.assert_close(kern.run_with(dict(block_sizes=[1]), x, y), exp, atol=1e-3, rtol=1e-3)
+
+
+def test_store_through_a_size_one_whole_dimension_padded_for_a_dot(tmp_path):
+    """Found by Helion's gather_gemv: ``x[tile_k, :]`` of an ``[S, 1]`` x is padded to 16 columns for the dot, so
+    ``out[tile, :] = acc`` stores a ``[B, 16]`` block; the pointer (stride 0 along the size-1 dimension) must keep
+    that shape (it was ``[B, 1]``, N030)."""
+    mod = write_module(tmp_path, "gemv_col", """
+@dt.kernel
+def k(w, x):
+    m, s = w.shape
+    out = torch.empty([m, 1], dtype=x.dtype, device=x.device)
+    for tm in dt.tile(m):
+        acc = dt.zeros([tm, 1], dtype=torch.float32)
+        for tk in dt.tile(s):
+            acc += dt.dot(w[tm, tk], x[tk, :])
+        out[tm, :] = acc
+    return out
+""")
+    w, x = torch.randn(48, 32), torch.randn(32, 1)
+    torch.testing.assert_close(mod.k(w, x), w @ x, atol=1e-3, rtol=1e-3)
+    assert "nl.broadcast_to(out + " in mod.k.to_newt_source(w, x)
