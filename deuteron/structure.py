@@ -360,11 +360,6 @@ class KernelStructure:
         self.register_calls.sort(key=lambda c: (c.lineno, c.col_offset))
 
     def _check_device(self, loop: DeviceLoop):
-        site = loop.site
-        if site.static_ndim is not None and site.static_ndim > 3:
-            self.problem("D003", site.node, f"the grid loop has {site.static_ndim} dimensions; "
-                                            "a launch grid has at most 3",
-                         hint="tile the outer dimensions in a nested dt.tile loop")
         checker = DeviceChecker(self, loop)
         for s in loop.node.body:
             checker.visit(s)

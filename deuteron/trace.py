@@ -282,9 +282,6 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         ndim = len(ends)
         if ndim == 0:
             raise self.error("D004", call, f"dt.{kind} over zero dimensions")
-        if depth == 0 and ndim > 3:
-            raise self.error("D003", call, f"the grid loop has {ndim} dimensions; a launch grid has at most 3",
-                             hint="tile the outer dimensions in a nested dt.tile loop")
         if isinstance(block_size, (list, tuple)):
             bss = list(block_size)
             if len(bss) != ndim:

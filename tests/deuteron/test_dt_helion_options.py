@@ -184,3 +184,38 @@ def test_get_num_sm_and_zeros_device():
     x = torch.randn(50, device=DEV)
     torch.testing.assert_close(fill(x), x)
     torch.testing.assert_close(fill.ref(x), x)
+
+
+def test_a_four_dimensional_grid_runs_flat_and_rejects_xyz_and_grouping():
+    @dt.kernel
+    def add4(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for ta, tb, tc, td in dt.tile(x.size()):
+            out[ta, tb, tc, td] = x[ta, tb, tc, td] + y[ta, tb, tc, td]
+        return out
+    x, y = torch.randn(3, 5, 6, 7, device=DEV), torch.randn(3, 5, 6, 7, device=DEV)
+    torch.testing.assert_close(add4(x, y), x + y)
+    torch.testing.assert_close(add4.run_with(dict(block_sizes=[2, 2, 4, 4], loop_orders=[[3, 1, 0, 2]]), x, y), x + y)
+    with pytest.raises(dt.errors.DeuteronError, match="xyz"):
+        add4.run_with(dict(pid_type="xyz"), x, y)
+    with pytest.raises(dt.errors.DeuteronError, match="l2 grouping 4 needs a grid loop of at most 3"):
+        add4.run_with(dict(l2_groupings=[4]), x, y)
+
+
+def test_a_four_dimensional_grid_with_a_dot_defaults_to_no_grouping():
+    """Found by Helion's mamba2 kernels: the matmul default (l2 grouping 8) decomposed only 2 of 4 grid
+    dimensions (N003 on the generated code)."""
+    @dt.kernel
+    def bmm4(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        p, q, m, k = a.shape
+        n = b.shape[-1]
+        out = torch.empty([p, q, m, n], dtype=torch.float32, device=a.device)
+        for tp, tq, tm, tn in dt.tile([p, q, m, n], block_size=[1, 1, None, None]):
+            acc = dt.zeros([tm, tn], dtype=torch.float32)
+            for tk in dt.tile(k):
+                acc = torch.addmm(acc, a[tp.begin, tq.begin, tm, tk], b[tp.begin, tq.begin, tk, tn])
+            out[tp.begin, tq.begin, tm, tn] = acc
+        return out
+    a, b = torch.randn(2, 3, 32, 16, device=DEV), torch.randn(2, 3, 16, 32, device=DEV)
+    assert bmm4.default_config(a, b).l2_groupings == [1]
+    torch.testing.assert_close(bmm4(a, b), a @ b, atol=1e-3, rtol=1e-3)
