@@ -50,6 +50,12 @@ class _RefMode(TorchFunctionMode):
             return func(*args, **kwargs)
         if func in _MATMULS:
             a, b = args[0], args[1]
+            out_dtype = args[2] if len(args) > 2 else kwargs.get("out_dtype")
+            if out_dtype is not None and func is not torch.matmul and isinstance(a, torch.Tensor) and \
+                    isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+                # torch.mm/bmm(a, b, out_dtype): accumulate in fp32 and round once (CUDA's kernel; the CPU lacks it)
+                acc = torch.matmul(a.float(), b.float()) if a.dtype.is_floating_point else torch.matmul(a, b)
+                return acc.to(out_dtype)
             # mixed dtypes (fp16 @ fp32) fall through to torch, which rejects them like eager PyTorch does
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.dtype in _LOW:
                 out_dtype = torch.promote_types(a.dtype, b.dtype)

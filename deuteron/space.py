@@ -291,7 +291,8 @@ class ConfigSpace:
             cfg = Config(**{**base.to_dict(), "block_sizes": bs, "reduction_loops": rl,
                             "num_warps": rng.choice([2, 4, 8]),
                             "num_stages": rng.choice([1, 2, 3, 4, 5]) if self.has_loops else base.num_stages,
-                            **({"l2_groupings": [rng.choice([1, 2, 4, 8, 16]) if n <= 3 else 1 for n in self.grid_loops]}
+                            **({"l2_groupings": [rng.choice([1, 2, 4, 8, 16]) if n <= 3 else 1
+                                                  for n in self.grid_loops]}
                                if self.grid_loops else {}),
                             **{k: rng.choice(f.choices()) for k, f in self.tunables.items()}})
             if self.feasible(cfg):

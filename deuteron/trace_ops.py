@@ -18,7 +18,7 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import BadArguments, UnknownOption
+from .errors import BadArguments, MatmulDtypes, UnknownOption
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -522,6 +522,17 @@ def _t_scan(tr, e, op, input, dim, *, dtype=None):
 @torch_hook("matmul")
 def _t_matmul(tr, e, op, input, other):
     return tr.matmul(input, other, None, e)
+
+
+@torch_hook("mm")
+def _t_mm(tr, e, op, input, mat2, out_dtype=None):
+    """``torch.mm`` / ``torch.bmm``, with torch's ``out_dtype`` overload (fp16 inputs, an fp32 result)."""
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise BadArguments(e, op="torch.mm/bmm", problem=f"out_dtype must be a torch.dtype, not {out_dtype!r}",
+                           signature="(input, mat2, out_dtype=None)")
+    if out_dtype is not None and isinstance(input, Node) and isinstance(mat2, Node) and input.dtype != mat2.dtype:
+        raise MatmulDtypes(e, a=input.dtype, b=mat2.dtype)
+    return tr.matmul(input, mat2, None, e, out_dtype=out_dtype)
 
 
 @torch_hook("addmm")

@@ -219,3 +219,19 @@ def test_a_four_dimensional_grid_with_a_dot_defaults_to_no_grouping():
     a, b = torch.randn(2, 3, 32, 16, device=DEV), torch.randn(2, 3, 16, 32, device=DEV)
     assert bmm4.default_config(a, b).l2_groupings == [1]
     torch.testing.assert_close(bmm4(a, b), a @ b, atol=1e-3, rtol=1e-3)
+
+
+def test_bmm_with_out_dtype_in_the_kernel_and_in_ref():
+    @dt.kernel
+    def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        b, m, d = q.shape
+        n = k.shape[1]
+        out = torch.empty([b, m, n], dtype=torch.float32, device=q.device)
+        for tb, tm, tn in dt.tile([b, m, n], block_size=[1, None, None]):
+            out[tb, tm, tn] = torch.bmm(q[tb, tm, :], k[tb, tn, :].transpose(1, 2), torch.float32)
+        return out
+    q, k = torch.randn(2, 32, 16, device=DEV).half(), torch.randn(2, 48, 16, device=DEV).half()
+    want = (q.float() @ k.float().transpose(1, 2))
+    torch.testing.assert_close(scores(q, k), want, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(scores.ref(q, k), want, atol=1e-2, rtol=1e-2)
+    assert scores(q, k).dtype == torch.float32
