@@ -370,7 +370,10 @@ class ExprRenderer:
                 if self.is_unit(dim):
                     e = self.tile_names[dim.id]["begin"]
                 else:
-                    e = self.expand(self.offs_of(dim), pos, 1, rank)
+                    offs = self.offs_of(dim)
+                    if len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
+                        offs = f"({offs} + {it[3]})"
+                    e = self.expand(offs, pos, 1, rank)
                     m = self.mask_of(dim)
                     if m is not None:
                         masks.append(self.expand(m, pos, 1, rank))

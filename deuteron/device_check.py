@@ -298,11 +298,7 @@ class DeviceChecker:
             if isinstance(it, ast.Slice):
                 for x in (it.lower, it.upper, it.step):
                     if x is not None:
-                        self.expr(x)
-                        st.problem("D004", it, "only `:` (the whole dimension) is supported as a slice "
-                                               "inside a tile loop",
-                                   hint="index with a tile: `for t in dt.tile(begin, end)` then x[t]")
-                        break
+                        self.expr(x)  # bounds known when compiling are checked by the tracer (SliceBound)
             elif isinstance(it, ast.Starred):
                 self.expr(it.value, parent="index")
             else:

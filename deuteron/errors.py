@@ -116,6 +116,13 @@ class UnknownOption(Cause):
     hint_template = "one of {choices}"
 
 
+class SliceBound(Cause):
+    code = "D004"
+    template = "{tensor}[..., a:b]: the slice's {what} must be an int known when compiling, not {value}"
+    hint_template = ("bounds are ints or sizes of the host code (static shapes), the step 1; for a range that "
+                     "moves, tile it: `for t in dt.tile(begin, end)` then {tensor}[t]")
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

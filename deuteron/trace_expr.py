@@ -11,7 +11,7 @@ import types
 import torch
 
 from . import ops
-from .errors import BlockDecision, CapturedTensor, PerTileDecision, TilePastEnd, TraceError
+from .errors import BlockDecision, CapturedTensor, PerTileDecision, SliceBound, TilePastEnd, TraceError
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -414,12 +414,12 @@ class ExprTracer:
                 self._check_tile_fits(ht, it, d, size, e)
                 items.append(("tile", it, d))
             elif isinstance(it, slice):
-                if it.start is not None or it.stop is not None or it.step is not None:
-                    raise self.error("D004", e, "only `:` (the whole dimension) is supported as a slice",
-                                     hint="tile the range: `for t in dt.tile(begin, end)` then x[t]")
-                sz = self.size_of(ht, d)
-                r = self.rdim(int(ht.t.shape[d]), sz, e)
-                items.append(("red", r, d))
+                if it.start is None and it.stop is None and it.step is None:
+                    sz = self.size_of(ht, d)
+                    r = self.rdim(int(ht.t.shape[d]), sz, e)
+                    items.append(("red", r, d))
+                else:
+                    items.append(self._bounded_slice(ht, it, d, e))
             elif isinstance(it, bool):
                 raise self.error("D004", e, "indexing with a bool")
             elif isinstance(it, int):
@@ -443,6 +443,26 @@ class ExprTracer:
                 raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
             d += 1
         return items
+
+    def _bounded_slice(self, ht: HostTensor, it: slice, d: int, e):
+        """``x[tile, a:b]``: a whole dimension of ``b - a`` elements starting at ``a`` (bounds known when compiling:
+        ints, sizes with static shapes); ``("red", rdim, d, a)``."""
+        bounds = []
+        for what, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise SliceBound(e, tensor=ht.name, what=what, value=_describe(v))
+            bounds.append(v)
+        if not self.static:
+            raise SliceBound(e, tensor=ht.name, what="bounds", value="sizes passed at run time (static_shapes=False)")
+        size = int(ht.t.shape[d])
+        start, stop, step = slice(*bounds).indices(size)
+        if step != 1:
+            raise SliceBound(e, tensor=ht.name, what="step", value=str(step))
+        n = stop - start
+        if n < 1:
+            raise SliceBound(e, tensor=ht.name, what="range", value=f"{start}:{stop} (empty)")
+        r = self.rdim(n, n, e)
+        return ("red", r, d, start) if start else ("red", r, d)
 
     def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
         """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice

@@ -63,6 +63,18 @@ def k(x, y):
         out[tm, tn] = ({e}).to(out.dtype)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, k).to(dt), torch.randn(k, n).to(dt))),
+    # bounded slices: shifted windows of two rows, stored into the middle of the output
+    "slices": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a = x[tm, 2:].to(torch.float32)
+        b = y[tm, :-2].to(torch.float32)
+        out[tm, 1:n - 1] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
     # a gather-GEMV: rows picked by an index vector, times a vector
     "gemv": ("""
 @dt.kernel

@@ -1,0 +1,66 @@
+"""Bounded slices in tile loops: ``x[tile, a:b]`` reads and ``out[tile, :n1] = ...`` writes a whole dimension of
+``b - a`` elements starting at ``a`` (bounds known when compiling), in the kernel and in ``kernel.ref``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import newt
+from dt_helpers import write_module
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_concat_by_two_slice_stores(tmp_path):
+    mod = write_module(tmp_path, "sl_concat", """
+@dt.kernel
+def concat(x, y):
+    out = torch.empty([x.size(0), x.size(1) + y.size(1)], dtype=x.dtype, device=x.device)
+    n1 = x.size(1)
+    for tile_m in dt.tile(x.size(0)):
+        out[tile_m, :n1] = x[tile_m, :]
+        out[tile_m, n1:] = y[tile_m, :]
+    return out
+""")
+    x, y = torch.randn(37, 20, device=DEV), torch.randn(37, 13, device=DEV)
+    torch.testing.assert_close(mod.concat(x, y), torch.cat([x, y], dim=1))
+    torch.testing.assert_close(mod.concat.ref(x, y), torch.cat([x, y], dim=1))
+    assert "+ 20)" in mod.concat.to_newt_source(x, y)  # the second store starts at column 20
+
+
+def test_a_bounded_slice_load_reduced_and_negative_bounds(tmp_path):
+    mod = write_module(tmp_path, "sl_sum", """
+@dt.kernel
+def mid_sum(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        out[tm] = x[tm, 3:-2].sum(dim=1) + x[tm, -1]
+    return out
+""")
+    x = torch.randn(50, 30, device=DEV)
+    want = x[:, 3:-2].sum(1) + x[:, -1]
+    torch.testing.assert_close(mod.mid_sum(x), want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(mod.mid_sum.ref(x), want, atol=1e-4, rtol=1e-4)
+    # a looped reduction over the slice (chunks of 8 of the 25 columns)
+    torch.testing.assert_close(mod.mid_sum.run_with(dict(reduction_loops=[8]), x), want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("index, what", [("x[tm, 0:n:2]", "step"), ("x[tm, tm.begin:]", "start"),
+                                         ("x[tm, 5:5]", "range")])
+def test_slice_bounds_not_known_when_compiling_are_d004_at_the_line(tmp_path, index, what):
+    mod = write_module(tmp_path, f"sl_bad_{what}", f"""
+@dt.kernel
+def f(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        out[tm] = {index}.sum(dim=1)
+    return out
+""")
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f(torch.randn(8, 10, device=DEV))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "SliceBound" and d.data["what"] == what, d.message
+    assert d.span.line == 10 and d.file == mod.__file__
