@@ -367,16 +367,21 @@ class ExprRenderer:
                 st_expr = f"{ta.name}_stride_{d}"
             if kind in ("tile", "red"):
                 dim = it[1]
+                clip = it[3] if kind == "tile" and len(it) > 3 else None  # dt.load past the tensor's end
                 if self.is_unit(dim):
                     e = self.tile_names[dim.id]["begin"]
+                    if clip is not None:
+                        masks.append(f"({e} < {self.scalar_expr(clip)})")
                 else:
                     offs = self.offs_of(dim)
-                    if len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
+                    if kind == "red" and len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
                         offs = f"({offs} + {it[3]})"
                     e = self.expand(offs, pos, 1, rank)
                     m = self.mask_of(dim)
                     if m is not None:
                         masks.append(self.expand(m, pos, 1, rank))
+                    if clip is not None:
+                        masks.append(self.expand(f"({self.offs_of(dim)} < {self.scalar_expr(clip)})", pos, 1, rank))
                     pos += 1
             elif kind == "vec":
                 v = it[1]

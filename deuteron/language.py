@@ -240,10 +240,38 @@ def load(tensor, index, extra_mask=None, eviction_policy=None):
     """
     import torch
 
-    v = tensor[ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))]
+    v = _padded(tensor, ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,)))
     if extra_mask is not None:
         v = torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
     return v
+
+
+def _padded(tensor, idx):
+    """``tensor[idx]`` where slices running past the end read 0 and gathered indices outside the tensor read
+    anything (the kernel masks those lanes: its tiles and ``extra_mask``), like the kernel's masked load."""
+    import torch
+
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    shape = list(tensor.shape)
+    grow, fixed, d = False, [], 0
+    for it in idx:
+        if it is None or it is Ellipsis:
+            fixed.append(it)
+            continue
+        if d < len(shape) and isinstance(it, slice) and it.stop is not None and it.stop > shape[d] and \
+                it.step in (None, 1):
+            grow = True
+            shape[d] = it.stop
+        elif d < len(shape) and isinstance(it, torch.Tensor) and not it.dtype.is_floating_point and \
+                it.dtype != torch.bool:
+            it = it.clamp(0, max(tensor.shape[d] - 1, 0))
+        fixed.append(it)
+        d += 1
+    if not grow:
+        return tensor[tuple(fixed)]
+    big = torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)
+    big[tuple(slice(0, n) for n in tensor.shape)] = tensor
+    return big[tuple(fixed)]
 
 
 def store(tensor, index, value, extra_mask=None):

@@ -389,7 +389,16 @@ class ExprTracer:
                 flat.append(it)
         return self.items_for(ht, flat, e)
 
-    def items_for(self, ht: HostTensor, flat: list, e):
+    def items_for(self, ht: HostTensor, flat: list, e, clip: bool = False):
+        """The index items of ``ht[flat]``; ``clip``: a tile may run past the end (``dt.load``: read as 0 there,
+        an item ``("tile", t, d, size)``)."""
+        self._clip = clip
+        try:
+            return self._items_for(ht, flat, e)
+        finally:
+            self._clip = False
+
+    def _items_for(self, ht: HostTensor, flat: list, e):
         rank = ht.t.dim()
         n_real = sum(1 for it in flat if it is not None and it is not Ellipsis)
         if any(it is Ellipsis for it in flat):
@@ -411,8 +420,7 @@ class ExprTracer:
                 continue
             size = ht.t.shape[d]
             if isinstance(it, TileInfo):
-                self._check_tile_fits(ht, it, d, size, e)
-                items.append(("tile", it, d))
+                items.append(self._tile_item(ht, it, d, size, e))
             elif isinstance(it, slice):
                 if it.start is None and it.stop is None and it.step is None:
                     sz = self.size_of(ht, d)
@@ -431,8 +439,7 @@ class ExprTracer:
                 if not _is_int_dtype(it.dtype):
                     raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
                 if it.op == "tile_index":
-                    self._check_tile_fits(ht, it.attrs["tile"], d, size, e)
-                    items.append(("tile", it.attrs["tile"], d))
+                    items.append(self._tile_item(ht, it.attrs["tile"], d, size, e))
                 elif it.dims:
                     items.append(("vec", it, d))
                 else:
@@ -463,6 +470,15 @@ class ExprTracer:
             raise SliceBound(e, tensor=ht.name, what="range", value=f"{start}:{stop} (empty)")
         r = self.rdim(n, n, e)
         return ("red", r, d, start) if start else ("red", r, d)
+
+    def _tile_item(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
+        if getattr(self, "_clip", False):
+            end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
+            if not (isinstance(end, int) and not isinstance(end, bool) and end <= size):
+                return ("tile", t, d, self.size_of(ht, d))  # masked by the tensor's own bound too
+            return ("tile", t, d)
+        self._check_tile_fits(ht, t, d, size, e)
+        return ("tile", t, d)
 
     def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
         """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice

@@ -229,7 +229,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
         raise UnknownOption(e, op="dt.load", option="eviction_policy", value=eviction_policy,
                             choices=", ".join(_EVICTION))
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
-    items = tr.items_for(tensor, idx, e)
+    items = tr.items_for(tensor, idx, e, clip=True)  # a tile past the tensor's end reads 0 there
     dims = tr._items_dims(items)
     mask = _extra_mask(tr, e, "load", extra_mask, dims)
     return tr.load(tensor, items, e, extra_mask=mask, eviction=eviction_policy or None)

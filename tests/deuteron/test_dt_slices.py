@@ -64,3 +64,41 @@ def f(x):
     d = ei.value.diagnostics[0]
     assert d.code == "D004" and d.data["cause"] == "SliceBound" and d.data["what"] == what, d.message
     assert d.span.line == 10 and d.file == mod.__file__
+
+
+CONCAT_MASKED = """
+@dt.kernel
+def concat(x, y):
+    out = torch.empty([x.size(0), x.size(1) + y.size(1)], dtype=x.dtype, device=x.device)
+    for t0, t1 in dt.tile(out.size()):
+        xp = dt.load(x, [t0, t1], extra_mask=(t1.index < x.size(1))[None, :])
+        yp = dt.load(y, [t0, t1.index - x.size(1)], extra_mask=(t1.index >= x.size(1))[None, :])
+        out[t0, t1] = torch.where((t1.index < x.size(1))[None, :], xp, yp)
+    return out
+"""
+
+
+@pytest.mark.parametrize("cfg", [None, dict(block_sizes=[8, 16]), dict(block_sizes=[1, 1])])
+def test_dt_load_of_a_tile_past_the_tensors_end_reads_zero(tmp_path, cfg):
+    """Helion's concat2d_dim1: the column tile of the output runs past x; dt.load masks by x's own bound (the
+    kernel) and pads with zeros (kernel.ref); gathered indices outside y are masked by extra_mask."""
+    mod = write_module(tmp_path, f"sl_cm_{'d' if cfg is None else cfg['block_sizes'][0]}", CONCAT_MASKED)
+    x, y = torch.randn(21, 40, device=DEV), torch.randn(21, 25, device=DEV)  # y narrower than x: y[-40] is invalid
+    want = torch.cat([x, y], dim=1)
+    got = mod.concat(x, y) if cfg is None else mod.concat.run_with(cfg, x, y)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(mod.concat.ref(x, y), want)
+
+
+def test_plain_indexing_past_the_end_is_still_d006(tmp_path):
+    mod = write_module(tmp_path, "sl_past", """
+@dt.kernel
+def f(x, y):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        out[t] = x[t] + y[t]
+    return out
+""")
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f(torch.randn(20, device=DEV), torch.randn(10, device=DEV))
+    assert ei.value.diagnostics[0].code == "D006"
