@@ -18,7 +18,7 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "zeros", "full", "arange", "dot", "atomic_add", "register_block_size",
+    "tile", "grid", "Tile", "barrier", "zeros", "full", "arange", "dot", "atomic_add", "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
     "EnumFragment", "BooleanFragment", "DeuteronUsageError",
@@ -454,6 +454,16 @@ def register_tunable(name: str, fragment):
     if not isinstance(fragment, _Fragment):
         raise DeuteronUsageError("dt.register_tunable needs a fragment: dt.PowerOfTwo, dt.IntRange, dt.Choice, dt.Bool")
     return ctx.register_tunable(name, fragment)
+
+
+def barrier():
+    """``dt.barrier()`` between two tile loops of the host code: everything the loops before it wrote is visible
+    to the loops after it (Helion's grid-wide barrier between the phases of one kernel).
+
+    Each outermost tile loop is its own launch, and the launches of a call go in order on one stream, so the
+    barrier holds by construction; the call marks the phase boundary for the reader.
+    """
+    return None
 
 
 def specialize(value):

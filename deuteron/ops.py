@@ -71,7 +71,7 @@ DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "static_range", 
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
 #: ``dt.<name>`` callable only in host code
-DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize"}
+DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize", "barrier"}
 
 #: tile attributes
 TILE_ATTRS = {"index": "the 1-D int32 indices the tile covers", "begin": "the first index (a scalar)",

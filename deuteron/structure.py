@@ -342,6 +342,9 @@ class KernelStructure:
             if name in ("tile", "grid") and id(n) not in iters:
                 self.problem("D003", n, f"dt.{name}(...) must be the iterable of a for loop",
                              hint=f"write `for tile in dt.{name}(...):`")
+            elif name == "barrier" and self.in_device(n):
+                self.problem("D004", n, "dt.barrier() goes between two tile loops, in the host code",
+                             hint="end the tile loop, call dt.barrier(), start the next loop")
             elif name in ops.DT_HOST_ONLY and self.in_device(n):
                 self.problem("D004", n, f"dt.{name} belongs in the host code, before the tile loops",
                              hint="call it before the outermost `for ... in dt.tile(...)` and use the result inside")

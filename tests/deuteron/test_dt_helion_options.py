@@ -235,3 +235,31 @@ def test_bmm_with_out_dtype_in_the_kernel_and_in_ref():
     torch.testing.assert_close(scores(q, k), want, atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(scores.ref(q, k), want, atol=1e-2, rtol=1e-2)
     assert scores(q, k).dtype == torch.float32
+
+
+def test_barrier_between_two_tile_loops_and_not_inside_one():
+    @dt.kernel
+    def two_phase(x: torch.Tensor) -> torch.Tensor:
+        tmp = torch.empty_like(x)
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            tmp[t] = x[t] * 2.0
+        dt.barrier()
+        for t in dt.tile(x.size(0)):
+            out[t] = tmp[t] + tmp[x.size(0) - 1]
+        return out
+    x = torch.randn(70, device=DEV)
+    want = x * 2.0 + x[-1] * 2.0
+    torch.testing.assert_close(two_phase.run_with(dict(block_sizes=[16, 16]), x), want)
+    torch.testing.assert_close(two_phase.ref(x), want)
+    an, _, _ = check("""
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            dt.barrier()
+            out[t] = x[t]
+        return out
+    """)
+    (d,) = an.diagnostics
+    assert d.code == "D004" and "between two tile loops" in d.message and d.span.line == 9
