@@ -279,6 +279,14 @@ class ExprRenderer:
             if isinstance(a, Node) and self.is_constexpr(a):
                 return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
+        if op in ("rand", "randint"):
+            seed = self.expr(n.args[1]) if len(n.args) > 1 else str(n.attrs["seed"])
+            off = self.expr(n.args[0])
+            if op == "rand":
+                return f"nl.rand({seed}, {off})"
+            lo, span = n.attrs["low"], n.attrs["high"] - n.attrs["low"]
+            bits = f"nl.randint({seed}, {off}).to(nl.int64) % {span}"  # uint32 bits, zero-extended
+            return f"({bits} + {lo}).to(nl.int32)" if lo else f"({bits}).to(nl.int32)"
         if op == "where":
             c, a, b = n.args
             parts = [self.aligned(x, rank, n.dims) for x in (c, a, b)]

@@ -123,6 +123,13 @@ class SliceBound(Cause):
                      "moves, tile it: `for t in dt.tile(begin, end)` then {tensor}[t]")
 
 
+class RandomShape(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = ("the shape holds tiles of loops with ends known when compiling, ints and block sizes; the "
+                     "seed is an int or an int argument")
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

@@ -18,7 +18,8 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "barrier", "zeros", "full", "arange", "dot", "atomic_add", "register_block_size",
+    "tile", "grid", "Tile", "barrier", "rand", "randint", "zeros", "full", "arange", "dot", "atomic_add",
+    "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
     "EnumFragment", "BooleanFragment", "DeuteronUsageError",
@@ -69,9 +70,10 @@ class Tile:
     ragged last tile; in ``kernel.ref`` it is a slice.
     """
 
-    __slots__ = ("begin", "end", "block_size", "id", "count", "_device")
+    __slots__ = ("begin", "end", "block_size", "id", "count", "_device", "loop_end")
 
-    def __init__(self, begin: int, end: int, block_size: int, id: int, count: int, device=None):
+    def __init__(self, begin: int, end: int, block_size: int, id: int, count: int, device=None, loop_end=None):
+        self.loop_end = end if loop_end is None else loop_end  # the end of the whole loop (dt.rand's offsets)
         self.begin = begin
         self.end = end
         self.block_size = block_size
@@ -454,6 +456,40 @@ def register_tunable(name: str, fragment):
     if not isinstance(fragment, _Fragment):
         raise DeuteronUsageError("dt.register_tunable needs a fragment: dt.PowerOfTwo, dt.IntRange, dt.Choice, dt.Bool")
     return ctx.register_tunable(name, fragment)
+
+
+def _rng_parts(shape, device):
+    import torch
+    parts = []
+    for d in (shape if isinstance(shape, (list, tuple)) else [shape]):
+        if isinstance(d, Tile):
+            parts.append((d.index.to(device), d.loop_end))
+        else:
+            n = int(d)
+            parts.append((torch.arange(n, device=device), n))
+    return parts
+
+
+def rand(shape, seed, device=None):
+    """``dt.rand([tile_m, tile_n], seed=s)``: uniform float32 in [0, 1), Philox keyed by ``seed`` (an int or an int
+    argument), independent of torch's generator.  Element offsets are row-major positions in the full logical
+    shape (a tile counts as its whole loop), so every config and ``kernel.ref`` draw the same numbers."""
+    from .rng import offsets_for, philox_uint32, uniform
+    ctx = _context("rand")
+    return uniform(philox_uint32(int(seed), offsets_for(_rng_parts(shape, ctx.device), ctx.device)))
+
+
+def randint(shape, low, high, seed, device=None):
+    """``dt.randint([tile], low, high, seed=s)``: int32 in ``[low, high)`` from the same Philox stream as
+    ``dt.rand`` (``low + bits % (high - low)``)."""
+    import torch
+
+    from .rng import offsets_for, philox_uint32
+    ctx = _context("randint")
+    if int(high) <= int(low):
+        raise DeuteronUsageError(f"dt.randint: high ({high}) must be greater than low ({low})")
+    bits = philox_uint32(int(seed), offsets_for(_rng_parts(shape, ctx.device), ctx.device))
+    return (int(low) + bits % (int(high) - int(low))).to(torch.int32)
 
 
 def barrier():

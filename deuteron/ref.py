@@ -103,7 +103,7 @@ class RefContext:
                 if size < 1:
                     raise L.DeuteronUsageError(f"dt.tile: block size {size} must be positive")
             count = -(-ext // size) if ext else 0
-            axes.append([L.Tile(s, min(s + size, e), size, i, count, self.device)
+            axes.append([L.Tile(s, min(s + size, e), size, i, count, self.device, loop_end=e)
                          for i, s in enumerate(range(b, e, size))])
         if not as_list:
             return iter(axes[0])

@@ -18,7 +18,7 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import BadArguments, MatmulDtypes, UnknownOption
+from .errors import BadArguments, MatmulDtypes, RandomShape, UnknownOption
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -180,6 +180,69 @@ def _dt_zeros(tr, e, shape, dtype=None, device=None):
 @dt_hook(L.full)
 def _dt_full(tr, e, shape, value, dtype=None, device=None):
     return tr.full(shape, value, dtype, e)
+
+
+def _rng_offsets(tr, e, dims, what):
+    """The row-major offsets of a ``dt.rand`` block (a tile counts as its whole loop, ``[0, end)``)."""
+    off, stride = None, 1
+    nd = len(dims)
+    for pos in range(nd - 1, -1, -1):
+        d = dims[pos]
+        if d is ONE:
+            continue
+        if isinstance(d, TileInfo):
+            if not isinstance(d.end, (int, Node)) or isinstance(d.end, bool):
+                raise RandomShape(e, op=what, problem=f"the tile {d.name} has no end")
+            ext, idx = d.end, tr.tile_attr(d, "index", e)  # an int, or a run-time size (static_shapes=False)
+        elif isinstance(d, RInfo):
+            ext, idx = d.size, tr.arange([d.size], {}, e)
+        else:
+            raise RandomShape(e, op=what, problem=f"a dimension {d!r}")
+        v = idx
+        for _ in range(pos):
+            v = tr.expand_dims(v, 0, e)
+        for _ in range(nd - pos - 1):
+            v = tr.expand_dims(v, -1, e)
+        term = tr.binop("mul", v, stride, e) if not (isinstance(stride, int) and stride == 1) else v
+        off = term if off is None else tr.binop("add", off, term, e)
+        stride = stride * ext if isinstance(stride, int) and isinstance(ext, int) else tr.binop("mul", ext, stride, e)
+    if isinstance(stride, int) and stride > 2**31 - 1:
+        raise RandomShape(e, op=what, problem=f"{stride} elements (offsets must fit in int32)")
+    if off is None:
+        off = tr.full([], 0, torch.int32, e)
+    if tuple(off.dims) != tuple(dims):
+        off = tr.materialize(off, dims, torch.int32, e)
+    return off
+
+
+def _rng_seed(tr, e, seed, what):
+    if isinstance(seed, bool) or not isinstance(seed, (int, Node)) or (
+            isinstance(seed, Node) and (seed.dims or not _is_int_dtype(seed.dtype))):
+        raise RandomShape(e, op=what, problem=f"the seed must be an int (or an int argument), not {_describe(seed)}")
+    return seed
+
+
+@dt_hook(L.rand)
+def _dt_rand(tr, e, shape, seed, device=None):
+    dims = tr.shape_dims(shape, e)
+    off = _rng_offsets(tr, e, dims, "dt.rand")
+    seed = _rng_seed(tr, e, seed, "dt.rand")
+    args = [off] + ([seed] if isinstance(seed, Node) else [])
+    return tr.emit(Node("rand", args, dims=tuple(dims), dtype=torch.float32,
+                        attrs={"seed": None if isinstance(seed, Node) else int(seed)}))
+
+
+@dt_hook(L.randint)
+def _dt_randint(tr, e, shape, low, high, seed, device=None):
+    lo, hi = (tr.static_int(v, e, "a dt.randint bound") for v in (low, high))
+    if hi <= lo:
+        raise RandomShape(e, op="dt.randint", problem=f"high ({hi}) must be greater than low ({lo})")
+    dims = tr.shape_dims(shape, e)
+    off = _rng_offsets(tr, e, dims, "dt.randint")
+    seed = _rng_seed(tr, e, seed, "dt.randint")
+    args = [off] + ([seed] if isinstance(seed, Node) else [])
+    return tr.emit(Node("randint", args, dims=tuple(dims), dtype=torch.int32,
+                        attrs={"seed": None if isinstance(seed, Node) else int(seed), "low": lo, "high": hi}))
 
 
 @dt_hook(L.arange)

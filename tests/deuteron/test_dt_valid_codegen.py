@@ -34,6 +34,18 @@ def k(x, y):
         out[tm, tn] = ({e}).to(torch.float32)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # random numbers next to loaded values
+    "random": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        a = x[tm, tn]
+        b = dt.rand([tm, tn], seed=3) - dt.randint([tm, tn], 0, 5, seed=4).to(torch.float32) + y[tm, tn]
+        out[tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
     # whole rows, reduced
     "rows": ("""
 @dt.kernel
