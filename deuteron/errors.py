@@ -90,6 +90,14 @@ class BlockDecision(Cause):
     hint_template = "use torch.where(cond, a, b) for elementwise choices"
 
 
+class TileBoundDecision(Cause):
+    code = "D004"
+    template = ("{what} on where the tile {tile} starts or ends: its block size is tunable, so the kernel would "
+                "decide per tile of the config's size while kernel.ref runs the loop as one tile")
+    hint_template = ("give the loop a fixed size (dt.tile(n, block_size=64): kernel.ref then uses the same tiles), "
+                     "or decide per element with torch.where on {tile}.index")
+
+
 class TilePastEnd(Cause):
     code = "D006"
     template = "{tensor} has size {size} in dimension {dim} but the tile {tile} runs to {end}"

@@ -11,7 +11,9 @@ import types
 import torch
 
 from . import ops
-from .errors import BlockDecision, CapturedTensor, PerTileDecision, SliceBound, TilePastEnd, TraceError
+from .errors import (
+    BlockDecision, CapturedTensor, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd, TraceError,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -496,6 +498,9 @@ class ExprTracer:
             raise BlockDecision(src, what=what, dims=_dims_text(v.dims))
         if _per_tile_source(v) is not None:
             raise PerTileDecision(src, what=what)
+        t = _tunable_tile_bound(v)
+        if t is not None:
+            raise TileBoundDecision(src, what=what, tile=t.name)
 
     def _strides(self, ht: HostTensor, items):
         """Dynamic shapes: the strides the access uses are run-time parameters."""
@@ -638,3 +643,21 @@ def _function_body(fn):
 
 #: host tensor methods that make a new block inside a tile loop -> their torch hook
 _NEW_BLOCK = {"new_zeros": "new_zeros", "new_empty": "new_zeros", "new_ones": "new_ones", "new_full": "new_full"}
+
+
+def _tunable_tile_bound(v: Node):
+    """The tile whose ``begin`` / ``end`` / ``id`` / ``count`` / ``block_size`` ``v`` is computed from, where that
+    tile's block size is tunable (the kernel's tiles then depend on the config while ``kernel.ref`` runs the
+    whole loop as one tile), or None."""
+    seen, stack = set(), [v]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.op in ("tile_begin", "tile_end", "tile_id", "tile_count", "tile_block_size"):
+            t = n.attrs["tile"]
+            if t.kind == "tile" and t.slot is not None:
+                return t
+        stack.extend(n.operands())
+    return None

@@ -1,0 +1,60 @@
+"""The oracle gap of a branch on where a tile starts: with a tunable block size the kernel decides per tile of the
+config's size while kernel.ref runs the loop as one tile, so they disagree -- a D004 (TileBoundDecision) at the
+user's line.  With a fixed block size kernel.ref uses the same tiles, and the branch is fine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import newt
+from dt_helpers import write_module
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+BODY = """
+@dt.kernel
+def first_block(x):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0){bs}):
+        if {cond}:
+            out[t] = x[t] * 2.0
+        else:
+            out[t] = x[t]
+    return out
+"""
+
+
+@pytest.mark.parametrize("cond", ["t.begin == 0", "t.end > 40", "t.id < 1", "t.begin + t.block_size < 10"])
+def test_a_branch_on_a_tunable_tile_bound_is_d004(tmp_path, cond):
+    mod = write_module(tmp_path, f"tb_{abs(hash(cond))}", BODY.format(bs="", cond=cond))
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.first_block(torch.randn(100, device=DEV))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "TileBoundDecision" and d.span.line == 9, d.message
+    assert "block_size=" in d.hint
+
+
+def test_with_a_fixed_block_size_kernel_and_ref_agree(tmp_path):
+    mod = write_module(tmp_path, "tb_fixed", BODY.format(bs=", block_size=32", cond="t.begin == 0"))
+    x = torch.randn(100, device=DEV)
+    want = torch.cat([x[:32] * 2.0, x[32:]])
+    torch.testing.assert_close(mod.first_block(x), want)
+    torch.testing.assert_close(mod.first_block.ref(x), want)
+
+
+def test_a_branch_on_a_scalar_argument_stays_a_branch(tmp_path):
+    mod = write_module(tmp_path, "tb_arg", """
+@dt.kernel
+def scale(x, flag: int):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        if flag > 0:
+            out[t] = x[t] * 2.0
+        else:
+            out[t] = x[t]
+    return out
+""")
+    x = torch.randn(50, device=DEV)
+    torch.testing.assert_close(mod.scale(x, 1), x * 2.0)
+    torch.testing.assert_close(mod.scale(x, 0), x)
