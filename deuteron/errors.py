@@ -98,6 +98,13 @@ class TileBoundDecision(Cause):
                      "or decide per element with torch.where on {tile}.index")
 
 
+class TileScan(Cause):
+    code = "D004"
+    template = ("{op} along the tile {tile}, whose block size is tunable: the kernel's scan restarts at every tile "
+                "of the config's size, kernel.ref scans the whole loop as one tile")
+    hint_template = "scan a whole dimension (x[t, :]) or give the loop a fixed block_size="
+
+
 class TilePastEnd(Cause):
     code = "D006"
     template = "{tensor} has size {size} in dimension {dim} but the tile {tile} runs to {end}"

@@ -18,7 +18,7 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import BadArguments, MatmulDtypes, RandomShape, UnknownOption
+from .errors import BadArguments, MatmulDtypes, RandomShape, TileScan, UnknownOption
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -569,6 +569,13 @@ def _t_logsumexp(tr, e, op, input, dim=None, keepdim=False):
     return tr.logsumexp(input, dim, keepdim, e)
 
 
+def _check_scan_dim(tr, e, d, what):
+    """A scan along a tile of tunable size restarts at every tile in the kernel but runs over the whole loop in
+    kernel.ref (one tile): they would disagree."""
+    if isinstance(d, TileInfo) and d.kind == "tile" and d.slot is not None:
+        raise TileScan(e, op=what, tile=d.name)
+
+
 @torch_hook("cumsum", "cumprod")
 def _t_scan(tr, e, op, input, dim, *, dtype=None):
     x = input
@@ -576,6 +583,7 @@ def _t_scan(tr, e, op, input, dim, *, dtype=None):
     d = x.dims[dim]
     if isinstance(d, RInfo):
         d.not_rollable(f"used by {op}")
+    _check_scan_dim(tr, e, d, f"torch.{op}")
     dtype = dtype or (torch.int64 if not x.dtype.is_floating_point else x.dtype)
     xx = tr.cast(x, torch.float32) if x.dtype in _LOW_PRECISION else tr.cast(x, dtype)
     n = tr.emit(Node("scan", [xx], dims=x.dims, dtype=xx.dtype, attrs={"kind": op, "axis": dim}))

@@ -58,3 +58,29 @@ def scale(x, flag: int):
     x = torch.randn(50, device=DEV)
     torch.testing.assert_close(mod.scale(x, 1), x * 2.0)
     torch.testing.assert_close(mod.scale(x, 0), x)
+
+
+SCAN = """
+@dt.kernel
+def prefix(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm in dt.tile(m):
+        for tn in dt.tile(n{bs}):
+            out[tm, tn] = torch.cumsum(x[tm, tn], dim={dim})
+    return out
+"""
+
+
+def test_a_scan_along_a_tunable_tile_is_d004(tmp_path):
+    mod = write_module(tmp_path, "ts_bad", SCAN.format(bs="", dim=1))
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.prefix(torch.randn(8, 40, device=DEV))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "TileScan" and d.span.line == 11, d.message
+
+
+def test_a_scan_along_a_fixed_size_tile_matches_ref(tmp_path):
+    mod = write_module(tmp_path, "ts_fixed", SCAN.format(bs=", block_size=16", dim=1))
+    x = torch.randn(8, 40, device=DEV)
+    torch.testing.assert_close(mod.prefix(x), mod.prefix.ref(x), atol=1e-5, rtol=1e-5)
