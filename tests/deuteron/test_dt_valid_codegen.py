@@ -46,6 +46,35 @@ def k(x, y):
         out[tm, tn] = ({e}).to(torch.float32)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # dt.load of a column tile running past x's end (Helion's masked concatenation), over a 4-D grid
+    "concat4d": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    x4 = x.view(1, 1, m, n)
+    y4 = y.view(1, 1, m, n)
+    out = torch.empty([1, 1, m, 2 * n], dtype=torch.float32, device=x.device)
+    for tp, tq, tm, tn in dt.tile(out.size()):
+        a = dt.load(x4, [tp, tq, tm, tn], extra_mask=(tn.index < n)[None, None, None, :]).to(torch.float32)
+        b = dt.load(y4, [tp, tq, tm, tn.index - n], extra_mask=(tn.index >= n)[None, None, None, :]).to(torch.float32)
+        out[tp, tq, tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # a batched score matmul through torch.bmm's out_dtype
+    "bmm_out": ("""
+@dt.kernel
+def k(x, y):
+    m, kk = x.shape
+    _, n = y.shape
+    x3 = x.view(1, m, kk)
+    y3 = y.view(1, kk, n)
+    out = torch.empty([1, m, n], dtype=torch.float32, device=x.device)
+    for tb, tm, tn in dt.tile([1, m, n], block_size=[1, None, None]):
+        a = torch.bmm(x3[tb, tm, :], y3[tb, :, tn], torch.float32)
+        b = a * 0.25
+        out[tb, tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, k).to(dt), torch.randn(k, n).to(dt))),
     # whole rows, reduced
     "rows": ("""
 @dt.kernel
