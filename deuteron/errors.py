@@ -145,6 +145,24 @@ class RandomShape(Cause):
                      "seed is an int or an int argument")
 
 
+class NotInTileLoop(Cause):
+    code = "D004"
+    template = "{op} cannot be used inside a tile loop{why}"
+    hint_template = "{hint}"
+
+
+class TileNotIterated(Cause):
+    code = "D003"
+    template = "dt.{op}(...) must be the iterable of a for loop"
+    hint_template = "write `for tile in dt.{op}(...):`"
+
+
+class BlockSizeBeforeTile(Cause):
+    code = "D004"
+    template = "a registered block size used as a dimension before any tile uses it"
+    hint_template = "use the tile itself: dt.zeros([tile, ...]), after the loop `for tile in dt.tile(n, block_size=bs)`"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

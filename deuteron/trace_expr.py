@@ -12,7 +12,8 @@ import torch
 
 from . import ops
 from .errors import (
-    BlockDecision, CapturedTensor, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd, TraceError,
+    BlockDecision, CapturedTensor, NotInTileLoop, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd,
+    TraceError,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -107,8 +108,7 @@ class ExprTracer:
                                     list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
             if a in ops.TENSOR_METHODS:
                 return _Method(base, a)
-            raise self.error("D004", e, f".{a} is not supported on a value inside a tile loop",
-                             hint="see docs/deuteron.md for the supported ops")
+            raise NotInTileLoop(e, op=f".{a}()", why="", hint="see docs/deuteron.md for the supported ops")
         if isinstance(base, _MaxResult) and a in ("values", "indices"):
             return getattr(base, a)
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import MatmulDtypes
+from .errors import BlockSizeBeforeTile, MatmulDtypes
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -294,8 +294,7 @@ class MathTracer:
             elif isinstance(s, BlockSizeInt):
                 t = next((t for t in self.prog.tiles if t.slot == s.slot), None)
                 if t is None:
-                    raise self.error("D004", src, "a registered block size used as a dimension before any tile "
-                                                  "uses it", hint="use the tile itself: dt.zeros([tile, ...])")
+                    raise BlockSizeBeforeTile(src)
                 dims.append(t)
             else:
                 n = self.static_int(s, src, "a dimension size")

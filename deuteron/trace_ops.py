@@ -18,7 +18,9 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import BadArguments, MatmulDtypes, RandomShape, TileScan, UnknownOption
+from .errors import (
+    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, TileNotIterated, TileScan, UnknownOption,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -85,10 +87,11 @@ class OpsTracer:
         if hook is not None:
             return hook(self, e, f"dt.{name}", args, kwargs)
         if name in ("tile", "grid"):
-            raise self.error("D003", e, f"dt.{name}(...) must be the iterable of a for loop")
+            raise TileNotIterated(e, op=name)
         if name in ops.DT_HOST_ONLY:
-            raise self.error("D004", e, f"dt.{name} belongs in the host code, before the tile loops")
-        raise self.error("D004", e, f"dt.{name} cannot be used inside a tile loop")
+            raise NotInTileLoop(e, op=f"dt.{name}", why=": it belongs in the host code, before the tile loops",
+                                hint="call it before the outermost `for ... in dt.tile(...)` and use the result")
+        raise NotInTileLoop(e, op=f"dt.{name}", why="", hint="see docs/deuteron.md for the supported ops")
 
     def torch_call(self, tname, args, kwargs, e):
         kind, name = tname
@@ -96,8 +99,7 @@ class OpsTracer:
         op = table.get(name)
         prefix = "torch.nn.functional." if kind == "F" else "torch."
         if op is None or op not in TORCH_HOOKS:
-            raise self.error("D004", e, f"{prefix}{name} is not supported inside a tile loop",
-                             hint="see docs/deuteron.md for the supported ops")
+            raise NotInTileLoop(e, op=f"{prefix}{name}", why="", hint="see docs/deuteron.md for the supported ops")
         if any(isinstance(a, HostTensor) for a in list(args) + list(kwargs.values())) and op not in (
                 "zeros", "ones", "full", "arange"):
             ht = next(a for a in list(args) + list(kwargs.values()) if isinstance(a, HostTensor))
@@ -116,7 +118,7 @@ class OpsTracer:
         if op == "where" and not canonical:
             op = "where_method"
         if op is None or op not in TORCH_HOOKS:
-            raise self.error("D004", e, f".{name}() is not supported inside a tile loop")
+            raise NotInTileLoop(e, op=f".{name}()", why="", hint="see docs/deuteron.md for the supported ops")
         x = self._check_operand(x, name, op, e)
         return TORCH_HOOKS[op](self, e, f".{name}()", [x, *args], kwargs)
 

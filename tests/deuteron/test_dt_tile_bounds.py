@@ -84,3 +84,49 @@ def test_a_scan_along_a_fixed_size_tile_matches_ref(tmp_path):
     mod = write_module(tmp_path, "ts_fixed", SCAN.format(bs=", block_size=16", dim=1))
     x = torch.randn(8, 40, device=DEV)
     torch.testing.assert_close(mod.prefix(x), mod.prefix.ref(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn, op", [("lambda v: torch.stack([v, v]).sum(0)", "torch.stack"),
+                                     ("lambda v: v.sort()[0]", ".sort()"),
+                                     ("lambda v: v + dt.register_tunable('u', dt.PowerOfTwo(1, 4))",
+                                      "dt.register_tunable")])
+def test_unsupported_ops_in_a_callable_argument_name_their_cause(tmp_path, fn, op):
+    """The static checker reports these in the kernel's own body; in a callable argument (inlined when tracing)
+    the tracer does, with the cause class NotInTileLoop."""
+    mod = write_module(tmp_path, f"unsup_{abs(hash(fn))}", f"""
+@dt.kernel
+def f(x, g):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        out[t] = g(x[t])
+    return out
+
+
+def run(x):
+    return f(x, {fn})
+""")
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.run(torch.randn(10, device=DEV))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "NotInTileLoop" and d.data["op"] == op, d.format()
+    assert d.span.line == 14
+
+
+def test_a_registered_block_size_before_its_tile_names_its_cause(tmp_path):
+    mod = write_module(tmp_path, "bs_before", """
+@dt.kernel
+def f(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    bn = dt.register_block_size(n)
+    for tm in dt.tile(m):
+        acc = dt.zeros([tm, bn], dtype=torch.float32)
+        for tn in dt.tile(n, block_size=bn):
+            acc += x[tm, tn]
+        out[tm] = acc.sum(-1)
+    return out
+""")
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f(torch.randn(8, 40, device=DEV))
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "BlockSizeBeforeTile" and d.span.line == 11
