@@ -23,9 +23,10 @@ from .config import Config, ConfigError  # noqa: F401
 from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
     Bool, BooleanFragment, Choice, DeuteronUsageError, EnumFragment, IntegerFragment, IntRange, PowerOfTwo,
-    PowerOfTwoFragment, Tile, arange, barrier, atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_xchg,
+    PowerOfTwoFragment, Tile, arange, associative_scan, barrier,
+    atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_xchg,
     atomic_xor, cdiv, constexpr, load, static_range, store, dot, exp, full, gelu, grid, next_power_of_2,
-    rand, randint, register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh, tile, zeros,
+    rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh, tile, zeros,
 )
 
 _LAZY = {

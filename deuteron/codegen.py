@@ -89,6 +89,7 @@ class _Gen(ExprRenderer):
         self.defaults = defaults
         self.unit: set = set()  # tiles of block size 1: rendered as scalars, not as block dimensions
         self.range_ordinal = 0  # tile loops inside the kernel emitted so far (config.range_* entries)
+        self.helpers: list[str] = []  # @newt.jit combine functions of dt.reduce / dt.associative_scan
 
     def rd(self, dims) -> tuple:
         """The dims a value has in the generated code (block-size-1 tiles are scalars there)."""
@@ -211,7 +212,7 @@ class _Gen(ExprRenderer):
         return nm
 
     def needs_name(self, n: Node) -> bool:
-        if n.op in ("load", "reduce", "dot", "scan", "full"):
+        if n.op in ("load", "reduce", "dot", "scan", "full", "combine"):
             return True
         if n.name:
             return True
@@ -540,6 +541,34 @@ class _Gen(ExprRenderer):
         visit(self.prog.body)
 
     # ------------------------------------------------------------------ the kernel
+    def render_combine(self, n: Node) -> str:
+        """``nl.reduce`` / ``nl.associative_scan`` with the combine function traced into ``n.attrs["block"]``,
+        written as a ``@newt.jit`` helper of its own."""
+        a = n.attrs
+        fname = self.names.fresh("_dt_combine")
+        args = [self.names.fresh(f"{'ab'[j // a['arity']]}{j % a['arity']}") for j in range(2 * a["arity"])]
+        saved = (self.lines, self.var, self.last_line)
+        self.lines, self.var, self.last_line = [], {p.id: nm for p, nm in zip(a["params"], args)}, None
+        try:
+            self.emit_block(a["block"], 1) if a["block"].stmts else None
+            rets = [self.expr(r) for r in a["results"]]
+            self.w(1, "return " + ", ".join(rets))
+            body = self.lines
+        finally:
+            self.lines, self.var, self.last_line = saved
+        self.helpers += ["@newt.jit", f"def {fname}({', '.join(args)}):"] + body + ["", ""]
+        rank = len(self.rd(n.args[0].dims))
+        ax = self.rpos(n.args[0].dims, a["axis"])
+        if a["kind"] == "reduce":
+            xs = [self.masked(x, a["axis"], o, a["dim"]) for x, o in zip(n.args, a["others"])]
+        else:
+            xs = [self.aligned(x, rank, x.dims) for x in n.args]
+        x = xs[0] if len(xs) == 1 else "(" + ", ".join(xs) + ")"
+        if a["kind"] == "reduce":
+            kd = ", keep_dims=True" if a["keep"] else ""
+            return f"nl.reduce({x}, {ax}, {fname}{kd})"
+        return f"nl.associative_scan({x}, {ax}, {fname})"
+
     def range_call(self, start, end, step) -> str:
         """``range(...)``, or ``nl.range(..., num_stages=, loop_unroll_factor=, ...)`` where the config's
         ``range_*`` entry for this tile loop (the n-th inside the kernel, in source order) sets something."""
@@ -750,9 +779,9 @@ class _Gen(ExprRenderer):
         self.emit_block(prog.body, body_indent)
         body = "\n".join(self.lines)
         uses_prod = "_dt_mul" in body
-        prelude = []
+        prelude = list(self.helpers)
         if uses_prod:
-            prelude = ["@newt.jit", "def _dt_mul(a, b):", "    return a * b", "", ""]
+            prelude += ["@newt.jit", "def _dt_mul(a, b):", "    return a * b", "", ""]
         # the launch function
         launch = ["", ""]
         largs = [nm for nm, _, _ in params]

@@ -279,6 +279,10 @@ class ExprRenderer:
             if isinstance(a, Node) and self.is_constexpr(a):
                 return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
+        if op == "combine":
+            return self.render_combine(n)
+        if op == "tuple_get":
+            return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
         if op in ("rand", "randint"):
             seed = self.expr(n.args[1]) if len(n.args) > 1 else str(n.attrs["seed"])
             off = self.expr(n.args[0])

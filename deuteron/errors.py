@@ -163,6 +163,13 @@ class BlockSizeBeforeTile(Cause):
     hint_template = "use the tile itself: dt.zeros([tile, ...]), after the loop `for tile in dt.tile(n, block_size=bs)`"
 
 
+class CombineFunction(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = ("combine_fn(a0, .., b0, ..) takes two sets of elements and returns one (a value, or a tuple "
+                     "with one value per input)")
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

@@ -18,7 +18,8 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "barrier", "rand", "randint", "zeros", "full", "arange", "dot", "atomic_add",
+    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan",
+    "zeros", "full", "arange", "dot", "atomic_add",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
@@ -490,6 +491,48 @@ def randint(shape, low, high, seed, device=None):
         raise DeuteronUsageError(f"dt.randint: high ({high}) must be greater than low ({low})")
     bits = philox_uint32(int(seed), offsets_for(_rng_parts(shape, ctx.device), ctx.device))
     return (int(low) + bits % (int(high) - int(low))).to(torch.int32)
+
+
+def _fold(combine_fn, xs, dim, scan):
+    import torch
+    k = len(xs)
+    moved = [x.movedim(dim, 0) for x in xs]
+    acc = [m[0] for m in moved]
+    steps = [list(acc)] if scan else None
+    for i in range(1, moved[0].shape[0]):
+        r = combine_fn(*acc, *[m[i] for m in moved])
+        r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        acc = [torch.as_tensor(v, device=a.device).to(a.dtype).expand_as(a) for v, a in zip(r, acc)]
+        if scan:
+            steps.append(list(acc))
+    if scan:
+        return [torch.stack([s[j] for s in steps], 0).movedim(0, dim) for j in range(k)]
+    return acc
+
+
+def reduce(combine_fn, input_tensor, dim=None, other=0, keep_dims=False):
+    """``dt.reduce(combine_fn, x, dim)``: reduce ``x`` (a block or a tuple of blocks) along ``dim`` with
+    ``combine_fn(a0, .., b0, ..)``, which must be associative and commutative; ``other`` fills the masked lanes
+    of ragged tiles in the kernel.  ``kernel.ref`` folds left to right with the same function."""
+    xs = tuple(input_tensor) if isinstance(input_tensor, (tuple, list)) else (input_tensor,)
+    if dim is None:
+        dim = 0
+    out = _fold(combine_fn, xs, dim, scan=False)
+    if keep_dims:
+        out = [o.unsqueeze(dim) for o in out]
+    return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
+
+
+def associative_scan(combine_fn, input_tensor, dim, reverse=False):
+    """``dt.associative_scan(combine_fn, x, dim)``: the inclusive scan of ``x`` (a block or a tuple of blocks)
+    along ``dim`` with an associative ``combine_fn(a0, .., b0, ..)``."""
+    xs = tuple(input_tensor) if isinstance(input_tensor, (tuple, list)) else (input_tensor,)
+    if reverse:
+        xs = tuple(x.flip(dim) for x in xs)
+    out = _fold(combine_fn, xs, dim, scan=True)
+    if reverse:
+        out = [o.flip(dim) for o in out]
+    return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
 
 
 def barrier():

@@ -29,6 +29,7 @@ from .trace_common import (
 from .trace_expr import ExprTracer
 from .trace_math import MathTracer
 from .trace_ops import OpsTracer
+from . import trace_combine as _trace_combine  # noqa: F401  (registers dt.reduce / dt.associative_scan)
 
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 
