@@ -423,6 +423,54 @@ def run_file(name: str, src: str, tmp: str, timeout: int) -> dict:
             "traces": [c.get("trace") for c in checks if not c["ok"]]}
 
 
+# a two-kernel example in Helion's spelling (written for this script) for --smoke: one right, one wrong
+_SMOKE_EXAMPLE = '''
+import torch
+import helion
+from helion._testing import DEVICE, run_example
+import helion.language as hl
+
+
+@helion.kernel(ignore_warnings=[helion.exc.TensorOperationInWrapper])
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+@helion.kernel()
+def off_by_one(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2 + 1
+    return out
+
+
+def check(n: int) -> None:
+    x = torch.randn(n, device=DEVICE)
+    run_example({"double": double, "off_by_one": off_by_one}, lambda x: x * 2, (x,))
+'''
+
+
+def smoke() -> int:
+    """Port and run the built-in example through the whole harness: 1 of 2 kernels must come out right."""
+    with tempfile.TemporaryDirectory(prefix="helion_smoke_") as mirror:
+        os.makedirs(os.path.join(mirror, "examples"))
+        with open(os.path.join(mirror, "examples", "smoke.py"), "w", encoding="utf-8") as f:
+            f.write(_SMOKE_EXAMPLE)
+        DRIVERS["smoke.py"] = ["check(100)"]
+        out = os.path.join(mirror, "result.json")
+        main([mirror, "--json", out])
+        with open(out, encoding="utf-8") as f:
+            r = json.load(f)
+    ks = r["results"][0]["kernels"]
+    ok = r["passed"] == 1 and r["counted"] == 2 and ks["double"]["ok"] and ks["off_by_one"]["ok"] is False \
+        and "AssertionError" in ks["off_by_one"]["cause"]
+    print("smoke:", "ok" if ok else f"unexpected {r['passed']}/{r['counted']} {ks}")
+    return 0 if ok else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mirror", nargs="?", help="a local copy of github.com/pytorch/helion (checkout or git dir)")
@@ -430,7 +478,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per check statement")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the trace of each failure")
+    ap.add_argument("--smoke", action="store_true", help="run the harness on a built-in two-kernel example")
     a = ap.parse_args(argv)
+    if a.smoke:
+        return smoke()
     if not a.mirror or not os.path.exists(a.mirror):
         print(f"helion_examples: no Helion mirror at {a.mirror!r}; nothing measured")
         return 0
