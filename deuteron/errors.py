@@ -170,6 +170,13 @@ class CombineFunction(Cause):
                      "with one value per input)")
 
 
+class SizeOneMatmul(Cause):
+    code = "D004"
+    template = ("a matmul over a whole dimension of size 1 that is also broadcast against a larger one in this "
+                "kernel")
+    hint_template = "index the size-1 dimension with 0 (x[t, 0]) where it is broadcast"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

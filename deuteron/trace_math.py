@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import BlockSizeBeforeTile, MatmulDtypes
+from .errors import BlockSizeBeforeTile, MatmulDtypes, SizeOneMatmul
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -476,6 +476,8 @@ class MathTracer:
         dims = tuple(a.dims[:-2]) + (a.dims[-2], b.dims[-1]) if len(a.dims) == 2 else \
             (a.dims[0] if a.dims[0] is not ONE else b.dims[0], a.dims[-2], b.dims[-1])
         for d in (a.dims[-2], ka, b.dims[-1]):
+            if isinstance(d, RInfo) and d.broadcast_as_one:
+                raise SizeOneMatmul(src)
             if isinstance(d, (TileInfo, RInfo)):
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):

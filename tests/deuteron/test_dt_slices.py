@@ -102,3 +102,51 @@ def f(x, y):
     with pytest.raises(newt.CompilationError) as ei:
         mod.f(torch.randn(20, device=DEV), torch.randn(10, device=DEV))
     assert ei.value.diagnostics[0].code == "D006"
+
+
+RMS_BWD_LIKE = """
+@dt.kernel
+def scaled(x, r):
+    m, n = x.shape
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    col = torch.empty([n], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        out[tm, :] = x[tm, :] * r[tm, :]
+    for tn in dt.tile(n):
+        acc = dt.zeros([tn], dtype=torch.float32)
+        for tm in dt.tile(m):
+            acc += (x[tm, tn] * r[tm, :]).sum(0)
+        col[tn] = acc
+    return out, col
+"""
+
+
+@pytest.mark.parametrize("cfg", [None, dict(block_sizes=[8, 16, 8], reduction_loops=[16])])
+def test_a_whole_dimension_of_size_one_broadcasts_like_torch(tmp_path, cfg):
+    """Helion's rms_norm backward: ``rsqrt[mb, :]`` of an ``[M, 1]`` tensor against ``x[mb, :]`` (was D006)."""
+    mod = write_module(tmp_path, f"size1_{'d' if cfg is None else 'l'}", RMS_BWD_LIKE)
+    x, r = torch.randn(37, 50, device=DEV), torch.randn(37, 1, device=DEV)
+    got = mod.scaled(x, r) if cfg is None else mod.scaled.run_with(cfg, x, r)
+    want = (x * r, (x * r).sum(0))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    for g, w in zip(mod.scaled.ref(x, r), want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_a_size_one_dimension_broadcast_and_then_used_in_a_matmul_is_d004(tmp_path):
+    mod = write_module(tmp_path, "size1_mm", """
+@dt.kernel
+def f(w, v, u):
+    m, s = w.shape
+    out = torch.empty([m, 1], dtype=torch.float32, device=w.device)
+    for tm in dt.tile(m):
+        z = w[tm, :] * v[tm, :]
+        out[tm, :] = dt.dot(z, u[:, :])
+    return out
+""")
+    w, v, u = torch.randn(32, 32, device=DEV), torch.randn(32, 1, device=DEV), torch.randn(32, 1, device=DEV)
+    with pytest.raises(newt.CompilationError) as ei:
+        mod.f(w, v, u)
+    d = ei.value.diagnostics[0]
+    assert d.code == "D004" and d.data["cause"] == "SizeOneMatmul" and d.span.line == 11, d.format()
