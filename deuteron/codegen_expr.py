@@ -281,6 +281,12 @@ class ExprRenderer:
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
         if op == "combine":
             return self.render_combine(n)
+        if op == "split":
+            return f"nl.split({self.expr(n.args[0])})"
+        if op == "join":
+            a, b = n.args
+            r = len(self.rd(n.dims)) - 1
+            return f"nl.join({self.aligned(a, r, n.dims[:-1])}, {self.aligned(b, r, n.dims[:-1])})"
         if op == "tuple_get":
             return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
         if op in ("rand", "randint"):

@@ -282,7 +282,8 @@ class DeviceChecker:
                 return
             self.expr(recv, parent="attr")
             for a in e.args:
-                self.expr(a, parent="shape" if m in ("new_zeros", "new_full", "new_ones", "new_empty") else None)
+                self.expr(a, parent="shape" if m in ("new_zeros", "new_full", "new_ones", "new_empty", "reshape",
+                                                     "view") else None)
             for k in e.keywords:
                 self.expr(k.value)
             return

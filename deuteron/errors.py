@@ -177,6 +177,19 @@ class SizeOneMatmul(Cause):
     hint_template = "index the size-1 dimension with 0 (x[t, 0]) where it is broadcast"
 
 
+class ReshapeDims(Cause):
+    code = "D004"
+    template = "reshape from {src} to {dst}: {why}"
+    hint_template = ("inside a tile loop a reshape adds or removes size-1 dimensions, or splits and merges whole "
+                     "dimensions of power-of-two sizes between tiles that stay in place")
+
+
+class SplitJoin(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

@@ -18,7 +18,7 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan",
+    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
     "zeros", "full", "arange", "dot", "atomic_add",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
@@ -96,9 +96,11 @@ class Tile:
     def __repr__(self) -> str:
         return f"Tile({self.begin}:{self.end}, block_size={self.block_size})"
 
-    # a tile is not a number: make misuse loud in the reference too
+    # in a shape (``x.reshape([tile_m, 2, half])``) a tile stands for its length: torch reads shapes through
+    # __index__ before any TorchFunctionMode sees them.  Arithmetic on a tile stays an error (below), and the
+    # kernel's static checker reports a tile used as a Python number (D003).
     def __index__(self):
-        raise DeuteronUsageError("a tile is not an int: use tile.begin, tile.end or tile.index")
+        return self.end - self.begin
 
     def _arith(self, *a):
         raise DeuteronUsageError("arithmetic on a tile: use tile.index (a tensor) or tile.begin / tile.end")
@@ -533,6 +535,21 @@ def associative_scan(combine_fn, input_tensor, dim, reverse=False):
     if reverse:
         out = [o.flip(dim) for o in out]
     return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
+
+
+def split(x):
+    """``a, b = dt.split(x)``: the two halves of a block whose last dimension has 2 elements (``x[..., 0]``,
+    ``x[..., 1]``)."""
+    if x.shape[-1] != 2:
+        raise DeuteronUsageError(f"dt.split needs a last dimension of 2 elements, not {x.shape[-1]}")
+    return x[..., 0], x[..., 1]
+
+
+def join(a, b):
+    """``dt.join(a, b)``: one block with a new last dimension of 2 elements (``torch.stack([a, b], -1)``)."""
+    import torch
+    a, b = torch.broadcast_tensors(a, b)
+    return torch.stack([a, b], dim=-1)
 
 
 def barrier():

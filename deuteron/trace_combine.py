@@ -1,4 +1,5 @@
-"""``dt.reduce`` and ``dt.associative_scan`` with a user combine function (one tensor or a tuple of them).
+"""``dt.reduce`` and ``dt.associative_scan`` with a user combine function (one tensor or a tuple of them), and
+``dt.split`` / ``dt.join`` (blocks to and from pairs along a last dimension of 2).
 
 The combine function is traced once on scalar placeholders into a block of its own; the code generator turns
 that block into a ``@newt.jit`` helper next to the kernel and calls ``nl.reduce`` / ``nl.associative_scan``
@@ -8,9 +9,9 @@ with it.  ``kernel.ref`` folds / scans eagerly with the same Python function (``
 from __future__ import annotations
 
 from . import language as L
-from .errors import CombineFunction
+from .errors import CombineFunction, SplitJoin
 from .program import Block, Node, RInfo
-from .trace_common import _describe, _norm_axis
+from .trace_common import _broadcast_dims, _describe, _dims_text, _norm_axis
 from .trace_ops import _check_scan_dim, dt_hook
 
 
@@ -102,3 +103,31 @@ def _dt_associative_scan(tr, e, combine_fn, input_tensor, dim, reverse=False):
     sub, params, results = _trace_combine(tr, e, combine_fn, xs, "dt.associative_scan")
     return _emit(tr, e, "scan", xs, xs[0].dims, sub, params, results, {"axis": ax, "dim": d})
 
+
+@dt_hook(L.split)
+def _dt_split(tr, e, x):
+    if not isinstance(x, Node) or not x.dims or not isinstance(x.dims[-1], RInfo) or x.dims[-1].size != 2:
+        raise SplitJoin(e, op="dt.split", problem=f"the last dimension must be a whole one of 2 elements, not "
+                                                   f"{_dims_text(x.dims) if isinstance(x, Node) else _describe(x)}")
+    x.dims[-1].not_rollable("split by dt.split")
+    x.dims[-1].exact_block = True
+    dims = tuple(x.dims[:-1])
+    pair = tr.emit(Node("split", [x], dims=dims, dtype=x.dtype))
+    return tuple(tr.emit(Node("tuple_get", [pair], dims=dims, dtype=x.dtype, attrs={"index": i})) for i in (0, 1))
+
+
+@dt_hook(L.join)
+def _dt_join(tr, e, a, b):
+    if not (isinstance(a, Node) and isinstance(b, Node)):
+        raise SplitJoin(e, op="dt.join", problem="both operands must be blocks")
+    dims = _broadcast_dims(a.dims, b.dims)
+    if dims is None:
+        raise SplitJoin(e, op="dt.join", problem=f"{_dims_text(a.dims)} and {_dims_text(b.dims)} do not broadcast")
+    dt = a.dtype if a.dtype == b.dtype else None
+    if dt is None:
+        raise SplitJoin(e, op="dt.join", problem=f"operands of {a.dtype} and {b.dtype}")
+    r = tr.rdim(2, 2, e)
+    r.not_rollable("made by dt.join")
+    r.exact_block = True
+    tr.prog.dims_used.add(tuple(dims) + (r,))
+    return tr.emit(Node("join", [a, b], dims=tuple(dims) + (r,), dtype=dt))

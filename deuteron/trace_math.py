@@ -478,6 +478,9 @@ class MathTracer:
         for d in (a.dims[-2], ka, b.dims[-1]):
             if isinstance(d, RInfo) and d.broadcast_as_one:
                 raise SizeOneMatmul(src)
+            if isinstance(d, RInfo) and d.exact_block and d.size < 16:
+                raise self.error("D004", src, f"a matmul over a dimension of {d.size} elements that a reshape or "
+                                              "dt.join made (a matmul would pad it to 16)")
             if isinstance(d, (TileInfo, RInfo)):
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):

@@ -19,7 +19,7 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, TileNotIterated, TileScan, UnknownOption,
+    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims, TileNotIterated, TileScan, UnknownOption,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -162,11 +162,57 @@ class OpsTracer:
                 raise self.error("D004", e, "reshape: cannot infer the -1 dimension")
             out[infer] = rest[0]
         if [d for d in out if d is not ONE] != real_in:
-            raise self.error("D004", e, f"reshape from {_dims_text(x.dims)} to {_dims_text(tuple(out))}: only size-1 "
-                                        "dimensions can be added or removed inside a tile loop")
+            _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out)
         if tuple(out) == x.dims:
             return x
         return self.emit(Node("reshape", [x], dims=out, dtype=x.dtype, pad=x.pad, weak=x.weak))
+
+
+def _check_whole_dims_regroup(tr, e, x, src_dims, dst_dims, out):
+    """A reshape that splits or merges whole dimensions (``[t, 64] -> [t, 2, 32]``, and back) between tiles that
+    stay where they are.  The whole dimensions involved must be powers of two (their blocks are then exactly their
+    size: no padding to move around) and stay one block (never looped, never padded for a matmul)."""
+    def groups(dims):
+        out, run = [], []
+        for d in dims:
+            if isinstance(d, RInfo):
+                run.append(d)
+            else:
+                out.append(run)
+                out.append(d)
+                run = []
+        out.append(run)
+        return out
+
+    def fail(why):
+        raise ReshapeDims(e, src=_dims_text(x.dims), dst=_dims_text(tuple(out)), why=why)
+
+    ga, gb = groups(src_dims), groups(dst_dims)
+    if len(ga) != len(gb):
+        fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+    for a, b in zip(ga, gb):
+        if isinstance(a, list) != isinstance(b, list):
+            fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+        if not isinstance(a, list):
+            if a is not b:
+                fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+            continue
+        if a == b:
+            continue
+        pa, pb = 1, 1
+        for d in a:
+            pa *= d.size
+        for d in b:
+            pb *= d.size
+        if pa != pb:
+            fail(f"{pa} elements cannot become {pb}")
+        for d in a + b:
+            if d.size & (d.size - 1):
+                fail(f"a whole dimension of {d.size} elements (split or merged ones must be powers of two)")
+            if d.used_in_dot and d.size < 16:
+                fail("a dimension a matmul pads to 16")
+            d.not_rollable("split or merged by a reshape")
+            d.exact_block = True
 
 
 # ---------------------------------------------------------------------------

@@ -97,6 +97,18 @@ def k(x, y):
         out[tm] = hi + w
     return out
 """, lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # halves of a row split by a reshape, recombined by dt.join (Helion's rope)
+    "halves": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a, b = dt.split(x[tm, :32].to(torch.float32).reshape([tm, 2, 16]).permute(0, 2, 1))
+        c = dt.join(({e}), a * b).permute(0, 2, 1).reshape([tm, 32])
+        out[tm, :32] = c + y[tm, :32].to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
     # whole rows, reduced
     "rows": ("""
 @dt.kernel
