@@ -364,7 +364,9 @@ class ExprRenderer:
         raise AssertionError(f"cannot render {n}")
 
     # ------------------------------------------------------------------ memory
-    def pointer(self, ta, items, dims):
+    def pointer(self, ta, items, dims, keep_shape=False):
+        """(pointer, mask) of an access; ``keep_shape``: a store, whose pointer must have the value's shape even
+        where a dimension has stride 0 (a load broadcasts pointer and mask together)."""
         rank = len(self.rd(dims))
         terms = []
         masks = []
@@ -425,7 +427,7 @@ class ExprRenderer:
             terms.append(e if st_expr is None else f"{_paren(e)} * {st_expr}")
         ptr = ta.name if not terms else f"{ta.name} + " + (" + ".join(terms) if len(terms) == 1 else
                                                            "(" + " + ".join(terms) + ")")
-        if dropped and rank:
+        if dropped and rank and keep_shape:
             ptr = f"nl.broadcast_to({ptr}, {self.shape_tuple(dims)})"
         seen = []
         for m in masks:
@@ -448,7 +450,7 @@ class ExprRenderer:
     def emit_store(self, n: Node, indent: int, atomic=False):
         ta = n.attrs["tensor"]
         dims = n.attrs["dims"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], dims)
+        ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
         v = n.args[0]
         if len(n.args) > 1:  # dt.store(..., extra_mask=)
             extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
