@@ -227,7 +227,7 @@ class _Gen(ExprRenderer):
             self.origin(indent, n.src)
             self.emit_store(n, indent, atomic=n.op == "atomic")
             return
-        if n.id in self.var:
+        if n.id in self.var or n.op == "atomic_old":  # named by its atomic (deuteron.codegen_expr.emit_store)
             return
         if not self.needs_name(n):
             return  # rendered inline at its single use

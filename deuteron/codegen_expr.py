@@ -464,7 +464,14 @@ class ExprRenderer:
             scope = n.attrs.get("scope", "gpu")
             args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}" + (
                 f", scope={scope!r}" if scope != "gpu" else "")
-            self.w(indent, f"nl.atomic_{n.attrs.get('kind', 'add')}({args})")
+            old = n.attrs.get("old")
+            call = f"nl.atomic_{n.attrs.get('kind', 'add')}({args})"
+            if old is not None and self.use_count.get(old.id, 0) > 0:
+                nm = self.names.fresh(f"old_{ta.name}")
+                self.var[old.id] = nm
+                self.w(indent, f"{nm} = {call}")
+            else:
+                self.w(indent, call)
         else:
             self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
 

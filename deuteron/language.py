@@ -334,18 +334,20 @@ def _atomic(kind, target, index, value):
     pos, shape = _ref_positions(target, index)
     val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
     if shape is None:
+        old = target[pos].clone()
         target[pos] = _ATOMIC_COMBINE[kind](target[pos], val.to(target.dtype))
-        return None
+        return old
     val = val.to(target.dtype).expand(shape)
+    old = target[pos].clone()  # the old values (exact where the positions do not repeat within the call)
     if kind == "add":
         target.index_put_(pos, val, accumulate=True)
-        return None
+        return old
     # repeated positions combine in order (the result of any order for these commutative ops; xchg: the last)
     flat = [p.reshape(-1) for p in pos]
     for i, v in enumerate(val.reshape(-1)):
         at = tuple(int(f[i]) for f in flat)
         target[at] = _ATOMIC_COMBINE[kind](target[at], v)
-    return None
+    return old
 
 
 def atomic_add(target, index, value, sem: str = "relaxed", scope: str = "gpu"):

@@ -380,9 +380,12 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
-    tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
-                                                     "sem": sem, "scope": scope, "kind": kind}))
-    return None
+    at = tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
+                                                          "sem": sem, "scope": scope, "kind": kind}))
+    # the values before the update (exact where positions do not repeat); assigned only where the kernel uses them
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
+    at.attrs["old"] = old
+    return old
 
 
 @dt_hook(L.relu, L.sigmoid, L.silu, L.tanh, L.exp)
