@@ -295,6 +295,11 @@ def _dt_randint(tr, e, shape, low, high, seed, device=None):
 
 @dt_hook(L.arange)
 def _dt_arange(tr, e, begin_or_end, end=None, step=1, dtype=None):
+    if end is None and step == 1 and isinstance(begin_or_end, Node) and begin_or_end.op == "tile_block_size":
+        # dt.arange(tile.block_size): 0 .. block_size-1 along that tile (tile.index - tile.begin)
+        t = begin_or_end.attrs["tile"]
+        v = tr.binop("sub", tr.tile_attr(t, "index", e), tr.tile_attr(t, "begin", e), e)
+        return tr.cast(v, dtype) if dtype is not None and dtype != v.dtype else v
     args = [begin_or_end] if end is None else [begin_or_end, end]
     if step != 1:
         args.append(step)

@@ -263,3 +263,17 @@ def test_barrier_between_two_tile_loops_and_not_inside_one():
     """)
     (d,) = an.diagnostics
     assert d.code == "D004" and "between two tile loops" in d.message and d.span.line == 9
+
+
+def test_arange_of_a_tile_block_size():
+    """Helion's flex attention: ``tile.begin + dt.arange(tile.block_size)`` is the tile's indices."""
+    @dt.kernel
+    def idx(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(x.shape, dtype=torch.int32, device=x.device)
+        for t in dt.tile(x.size(0)):
+            out[t] = (t.begin + dt.arange(t.block_size)).to(torch.int32)
+        return out
+    x = torch.zeros(45, device=DEV)
+    want = torch.arange(45, dtype=torch.int32, device=DEV)
+    assert torch.equal(idx.run_with(dict(block_sizes=[16]), x), want)
+    assert torch.equal(idx.ref(x), want)
