@@ -16,21 +16,23 @@ Importing deuteron does not import torch (the language server loads it).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401
 
 from . import frontend as _frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
 from .config import Config, ConfigError  # noqa: F401
 from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
     Bool, BooleanFragment, Choice, DeuteronUsageError, EnumFragment, IntegerFragment, IntRange, PowerOfTwo,
-    PowerOfTwoFragment, Tile, arange, atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_xchg,
-    atomic_xor, cdiv, constexpr, load, static_range, store, dot, exp, full, gelu, grid, next_power_of_2,
-    register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh, tile, zeros,
+    PowerOfTwoFragment, Tile, arange, associative_scan, barrier,
+    atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_xchg,
+    atomic_xor, cdiv, constexpr, join, load, split, static_range, store, dot, exp, full, gelu, grid, next_power_of_2,
+    rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh, tile, zeros,
 )
 
 _LAZY = {
     "autotune": ("deuteron.autotune", None),
     "errors": ("deuteron.errors", None),
+    "exc": ("deuteron.exc", None),
 }
 
 

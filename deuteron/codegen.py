@@ -88,6 +88,8 @@ class _Gen(ExprRenderer):
         self.block_vals: dict[int, int] = {}
         self.defaults = defaults
         self.unit: set = set()  # tiles of block size 1: rendered as scalars, not as block dimensions
+        self.range_ordinal = 0  # tile loops inside the kernel emitted so far (config.range_* entries)
+        self.helpers: list[str] = []  # @newt.jit combine functions of dt.reduce / dt.associative_scan
 
     def rd(self, dims) -> tuple:
         """The dims a value has in the generated code (block-size-1 tiles are scalars there)."""
@@ -210,7 +212,7 @@ class _Gen(ExprRenderer):
         return nm
 
     def needs_name(self, n: Node) -> bool:
-        if n.op in ("load", "reduce", "dot", "scan", "full"):
+        if n.op in ("load", "reduce", "dot", "scan", "full", "combine", "split"):
             return True
         if n.name:
             return True
@@ -225,7 +227,7 @@ class _Gen(ExprRenderer):
             self.origin(indent, n.src)
             self.emit_store(n, indent, atomic=n.op == "atomic")
             return
-        if n.id in self.var:
+        if n.id in self.var or n.op == "atomic_old":  # named by its atomic (deuteron.codegen_expr.emit_store)
             return
         if not self.needs_name(n):
             return  # rendered inline at its single use
@@ -417,7 +419,7 @@ class _Gen(ExprRenderer):
             tn = self.tile_names[t.id]
             b = self.block_expr(t)
             start, end = self.scalar_expr(t.begin), self.scalar_expr(t.end)
-            self.w(indent, f"for {tn['begin']} in range({start}, {end}, {b}):")
+            self.w(indent, f"for {tn['begin']} in {self.range_call(start, end, b)}:")
             inner = indent + 1
             if t.id not in self.unit:
                 self.w(inner, f"{tn['offs']} = {tn['begin']} + nl.arange(0, {b})")
@@ -539,6 +541,61 @@ class _Gen(ExprRenderer):
         visit(self.prog.body)
 
     # ------------------------------------------------------------------ the kernel
+    def render_combine(self, n: Node) -> str:
+        """``nl.reduce`` / ``nl.associative_scan`` with the combine function traced into ``n.attrs["block"]``,
+        written as a ``@newt.jit`` helper of its own."""
+        a = n.attrs
+        fname = self.names.fresh("_dt_combine")
+        args = [self.names.fresh(f"{'ab'[j // a['arity']]}{j % a['arity']}") for j in range(2 * a["arity"])]
+        saved = (self.lines, self.var, self.last_line)
+        self.lines, self.var, self.last_line = [], {p.id: nm for p, nm in zip(a["params"], args)}, None
+        try:
+            self.emit_block(a["block"], 1) if a["block"].stmts else None
+            rets = [self.expr(r) for r in a["results"]]
+            self.w(1, "return " + ", ".join(rets))
+            body = self.lines
+        finally:
+            self.lines, self.var, self.last_line = saved
+        self.helpers += ["@newt.jit", f"def {fname}({', '.join(args)}):"] + body + ["", ""]
+        rank = len(self.rd(n.args[0].dims))
+        ax = self.rpos(n.args[0].dims, a["axis"])
+        if a["kind"] == "reduce":
+            xs = [self.masked(x, a["axis"], o, a["dim"]) for x, o in zip(n.args, a["others"])]
+        else:
+            xs = [self.aligned(x, rank, x.dims) for x in n.args]
+        x = xs[0] if len(xs) == 1 else "(" + ", ".join(xs) + ")"
+        if a["kind"] == "reduce":
+            kd = ", keep_dims=True" if a["keep"] else ""
+            return f"nl.reduce({x}, {ax}, {fname}{kd})"
+        return f"nl.associative_scan({x}, {ax}, {fname})"
+
+    def range_call(self, start, end, step) -> str:
+        """``range(...)``, or ``nl.range(..., num_stages=, loop_unroll_factor=, ...)`` where the config's
+        ``range_*`` entry for this tile loop (the n-th inside the kernel, in source order) sets something."""
+        i = self.range_ordinal
+        self.range_ordinal += 1
+        cfg = self.cfg
+        kw = []
+        for field, name, want in (("range_num_stages", "num_stages", int), ("range_unroll_factors",
+                                  "loop_unroll_factor", int), ("range_multi_buffers", "disallow_acc_multi_buffer",
+                                  "not"), ("range_warp_specializes", "warp_specialize", bool),
+                                  ("range_flattens", "flatten", bool)):
+            vals = getattr(cfg, field, None)
+            v = vals[i] if vals is not None and i < len(vals) else None
+            if v is None or (want is int and v == 0):
+                continue
+            if want == "not":
+                if v is False:
+                    kw.append(f"{name}=True")
+            elif want is bool:
+                if v:
+                    kw.append(f"{name}=True")
+            else:
+                kw.append(f"{name}={v}")
+        if not kw:
+            return f"range({start}, {end}, {step})"
+        return f"nl.range({start}, {end}, {step}, {', '.join(kw)})"
+
     def generate(self) -> Generated:
         prog = self.prog
         cfg = self.cfg
@@ -565,6 +622,8 @@ class _Gen(ExprRenderer):
         self.names.reserve(kname)
         self.names.reserve(lname)
         self.names.reserve("_dt_mul")
+        self.names.reserve("virtual_pid")
+        self.names.reserve("tiles_per_program")
         # tile and rdim variable names
         for t in prog.tiles:
             base = _tile_base(t.name)
@@ -586,6 +645,9 @@ class _Gen(ExprRenderer):
         num_warps = cfg.num_warps or 4
         num_stages = cfg.num_stages or 3
         pid_type = cfg.pid_type or "flat"
+        blocked = pid_type == "persistent_blocked"
+        if pid_type in ("persistent_interleaved", "persistent_blocked"):
+            pid_type = "persistent"
         # header
         src = prog.src
         head = [f"# Generated by deuteron from {src.path if src else '?'} ({self.fn_name}, the tile loop at line "
@@ -593,6 +655,10 @@ class _Gen(ExprRenderer):
                 "import newt",
                 "import newt.language as nl",
                 "", ""]
+        if cfg.indexing not in (None, "pointer") and any(v != "pointer" for v in (
+                [cfg.indexing] if isinstance(cfg.indexing, str) else cfg.indexing)):
+            head[1:1] = [f"# config indexing={cfg.indexing!r}: newt's generated loads and stores use pointer "
+                         "arithmetic for every one."]
         uses_prod = "_dt_mul" in ""  # decided after the body is generated
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
         self.w(0, "@newt.jit")
@@ -633,7 +699,14 @@ class _Gen(ExprRenderer):
         origin_src = prog_loop_src(prog)
         self.origin(body_indent, origin_src)
         total = " * ".join(_paren(x) for x in nblocks) if nblocks else "1"
-        if pid_type == "persistent":
+        if pid_type == "persistent" and blocked:
+            self.w(body_indent, f"tiles_per_program = nl.cdiv({total}, nl.num_programs(0))")
+            self.w(body_indent, "for virtual_pid in range(nl.program_id(0) * tiles_per_program, "
+                                "(nl.program_id(0) + 1) * tiles_per_program):")
+            self.w(body_indent + 1, f"if virtual_pid < {total}:")
+            body_indent += 2
+            pid_src = "virtual_pid"
+        elif pid_type == "persistent":
             self.w(body_indent, f"for virtual_pid in range(nl.program_id(0), {total}, nl.num_programs(0)):")
             body_indent += 1
             pid_src = "virtual_pid"
@@ -706,9 +779,9 @@ class _Gen(ExprRenderer):
         self.emit_block(prog.body, body_indent)
         body = "\n".join(self.lines)
         uses_prod = "_dt_mul" in body
-        prelude = []
+        prelude = list(self.helpers)
         if uses_prod:
-            prelude = ["@newt.jit", "def _dt_mul(a, b):", "    return a * b", "", ""]
+            prelude += ["@newt.jit", "def _dt_mul(a, b):", "    return a * b", "", ""]
         # the launch function
         launch = ["", ""]
         largs = [nm for nm, _, _ in params]

@@ -279,6 +279,24 @@ class ExprRenderer:
             if isinstance(a, Node) and self.is_constexpr(a):
                 return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
             return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
+        if op == "combine":
+            return self.render_combine(n)
+        if op == "split":
+            return f"nl.split({self.expr(n.args[0])})"
+        if op == "join":
+            a, b = n.args
+            r = len(self.rd(n.dims)) - 1
+            return f"nl.join({self.aligned(a, r, n.dims[:-1])}, {self.aligned(b, r, n.dims[:-1])})"
+        if op == "tuple_get":
+            return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
+        if op in ("rand", "randint"):
+            seed = self.expr(n.args[1]) if len(n.args) > 1 else str(n.attrs["seed"])
+            off = self.expr(n.args[0])
+            if op == "rand":
+                return f"nl.rand({seed}, {off})"
+            lo, span = n.attrs["low"], n.attrs["high"] - n.attrs["low"]
+            bits = f"nl.randint({seed}, {off}).to(nl.int64) % {span}"  # uint32 bits, zero-extended
+            return f"({bits} + {lo}).to(nl.int32)" if lo else f"({bits}).to(nl.int32)"
         if op == "where":
             c, a, b = n.args
             parts = [self.aligned(x, rank, n.dims) for x in (c, a, b)]
@@ -346,11 +364,14 @@ class ExprRenderer:
         raise AssertionError(f"cannot render {n}")
 
     # ------------------------------------------------------------------ memory
-    def pointer(self, ta, items, dims):
+    def pointer(self, ta, items, dims, keep_shape=False):
+        """(pointer, mask) of an access; ``keep_shape``: a store, whose pointer must have the value's shape even
+        where a dimension has stride 0 (a load broadcasts pointer and mask together)."""
         rank = len(self.rd(dims))
         terms = []
         masks = []
         pos = 0
+        dropped = False  # a block dimension whose offsets add nothing (stride 0): the pointer must keep its shape
         for it in items:
             kind = it[0]
             if kind == "none":
@@ -366,13 +387,21 @@ class ExprRenderer:
                 st_expr = f"{ta.name}_stride_{d}"
             if kind in ("tile", "red"):
                 dim = it[1]
+                clip = it[3] if kind == "tile" and len(it) > 3 else None  # dt.load past the tensor's end
                 if self.is_unit(dim):
                     e = self.tile_names[dim.id]["begin"]
+                    if clip is not None:
+                        masks.append(f"({e} < {self.scalar_expr(clip)})")
                 else:
-                    e = self.expand(self.offs_of(dim), pos, 1, rank)
+                    offs = self.offs_of(dim)
+                    if kind == "red" and len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
+                        offs = f"({offs} + {it[3]})"
+                    e = self.expand(offs, pos, 1, rank)
                     m = self.mask_of(dim)
                     if m is not None:
                         masks.append(self.expand(m, pos, 1, rank))
+                    if clip is not None:
+                        masks.append(self.expand(f"({self.offs_of(dim)} < {self.scalar_expr(clip)})", pos, 1, rank))
                     pos += 1
             elif kind == "vec":
                 v = it[1]
@@ -390,12 +419,16 @@ class ExprRenderer:
                 if isinstance(v, int) and v == 0:
                     continue
             if st_expr == "0":
+                dropped = dropped or (kind in ("tile", "red") and not self.is_unit(it[1])) or (
+                    kind == "vec" and bool(self.rd(it[1].dims)))
                 continue
             if ta.int64:
                 e = f"{_atom(e)}.to(nl.int64)"
             terms.append(e if st_expr is None else f"{_paren(e)} * {st_expr}")
         ptr = ta.name if not terms else f"{ta.name} + " + (" + ".join(terms) if len(terms) == 1 else
                                                            "(" + " + ".join(terms) + ")")
+        if dropped and rank and keep_shape:
+            ptr = f"nl.broadcast_to({ptr}, {self.shape_tuple(dims)})"
         seen = []
         for m in masks:
             if m not in seen:
@@ -417,7 +450,7 @@ class ExprRenderer:
     def emit_store(self, n: Node, indent: int, atomic=False):
         ta = n.attrs["tensor"]
         dims = n.attrs["dims"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], dims)
+        ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
         v = n.args[0]
         if len(n.args) > 1:  # dt.store(..., extra_mask=)
             extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
@@ -431,7 +464,14 @@ class ExprRenderer:
             scope = n.attrs.get("scope", "gpu")
             args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}" + (
                 f", scope={scope!r}" if scope != "gpu" else "")
-            self.w(indent, f"nl.atomic_{n.attrs.get('kind', 'add')}({args})")
+            old = n.attrs.get("old")
+            call = f"nl.atomic_{n.attrs.get('kind', 'add')}({args})"
+            if old is not None and self.use_count.get(old.id, 0) > 0:
+                nm = self.names.fresh(f"old_{ta.name}")
+                self.var[old.id] = nm
+                self.w(indent, f"{nm} = {call}")
+            else:
+                self.w(indent, call)
         else:
             self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
 
@@ -486,5 +526,5 @@ class ExprRenderer:
         if acc is not None:
             args.append(self.expr(acc))
         prec = n.attrs.get("precision")
-        extra = f", input_precision={prec!r}" if prec == "ieee" else ""
+        extra = f", input_precision={prec!r}" if prec in ("ieee", "tf32x3") else ""
         return f"nl.dot({', '.join(args)}{extra})"

@@ -20,7 +20,16 @@ Fields (all optional; missing ones take the kernel's defaults):
 ``num_warps``        warps per program (1..32, a power of two).
 ``num_stages``       software-pipelining depth of loads in inner loops.
 ``pid_type``         ``"flat"`` (one program id axis, decomposed), ``"xyz"`` (one launch axis per
-                     grid dimension) or ``"persistent"`` (one program per SM looping over tiles).
+                     grid dimension), ``"persistent"`` = ``"persistent_interleaved"`` (one program per SM,
+                     program p taking tiles p, p + P, ...) or ``"persistent_blocked"`` (program p taking
+                     one contiguous run of tiles).
+``range_unroll_factors``, ``range_num_stages``, ``range_multi_buffers``, ``range_warp_specializes``,
+``range_flattens``   one entry per tile loop inside the kernel, in source order: newt's ``nl.range``
+                     ``loop_unroll_factor`` / ``num_stages`` / ``not disallow_acc_multi_buffer`` /
+                     ``warp_specialize`` / ``flatten`` (0, None or False: newt's default).
+``indexing``         ``"pointer"``, ``"block_ptr"`` or ``"tensor_descriptor"`` (one value or one per
+                     load/store): accepted for Helion configs; newt's generated code uses pointer
+                     arithmetic for every one (the generated kernel says so in a comment).
 anything else        the value of a ``dt.register_tunable(name, ...)``.
 """
 
@@ -30,9 +39,15 @@ import json
 
 __all__ = ["Config", "ConfigError", "PID_TYPES"]
 
-PID_TYPES = ("flat", "xyz", "persistent")
+PID_TYPES = ("flat", "xyz", "persistent", "persistent_interleaved", "persistent_blocked")
+INDEXINGS = ("pointer", "block_ptr", "tensor_descriptor")
 
-_FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages", "pid_type")
+#: per-loop fields (one entry per tile loop inside the kernel) and the kind of their entries
+RANGE_FIELDS = {"range_unroll_factors": int, "range_num_stages": int, "range_multi_buffers": bool,
+                "range_warp_specializes": bool, "range_flattens": bool}
+
+_FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages", "pid_type",
+           "indexing") + tuple(RANGE_FIELDS)
 
 
 class ConfigError(ValueError):
@@ -46,11 +61,12 @@ def _is_pow2(v) -> bool:
 class Config:
     """A deuteron kernel configuration.  ``str(config)`` is a line to paste into ``@dt.kernel(config=...)``."""
 
-    __slots__ = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages",
-                 "pid_type", "tunables", "_key")
+    __slots__ = _FIELDS + ("tunables", "_key")
 
     def __init__(self, block_sizes=None, loop_orders=None, l2_groupings=None, reduction_loops=None,
-                 num_warps=None, num_stages=None, pid_type=None, **tunables):
+                 num_warps=None, num_stages=None, pid_type=None, indexing=None, range_unroll_factors=None,
+                 range_num_stages=None, range_multi_buffers=None, range_warp_specializes=None, range_flattens=None,
+                 **tunables):
         self.block_sizes = None if block_sizes is None else [_as_int(b, "block_sizes") for b in _as_list(block_sizes)]
         self.loop_orders = None if loop_orders is None else [[_as_int(i, "loop_orders") for i in o]
                                                              for o in _as_list(loop_orders)]
@@ -63,6 +79,21 @@ class Config:
         if pid_type is not None and pid_type not in PID_TYPES:
             raise ConfigError(f"pid_type must be one of {', '.join(map(repr, PID_TYPES))}, not {pid_type!r}")
         self.pid_type = pid_type
+        if indexing is not None:
+            for v in ([indexing] if isinstance(indexing, str) else _as_list(indexing)):
+                if v not in INDEXINGS:
+                    raise ConfigError(f"indexing must be one of {', '.join(map(repr, INDEXINGS))}, not {v!r}")
+        self.indexing = list(indexing) if isinstance(indexing, (list, tuple)) else indexing
+        given = {"range_unroll_factors": range_unroll_factors, "range_num_stages": range_num_stages,
+                 "range_multi_buffers": range_multi_buffers, "range_warp_specializes": range_warp_specializes,
+                 "range_flattens": range_flattens}
+        for name, kind in RANGE_FIELDS.items():
+            v = given[name]
+            if v is not None:
+                v = [None if x is None else (bool(x) if kind is bool else _as_int(x, name)) for x in _as_list(v)]
+                if kind is int and any(x is not None and x < 0 for x in v):
+                    raise ConfigError(f"{name}: entries must be >= 0, got {v}")
+            setattr(self, name, v)
         self.tunables = dict(tunables)
         self._key = None
         self.check_basic()

@@ -282,7 +282,8 @@ class DeviceChecker:
                 return
             self.expr(recv, parent="attr")
             for a in e.args:
-                self.expr(a, parent="shape" if m in ("new_zeros", "new_full", "new_ones", "new_empty") else None)
+                self.expr(a, parent="shape" if m in ("new_zeros", "new_full", "new_ones", "new_empty", "reshape",
+                                                     "view") else None)
             for k in e.keywords:
                 self.expr(k.value)
             return
@@ -298,11 +299,7 @@ class DeviceChecker:
             if isinstance(it, ast.Slice):
                 for x in (it.lower, it.upper, it.step):
                     if x is not None:
-                        self.expr(x)
-                        st.problem("D004", it, "only `:` (the whole dimension) is supported as a slice "
-                                               "inside a tile loop",
-                                   hint="index with a tile: `for t in dt.tile(begin, end)` then x[t]")
-                        break
+                        self.expr(x)  # bounds known when compiling are checked by the tracer (SliceBound)
             elif isinstance(it, ast.Starred):
                 self.expr(it.value, parent="index")
             else:

@@ -78,6 +78,21 @@ class BlockDecision(Cause):
     hint_template = "use torch.where(cond, a, b) for elementwise choices"
 
 
+class TileBoundDecision(Cause):
+    code = "D004"
+    template = ("{what} on where the tile {tile} starts or ends: its block size is tunable, so the kernel would "
+                "decide per tile of the config's size while kernel.ref runs the loop as one tile")
+    hint_template = ("give the loop a fixed size (dt.tile(n, block_size=64): kernel.ref then uses the same tiles), "
+                     "or decide per element with torch.where on {tile}.index")
+
+
+class TileScan(Cause):
+    code = "D004"
+    template = ("{op} along the tile {tile}, whose block size is tunable: the kernel's scan restarts at every tile "
+                "of the config's size, kernel.ref scans the whole loop as one tile")
+    hint_template = "scan a whole dimension (x[t, :]) or give the loop a fixed block_size="
+
+
 class TilePastEnd(Cause):
     code = "D006"
     template = "{tensor} has size {size} in dimension {dim} but the tile {tile} runs to {end}"
@@ -104,7 +119,70 @@ class UnknownOption(Cause):
     hint_template = "one of {choices}"
 
 
+class SliceBound(Cause):
+    code = "D004"
+    template = "{tensor}[..., a:b]: the slice's {what} must be an int known when compiling, not {value}"
+    hint_template = ("bounds are ints or sizes of the host code (static shapes), the step 1; for a range that "
+                     "moves, tile it: `for t in dt.tile(begin, end)` then {tensor}[t]")
+
+
+class RandomShape(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = ("the shape holds tiles of loops with ends known when compiling, ints and block sizes; the "
+                     "seed is an int or an int argument")
+
+
+class NotInTileLoop(Cause):
+    code = "D004"
+    template = "{op} cannot be used inside a tile loop{why}"
+    hint_template = "{hint}"
+
+
+class TileNotIterated(Cause):
+    code = "D003"
+    template = "dt.{op}(...) must be the iterable of a for loop"
+    hint_template = "write `for tile in dt.{op}(...):`"
+
+
+class BlockSizeBeforeTile(Cause):
+    code = "D004"
+    template = "a registered block size used as a dimension before any tile uses it"
+    hint_template = "use the tile itself: dt.zeros([tile, ...]), after the loop `for tile in dt.tile(n, block_size=bs)`"
+
+
+class CombineFunction(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = ("combine_fn(a0, .., b0, ..) takes two sets of elements and returns one (a value, or a tuple "
+                     "with one value per input)")
+
+
+class SizeOneMatmul(Cause):
+    code = "D004"
+    template = ("a matmul over a whole dimension of size 1 that is also broadcast against a larger one in this "
+                "kernel")
+    hint_template = "index the size-1 dimension with 0 (x[t, 0]) where it is broadcast"
+
+
+class ReshapeDims(Cause):
+    code = "D004"
+    template = "reshape from {src} to {dst}: {why}"
+    hint_template = ("inside a tile loop a reshape adds or removes size-1 dimensions, or splits and merges whole "
+                     "dimensions of power-of-two sizes between tiles that stay in place")
+
+
+class SplitJoin(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"
     hint_template = "pass it to the kernel (or the helper) as an argument"
+
+
+__all__ += sorted(n for n, v in list(globals().items())
+                  if isinstance(v, type) and issubclass(v, Cause) and v is not Cause)

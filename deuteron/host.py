@@ -20,16 +20,21 @@ from .structure import KernelStructure, Resolver
 __all__ = ["KernelSource", "RuntimeResolver"]
 
 
+#: public deuteron objects defined above this module (``kernel``, ``Kernel``): their modules register them here
+#: (``deuteron.kernel`` imports this module, not the other way round)
+PUBLIC_OBJECTS: dict[str, object] = {}
+
+
 def _public_deuteron() -> dict:
-    import deuteron
     from . import language
+    from .config import Config
     out = {}
     for name in dir(language):
         obj = getattr(language, name)
         if callable(obj) and not name.startswith("_"):
             out[id(obj)] = f"deuteron.{name}"
-    for name in ("kernel", "Config", "Kernel"):
-        out[id(getattr(deuteron, name))] = f"deuteron.{name}"
+    for name, obj in {"Config": Config, **PUBLIC_OBJECTS}.items():
+        out[id(obj)] = f"deuteron.{name}"
     return out
 
 

@@ -13,18 +13,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 
 from . import language as L
 from .config import Config, ConfigError
 from .errors import DeuteronError
+from .hostrun import _HostRun, _guards_hold, _np2, _runtime_args, constexpr_params  # noqa: F401  (re-exported)
 from .structure import EFFORTS
 
 __all__ = ["Kernel", "kernel"]
 
 
 def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=True, print_config=None,
-           autotune_callback=None, autotune_log=None):
+           autotune_callback=None, autotune_log=None, autotune_baseline_fn=None, autotune_baseline_atol=None,
+           autotune_baseline_rtol=None, autotune_accuracy_check=True, autotune_config_overrides=None,
+           ignore_warnings=None, dot_precision=None, backend=None):
     """Make a deuteron kernel: ``@dt.kernel`` or ``@dt.kernel(config=dt.Config(...))``.
 
     ``config``           use this config (no autotuning).
@@ -34,12 +36,42 @@ def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_s
                          per power-of-two size bucket and passes sizes at run time.
     ``print_config``     print the chosen config after autotuning (default: when stderr is a terminal).
     ``autotune_callback`` called with progress events ({"kind": "begin"|"report"|"end", ...}).
+    ``autotune_baseline_fn`` the autotuner's oracle instead of ``kernel.ref`` (called with the same arguments);
+                         ``autotune_baseline_atol`` / ``_rtol`` its tolerances (default: by dtype).
+    ``autotune_accuracy_check`` False: the autotuner times configs without comparing them with the oracle.
+    ``autotune_config_overrides`` config fields put on top of every config this kernel runs with (a dict or
+                         dt.Config): the given configs, the default and the autotuner's winner.
+    ``ignore_warnings``  ``dt.exc`` warning classes not reported for this kernel (``dt.exc.TensorOperationInWrapper``
+                         is D001).
+    ``dot_precision``    ``"tf32"``, ``"tf32x3"`` or ``"ieee"``: the ``input_precision`` of every fp32 matmul.
+    ``backend``          ``"newt"`` (or ``"triton"``, the language newt implements): the generated code.
     """
     def wrap(f):
         return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
                       static_shapes=static_shapes, print_config=print_config, autotune_callback=autotune_callback,
-                      autotune_log=autotune_log)
+                      autotune_log=autotune_log, autotune_baseline_fn=autotune_baseline_fn,
+                      autotune_baseline_atol=autotune_baseline_atol, autotune_baseline_rtol=autotune_baseline_rtol,
+                      autotune_accuracy_check=autotune_accuracy_check,
+                      autotune_config_overrides=autotune_config_overrides, ignore_warnings=ignore_warnings,
+                      dot_precision=dot_precision, backend=backend)
     return wrap(fn) if fn is not None else wrap
+
+
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+BACKENDS = ("newt", "triton")
+
+
+def _warning_codes(classes) -> frozenset:
+    """The D-codes of ``ignore_warnings=[dt.exc.TensorOperationInWrapper, ...]``."""
+    if not classes:
+        return frozenset()
+    from .exc import DeuteronWarning
+    codes = set()
+    for c in classes:
+        if not (isinstance(c, type) and issubclass(c, DeuteronWarning)):
+            raise ConfigError(f"ignore_warnings takes dt.exc warning classes, not {c!r}")
+        codes.add(c.code)
+    return frozenset(codes)
 
 
 def _as_config(c, what):
@@ -54,7 +86,9 @@ class Kernel:
     """A ``@dt.kernel`` function.  Call it like the function; ``.ref(...)`` runs the eager reference."""
 
     def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=True,
-                 print_config=None, autotune_callback=None, autotune_log=None):
+                 print_config=None, autotune_callback=None, autotune_log=None, autotune_baseline_fn=None,
+                 autotune_baseline_atol=None, autotune_baseline_rtol=None, autotune_accuracy_check=True,
+                 autotune_config_overrides=None, ignore_warnings=None, dot_precision=None, backend=None):
         if isinstance(fn, Kernel):
             fn = fn.fn
         self.fn = fn
@@ -69,6 +103,24 @@ class Kernel:
         self.print_config = print_config
         self.autotune_callback = autotune_callback
         self.autotune_log = autotune_log
+        if autotune_baseline_fn is not None and not callable(autotune_baseline_fn):
+            raise ConfigError(f"autotune_baseline_fn must be callable, not {type(autotune_baseline_fn).__name__}")
+        self.autotune_baseline_fn = autotune_baseline_fn
+        self.autotune_tolerance = None
+        if autotune_baseline_atol is not None or autotune_baseline_rtol is not None:
+            self.autotune_tolerance = (float(autotune_baseline_atol if autotune_baseline_atol is not None else 0.0),
+                                       float(autotune_baseline_rtol if autotune_baseline_rtol is not None else 0.0))
+        self.autotune_accuracy_check = bool(autotune_accuracy_check)
+        self.config_overrides = _as_config(autotune_config_overrides, "autotune_config_overrides")
+        self.ignore_warnings = _warning_codes(ignore_warnings)
+        if dot_precision is not None and dot_precision not in DOT_PRECISIONS:
+            raise ConfigError(f"dot_precision must be one of {', '.join(map(repr, DOT_PRECISIONS))}, "
+                              f"not {dot_precision!r}")
+        self.dot_precision = dot_precision
+        if backend is not None and backend not in BACKENDS:
+            raise ConfigError(f"backend {backend!r} is not available: deuteron generates newt "
+                              f"(backend one of {', '.join(map(repr, BACKENDS))})")
+        self.backend = backend or "newt"
         self.signature = inspect.signature(fn)
         self._source = None
         self._entries: dict = {}
@@ -195,17 +247,23 @@ class Kernel:
             return "none"
         return "quick"
 
+    def _override(self, cfg: Config, e) -> Config:
+        """``cfg`` with ``autotune_config_overrides`` on top."""
+        if self.config_overrides is None:
+            return cfg
+        return e.complete(self.config_overrides.merged_over(cfg), where="autotune_config_overrides")
+
     def _choose_config(self, e, b) -> Config:
         if self.config is not None:
-            return e.complete(self.config, where="config")
+            return self._override(e.complete(self.config, where="config"), e)
         if len(self.configs) == 1:
-            return e.complete(self.configs[0], where="configs")
+            return self._override(e.complete(self.configs[0], where="configs"), e)
         effort = self._effort(e)
         if not self.configs and effort == "none":
-            return e.space.default()
+            return self._override(e.space.default(), e)
         from .autotune import autotune
-        return autotune(self, e, b, effort=effort, configs=[e.complete(c, where="configs") for c in self.configs]
-                        or None)
+        configs = [self._override(e.complete(c, where="configs"), e) for c in self.configs] or None
+        return self._override(autotune(self, e, b, effort=effort, configs=configs), e)
 
     def autotune(self, *args, effort: str | None = None, configs=None, callback=None, force: bool = False,
                  **kwargs) -> Config:
@@ -232,6 +290,12 @@ class Kernel:
         from .ref import run_ref
         return run_ref(self.fn, args, kwargs)
 
+    def autotune_reference(self, *args, **kwargs):
+        """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref``."""
+        if self.autotune_baseline_fn is not None:
+            return self.autotune_baseline_fn(*args, **kwargs)
+        return self.ref(*args, **kwargs)
+
     @property
     def __dt_eager__(self):
         """The eager oracle (``newt.harness`` uses it to verify deuteron kernels)."""
@@ -256,9 +320,6 @@ class Kernel:
     def config_space(self, *args, **kwargs):
         return self.bind(*args, **kwargs).space
 
-
-def _np2(n):
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 _DTYPE_NAMES: dict = {}  # torch.dtype -> str(dtype) (str() of a dtype is slow enough to matter per call)
@@ -502,279 +563,6 @@ def _has_loops(block) -> bool:
     return False
 
 
-def _fetch(source, host_locals, g):
-    kind = source[0]
-    if kind == "local":
-        name = source[1]
-        if name in host_locals:
-            return host_locals[name]
-        return g.get(name, _MISSING)
-    if kind == "item":
-        base = host_locals.get(source[1], g.get(source[1], _MISSING))
-        try:
-            return base[source[2]]
-        except Exception:  # noqa: BLE001
-            return _MISSING
-    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
-        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return _MISSING
-        if kind == "fnglobal":
-            return fn.__globals__.get(source[2], _MISSING)
-        try:
-            return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
-        except (ValueError, TypeError, IndexError):
-            return _MISSING
-    return _MISSING
-
-
-_MISSING = object()
-
-
-_TRACE_HELPERS: list = []  # [torch.Tensor, trace._guard_value], filled on first use (no imports per call)
-
-
-def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
-    """Whether the traced ``prog`` fits this launch (the tensors' dtypes, devices, shapes and strides, and the
-    host values it was specialized on).  With static shapes, a tensor that is still the argument of its name
-    is not checked again: the entry (``Kernel._key``) already matched it exactly."""
-    if not _TRACE_HELPERS:
-        import torch
-
-        from .trace_common import _guard_value
-        _TRACE_HELPERS[:] = [torch.Tensor, _guard_value]
-    tensor, _guard_value = _TRACE_HELPERS
-    for ta in prog.tensors.values():
-        src = ta.sources[0]
-        t = _fetch(src, host_locals, g)
-        if not (static and arguments and src[0] == "local" and arguments.get(src[1], _MISSING) is t):
-            if not isinstance(t, tensor) or t.dtype != ta.dtype:
-                return False
-            if t.is_cuda != ta.tensor.is_cuda or (not t.is_cuda and t.device.type != ta.tensor.device.type):
-                return False
-            if static:
-                if t.shape != ta.shape or t.stride() != ta.strides:
-                    return False
-            elif t.dim() != len(ta.shape) or any(_np2(a) != _np2(b) for a, b in zip(t.shape, ta.shape)) or \
-                    any((a == 1) != (b == 1) for a, b in zip(t.stride(), ta.strides)):
-                return False
-        for s in ta.sources[1:]:
-            if _fetch(s, host_locals, g) is not t:
-                return False
-    for key, gv in prog.guards:
-        if key[0] in ("local", "cell", "fnglobal"):
-            v = _fetch(key, host_locals, g)
-            if v is _MISSING or _guard_value(v) != gv:
-                return False
-        else:
-            what, tname, d = key
-            ta = prog.tensors.get(tname)
-            t = _fetch(ta.sources[0], host_locals, g) if ta else _MISSING
-            if not isinstance(t, tensor):
-                return False
-            val = t.shape[d] if what == "size" else t.stride(d)
-            if _guard_value(int(val)) != gv:
-                return False
-    return True
-
-
-class _HostRun:
-    """The context of one execution of a kernel's host code."""
-
-    def __init__(self, entry: _Entry, config: Config | None, mode: str, prefill=False, collect=None):
-        self.entry = entry
-        self.kernel = entry.kernel
-        self.config = config
-        self.mode = mode  # "discover" | "run" | "source"
-        self.device = entry.device
-        self.fn_globals = self.kernel.fn.__globals__
-        self.prefill = prefill
-        self.collect = collect
-        self.sources: list = []
-        # discovery records
-        self.slot_keys: dict = {}  # provisional id -> key
-        self.slot_ids: dict = {}  # key -> provisional id
-        self.reg_pos: list = []
-        self.reg_bounds: list = []
-        self.programs: dict = {}
-        self.tunables: dict = {}
-        self._reg_calls = 0
-        self.launches = []
-        self.built: list = []
-        self.arguments: dict = {}  # the call's arguments by name
-
-    def execute(self, bound):
-        self.arguments = bound.arguments
-        host = self.kernel._host_fn()
-        token = L._CONTEXT.set(self)
-        try:
-            if self.prefill:
-                from .autotune.oracle import nan_allocations
-                with nan_allocations():
-                    return host(*bound.args, **bound.kwargs)
-            return host(*bound.args, **bound.kwargs)
-        finally:
-            L._CONTEXT.reset(token)
-
-    # -- dt.* calls from the host code -------------------------------------------------------
-    def _call_site(self):
-        code = self.kernel._host_fn().__code__
-        f = sys._getframe(2)
-        while f is not None:
-            if f.f_code is code or (f.f_code.co_name == self.kernel.fn.__name__ and
-                                    f.f_code.co_filename == code.co_filename):
-                return (f.f_lineno, 0)
-            f = f.f_back
-        return (10 ** 9, self._reg_calls)
-
-    def register_block_size(self, lo, hi):
-        from .trace import BlockSizeInt
-        i = self._reg_calls
-        self._reg_calls += 1
-        if self.mode == "discover":
-            key = ("reg", i)
-            pid = self._prov(key)
-            self.reg_pos.append(self._call_site() + (i,))
-            self.reg_bounds.append((lo, hi))
-            v = min(max(L.next_power_of_2(lo), 64), L.next_power_of_2(hi))
-            return BlockSizeInt(v, pid)
-        if i >= len(self.entry.reg_slots):
-            raise L.DeuteronUsageError("dt.register_block_size was called more times than when the kernel was "
-                                       "first compiled for these argument shapes")
-        slot = self.entry.reg_slots[i]
-        return BlockSizeInt(self.config.block_sizes[slot], slot)
-
-    def register_tunable(self, name, fragment):
-        if self.mode == "discover":
-            prev = self.tunables.get(name)
-            if prev is not None and prev.choices() != fragment.choices():
-                raise L.DeuteronUsageError(f"dt.register_tunable({name!r}) registered twice with different choices")
-            self.tunables[name] = fragment
-            return fragment.default
-        return self.config.tunables.get(name, fragment.default)
-
-    def specialize(self, value):
-        from .trace import SpecializedInt
-        if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
-            return tuple(SpecializedInt(int(v)) for v in value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise L.DeuteronUsageError(f"dt.specialize takes an int (a size), not {type(value).__name__}")
-        return SpecializedInt(int(value))
-
-    def ref_tiles(self, ranges, bss, as_list):
-        raise L.DeuteronUsageError("dt.tile(...) must be the iterable of a for loop in the kernel's own body")
-
-    def _prov(self, key):
-        pid = self.slot_ids.get(key)
-        if pid is None:
-            pid = len(self.slot_keys)
-            self.slot_keys[pid] = key
-            self.slot_ids[key] = pid
-        return pid
-
-    # -- tile loops ---------------------------------------------------------------------------
-    def slot_of(self, site, d, bs):
-        from .trace import BlockSizeInt
-        if self.mode == "discover":
-            if bs is None:
-                return self._prov(("tile", site.index, d))
-            if isinstance(bs, BlockSizeInt):
-                return bs.slot
-            return None
-        if bs is None:
-            key = ("tile", site.index, d)
-            if key not in self.entry.slot_map:
-                raise L.DeuteronUsageError("a tile loop appeared that was not seen when the kernel was first "
-                                           "compiled for these argument shapes")
-            return self.entry.slot_map[key]
-        if isinstance(bs, BlockSizeInt):
-            return bs.slot
-        return None
-
-    def trace(self, k, host_locals):
-        from .errors import TraceError
-        from .trace import Tracer
-        kern = self.kernel
-        src = kern.source
-        loop = src.structure.loops[k]
-        scalar_params = _scalar_params(kern)
-        tracer = Tracer(kern, loop, host_locals, kern.fn.__globals__, src.src, static_shapes=kern.static_shapes,
-                        scalar_params=scalar_params, slot_of=self.slot_of,
-                        rdim_slots=None if self.mode == "discover" else self.entry.rdim_slots.get(k, {}),
-                        discovery=self.mode == "discover", name=kern.__name__)
-        tracer.constexpr_params = constexpr_params(kern)
-        if self.mode != "discover":
-            tracer.prog.multi_grid_ordinal = self.entry.multi_ordinal.get(k)
-        try:
-            prog = tracer.run()
-        except TraceError as e:
-            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
-                                   data={"cause": type(e).__name__, **e.data}) from None
-        return prog
-
-    def launch(self, k, host_locals):
-        if self.mode == "discover":
-            if k not in self.programs:
-                self.programs[k] = self.trace(k, host_locals)
-            return None
-        prog = self.entry.program(k, host_locals, self)
-        gen, mod, _ = self.entry.compiled(prog, self.config)
-        if self.mode == "source":
-            self.sources.append(f"# config: {self.config}\n" + gen.source.rstrip() + "\n\n# launched as: "
-                                + _launch_line(gen, prog, host_locals))
-            self.built.append((gen, mod, prog, dict(host_locals)))
-            return None
-        args = _runtime_args(gen, prog, host_locals, self.fn_globals)
-        from .runtime import launch
-        if self.collect is not None:
-            self.collect.append((gen, mod, prog))
-        launch(gen, mod, args, gen.constexprs, self.device)
-        return None
-
-
-def _scalar_params(kern) -> set:
-    """Int parameters of the kernel that stay run-time scalars (never reassigned, not dt.specialize'd)."""
-    st = kern.structure
-    reassigned = set()
-    import ast
-    for n in ast.walk(st.fdef):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not st.in_device(n):
-            reassigned.add(n.id)
-    return {p for p in st.params if p not in reassigned and p not in constexpr_params(kern)}
-
-
-def constexpr_params(kern) -> set:
-    """Parameters annotated ``dt.constexpr``: compile-time constants of the kernel (one program per value)."""
-    st = kern.structure
-    return {p for p, ann in st.param_annotations.items() if ann is not None and st.dt(ann) == "constexpr"}
-
-
-def _runtime_args(gen, prog, host_locals, g) -> list:
-    out = []
-    for _name, kind, payload in gen.runtime_params:
-        if kind == "tensor":
-            t = _fetch(payload.sources[0], host_locals, g)
-            out.append(t)
-        elif kind == "scalar":
-            v = _fetch(("local", payload.source), host_locals, g)
-            out.append(v)
-        else:
-            tname, what, d = payload
-            t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
-            out.append(int(t.shape[d] if what == "size" else t.stride(d)))
-    return out
-
-
-def _launch_line(gen, prog, host_locals) -> str:
-    args = [name for name, _, _ in gen.runtime_params]
-    kw = [f"{k}={v}" for k, v in gen.constexprs.items()] + [f"num_warps={gen.num_warps}",
-                                                             f"num_stages={gen.num_stages}"]
-    if gen.needs_num_sms:
-        kw.append("_NUM_SMS=<number of SMs>")
-    return f"{gen.launch_name}({', '.join(args + kw)})"
-
-
 def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
     """newt IR of every generated kernel of this call (one per tile loop), for ``config`` (default: the default).
 
@@ -803,3 +591,11 @@ def binaries_for(kernel: Kernel, *args, config=None, target: str = "sm_80", **kw
     run.execute(b)
     return [compile_binary(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals), target)
             for gen, mod, prog, host_locals in run.built]
+
+
+def _register_public():
+    from .host import PUBLIC_OBJECTS
+    PUBLIC_OBJECTS.update(kernel=kernel, Kernel=Kernel)
+
+
+_register_public()

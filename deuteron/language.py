@@ -18,7 +18,9 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "zeros", "full", "arange", "dot", "atomic_add", "register_block_size",
+    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
+    "zeros", "full", "arange", "dot", "atomic_add",
+    "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
     "EnumFragment", "BooleanFragment", "DeuteronUsageError",
@@ -69,9 +71,10 @@ class Tile:
     ragged last tile; in ``kernel.ref`` it is a slice.
     """
 
-    __slots__ = ("begin", "end", "block_size", "id", "count", "_device")
+    __slots__ = ("begin", "end", "block_size", "id", "count", "_device", "loop_end")
 
-    def __init__(self, begin: int, end: int, block_size: int, id: int, count: int, device=None):
+    def __init__(self, begin: int, end: int, block_size: int, id: int, count: int, device=None, loop_end=None):
+        self.loop_end = end if loop_end is None else loop_end  # the end of the whole loop (dt.rand's offsets)
         self.begin = begin
         self.end = end
         self.block_size = block_size
@@ -93,9 +96,11 @@ class Tile:
     def __repr__(self) -> str:
         return f"Tile({self.begin}:{self.end}, block_size={self.block_size})"
 
-    # a tile is not a number: make misuse loud in the reference too
+    # in a shape (``x.reshape([tile_m, 2, half])``) a tile stands for its length: torch reads shapes through
+    # __index__ before any TorchFunctionMode sees them.  Arithmetic on a tile stays an error (below), and the
+    # kernel's static checker reports a tile used as a Python number (D003).
     def __index__(self):
-        raise DeuteronUsageError("a tile is not an int: use tile.begin, tile.end or tile.index")
+        return self.end - self.begin
 
     def _arith(self, *a):
         raise DeuteronUsageError("arithmetic on a tile: use tile.index (a tensor) or tile.begin / tile.end")
@@ -174,16 +179,17 @@ def _resolve_shape(shape):
 # ---------------------------------------------------------------------------
 
 
-def zeros(shape, dtype=None):
+def zeros(shape, dtype=None, device=None):
     """A block of zeros: ``acc = dt.zeros([tile_m, tile_n], dtype=torch.float32)`` (fp32 by default).
 
-    ``shape`` holds tiles, ints and ``tile.block_size`` values.
+    ``shape`` holds tiles, ints and ``tile.block_size`` values.  ``device`` (Helion's spelling,
+    ``device=x.device``) is accepted: a block always lives where the kernel runs.
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, dtype, device)
 
 
-def full(shape, value, dtype=None):
-    """A block of ``shape`` filled with ``value`` (fp32 by default)."""
+def full(shape, value, dtype=None, device=None):
+    """A block of ``shape`` filled with ``value`` (fp32 by default); ``device`` as for ``dt.zeros``."""
     import torch
     ctx = _context("full")
     return torch.full(_resolve_shape(shape), value, dtype=dtype or torch.float32, device=ctx.device)
@@ -239,11 +245,38 @@ def load(tensor, index, extra_mask=None, eviction_policy=None):
     """
     import torch
 
-    from .ref import ref_index
-    v = tensor[ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))]
+    v = _padded(tensor, ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,)))
     if extra_mask is not None:
         v = torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
     return v
+
+
+def _padded(tensor, idx):
+    """``tensor[idx]`` where slices running past the end read 0 and gathered indices outside the tensor read
+    anything (the kernel masks those lanes: its tiles and ``extra_mask``), like the kernel's masked load."""
+    import torch
+
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    shape = list(tensor.shape)
+    grow, fixed, d = False, [], 0
+    for it in idx:
+        if it is None or it is Ellipsis:
+            fixed.append(it)
+            continue
+        if d < len(shape) and isinstance(it, slice) and it.stop is not None and it.stop > shape[d] and \
+                it.step in (None, 1):
+            grow = True
+            shape[d] = it.stop
+        elif d < len(shape) and isinstance(it, torch.Tensor) and not it.dtype.is_floating_point and \
+                it.dtype != torch.bool:
+            it = it.clamp(0, max(tensor.shape[d] - 1, 0))
+        fixed.append(it)
+        d += 1
+    if not grow:
+        return tensor[tuple(fixed)]
+    big = torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)
+    big[tuple(slice(0, n) for n in tensor.shape)] = tensor
+    return big[tuple(fixed)]
 
 
 def store(tensor, index, value, extra_mask=None):
@@ -251,7 +284,6 @@ def store(tensor, index, value, extra_mask=None):
     ``extra_mask`` is True (and inside the tensor)."""
     import torch
 
-    from .ref import ref_index
     idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
     if extra_mask is None:
         tensor[idx] = value
@@ -267,7 +299,6 @@ def _ref_positions(target, index):
     kernel.ref; ``tile.index`` and int blocks are gathers), or the plain index when nothing repeats."""
     import torch
 
-    from .ref import ref_index
     idx = ref_index(tuple(index) if isinstance(index, (list, tuple)) else (index,))
     if not any(isinstance(i, torch.Tensor) for i in idx):
         return idx, None
@@ -303,18 +334,20 @@ def _atomic(kind, target, index, value):
     pos, shape = _ref_positions(target, index)
     val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
     if shape is None:
+        old = target[pos].clone()
         target[pos] = _ATOMIC_COMBINE[kind](target[pos], val.to(target.dtype))
-        return None
+        return old
     val = val.to(target.dtype).expand(shape)
+    old = target[pos].clone()  # the old values (exact where the positions do not repeat within the call)
     if kind == "add":
         target.index_put_(pos, val, accumulate=True)
-        return None
+        return old
     # repeated positions combine in order (the result of any order for these commutative ops; xchg: the last)
     flat = [p.reshape(-1) for p in pos]
     for i, v in enumerate(val.reshape(-1)):
         at = tuple(int(f[i]) for f in flat)
         target[at] = _ATOMIC_COMBINE[kind](target[at], v)
-    return None
+    return old
 
 
 def atomic_add(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
@@ -430,6 +463,107 @@ def register_tunable(name: str, fragment):
     return ctx.register_tunable(name, fragment)
 
 
+def _rng_parts(shape, device):
+    import torch
+    parts = []
+    for d in (shape if isinstance(shape, (list, tuple)) else [shape]):
+        if isinstance(d, Tile):
+            parts.append((d.index.to(device), d.loop_end))
+        else:
+            n = int(d)
+            parts.append((torch.arange(n, device=device), n))
+    return parts
+
+
+def rand(shape, seed, device=None):
+    """``dt.rand([tile_m, tile_n], seed=s)``: uniform float32 in [0, 1), Philox keyed by ``seed`` (an int or an int
+    argument), independent of torch's generator.  Element offsets are row-major positions in the full logical
+    shape (a tile counts as its whole loop), so every config and ``kernel.ref`` draw the same numbers."""
+    from .rng import offsets_for, philox_uint32, uniform
+    ctx = _context("rand")
+    return uniform(philox_uint32(int(seed), offsets_for(_rng_parts(shape, ctx.device), ctx.device)))
+
+
+def randint(shape, low, high, seed, device=None):
+    """``dt.randint([tile], low, high, seed=s)``: int32 in ``[low, high)`` from the same Philox stream as
+    ``dt.rand`` (``low + bits % (high - low)``)."""
+    import torch
+
+    from .rng import offsets_for, philox_uint32
+    ctx = _context("randint")
+    if int(high) <= int(low):
+        raise DeuteronUsageError(f"dt.randint: high ({high}) must be greater than low ({low})")
+    bits = philox_uint32(int(seed), offsets_for(_rng_parts(shape, ctx.device), ctx.device))
+    return (int(low) + bits % (int(high) - int(low))).to(torch.int32)
+
+
+def _fold(combine_fn, xs, dim, scan):
+    import torch
+    k = len(xs)
+    moved = [x.movedim(dim, 0) for x in xs]
+    acc = [m[0] for m in moved]
+    steps = [list(acc)] if scan else None
+    for i in range(1, moved[0].shape[0]):
+        r = combine_fn(*acc, *[m[i] for m in moved])
+        r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        acc = [torch.as_tensor(v, device=a.device).to(a.dtype).expand_as(a) for v, a in zip(r, acc)]
+        if scan:
+            steps.append(list(acc))
+    if scan:
+        return [torch.stack([s[j] for s in steps], 0).movedim(0, dim) for j in range(k)]
+    return acc
+
+
+def reduce(combine_fn, input_tensor, dim=None, other=0, keep_dims=False):
+    """``dt.reduce(combine_fn, x, dim)``: reduce ``x`` (a block or a tuple of blocks) along ``dim`` with
+    ``combine_fn(a0, .., b0, ..)``, which must be associative and commutative; ``other`` fills the masked lanes
+    of ragged tiles in the kernel.  ``kernel.ref`` folds left to right with the same function."""
+    xs = tuple(input_tensor) if isinstance(input_tensor, (tuple, list)) else (input_tensor,)
+    if dim is None:
+        dim = 0
+    out = _fold(combine_fn, xs, dim, scan=False)
+    if keep_dims:
+        out = [o.unsqueeze(dim) for o in out]
+    return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
+
+
+def associative_scan(combine_fn, input_tensor, dim, reverse=False):
+    """``dt.associative_scan(combine_fn, x, dim)``: the inclusive scan of ``x`` (a block or a tuple of blocks)
+    along ``dim`` with an associative ``combine_fn(a0, .., b0, ..)``."""
+    xs = tuple(input_tensor) if isinstance(input_tensor, (tuple, list)) else (input_tensor,)
+    if reverse:
+        xs = tuple(x.flip(dim) for x in xs)
+    out = _fold(combine_fn, xs, dim, scan=True)
+    if reverse:
+        out = [o.flip(dim) for o in out]
+    return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
+
+
+def split(x):
+    """``a, b = dt.split(x)``: the two halves of a block whose last dimension has 2 elements (``x[..., 0]``,
+    ``x[..., 1]``)."""
+    if x.shape[-1] != 2:
+        raise DeuteronUsageError(f"dt.split needs a last dimension of 2 elements, not {x.shape[-1]}")
+    return x[..., 0], x[..., 1]
+
+
+def join(a, b):
+    """``dt.join(a, b)``: one block with a new last dimension of 2 elements (``torch.stack([a, b], -1)``)."""
+    import torch
+    a, b = torch.broadcast_tensors(a, b)
+    return torch.stack([a, b], dim=-1)
+
+
+def barrier():
+    """``dt.barrier()`` between two tile loops of the host code: everything the loops before it wrote is visible
+    to the loops after it (Helion's grid-wide barrier between the phases of one kernel).
+
+    Each outermost tile loop is its own launch, and the launches of a call go in order on one stream, so the
+    barrier holds by construction; the call marks the phase boundary for the reader.
+    """
+    return None
+
+
 def specialize(value):
     """Make a host int (a size) a compile-time constant of the kernel: ``n = dt.specialize(x.size(1))``.
 
@@ -525,3 +659,21 @@ PowerOfTwoFragment = PowerOfTwo
 IntegerFragment = IntRange
 EnumFragment = Choice
 BooleanFragment = Bool
+
+
+def ref_index(idx):
+    """Tiles -> slices inside an index (also nested tuples of tiles from ``dt.tile(x.size())``)."""
+    if isinstance(idx, Tile):
+        return slice(idx.begin, idx.end)
+    if isinstance(idx, (tuple, list)):
+        out = []
+        for it in idx:
+            if isinstance(it, Tile):
+                out.append(slice(it.begin, it.end))
+            elif isinstance(it, (tuple, list)) and it and all(isinstance(x, (Tile, slice, int, type(None)))
+                                                              for x in it):
+                out.extend(ref_index(tuple(it)))
+            else:
+                out.append(it)
+        return tuple(out)
+    return idx

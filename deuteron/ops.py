@@ -32,7 +32,7 @@ TORCH_FUNCTIONS = {
     "sum": "sum", "amax": "amax", "amin": "amin", "mean": "mean", "var": "var", "std": "std",
     "max": "max", "min": "min", "prod": "prod", "softmax": "softmax", "log_softmax": "log_softmax",
     "logsumexp": "logsumexp", "argmax": "argmax", "argmin": "argmin",
-    "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "addmm": "addmm", "baddbmm": "addmm",
+    "matmul": "matmul", "mm": "mm", "bmm": "mm", "addmm": "addmm", "baddbmm": "addmm",
     "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like", "empty_like": "zeros_like",
     "zeros": "zeros", "ones": "ones", "full": "full", "empty": "zeros", "arange": "arange",
     "cat": None, "stack": None, "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
@@ -59,19 +59,21 @@ TENSOR_METHODS = {
     "long": "long", "bool": "bool", "type_as": "type_as",
     "t": "t", "transpose": "transpose", "permute": "permute", "reshape": "reshape", "view": "reshape",
     "unsqueeze": "unsqueeze", "squeeze": "squeeze", "expand": "expand", "expand_as": "expand_as",
-    "broadcast_to": "expand", "matmul": "matmul", "mm": "matmul", "bmm": "matmul",
+    "broadcast_to": "expand", "matmul": "matmul", "mm": "mm", "bmm": "mm",
     "size": "size", "dim": "dim", "numel": "numel", "contiguous": "identity", "clone": "identity",
     "detach": "identity", "zero_": None, "fill_": None, "masked_fill": "masked_fill",
     "new_zeros": "new_zeros", "new_full": "new_full", "new_ones": "new_ones", "new_empty": "new_zeros",
 }
 
 #: ``dt.<name>`` callable inside tile loops
-DT_DEVICE = {"zeros", "full", "arange", "dot", "load", "store", "static_range", "atomic_add", "atomic_and",
+DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
+             "dot", "load", "store", "static_range", "atomic_add",
+             "atomic_and",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
 #: ``dt.<name>`` callable only in host code
-DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize"}
+DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize", "barrier"}
 
 #: tile attributes
 TILE_ATTRS = {"index": "the 1-D int32 indices the tile covers", "begin": "the first index (a scalar)",

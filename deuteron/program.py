@@ -77,6 +77,8 @@ class RInfo:
         self.rollable = True
         self.why_not_rollable = None
         self.used_in_dot = False
+        self.exact_block = False  # split / merged by a reshape or made by dt.join: its block is exactly its size
+        self.broadcast_as_one = False  # a size-1 dimension broadcast like torch's (trace_common._size_one)
         self.slot = None  # index into config.reduction_loops
         self.name = f"r{id}"
 

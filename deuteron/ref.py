@@ -12,26 +12,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import language as L
+from .language import ref_index
 
 __all__ = ["RefContext", "ref_index", "run_ref"]
 
-
-def ref_index(idx):
-    """Tiles -> slices inside an index (also nested tuples of tiles from ``dt.tile(x.size())``)."""
-    if isinstance(idx, L.Tile):
-        return slice(idx.begin, idx.end)
-    if isinstance(idx, (tuple, list)):
-        out = []
-        for it in idx:
-            if isinstance(it, L.Tile):
-                out.append(slice(it.begin, it.end))
-            elif isinstance(it, (tuple, list)) and it and all(isinstance(x, (L.Tile, slice, int, type(None)))
-                                                              for x in it):
-                out.extend(ref_index(tuple(it)))
-            else:
-                out.append(it)
-        return tuple(out)
-    return idx
 
 
 def _sizes(args):
@@ -66,6 +50,12 @@ class _RefMode(TorchFunctionMode):
             return func(*args, **kwargs)
         if func in _MATMULS:
             a, b = args[0], args[1]
+            out_dtype = args[2] if len(args) > 2 else kwargs.get("out_dtype")
+            if out_dtype is not None and func is not torch.matmul and isinstance(a, torch.Tensor) and \
+                    isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+                # torch.mm/bmm(a, b, out_dtype): accumulate in fp32 and round once (CUDA's kernel; the CPU lacks it)
+                acc = torch.matmul(a.float(), b.float()) if a.dtype.is_floating_point else torch.matmul(a, b)
+                return acc.to(out_dtype)
             # mixed dtypes (fp16 @ fp32) fall through to torch, which rejects them like eager PyTorch does
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.dtype in _LOW:
                 out_dtype = torch.promote_types(a.dtype, b.dtype)
@@ -113,7 +103,7 @@ class RefContext:
                 if size < 1:
                     raise L.DeuteronUsageError(f"dt.tile: block size {size} must be positive")
             count = -(-ext // size) if ext else 0
-            axes.append([L.Tile(s, min(s + size, e), size, i, count, self.device)
+            axes.append([L.Tile(s, min(s + size, e), size, i, count, self.device, loop_end=e)
                          for i, s in enumerate(range(b, e, size))])
         if not as_list:
             return iter(axes[0])

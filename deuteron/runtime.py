@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["cache_dir", "load_module", "launch", "has_gpu", "num_sms", "device_name"]
+__all__ = ["cache_dir", "load_module", "launch", "has_gpu", "num_sms", "get_num_sm", "device_name"]
 
 _MODULES: dict = {}
 _LOCK = threading.Lock()
@@ -105,6 +105,13 @@ def num_sms(device) -> int:
     if idx not in _SMS:
         _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
     return _SMS[idx]
+
+
+def get_num_sm(device) -> int:
+    """The number of SMs of ``device`` (a torch.device or its name), Helion's ``runtime.get_num_sm``: the
+    program count of a persistent kernel.  On the CPU (the interpreter) it is 4."""
+    import torch
+    return num_sms(torch.device(device) if not isinstance(device, torch.device) else device)
 
 
 def device_name(device) -> str:

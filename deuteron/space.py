@@ -122,6 +122,9 @@ class ConfigSpace:
                 raise ConfigError(f"config.{k} = {v!r} is not one of {frag.choices()}")
         if cfg.pid_type == "xyz" and any(n > 3 for n in self.grid_loops):
             raise ConfigError("pid_type='xyz' supports at most 3 grid dimensions")
+        for g, n in zip(cfg.l2_groupings or [], self.grid_loops):
+            if g > 1 and n > 3:
+                raise ConfigError(f"l2 grouping {g} needs a grid loop of at most 3 dimensions (this one has {n})")
 
     def elems(self, cfg: Config) -> int:
         """The largest number of elements of one value in the kernel under ``cfg``."""
@@ -193,7 +196,7 @@ class ConfigSpace:
         stages = 3 if self.has_dot else (2 if self.has_loops else 1)
         return cfg.replace(num_warps=warps, num_stages=stages, pid_type="flat",
                            loop_orders=[list(range(n)) for n in self.grid_loops] or None,
-                           l2_groupings=[8 if self.has_dot else 1 for _ in self.grid_loops] or None,
+                           l2_groupings=[8 if self.has_dot and n <= 3 else 1 for n in self.grid_loops] or None,
                            **{k: f.default for k, f in self.tunables.items()})
 
     def _fixed_elems(self, cfg: Config) -> int:
@@ -288,7 +291,8 @@ class ConfigSpace:
             cfg = Config(**{**base.to_dict(), "block_sizes": bs, "reduction_loops": rl,
                             "num_warps": rng.choice([2, 4, 8]),
                             "num_stages": rng.choice([1, 2, 3, 4, 5]) if self.has_loops else base.num_stages,
-                            **({"l2_groupings": [rng.choice([1, 2, 4, 8, 16]) for _ in self.grid_loops]}
+                            **({"l2_groupings": [rng.choice([1, 2, 4, 8, 16]) if n <= 3 else 1
+                                                  for n in self.grid_loops]}
                                if self.grid_loops else {}),
                             **{k: rng.choice(f.choices()) for k, f in self.tunables.items()}})
             if self.feasible(cfg):

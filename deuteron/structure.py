@@ -342,6 +342,9 @@ class KernelStructure:
             if name in ("tile", "grid") and id(n) not in iters:
                 self.problem("D003", n, f"dt.{name}(...) must be the iterable of a for loop",
                              hint=f"write `for tile in dt.{name}(...):`")
+            elif name == "barrier" and self.in_device(n):
+                self.problem("D004", n, "dt.barrier() goes between two tile loops, in the host code",
+                             hint="end the tile loop, call dt.barrier(), start the next loop")
             elif name in ops.DT_HOST_ONLY and self.in_device(n):
                 self.problem("D004", n, f"dt.{name} belongs in the host code, before the tile loops",
                              hint="call it before the outermost `for ... in dt.tile(...)` and use the result inside")
@@ -360,11 +363,6 @@ class KernelStructure:
         self.register_calls.sort(key=lambda c: (c.lineno, c.col_offset))
 
     def _check_device(self, loop: DeviceLoop):
-        site = loop.site
-        if site.static_ndim is not None and site.static_ndim > 3:
-            self.problem("D003", site.node, f"the grid loop has {site.static_ndim} dimensions; "
-                                            "a launch grid has at most 3",
-                         hint="tile the outer dimensions in a nested dt.tile loop")
         checker = DeviceChecker(self, loop)
         for s in loop.node.body:
             checker.visit(s)
@@ -580,6 +578,23 @@ class KernelStructure:
             if txt:
                 self.note(node, "tile", txt)
 
+    def check_ignore_warnings(self, value: ast.AST):
+        """``ignore_warnings=[dt.exc.TensorOperationInWrapper, ...]``: drop those warnings (D005 for an unknown
+        class)."""
+        from .exc import WARNINGS
+        if not isinstance(value, (ast.List, ast.Tuple)):
+            return
+        codes = set()
+        for e in value.elts:
+            name = e.attr if isinstance(e, ast.Attribute) else (e.id if isinstance(e, ast.Name) else None)
+            cls = WARNINGS.get(name or "")
+            if cls is None:
+                self.problem("D005", e, f"ignore_warnings: {ast.unparse(e)} is not a dt.exc warning class",
+                             hint=f"one of {', '.join('dt.exc.' + n for n in WARNINGS)}")
+            else:
+                codes.add(cls.code)
+        self.problems = [p for p in self.problems if not (p.severity == "warning" and p.code in codes)]
+
     # -- configs written in the decorator ----------------------------------------------------
     def check_decorator(self, dec: ast.AST):
         """D005 for options and config literals of ``@dt.kernel(...)``."""
@@ -593,7 +608,9 @@ class KernelStructure:
                 self.problem("D005", k, f"@dt.kernel has no option {k.arg!r}",
                              hint=f"did you mean {sugg[0]!r}?" if sugg else f"options: {', '.join(KERNEL_OPTIONS)}")
                 continue
-            if k.arg == "autotune_effort" and isinstance(k.value, ast.Constant) and k.value.value not in EFFORTS:
+            if k.arg == "ignore_warnings":
+                self.check_ignore_warnings(k.value)
+            elif k.arg == "autotune_effort" and isinstance(k.value, ast.Constant) and k.value.value not in EFFORTS:
                 self.problem("D005", k.value, f"autotune_effort must be one of {', '.join(map(repr, EFFORTS))}, "
                                               f"not {k.value.value!r}")
             elif k.arg == "config":

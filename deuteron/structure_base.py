@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 
 
+from .config import _FIELDS as CONFIG_FIELDS  # noqa: F401  (torch-free)
+
 KERNEL_OPTIONS = ("config", "configs", "autotune_effort", "static_shapes", "autotune_callback", "print_config",
-                  "autotune_log")
+                  "autotune_log", "autotune_baseline_fn", "autotune_baseline_atol", "autotune_baseline_rtol",
+                  "autotune_accuracy_check", "autotune_config_overrides", "ignore_warnings", "dot_precision",
+                  "backend")
 EFFORTS = ("none", "quick", "full")
-CONFIG_FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages",
-                 "pid_type")
 
 
 # ---------------------------------------------------------------------------

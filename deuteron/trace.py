@@ -29,6 +29,7 @@ from .trace_common import (
 from .trace_expr import ExprTracer
 from .trace_math import MathTracer
 from .trace_ops import OpsTracer
+from . import trace_combine as _trace_combine  # noqa: F401  (registers dt.reduce / dt.associative_scan)
 
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 
@@ -73,7 +74,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
             allow_tf32 = False
-        self.prog.dot_precision = "tf32" if allow_tf32 else "ieee"
+        self.prog.dot_precision = getattr(kernel, "dot_precision", None) or ("tf32" if allow_tf32 else "ieee")
 
     # ------------------------------------------------------------------ entry
     def run(self) -> Program:
@@ -282,9 +283,6 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         ndim = len(ends)
         if ndim == 0:
             raise self.error("D004", call, f"dt.{kind} over zero dimensions")
-        if depth == 0 and ndim > 3:
-            raise self.error("D003", call, f"the grid loop has {ndim} dimensions; a launch grid has at most 3",
-                             hint="tile the outer dimensions in a nested dt.tile loop")
         if isinstance(block_size, (list, tuple)):
             bss = list(block_size)
             if len(bss) != ndim:

@@ -223,9 +223,24 @@ def _broadcast_dims(a, b):
             out.append(y)
         elif y is ONE:
             out.append(x)
+        elif _size_one(x):
+            out.append(y)
+        elif _size_one(y):
+            out.append(x)
         else:
             return None
     return tuple(out)
+
+
+def _size_one(d) -> bool:
+    """A whole dimension of one element (``r[tile, :]`` of an ``[M, 1]`` tensor) broadcasts like torch's size-1
+    dims: a block of one column in the generated code.  It stays one column (never padded for a matmul, never
+    looped): the flag makes a later matmul on it a D004 rather than a [B, 16] block broadcast against [B, N]."""
+    if isinstance(d, RInfo) and d.size == 1 and not d.used_in_dot:
+        d.broadcast_as_one = True
+        d.not_rollable("broadcast against a larger dimension")
+        return True
+    return False
 
 
 def _dims_text(dims) -> str:

@@ -11,7 +11,10 @@ import types
 import torch
 
 from . import ops
-from .errors import BlockDecision, CapturedTensor, PerTileDecision, TilePastEnd, TraceError
+from .errors import (
+    BlockDecision, CapturedTensor, NotInTileLoop, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd,
+    TraceError,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -105,8 +108,7 @@ class ExprTracer:
                                     list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
             if a in ops.TENSOR_METHODS:
                 return _Method(base, a)
-            raise self.error("D004", e, f".{a} is not supported on a value inside a tile loop",
-                             hint="see docs/deuteron.md for the supported ops")
+            raise NotInTileLoop(e, op=f".{a}()", why="", hint="see docs/deuteron.md for the supported ops")
         if isinstance(base, _MaxResult) and a in ("values", "indices"):
             return getattr(base, a)
         try:
@@ -389,7 +391,16 @@ class ExprTracer:
                 flat.append(it)
         return self.items_for(ht, flat, e)
 
-    def items_for(self, ht: HostTensor, flat: list, e):
+    def items_for(self, ht: HostTensor, flat: list, e, clip: bool = False):
+        """The index items of ``ht[flat]``; ``clip``: a tile may run past the end (``dt.load``: read as 0 there,
+        an item ``("tile", t, d, size)``)."""
+        self._clip = clip
+        try:
+            return self._items_for(ht, flat, e)
+        finally:
+            self._clip = False
+
+    def _items_for(self, ht: HostTensor, flat: list, e):
         rank = ht.t.dim()
         n_real = sum(1 for it in flat if it is not None and it is not Ellipsis)
         if any(it is Ellipsis for it in flat):
@@ -411,15 +422,14 @@ class ExprTracer:
                 continue
             size = ht.t.shape[d]
             if isinstance(it, TileInfo):
-                self._check_tile_fits(ht, it, d, size, e)
-                items.append(("tile", it, d))
+                items.append(self._tile_item(ht, it, d, size, e))
             elif isinstance(it, slice):
-                if it.start is not None or it.stop is not None or it.step is not None:
-                    raise self.error("D004", e, "only `:` (the whole dimension) is supported as a slice",
-                                     hint="tile the range: `for t in dt.tile(begin, end)` then x[t]")
-                sz = self.size_of(ht, d)
-                r = self.rdim(int(ht.t.shape[d]), sz, e)
-                items.append(("red", r, d))
+                if it.start is None and it.stop is None and it.step is None:
+                    sz = self.size_of(ht, d)
+                    r = self.rdim(int(ht.t.shape[d]), sz, e)
+                    items.append(("red", r, d))
+                else:
+                    items.append(self._bounded_slice(ht, it, d, e))
             elif isinstance(it, bool):
                 raise self.error("D004", e, "indexing with a bool")
             elif isinstance(it, int):
@@ -431,8 +441,7 @@ class ExprTracer:
                 if not _is_int_dtype(it.dtype):
                     raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
                 if it.op == "tile_index":
-                    self._check_tile_fits(ht, it.attrs["tile"], d, size, e)
-                    items.append(("tile", it.attrs["tile"], d))
+                    items.append(self._tile_item(ht, it.attrs["tile"], d, size, e))
                 elif it.dims:
                     items.append(("vec", it, d))
                 else:
@@ -443,6 +452,35 @@ class ExprTracer:
                 raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
             d += 1
         return items
+
+    def _bounded_slice(self, ht: HostTensor, it: slice, d: int, e):
+        """``x[tile, a:b]``: a whole dimension of ``b - a`` elements starting at ``a`` (bounds known when compiling:
+        ints, sizes with static shapes); ``("red", rdim, d, a)``."""
+        bounds = []
+        for what, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise SliceBound(e, tensor=ht.name, what=what, value=_describe(v))
+            bounds.append(v)
+        if not self.static:
+            raise SliceBound(e, tensor=ht.name, what="bounds", value="sizes passed at run time (static_shapes=False)")
+        size = int(ht.t.shape[d])
+        start, stop, step = slice(*bounds).indices(size)
+        if step != 1:
+            raise SliceBound(e, tensor=ht.name, what="step", value=str(step))
+        n = stop - start
+        if n < 1:
+            raise SliceBound(e, tensor=ht.name, what="range", value=f"{start}:{stop} (empty)")
+        r = self.rdim(n, n, e)
+        return ("red", r, d, start) if start else ("red", r, d)
+
+    def _tile_item(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
+        if getattr(self, "_clip", False):
+            end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
+            if not (isinstance(end, int) and not isinstance(end, bool) and end <= size):
+                return ("tile", t, d, self.size_of(ht, d))  # masked by the tensor's own bound too
+            return ("tile", t, d)
+        self._check_tile_fits(ht, t, d, size, e)
+        return ("tile", t, d)
 
     def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
         """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice
@@ -460,6 +498,9 @@ class ExprTracer:
             raise BlockDecision(src, what=what, dims=_dims_text(v.dims))
         if _per_tile_source(v) is not None:
             raise PerTileDecision(src, what=what)
+        t = _tunable_tile_bound(v)
+        if t is not None:
+            raise TileBoundDecision(src, what=what, tile=t.name)
 
     def _strides(self, ht: HostTensor, items):
         """Dynamic shapes: the strides the access uses are run-time parameters."""
@@ -602,3 +643,21 @@ def _function_body(fn):
 
 #: host tensor methods that make a new block inside a tile loop -> their torch hook
 _NEW_BLOCK = {"new_zeros": "new_zeros", "new_empty": "new_zeros", "new_ones": "new_ones", "new_full": "new_full"}
+
+
+def _tunable_tile_bound(v: Node):
+    """The tile whose ``begin`` / ``end`` / ``id`` / ``count`` / ``block_size`` ``v`` is computed from, where that
+    tile's block size is tunable (the kernel's tiles then depend on the config while ``kernel.ref`` runs the
+    whole loop as one tile), or None."""
+    seen, stack = set(), [v]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.op in ("tile_begin", "tile_end", "tile_id", "tile_count", "tile_block_size"):
+            t = n.attrs["tile"]
+            if t.kind == "tile" and t.slot is not None:
+                return t
+        stack.extend(n.operands())
+    return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import MatmulDtypes
+from .errors import BlockSizeBeforeTile, MatmulDtypes, SizeOneMatmul
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -294,8 +294,7 @@ class MathTracer:
             elif isinstance(s, BlockSizeInt):
                 t = next((t for t in self.prog.tiles if t.slot == s.slot), None)
                 if t is None:
-                    raise self.error("D004", src, "a registered block size used as a dimension before any tile "
-                                                  "uses it", hint="use the tile itself: dt.zeros([tile, ...])")
+                    raise BlockSizeBeforeTile(src)
                 dims.append(t)
             else:
                 n = self.static_int(s, src, "a dimension size")
@@ -477,6 +476,11 @@ class MathTracer:
         dims = tuple(a.dims[:-2]) + (a.dims[-2], b.dims[-1]) if len(a.dims) == 2 else \
             (a.dims[0] if a.dims[0] is not ONE else b.dims[0], a.dims[-2], b.dims[-1])
         for d in (a.dims[-2], ka, b.dims[-1]):
+            if isinstance(d, RInfo) and d.broadcast_as_one:
+                raise SizeOneMatmul(src)
+            if isinstance(d, RInfo) and d.exact_block and d.size < 16:
+                raise self.error("D004", src, f"a matmul over a dimension of {d.size} elements that a reshape or "
+                                              "dt.join made (a matmul would pad it to 16)")
             if isinstance(d, (TileInfo, RInfo)):
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):

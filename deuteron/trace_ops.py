@@ -18,7 +18,9 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import BadArguments, UnknownOption
+from .errors import (
+    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims, TileNotIterated, TileScan, UnknownOption,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -85,10 +87,11 @@ class OpsTracer:
         if hook is not None:
             return hook(self, e, f"dt.{name}", args, kwargs)
         if name in ("tile", "grid"):
-            raise self.error("D003", e, f"dt.{name}(...) must be the iterable of a for loop")
+            raise TileNotIterated(e, op=name)
         if name in ops.DT_HOST_ONLY:
-            raise self.error("D004", e, f"dt.{name} belongs in the host code, before the tile loops")
-        raise self.error("D004", e, f"dt.{name} cannot be used inside a tile loop")
+            raise NotInTileLoop(e, op=f"dt.{name}", why=": it belongs in the host code, before the tile loops",
+                                hint="call it before the outermost `for ... in dt.tile(...)` and use the result")
+        raise NotInTileLoop(e, op=f"dt.{name}", why="", hint="see docs/deuteron.md for the supported ops")
 
     def torch_call(self, tname, args, kwargs, e):
         kind, name = tname
@@ -96,8 +99,7 @@ class OpsTracer:
         op = table.get(name)
         prefix = "torch.nn.functional." if kind == "F" else "torch."
         if op is None or op not in TORCH_HOOKS:
-            raise self.error("D004", e, f"{prefix}{name} is not supported inside a tile loop",
-                             hint="see docs/deuteron.md for the supported ops")
+            raise NotInTileLoop(e, op=f"{prefix}{name}", why="", hint="see docs/deuteron.md for the supported ops")
         if any(isinstance(a, HostTensor) for a in list(args) + list(kwargs.values())) and op not in (
                 "zeros", "ones", "full", "arange"):
             ht = next(a for a in list(args) + list(kwargs.values()) if isinstance(a, HostTensor))
@@ -116,7 +118,7 @@ class OpsTracer:
         if op == "where" and not canonical:
             op = "where_method"
         if op is None or op not in TORCH_HOOKS:
-            raise self.error("D004", e, f".{name}() is not supported inside a tile loop")
+            raise NotInTileLoop(e, op=f".{name}()", why="", hint="see docs/deuteron.md for the supported ops")
         x = self._check_operand(x, name, op, e)
         return TORCH_HOOKS[op](self, e, f".{name}()", [x, *args], kwargs)
 
@@ -160,11 +162,57 @@ class OpsTracer:
                 raise self.error("D004", e, "reshape: cannot infer the -1 dimension")
             out[infer] = rest[0]
         if [d for d in out if d is not ONE] != real_in:
-            raise self.error("D004", e, f"reshape from {_dims_text(x.dims)} to {_dims_text(tuple(out))}: only size-1 "
-                                        "dimensions can be added or removed inside a tile loop")
+            _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out)
         if tuple(out) == x.dims:
             return x
         return self.emit(Node("reshape", [x], dims=out, dtype=x.dtype, pad=x.pad, weak=x.weak))
+
+
+def _check_whole_dims_regroup(tr, e, x, src_dims, dst_dims, out):
+    """A reshape that splits or merges whole dimensions (``[t, 64] -> [t, 2, 32]``, and back) between tiles that
+    stay where they are.  The whole dimensions involved must be powers of two (their blocks are then exactly their
+    size: no padding to move around) and stay one block (never looped, never padded for a matmul)."""
+    def groups(dims):
+        out, run = [], []
+        for d in dims:
+            if isinstance(d, RInfo):
+                run.append(d)
+            else:
+                out.append(run)
+                out.append(d)
+                run = []
+        out.append(run)
+        return out
+
+    def fail(why):
+        raise ReshapeDims(e, src=_dims_text(x.dims), dst=_dims_text(tuple(out)), why=why)
+
+    ga, gb = groups(src_dims), groups(dst_dims)
+    if len(ga) != len(gb):
+        fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+    for a, b in zip(ga, gb):
+        if isinstance(a, list) != isinstance(b, list):
+            fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+        if not isinstance(a, list):
+            if a is not b:
+                fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+            continue
+        if a == b:
+            continue
+        pa, pb = 1, 1
+        for d in a:
+            pa *= d.size
+        for d in b:
+            pb *= d.size
+        if pa != pb:
+            fail(f"{pa} elements cannot become {pb}")
+        for d in a + b:
+            if d.size & (d.size - 1):
+                fail(f"a whole dimension of {d.size} elements (split or merged ones must be powers of two)")
+            if d.used_in_dot and d.size < 16:
+                fail("a dimension a matmul pads to 16")
+            d.not_rollable("split or merged by a reshape")
+            d.exact_block = True
 
 
 # ---------------------------------------------------------------------------
@@ -173,17 +221,85 @@ class OpsTracer:
 
 
 @dt_hook(L.zeros)
-def _dt_zeros(tr, e, shape, dtype=None):
+def _dt_zeros(tr, e, shape, dtype=None, device=None):
     return tr.full(shape, 0, dtype, e)
 
 
 @dt_hook(L.full)
-def _dt_full(tr, e, shape, value, dtype=None):
+def _dt_full(tr, e, shape, value, dtype=None, device=None):
     return tr.full(shape, value, dtype, e)
+
+
+def _rng_offsets(tr, e, dims, what):
+    """The row-major offsets of a ``dt.rand`` block (a tile counts as its whole loop, ``[0, end)``)."""
+    off, stride = None, 1
+    nd = len(dims)
+    for pos in range(nd - 1, -1, -1):
+        d = dims[pos]
+        if d is ONE:
+            continue
+        if isinstance(d, TileInfo):
+            if not isinstance(d.end, (int, Node)) or isinstance(d.end, bool):
+                raise RandomShape(e, op=what, problem=f"the tile {d.name} has no end")
+            ext, idx = d.end, tr.tile_attr(d, "index", e)  # an int, or a run-time size (static_shapes=False)
+        elif isinstance(d, RInfo):
+            ext, idx = d.size, tr.arange([d.size], {}, e)
+        else:
+            raise RandomShape(e, op=what, problem=f"a dimension {d!r}")
+        v = idx
+        for _ in range(pos):
+            v = tr.expand_dims(v, 0, e)
+        for _ in range(nd - pos - 1):
+            v = tr.expand_dims(v, -1, e)
+        term = tr.binop("mul", v, stride, e) if not (isinstance(stride, int) and stride == 1) else v
+        off = term if off is None else tr.binop("add", off, term, e)
+        stride = stride * ext if isinstance(stride, int) and isinstance(ext, int) else tr.binop("mul", ext, stride, e)
+    if isinstance(stride, int) and stride > 2**31 - 1:
+        raise RandomShape(e, op=what, problem=f"{stride} elements (offsets must fit in int32)")
+    if off is None:
+        off = tr.full([], 0, torch.int32, e)
+    if tuple(off.dims) != tuple(dims):
+        off = tr.materialize(off, dims, torch.int32, e)
+    return off
+
+
+def _rng_seed(tr, e, seed, what):
+    if isinstance(seed, bool) or not isinstance(seed, (int, Node)) or (
+            isinstance(seed, Node) and (seed.dims or not _is_int_dtype(seed.dtype))):
+        raise RandomShape(e, op=what, problem=f"the seed must be an int (or an int argument), not {_describe(seed)}")
+    return seed
+
+
+@dt_hook(L.rand)
+def _dt_rand(tr, e, shape, seed, device=None):
+    dims = tr.shape_dims(shape, e)
+    off = _rng_offsets(tr, e, dims, "dt.rand")
+    seed = _rng_seed(tr, e, seed, "dt.rand")
+    args = [off] + ([seed] if isinstance(seed, Node) else [])
+    return tr.emit(Node("rand", args, dims=tuple(dims), dtype=torch.float32,
+                        attrs={"seed": None if isinstance(seed, Node) else int(seed)}))
+
+
+@dt_hook(L.randint)
+def _dt_randint(tr, e, shape, low, high, seed, device=None):
+    lo, hi = (tr.static_int(v, e, "a dt.randint bound") for v in (low, high))
+    if hi <= lo:
+        raise RandomShape(e, op="dt.randint", problem=f"high ({hi}) must be greater than low ({lo})")
+    dims = tr.shape_dims(shape, e)
+    off = _rng_offsets(tr, e, dims, "dt.randint")
+    seed = _rng_seed(tr, e, seed, "dt.randint")
+    args = [off] + ([seed] if isinstance(seed, Node) else [])
+    return tr.emit(Node("randint", args, dims=tuple(dims), dtype=torch.int32,
+                        attrs={"seed": None if isinstance(seed, Node) else int(seed), "low": lo, "high": hi}))
 
 
 @dt_hook(L.arange)
 def _dt_arange(tr, e, begin_or_end, end=None, step=1, dtype=None):
+    if end is None and step == 1 and isinstance(begin_or_end, Node) and begin_or_end.op == "tile_block_size":
+        # dt.arange(tile.block_size): 0 .. block_size-1 along that tile (tile.index - tile.begin)
+        t = begin_or_end.attrs["tile"]
+        v = tr.binop("sub", tr.tile_attr(t, "index", e), tr.tile_attr(t, "begin", e), e)
+        return tr.cast(v, dtype) if dtype is not None and dtype != v.dtype else v
     args = [begin_or_end] if end is None else [begin_or_end, end]
     if step != 1:
         args.append(step)
@@ -229,7 +345,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
         raise UnknownOption(e, op="dt.load", option="eviction_policy", value=eviction_policy,
                             choices=", ".join(_EVICTION))
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
-    items = tr.items_for(tensor, idx, e)
+    items = tr.items_for(tensor, idx, e, clip=True)  # a tile past the tensor's end reads 0 there
     dims = tr._items_dims(items)
     mask = _extra_mask(tr, e, "load", extra_mask, dims)
     return tr.load(tensor, items, e, extra_mask=mask, eviction=eviction_policy or None)
@@ -269,9 +385,12 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
-    tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
-                                                     "sem": sem, "scope": scope, "kind": kind}))
-    return None
+    at = tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
+                                                          "sem": sem, "scope": scope, "kind": kind}))
+    # the values before the update (exact where positions do not repeat); assigned only where the kernel uses them
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
+    at.attrs["old"] = old
+    return old
 
 
 @dt_hook(L.relu, L.sigmoid, L.silu, L.tanh, L.exp)
@@ -506,6 +625,13 @@ def _t_logsumexp(tr, e, op, input, dim=None, keepdim=False):
     return tr.logsumexp(input, dim, keepdim, e)
 
 
+def _check_scan_dim(tr, e, d, what):
+    """A scan along a tile of tunable size restarts at every tile in the kernel but runs over the whole loop in
+    kernel.ref (one tile): they would disagree."""
+    if isinstance(d, TileInfo) and d.kind == "tile" and d.slot is not None:
+        raise TileScan(e, op=what, tile=d.name)
+
+
 @torch_hook("cumsum", "cumprod")
 def _t_scan(tr, e, op, input, dim, *, dtype=None):
     x = input
@@ -513,6 +639,7 @@ def _t_scan(tr, e, op, input, dim, *, dtype=None):
     d = x.dims[dim]
     if isinstance(d, RInfo):
         d.not_rollable(f"used by {op}")
+    _check_scan_dim(tr, e, d, f"torch.{op}")
     dtype = dtype or (torch.int64 if not x.dtype.is_floating_point else x.dtype)
     xx = tr.cast(x, torch.float32) if x.dtype in _LOW_PRECISION else tr.cast(x, dtype)
     n = tr.emit(Node("scan", [xx], dims=x.dims, dtype=xx.dtype, attrs={"kind": op, "axis": dim}))
@@ -522,6 +649,17 @@ def _t_scan(tr, e, op, input, dim, *, dtype=None):
 @torch_hook("matmul")
 def _t_matmul(tr, e, op, input, other):
     return tr.matmul(input, other, None, e)
+
+
+@torch_hook("mm")
+def _t_mm(tr, e, op, input, mat2, out_dtype=None):
+    """``torch.mm`` / ``torch.bmm``, with torch's ``out_dtype`` overload (fp16 inputs, an fp32 result)."""
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise BadArguments(e, op="torch.mm/bmm", problem=f"out_dtype must be a torch.dtype, not {out_dtype!r}",
+                           signature="(input, mat2, out_dtype=None)")
+    if out_dtype is not None and isinstance(input, Node) and isinstance(mat2, Node) and input.dtype != mat2.dtype:
+        raise MatmulDtypes(e, a=input.dtype, b=mat2.dtype)
+    return tr.matmul(input, mat2, None, e, out_dtype=out_dtype)
 
 
 @torch_hook("addmm")

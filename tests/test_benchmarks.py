@@ -25,6 +25,7 @@ CPU_RUNS = {
     "lsp_latency.py": ["--edits", "2", "--hovers", "3", "--idle", "0.1"],
     "autotune_scaling.py": ["cpu", "--configs", "4", "--workers", "1,2", "--no-dask"],
     "launch_overhead.py": ["--cpu", "--windows", "2", "--rounds", "1", "--launches", "20"],
+    "helion_examples.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {

@@ -117,8 +117,6 @@ def test_the_graph_sees_function_local_and_relative_imports():
 #: cycles that remain, each being removed by the split of its package (issue 14): a cycle may shrink or
 #: go away, never grow, and no new one may appear.  Was 7 (one of them the CUDA backend's five modules).
 KNOWN = [
-    {"deuteron", "deuteron.autotune", "deuteron.autotune.cache", "deuteron.host", "deuteron.kernel"},
-    {"deuteron.language", "deuteron.ref"},
     {"lsp_server.commands", "lsp_server.server"},
     {"newt.frontend.builder", "newt.frontend.ops"},
     {"newt.runtime", "newt.runtime.autotuner", "newt.testing"},

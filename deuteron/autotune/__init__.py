@@ -351,7 +351,7 @@ class Tuner:
     def prepare(self, cand: Candidate):
         """Generate the candidate's kernels (no launch); invalid configs stop here."""
         from ..errors import DeuteronError
-        from ..kernel import _HostRun
+        from ..hostrun import _HostRun
         from .oracle import nan_allocations
         args, kwargs = self.expected.fresh_args(self.poison)
         b = self.kernel._bind(args, kwargs)
@@ -496,7 +496,7 @@ class Tuner:
         from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for
         from newt.tune.tasks import default_target
 
-        from ..kernel import _runtime_args
+        from ..hostrun import _runtime_args
         from ..runtime import num_sms
         compiles, launches = [], []
         for gen, mod, prog, host_locals in c.launches:

@@ -34,9 +34,10 @@ def _package_hash() -> str:
 def versions(device) -> dict:
     import torch
 
-    import deuteron
     import newt
-    out = {"deuteron": deuteron.__version__, "deuteron_code": _package_hash(), "newt": newt.__version__,
+
+    from .._version import __version__
+    out = {"deuteron": __version__, "deuteron_code": _package_hash(), "newt": newt.__version__,
            "torch": torch.__version__}
     try:
         from newt.runtime.compiler import nvrtc_version

@@ -82,3 +82,28 @@ def test_unknown_scope_and_bad_arguments_are_d004(tmp_path):
     """)
     raises_at(mod2, lambda: mod2.f(torch.zeros(8), torch.ones(8)), "D004", "dt.atomic_add(acc, [t]",
               contains="order")
+
+
+def test_atomics_return_the_old_values():
+    @dt.kernel
+    def bump(counts: torch.Tensor, inc: torch.Tensor) -> torch.Tensor:
+        before = torch.empty_like(counts)
+        for t in dt.tile(counts.size(0)):
+            before[t] = dt.atomic_add(counts, [t], inc[t])
+        return before
+
+    @dt.kernel
+    def bump_discard(counts: torch.Tensor, inc: torch.Tensor) -> torch.Tensor:
+        for t in dt.tile(counts.size(0)):
+            dt.atomic_max(counts, [t], inc[t])
+        return counts
+
+    c = torch.arange(50, dtype=torch.int32)
+    inc = torch.randint(0, 9, (50,), dtype=torch.int32)
+    c1, c2 = c.clone(), c.clone()
+    assert torch.equal(bump.run_with(dict(block_sizes=[16]), c1, inc), c)
+    assert torch.equal(c1, c + inc)
+    assert torch.equal(bump.ref(c2, inc), c) and torch.equal(c2, c + inc)
+    assert "old_counts = nl.atomic_add(" in bump.to_newt_source(c, inc)
+    src = bump_discard.to_newt_source(c, inc)
+    assert "old_" not in src and "nl.atomic_max(" in src  # an unused old value is not assigned

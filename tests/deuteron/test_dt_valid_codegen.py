@@ -34,6 +34,81 @@ def k(x, y):
         out[tm, tn] = ({e}).to(torch.float32)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # random numbers next to loaded values
+    "random": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        a = x[tm, tn]
+        b = dt.rand([tm, tn], seed=3) - dt.randint([tm, tn], 0, 5, seed=4).to(torch.float32) + y[tm, tn]
+        out[tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # dt.load of a column tile running past x's end (Helion's masked concatenation), over a 4-D grid
+    "concat4d": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    x4 = x.view(1, 1, m, n)
+    y4 = y.view(1, 1, m, n)
+    out = torch.empty([1, 1, m, 2 * n], dtype=torch.float32, device=x.device)
+    for tp, tq, tm, tn in dt.tile(out.size()):
+        a = dt.load(x4, [tp, tq, tm, tn], extra_mask=(tn.index < n)[None, None, None, :]).to(torch.float32)
+        b = dt.load(y4, [tp, tq, tm, tn.index - n], extra_mask=(tn.index >= n)[None, None, None, :]).to(torch.float32)
+        out[tp, tq, tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # a batched score matmul through torch.bmm's out_dtype
+    "bmm_out": ("""
+@dt.kernel
+def k(x, y):
+    m, kk = x.shape
+    _, n = y.shape
+    x3 = x.view(1, m, kk)
+    y3 = y.view(1, kk, n)
+    out = torch.empty([1, m, n], dtype=torch.float32, device=x.device)
+    for tb, tm, tn in dt.tile([1, m, n], block_size=[1, None, None]):
+        a = torch.bmm(x3[tb, tm, :], y3[tb, :, tn], torch.float32)
+        b = a * 0.25
+        out[tb, tm, tn] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, k).to(dt), torch.randn(k, n).to(dt))),
+    # a user combine function: a tuple reduce and a scan over whole rows
+    "combine": ("""
+def _add(p, q):
+    return p + q
+
+
+def _pick(v0, w0, v1, w1):
+    keep = v1 > v0
+    return torch.where(keep, v1, v0), torch.where(keep, w1, w0)
+
+
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a = x[tm, :].to(torch.float32)
+        b = dt.associative_scan(_add, y[tm, :].to(torch.float32), dim=1)
+        hi, w = dt.reduce(_pick, ({e}, b), dim=1, other=(float("-inf"), 0.0))
+        out[tm] = hi + w
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # halves of a row split by a reshape, recombined by dt.join (Helion's rope)
+    "halves": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a, b = dt.split(x[tm, :32].to(torch.float32).reshape([tm, 2, 16]).permute(0, 2, 1))
+        c = dt.join(({e}), a * b).permute(0, 2, 1).reshape([tm, 32])
+        out[tm, :32] = c + y[tm, :32].to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
     # whole rows, reduced
     "rows": ("""
 @dt.kernel
@@ -63,6 +138,18 @@ def k(x, y):
         out[tm, tn] = ({e}).to(out.dtype)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, k).to(dt), torch.randn(k, n).to(dt))),
+    # bounded slices: shifted windows of two rows, stored into the middle of the output
+    "slices": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a = x[tm, 2:].to(torch.float32)
+        b = y[tm, :-2].to(torch.float32)
+        out[tm, 1:n - 1] = ({e}).to(torch.float32)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
     # a gather-GEMV: rows picked by an index vector, times a vector
     "gemv": ("""
 @dt.kernel
@@ -91,8 +178,11 @@ def expressions(draw, depth=2):
 @settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(sorted(PROGRAMS)), e=expressions(), m=st.sampled_from([16, 33, 64]),
        n=st.sampled_from([16, 48, 64]), k=st.sampled_from([16, 32]),
-       dtype=st.sampled_from([torch.float16, torch.float32]), seed=st.integers(0, 3))
-def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed):
+       dtype=st.sampled_from([torch.float16, torch.float32]), seed=st.integers(0, 3),
+       pid=st.sampled_from([None, "flat", "xyz", "persistent_interleaved", "persistent_blocked"]),
+       stages=st.sampled_from([None, 0, 2, 4]), unroll=st.sampled_from([None, 0, 2]),
+       flatten=st.sampled_from([None, True]))
+def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed, pid, stages, unroll, flatten):
     src, make = PROGRAMS[kind]
     mod = write_module(tmp_path, f"prop_{kind}_{next(_count)}", src.format(e=e))
     kern = next(v for v in vars(mod).values() if isinstance(v, Kernel))
@@ -105,7 +195,16 @@ def test_random_tile_programs_compile(tmp_path, kind, e, m, n, k, dtype, seed):
         return
     import random
     cfg = space.random(random.Random(seed)) if seed else space.default()
-    fns = build_ir_for(kern, *args, config=cfg)  # newt's front end on the generated source: must not raise
+    # Helion's loop and program-id fields (the gemm's k loop is the one tile loop inside a kernel here)
+    cfg = cfg.replace(pid_type=pid, range_num_stages=None if stages is None else [stages],
+                      range_unroll_factors=None if unroll is None else [unroll],
+                      range_flattens=None if flatten is None else [flatten])
+    try:
+        fns = build_ir_for(kern, *args, config=cfg)  # newt's front end on the generated source
+    except newt.CompilationError as err:  # only a D-error at the user's file (a config that does not fit: D005)
+        d = err.diagnostics[0]
+        assert d.code.startswith("D") and d.file == mod.__file__, str(err)
+        return
     assert fns and all(f is not None for f in fns)
     if seed == 0:  # CUDA C++ and a cubin for sm_80 (NVRTC offline, no GPU needed)
         bins = binaries_for(kern, *args, config=cfg, target="sm_80")
@@ -132,3 +231,24 @@ def test_gather_gemv_with_a_block_of_one_row(tmp_path):
     assert build_ir_for(kern, x, y, config=dict(block_sizes=[1]))
     exp = (x.float().flip(0) * y[0].float()[None, :]).sum(1)
     torch.testing.assert_close(kern.run_with(dict(block_sizes=[1]), x, y), exp, atol=1e-3, rtol=1e-3)
+
+
+def test_store_through_a_size_one_whole_dimension_padded_for_a_dot(tmp_path):
+    """Found by Helion's gather_gemv: ``x[tile_k, :]`` of an ``[S, 1]`` x is padded to 16 columns for the dot, so
+    ``out[tile, :] = acc`` stores a ``[B, 16]`` block; the pointer (stride 0 along the size-1 dimension) must keep
+    that shape (it was ``[B, 1]``, N030)."""
+    mod = write_module(tmp_path, "gemv_col", """
+@dt.kernel
+def k(w, x):
+    m, s = w.shape
+    out = torch.empty([m, 1], dtype=x.dtype, device=x.device)
+    for tm in dt.tile(m):
+        acc = dt.zeros([tm, 1], dtype=torch.float32)
+        for tk in dt.tile(s):
+            acc += dt.dot(w[tm, tk], x[tk, :])
+        out[tm, :] = acc
+    return out
+""")
+    w, x = torch.randn(48, 32), torch.randn(32, 1)
+    torch.testing.assert_close(mod.k(w, x), w @ x, atol=1e-3, rtol=1e-3)
+    assert "nl.broadcast_to(out + " in mod.k.to_newt_source(w, x)

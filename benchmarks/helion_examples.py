@@ -1,0 +1,529 @@
+"""Helion's own examples, ported to deuteron by renaming APIs only, run on the CPU interpreter.
+
+    python benchmarks/helion_examples.py MIRROR [--only add,softmax] [--json out.json] [--timeout 240]
+
+MIRROR is a local copy of github.com/pytorch/helion: a checkout (a folder with ``examples/``) or a bare git
+directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept:
+each example is read from the mirror, renamed in memory, written to a temporary folder and imported from there.
+Without a mirror the script says so and exits 0 (it is a measurement, not a test).
+
+The port is textual and renames only:
+``import helion.language as hl`` -> ``import deuteron as dt`` and ``hl.X`` -> ``dt.X`` (``hl`` is kept as the
+alias where a file already uses the name ``dt``, as the mamba2 examples do for a tensor), ``helion.X`` ->
+``deuteron.X``, ``from helion.autotuner... import`` -> ``from deuteron import``. Helion's test harness
+(``helion._testing``: ``run_example``, ``DEVICE``, ``HALF_DTYPE``; and the private backend probes
+``_get_backend``/``use_tileir_tunables``) is replaced by this script's ``_helion_harness`` module, where
+``run_example`` compares every kernel with the first baseline at the example's own tolerances (Helion's
+defaults rtol 1e-2, atol 1e-1), forward and, with ``bwd=True``, backward, and times nothing.
+
+Sizes: each example's ``check(...)``/``test(...)`` is called with small sizes (``DRIVERS``) since the CPU
+interpreter runs every program; where an example builds its inputs inline in ``main()``, ``main()`` runs with
+the size literals replaced (``SIZES``). Kernels, references and tolerances are the example's own.
+
+Counted: each ``@helion.kernel`` function an example's checks call. It runs correctly when every check that
+called it passed; a check that raises blames the kernel that raised (or every kernel it called, for a wrong
+result). Kernels no check calls (disabled in the example) are listed apart. Every failure gets a cause: the
+error class, its D-code and the first line of its message; the summary groups them by frequency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import types
+
+# example file -> the statements its check runs, in the module's namespace (small sizes; see the docstring)
+DRIVERS: dict[str, list[str]] = {
+    "add.py": ["check(100, 200)"],
+    "attention.py": ["test(1, 2, 128, 64, HALF_DTYPE, device=DEVICE)"],
+    "batch_softmax.py": ["check(4, 32, 100)"],
+    "bf16xint16_gemm.py": ["check(64, 64, 64)"],
+    "blackwell_attention.py": ["test(1, 2, 128, 64, torch.bfloat16, device='cpu')"],
+    "bmm.py": ["check(2, 64, 48, 80)"],
+    "broadcast_matmul.py": ["check(2, 64, 48, 80)"],
+    "concatenate.py": ["main()"],
+    "cross_entropy.py": ["main()"],
+    "embedding.py": ["main()"],
+    "epilogue_subtiling.py": ["check(64, 64, 64)"],
+    "exp.py": ["check(10000)"],
+    "flex_attention.py": ["test(1, 2, 128, 64, HALF_DTYPE, device='cpu')",
+                          "test(1, 2, 128, 64, HALF_DTYPE, lambda score, *_: torch.tanh(score), device='cpu')"],
+    "fp8_attention.py": ["check(1, 2, 128, 64)"],
+    "fp8_gemm.py": ["check(64, 64, 64, b_col_major=True)", "check(64, 64, 64, b_col_major=False)"],
+    "fp8_matmul.py": ["check(64, 128, 128)"],
+    "fused_linear_jsd.py": ["check(32, 64, 500)"],
+    "gather_gemv.py": ["check(8, 128, 2)"],
+    "gdn_fwd_h.py": ["test(1, 2, 256, 64, 64, 64)"],
+    "geglu.py": ["check_geglu_kernel((2, 16, 64))", "check_geglu_mlp(2, 16, 64, 96)"],
+    "grouped_gemm.py": ["main()"],
+    "grpo_loss.py": ["test_grpo_loss(B=2, L=16, V=500)"],
+    "int4_gemm.py": ["check(16, 128, 64)"],
+    "jagged_dense_add.py": ["main()"],
+    "jagged_dense_bmm.py": ["main()"],
+    "jagged_hstu_attn.py": ["test(batch_size=4, max_seq_len=64, heads=2, head_dim=32, dtype=torch.bfloat16, "
+                            "device=DEVICE)"],
+    "jagged_hstu_attn_2.py": ["main()"],
+    "jagged_layer_norm.py": ["main()"],
+    "jagged_mean.py": ["main()"],
+    "jagged_softmax.py": ["main()"],
+    "jagged_sum.py": ["main()"],
+    "jsd.py": ["check_jsd_kernel(2, 8, 1000, 0.5, -100, False)", "check_jsd_kernel(2, 8, 1000, 0.5, -100, True)"],
+    "kl_div.py": ["check_kl_div_kernel(2, 8, 1000, 'batchmean', False, 1e-10)"],
+    "layer_norm.py": ["main()"],
+    "long_sum.py": ["check(4, 13000)"],
+    "low_mem_dropout.py": ["check(0.25, 8192)"],
+    "mamba2_chunk_scan.py": ["main()"],
+    "mamba2_chunk_state.py": ["main()"],
+    "matmul.py": ["check(128, 64, 96)"],
+    "matmul_layernorm.py": ["check(32, 64, 200)"],
+    "matmul_split_k.py": ["check(64, 1024, 64)"],
+    "moe_matmul_ogs.py": ["check(100, 64, 32, 4)"],
+    "nvfp4_gemm.py": ["check_w4a16(64, 128, 64)", "check_w4a4(64, 128, 64)", "check_scaled(128, 256, 256)"],
+    "nvfp4_gemv.py": ["check_bf16in(64, 128, 'triton')", "check_fp4in(64, 128, 'triton')"],
+    "rms_norm.py": ["check(64, 200)"],
+    "rope.py": ["main()"],
+    "se_block.py": ["check(64, 64)"],
+    "segment_reduction.py": ["main()"],
+    "softmax.py": ["check(64, 200)"],
+    "split_k_barrier.py": ["check(16, 1024, 16)"],
+    "squeeze_and_excitation_net.py": ["check(64, 64, 64)"],
+    "sum.py": ["check(64, 200)"],
+    "swiglu.py": ["check_swiglu_kernel((2, 16, 64))", "check_swiglu_mlp(2, 16, 64, 96)"],
+    "welford.py": ["check(64, 200)"],
+    "xsa.py": ["check(1, 2, 64, 32, HALF_DTYPE)", "check_near_zero_v(1, 2, 64, 32)"],
+}
+
+# example file -> (text, replacement) applied to its main(): the size literals of inputs built inline
+SIZES: dict[str, list[tuple[str, str]]] = {
+    "concatenate.py": [("[1500, 400]", "[150, 40]"), ("[1500, 600]", "[150, 60]")],
+    "cross_entropy.py": [("8, 2048, 131072", "2, 8, 1000")],
+    "jagged_dense_add.py": [("rows, cols = 256, 5000", "rows, cols = 32, 300")],
+    "jagged_hstu_attn_2.py": [("num_sequences = 16", "num_sequences = 3"), ("max_seq_len = 512", "max_seq_len = 48"),
+                              ("heads = 32", "heads = 2"), ("head_dim = 128", "head_dim = 32")],
+    "jagged_layer_norm.py": [("range(5, 16, 3)", "range(5, 6, 3)"), ("range(5, 10, 3)", "range(5, 6, 3)"),
+                             ("max_seqlen_list = [128]", "max_seqlen_list = [16]")],
+    "jagged_softmax.py": [("num_rows, max_cols = 512, 64", "num_rows, max_cols = 32, 16"),
+                          ("M = 128", "M = 24")],
+    "layer_norm.py": [("batch_size = 4096", "batch_size = 64"), ("dim = 10240", "dim = 200")],
+    "mamba2_chunk_scan.py": [("8, 80, 1, 4096, 256, 64, 128", "1, 2, 1, 128, 64, 16, 16")],
+    "mamba2_chunk_state.py": [("8, 80, 1, 4096, 256, 64, 128", "1, 2, 1, 128, 64, 16, 16")],
+}
+
+# AOT tooling demos (build/deploy workflow, no correctness check of a kernel)
+SKIPPED = {"__init__.py": "package marker", "aot_compile_example.py": "AOT tooling demo",
+           "aot_example.py": "AOT tooling demo"}
+
+
+# ---- reading and renaming -------------------------------------------------------------------------------------
+
+def list_examples(mirror: str) -> dict[str, str]:
+    """file name -> source text of every examples/*.py in the mirror."""
+    out: dict[str, str] = {}
+    if os.path.isdir(os.path.join(mirror, "examples")):
+        folder = os.path.join(mirror, "examples")
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    out[name] = f.read()
+        return out
+    names = subprocess.run(["git", f"--git-dir={mirror}", "ls-tree", "--name-only", "HEAD", "examples/"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for path in names:
+        if path.endswith(".py"):
+            out[os.path.basename(path)] = subprocess.run(
+                ["git", f"--git-dir={mirror}", "show", f"HEAD:{path}"], capture_output=True, text=True,
+                check=True).stdout
+    return out
+
+
+def _uses_name(src: str, name: str) -> bool:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name:
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            return True
+    return False
+
+
+def port(src: str) -> str:
+    """Helion -> deuteron by renaming APIs only."""
+    alias = "hl" if _uses_name(src, "dt") else "dt"
+    src = re.sub(r"^(\s*)from helion\._testing import", r"\1from _helion_harness import", src, flags=re.M)
+    src = re.sub(r"^(\s*)from helion\.runtime\.settings import _get_backend", r"\1from _helion_harness import "
+                 r"_get_backend", src, flags=re.M)
+    src = re.sub(r"^(\s*)from helion\._compat import", r"\1from _helion_harness import", src, flags=re.M)
+    src = re.sub(r"^(\s*)from helion\.autotuner\.benchmarking import", r"\1from _helion_harness import", src,
+                 flags=re.M)
+    src = re.sub(r"^(\s*)from helion\.autotuner(\.[a-z_]+)? import", r"\1from deuteron import", src, flags=re.M)
+    src = re.sub(r"^(\s*)import helion\.language as hl\s*$", rf"\1import deuteron as {alias}", src, flags=re.M)
+    src = re.sub(r"^(\s*)import helion\s*$", r"\1import deuteron", src, flags=re.M)
+    src = re.sub(r"^(\s*)import helion\.(\w+)\s*$", r"\1import deuteron.\2", src, flags=re.M)
+    if alias != "hl":
+        src = re.sub(r"(?<![\w.])hl\.", f"{alias}.", src)
+    src = re.sub(r"(?<![\w.])helion\.", "deuteron.", src)
+    return src
+
+
+# ---- the harness module the ported examples import ------------------------------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.checks: list[dict] = []       # {kernels: [...], ok, cause, blamed}
+        self.called: list[str] = []        # kernels called since the last mark
+        self.raised_in: str | None = None  # the innermost kernel an exception left
+
+    def mark(self):
+        self.called = []
+        self.raised_in = None
+
+
+REC = Recorder()
+
+
+def _as_tensors(x):
+    import torch
+    if isinstance(x, torch.Tensor):
+        return (x,)
+    if isinstance(x, (tuple, list)):
+        return tuple(t for t in x if isinstance(t, torch.Tensor))
+    return ()
+
+
+def _clone(args):
+    import torch
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            c = a.detach().clone()
+            c.requires_grad_(a.requires_grad)
+            out.append(c)
+        elif isinstance(a, list):
+            out.append([t.clone() if isinstance(t, torch.Tensor) else t for t in a])
+        else:
+            out.append(a)
+    return out
+
+
+def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_name="torch", rtol=1e-2, atol=1e-1,
+                max_mismatch_pct=None, max_mismatched_abs_diff=None, bwd=False, **_ignored):
+    kernels = kernel_fn if isinstance(kernel_fn, dict) else {kernel_name: kernel_fn}
+    baselines = baseline_fn if isinstance(baseline_fn, dict) else {baseline_name: baseline_fn}
+    expected = None
+    for base in baselines.values():  # the first baseline that runs here (a Triton one cannot on the CPU)
+        try:
+            expected = _as_tensors(base(*args))
+            break
+        except Exception:  # noqa: BLE001
+            if base is list(baselines.values())[-1]:
+                raise
+    for name, fn in kernels.items():
+        REC.mark()
+        entry = {"check": name, "ok": False, "cause": None, "kernels": []}
+        try:
+            got = _as_tensors(fn(*_clone(args)))
+            if len(got) != len(expected):
+                raise AssertionError(f"{len(got)} outputs, the reference has {len(expected)}")
+            for r, e in zip(got, expected):
+                _compare(r, e, rtol, atol, max_mismatch_pct)
+            if bwd:
+                _check_backward(fn, base, args, rtol, atol)
+            entry["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded with its cause
+            entry["cause"] = cause_of(exc)
+            entry["trace"] = traceback.format_exc(limit=-6)
+            entry["blamed"] = [REC.raised_in] if REC.raised_in else None
+        entry["kernels"] = sorted(set(REC.called))
+        REC.checks.append(entry)
+    return {}
+
+
+def _compare(r, e, rtol, atol, max_mismatch_pct):
+    import torch
+    r, e = r.detach().to(torch.float32), e.detach().to(torch.float32)
+    if max_mismatch_pct is not None and r.shape == e.shape:
+        bad = ~torch.isclose(r, e, rtol=rtol, atol=atol, equal_nan=True)
+        if bad.float().mean().item() <= max_mismatch_pct:
+            return
+    torch.testing.assert_close(r, e, rtol=rtol, atol=atol)
+
+
+def _check_backward(fn, base, args, rtol, atol):
+    import torch
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    if not leaves:
+        raise AssertionError("bwd=True but no argument requires grad")
+    out = base(*args)
+    grad = torch.randn_like(out)
+    out.backward(grad, retain_graph=True)
+    want = [t.grad.clone() if t.grad is not None else None for t in leaves]
+    for t in leaves:
+        t.grad = None
+    fn(*args).backward(grad, retain_graph=True)
+    for t, w in zip(leaves, want):
+        if (w is None) != (t.grad is None):
+            raise AssertionError("a gradient is missing")
+        if w is not None:
+            torch.testing.assert_close(t.grad.float(), w.float(), rtol=rtol, atol=atol)
+        t.grad = None
+
+
+def cause_of(exc: BaseException) -> str:
+    code = ""
+    diags = getattr(exc, "diagnostics", None)
+    if diags:
+        d = diags[0]
+        code = f"{d.code} "
+        msg = d.message
+    else:
+        msg = str(exc)
+    msg = (msg.strip().splitlines() or [""])[0]
+    msg = re.sub(r"\d+", "N", msg)[:110]
+    return f"{type(exc).__name__}: {code}{msg}"
+
+
+def make_harness():
+    import torch
+    m = types.ModuleType("_helion_harness")
+    m.DEVICE = torch.device("cpu")
+    m.HALF_DTYPE = torch.float16
+    m.LONG_INT_TYPE = torch.int64
+    m.run_example = run_example
+    m._get_backend = lambda: "triton"
+    m.use_tileir_tunables = lambda: False
+
+    def do_bench(fn, *a, **k):
+        fn()
+        return 0.0
+    m.do_bench = do_bench
+    m.do_bench_generic = do_bench
+    return m
+
+
+def watch_kernels():
+    """Wrap deuteron.Kernel.__call__ to record which kernels a check calls and which one raised."""
+    import deuteron
+    original = deuteron.Kernel.__call__
+
+    def call(self, *a, **k):
+        name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
+        REC.called.append(name)
+        try:
+            return original(self, *a, **k)
+        except BaseException:
+            if REC.raised_in is None:
+                REC.raised_in = name
+            raise
+    deuteron.Kernel.__call__ = call
+
+
+def kernel_names(src: str) -> list[str]:
+    """The functions an example decorates with @helion.kernel (or assigns from helion.kernel(...))."""
+    names = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef):
+            for d in node.decorator_list:
+                text = ast.unparse(d)
+                if text.startswith(("helion.kernel", "helion.aot_kernel")):
+                    names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            text = ast.unparse(node.value.func)
+            if text.startswith("helion.kernel"):
+                tgt = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                if isinstance(tgt, ast.Name):
+                    names.append(tgt.id)
+    return names
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout("the check ran past the time limit")
+
+
+def run_file(name: str, src: str, tmp: str, timeout: int) -> dict:
+    ported = port(src)
+    for old, new in SIZES.get(name, []):
+        if old not in ported:
+            raise SystemExit(f"{name}: size literal {old!r} not found (the example changed)")
+        ported = ported.replace(old, new)
+    path = os.path.join(tmp, "dtx_" + name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(ported)
+    declared = kernel_names(src)
+    checks_before = len(REC.checks)
+    file_errors = []
+    t0 = time.time()
+    mod = None
+    try:
+        spec = importlib.util.spec_from_file_location("dtx_" + name[:-3], path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    except Exception as exc:  # noqa: BLE001
+        file_errors.append({"stmt": "import", "cause": cause_of(exc), "trace": traceback.format_exc(limit=-4),
+                            "kernels": []})
+    if mod is not None:
+        for stmt in DRIVERS.get(name, ["main()"]):
+            REC.mark()
+            n_before = len(REC.checks)
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.alarm(timeout)
+            try:
+                exec(stmt, vars(mod))
+                if len(REC.checks) == n_before:   # a check with its own asserts (no run_example)
+                    REC.checks.append({"check": stmt, "ok": True, "cause": None, "kernels": sorted(set(REC.called))})
+            except BaseException as exc:  # noqa: BLE001
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                file_errors.append({"stmt": stmt, "cause": cause_of(exc), "trace": traceback.format_exc(limit=-6),
+                                    "kernels": sorted(set(REC.called)),
+                                    "blamed": [REC.raised_in] if REC.raised_in else None})
+            finally:
+                signal.alarm(0)
+    checks = REC.checks[checks_before:] + [dict(e, check=e["stmt"], ok=False) for e in file_errors]
+    # per kernel: passes when every check that called it passed
+    status: dict[str, dict] = {}
+    for k in declared:
+        status[k] = {"ok": None, "cause": None}
+    for c in checks:
+        called = c.get("kernels") or []
+        blamed = c.get("blamed") or (called if called else None)
+        if c["ok"]:
+            for k in called:
+                if k in status and status[k]["ok"] is None:
+                    status[k]["ok"] = True
+            continue
+        targets = blamed if blamed else [k for k in declared if status[k]["ok"] is None] or declared
+        for k in targets:
+            if k in status:
+                if status[k]["ok"] is not False:
+                    status[k] = {"ok": False, "cause": c["cause"]}
+        for k in called:
+            if k in status and k not in targets and status[k]["ok"] is None:
+                status[k]["ok"] = True
+    return {"file": name, "seconds": round(time.time() - t0, 1), "kernels": status,
+            "checks": [{k: v for k, v in c.items() if k != "trace"} for c in checks],
+            "traces": [c.get("trace") for c in checks if not c["ok"]]}
+
+
+# a two-kernel example in Helion's spelling (written for this script) for --smoke: one right, one wrong
+_SMOKE_EXAMPLE = '''
+import torch
+import helion
+from helion._testing import DEVICE, run_example
+import helion.language as hl
+
+
+@helion.kernel(ignore_warnings=[helion.exc.TensorOperationInWrapper])
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+@helion.kernel()
+def off_by_one(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2 + 1
+    return out
+
+
+def check(n: int) -> None:
+    x = torch.randn(n, device=DEVICE)
+    run_example({"double": double, "off_by_one": off_by_one}, lambda x: x * 2, (x,))
+'''
+
+
+def smoke() -> int:
+    """Port and run the built-in example through the whole harness: 1 of 2 kernels must come out right."""
+    with tempfile.TemporaryDirectory(prefix="helion_smoke_") as mirror:
+        os.makedirs(os.path.join(mirror, "examples"))
+        with open(os.path.join(mirror, "examples", "smoke.py"), "w", encoding="utf-8") as f:
+            f.write(_SMOKE_EXAMPLE)
+        DRIVERS["smoke.py"] = ["check(100)"]
+        out = os.path.join(mirror, "result.json")
+        main([mirror, "--json", out])
+        with open(out, encoding="utf-8") as f:
+            r = json.load(f)
+    ks = r["results"][0]["kernels"]
+    ok = r["passed"] == 1 and r["counted"] == 2 and ks["double"]["ok"] and ks["off_by_one"]["ok"] is False \
+        and "AssertionError" in ks["off_by_one"]["cause"]
+    print("smoke:", "ok" if ok else f"unexpected {r['passed']}/{r['counted']} {ks}")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mirror", nargs="?", help="a local copy of github.com/pytorch/helion (checkout or git dir)")
+    ap.add_argument("--only", help="comma-separated example files (add,softmax or add.py,...)")
+    ap.add_argument("--json", help="write every result here")
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per check statement")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print the trace of each failure")
+    ap.add_argument("--smoke", action="store_true", help="run the harness on a built-in two-kernel example")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        return smoke()
+    if not a.mirror or not os.path.exists(a.mirror):
+        print(f"helion_examples: no Helion mirror at {a.mirror!r}; nothing measured")
+        return 0
+    os.environ.setdefault("DEUTERON_AUTOTUNE_EFFORT", "none")
+    examples = list_examples(a.mirror)
+    only = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",")} if a.only else None
+    sys.modules["_helion_harness"] = make_harness()
+    watch_kernels()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="helion_examples_") as tmp:
+        sys.path.insert(0, tmp)
+        for name, src in examples.items():
+            if name in SKIPPED or (only and name not in only):
+                continue
+            r = run_file(name, src, tmp, a.timeout)
+            results.append(r)
+            oks = sum(1 for s in r["kernels"].values() if s["ok"])
+            tot = sum(1 for s in r["kernels"].values() if s["ok"] is not None)
+            print(f"{name:32s} {oks}/{tot} kernels  ({r['seconds']} s)", flush=True)
+            for k, s in r["kernels"].items():
+                if s["ok"] is False:
+                    print(f"    {k}: {s['cause']}")
+            if a.verbose:
+                for t in r["traces"]:
+                    print("      " + (t or "").replace("\n", "\n      "))
+    kern = [(r["file"], k, s) for r in results for k, s in r["kernels"].items()]
+    counted = [x for x in kern if x[2]["ok"] is not None]
+    passed = [x for x in counted if x[2]["ok"]]
+    files_ok = sum(1 for r in results if all(s["ok"] is not False for s in r["kernels"].values())
+                   and any(s["ok"] for s in r["kernels"].values()))
+    causes = collections.Counter(x[2]["cause"] for x in counted if not x[2]["ok"])
+    print(f"\n{len(passed)} of {len(counted)} kernels run correctly ({files_ok} of {len(results)} example files "
+          f"entirely); {len(kern) - len(counted)} kernels no check calls")
+    print("causes by frequency:")
+    for cause, n in causes.most_common():
+        print(f"  {n:3d}  {cause}")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"passed": len(passed), "counted": len(counted), "files_ok": files_ok,
+                       "causes": causes.most_common(), "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Running a kernel's host code once: tracing its tile loops (discovery, source generation) and launching the
+generated kernels with the arguments each needs.  ``deuteron.kernel`` (the kernel object) and the autotuner
+both use it; it imports neither.
+
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import language as L
+from .config import Config
+from .errors import DeuteronError
+
+def _np2(n):
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+def _fetch(source, host_locals, g):
+    kind = source[0]
+    if kind == "local":
+        name = source[1]
+        if name in host_locals:
+            return host_locals[name]
+        return g.get(name, _MISSING)
+    if kind == "item":
+        base = host_locals.get(source[1], g.get(source[1], _MISSING))
+        try:
+            return base[source[2]]
+        except Exception:  # noqa: BLE001
+            return _MISSING
+    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
+        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return _MISSING
+        if kind == "fnglobal":
+            return fn.__globals__.get(source[2], _MISSING)
+        try:
+            return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
+        except (ValueError, TypeError, IndexError):
+            return _MISSING
+    return _MISSING
+
+
+_MISSING = object()
+
+
+_TRACE_HELPERS: list = []  # [torch.Tensor, trace._guard_value], filled on first use (no imports per call)
+
+
+def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
+    """Whether the traced ``prog`` fits this launch (the tensors' dtypes, devices, shapes and strides, and the
+    host values it was specialized on).  With static shapes, a tensor that is still the argument of its name
+    is not checked again: the entry (``Kernel._key``) already matched it exactly."""
+    if not _TRACE_HELPERS:
+        import torch
+
+        from .trace_common import _guard_value
+        _TRACE_HELPERS[:] = [torch.Tensor, _guard_value]
+    tensor, _guard_value = _TRACE_HELPERS
+    for ta in prog.tensors.values():
+        src = ta.sources[0]
+        t = _fetch(src, host_locals, g)
+        if not (static and arguments and src[0] == "local" and arguments.get(src[1], _MISSING) is t):
+            if not isinstance(t, tensor) or t.dtype != ta.dtype:
+                return False
+            if t.is_cuda != ta.tensor.is_cuda or (not t.is_cuda and t.device.type != ta.tensor.device.type):
+                return False
+            if static:
+                if t.shape != ta.shape or t.stride() != ta.strides:
+                    return False
+            elif t.dim() != len(ta.shape) or any(_np2(a) != _np2(b) for a, b in zip(t.shape, ta.shape)) or \
+                    any((a == 1) != (b == 1) for a, b in zip(t.stride(), ta.strides)):
+                return False
+        for s in ta.sources[1:]:
+            if _fetch(s, host_locals, g) is not t:
+                return False
+    for key, gv in prog.guards:
+        if key[0] in ("local", "cell", "fnglobal"):
+            v = _fetch(key, host_locals, g)
+            if v is _MISSING or _guard_value(v) != gv:
+                return False
+        else:
+            what, tname, d = key
+            ta = prog.tensors.get(tname)
+            t = _fetch(ta.sources[0], host_locals, g) if ta else _MISSING
+            if not isinstance(t, tensor):
+                return False
+            val = t.shape[d] if what == "size" else t.stride(d)
+            if _guard_value(int(val)) != gv:
+                return False
+    return True
+
+
+class _HostRun:
+    """The context of one execution of a kernel's host code."""
+
+    def __init__(self, entry, config: Config | None, mode: str, prefill=False, collect=None):
+        self.entry = entry
+        self.kernel = entry.kernel
+        self.config = config
+        self.mode = mode  # "discover" | "run" | "source"
+        self.device = entry.device
+        self.fn_globals = self.kernel.fn.__globals__
+        self.prefill = prefill
+        self.collect = collect
+        self.sources: list = []
+        # discovery records
+        self.slot_keys: dict = {}  # provisional id -> key
+        self.slot_ids: dict = {}  # key -> provisional id
+        self.reg_pos: list = []
+        self.reg_bounds: list = []
+        self.programs: dict = {}
+        self.tunables: dict = {}
+        self._reg_calls = 0
+        self.launches = []
+        self.built: list = []
+        self.arguments: dict = {}  # the call's arguments by name
+
+    def execute(self, bound):
+        self.arguments = bound.arguments
+        host = self.kernel._host_fn()
+        token = L._CONTEXT.set(self)
+        try:
+            if self.prefill:
+                from .autotune.oracle import nan_allocations
+                with nan_allocations():
+                    return host(*bound.args, **bound.kwargs)
+            return host(*bound.args, **bound.kwargs)
+        finally:
+            L._CONTEXT.reset(token)
+
+    # -- dt.* calls from the host code -------------------------------------------------------
+    def _call_site(self):
+        code = self.kernel._host_fn().__code__
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code is code or (f.f_code.co_name == self.kernel.fn.__name__ and
+                                    f.f_code.co_filename == code.co_filename):
+                return (f.f_lineno, 0)
+            f = f.f_back
+        return (10 ** 9, self._reg_calls)
+
+    def register_block_size(self, lo, hi):
+        from .trace import BlockSizeInt
+        i = self._reg_calls
+        self._reg_calls += 1
+        if self.mode == "discover":
+            key = ("reg", i)
+            pid = self._prov(key)
+            self.reg_pos.append(self._call_site() + (i,))
+            self.reg_bounds.append((lo, hi))
+            v = min(max(L.next_power_of_2(lo), 64), L.next_power_of_2(hi))
+            return BlockSizeInt(v, pid)
+        if i >= len(self.entry.reg_slots):
+            raise L.DeuteronUsageError("dt.register_block_size was called more times than when the kernel was "
+                                       "first compiled for these argument shapes")
+        slot = self.entry.reg_slots[i]
+        return BlockSizeInt(self.config.block_sizes[slot], slot)
+
+    def register_tunable(self, name, fragment):
+        if self.mode == "discover":
+            prev = self.tunables.get(name)
+            if prev is not None and prev.choices() != fragment.choices():
+                raise L.DeuteronUsageError(f"dt.register_tunable({name!r}) registered twice with different choices")
+            self.tunables[name] = fragment
+            return fragment.default
+        return self.config.tunables.get(name, fragment.default)
+
+    def specialize(self, value):
+        from .trace import SpecializedInt
+        if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
+            return tuple(SpecializedInt(int(v)) for v in value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise L.DeuteronUsageError(f"dt.specialize takes an int (a size), not {type(value).__name__}")
+        return SpecializedInt(int(value))
+
+    def ref_tiles(self, ranges, bss, as_list):
+        raise L.DeuteronUsageError("dt.tile(...) must be the iterable of a for loop in the kernel's own body")
+
+    def _prov(self, key):
+        pid = self.slot_ids.get(key)
+        if pid is None:
+            pid = len(self.slot_keys)
+            self.slot_keys[pid] = key
+            self.slot_ids[key] = pid
+        return pid
+
+    # -- tile loops ---------------------------------------------------------------------------
+    def slot_of(self, site, d, bs):
+        from .trace import BlockSizeInt
+        if self.mode == "discover":
+            if bs is None:
+                return self._prov(("tile", site.index, d))
+            if isinstance(bs, BlockSizeInt):
+                return bs.slot
+            return None
+        if bs is None:
+            key = ("tile", site.index, d)
+            if key not in self.entry.slot_map:
+                raise L.DeuteronUsageError("a tile loop appeared that was not seen when the kernel was first "
+                                           "compiled for these argument shapes")
+            return self.entry.slot_map[key]
+        if isinstance(bs, BlockSizeInt):
+            return bs.slot
+        return None
+
+    def trace(self, k, host_locals):
+        from .errors import TraceError
+        from .trace import Tracer
+        kern = self.kernel
+        src = kern.source
+        loop = src.structure.loops[k]
+        scalar_params = _scalar_params(kern)
+        tracer = Tracer(kern, loop, host_locals, kern.fn.__globals__, src.src, static_shapes=kern.static_shapes,
+                        scalar_params=scalar_params, slot_of=self.slot_of,
+                        rdim_slots=None if self.mode == "discover" else self.entry.rdim_slots.get(k, {}),
+                        discovery=self.mode == "discover", name=kern.__name__)
+        tracer.constexpr_params = constexpr_params(kern)
+        if self.mode != "discover":
+            tracer.prog.multi_grid_ordinal = self.entry.multi_ordinal.get(k)
+        try:
+            prog = tracer.run()
+        except TraceError as e:
+            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
+                                   data={"cause": type(e).__name__, **e.data}) from None
+        return prog
+
+    def launch(self, k, host_locals):
+        if self.mode == "discover":
+            if k not in self.programs:
+                self.programs[k] = self.trace(k, host_locals)
+            return None
+        prog = self.entry.program(k, host_locals, self)
+        gen, mod, _ = self.entry.compiled(prog, self.config)
+        if self.mode == "source":
+            self.sources.append(f"# config: {self.config}\n" + gen.source.rstrip() + "\n\n# launched as: "
+                                + _launch_line(gen, prog, host_locals))
+            self.built.append((gen, mod, prog, dict(host_locals)))
+            return None
+        args = _runtime_args(gen, prog, host_locals, self.fn_globals)
+        from .runtime import launch
+        if self.collect is not None:
+            self.collect.append((gen, mod, prog))
+        launch(gen, mod, args, gen.constexprs, self.device)
+        return None
+
+
+def _scalar_params(kern) -> set:
+    """Int parameters of the kernel that stay run-time scalars (never reassigned, not dt.specialize'd)."""
+    st = kern.structure
+    reassigned = set()
+    import ast
+    for n in ast.walk(st.fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not st.in_device(n):
+            reassigned.add(n.id)
+    return {p for p in st.params if p not in reassigned and p not in constexpr_params(kern)}
+
+
+def constexpr_params(kern) -> set:
+    """Parameters annotated ``dt.constexpr``: compile-time constants of the kernel (one program per value)."""
+    st = kern.structure
+    return {p for p, ann in st.param_annotations.items() if ann is not None and st.dt(ann) == "constexpr"}
+
+
+def _runtime_args(gen, prog, host_locals, g) -> list:
+    out = []
+    for _name, kind, payload in gen.runtime_params:
+        if kind == "tensor":
+            t = _fetch(payload.sources[0], host_locals, g)
+            out.append(t)
+        elif kind == "scalar":
+            v = _fetch(("local", payload.source), host_locals, g)
+            out.append(v)
+        else:
+            tname, what, d = payload
+            t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
+            out.append(int(t.shape[d] if what == "size" else t.stride(d)))
+    return out
+
+
+def _launch_line(gen, prog, host_locals) -> str:
+    args = [name for name, _, _ in gen.runtime_params]
+    kw = [f"{k}={v}" for k, v in gen.constexprs.items()] + [f"num_warps={gen.num_warps}",
+                                                             f"num_stages={gen.num_stages}"]
+    if gen.needs_num_sms:
+        kw.append("_NUM_SMS=<number of SMs>")
+    return f"{gen.launch_name}({', '.join(args + kw)})"
