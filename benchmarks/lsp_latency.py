@@ -349,8 +349,10 @@ def _engine_memory(r: dict) -> str:
     m = r.get("memory") or {}
     if not m.get("engines_pss_mb"):
         return ""
+    ans = m.get("answers") or {}
     return (f" in the protocol process; with its analysis engines {m.get('total_pss_mb', 0):.0f} MB proportional"
-            f" set size at the end, peak {m.get('peak_total_pss_mb', 0):.0f} MB")
+            f" set size at the end, peak {m.get('peak_total_pss_mb', 0):.0f} MB; answers from the last finished "
+            f"analysis {ans.get('from_last', 0)}, after waiting for a fresh one {ans.get('waited', 0)}")
 
 
 def storm_report(r: dict, args) -> str:

@@ -33,6 +33,8 @@ __all__ = ["main", "send_frame", "read_frame"]
 log = logging.getLogger("newt-lsp.engine")
 
 _HEADER = struct.Struct(">I")
+#: a document changed this recently is being typed in: hovers show only layouts that were warmed already
+TYPING_S = 1.0
 #: an analysis fork collects garbage before it serves when the heap grew this much since the last collection
 GC_GROWTH_MB = float(os.environ.get("NEWT_LSP_GC_GROWTH_MB", "48"))
 
@@ -76,6 +78,7 @@ class Engine:
         self.analyses: dict = {}  # uri -> Analysis (the last finished one; of some version)
         self.cache = KernelCache(max_entries=4096)
         self.cfg = {"markdown": True, "snippets": False, "vscode": False}
+        self.changed_at: dict = {}  # uri -> when its last change arrived
         self.sock: socket.socket | None = None
         self.reader = None
         self.job: int | None = None  # the job this engine was forked for (None: the first engine)
@@ -108,6 +111,7 @@ class Engine:
         op = msg.get("op")
         if op == "change":
             self.docs.change(msg["uri"], msg.get("version"), msg.get("changes") or [])
+            self.changed_at[msg["uri"]] = time.monotonic()
         elif op == "query":
             t = time.perf_counter()
             reply = self.query(msg)
@@ -238,7 +242,10 @@ class Engine:
                     miss = True
                 else:
                     mpos, shift = mapped if mapped is not None else (pos, 0)
-                    result = hover_fn(a, mpos, md, p.get("target") or "sm_90a", bool(self.cfg.get("vscode")))
+                    # while edits stream in, layouts only if warmed already: generating one takes 50-500 ms
+                    typing = time.monotonic() - self.changed_at.get(uri, 0.0) < TYPING_S
+                    result = hover_fn(a, mpos, md, p.get("target") or "sm_90a", bool(self.cfg.get("vscode")),
+                                      cached_layouts=typing)
                     if result is not None and shift and result.range is not None:
                         r = result.range
                         result.range = lsp.Range(lsp.Position(r.start.line + shift, r.start.character),
@@ -253,8 +260,10 @@ class Engine:
                     and self._changed_here(a, uri, pos, mpos)
             else:
                 result = features.signature_help(a, text, pos, md)
+                # the callee is resolved through the module's imports and kernels, not the edited line: only an
+                # earlier version that did not parse needs a fresher analysis
                 miss = result is None and not same and not final and _in_call(text, self.docs.encoding, pos) \
-                    and self._changed_here(a, uri, pos, self.docs.completion_position(a, uri, pos))
+                    and not a.kernels
         elif not same and not final:
             miss = True  # the rest needs the analysis of the text as it is
         elif method == "inlayHint":

@@ -300,6 +300,9 @@ class EngineHost:
         self.peak_total_mb = max(self.peak_total_mb, total)
         return {"engines_pss_mb": engines, "total_pss_mb": total, "peak_total_pss_mb": self.peak_total_mb,
                 "engine_pids": pids, "engine_starts": self.starts, "answers": dict(self.answers),
+                "serving_pid": self.current.pid if self.current is not None else None,
+                "job": {"kind": self.job.kind, "version": self.job.version,
+                        "pid": self.job.conn.pid if self.job.conn is not None else None} if self.job else None,
                 "gc_ms": self.gc_times[-200:]}
 
     # -- documents --------------------------------------------------------------------------------------------
@@ -377,8 +380,9 @@ class EngineHost:
             job = self.job
             if job is None or job.kind != "analyze" or job.uri != uri or job.killed or (
                     want is not None and job.version is not None and job.version < want):
-                if job is not None and job.kind == "analyze" and job.uri == uri and job.strong == 0:
-                    self.cancel_job()  # typed over: start over with the newest text
+                if job is not None and job.kind == "analyze" and job.uri == uri and job.strong == 0 \
+                        and job.msg is None:
+                    self.cancel_job()  # typed over: start over with the newest text (a finished one is kept)
                 job = await self._start_job("analyze", uri)
             if not weak:
                 job.strong += 1

@@ -34,7 +34,7 @@ def _big_file() -> str:
 async def _start(tmp_path, **env):
     c = RawClient()
     await c.start(env=server_env(tmp_path, **env))
-    await c.initialize(root_uri=None, options={"trusted": False, "debounceMs": 30})
+    await c.initialize(root_uri=None, options={"trusted": False, "debounceMs": 30, "logLevel": "debug"})
     return c
 
 
@@ -76,7 +76,6 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
         await _wait_published(c, uri, 1)
         info = await _info(c)
         assert info["engine"] == "fork" and info["torch_imported"] is False
-        serving = set(info["memory"]["engine_pids"])
         target = pos_of(text, "offs = ", 5)
         stopped = None
         version = 1
@@ -87,11 +86,10 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
                                                 "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
                                                                               "end": {"line": 0, "character": 0}},
                                                                     "text": f"X{version} = {version}\n"}]})
-            for _ in range(200):
-                pids = set((await _info(c))["memory"]["engine_pids"])
-                fork = pids - serving
-                if fork:
-                    stopped = fork.pop()
+            for _ in range(400):
+                job = (await _info(c))["memory"]["job"]
+                if job and job["kind"] == "analyze" and job["version"] == version and job["pid"]:
+                    stopped = job["pid"]
                     os.kill(stopped, signal.SIGSTOP)
                     break
                 if _published(c, uri, version):
@@ -102,15 +100,18 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
             if stopped is not None:
                 os.kill(stopped, signal.SIGCONT)
                 stopped = None
-            serving = set((await _info(c))["memory"]["engine_pids"])
         if stopped is None:
             pytest.skip("the analysis finished before the test could stop it")
+        assert (await _info(c))["memory"]["serving_pid"] != stopped
         try:
             line = target.line + (version - 1)  # the lines the edits inserted above
             for _ in range(5):
-                body = await c.call("textDocument/hover", {"textDocument": {"uri": uri},
-                                                           "position": {"line": line, "character": target.character}},
-                                    timeout=10)
+                try:
+                    body = await c.call("textDocument/hover", {"textDocument": {"uri": uri}, "position": {
+                        "line": line, "character": target.character}}, timeout=30)
+                except asyncio.TimeoutError:
+                    log = "\n".join(ln for ln in c.stderr.decode(errors="replace").splitlines() if "pygls" not in ln)
+                    raise AssertionError(f"no hover while the analysis was stopped:\n{log[-3000:]}") from None
                 assert body["result"] is not None, body
                 value = body["result"]["contents"]["value"]
                 assert "offs" in value and "i32[" in value, value
