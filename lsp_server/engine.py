@@ -162,7 +162,8 @@ class Engine:
         text, version = got
         a = analyze(text, uri, version, self.docs.encoding, self.cache)
         self.analyses[uri] = a
-        diags = self.conv.unstructure(lsp_diagnostics(a))
+        from .launchtypes import launch_diagnostics
+        diags = self.conv.unstructure(lsp_diagnostics(a) + launch_diagnostics(a))
         self.send({"op": "analyzed", "job": self.job, "uri": uri, "version": version, "length": len(text),
                    "diagnostics": diags, "elapsed_ms": a.elapsed_ms, "reused": a.reused,
                    "kernels": len(a.kernels)})

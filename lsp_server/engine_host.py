@@ -26,6 +26,8 @@ log = logging.getLogger("newt-lsp")
 
 _HEADER = struct.Struct(">I")
 QUERY_TIMEOUT_S = 20.0
+#: an analysis nobody waits for is killed by a keystroke only this soon after it began
+KILL_WINDOW_S = 0.15
 
 
 class EngineUnavailable(Exception):
@@ -81,6 +83,7 @@ class _Job:
         self.strong = 0  # requests waiting for this job's analysis (a debounce timer does not count)
         self.killed = False
         self.msg: dict | None = None
+        self.t0 = loop.time()
 
 
 class EngineHost:
@@ -323,8 +326,11 @@ class EngineHost:
     def changed(self, uri: str, version, changes: list):
         self._broadcast({"op": "change", "uri": uri, "version": version, "changes": changes})
         job = self.job
-        # superseded work stops at once: nobody but a debounce timer (replaced by this keystroke) waits for it
-        if job is not None and job.uri == uri and job.strong == 0 and (job.kind == "warm" or job.msg is None):
+        # superseded work stops at once when nobody but a debounce timer (replaced by this keystroke) waits for
+        # it and it began only just now; one running longer is let finish: on a loaded machine an analysis
+        # can take longer than the user's pauses, and killing each one would leave the editor with none
+        if job is not None and job.uri == uri and job.strong == 0 and (job.kind == "warm" or (
+                job.msg is None and asyncio.get_running_loop().time() - job.t0 < KILL_WINDOW_S)):
             self.cancel_job()
 
     def closed(self, uri: str):
@@ -381,7 +387,7 @@ class EngineHost:
             if job is None or job.kind != "analyze" or job.uri != uri or job.killed or (
                     want is not None and job.version is not None and job.version < want):
                 if job is not None and job.kind == "analyze" and job.uri == uri and job.strong == 0 \
-                        and job.msg is None:
+                        and job.msg is None and asyncio.get_running_loop().time() - job.t0 < KILL_WINDOW_S:
                     self.cancel_job()  # typed over: start over with the newest text (a finished one is kept)
                 job = await self._start_job("analyze", uri)
             if not weak:

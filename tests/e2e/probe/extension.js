@@ -302,8 +302,10 @@ async function run() {
   // -- Compile on every kernel of examples/ and on a Triton file, from their code lenses; where the file
   //    only has run-time values, Newt asks in a quick pick and the probe accepts the suggested value
   //    (what pressing Enter does) ------------------------------------------------------------------
-  const exampleFiles = fs.existsSync(uriOf('examples').fsPath)
-    ? fs.readdirSync(uriOf('examples').fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `examples/${f}`) : [];
+  const pyFiles = (rel) => (fs.existsSync(uriOf(rel).fsPath)
+    ? fs.readdirSync(uriOf(rel).fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `${rel}/${f}`) : []);
+  // newt kernels, and deuteron's Helion-style tile kernels (traced to newt by the server, then compiled)
+  const exampleFiles = [...pyFiles('examples'), ...pyFiles('examples/deuteron')];
   for (const rel of [...exampleFiles, 'kernels/triton_add.py']) {
     await check(`compile every kernel of ${rel}`, async () => {
       const { doc } = await show(rel);
