@@ -111,6 +111,7 @@ class EngineHost:
         self.answers = {"from_last": 0, "waited": 0}
         self.peak_total_mb = 0.0
         self.stopped = False
+        self.token = os.urandom(6).hex()  # names this server process in diagnostic result ids
         self.on_published = None  # callback(analyzed message) for every finished analysis
 
     # -- life cycle -------------------------------------------------------------------------------------

@@ -670,7 +670,9 @@ def create_server() -> NewtLanguageServer:
                 msg = await ls.engine.fresh(uri)
             if msg is None:
                 return lsp.RelatedFullDocumentDiagnosticReport(items=[])
-            result_id = f"e{msg.get('version')}:{msg.get('length')}:{ls.engine.starts}"
+            # unique per analysis and per server process: a client keeps result ids across a server restart,
+            # and an "unchanged" answer to a reopened document's old id would leave it with no diagnostics
+            result_id = f"{ls.engine.token}:{msg.get('job')}"
             if params.previous_result_id == result_id:
                 return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
             conv = ls.protocol._converter

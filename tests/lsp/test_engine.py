@@ -200,3 +200,30 @@ def test_engine_module_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=server_env(),
                          cwd=str(Path(ROOT)), timeout=60)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+async def test_a_result_id_from_an_earlier_server_never_answers_unchanged(tmp_path):
+    """Clients keep pull-diagnostic result ids across a server restart (code-server did): the new server must
+    send the full report for a reopened document, not "unchanged" (that left VS Code with no diagnostics)."""
+    uri = fixture_uri("broken.py")
+    text = fixture_text("broken.py")
+    ids = []
+    for _ in range(2):
+        c = RawClient()
+        await c.start(env=server_env(tmp_path))
+        await c.initialize(root_uri=None, options={"trusted": False, "debounceMs": 30}, pull=True)
+        try:
+            c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                               "text": text}})
+            params = {"textDocument": {"uri": uri}}
+            if ids:
+                params["previousResultId"] = ids[-1]
+            r = (await c.call("textDocument/diagnostic", params, timeout=60))["result"]
+            assert r["kind"] == "full" and r["items"], r
+            ids.append(r["resultId"])
+            # the same server, the same analysis: unchanged
+            again = (await c.call("textDocument/diagnostic", dict(params, previousResultId=r["resultId"])))["result"]
+            assert again["kind"] == "unchanged"
+        finally:
+            await c.stop()
+    assert ids[0] != ids[1]
