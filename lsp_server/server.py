@@ -667,7 +667,7 @@ def create_server() -> NewtLanguageServer:
             if ls.settings_for(uri).diagnostics_on == "save" and st.saved_diags is not None:
                 msg = st.saved_diags
             else:
-                msg = await ls.engine.fresh(uri)
+                msg = await ls.engine.fresh(uri, need_ready=False)  # the diagnostics are known before it serves
             if msg is None:
                 return lsp.RelatedFullDocumentDiagnosticReport(items=[])
             # unique per analysis and per server process: a client keeps result ids across a server restart,

@@ -4,7 +4,6 @@ the fp16 values the launch passes), on a Triton file as it is."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import pytest

@@ -422,12 +422,14 @@ async function run() {
     await vscode.commands.executeCommand('notifications.clearAll');
     await vscode.commands.executeCommand('workbench.actions.view.problems');
     const { editor } = await show(s.file, { viewColumn: vscode.ViewColumn.One });
+    // the hover is to show the diagnostic: wait until the reopened file has its diagnostics again
+    const diags = await waitFor(() => vscode.languages.getDiagnostics(editor.document.uri).length > 0, 30000);
     await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
     editor.selection = new vscode.Selection(s.line, s.character, s.line, s.character);
     editor.revealRange(new vscode.Range(s.line, 0, s.line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     await sleep(500);
     await vscode.commands.executeCommand('editor.action.showHover');
-    return { ok: true };
+    return { ok: !!diags, diagnostics: vscode.languages.getDiagnostics(editor.document.uri).length };
   });
 }
 
