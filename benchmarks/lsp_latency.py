@@ -22,6 +22,10 @@ answer's round trip while edits stream in, and didChange -> publishDiagnostics o
 (minus the debounce), and counts crashes, unanswered requests and cancellations of requests the client
 never cancelled. Aims: hover and completion p95 < 50 ms, diagnostics p95 < 150 ms beyond the debounce;
 0 crashes, 0 unanswered, 0 spurious cancellations.
+
+``--load N`` starts N busy Python processes for the whole run (a competing CPU load that makes runs on a shared
+machine comparable; the report gives the load average before and after), ``--no-base`` runs only the storm.
+``NEWT_LSP_ENGINE=thread`` in the environment measures the in-process analysis thread instead of the engines.
 """
 
 from __future__ import annotations
