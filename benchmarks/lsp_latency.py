@@ -22,6 +22,10 @@ answer's round trip while edits stream in, and didChange -> publishDiagnostics o
 (minus the debounce), and counts crashes, unanswered requests and cancellations of requests the client
 never cancelled. Aims: hover and completion p95 < 50 ms, diagnostics p95 < 150 ms beyond the debounce;
 0 crashes, 0 unanswered, 0 spurious cancellations.
+
+``--load N`` starts N busy Python processes for the whole run (a competing CPU load that makes runs on a shared
+machine comparable; the report gives the load average before and after), ``--no-base`` runs only the storm.
+``NEWT_LSP_ENGINE=thread`` in the environment measures the in-process analysis thread instead of the engines.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
                                                      if os.environ.get("PYTHONPATH") else ""))
     c = RawClient()
     published: dict = {}
+    debug = bool(os.environ.get("NEWT_STORM_DEBUG"))  # the server's debug log comes back in stderr_tail
 
     def on_note(method, params, now):
         if method == "textDocument/publishDiagnostics" and params.get("uri") == uri:
@@ -73,7 +78,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
 
     c.on_notification = on_note
     await c.start(sys.executable, "-m", "lsp_server", env=env)
-    await c.initialize(options={"trusted": False, "debounceMs": debounce})
+    await c.initialize(options={"trusted": False, "debounceMs": debounce, **({"logLevel": "debug"} if debug else {})})
     c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                        "text": text}})
     t_open = time.perf_counter()
@@ -180,8 +185,8 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
     return {"edits": n, "rate": rate, "requests": len(sent), "answered": answered, "unanswered": len(not_done),
             "spurious_cancellations": spurious, "errors": errors, "crashed": crashed, "latency_ms": lat,
             "diagnostics_ms": diag_ms, "bursts": len(diag_wait), "diagnostics_missing": len(diag_wait) - len(diag_ms),
-            "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"),
-            "stderr_tail": c.stderr.decode(errors="replace")[-3000:]}
+            "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"), "memory": info and info.get("memory"),
+            "stderr_tail": c.stderr.decode(errors="replace")[-(10 ** 7 if debug else 3000):]}
 
 
 
@@ -344,6 +349,16 @@ def report(r: dict, args) -> str:
     return "\n".join(lines)
 
 
+def _engine_memory(r: dict) -> str:
+    m = r.get("memory") or {}
+    if not m.get("engines_pss_mb"):
+        return ""
+    ans = m.get("answers") or {}
+    return (f" in the protocol process; with its analysis engines {m.get('total_pss_mb', 0):.0f} MB proportional"
+            f" set size at the end, peak {m.get('peak_total_pss_mb', 0):.0f} MB; answers from the last finished "
+            f"analysis {ans.get('from_last', 0)}, after waiting for a fresh one {ans.get('waited', 0)}")
+
+
 def storm_report(r: dict, args) -> str:
     ok = lambda v, aim: "yes" if v <= aim else "**no**"  # noqa: E731
     lat = r["latency_ms"]
@@ -362,8 +377,10 @@ def storm_report(r: dict, args) -> str:
         "",
         "## Typing storm",
         "",
-        f"`python benchmarks/lsp_latency.py --storm {r['edits']} --rate {r['rate']:g}` on "
-        f"{datetime.date.today().isoformat()} ({os.cpu_count()} CPUs, shared with other work): {r['edits']} edits at "
+        f"`python benchmarks/lsp_latency.py --storm {r['edits']} --rate {r['rate']:g}"
+        f"{' --load ' + str(r['load'].n) if r.get('load') is not None and r['load'].n else ''}` on "
+        f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} ({os.cpu_count()} CPUs, "
+        f"shared with other work): {r['edits']} edits at "
         f"{r['rate']:g}/s in {r['bursts']} bursts of 3-30 keystroke-sized edits (typed snippets, deletions, new "
         "and deleted lines, half-typed code) with a pause of 0.3-0.6 s after each, into the same 1,011-line file; "
         "after every edit one hover, completion or signature help, and every 37th request cancelled by the client.",
@@ -375,7 +392,9 @@ def storm_report(r: dict, args) -> str:
         f"Requests: {r['requests']}, answered {r['answered']}, unanswered {r['unanswered']}, cancellations the "
         f"client did not ask for {r['spurious_cancellations']}, other errors {len(r['errors'])}; server crashed: "
         f"{r['crashed']}; bursts without their diagnostics {r['diagnostics_missing']}; the server's text equal to "
-        f"the client's at the end: {r['in_sync']}; peak memory {r['rss_mb'] or 0:.0f} MB.",
+        f"the client's at the end: {r['in_sync']}; peak memory {r['rss_mb'] or 0:.0f} MB"
+        f"{_engine_memory(r)}.",
+        *([f"CPU load: {r['load'].describe()}."] if r.get("load") is not None else []),
         "",
     ])
 
@@ -391,17 +410,60 @@ def main(argv=None):
     ap.add_argument("--storm", type=int, default=0, metavar="N", help="also run the typing storm with N edits")
     ap.add_argument("--rate", type=float, default=20.0, help="the storm's edits per second")
     ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="start N busy processes (pure Python loops) for the whole run: a reproducible CPU load")
+    ap.add_argument("--no-base", action="store_true", help="run only the storm, not the edit/hover benchmark")
     args = ap.parse_args(argv)
-    r = asyncio.run(run(args))
-    text = report(r, args)
-    if args.storm:
-        sr = asyncio.run(storm(edits=args.storm, rate=args.rate, seed=args.seed, debounce=args.debounce))
-        text += storm_report(sr, args)
+    with busy_load(args.load) as load:
+        text = "" if args.no_base else report(asyncio.run(run(args)), args)
+        if args.storm:
+            sr = asyncio.run(storm(edits=args.storm, rate=args.rate, seed=args.seed, debounce=args.debounce))
+            sr["load"] = load
+            text += storm_report(sr, args)
     print(text)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
     return 0
+
+
+class _LoadProbe:
+    """The competing busy processes and the load average before and after the run."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.procs: list = []
+        self.before = os.getloadavg() if hasattr(os, "getloadavg") else None
+        self.after = None
+
+    def describe(self) -> str:
+        la = lambda t: "/".join(f"{x:.1f}" for x in t) if t else "?"  # noqa: E731
+        if self.after is None and hasattr(os, "getloadavg"):
+            self.after = os.getloadavg()
+        return (f"{self.n} busy process{'es' if self.n != 1 else ''} started by the benchmark; load average "
+                f"(1/5/15 min) {la(self.before)} before, {la(self.after)} at the end")
+
+
+class busy_load:
+    """``with busy_load(n):`` runs ``n`` processes spinning in a Python loop (nice 0), killed on exit."""
+
+    def __init__(self, n: int):
+        self.probe = _LoadProbe(n)
+
+    def __enter__(self):
+        import subprocess
+        for _ in range(self.probe.n):
+            self.probe.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                                     stdin=subprocess.DEVNULL))
+        return self.probe
+
+    def __exit__(self, *exc):
+        self.probe.after = os.getloadavg() if hasattr(os, "getloadavg") else None
+        for p in self.probe.procs:
+            p.kill()
+        for p in self.probe.procs:
+            p.wait()
+        return False
 
 
 if __name__ == "__main__":

@@ -153,6 +153,7 @@ class Commands:
         if "diagnosticsOn" in changed:
             for uri in list(self.ls.docs):
                 self.ls._state(uri).saved_analysis = None
+                self.ls._state(uri).saved_diags = None
                 self.ls.schedule(uri, 0)
         if self.ls.pull_diagnostics and self.ls.refresh_diagnostics and (
                 "diagnosticsOn" in changed or "target" in changed):

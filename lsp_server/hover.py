@@ -11,6 +11,7 @@ from newt.frontend.values import Const, JitRef, Opaque, PyFunc, Sym, TensorV, Tu
 
 from . import language
 from .analysis import Analysis
+from .launchtypes import launch_typed
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
 from .textutil import dotted_at
 from .vdocs import make_uri
@@ -150,7 +151,9 @@ class _Out:
 
 
 def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "sm_90a",
-          command_links: bool = False) -> lsp.Hover | None:
+          command_links: bool = False, cached_layouts: bool = False) -> lsp.Hover | None:
+    """The hover at ``pos``.  ``cached_layouts``: show only layouts generated already (warmed while the user
+    paused), never run the backend now (the engine answers so while edits stream in)."""
     line1, col1 = a.index.char_col(pos)
     line = a.index.line(line1 - 1)
     at = dotted_at(line, col1 - 1)
@@ -174,7 +177,7 @@ def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "
                 _member(out, m, parts)
                 return _result(out, rng, markdown)
     if ka is not None and ka.results:
-        if _value_hover(a, ka, line1, col1, out, target, at):
+        if _value_hover(a, ka, line1, col1, out, target, at, cached_layouts):
             sp = out.span if hasattr(out, "span") else None
             return _result(out, a.index.range(sp) if sp is not None else rng, markdown)
     return None
@@ -219,7 +222,7 @@ def _member(out: _Out, m, parts):
         out.text(m.doc)
 
 
-def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at) -> bool:
+def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at, cached_layouts: bool = False) -> bool:
     best = None
     for r in ka.results:
         hit = a.notes_at(r, line1, col1)
@@ -247,9 +250,13 @@ def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at) -> bool:
     if isinstance(first_av, Const) and getattr(first_av.value, "__newt_builtin__", None):
         return False
     expr = _span_text(a, best)
-    layouts = _layouts(a, ka, best, rows, target)
+    layouts = _layouts(a, ka, best, rows, target, cached_layouts)
     head = f"{expr}" if len(expr) <= 60 else expr[:57] + "..."
     descs = [(i, r, av, describe_value(av), layouts.get(i)) for i, r, av in rows]
+    lt = launch_typed(a, ka)  # unannotated pointers: the dtypes the file's launches pass
+    lav = lt.notes.get(best) if lt is not None else None
+    if lav is not None and describe_value(lav) not in {d for _, _, _, d, _ in descs}:
+        descs.insert(0, (-1, lt, lav, describe_value(lav), None))
     distinct = {d for _, _, _, d, _ in descs}
     if len(distinct) == 1 and not any(lay for *_, lay in descs):
         out.code(f"{head}: {descs[0][3]}")
@@ -296,6 +303,8 @@ def _md_cell(s: str) -> str:
 
 
 def _label(r, i) -> str:
+    if i < 0:
+        return r.label  # the build with the launches' dtypes
     return "generic" if i == 0 else r.spec.label
 
 
@@ -341,8 +350,9 @@ def _rel(span, base_line: int):
     return (span.line - base_line, span.col, span.end_line - base_line, span.end_col)
 
 
-def layout_table(a: Analysis, ka, spec_index: int, target: str) -> dict | None:
-    """relative span -> layout text for one specialization (None when it cannot be generated)."""
+def layout_table(a: Analysis, ka, spec_index: int, target: str, cached_only: bool = False) -> dict | None:
+    """relative span -> layout text for one specialization (None when it cannot be generated, or with
+    ``cached_only`` when it was not generated yet)."""
     try:
         conc = concrete_spec(a, ka, spec_index)
     except Exception:  # noqa: BLE001 - no concrete specialization
@@ -354,7 +364,7 @@ def layout_table(a: Analysis, ka, spec_index: int, target: str) -> dict | None:
         if hit is not None:
             return hit
     local = a.extra.get(("layouts", ka.name, spec_index, target))
-    if local is not None:
+    if local is not None or cached_only:
         return local
     table: dict = {}
     try:
@@ -394,7 +404,7 @@ def warm_layouts(a: Analysis, target: str, kernels=None, should_stop=None) -> in
     return n
 
 
-def _layouts(a: Analysis, ka, span, rows, target) -> dict:
+def _layouts(a: Analysis, ka, span, rows, target, cached_only: bool = False) -> dict:
     """index -> layout text, for the concrete specializations (when the backend exists)."""
     out: dict = {}
     if backend() is None or ka.kind != "jit":
@@ -407,7 +417,7 @@ def _layouts(a: Analysis, ka, span, rows, target) -> dict:
         if done >= MAX_LAYOUT_SPECS:
             break
         done += 1
-        table = layout_table(a, ka, i, target)
+        table = layout_table(a, ka, i, target, cached_only)
         if table and rel in table:
             out[i] = table[rel]
     return out

@@ -26,6 +26,8 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
+from .documents import Documents, change_json
+from .engine_host import EngineHost, EngineUnavailable, engines_supported
 from .hover import hover as hover_fn
 from .settings import Settings, _apply_log_level, _convert_args
 
@@ -40,7 +42,6 @@ CLIENT_COMMAND_ALIASES = {"newt.compileKernel": "newt.compile", "newt.verifyKern
                           "newt.showPtx": "newt.show", "newt.showSass": "newt.show", "newt.showIr": "newt.show"}
 _SHOW_KIND = {"newt.showCuda": "cuda", "newt.showPtx": "ptx", "newt.showSass": "sass", "newt.showIr": "ir"}
 
-_TRACE_SYNC = os.environ.get("NEWT_LSP_TRACE_SYNC") == "1"
 #: the settings that may differ per workspace folder (resource-scoped in the VS Code extension)
 FOLDER_KEYS = ("target", "diagnosticsOn", "inlayHints")
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
@@ -137,7 +138,8 @@ class _Job:
 
 
 class _Doc:
-    __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version", "warm")
+    __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version", "warm",
+                 "saved_diags")
 
     def __init__(self, uri: str):
         self.uri = uri
@@ -148,6 +150,7 @@ class _Doc:
         self.saved_analysis: Analysis | None = None
         self.pull_version = None
         self.warm: asyncio.Task | None = None
+        self.saved_diags: dict | None = None  # engines: the "analyzed" message of the last save (diagnosticsOn=save)
 
 
 class NewtLanguageServer(LanguageServer):
@@ -157,9 +160,9 @@ class NewtLanguageServer(LanguageServer):
         self.settings = Settings()
         self.folder_settings: dict[str, Settings] = {}  # workspace folder URI -> its settings (resource scope)
         self.docs: dict[str, _Doc] = {}
-        self.texts: dict[str, tuple] = {}  # uri -> (text, version) of open documents
-        #: uri -> (version, (start line, old end line, new line count) | None) of every change since it was opened
-        self.edits: dict[str, collections.deque] = {}
+        self.documents = Documents()  # the open documents' texts and the line map of their edits
+        #: the analysis engines (a process that answers, forks that analyze); None: analysis on a thread here
+        self.engine: EngineHost | None = None
         self.analysis_times: collections.deque = collections.deque(maxlen=2000)  # ms of each analysis
         self.kernel_cache = KernelCache(max_entries=4096)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="newt-analysis")
@@ -258,40 +261,31 @@ class NewtLanguageServer(LanguageServer):
         except (OSError, UnicodeDecodeError, ValueError):
             return "", None
 
+    @property
+    def texts(self) -> dict:
+        return self.documents.texts
+
+    @property
+    def edits(self) -> dict:
+        return self.documents.edits
+
     def open_document(self, uri: str, text: str, version: int | None):
-        self.texts[uri] = (text, version)
-        self.edits[uri] = collections.deque([(version, None)], maxlen=20000)
+        self.documents.encoding = self.encoding
+        self.documents.open(uri, text, version)
+        if self.engine is not None:
+            self.engine.opened(uri, text, version)
 
     def change_document(self, uri: str, version: int | None, changes):
         """Apply LSP content changes with LSP's own line rules (\\n, \\r\\n, \\r only) and position encoding."""
-        from .positions import LineIndex
-        text, _ = self.texts.get(uri, ("", None))
-        edits = self.edits.get(uri)
-        if edits is None:
-            edits = self.edits[uri] = collections.deque(maxlen=20000)
-        for ch in changes:
-            rng = getattr(ch, "range", None)
-            if rng is None:
-                text = ch.text
-                edits.clear()  # no line map across a whole-document change
-                edits.append((version, None))
-                continue
-            # which lines this change replaced: old lines start..end became start..start+newlines
-            edits.append((version, (rng.start.line, rng.end.line, ch.text.count("\n") + ch.text.count("\r")
-                                    - ch.text.count("\r\n"))))
-            idx = LineIndex(text, self.encoding)
-            start, end = idx.offset(rng.start), idx.offset(rng.end)
-            if _TRACE_SYNC:
-                log.warning("sync %s v%s: %s -> chars %d..%d of %d (%s), %r", uri, version, rng, start, end,
-                            len(text), self.encoding, ch.text)
-            if end < start:
-                start, end = end, start
-            text = text[:start] + ch.text + text[end:]
-        self.texts[uri] = (text, version)
+        self.documents.encoding = self.encoding
+        self.documents.change(uri, version, changes)
+        if self.engine is not None:
+            self.engine.changed(uri, version, change_json(changes))
 
     def close_document(self, uri: str):
-        self.texts.pop(uri, None)
-        self.edits.pop(uri, None)
+        self.documents.close(uri)
+        if self.engine is not None:
+            self.engine.closed(uri)
 
     def _state(self, uri: str) -> _Doc:
         st = self.docs.get(uri)
@@ -350,73 +344,12 @@ class NewtLanguageServer(LanguageServer):
         return result
 
     def stale_position(self, a: Analysis, uri: str, pos: lsp.Position) -> tuple[lsp.Position, int] | None:
-        """``pos`` of the current text as a position of ``a``'s text, and the line shift back; None when the
-        position is in lines that changed since ``a`` (then only a fresh analysis can answer)."""
-        text, _ = self.doc_text(uri)
-        if a.text == text:
-            return pos, 0
-        mapped = self._map_through_edits(a, uri, pos.line)
-        if mapped is not None:
-            old_line, changed = mapped
-            if changed:
-                return None
-            return lsp.Position(old_line, pos.character), pos.line - old_line
-        from .positions import split_lines
-        old, new = a.index.lines, split_lines(text)
-        n_old, n_new = len(old), len(new)
-        line = pos.line
-        if line >= n_new:
-            return None
-        prefix = 0
-        lim = min(n_old, n_new)
-        while prefix < lim and old[prefix] == new[prefix]:
-            if prefix == line:
-                return pos, 0
-            prefix += 1
-        suffix = 0
-        while suffix < lim - prefix and old[n_old - 1 - suffix] == new[n_new - 1 - suffix]:
-            suffix += 1
-        if line >= n_new - suffix:
-            shift = n_new - n_old
-            return lsp.Position(line - shift, pos.character), shift
-        return None
-
-    def _map_through_edits(self, a: Analysis, uri: str, line: int):
-        """(line of ``a``'s text, whether that line was edited since) for ``line`` of the current text, by
-        undoing the logged edits newer than ``a``; None when the log does not reach back to ``a``."""
-        edits = self.edits.get(uri)
-        if not edits or a.version is None:
-            return None
-        newer = []
-        for version, change in reversed(edits):
-            if version is None or version <= a.version:
-                if change is None and version != a.version:
-                    return None  # reopened or replaced after ``a``: no map
-                break
-            if change is None:
-                return None  # a whole-document change after ``a``
-            newer.append(change)
-        else:
-            return None  # the log starts after ``a``
-        changed = False
-        for start, end, new_lines in newer:  # newest first: undo them one by one
-            if line < start:
-                continue
-            if line > start + new_lines:
-                line = line - new_lines + (end - start)
-            else:
-                changed = True
-                line = start
-        return line, changed
+        """``pos`` of the current text as a position of ``a``'s text, and the line shift back (None: in lines
+        changed since ``a``); see ``Documents.stale_position``."""
+        return self.documents.stale_position(a, uri, pos)
 
     def completion_position(self, a: Analysis, uri: str, pos: lsp.Position) -> lsp.Position:
-        """Where ``pos`` is in ``a``'s text, or the start of the edited lines it falls in (completion and
-        signature help only need the kernel and the names around the cursor; the line itself is read fresh)."""
-        mapped = self._map_through_edits(a, uri, pos.line)
-        if mapped is None:
-            m = self.stale_position(a, uri, pos)
-            return m[0] if m is not None else pos
-        return lsp.Position(mapped[0], pos.character)
+        return self.documents.completion_position(a, uri, pos)
 
     async def analysis_near(self, uri: str, pos: lsp.Position):
         """(analysis, position in its text, line shift) for a request at ``pos``: the last finished analysis when
@@ -445,6 +378,8 @@ class NewtLanguageServer(LanguageServer):
         st.timer = asyncio.ensure_future(self._analyze_and_publish(uri, delay))
 
     async def _analyze_and_publish(self, uri: str, delay: float):
+        if self.engine is not None:
+            return await self._engine_publish(uri, delay)
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -463,6 +398,67 @@ class NewtLanguageServer(LanguageServer):
             pass
         except Exception:  # noqa: BLE001
             log.exception("analysis of %s failed", uri)
+
+    async def _engine_publish(self, uri: str, delay: float):
+        """Engines: the diagnostics of the current text, as soon as a fork has them; then warm the hovers."""
+        early = None
+        try:
+            if delay > 0:
+                # start the analysis half way through the debounce (in a fork: answers do not wait for it; the
+                # next keystroke kills it), publish when the debounce is over
+                await asyncio.sleep(delay / 2)
+                early = asyncio.ensure_future(self.engine.fresh(uri, weak=True, need_ready=False))
+                await asyncio.sleep(delay / 2)
+            msg = await (early if early is not None else self.engine.fresh(uri, weak=True, need_ready=False))
+            if msg is None or uri not in self.docs:
+                return
+            version = self.doc_text(uri)[1]
+            if version is not None and msg.get("version") != version:
+                return  # stale: a newer edit is queued and will publish
+            st = self._state(uri)
+            if self.settings_for(uri).diagnostics_on == "save":
+                st.saved_diags = msg
+            self.publish_json(uri, msg)
+            st.warm = asyncio.ensure_future(self._engine_warm(uri, version))
+        except asyncio.CancelledError:
+            pass
+        except EngineUnavailable as e:
+            log.warning("no diagnostics for %s: %s", uri, e)
+        except Exception:  # noqa: BLE001
+            log.exception("analysis of %s failed", uri)
+        finally:
+            if early is not None and not early.done():
+                early.cancel()
+
+    async def _engine_warm(self, uri: str, version, idle: float = 0.3):
+        try:
+            await asyncio.sleep(idle)
+            if await self.engine.fresh(uri, weak=True) is None:
+                return
+            await self.engine.warm(uri, self.commands.target_for(uri), version)
+        except (asyncio.CancelledError, EngineUnavailable):
+            pass
+        except Exception:  # noqa: BLE001
+            log.debug("warming layouts failed", exc_info=True)
+
+    def publish_json(self, uri: str, msg: dict):
+        if self.pull_diagnostics:
+            return
+        diags = [self.protocol._converter.structure(d, lsp.Diagnostic) for d in msg.get("diagnostics") or []]
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
+                                                                            version=msg.get("version")))
+        self._state(uri).published = msg.get("version")
+
+    async def engine_answer(self, method: str, uri: str, params: dict):
+        """An answer computed by the serving engine (JSON, as the client receives it)."""
+        try:
+            return await self.engine.answer(method, uri, params)
+        except EngineUnavailable as e:
+            log.warning("%s of %s: %s", method, uri, e)
+            return None
+
+    def engine_config(self) -> dict:
+        return {"markdown": self.markdown, "snippets": self.snippets, "vscode": self.vscode_client}
 
     async def _warm(self, uri: str, a: Analysis, idle: float = 0.3):
         """When the user pauses, prepare what hovers need (layouts from the backend), one kernel at a time."""
@@ -483,7 +479,8 @@ class NewtLanguageServer(LanguageServer):
     def publish(self, a: Analysis):
         if self.pull_diagnostics:
             return
-        diags = lsp_diagnostics(a)
+        from .launchtypes import launch_diagnostics
+        diags = lsp_diagnostics(a) + launch_diagnostics(a)
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=a.uri, diagnostics=diags,
                                                                             version=a.version))
         self._state(a.uri).published = a.version
@@ -578,6 +575,8 @@ def create_server() -> NewtLanguageServer:
 
     ls = NewtLanguageServer()
     ls.commands = Commands(ls)
+    if engines_supported():
+        ls.engine = EngineHost(ls.documents, encoding=lambda: ls.encoding, config=ls.engine_config)
     import sys
     # the analysis thread is pure Python: hand the GIL over more often so the event loop and the query thread
     # (hovers, completions) wait at most ~2 ms for it instead of 5
@@ -598,6 +597,12 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     async def initialized(ls: NewtLanguageServer, params: lsp.InitializedParams):
         ls.initialized_at = time.monotonic()
+        if ls.engine is not None:
+            try:
+                await ls.engine.start()
+            except Exception:  # noqa: BLE001 - no engines here: analyze on the thread instead
+                log.exception("cannot start the analysis engine; analyzing in the server process")
+                ls.engine = None
         gc.disable()
         if ls._gc_task is None:
             ls._gc_task = asyncio.ensure_future(ls._idle_gc())
@@ -612,6 +617,8 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     async def shutdown(ls: NewtLanguageServer, params):
         await ls.commands.shutdown()
+        if ls.engine is not None:
+            await ls.engine.stop()
         gc.enable()
 
     # -- documents -------------------------------------------------------------------
@@ -656,6 +663,21 @@ def create_server() -> NewtLanguageServer:
     async def pull_diagnostics(ls: NewtLanguageServer, params: lsp.DocumentDiagnosticParams):
         uri = params.text_document.uri
         st = ls._state(uri)
+        if ls.engine is not None:
+            if ls.settings_for(uri).diagnostics_on == "save" and st.saved_diags is not None:
+                msg = st.saved_diags
+            else:
+                msg = await ls.engine.fresh(uri, need_ready=False)  # the diagnostics are known before it serves
+            if msg is None:
+                return lsp.RelatedFullDocumentDiagnosticReport(items=[])
+            # unique per analysis and per server process: a client keeps result ids across a server restart,
+            # and an "unchanged" answer to a reopened document's old id would leave it with no diagnostics
+            result_id = f"{ls.engine.token}:{msg.get('job')}"
+            if params.previous_result_id == result_id:
+                return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+            conv = ls.protocol._converter
+            return lsp.RelatedFullDocumentDiagnosticReport(
+                items=[conv.structure(d, lsp.Diagnostic) for d in msg.get("diagnostics") or []], result_id=result_id)
         if ls.settings_for(uri).diagnostics_on == "save" and st.saved_analysis is not None:
             a = st.saved_analysis
         else:
@@ -663,13 +685,19 @@ def create_server() -> NewtLanguageServer:
         result_id = f"{a.version}:{hash(a.text) & 0xFFFFFFFF:x}"
         if params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a), result_id=result_id)
+        from .launchtypes import launch_diagnostics
+        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a) + launch_diagnostics(a),
+                                                       result_id=result_id)
 
     # -- language features -------------------------------------------------------------
     @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
     @_safe()
     async def hover(ls: NewtLanguageServer, params: lsp.HoverParams):
         uri = params.text_document.uri
+        if ls.engine is not None:
+            return await ls.engine_answer("hover", uri, {"line": params.position.line,
+                                                         "character": params.position.character,
+                                                         "target": ls.commands.target_for(uri)})
         a, pos, shift = await ls.analysis_near(uri, params.position)
         if a is None:
             return None
@@ -686,6 +714,11 @@ def create_server() -> NewtLanguageServer:
         s = ls.settings_for(params.text_document.uri)
         if not (s.inlay_shapes or s.inlay_dtypes):
             return []
+        if ls.engine is not None:
+            r = params.range
+            return await ls.engine_answer("inlayHint", params.text_document.uri, {
+                "range": ls.protocol._converter.unstructure(r) if r is not None else None,
+                "shapes": s.inlay_shapes, "dtypes": s.inlay_dtypes}) or []
         a = await ls.analysis_for(params.text_document.uri)
         return await ls.run_sync(features.inlay_hints, a, params.range, s.inlay_shapes, s.inlay_dtypes)
 
@@ -694,6 +727,9 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     async def completion(ls: NewtLanguageServer, params: lsp.CompletionParams):
         uri = params.text_document.uri
+        if ls.engine is not None:
+            return await ls.engine_answer("completion", uri, {"line": params.position.line,
+                                                              "character": params.position.character})
         text, _ = ls.doc_text(uri)
         a = await ls.analysis_for(uri, allow_stale=True)  # the last good analysis while a new one runs
         if a is None:
@@ -716,6 +752,9 @@ def create_server() -> NewtLanguageServer:
     @_safe()
     async def signature_help(ls: NewtLanguageServer, params: lsp.SignatureHelpParams):
         uri = params.text_document.uri
+        if ls.engine is not None:
+            return await ls.engine_answer("signatureHelp", uri, {"line": params.position.line,
+                                                                 "character": params.position.character})
         text, _ = ls.doc_text(uri)
         a = await ls.analysis_for(uri, allow_stale=True)  # the last good analysis while a new one runs
         if a is None:
@@ -730,12 +769,16 @@ def create_server() -> NewtLanguageServer:
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @_safe(list)
     async def document_symbol(ls: NewtLanguageServer, params: lsp.DocumentSymbolParams):
+        if ls.engine is not None:
+            return await ls.engine_answer("documentSymbol", params.text_document.uri, {}) or []
         a = await ls.analysis_for(params.text_document.uri)
         return features.document_symbols(a) if a is not None else []
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
     @_safe(list)
     async def code_lens(ls: NewtLanguageServer, params: lsp.CodeLensParams):
+        if ls.engine is not None:
+            return await ls.engine_answer("codeLens", params.text_document.uri, {}) or []
         a = await ls.analysis_for(params.text_document.uri)
         return await ls.run_sync(features.code_lenses, a)
 
@@ -743,8 +786,11 @@ def create_server() -> NewtLanguageServer:
                 lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix], resolve_provider=False))
     @_safe(list)
     async def code_action(ls: NewtLanguageServer, params: lsp.CodeActionParams):
-        a = await ls.analysis_for(params.text_document.uri)
         only = [str(getattr(k, "value", k)) for k in (params.context.only or [])] if params.context else None
+        if ls.engine is not None:
+            return await ls.engine_answer("codeAction", params.text_document.uri, {
+                "range": ls.protocol._converter.unstructure(params.range), "only": only}) or []
+        a = await ls.analysis_for(params.text_document.uri)
         return await ls.run_sync(features.code_actions, a, params.range, only)
 
     # -- settings ------------------------------------------------------------------------
@@ -786,7 +832,10 @@ def create_server() -> NewtLanguageServer:
             # what the server holds of each open document (clients can check that incremental sync agrees)
             "texts": [{"uri": uri, "version": v, "sha1": hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest(),
                        "length": len(t)} for uri, (t, v) in ls.texts.items()],
-            "analyses": {"count": len(ls.analysis_times), "ms": list(ls.analysis_times)[-500:]},
+            "analyses": {"count": len(ls.analysis_times), "ms": list(ls.analysis_times)[-500:]} if ls.engine is None
+            else {"count": len(ls.engine.analysis_times), "ms": list(ls.engine.analysis_times)[-500:]},
+            "engine": "fork" if ls.engine is not None else "thread",
+            "memory": ls.engine.memory() if ls.engine is not None else {},
             "kernel_cache": {"entries": len(ls.kernel_cache._entries), "hits": ls.kernel_cache.hits,
                              "misses": ls.kernel_cache.misses},
             "settings": {"trusted": ls.settings.trusted, "target": ls.settings.target,
@@ -836,10 +885,6 @@ def _command_stub(name):
     return stub
 
 
-
-
-def data_path(*parts) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)
 
 
 _ = uri_to_path  # re-exported for tests

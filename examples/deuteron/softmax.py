@@ -49,6 +49,11 @@ def small(device):
     return nh.Case(grid=None, args=make_args(device))
 
 
+@nh.example(softmax_short)
+def small_short(device):
+    return nh.Case(grid=None, args=make_args(device))
+
+
 def main(device: str | None = None) -> None:
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     (x,) = make_args(device)

@@ -210,3 +210,24 @@ def test_pointer_dtypes_come_from_the_tensors_launched():
     assert str(c.arg_types["x_ptr"]) == str(c.arg_types["y_ptr"]) == "*fp16"
     assert c.assumed["y_ptr"].startswith("*fp16 (from the host code: the launch at line 14 passes y")
     assert "assumed: the file does not say" in c.assumed["z_ptr"]  # a parameter of run(): unknown, said so
+
+
+DEUTERON_EXAMPLES = sorted((ROOT / "examples" / "deuteron").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", DEUTERON_EXAMPLES, ids=lambda p: p.name)
+async def test_every_deuteron_example_kernel_compiles(client, path):
+    """Compile on each ``@dt.kernel`` of examples/deuteron (Helion-style tile code): the server traces it to
+    newt and compiles that; where the file only has run-time sizes the error asks and the suggestion compiles."""
+    uri = _open(client, path)
+    kernels = [ka for ka in _analysis(path).kernels if not ka.helper]
+    assert kernels, path.name
+    for ka in kernels:
+        line = ka.span.line - 1
+        try:
+            r = await _compile(client, uri, line)
+        except Exception as e:  # noqa: BLE001
+            data = getattr(e, "data", None) or {}
+            assert "missing" in data, f"{path.name}:{ka.name}: {e}"
+            r = await _compile(client, uri, line, {m: data["suggestions"][m][0] for m in data["missing"]})
+        assert r["kernel"] and r["n_regs"] > 0, (path.name, ka.name, r)

@@ -302,8 +302,10 @@ async function run() {
   // -- Compile on every kernel of examples/ and on a Triton file, from their code lenses; where the file
   //    only has run-time values, Newt asks in a quick pick and the probe accepts the suggested value
   //    (what pressing Enter does) ------------------------------------------------------------------
-  const exampleFiles = fs.existsSync(uriOf('examples').fsPath)
-    ? fs.readdirSync(uriOf('examples').fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `examples/${f}`) : [];
+  const pyFiles = (rel) => (fs.existsSync(uriOf(rel).fsPath)
+    ? fs.readdirSync(uriOf(rel).fsPath).filter((f) => f.endsWith('.py')).sort().map((f) => `${rel}/${f}`) : []);
+  // newt kernels, and deuteron's Helion-style tile kernels (traced to newt by the server, then compiled)
+  const exampleFiles = [...pyFiles('examples'), ...pyFiles('examples/deuteron')];
   for (const rel of [...exampleFiles, 'kernels/triton_add.py']) {
     await check(`compile every kernel of ${rel}`, async () => {
       const { doc } = await show(rel);
@@ -420,12 +422,14 @@ async function run() {
     await vscode.commands.executeCommand('notifications.clearAll');
     await vscode.commands.executeCommand('workbench.actions.view.problems');
     const { editor } = await show(s.file, { viewColumn: vscode.ViewColumn.One });
+    // the hover is to show the diagnostic: wait until the reopened file has its diagnostics again
+    const diags = await waitFor(() => vscode.languages.getDiagnostics(editor.document.uri).length > 0, 30000);
     await vscode.commands.executeCommand('workbench.action.focusActiveEditorGroup');
     editor.selection = new vscode.Selection(s.line, s.character, s.line, s.character);
     editor.revealRange(new vscode.Range(s.line, 0, s.line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     await sleep(500);
     await vscode.commands.executeCommand('editor.action.showHover');
-    return { ok: true };
+    return { ok: !!diags, diagnostics: vscode.languages.getDiagnostics(editor.document.uri).length };
   });
 }
 
