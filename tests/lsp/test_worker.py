@@ -150,18 +150,18 @@ def test_prints_of_the_user_module_do_not_break_the_protocol(tmp_path):
     _run(go())
 
 
-@needs_interpreter
-def test_autotune_events_and_cancellation(tmp_path):
-    src = textwrap.dedent("""
+def _slow_tune_file(tmp_path, sleep: float):
+    """An autotuned kernel of six configs whose pre-hook sleeps ``sleep`` seconds, with a harness example."""
+    src = textwrap.dedent(f"""
         import time
         import newt
         import newt.harness as nh
         import newt.language as nl
 
         def slow(nargs):
-            time.sleep(0.4)
+            time.sleep({sleep})
 
-        @newt.autotune(configs=[newt.Config({"BLOCK": b}, pre_hook=slow) for b in (16, 32, 64, 128, 256, 512)],
+        @newt.autotune(configs=[newt.Config({{"BLOCK": b}}, pre_hook=slow) for b in (16, 32, 64, 128, 256, 512)],
                        key=["n"])
         @newt.jit
         def k(x_ptr, n, BLOCK: nl.constexpr):
@@ -175,6 +175,12 @@ def test_autotune_events_and_cancellation(tmp_path):
     """)
     path = tmp_path / "slow_tune.py"
     path.write_text(src)
+    return path, src
+
+
+@needs_interpreter
+def test_autotune_events_and_cancellation(tmp_path):
+    path, src = _slow_tune_file(tmp_path, 0.4)
 
     async def go():
         w = _worker(tmp_path)
@@ -244,29 +250,7 @@ def test_the_worker_runs_in_its_folder_but_never_imports_from_it(tmp_path):
 
 @needs_interpreter
 def test_a_cancelled_request_stops_the_worker_between_configs_and_keeps_it(tmp_path):
-    src = textwrap.dedent("""
-        import time
-        import newt
-        import newt.harness as nh
-        import newt.language as nl
-
-        def slow(nargs):
-            time.sleep(2.0)
-
-        @newt.autotune(configs=[newt.Config({"BLOCK": b}, pre_hook=slow) for b in (16, 32, 64, 128, 256, 512)],
-                       key=["n"])
-        @newt.jit
-        def k(x_ptr, n, BLOCK: nl.constexpr):
-            offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
-            nl.store(x_ptr + offs, 1.0, mask=offs < n)
-
-        @nh.example(k)
-        def ex(device):
-            import torch
-            return nh.Case(grid=lambda m: (newt.cdiv(512, m["BLOCK"]),), args=(torch.zeros(512, device=device), 512))
-    """)
-    path = tmp_path / "slow_tune.py"
-    path.write_text(src)
+    path, src = _slow_tune_file(tmp_path, 2.0)
 
     async def go():
         w = _worker(tmp_path)
