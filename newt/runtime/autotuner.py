@@ -178,6 +178,7 @@ class Autotuner(KernelInterface):
         self._defaults = {n: p.default for n, p in self.signature.parameters.items()
                           if p.default is not p.empty}
         self._key_fn = None  # args -> tuning key, for launches with the argument types seen first
+        self._c_launch = None  # the compiled TuneDispatcher of those launches (_launch.c), where it can be had
         self._config_names = set()
         for c in configs:
             self._config_names.update(c.kwargs)
@@ -200,6 +201,15 @@ class Autotuner(KernelInterface):
             if dt is not None:
                 key.append(dt)
         return tuple(key)
+
+    def _getitem_py(self, grid):
+        return functools.partial(self._c_launch or self._launch, grid)
+
+    __getitem__ = _getitem_py  # the compiled GridGetItem once a TuneDispatcher is made (_c_tuner)
+
+    def grid_launcher(self):
+        """The launch function ``f(grid, *args, **options)`` behind ``kernel[grid](...)``."""
+        return self._c_launch or self._launch
 
     def _launch(self, grid, /, *args, **kwargs):
         if not kwargs:  # the hot path: a known tuning key (see _key_function)
@@ -250,6 +260,8 @@ class Autotuner(KernelInterface):
             hit = self._launch_kw[key] = (config, ckw, preset(ckw) if preset is not None else None)
             if not kwargs and self._key_fn is None:
                 self._key_fn = _key_function(self._key_pos, args)
+                if self._key_fn is not None:
+                    self._c_launch = _c_tuner(self, args)
         config, ckw, _ = hit
         self.best_config = config
         if config.pre_hook is not None:
@@ -520,6 +532,23 @@ def _key_function(key_pos, args):
            "    return None\n")
     exec(compile(src, "<newt autotune key>", "exec"), g)  # noqa: S102
     return g["key"]
+
+
+def _c_tuner(tuner, args):
+    """The compiled ``TuneDispatcher`` for launches with the argument types of ``args`` (those
+    ``_key_function`` was made for): ``_key_function``'s key, ``_launch``'s lookup in C, the rest handed
+    to ``tuner._launch``; None without the extension (``NEWT_C_LAUNCHER=0``, no C compiler)."""
+    import sys
+
+    from . import clauncher
+    torch = sys.modules.get("torch")
+    m = clauncher.module() if clauncher.enabled() and torch is not None else None
+    if m is None or not hasattr(m, "TuneDispatcher") or len(args) > 128:
+        return None
+    from .jit import install_c_getitem
+    install_c_getitem(Autotuner, "_c_launch", False)
+    return m.TuneDispatcher(tuner, tuner._launch, tuner._launch_kw, tuple(type(a) for a in args),
+                            tuple(i for i, _ in tuner._key_pos), torch.Tensor)
 
 
 def _plain(v):

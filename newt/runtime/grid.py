@@ -35,6 +35,13 @@ def normalize_grid(grid, meta, name: str):
         grid = grid(meta)
         if type(grid) is tuple and 0 < len(grid) < 4:  # the usual case; the launcher checks the values
             return grid
+    return normalize_grid_value(grid, name)
+
+
+def normalize_grid_value(grid, name: str):
+    """``(gx, gy, gz)`` from a grid that is not callable (or a callable's result that is not a tuple of 1-3
+    values): an int, a tuple or list of ints; ``TypeError`` naming the kernel otherwise.  The compiled
+    dispatcher (``_launch.c``) calls this after calling a grid callable itself."""
     if isinstance(grid, int):
         grid = (grid,)
     if grid is None:

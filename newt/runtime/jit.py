@@ -184,11 +184,17 @@ class JITFunction:
     def is_interpreted(self) -> bool:
         return self.interpret if self.interpret is not None else interpret_env()
 
-    def __getitem__(self, grid):
-        """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``)."""
+    def _getitem_py(self, grid):
+        """``kernel[grid]``: a launcher for ``grid`` (a tuple of up to 3 ints, or ``callable(meta)``).
+
+        Once the compiled extension is loaded, ``install_c_getitem`` makes the class's ``__getitem__`` its
+        C equivalent (``_launch.c``'s ``GridGetItem``), which comes here whenever ``_fast`` is not
+        installed yet or the function's code was replaced."""
         if self.fn.__code__ is not self._code:
             self._code_changed()
         return functools.partial(self.__dict__.get("_fast") or self._install_fast(), grid)
+
+    __getitem__ = _getitem_py
 
     def run(self, *args, grid=None, **kwargs):
         """``kernel.run(*args, grid=..., num_warps=, num_stages=, warmup=False, **constexprs)``."""
@@ -218,7 +224,9 @@ class JITFunction:
                     def fast(grid, /, *args, **kwargs):
                         return interp(*args, grid=grid, **kwargs)
                 else:
-                    fast = build_fast_path(self)
+                    fast = c_fast_path(self, build_fast_path(self))
+                    if type(fast).__name__ == "Dispatcher":
+                        install_c_getitem(JITFunction, "_fast", True)
                 self._fast = fast
         return fast
 
@@ -233,14 +241,14 @@ class JITFunction:
             key = tuple(sorted(preset.items()))
             hash(key)
         except TypeError:
-            return build_fast_path(self, preset)
+            return c_fast_path(self, build_fast_path(self, preset), preset)
         presets = self.__dict__.setdefault("_presets", {})
         fast = presets.get(key)
         if fast is None:
             with self._lock:
                 fast = presets.get(key)
                 if fast is None:
-                    fast = presets[key] = build_fast_path(self, preset)
+                    fast = presets[key] = c_fast_path(self, build_fast_path(self, preset), preset)
         return fast
 
     def clear_cache(self):
@@ -598,6 +606,51 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
     fn.__qualname__ = name
     fn.__newt_source__ = src
     return fn
+
+
+def install_c_getitem(cls, fast_attr: str, check_code: bool):
+    """Make ``cls.__getitem__`` (``kernel[grid]``) the extension's ``GridGetItem``: ``Bound(getattr(kernel,
+    fast_attr), grid)`` in C where that attribute is set (and, with ``check_code``, ``kernel.fn.__code__`` is
+    still ``kernel._code``), else ``kernel._getitem_py(grid)``, the Python ``__getitem__``, which it
+    replaces.  Done once, when the first compiled dispatcher of such a kernel is made."""
+    if type(cls.__dict__.get("__getitem__")).__name__ == "GridGetItem":
+        return
+    from . import clauncher
+    m = clauncher.module()
+    if m is not None and hasattr(m, "GridGetItem"):
+        cls.__getitem__ = m.GridGetItem(fast_attr, "_getitem_py", check_code)
+
+
+def c_fast_path(kernel: JITFunction, py_fast, preset: dict | None = None):
+    """The compiled dispatcher (``_launch.c``'s ``Dispatcher``) in front of ``py_fast`` (what
+    ``build_fast_path(kernel, preset)`` made): for a cached specialization it binds the arguments, computes
+    the same key as ``py_fast``, finds the launcher in ``kernel._cache`` and launches, all in C; every other
+    call (a miss, warmup, arguments it does not key itself) goes to ``py_fast`` unchanged.  Returns
+    ``py_fast`` itself where the extension cannot be had (``NEWT_C_LAUNCHER=0``, no C compiler) or the
+    kernel is outside what the dispatcher handles (a parameter named ``launch_cooperative_grid``, more than
+    128 parameters)."""
+    from . import clauncher
+    params = kernel.signature.parameters
+    if "launch_cooperative_grid" in params or len(params) > 128 or not clauncher.enabled():
+        return py_fast
+    m = clauncher.module()
+    torch = sys.modules.get("torch")
+    if m is None or not hasattr(m, "Dispatcher") or torch is None:
+        return py_fast
+    preset = dict(preset or {})
+    g = py_fast.__globals__
+    names = tuple(sys.intern(n) for n in params)
+    kinds = bytes((1 if n in kernel.constexpr_names else 0) | (2 if n in kernel.do_not_specialize else 0)
+                  for n in names)
+    defaults = tuple(preset[n] if n in preset else (p.default if p.default is not inspect.Parameter.empty
+                                                    else _MISSING) for n, p in params.items())
+    opt_defaults = (preset.get("num_warps"), preset.get("num_stages"), preset.get("num_ctas", 1))
+    opt_params = tuple(names.index(o) if o in params else -1 for o in ("num_warps", "num_stages", "num_ctas"))
+    fn, code = (kernel.fn, kernel._code) if preset else (None, None)
+    from .grid import normalize_grid_value
+    return m.Dispatcher(py_fast, g[f"{_P}cache"], names, kinds, defaults, _MISSING, opt_defaults, opt_params,
+                        torch.Tensor, g[f"{_P}device"], g[f"{_P}stream"], g[f"{_P}stream_handle"],
+                        g[f"{_P}not_cuda"], normalize_grid_value, kernel.__name__, fn, code)
 
 
 class ConstexprFunction:
