@@ -28,9 +28,27 @@ from pathlib import Path
 SOURCE = Path(__file__).with_name("_launch.c")
 MODULE_NAME = "_newt_launch"
 
-#: struct codes (driver.struct_code) -> the extension's parameter codes
-CODES = {"?": 0, "b": 1, "B": 2, "h": 3, "H": 4, "i": 5, "I": 6, "q": 7, "Q": 8, "f": 9, "d": 10, "e": 11,
-         "bf16": 12}
+#: the extension's code of a by-value byte blob of ``8 * k`` bytes is ``BLOB + k`` (struct code ``"<8k>s"``)
+BLOB = 128
+BLOB_MAX = (255 - BLOB) * 8
+
+
+class _Codes(dict):
+    """struct codes (``driver.struct_code``) -> the extension's parameter codes; ``"<n>s"`` (``n`` a multiple
+    of 8 up to ``BLOB_MAX``: a parameter passed by value as ``n`` bytes, e.g. ``"128s"`` for a
+    ``__grid_constant__ CUtensorMap``, given as a ``bytes`` object of that size) maps to ``BLOB + n // 8``.
+    Any other code raises ``KeyError``: that kernel launches through the pure-Python launcher."""
+
+    def __missing__(self, code):
+        if isinstance(code, str) and code.endswith("s") and code[:-1].isdigit():
+            n = int(code[:-1])
+            if 0 < n <= BLOB_MAX and n % 8 == 0:
+                return BLOB + n // 8
+        raise KeyError(code)
+
+
+CODES = _Codes({"?": 0, "b": 1, "B": 2, "h": 3, "H": 4, "i": 5, "I": 6, "q": 7, "Q": 8, "f": 9, "d": 10, "e": 11,
+                "bf16": 12})
 
 _lock = threading.Lock()
 _state: dict = {}  # "module" -> module or None, "reason" -> why None
