@@ -351,6 +351,11 @@ typedef struct {
     PyTypeObject *tensor_type;
     PyObject *dev_fn, *stream_fn, *stream_handle, *not_cuda, *grid_tail, *kname;
     PyObject *fn, *code; /* a preset's function and the code it was built for (None: not checked here) */
+    PyObject *spare_key; /* the last call's key tuple, emptied, for the next (NULL while one is in use) */
+    /* torch.Tensor's dtype / is_cuda getters, called directly while the type is unchanged (its version tag):
+       on an exact torch.Tensor these data descriptors are what attribute access finds */
+    PyObject *dtype_get, *is_cuda_get;
+    unsigned int tensor_version;
     unsigned long long hits, forwarded;
 } Dispatcher;
 
@@ -363,11 +368,49 @@ typedef struct {
     PyObject *dev, *key;   /* owned */
 } call_t;
 
-static void call_clear(call_t *c) {
+/* Reusing the key tuple: a lookup key only (the cache dict keeps the Python path's own tuple), recycled when
+   nothing else holds it.  Tuples cache no hash before Python 3.14, so their items may be replaced. */
+#if PY_VERSION_HEX < 0x030E0000
+#define REUSE_KEY 1
+#else
+#define REUSE_KEY 0
+#endif
+
+static void call_clear(call_t *c, Dispatcher *self) {
     for (Py_ssize_t i = 0; i < c->npv; i++) Py_DECREF(c->pv[i]);
     c->npv = 0;
     Py_CLEAR(c->dev);
+    if (REUSE_KEY && c->key != NULL && Py_REFCNT(c->key) == 1 && self->spare_key == NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->key); i++) Py_CLEAR(PyTuple_GET_ITEM(c->key, i));
+        self->spare_key = c->key;
+        c->key = NULL;
+    }
     Py_CLEAR(c->key);
+}
+
+/* v.<name> for an exact torch.Tensor v: the cached getter while the type has not changed since it was cached
+   (a new version tag: look the descriptors up again), else plain attribute access */
+static PyObject *tensor_attr(Dispatcher *self, PyObject *v, PyObject *name, PyObject **getter) {
+    PyTypeObject *t = self->tensor_type;
+    if (t->tp_getattro == PyObject_GenericGetAttr) {
+        if (self->tensor_version != t->tp_version_tag || *getter == NULL || t->tp_version_tag == 0) {
+            Py_CLEAR(self->dtype_get);
+            Py_CLEAR(self->is_cuda_get);
+            PyObject *d = PyObject_GetAttr((PyObject *)t, S_dtype), *c = d ? PyObject_GetAttr((PyObject *)t, S_is_cuda) : NULL;
+            if (c != NULL && PyObject_TypeCheck(d, &PyGetSetDescr_Type) && PyObject_TypeCheck(c, &PyGetSetDescr_Type)) {
+                self->dtype_get = d;
+                self->is_cuda_get = c;
+                self->tensor_version = t->tp_version_tag;
+            } else {
+                Py_XDECREF(d);
+                Py_XDECREF(c);
+                PyErr_Clear();
+            }
+        }
+        if (*getter != NULL && t->tp_version_tag != 0 && self->tensor_version == t->tp_version_tag)
+            return Py_TYPE(*getter)->tp_descr_get(*getter, v, (PyObject *)t);
+    }
+    return PyObject_GetAttr(v, name);
 }
 
 static int name_eq(PyObject *a, PyObject *b) {
@@ -424,8 +467,9 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
     if (self->opt_param[O_NW] < 0 && c->opt[O_NW] == Py_None) c->opt[O_NW] = I_four;
     if (self->opt_param[O_NS] < 0 && c->opt[O_NS] == Py_None) c->opt[O_NS] = I_three;
 
-    PyObject *key = PyTuple_New(2 * self->n_nc + 2 * self->n_cx + 5);
-    if (key == NULL) return -1;
+    PyObject *key = self->spare_key; /* its items are NULL */
+    if (key != NULL) self->spare_key = NULL;
+    else if ((key = PyTuple_New(2 * self->n_nc + 2 * self->n_cx + 5)) == NULL) return -1;
     c->key = key;
     Py_ssize_t j = 0, inc = 0;
     for (Py_ssize_t i = 0; i < np; i++) {
@@ -438,14 +482,14 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
             if (p == NULL) return -1;
             c->pv[c->npv++] = p;
             if (!PyLong_CheckExact(p)) return 1;
-            a = PyObject_GetAttr(v, S_dtype);
+            a = tensor_attr(self, v, S_dtype, &self->dtype_get);
             if (a == NULL) return -1;
             b = (dns || (PyLong_AsUnsignedLongLongMask(p) & 15)) ? Py_False : Py_True;
             if (PyErr_Occurred()) {
                 Py_DECREF(a);
                 return -1;
             }
-            PyObject *cu = PyObject_GetAttr(v, S_is_cuda);
+            PyObject *cu = tensor_attr(self, v, S_is_cuda, &self->is_cuda_get);
             int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
             Py_XDECREF(cu);
             if (on < 0) {
@@ -559,7 +603,7 @@ static PyObject *dispatcher_vectorcall(PyObject *op, PyObject *const *args, size
         if (ln == NULL) {
             if (PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_TypeError)) { /* unhashable: the Python path compiles uncached */
-                    call_clear(&c);
+                    call_clear(&c, self);
                     return NULL;
                 }
                 PyErr_Clear();
@@ -568,7 +612,7 @@ static PyObject *dispatcher_vectorcall(PyObject *op, PyObject *const *args, size
         }
     }
     if (st != 0) {
-        call_clear(&c);
+        call_clear(&c, self);
         if (st < 0) return NULL;
         self->forwarded++;
         return PyObject_Vectorcall(self->py_fast, args, nargsf, kwnames);
@@ -635,13 +679,14 @@ done:
     Py_XDECREF(s);
     Py_XDECREF(g);
     Py_DECREF(ln);
-    call_clear(&c);
+    call_clear(&c, self);
     return r;
 }
 
 /* dispatcher.key(grid, *args, **kwargs): the specialization key this dispatcher computes for the call (the
    Python fast path's key, which a test compares), or None where it would hand the call to the Python path */
 static PyObject *dispatcher_key(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Dispatcher *self = (Dispatcher *)op;
     call_t c;
     c.npv = 0;
     c.dev = c.key = NULL;
@@ -654,7 +699,7 @@ static PyObject *dispatcher_key(PyObject *op, PyObject *const *args, Py_ssize_t 
         r = Py_None;
         Py_INCREF(r);
     }
-    call_clear(&c);
+    call_clear(&c, self);
     return r;
 }
 
@@ -665,7 +710,8 @@ static PyObject *dispatcher_stats(PyObject *op, PyObject *unused) {
 }
 
 #define D_OBJS(X) X(py_fast) X(cache) X(names) X(defaults) X(missing) X(opt_default[0]) X(opt_default[1]) \
-    X(opt_default[2]) X(dev_fn) X(stream_fn) X(stream_handle) X(not_cuda) X(grid_tail) X(kname) X(fn) X(code)
+    X(opt_default[2]) X(dev_fn) X(stream_fn) X(stream_handle) X(not_cuda) X(grid_tail) X(kname) X(fn) X(code) X(spare_key) \
+    X(dtype_get) X(is_cuda_get)
 
 /* Dispatcher(py_fast, cache, names, kinds, defaults, missing, opt_defaults, opt_params, tensor_type, dev_fn,
               stream_fn, stream_handle, not_cuda, grid_tail, name, fn, code) */
@@ -1027,10 +1073,30 @@ static int bound_clear(Bound *self) {
     return 0;
 }
 
+/* a few freed Bound objects kept for reuse: kernel[grid] allocates none in the steady state, so a launch
+   adds nothing to the garbage collector's allocation count */
+#define BOUND_FREE_MAX 16
+static PyTypeObject BoundType;
+static Bound *bound_free[BOUND_FREE_MAX];
+static int bound_nfree = 0;
+
 static void bound_dealloc(Bound *self) {
     PyObject_GC_UnTrack(self);
     bound_clear(self);
+    if (bound_nfree < BOUND_FREE_MAX) {
+        bound_free[bound_nfree++] = self;
+        return;
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Bound *bound_alloc(void) {
+    if (bound_nfree > 0) {
+        Bound *b = bound_free[--bound_nfree];
+        (void)PyObject_Init((PyObject *)b, &BoundType);
+        return b;
+    }
+    return PyObject_GC_New(Bound, &BoundType);
 }
 
 static PyObject *bound_repr(Bound *self) {
@@ -1091,7 +1157,7 @@ static PyObject *getitem_vectorcall(PyObject *op, PyObject *const *args, size_t 
         PyErr_Clear(); /* not installed yet */
     }
     if (fast == NULL || fast == Py_None) goto slow;
-    Bound *b = PyObject_GC_New(Bound, &BoundType);
+    Bound *b = bound_alloc();
     if (b == NULL) {
         Py_DECREF(fast);
         return NULL;

@@ -396,3 +396,20 @@ def test_without_the_extension_the_python_fast_path_is_used(gpu, monkeypatch):
     K.add_kernel[(1,)](x, x, x, 16, BLOCK_SIZE=16)
     assert type(K.add_kernel._fast).__name__ == "function"
     assert gpu.launches[-1].values == (x.data_ptr(),) * 3 + (16,)
+
+
+def test_a_patched_tensor_type_is_seen(gpu):
+    """The dispatcher calls torch.Tensor's dtype getter directly while the type is unchanged; a patched
+    type is followed (and the getter taken up again once the patch is gone)."""
+    disp = c_fast_path(K.add_kernel, build_fast_path(K.add_kernel))
+    x = torch.zeros(64)
+    assert disp.key((1,), x, x, x, 64, BLOCK_SIZE=16)[0] is torch.float32
+    assert "dtype" not in torch.Tensor.__dict__
+    torch.Tensor.dtype = property(lambda self: torch.float16)
+    try:
+        got = disp.key((1,), x, x, x, 64, BLOCK_SIZE=16)
+        assert got[0] is torch.float16 and same_key(got, python_key(K.add_kernel, (1,), (x, x, x, 64),
+                                                                    {"BLOCK_SIZE": 16}))
+    finally:
+        del torch.Tensor.dtype
+    assert disp.key((1,), x, x, x, 64, BLOCK_SIZE=16)[0] is torch.float32
