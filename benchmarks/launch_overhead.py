@@ -10,7 +10,10 @@ autotuned kernel after tuning) it times only the Python side: windows of
 so the launch queue never fills and the figure is the host cost per launch.
 The cases run in interleaved rounds (each round times every case for
 windows/rounds windows), so drift of the host hits all of them alike; median
-over all windows.  Shown for scale: the floors (the compiled launcher alone,
+over all windows.  newt's launches go through the compiled dispatcher (``_launch.c``: binding, the
+specialization key, the cache lookup and the launch in C; its counters are printed); the row "Python fast
+path (before)" is the same kernel through the generated Python fast path that computes the key in Python,
+the path before it.  Shown for scale: the floors (the compiled launcher alone,
 newt's ``Launcher`` through cuda.bindings, and a bare ``cuLaunchKernel``
 through cuda-bindings with pre-packed arguments) and ``torch.add(out=)``.
 newt's launches go through the compiled launcher (``newt/runtime/_launch.c``)
@@ -96,6 +99,20 @@ def cases(modules):
         for ln in py_kernel._cache.values():
             ln.launch = ln.py_launch
         out_cases["newt: tuple grid, Python launcher"] = lambda: py_kernel[(1,)](x, y, out, n, BLOCK=128)
+        # the path before the compiled dispatcher: Python __getitem__, functools.partial, the generated Python
+        # fast path (it computes the key), then the compiled Launcher
+        pf_kernel = newt.jit(modules["newt"].small_kernel.fn)
+        pf_kernel[(1,)](x, y, out, n, BLOCK=128)
+        if hasattr(pf_kernel._fast, "py_fast"):
+            pf_kernel._fast = pf_kernel._fast.py_fast
+            out_cases["newt: tuple grid, Python fast path (before)"] = \
+                lambda: pf_kernel._getitem_py((1,))(x, y, out, n, BLOCK=128)
+        # where a tensor's pointer comes from: data_ptr() (what newt and Triton's launcher call), the method
+        # descriptor, and __cuda_array_interface__
+        out_cases["data_ptr: x.data_ptr()"] = lambda: x.data_ptr()
+        dp = torch.Tensor.data_ptr
+        out_cases["data_ptr: Tensor.data_ptr(x)"] = lambda: dp(x)
+        out_cases["data_ptr: __cuda_array_interface__"] = lambda: x.__cuda_array_interface__["data"][0]
         ck = modules["newt"].small_kernel.warmup(x, y, out, n, BLOCK=128, grid=(1,))
         dev = torch.cuda.current_device()
         launcher = ck.launcher(dev)
@@ -144,13 +161,22 @@ def cpu_run(args) -> int:
     from tests.runtime.fakes import install_fake_c_launcher, install_fake_gpu
 
     from newt.runtime import clauncher, specialize
+    from newt.runtime import driver
+    jit_mod = sys.modules["newt.runtime.jit"]
     mp = pytest.MonkeyPatch()
     cu = install_fake_gpu(mp)
     mp.setattr(specialize, "raise_not_cuda", lambda *a: None)
     mod = install_fake_c_launcher(mp, cu)
     compiled = mod is not None
     if compiled:
-        mod.fake_driver(lambda *a: 0)  # a driver call that does nothing (no recording)
+        entries = mod.fake_driver(None)  # stand-ins for cuLaunchKernel that return 0 and do nothing else
+        mp.setattr(driver, "launch_entry", lambda cooperative=False: entries[1 if cooperative else 0])
+        real = jit_mod.c_fast_path
+
+        def c_fast_path(kernel, py_fast, preset=None):  # CPU tensors: a "not on the GPU" check that passes
+            py_fast.__globals__["_nwt_not_cuda"] = {}.get  # (a builtin: no Python frame in the timing)
+            return real(kernel, py_fast, preset)
+        mp.setattr(jit_mod, "c_fast_path", c_fast_path)
     else:
         cu.cuLaunchKernel = lambda *a: (0,)
     m = instantiate(TEMPLATE, "newt", "overhead_cpu")
@@ -166,10 +192,13 @@ def cpu_run(args) -> int:
         c()
     for k in (m.small_kernel, m.tuned_kernel.base):  # CPU tensors: skip the "not on the GPU" check
         for f in [k._fast, *k.__dict__.get("_presets", {}).values()]:
-            f.__globals__["_nwt_not_cuda"] = lambda i, v: None
+            getattr(f, "py_fast", f).__globals__["_nwt_not_cuda"] = {}.get
     results = time_cases(cases, args.launches, args.windows, args.rounds, lambda: cu.launches.clear())
     print(f"stand-in driver, CPU tensors; newt's launcher: {clauncher.status() if compiled else 'pure Python'}; "
           "host-path figures only (the stand-in driver call does nothing)")
+    if compiled:
+        print(f"compiled dispatcher: plain {m.small_kernel._fast.stats()}, autotuned "
+              f"{m.tuned_kernel._c_launch.stats() if m.tuned_kernel._c_launch is not None else None}")
     for name, r in results.items():
         print(f"{name:48s} {r['median_us']:7.2f} us (min {r['min_us']:.2f})")
     mp.undo()
@@ -204,8 +233,12 @@ def main(argv=None) -> int:
         a, b = results.get(f"newt: {mode}"), results.get(f"triton: {mode}")
         if a and b:
             ratios[mode] = b["median_us"] / a["median_us"]
+    nk = modules["newt"]
+    stats = {"plain": getattr(nk.small_kernel.grid_launcher(), "stats", lambda: None)(),
+             "autotuned": nk.tuned_kernel._c_launch.stats() if nk.tuned_kernel._c_launch is not None else None}
+    print(f"compiled dispatcher counters: {stats}")
     data = {"info": environment(), "launches_per_window": args.launches, "windows": args.windows,
-            "rounds": args.rounds, "newt_launcher": clauncher.status(),
+            "rounds": args.rounds, "newt_launcher": clauncher.status(), "dispatcher_stats": stats,
             "results": results, "triton_over_newt": ratios,
             "target_met": all(results.get(f"newt: {m}", {}).get("median_us", 1e9) < 8.0 for m in
                               ("tuple grid", "autotuned"))}
