@@ -336,6 +336,13 @@ static PyObject *S_data_ptr, *S_dtype, *S_is_cuda, *S_launch, *S_kernel, *S_c1, 
 
 enum { O_NW, O_NS, O_NC };
 
+/* torch.Tensor's dtype and is_cuda getters, called directly while the type is unchanged (its version tag):
+   on an exact torch.Tensor these data descriptors are what attribute access finds */
+typedef struct {
+    PyObject *get[2];
+    unsigned int version;
+} tgetters_t;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -352,10 +359,8 @@ typedef struct {
     PyObject *dev_fn, *stream_fn, *stream_handle, *not_cuda, *grid_tail, *kname;
     PyObject *fn, *code; /* a preset's function and the code it was built for (None: not checked here) */
     PyObject *spare_key; /* the last call's key tuple, emptied, for the next (NULL while one is in use) */
-    /* torch.Tensor's dtype / is_cuda getters, called directly while the type is unchanged (its version tag):
-       on an exact torch.Tensor these data descriptors are what attribute access finds */
-    PyObject *dtype_get, *is_cuda_get;
-    unsigned int tensor_version;
+    tgetters_t tget;
+    PyObject *meta_tmpl; /* {parameter: None, ..., num_warps: None, num_stages: None}: copied for a grid's meta */
     unsigned long long hits, forwarded;
 } Dispatcher;
 
@@ -388,28 +393,30 @@ static void call_clear(call_t *c, Dispatcher *self) {
     Py_CLEAR(c->key);
 }
 
-/* v.<name> for an exact torch.Tensor v: the cached getter while the type has not changed since it was cached
-   (a new version tag: look the descriptors up again), else plain attribute access */
-static PyObject *tensor_attr(Dispatcher *self, PyObject *v, PyObject *name, PyObject **getter) {
-    PyTypeObject *t = self->tensor_type;
-    if (t->tp_getattro == PyObject_GenericGetAttr) {
-        if (self->tensor_version != t->tp_version_tag || *getter == NULL || t->tp_version_tag == 0) {
-            Py_CLEAR(self->dtype_get);
-            Py_CLEAR(self->is_cuda_get);
-            PyObject *d = PyObject_GetAttr((PyObject *)t, S_dtype), *c = d ? PyObject_GetAttr((PyObject *)t, S_is_cuda) : NULL;
-            if (c != NULL && PyObject_TypeCheck(d, &PyGetSetDescr_Type) && PyObject_TypeCheck(c, &PyGetSetDescr_Type)) {
-                self->dtype_get = d;
-                self->is_cuda_get = c;
-                self->tensor_version = t->tp_version_tag;
-            } else {
-                Py_XDECREF(d);
-                Py_XDECREF(c);
-                PyErr_Clear();
-            }
+/* v.dtype / v.is_cuda for an exact torch.Tensor v: the getters cached in *g while the type has not changed
+   since (a new version tag: look the descriptors up again), else plain attribute access */
+enum { T_DTYPE, T_IS_CUDA };
+
+static PyObject *tensor_attr(PyTypeObject *t, tgetters_t *g, PyObject *v, int which) {
+    PyObject *name = which == T_DTYPE ? S_dtype : S_is_cuda;
+    if (t->tp_getattro != PyObject_GenericGetAttr) return PyObject_GetAttr(v, name);
+    if (g->get[0] == NULL || t->tp_version_tag == 0 || g->version != t->tp_version_tag) {
+        Py_CLEAR(g->get[0]);
+        Py_CLEAR(g->get[1]);
+        PyObject *d = PyObject_GetAttr((PyObject *)t, S_dtype), *c = d ? PyObject_GetAttr((PyObject *)t, S_is_cuda) : NULL;
+        if (c != NULL && PyObject_TypeCheck(d, &PyGetSetDescr_Type) && PyObject_TypeCheck(c, &PyGetSetDescr_Type)) {
+            g->get[0] = d;
+            g->get[1] = c;
+            g->version = t->tp_version_tag;
+        } else {
+            Py_XDECREF(d);
+            Py_XDECREF(c);
+            PyErr_Clear();
         }
-        if (*getter != NULL && t->tp_version_tag != 0 && self->tensor_version == t->tp_version_tag)
-            return Py_TYPE(*getter)->tp_descr_get(*getter, v, (PyObject *)t);
     }
+    PyObject *getter = g->get[which];
+    if (getter != NULL && t->tp_version_tag != 0 && g->version == t->tp_version_tag)
+        return Py_TYPE(getter)->tp_descr_get(getter, v, (PyObject *)t);
     return PyObject_GetAttr(v, name);
 }
 
@@ -482,14 +489,14 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
             if (p == NULL) return -1;
             c->pv[c->npv++] = p;
             if (!PyLong_CheckExact(p)) return 1;
-            a = tensor_attr(self, v, S_dtype, &self->dtype_get);
+            a = tensor_attr(self->tensor_type, &self->tget, v, T_DTYPE);
             if (a == NULL) return -1;
             b = (dns || (PyLong_AsUnsignedLongLongMask(p) & 15)) ? Py_False : Py_True;
             if (PyErr_Occurred()) {
                 Py_DECREF(a);
                 return -1;
             }
-            PyObject *cu = tensor_attr(self, v, S_is_cuda, &self->is_cuda_get);
+            PyObject *cu = tensor_attr(self->tensor_type, &self->tget, v, T_IS_CUDA);
             int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
             Py_XDECREF(cu);
             if (on < 0) {
@@ -574,7 +581,20 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
 }
 
 static PyObject *dispatch_meta(Dispatcher *self, call_t *c) {
-    PyObject *meta = PyDict_New();
+    if (self->meta_tmpl == NULL) { /* the keys in the Python path's order, so a copy is a clone of its table */
+        PyObject *t = PyDict_New();
+        if (t == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < self->n_params; i++)
+            if (PyDict_SetItem(t, PyTuple_GET_ITEM(self->names, i), Py_None) < 0) goto tfail;
+        if (PyDict_SetItem(t, S_num_warps, Py_None) < 0 || PyDict_SetItem(t, S_num_stages, Py_None) < 0) goto tfail;
+        self->meta_tmpl = t;
+        goto made;
+    tfail:
+        Py_DECREF(t);
+        return NULL;
+    }
+made:;
+    PyObject *meta = PyDict_Copy(self->meta_tmpl);
     if (meta == NULL) return NULL;
     for (Py_ssize_t i = 0; i < self->n_params; i++)
         if (PyDict_SetItem(meta, PyTuple_GET_ITEM(self->names, i), c->vals[i]) < 0) goto fail;
@@ -711,7 +731,7 @@ static PyObject *dispatcher_stats(PyObject *op, PyObject *unused) {
 
 #define D_OBJS(X) X(py_fast) X(cache) X(names) X(defaults) X(missing) X(opt_default[0]) X(opt_default[1]) \
     X(opt_default[2]) X(dev_fn) X(stream_fn) X(stream_handle) X(not_cuda) X(grid_tail) X(kname) X(fn) X(code) X(spare_key) \
-    X(dtype_get) X(is_cuda_get)
+    X(tget.get[0]) X(tget.get[1]) X(meta_tmpl)
 
 /* Dispatcher(py_fast, cache, names, kinds, defaults, missing, opt_defaults, opt_params, tensor_type, dev_fn,
               stream_fn, stream_handle, not_cuda, grid_tail, name, fn, code) */
@@ -839,6 +859,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *tuner, *py_launch, *launch_kw, *types, *key_pos;
     PyTypeObject *tensor_type;
+    tgetters_t tget;
     Py_ssize_t n_args, n_key, n_tensors;
     Py_ssize_t pos[D_MAX];
     unsigned long long hits, forwarded;
@@ -860,7 +881,7 @@ static PyObject *tune_key(TuneDispatcher *self, PyObject *const *args, Py_ssize_
     Py_ssize_t t = self->n_key;
     for (Py_ssize_t j = 0; j < self->n_args; j++) {
         if (Py_TYPE(args[1 + j]) != self->tensor_type) continue;
-        PyObject *dt = PyObject_GetAttr(args[1 + j], S_dtype);
+        PyObject *dt = tensor_attr(self->tensor_type, &self->tget, args[1 + j], T_DTYPE);
         if (dt == NULL) {
             Py_DECREF(key);
             return NULL;
@@ -989,6 +1010,8 @@ static int tune_traverse(TuneDispatcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->types);
     Py_VISIT(self->key_pos);
     Py_VISIT(self->tensor_type);
+    Py_VISIT(self->tget.get[0]);
+    Py_VISIT(self->tget.get[1]);
     return 0;
 }
 
@@ -999,6 +1022,8 @@ static int tune_clear(TuneDispatcher *self) {
     Py_CLEAR(self->types);
     Py_CLEAR(self->key_pos);
     Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->tget.get[0]);
+    Py_CLEAR(self->tget.get[1]);
     return 0;
 }
 
