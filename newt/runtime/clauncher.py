@@ -6,6 +6,14 @@ the platform; written to a temporary file and moved into place), or None when it
 compiler or Python headers, a failed build, ``NEWT_C_LAUNCHER=0``.  ``status()`` says which and why.
 Everything works without it: ``driver.Launcher`` then launches through ``cuda.bindings`` from Python.
 
+Besides the ``Launcher`` (pack the arguments, call ``cuLaunchKernel``) the extension holds the launch hot
+path: ``Dispatcher`` (``jit.c_fast_path``: binding, the specialization key, the cache lookup and the launch
+of a cached specialization, everything else handed to the generated Python fast path), ``TuneDispatcher``
+(``autotuner._c_tuner``: the tuning key and the winning config's dispatcher) and ``GridGetItem`` /
+``Bound`` (``kernel[grid]``).  Their keys are tested against the Python path's in
+tests/runtime/test_clauncher_dispatch.py, with no GPU: ``fake_driver`` gives stand-ins for the driver entry
+points.
+
 The extension needs no CUDA headers or libraries: ``driver.launch_entry()`` asks the driver, through
 ``cuda.bindings``' ``cuGetProcAddress``, for the address of ``cuLaunchKernel`` (and of
 ``cuLaunchCooperativeKernel``), the same entry points ``cuda.bindings`` itself calls.

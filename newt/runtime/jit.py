@@ -14,6 +14,13 @@ the run-time arguments with one ``struct`` call into a prebuilt parameter
 block.  Misses go to the slow path: specialize, compile (memory and disk
 caches), load onto the device.
 
+Where the compiled extension builds (``clauncher``), ``c_fast_path`` puts its
+``Dispatcher`` in front of that generated function: for a cached
+specialization it does the same binding, key and lookup in C and calls the
+compiled launcher directly, and hands every other call (a miss, warmup, an
+argument it does not key itself) to the generated function, which stays the
+reference (tests/runtime/test_clauncher_dispatch.py compares their keys).
+
 Interpretation (``NEWT_INTERPRET=1`` or ``@newt.jit(interpret=True)``; the
 environment is read at a kernel's first launch) builds the IR and runs
 ``newt.interpreter.launch`` instead.

@@ -2,8 +2,8 @@
 
 Every parameter that is not annotated ``nl.constexpr`` contributes two entries
 to the specialization key, computed by :func:`key_entries` (and, for tensors
-and ints, inlined by the launch fast path in ``jit.py`` — a test checks that
-they agree):
+and ints, inlined by the launch fast path in ``jit.py`` and by its compiled
+dispatcher in ``_launch.c`` — tests check that they agree):
 
 ==========================  ===========================  ==========================
 argument                    key entries ``(a, b)``       becomes
