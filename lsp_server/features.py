@@ -14,7 +14,7 @@ from newt.frontend.values import Const, Opaque, TensorV
 from . import language
 from .analysis import Analysis
 from .hover import value_parts
-from .textutil import call_context, dotted_before, in_string_or_comment
+from .textutil import call_context, dotted_before, in_string_or_comment, spelling_of
 
 __all__ = ["inlay_hints", "completion", "signature_help", "code_lenses", "code_actions", "nl_alias",
            "LENS_COMMANDS"]
@@ -150,9 +150,10 @@ def completion(a: Analysis | None, pos: lsp.Position, line_text: str | None = No
         return None
     q = _resolve_base(a, parts)
     items: list[lsp.CompletionItem] = []
+    sp = spelling_of(a)
     if q is not None:
         for m in language.members(q):
-            items.append(_item(m, markdown, "0"))
+            items.append(_item(language.respelled(m, sp), markdown, "0"))
     else:
         ka = a.kernel_at(line1)
         if ka is None:
@@ -162,7 +163,7 @@ def completion(a: Analysis | None, pos: lsp.Position, line_text: str | None = No
         if len(parts) == 1 and _is_compile_time_name(a, ka, parts[0]):
             return None
         for m in language.tensor_methods():
-            items.append(_item(m, markdown, "1"))
+            items.append(_item(language.respelled(m, sp), markdown, "1"))
     if not items:
         return None
     return lsp.CompletionList(is_incomplete=False, items=items)
@@ -211,6 +212,7 @@ def signature_help(a: Analysis | None, text: str, pos: lsp.Position, markdown: b
             member = language.tensor_method(parts[-1])
     if member is None or member.kind not in ("function", "method", "class") or not member.signature:
         return None
+    member = language.respelled(member, spelling_of(a))
     label = member.signature
     params = []
     pos_in = label.index("(") + 1

@@ -622,9 +622,12 @@ NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
 
 def triton_as_newt(qualname: str) -> str:
     """Triton's modules read as newt's (``import triton.language as tl`` -> ``newt.language``): Triton files
-    are analyzed as they are (newt implements Triton's language)."""
+    are analyzed as they are (newt implements Triton's language); Helion's as deuteron's (``helion.kernel``
+    -> ``deuteron.kernel``: deuteron checks what it covers of Helion)."""
     if qualname == "triton" or qualname.startswith("triton."):
         return "newt" + qualname[len("triton"):]
+    if qualname == "helion" or qualname.startswith("helion."):  # Helion kernels: checked by deuteron
+        return "deuteron" + qualname[len("helion"):]
     return qualname
 
 
@@ -634,6 +637,7 @@ class ModuleScan:
     def __init__(self, src: SourceFile, chunks: list[ParsedChunk]):
         self.src = src
         self.aliases: dict[str, str] = {}
+        self.imports: dict[str, str] = {}  # alias -> the module or name as written (triton.language ...)
         self.constants: dict[str, object] = {}
         self.constant_nodes: dict[str, ast.AST] = {}
         self.simple_functions: dict[str, ast.FunctionDef] = {}
@@ -643,6 +647,9 @@ class ModuleScan:
         self.assigned: set[str] = set()
         self.launches: list[LaunchSite] = []
         self.other_names: set[str] = set()  # classes and unknown imports
+        #: named tuple classes of the file (``class P(NamedTuple)``, ``P = namedtuple("P", [...])``), made here
+        #: from their literal field names: kernels build and read them as the compile path does
+        self.namedtuples: dict[str, type] = {}
         self.repaired_lines: set[int] = set()
         bodies = []
         for ch in chunks:
@@ -661,15 +668,25 @@ class ModuleScan:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
-                        self.aliases[a.asname] = triton_as_newt(a.name)
+                        self.imports[a.asname] = a.name
                     else:
                         top = a.name.split(".")[0]
-                        self.aliases[top] = triton_as_newt(top)
+                        self.imports[top] = top
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     if a.name == "*":
                         continue
-                    self.aliases[a.asname or a.name] = triton_as_newt(f"{node.module}.{a.name}")
+                    self.imports[a.asname or a.name] = f"{node.module}.{a.name}"
+        self.aliases.update((k, triton_as_newt(q)) for k, q in self.imports.items())
+
+    @property
+    def spelling(self):
+        """How the file spells newt's names (``tl.`` for ``import triton.language as tl``): messages use it."""
+        sp = self.__dict__.get("_spelling")
+        if sp is None:
+            from .spelling import Spelling
+            sp = self.__dict__["_spelling"] = Spelling.of_imports(self.imports)
+        return sp
 
     def resolve(self, node) -> str | None:
         return qualname_of(node, self.aliases)
@@ -688,6 +705,11 @@ class ModuleScan:
                     continue
                 if len(targets) == 1 and isinstance(targets[0], ast.Name):
                     name = targets[0].id
+                    nt = self._namedtuple_call(name, node.value)
+                    if nt is not None:
+                        self.namedtuples[name] = nt
+                        self.constants.pop(name, None)
+                        continue
                     try:
                         self.constants[name] = StaticEval(self).eval(node.value)
                         self.constant_nodes[name] = node
@@ -696,7 +718,11 @@ class ModuleScan:
                     except Exception:  # noqa: BLE001 - any failure means "not static"
                         self.constants.pop(name, None)
             elif isinstance(node, ast.ClassDef):
-                self.other_names.add(node.name)
+                nt = self._namedtuple_class(node)
+                if nt is not None:
+                    self.namedtuples[node.name] = nt
+                else:
+                    self.other_names.add(node.name)
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 kd = self._kernel_def(node)
@@ -711,6 +737,78 @@ class ModuleScan:
                         self.simple_functions[node.name] = node
         for kd in self.kernels.values():
             self._configs(kd)
+
+    # -- named tuples ---------------------------------------------------------
+    def _static_default(self, node):
+        try:
+            v = StaticEval(self).eval(node)
+        except Exception:  # noqa: BLE001 - any failure means "not static"
+            raise NotStatic("default") from None
+        if v is not None and not isinstance(v, (bool, int, float, str)):
+            raise NotStatic("default")
+        return v
+
+    def _make_namedtuple(self, name: str, fields: list, defaults: list):
+        import collections
+        import keyword
+        if not fields or len(set(fields)) != len(fields) or any(
+                not isinstance(f, str) or not f.isidentifier() or keyword.iskeyword(f) or f.startswith("_")
+                for f in fields):
+            return None
+        try:
+            return collections.namedtuple(name, fields, defaults=defaults or None)
+        except (TypeError, ValueError):
+            return None
+
+    def _namedtuple_class(self, node: ast.ClassDef):
+        """``class P(NamedTuple): a: T; b: T = 1`` (field names and literal defaults only)."""
+        if len(node.bases) != 1 or self.resolve(node.bases[0]) not in ("typing.NamedTuple",
+                                                                       "typing_extensions.NamedTuple"):
+            return None
+        fields, defaults = [], []
+        for st in node.body:
+            if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                fields.append(st.target.id)
+                if st.value is not None:
+                    try:
+                        defaults.append(self._static_default(st.value))
+                    except NotStatic:
+                        return None
+                elif defaults:
+                    return None  # a field without a default after one with: Python's TypeError
+        return self._make_namedtuple(node.name, fields, defaults)
+
+    def _namedtuple_call(self, name: str, value):
+        """``P = namedtuple("P", ["a", "b"], defaults=[...])`` / ``"a b"``, ``P = NamedTuple("P", [("a", T)])``."""
+        if not isinstance(value, ast.Call) or len(value.args) != 2:
+            return None
+        q = self.resolve(value.func)
+        try:
+            if q == "collections.namedtuple":
+                spec = ast.literal_eval(value.args[1])
+                fields = spec.replace(",", " ").split() if isinstance(spec, str) else list(spec)
+                defaults: list = []
+                for kw in value.keywords:
+                    if kw.arg != "defaults" or not isinstance(kw.value, (ast.List, ast.Tuple)):
+                        return None
+                    defaults = [self._static_default(e) for e in kw.value.elts]
+            elif q in ("typing.NamedTuple", "typing_extensions.NamedTuple") and not value.keywords:
+                lst = value.args[1]
+                if not isinstance(lst, (ast.List, ast.Tuple)):
+                    return None
+                fields = []
+                for e in lst.elts:
+                    if not (isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)):
+                        return None
+                    fields.append(e.elts[0].value)
+                defaults = []
+            else:
+                return None
+        except (ValueError, SyntaxError, TypeError, NotStatic):
+            return None
+        if len(defaults) > len(fields):
+            return None
+        return self._make_namedtuple(name, fields, defaults)
 
     def _kernel_def(self, node) -> KernelDef | None:
         kind = None

@@ -46,9 +46,11 @@ def test_hover_on_loaded_values_and_pointers():
     text = fixture_text("kernels.py")
     a = _a()
     md = _hover_text(a, pos_of(text, "x = nl.load(x_ptr"))
-    assert "x: T[x_ptr][BLOCK_SIZE]" in md  # the element type is the pointer's, unknown in the file
+    assert "| generic | `T[x_ptr][BLOCK_SIZE]` |" in md  # the generic check: the element type is the pointer's
+    # the file's newt.harness examples pass fp32 tensors (torch.randn): a row built with those dtypes (item 11)
+    assert "| from the examples (out_ptr: *fp32, x_ptr: *fp32, y_ptr: *fp32) | `fp32[1024]` |" in md
     md = _hover_text(a, pos_of(text, "x_ptr, y_ptr, out_ptr, n_elements"))
-    assert "x_ptr: *T[x_ptr]" in md
+    assert "| generic | `*T[x_ptr]` |" in md
     md = _hover_text(a, pos_of(text, "pid = nl.program_id"))
     assert "pid: i32 scalar" in md and "the same in all" in md
 
