@@ -294,8 +294,10 @@ def _host_values(analysis, ka, names) -> tuple[dict, dict]:
     extra = getattr(analysis, "extra", None)
     if extra is not None and key in extra:
         return extra[key]
+    from .hostvalues import example_launches
     launches = [ls for ls in scan.launches if ls.kernel == ka.name]
     try:
+        launches += example_launches(analysis.text, ka.name, scan.resolve)  # newt.harness cases' kwargs
         got = host_constexprs(analysis.text, launches, names)
     except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
         log.debug("host values of %s failed", ka.name, exc_info=True)

@@ -323,10 +323,11 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tu
 class ExampleLaunch:
     """A ``newt.harness`` example's ``Case(args=(...), kwargs={...})`` read as a launch of its kernel."""
 
-    __slots__ = ("kernel", "node", "what")
+    __slots__ = ("kernel", "node", "what", "kw_nodes")
 
     def __init__(self, kernel: str, node: ast.Call, what: str):
         self.kernel, self.node, self.what = kernel, node, what
+        self.kw_nodes = {k.arg: k.value for k in node.keywords if k.arg}  # as LaunchSite has them
 
 
 def example_launches(text: str, kernel: str, resolve) -> list:

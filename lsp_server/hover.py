@@ -189,6 +189,11 @@ def _hover(a: Analysis, pos: lsp.Position, markdown: bool, target: str, command_
             if m is not None:
                 _member(out, m, parts)
                 return _result(out, rng, markdown)
+            if _helion_name(a, parts):  # hl.jagged_tile: Helion has it, deuteron does not
+                out.code(".".join(parts))
+                out.text(f"Helion's `{'.'.join(parts)}`: deuteron, which the editor checks Helion kernels with, "
+                         "does not cover it, so it has no signature or checks here.")
+                return _result(out, rng, markdown)
     if ka is not None and ka.results:
         if _value_hover(a, ka, line1, col1, out, target, at, cached_layouts):
             sp = out.span if hasattr(out, "span") else None
@@ -219,6 +224,12 @@ def _qualname(a: Analysis, parts: list[str]) -> str | None:
     if q.split(".")[0] not in ("newt", "deuteron"):
         return None
     return q
+
+
+def _helion_name(a: Analysis, parts: list[str]) -> bool:
+    scan = a.file.scan
+    raw = (getattr(scan, "imports", None) or {}).get(parts[0], "") if scan is not None else ""
+    return len(parts) > 1 and (raw == "helion" or raw.startswith("helion."))
 
 
 def _member(out: _Out, m, parts):
