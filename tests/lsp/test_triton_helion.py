@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import make_test_lsp_client
 
 from lsp_server.analysis import KernelCache, analyze, lsp_diagnostics
-from lsp_server.features import code_actions, completion, signature_help
+from lsp_server.features import code_actions, completion, inlay_hints, signature_help
 from lsp_server.hover import hover
 from lsp_server.launchtypes import launch_diagnostics
 from newt.frontend.spelling import Spelling
@@ -119,6 +119,22 @@ def test_triton_hovers_completion_and_signatures_say_tl():
     start, end = sig.parameters[sh.active_parameter].label
     assert sig.label[start:end] == "y"
     assert sig.label[slice(*sig.parameters[2].label)] == "propagate_nan=tl.PropagateNan.NONE"
+
+
+def test_triton_inlay_hints_show_shapes_and_dtypes():
+    text = fixture_text("triton_errors.py")
+    a = _a("triton_errors.py")
+    hints = {(h.position.line, h.label if isinstance(h.label, str) else "".join(p.value for p in h.label))
+             for h in inlay_hints(a)}
+    assert (pos_of(text, "offs = pid").line, ": i32[BLOCK]") in hints
+    # the generic check does not know x's element type, and the launch's BLOCK=1000 breaks the build with
+    # the launch's dtypes (N011): the shape only
+    assert (pos_of(text, "x = tl.load").line, ": [BLOCK]") in hints, hints
+    text = fixture_text("launch_dtypes.py")
+    hints = {(h.position.line, h.label) for h in inlay_hints(_a("launch_dtypes.py"))}
+    # here the launch passes float16 and builds: the element type from the launch, the generic shape (item 11)
+    assert (pos_of(text, "x = tl.load").line, ": fp16[BLOCK]") in hints, hints
+    assert (pos_of(text, "offs = tl").line, ": i32[BLOCK]") in hints, hints
 
 
 def test_triton_constexpr_error_of_compile_says_tl():
