@@ -349,6 +349,8 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_cast(a, d, ld))
             if d.code in ("N006", "N023"):
                 out.extend(_fix_mechanical(a, d, ld))
+            if d.hint and "did you mean " in d.hint:
+                out.extend(_fix_did_you_mean(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
     try:
@@ -628,6 +630,35 @@ def _fix_mechanical(a: Analysis, d, ld) -> list[lsp.CodeAction]:
     title = title or f"Replace {text} with {new}"
     edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
     return [_edit_action(a, title, ld, edits, preferred=True)]
+
+
+_DID_YOU_MEAN = re.compile(r"did you mean '?\.?([A-Za-z_][\w.]*)'?\?")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _fix_did_you_mean(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    """``did you mean 'arange'?`` (an undefined name, an unknown attribute, keyword, launch parameter, config
+    entry or kernel option): replace the misspelled word of the diagnostic's span with the suggestion."""
+    m = _DID_YOU_MEAN.search(d.hint or "")
+    if m is None or d.span.line != d.span.end_line:
+        return []
+    sugg = m.group(1).rsplit(".", 1)[-1]
+    text = _text_of(a, d.span)
+    if not text:
+        return []
+    import difflib
+    best, score = None, 0.0
+    for w in _WORD.finditer(text):
+        r = difflib.SequenceMatcher(None, w.group(), sugg).ratio()
+        if w.group() != sugg and r > score:
+            best, score = w, r
+    if best is None or score < 0.6:
+        return []
+    line0 = d.span.line
+    col = d.span.col + best.start()
+    from newt.frontend.diagnostics import Span as _S
+    rng = a.index.range(_S(line0, col, line0, col + len(best.group())))
+    return [_edit_action(a, f"Replace {best.group()} with {sugg}", ld, [lsp.TextEdit(rng, sugg)], preferred=True)]
 
 
 def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:

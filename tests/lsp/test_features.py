@@ -478,3 +478,37 @@ def test_quick_fixes_for_mechanical_hints_and_casts_do_not_stack():
     assert _cast_text("u.to(nl.uint32)", node, "nl.int32") == "u.to(nl.int32)"
     stacked = _cast_text("u.to(nl.float16)", node, "nl.int16", bitcast=True)
     assert stacked == "u.to(nl.float16).to(nl.int16, bitcast=True)"
+
+
+def test_did_you_mean_hints_get_a_quick_fix_that_replaces_the_misspelled_word():
+    """Every 'did you mean X?' hint (an undefined name, an unknown attribute or keyword, a launch parameter)
+    names a mechanical replacement: its quick fix edits the misspelled word only, and the result is clean."""
+    from lsp_server.analysis import analyze
+    text = (
+        "import newt\nimport newt.language as nl\n\n\n@newt.jit\n"
+        "def k(x_ptr, out_ptr, n, BLOCK: nl.constexpr):\n"
+        "    offs = nl.arnge(0, BLOCK)\n"
+        "    x = nl.load(x_ptr + offs, maskk=offs < n)\n"
+        "    nl.store(out_ptr + offs, x + offz)\n"
+        "\n\ndef run(x, out):\n"
+        "    k[(1,)](x, out, x.numel(), BLOCKK=128)\n"
+    )
+    uri = "file:///dym.py"
+    a = analyze(text, uri)
+    want = {"N004": ("arnge", "arange"), "N005": ("maskk", "mask"), "N003": ("offz", "offs"),
+            "N060": ("BLOCKK", "BLOCK")}
+    import re
+    edits = []
+    for d in lsp_diagnostics(a):
+        if d.code not in want or "did you mean" not in d.message:
+            continue
+        wrong, right = want.pop(d.code)
+        acts = [x for x in code_actions(a, d.range)
+                if x.diagnostics == [d] and x.title == f"Replace {wrong} with {right}"]
+        assert len(acts) == 1, (d.code, [x.title for x in code_actions(a, d.range)])
+        (edit,) = acts[0].edit.changes[uri]
+        # the one word, nothing else
+        assert apply(text, [edit]) == re.sub(rf"\b{wrong}\b", right, text, count=1), edit
+        edits.append(edit)
+    assert want == {}, want
+    assert [d.code for d in lsp_diagnostics(analyze(apply(text, edits), uri))] == []
