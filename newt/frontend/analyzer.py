@@ -321,8 +321,8 @@ class _Run:
             if u in scan.kernels:
                 items.append((u, "k", scan.kernels[u].kind))
             elif u in scan.namedtuples:
-                nt = scan.namedtuples[u]
-                items.append((u, "nt", nt._fields, _fp_value(tuple(nt._field_defaults.items()))))
+                nt: Any = scan.namedtuples[u]
+                items.append((u, "nt", tuple(nt._fields), _fp_value(tuple(nt._field_defaults.items()))))
             elif u in scan.constants:
                 items.append((u, "c", _fp_value(scan.constants[u])))
             elif u in scan.aliases:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
 from .kinds import kind_of_decorator
+from .namedtuples import namedtuple_call, namedtuple_class
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
@@ -705,7 +706,7 @@ class ModuleScan:
                     continue
                 if len(targets) == 1 and isinstance(targets[0], ast.Name):
                     name = targets[0].id
-                    nt = self._namedtuple_call(name, node.value)
+                    nt = namedtuple_call(self.resolve, StaticEval(self).eval, name, node.value)
                     if nt is not None:
                         self.namedtuples[name] = nt
                         self.constants.pop(name, None)
@@ -718,7 +719,7 @@ class ModuleScan:
                     except Exception:  # noqa: BLE001 - any failure means "not static"
                         self.constants.pop(name, None)
             elif isinstance(node, ast.ClassDef):
-                nt = self._namedtuple_class(node)
+                nt = namedtuple_class(self.resolve, StaticEval(self).eval, node)
                 if nt is not None:
                     self.namedtuples[node.name] = nt
                 else:
@@ -737,78 +738,6 @@ class ModuleScan:
                         self.simple_functions[node.name] = node
         for kd in self.kernels.values():
             self._configs(kd)
-
-    # -- named tuples ---------------------------------------------------------
-    def _static_default(self, node):
-        try:
-            v = StaticEval(self).eval(node)
-        except Exception:  # noqa: BLE001 - any failure means "not static"
-            raise NotStatic("default") from None
-        if v is not None and not isinstance(v, (bool, int, float, str)):
-            raise NotStatic("default")
-        return v
-
-    def _make_namedtuple(self, name: str, fields: list, defaults: list):
-        import collections
-        import keyword
-        if not fields or len(set(fields)) != len(fields) or any(
-                not isinstance(f, str) or not f.isidentifier() or keyword.iskeyword(f) or f.startswith("_")
-                for f in fields):
-            return None
-        try:
-            return collections.namedtuple(name, fields, defaults=defaults or None)
-        except (TypeError, ValueError):
-            return None
-
-    def _namedtuple_class(self, node: ast.ClassDef):
-        """``class P(NamedTuple): a: T; b: T = 1`` (field names and literal defaults only)."""
-        if len(node.bases) != 1 or self.resolve(node.bases[0]) not in ("typing.NamedTuple",
-                                                                       "typing_extensions.NamedTuple"):
-            return None
-        fields, defaults = [], []
-        for st in node.body:
-            if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
-                fields.append(st.target.id)
-                if st.value is not None:
-                    try:
-                        defaults.append(self._static_default(st.value))
-                    except NotStatic:
-                        return None
-                elif defaults:
-                    return None  # a field without a default after one with: Python's TypeError
-        return self._make_namedtuple(node.name, fields, defaults)
-
-    def _namedtuple_call(self, name: str, value):
-        """``P = namedtuple("P", ["a", "b"], defaults=[...])`` / ``"a b"``, ``P = NamedTuple("P", [("a", T)])``."""
-        if not isinstance(value, ast.Call) or len(value.args) != 2:
-            return None
-        q = self.resolve(value.func)
-        try:
-            if q == "collections.namedtuple":
-                spec = ast.literal_eval(value.args[1])
-                fields = spec.replace(",", " ").split() if isinstance(spec, str) else list(spec)
-                defaults: list = []
-                for kw in value.keywords:
-                    if kw.arg != "defaults" or not isinstance(kw.value, (ast.List, ast.Tuple)):
-                        return None
-                    defaults = [self._static_default(e) for e in kw.value.elts]
-            elif q in ("typing.NamedTuple", "typing_extensions.NamedTuple") and not value.keywords:
-                lst = value.args[1]
-                if not isinstance(lst, (ast.List, ast.Tuple)):
-                    return None
-                fields = []
-                for e in lst.elts:
-                    if not (isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)):
-                        return None
-                    fields.append(e.elts[0].value)
-                defaults = []
-            else:
-                return None
-        except (ValueError, SyntaxError, TypeError, NotStatic):
-            return None
-        if len(defaults) > len(fields):
-            return None
-        return self._make_namedtuple(name, fields, defaults)
 
     def _kernel_def(self, node) -> KernelDef | None:
         kind = None
