@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
+from .textutil import spelling_of
+
 __all__ = ["Concrete", "SpecError", "concrete_spec", "build_concrete", "backend", "encode_value", "decode_value"]
 
 log = logging.getLogger("newt-lsp")
@@ -238,11 +240,11 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
             assumed[name] = "i32 (assumed)"
     if missing:
         reasons = "; ".join(host_why[m] for m in missing if m in host_why)
-        raise SpecError(
+        raise SpecError(spelling_of(analysis).respell(
             f"{ka.name}: no value for constexpr parameter(s) {', '.join(missing)}"
             + (f" ({reasons})" if reasons else "")
             + f"; pick one, or give it a value at a launch (kernel[grid](..., {missing[0]}=128)), in an autotune "
-            f"config or as a default ({missing[0]}: nl.constexpr = 128)",
+            f"config or as a default ({missing[0]}: nl.constexpr = 128)"),
             {"missing": missing, "suggestions": {m: suggested_values(m) for m in missing},
              "why": {m: host_why.get(m, "no launch, config or default gives it") for m in missing},
              "kernel": ka.name})
@@ -271,8 +273,10 @@ def _host_pointer_dtypes(analysis, ka, names, pointer_params) -> tuple[dict, dic
     if extra is not None and key in extra:  # once per analysis (hovers and layouts ask for every spec)
         return extra[key]
     try:
-        got = host_pointer_dtypes(analysis.text, [ls for ls in scan.launches if ls.kernel == ka.name], names,
-                                  set(pointer_params))
+        from .hostvalues import example_launches
+        launches = [ls for ls in scan.launches if ls.kernel == ka.name]
+        launches += example_launches(analysis.text, ka.name, scan.resolve)  # newt.harness cases (item 11)
+        got = host_pointer_dtypes(analysis.text, launches, names, set(pointer_params))
     except Exception:  # noqa: BLE001
         log.debug("host pointer dtypes of %s failed", ka.name, exc_info=True)
         got = ({}, {})
@@ -290,8 +294,10 @@ def _host_values(analysis, ka, names) -> tuple[dict, dict]:
     extra = getattr(analysis, "extra", None)
     if extra is not None and key in extra:
         return extra[key]
+    from .hostvalues import example_launches
     launches = [ls for ls in scan.launches if ls.kernel == ka.name]
     try:
+        launches += example_launches(analysis.text, ka.name, scan.resolve)  # newt.harness cases' kwargs
         got = host_constexprs(analysis.text, launches, names)
     except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
         log.debug("host values of %s failed", ka.name, exc_info=True)
@@ -380,6 +386,9 @@ def build_concrete(analysis, ka, conc: Concrete) -> Built:
                              divisibility=conc.divisibility, num_warps=conc.num_warps, num_stages=conc.num_stages,
                              label=conc.label)
     fn, notes, diags = r.fn, dict(r.notes), list(r.diagnostics)
+    sp = spelling_of(analysis)
+    for d in diags:  # this build's own objects: tl.arange in a Triton file
+        d.message, d.hint, d.context = sp.respell(d.message), sp.respell(d.hint), sp.respell(d.context)
     built = Built(conc, fn, notes, diags)
     if fn is not None and not built.errors:
         try:

@@ -14,7 +14,7 @@ from newt.frontend.values import Const, Opaque, TensorV
 from . import language
 from .analysis import Analysis
 from .hover import value_parts
-from .textutil import call_context, dotted_before, in_string_or_comment
+from .textutil import call_context, dotted_before, in_string_or_comment, spelling_of
 
 __all__ = ["inlay_hints", "completion", "signature_help", "code_lenses", "code_actions", "nl_alias",
            "LENS_COMMANDS"]
@@ -46,7 +46,8 @@ def _assign_targets(fdef):
 def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, dtypes: bool = True
                 ) -> list[lsp.InlayHint]:
     """``: fp32[BLOCK_M, BLOCK_N]`` after names assigned in kernels (the generic check's types, which
-    name the constexprs; the first specialization's where the generic check has none)."""
+    name the constexprs; the first specialization's where the generic check has none; an element type the
+    generic check does not know from the file's launches or examples, as hover's "from the launches" row)."""
     if not (shapes or dtypes):
         return []
     lo, hi = (0, 10 ** 9) if rng is None else (rng.start.line + 1, rng.end.line + 1)
@@ -56,6 +57,7 @@ def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, 
         if not ka.results or ka.def_span.end_line < lo or ka.def_span.line > hi:
             continue
         seen = set()
+        lt = _UNSET
         for name in _assign_targets(ka.node):
             if not lo <= name.lineno <= hi:
                 continue
@@ -70,12 +72,31 @@ def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, 
                     av = v
                     break
             label = _hint_label(av, shapes, dtypes)
+            if dtypes and label is not None and _unknown_dtype(av):
+                # the generic check does not know the element type: the launches' / examples' does (item 11)
+                if lt is _UNSET:
+                    from .launchtypes import launch_typed
+                    lt = launch_typed(a, ka)
+                    lt = lt if lt is not None and lt.complete else None
+                known = (lt.notes or {}).get(span) if lt is not None else None
+                parts = value_parts(known) if isinstance(known, TensorV) else None
+                if parts is not None and "?" not in parts[0] and "T[" not in parts[0]:
+                    shp = value_parts(av)[1] if shapes else ""
+                    label = f": {parts[0]}{shp or ''}"
             if label is None:
                 continue
             out.append(lsp.InlayHint(position=a.index.position(span.end_line, span.end_col), label=label,
                                      kind=lsp.InlayHintKind.Type, padding_left=False, padding_right=False))
     out.sort(key=lambda h: (h.position.line, h.position.character))
     return out
+
+
+_UNSET = object()
+
+
+def _unknown_dtype(av) -> bool:
+    parts = value_parts(av) if isinstance(av, TensorV) else None
+    return parts is not None and ("?" in parts[0] or "T[" in parts[0])
 
 
 def _hint_label(av, shapes: bool, dtypes: bool) -> str | None:
@@ -150,9 +171,10 @@ def completion(a: Analysis | None, pos: lsp.Position, line_text: str | None = No
         return None
     q = _resolve_base(a, parts)
     items: list[lsp.CompletionItem] = []
+    sp = spelling_of(a)
     if q is not None:
         for m in language.members(q):
-            items.append(_item(m, markdown, "0"))
+            items.append(_item(language.respelled(m, sp), markdown, "0"))
     else:
         ka = a.kernel_at(line1)
         if ka is None:
@@ -162,7 +184,7 @@ def completion(a: Analysis | None, pos: lsp.Position, line_text: str | None = No
         if len(parts) == 1 and _is_compile_time_name(a, ka, parts[0]):
             return None
         for m in language.tensor_methods():
-            items.append(_item(m, markdown, "1"))
+            items.append(_item(language.respelled(m, sp), markdown, "1"))
     if not items:
         return None
     return lsp.CompletionList(is_incomplete=False, items=items)
@@ -211,6 +233,7 @@ def signature_help(a: Analysis | None, text: str, pos: lsp.Position, markdown: b
             member = language.tensor_method(parts[-1])
     if member is None or member.kind not in ("function", "method", "class") or not member.signature:
         return None
+    member = language.respelled(member, spelling_of(a))
     label = member.signature
     params = []
     pos_in = label.index("(") + 1
@@ -326,6 +349,8 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_cast(a, d, ld))
             if d.code in ("N006", "N023"):
                 out.extend(_fix_mechanical(a, d, ld))
+            if d.hint and "did you mean " in d.hint:
+                out.extend(_fix_did_you_mean(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
     try:
@@ -605,6 +630,35 @@ def _fix_mechanical(a: Analysis, d, ld) -> list[lsp.CodeAction]:
     title = title or f"Replace {text} with {new}"
     edits = [lsp.TextEdit(a.index.range(sp), new)] + ([imp] if imp is not None else [])
     return [_edit_action(a, title, ld, edits, preferred=True)]
+
+
+_DID_YOU_MEAN = re.compile(r"did you mean '?\.?([A-Za-z_][\w.]*)'?\?")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _fix_did_you_mean(a: Analysis, d, ld) -> list[lsp.CodeAction]:
+    """``did you mean 'arange'?`` (an undefined name, an unknown attribute, keyword, launch parameter, config
+    entry or kernel option): replace the misspelled word of the diagnostic's span with the suggestion."""
+    m = _DID_YOU_MEAN.search(d.hint or "")
+    if m is None or d.span.line != d.span.end_line:
+        return []
+    sugg = m.group(1).rsplit(".", 1)[-1]
+    text = _text_of(a, d.span)
+    if not text:
+        return []
+    import difflib
+    best, score = None, 0.0
+    for w in _WORD.finditer(text):
+        r = difflib.SequenceMatcher(None, w.group(), sugg).ratio()
+        if w.group() != sugg and r > score:
+            best, score = w, r
+    if best is None or score < 0.6:
+        return []
+    line0 = d.span.line
+    col = d.span.col + best.start()
+    from newt.frontend.diagnostics import Span as _S
+    rng = a.index.range(_S(line0, col, line0, col + len(best.group())))
+    return [_edit_action(a, f"Replace {best.group()} with {sugg}", ld, [lsp.TextEdit(rng, sugg)], preferred=True)]
 
 
 def _fix_cast(a: Analysis, d, ld) -> list[lsp.CodeAction]:

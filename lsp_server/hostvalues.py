@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import operator
 
-__all__ = ["host_constexprs", "Unknown"]
+__all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown"]
 
 
 class Unknown(Exception):
@@ -315,5 +315,53 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tu
             dt = _dtype_of(node, env_nodes)
             if dt is not None:
                 out[name] = dt
-                why[name] = f"the launch at line {ls.node.lineno} passes {ast.unparse(node)}"
+                where = getattr(ls, "what", None) or f"the launch at line {ls.node.lineno}"
+                why[name] = f"{where} passes {ast.unparse(node)}"
     return out, why
+
+
+class ExampleLaunch:
+    """A ``newt.harness`` example's ``Case(args=(...), kwargs={...})`` read as a launch of its kernel."""
+
+    __slots__ = ("kernel", "node", "what", "kw_nodes")
+
+    def __init__(self, kernel: str, node: ast.Call, what: str):
+        self.kernel, self.node, self.what = kernel, node, what
+        self.kw_nodes = {k.arg: k.value for k in node.keywords if k.arg}  # as LaunchSite has them
+
+
+def example_launches(text: str, kernel: str, resolve) -> list:
+    """The cases of the ``@newt.harness.example(kernel)`` functions of the file, as launches (their
+    ``args`` tuple and literal-keyed ``kwargs`` dict); ``resolve(node)`` is the module scan's qualname of a
+    decorator.  Nothing runs: the example's body is read like a host function's."""
+    try:
+        tree = _parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for dec in fn.decorator_list:
+            if not (isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Name)
+                    and dec.args[0].id == kernel and resolve(dec.func) == "newt.harness.example"):
+                continue
+            for call in ast.walk(fn):
+                if not (isinstance(call, ast.Call) and resolve(call.func) == "newt.harness.Case"):
+                    continue
+                kws = {k.arg: k.value for k in call.keywords if k.arg}
+                pos = list(call.args)
+                args = kws.get("args", pos[1] if len(pos) > 1 else None)
+                kwargs = kws.get("kwargs", pos[2] if len(pos) > 2 else None)
+                elts = list(args.elts) if isinstance(args, (ast.Tuple, ast.List)) else []
+                keywords = []
+                if isinstance(kwargs, ast.Dict):
+                    keywords = [ast.keyword(arg=k.value, value=v) for k, v in zip(kwargs.keys, kwargs.values)
+                                if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+                if not elts and not keywords:
+                    continue
+                node = ast.Call(func=ast.Name(kernel, ast.Load()), args=elts, keywords=keywords)
+                node.lineno, node.col_offset = call.lineno, call.col_offset
+                out.append(ExampleLaunch(kernel, node, f"the example {fn.name} (line {call.lineno})"))
+            break
+    return out

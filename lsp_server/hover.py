@@ -13,7 +13,7 @@ from . import language
 from .analysis import Analysis
 from .launchtypes import launch_typed
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
-from .textutil import dotted_at
+from .textutil import dotted_at, spelling_of
 from .vdocs import make_uri
 
 __all__ = ["hover", "describe_value", "value_parts", "kernel_summary", "MAX_LAYOUT_SPECS", "layout_table",
@@ -68,6 +68,9 @@ def describe_value(av) -> str:
     if isinstance(av, Sym):
         return f"constexpr {av.expr}"
     if isinstance(av, TupleV):
+        if av.fields and len(av.fields) == len(av.items):  # a named tuple: Stats(mean=fp32[64], var=...)
+            name = getattr(av.ntype, "__name__", "") if av.ntype is not None else ""
+            return f"{name}(" + ", ".join(f"{f}={describe_value(x)}" for f, x in zip(av.fields, av.items)) + ")"
         return "(" + ", ".join(describe_value(x) for x in av.items) + (",)" if len(av.items) == 1 else ")")
     if isinstance(av, JitRef):
         return f"jit function {av.fn.name}"
@@ -153,7 +156,17 @@ class _Out:
 def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "sm_90a",
           command_links: bool = False, cached_layouts: bool = False) -> lsp.Hover | None:
     """The hover at ``pos``.  ``cached_layouts``: show only layouts generated already (warmed while the user
-    paused), never run the backend now (the engine answers so while edits stream in)."""
+    paused), never run the backend now (the engine answers so while edits stream in).  In the names the
+    file uses: ``tl.`` and ``@triton.jit`` in a Triton file (``newt.frontend.spelling``)."""
+    h = _hover(a, pos, markdown, target, command_links, cached_layouts)
+    sp = spelling_of(a)
+    if h is not None and not sp.identity and isinstance(h.contents, lsp.MarkupContent):
+        h.contents.value = sp.respell(h.contents.value)
+    return h
+
+
+def _hover(a: Analysis, pos: lsp.Position, markdown: bool, target: str, command_links: bool,
+           cached_layouts: bool) -> lsp.Hover | None:
     line1, col1 = a.index.char_col(pos)
     line = a.index.line(line1 - 1)
     at = dotted_at(line, col1 - 1)
@@ -175,6 +188,11 @@ def hover(a: Analysis, pos: lsp.Position, markdown: bool = True, target: str = "
             m = language.lookup(q)
             if m is not None:
                 _member(out, m, parts)
+                return _result(out, rng, markdown)
+            if _helion_name(a, parts):  # hl.jagged_tile: Helion has it, deuteron does not
+                out.code(".".join(parts))
+                out.text(f"Helion's `{'.'.join(parts)}`: deuteron, which the editor checks Helion kernels with, "
+                         "does not cover it, so it has no signature or checks here.")
                 return _result(out, rng, markdown)
     if ka is not None and ka.results:
         if _value_hover(a, ka, line1, col1, out, target, at, cached_layouts):
@@ -206,6 +224,12 @@ def _qualname(a: Analysis, parts: list[str]) -> str | None:
     if q.split(".")[0] not in ("newt", "deuteron"):
         return None
     return q
+
+
+def _helion_name(a: Analysis, parts: list[str]) -> bool:
+    scan = a.file.scan
+    raw = (getattr(scan, "imports", None) or {}).get(parts[0], "") if scan is not None else ""
+    return len(parts) > 1 and (raw == "helion" or raw.startswith("helion."))
 
 
 def _member(out: _Out, m, parts):
@@ -442,6 +466,9 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     if ka.helper:
         out.text("Helper (called from other kernels and inlined there).")
     if ka.kind != "jit":
+        if spelling_of(a).dt_top != spelling_of(a).dt:  # a @helion.kernel
+            out.text("A Helion kernel, checked through deuteron (newt's Helion-like tile language): what deuteron "
+                     "covers gets its diagnostics; what it does not cover is noted, not checked.")
         out.text("A deuteron kernel: its newt code depends on the shapes it is called with, so the CUDA comes from "
                  "tracing it on its first `newt.harness` example (Compile / Show CUDA, in a trusted workspace).")
         links = [out.doc_link(a, ka, 0, kind, title)

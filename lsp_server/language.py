@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from newt.language import core as lc
 
-__all__ = ["Member", "lookup", "members", "tensor_methods", "tensor_method", "format_signature"]
+__all__ = ["Member", "lookup", "members", "tensor_methods", "tensor_method", "format_signature", "respelled"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,15 @@ class Member:
         if self.kind == "module":
             return f"module {self.qualname}"
         return f"{prefix}{self.name}"
+
+
+def respelled(m: Member | None, spelling) -> Member | None:
+    """``m`` as a file with another spelling reads it (``tl.float32`` defaults and ``tl.`` in the docs of a
+    Triton file; ``newt.frontend.spelling``)."""
+    if m is None or spelling.identity:
+        return m
+    r = spelling.respell
+    return Member(m.name, m.qualname, m.kind, r(m.signature), r(m.doc), m.params, tuple(r(t) for t in m.param_texts))
 
 
 # ---------------------------------------------------------------------------

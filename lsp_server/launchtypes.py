@@ -31,10 +31,13 @@ _SEVERITY = {Severity.ERROR: lsp.DiagnosticSeverity.Error, Severity.WARNING: lsp
 class LaunchTyped:
     """The kernel built with the dtypes its launches pass: ``label`` says which (``x_ptr: *fp16, ...``)."""
 
-    __slots__ = ("label", "notes", "diagnostics")
+    __slots__ = ("label", "notes", "diagnostics", "complete")
 
-    def __init__(self, label, notes, diagnostics):
+    def __init__(self, label, notes, diagnostics, complete=True):
         self.label, self.notes, self.diagnostics = label, notes, diagnostics
+        #: every pointer's dtype is known (annotated or from the host code); else the label names the ones
+        #: assumed, and no diagnostic comes from this build (an assumed *fp32 would make up type errors)
+        self.complete = complete
 
 
 def launch_typed(a, ka) -> LaunchTyped | None:
@@ -54,6 +57,8 @@ def launch_typed(a, ka) -> LaunchTyped | None:
             conc = None
         from_host = {n: why for n, why in (conc.assumed.items() if conc is not None else ())
                      if why.startswith("*") and "(from the host code" in why}
+        guessed = sorted(n for n, why in (conc.assumed.items() if conc is not None else ())
+                         if why.startswith("*") and "(assumed" in why)
         if from_host:
             key = (getattr(ka, "content_key", None), ka.def_span.line, conc.describe())
             hit = _CACHE.get(key) if key[0] is not None else None
@@ -62,9 +67,13 @@ def launch_typed(a, ka) -> LaunchTyped | None:
                 got = hit
             else:
                 built = build_concrete(a, ka, conc)
-                label = "from the launches (" + ", ".join(f"{n}: {why.split(' ', 1)[0]}"
-                                                          for n, why in sorted(from_host.items())) + ")"
-                got = LaunchTyped(label, dict(built.notes), list(built.diagnostics))
+                srcs = {"examples" if "the example " in why else "launches" for why in from_host.values()}
+                dtypes = ", ".join(f"{n}: {why.split(' ', 1)[0]}" for n, why in sorted(from_host.items()))
+                label = "from the " + " and ".join(sorted(srcs, reverse=True)) + f" ({dtypes}"
+                if guessed:
+                    label += "; assumed " + ", ".join(f"{n}: *fp32" for n in guessed)
+                label += ")"
+                got = LaunchTyped(label, dict(built.notes), list(built.diagnostics), complete=not guessed)
                 if key[0] is not None:
                     _CACHE[key] = got
                     while len(_CACHE) > _MAX:
@@ -82,7 +91,7 @@ def launch_diagnostics(a) -> list[lsp.Diagnostic]:
     out = []
     for ka in a.kernels:
         lt = launch_typed(a, ka)
-        if lt is None:
+        if lt is None or not lt.complete:
             continue
         for d in lt.diagnostics:
             if d.code == "N001" or (d.code, d.span.line, d.span.col) in seen:

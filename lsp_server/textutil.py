@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["dotted_at", "dotted_before", "call_context", "is_ident_char", "in_string_or_comment"]
+__all__ = ["dotted_at", "dotted_before", "call_context", "is_ident_char", "in_string_or_comment", "spelling_of"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
@@ -198,3 +198,12 @@ def _callee_before(s: str, i: int):
     if not callee or callee[0].isdigit() or callee.startswith("."):
         return None
     return callee
+
+
+def spelling_of(a):
+    """How the analyzed file spells newt's names (``newt.frontend.spelling``): ``tl.`` for a Triton file.
+    What the editor says (hovers, quick fixes, Compile's messages) goes through it."""
+    from newt.frontend.spelling import NEWT_SPELLING
+    scan = getattr(getattr(a, "file", None), "scan", None)
+    sp = getattr(scan, "spelling", None)
+    return sp if sp is not None else NEWT_SPELLING

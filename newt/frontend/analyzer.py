@@ -295,6 +295,7 @@ class _Run:
         diags.sort(key=lambda d: (d.span.line, d.span.col, d.code))
         if self.cache is not None:
             self.cache.end_analysis(path, self.used)
+        respell(scan.spelling, diags, kernels)
         return FileAnalysis(path, src, kernels, dedupe_diagnostics(diags), scan, reused=self.reused)
 
     def deps(self, name: str) -> list[str]:
@@ -319,6 +320,9 @@ class _Run:
         for u in sorted(used):
             if u in scan.kernels:
                 items.append((u, "k", scan.kernels[u].kind))
+            elif u in scan.namedtuples:
+                nt: Any = scan.namedtuples[u]
+                items.append((u, "nt", tuple(nt._fields), _fp_value(tuple(nt._field_defaults.items()))))
             elif u in scan.constants:
                 items.append((u, "c", _fp_value(scan.constants[u])))
             elif u in scan.aliases:
@@ -391,6 +395,26 @@ class _Run:
         ka.results = results
         ka.diagnostics = merge_spec_diagnostics(diags, results)
         return ka
+
+
+def respell(spelling, diags: list, kernels: list) -> None:
+    """The messages in the file's spelling (``tl.arange`` in a Triton file: ``newt.frontend.spelling``), in
+    place: the diagnostics of this analysis are its own objects (the cache keeps copies)."""
+    if spelling.identity:
+        return
+    seen: set[int] = set()
+    every = list(diags)
+    for ka in kernels:
+        every.extend(ka.diagnostics)
+        for r in ka.results:
+            every.extend(r.diagnostics)
+    for d in every:
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        d.message = spelling.respell(d.message)
+        d.hint = spelling.respell(d.hint)
+        d.context = spelling.respell(d.context)
 
 
 def _segment(kd: KernelDef) -> tuple[int, int]:

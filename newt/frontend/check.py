@@ -89,6 +89,9 @@ class StaticEnv(GlobalEnv):
             if kd.kind == "jit":
                 return JitRef(self.jit_source(name))
             return Opaque(f"{kd.kind} kernel")
+        nt = scan.namedtuples.get(name)
+        if nt is not None:
+            return PyFunc(name, nt)  # called in a kernel: a named tuple of the values (calls.make_namedtuple)
         if name in scan.constants:
             return self._convert(scan.constants[name])
         if name in scan.aliases:

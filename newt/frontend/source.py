@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
 from .kinds import kind_of_decorator
+from .namedtuples import namedtuple_call, namedtuple_class
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
@@ -622,9 +623,12 @@ NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
 
 def triton_as_newt(qualname: str) -> str:
     """Triton's modules read as newt's (``import triton.language as tl`` -> ``newt.language``): Triton files
-    are analyzed as they are (newt implements Triton's language)."""
+    are analyzed as they are (newt implements Triton's language); Helion's as deuteron's (``helion.kernel``
+    -> ``deuteron.kernel``: deuteron checks what it covers of Helion)."""
     if qualname == "triton" or qualname.startswith("triton."):
         return "newt" + qualname[len("triton"):]
+    if qualname == "helion" or qualname.startswith("helion."):  # Helion kernels: checked by deuteron
+        return "deuteron" + qualname[len("helion"):]
     return qualname
 
 
@@ -634,6 +638,7 @@ class ModuleScan:
     def __init__(self, src: SourceFile, chunks: list[ParsedChunk]):
         self.src = src
         self.aliases: dict[str, str] = {}
+        self.imports: dict[str, str] = {}  # alias -> the module or name as written (triton.language ...)
         self.constants: dict[str, object] = {}
         self.constant_nodes: dict[str, ast.AST] = {}
         self.simple_functions: dict[str, ast.FunctionDef] = {}
@@ -643,6 +648,9 @@ class ModuleScan:
         self.assigned: set[str] = set()
         self.launches: list[LaunchSite] = []
         self.other_names: set[str] = set()  # classes and unknown imports
+        #: named tuple classes of the file (``class P(NamedTuple)``, ``P = namedtuple("P", [...])``), made here
+        #: from their literal field names: kernels build and read them as the compile path does
+        self.namedtuples: dict[str, type] = {}
         self.repaired_lines: set[int] = set()
         bodies = []
         for ch in chunks:
@@ -661,15 +669,25 @@ class ModuleScan:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
-                        self.aliases[a.asname] = triton_as_newt(a.name)
+                        self.imports[a.asname] = a.name
                     else:
                         top = a.name.split(".")[0]
-                        self.aliases[top] = triton_as_newt(top)
+                        self.imports[top] = top
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     if a.name == "*":
                         continue
-                    self.aliases[a.asname or a.name] = triton_as_newt(f"{node.module}.{a.name}")
+                    self.imports[a.asname or a.name] = f"{node.module}.{a.name}"
+        self.aliases.update((k, triton_as_newt(q)) for k, q in self.imports.items())
+
+    @property
+    def spelling(self):
+        """How the file spells newt's names (``tl.`` for ``import triton.language as tl``): messages use it."""
+        sp = self.__dict__.get("_spelling")
+        if sp is None:
+            from .spelling import Spelling
+            sp = self.__dict__["_spelling"] = Spelling.of_imports(self.imports)
+        return sp
 
     def resolve(self, node) -> str | None:
         return qualname_of(node, self.aliases)
@@ -688,6 +706,11 @@ class ModuleScan:
                     continue
                 if len(targets) == 1 and isinstance(targets[0], ast.Name):
                     name = targets[0].id
+                    nt = namedtuple_call(self.resolve, StaticEval(self).eval, name, node.value)
+                    if nt is not None:
+                        self.namedtuples[name] = nt
+                        self.constants.pop(name, None)
+                        continue
                     try:
                         self.constants[name] = StaticEval(self).eval(node.value)
                         self.constant_nodes[name] = node
@@ -696,7 +719,11 @@ class ModuleScan:
                     except Exception:  # noqa: BLE001 - any failure means "not static"
                         self.constants.pop(name, None)
             elif isinstance(node, ast.ClassDef):
-                self.other_names.add(node.name)
+                nt = namedtuple_class(self.resolve, StaticEval(self).eval, node)
+                if nt is not None:
+                    self.namedtuples[node.name] = nt
+                else:
+                    self.other_names.add(node.name)
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 kd = self._kernel_def(node)

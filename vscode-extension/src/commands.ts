@@ -21,6 +21,7 @@ import {
   autotuneDetail,
   autotuneSummary,
   compileSummary,
+  failureActions,
   firstLine,
   verifyDetail,
   verifySummary,
@@ -168,8 +169,11 @@ export class Commands {
     const client = await this.server.ensureStarted();
     if (!client) {
       this.lastError = { command, message: this.server.lastError ?? 'the language server is not running' };
-      void vscode.window.showErrorMessage(this.server.lastError ?? 'Newt: the language server is not running.', 'Show Logs')
-        .then((pick) => pick && this.log.show());
+      void vscode.window.showErrorMessage(this.server.lastError ?? 'Newt: the language server is not running.',
+        ...failureActions('not-running')).then((pick) => {
+        if (pick === 'Restart Server') void this.server.restart();
+        else if (pick === 'Show Logs') this.log.show();
+      });
       return undefined;
     }
     const kernel = await this.kernel(args, client);

@@ -16,7 +16,7 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
-import { statusText } from './core/format';
+import { failureActions, statusText } from './core/format';
 import {
   describeImportFailure,
   expandVariables,
@@ -300,7 +300,7 @@ export class NewtServer implements vscode.Disposable {
     this.statusItem.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
     this.statusItem.show();
     if (notify) {
-      const buttons = notify === 'interpreter' ? ['Set Interpreter', 'Show Logs'] : ['Restart Server', 'Show Logs'];
+      const buttons = failureActions(notify);
       void vscode.window.showErrorMessage(message, ...buttons).then((pick) => {
         if (pick === 'Set Interpreter') void vscode.commands.executeCommand('workbench.action.openSettings', 'newt.interpreter');
         else if (pick === 'Restart Server') void this.restart();

@@ -4,6 +4,7 @@ import {
   autotuneDetail,
   autotuneSummary,
   compileSummary,
+  failureActions,
   firstLine,
   formatBytes,
   formatConfig,
@@ -103,5 +104,15 @@ describe('status bar', () => {
   });
   it('shows compile-only without a GPU', () => {
     assert.equal(statusText({ mode: 'compile-only', gpu: null, arch: null, target: 'sm_90a' }).text, '$(chip) newt: compile-only (no GPU)');
+  });
+});
+
+describe('server failure notifications', () => {
+  it('offer Restart Server after a crash and when a command finds the server not running', () => {
+    assert.deepEqual(failureActions('crash'), ['Restart Server', 'Show Logs']);
+    assert.deepEqual(failureActions('not-running'), ['Restart Server', 'Show Logs']);
+  });
+  it('offer the interpreter setting, not a restart, when newt cannot be imported', () => {
+    assert.deepEqual(failureActions('interpreter'), ['Set Interpreter', 'Show Logs']);
   });
 });

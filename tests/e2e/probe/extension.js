@@ -386,12 +386,22 @@ async function run() {
     }
   }, 180000);
 
+  // the generated documents the Show checks opened: a restart refreshes them, never blanks them
+  const generated = () => vscode.workspace.textDocuments.filter((d) => d.uri.scheme === 'newt' && !d.isClosed);
+  const before = generated().map((d) => ({ uri: d.uri.toString(), chars: d.getText().length }));
   await check('Newt: Restart Server brings the server and its diagnostics back', async () => {
     const restarted = await vscode.commands.executeCommand('newt.restartServer');
     const { doc } = await show('kernels/broken.py');
     const d = await waitFor(() => vscode.languages.getDiagnostics(doc.uri).filter((x) => x.source === 'newt').length >= 3, 60000);
     return { ok: restarted === true && api.state === 'running' && !!d, restarted, state: api.state };
   }, 120000);
+  await check('open generated documents keep their code across the restart (no "worker killed", no error text)', async () => {
+    await sleep(3000); // the refresh after the restart regenerates them
+    const failed = /^\/\/ Newt: (could not generate this document|the language server is not running)|worker killed/;
+    const after = generated().map((d) => ({ uri: d.uri.toString(), chars: d.getText().length, head: d.getText().slice(0, 160) }));
+    const lost = before.filter((b) => !after.some((a) => a.uri === b.uri && a.chars > 0 && !failed.test(a.head)));
+    return { ok: before.length >= 1 && lost.length === 0, before, after, lost };
+  }, 60000);
 
   // -- an interpreter without newt: a clear message naming it and the fix, then back ----------------------
   const bad = process.env.NEWT_E2E_BAD_PYTHON;

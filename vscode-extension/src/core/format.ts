@@ -129,3 +129,14 @@ export function firstLine(s: string): string {
   const line = s.split(/\r?\n/).find((l) => l.trim() !== '') ?? '';
   return line.length > 300 ? line.slice(0, 297) + '...' : line;
 }
+
+/** Why the server is not there to answer: it could not import newt (the interpreter), it stopped (a crash),
+ * or a command found it not running. */
+export type ServerFailure = 'interpreter' | 'crash' | 'not-running';
+
+/** The buttons of the notification for a server failure: the fix first, then the log. A crash or a server
+ * that is not running offers Restart Server; a wrong interpreter offers its setting (restarting would fail
+ * the same way). */
+export function failureActions(kind: ServerFailure): string[] {
+  return kind === 'interpreter' ? ['Set Interpreter', 'Show Logs'] : ['Restart Server', 'Show Logs'];
+}
