@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from newt.frontend import register_kernel_kind
+from newt.frontend import register_kernel_kind, register_module_alias
 from newt.frontend.check import KernelAnalysis, SpecResult
 from newt.frontend.diagnostics import Diagnostic, Severity, Span
 
@@ -134,6 +134,7 @@ CODES = {
 def register() -> None:
     """Register ``@dt.kernel`` with newt's front end (also the ``newt.kernel_kinds`` entry point)."""
     register_kernel_kind("deuteron.kernel", analyze_kernel, name="deuteron", codes=CODES)
+    register_module_alias("helion", "deuteron")  # Helion's files as they are: deuteron checks what it covers
 
 
 register()

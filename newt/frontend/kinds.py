@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 __all__ = ["KernelKind", "register_kernel_kind", "unregister_kernel_kind", "kind_of_decorator", "analyzer_for",
-           "trusted_roots", "load_installed_kinds", "ENTRY_POINT_GROUP"]
+           "trusted_roots", "load_installed_kinds", "ENTRY_POINT_GROUP", "register_module_alias",
+           "module_aliases"]
 
 ENTRY_POINT_GROUP = "newt.kernel_kinds"
 
@@ -98,6 +99,24 @@ def analyzer_for(kind: str) -> Callable | None:
 def trusted_roots() -> tuple[str, ...]:
     """The top-level packages of the registered kinds."""
     return tuple(r for k in _KINDS.values() for r in k.roots)
+
+
+#: another project's top-level package read as a registered kind's own (``{"helion": "deuteron"}``)
+_MODULE_ALIASES: dict[str, str] = {}
+
+
+def register_module_alias(foreign: str, own: str) -> None:
+    """Read the top-level package ``foreign`` (and its submodules) as ``own`` when resolving a file's names:
+    a kind that implements another project's language (``helion`` for a Helion-like one) registers this so
+    files written for that project are analyzed as they are, with messages in their own spelling."""
+    if "." in foreign or "." in own or not foreign or not own:
+        raise ValueError(f"register_module_alias: top-level package names expected, got {foreign!r} -> {own!r}")
+    _MODULE_ALIASES[foreign] = own
+
+
+def module_aliases() -> dict[str, str]:
+    """The registered ``{foreign: own}`` package aliases (a copy)."""
+    return dict(_MODULE_ALIASES)
 
 
 _loaded = False

@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
-from .kinds import kind_of_decorator
+from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
@@ -622,13 +622,13 @@ NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
 
 
 def triton_as_newt(qualname: str) -> str:
-    """Triton's modules read as newt's (``import triton.language as tl`` -> ``newt.language``): Triton files
-    are analyzed as they are (newt implements Triton's language); Helion's as deuteron's (``helion.kernel``
-    -> ``deuteron.kernel``: deuteron checks what it covers of Helion)."""
+    """Triton's modules read as newt's (``triton.language`` -> ``newt.language``), other projects' as the
+    registered kinds' own (:func:`~newt.frontend.kinds.register_module_alias`): files analyzed as they are."""
     if qualname == "triton" or qualname.startswith("triton."):
         return "newt" + qualname[len("triton"):]
-    if qualname == "helion" or qualname.startswith("helion."):  # Helion kernels: checked by deuteron
-        return "deuteron" + qualname[len("helion"):]
+    for foreign, own in module_aliases().items():  # e.g. Helion's kernels, checked by the kind that reads them
+        if qualname == foreign or qualname.startswith(foreign + "."):
+            return own + qualname[len(foreign):]
     return qualname
 
 

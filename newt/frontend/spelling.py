@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from .kinds import module_aliases
+
 __all__ = ["Spelling", "NEWT_SPELLING"]
 
 #: newt's top-level names that Triton spells the same under ``triton.`` (``@newt.jit`` -> ``@triton.jit``)
@@ -72,13 +74,16 @@ class Spelling:
         if not imports_newt and any(q == "triton" or q.startswith("triton.") for q in written):
             top = triton_top[0] if triton_top else "triton"
         dt, dt_top = "dt", None
-        dt_aliases = _aliases_of(imports, ("deuteron", "deuteron.language", "helion.language"))
-        helion_top = _aliases_of(imports, ("helion",))
-        if helion_top and not any(q == "deuteron" or q.startswith("deuteron.") for q in written):
-            dt = dt_aliases[0] if dt_aliases else f"{helion_top[0]}.language"
-            dt_top = helion_top[0]
-        elif dt_aliases and "dt" not in dt_aliases:
-            dt = dt_aliases[0]
+        for foreign, own in module_aliases().items():  # the tile-language kind and the project it reads
+            dt_aliases = _aliases_of(imports, (own, own + ".language", foreign + ".language"))
+            foreign_top = _aliases_of(imports, (foreign,))
+            if foreign_top and not any(q == own or q.startswith(own + ".") for q in written):
+                dt = dt_aliases[0] if dt_aliases else f"{foreign_top[0]}.language"
+                dt_top = foreign_top[0]
+                break
+            if dt_aliases and "dt" not in dt_aliases:
+                dt = dt_aliases[0]
+                break
         return cls(lang, top, dt, dt_top)
 
     def respell(self, text: str | None) -> str | None:
