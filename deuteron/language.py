@@ -102,10 +102,42 @@ class Tile:
     def __index__(self):
         return self.end - self.begin
 
-    def _arith(self, *a):
-        raise DeuteronUsageError("arithmetic on a tile: use tile.index (a tensor) or tile.begin / tile.end")
+    # in + - * // % a tile is its indices (Helion's `k[tile_n + start, :]`), as in the generated kernel
+    def __add__(self, o):
+        return self.index + _tile_operand(o)
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __truediv__ = _arith
+    def __radd__(self, o):
+        return _tile_operand(o) + self.index
+
+    def __sub__(self, o):
+        return self.index - _tile_operand(o)
+
+    def __rsub__(self, o):
+        return _tile_operand(o) - self.index
+
+    def __mul__(self, o):
+        return self.index * _tile_operand(o)
+
+    def __rmul__(self, o):
+        return _tile_operand(o) * self.index
+
+    def __floordiv__(self, o):
+        return self.index // _tile_operand(o)
+
+    def __mod__(self, o):
+        return self.index % _tile_operand(o)
+
+    def __neg__(self):
+        return -self.index
+
+    def __truediv__(self, o):
+        raise DeuteronUsageError("tile / x: use tile.index (a tensor) or tile.begin / tile.end")
+
+
+def _tile_operand(o):
+    if isinstance(o, Tile):
+        raise DeuteronUsageError("arithmetic on two tiles: use tile.index (a tensor)")
+    return o
 
 
 def _sizes_arg(begin_or_sizes, end):

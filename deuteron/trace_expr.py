@@ -164,7 +164,9 @@ class ExprTracer:
     def ex_UnaryOp(self, e):
         v = self.eval(e.operand)
         if isinstance(v, TileInfo):
-            raise self.error("D003", e, "arithmetic on a tile", hint="use tile.index, tile.begin or tile.end")
+            if not isinstance(e.op, (ast.USub, ast.UAdd)):
+                raise self.error("D003", e, "arithmetic on a tile", hint="use tile.index, tile.begin or tile.end")
+            v = self.tile_attr(v, "index", e)  # -tile: its indices negated, like tile + start
         if not isinstance(v, Node):
             if isinstance(e.op, ast.Not):
                 return not v

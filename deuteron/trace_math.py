@@ -17,16 +17,28 @@ from .trace_common import (
 )
 
 
+#: operators where a tile operand stands for its indices (``tile + start``)
+_TILE_ARITH = ("add", "sub", "mul", "floordiv", "mod")
+
+
 class MathTracer:
     """Mixin of ``Tracer``: the rules of tensor operations."""
 
     def binop(self, op, a, b, src):
         if op is None:
             raise self.error("D004", src, "unsupported operator")
+        if isinstance(a, TileInfo) or isinstance(b, TileInfo):
+            # a tile in arithmetic is its indices (Helion's `k[tile_n + start, :]`): a block along the tile
+            if op in _TILE_ARITH and not (isinstance(a, TileInfo) and isinstance(b, TileInfo)):
+                a = self.tile_attr(a, "index", src) if isinstance(a, TileInfo) else a
+                b = self.tile_attr(b, "index", src) if isinstance(b, TileInfo) else b
+            else:
+                t = a if isinstance(a, TileInfo) else b
+                what = "two tiles" if isinstance(a, TileInfo) and isinstance(b, TileInfo) else f"tile {t.name!r}"
+                raise self.error("D003", src, f"arithmetic on {what} with {op!r}",
+                                 hint="a tile in + - * // % stands for tile.index; otherwise use tile.index "
+                                      "(a tensor) or tile.begin / tile.end")
         for v in (a, b):
-            if isinstance(v, TileInfo):
-                raise self.error("D003", src, f"arithmetic on tile {v.name!r}",
-                                 hint="use tile.index (a tensor) or tile.begin / tile.end")
             if isinstance(v, HostTensor):
                 raise self.error("D004", src, f"{v.name} used whole inside a tile loop",
                                  hint=f"index it with tiles: {v.name}[tile, ...]")

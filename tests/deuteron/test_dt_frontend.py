@@ -104,7 +104,7 @@ def test_d003_tile_misuse():
     def f(x):
         out = torch.empty_like(x)
         for tile in dt.tile(x.size(0)):
-            a = «tile + 1
+            a = «tile / 2 + (tile + 1)
             b = «tile.start
             c = range(«tile)
             out[tile] = x[tile]
