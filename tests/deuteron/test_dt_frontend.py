@@ -251,7 +251,7 @@ def test_from_import_and_alias_spellings():
     @deuteron.kernel
     def g(x):
         for t in deuteron.tile(x.size(0)):
-            y = t + 1
+            y = t / 2
         return x
     """)
     assert [k.kind for k in fa.kernels] == ["deuteron", "deuteron"]
