@@ -178,6 +178,14 @@ class SplitJoin(Cause):
     hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
 
 
+class JaggedTile(Cause):
+    code = "D004"
+    template = "dt.jagged_tile: {problem}"
+    hint_template = ("`for tile_k in dt.jagged_tile(lengths)` takes an int block whose every dimension is an "
+                     "enclosing tile (lengths = ends - starts over tile_b); index with tile_k together with those "
+                     "tiles (x[tile_b, tile_k], or a gather index built from both)")
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

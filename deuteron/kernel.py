@@ -288,7 +288,7 @@ class Kernel:
     def ref(self, *args, **kwargs):
         """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against."""
         from .ref import run_ref
-        return run_ref(self.fn, args, kwargs)
+        return run_ref(self.fn, args, kwargs, structure=self.structure)
 
     def autotune_reference(self, *args, **kwargs):
         """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref``."""

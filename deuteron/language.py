@@ -18,7 +18,7 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
+    "tile", "grid", "jagged_tile", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
     "zeros", "full", "arange", "dot", "atomic_add",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
@@ -171,7 +171,35 @@ def tile(begin_or_sizes, end=None, block_size=None):
             raise DeuteronUsageError(f"dt.tile: {len(ranges)} dimensions but {len(bss)} block sizes")
     else:
         bss = [block_size] * len(ranges)
+    unit = getattr(ctx, "unit_tile_lines", None)
+    if unit:
+        import sys
+        f = sys._getframe(1)
+        if (f.f_code.co_filename, f.f_lineno) in unit:
+            # kernel.ref: a loop enclosing a dt.jagged_tile runs one lane at a time (that lane's loop is exact)
+            bss = [1] * len(ranges)
     return ctx.ref_tiles(ranges, bss, as_list)
+
+
+def jagged_tile(parent):
+    """Tiles of a jagged dimension: ``for tile_k in dt.jagged_tile(lengths)`` inside ``for tile_b in dt.tile(b)``.
+
+    ``lengths`` is an int block whose every dimension is an enclosing tile (``ends - starts`` of the rows of
+    ``tile_b``).  The loop covers ``[0, max(lengths))``; lane ``k`` of parent lane ``b`` exists only where
+    ``k < lengths[b]``: loads there read 0, stores skip it and reductions along ``tile_k`` leave it out (Helion's
+    ``hl.jagged_tile``).  Index with ``tile_k`` together with its parent tiles (``x[tile_b, tile_k]``, or a
+    gather index built from ``starts[:, None] + tile_k.index[None, :]``).  In ``kernel.ref`` the enclosing loops
+    run one lane at a time and this loop covers exactly that lane's length.
+    """
+    import torch
+    ctx = _context("jagged_tile")
+    if not isinstance(parent, torch.Tensor):
+        raise DeuteronUsageError("dt.jagged_tile(lengths): lengths must be a tensor over enclosing tiles")
+    if parent.numel() != 1:
+        raise DeuteronUsageError("dt.jagged_tile: kernel.ref needs one parent lane at a time (the loops enclosing "
+                                 f"it run with tiles of one element), got lengths of shape {tuple(parent.shape)}")
+    n = max(0, int(parent.reshape(()).item()))
+    return ctx.ref_tiles([(0, n)], [None], False)
 
 
 def grid(begin_or_sizes, end=None, step=None):

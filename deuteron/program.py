@@ -51,6 +51,8 @@ class TileInfo:
         self.dot_role = None  # "mn" | "k"
         self.step = 1  # dt.grid step
         self.grid_axis = None
+        self.jagged_parent = None  # dt.jagged_tile(lengths): the lengths (a Node over enclosing tiles)
+        self.jagged_mask = None  # index < lengths, dims (parent tiles..., this tile): set in the loop body
 
     @property
     def extent(self):

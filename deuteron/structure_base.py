@@ -104,6 +104,7 @@ class TileSite:
     fixed: list | None  # per dimension: True when block_size= fixes it (static view)
     target_names: list  # loop variable names
     index: int = 0  # order among all sites (source order)
+    jagged: bool = False  # dt.jagged_tile(lengths): masked per parent lane past its length
 
     @property
     def line(self) -> int:

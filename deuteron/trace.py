@@ -16,7 +16,7 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import TraceError
+from .errors import JaggedTile, TraceError
 from .program import (
     Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
 )
@@ -255,6 +255,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     # ------------------------------------------------------------------ tiles
     def make_tiles(self, site, call: ast.Call, target, depth: int):
+        if site.jagged:
+            return self.make_jagged_tile(site, call, target, depth)
         kind = site.kind
         args = [self.eval(a) for a in call.args]
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
@@ -335,6 +337,34 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             vals = tiles
         bound = tuple(vals) if as_list else vals[0]
         return tiles, bound
+
+    def make_jagged_tile(self, site, call: ast.Call, target, depth: int):
+        """``dt.jagged_tile(lengths)``: a tile loop over ``[0, max(lengths))`` whose lane ``k`` of parent lane
+        ``b`` is masked off where ``k >= lengths[b]`` (Helion's jagged_tile)."""
+        args = [self.eval(a) for a in call.args] + [self.eval(k.value) for k in call.keywords]
+        parent = args[0] if len(args) == 1 else None
+        if not isinstance(parent, Node) or not parent.dims:
+            raise JaggedTile(call, problem=f"the lengths must be a block over enclosing tiles, got "
+                                           f"{_describe(parent) if args else 'no argument'}")
+        bad = [d for d in parent.dims if not isinstance(d, TileInfo)]
+        if bad:
+            raise JaggedTile(call, problem=f"every dimension of the lengths must be an enclosing tile, not "
+                                           f"{_dims_text(parent.dims)}")
+        if not _is_int_dtype(parent.dtype):
+            raise JaggedTile(call, problem=f"the lengths must be integers, not {str(parent.dtype)[6:]}")
+        end = self.reduce("amax", parent, None, False, call)
+        slot = self.slot_of(site, 0, None)
+        names = self._tile_names(target, 1, False, "tile")
+        t = TileInfo(len(self.prog.tiles), names[0], "tile", depth, 0, end, slot, None, site.index, 0, src=call)
+        t.jagged_parent = parent
+        self.prog.tiles.append(t)
+        return [t], t
+
+    def jagged_mask(self, t: TileInfo, src) -> Node:
+        """``t.index < lengths`` with dims (the lengths' tiles..., t): which lanes of a jagged tile exist."""
+        idx = self.tile_attr(t, "index", src)
+        par = self.expand_dims(t.jagged_parent, len(t.jagged_parent.dims), src)
+        return self.binop("lt", idx, par, src)
 
     def _tile_names(self, target, ndim, as_list, kind):
         if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts) \
@@ -541,6 +571,13 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if len(tiles) > 1 and site.kind == "tile":
             # a multi-dimensional inner tile loop: a nest, outermost dimension first
             self._nested_tiles(s, tiles, bound, 0)
+            return
+        if any(t.jagged_parent is not None for t in tiles):
+            def bind():
+                self.assign(s.target, bound)
+                for t in tiles:
+                    t.jagged_mask = self.jagged_mask(t, s.iter)
+            self.loop_body(loop, s.body, bind, s)
             return
         self.loop_body(loop, s.body, lambda: self.assign(s.target, bound), s)
 
@@ -769,6 +806,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 pass
             if n.op == "reduce" and n.attrs["kind"] in ("argmax", "argmin") and isinstance(n.attrs["dim"], RInfo):
                 n.attrs["dim"].not_rollable("argmax/argmin over it")
+        self._check_jagged(prog)
         if self.rdim_slots is not None:
             for r in prog.rdims:
                 if r.rollable:
@@ -776,6 +814,29 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         for t in prog.tiles:
             if t.kind == "tile" and t.slot is None and t.fixed is None:
                 t.fixed = 1
+
+
+    def _check_jagged(self, prog):
+        """Every masked access or reduction along a jagged tile also spans the tiles its lengths are over (the
+        mask ``index < lengths`` needs them): Helion's rule, and what makes the masked lanes well defined."""
+        jagged = [t for t in prog.tiles if t.jagged_parent is not None]
+        if not jagged:
+            return
+        for n, _blk in _all_nodes(prog.body):
+            if n.op in ("load", "store", "atomic"):
+                spans = [n.attrs["dims"] if n.op != "load" else n.dims]
+            elif n.op in ("reduce", "scan", "combine") or n.op == "dot":
+                spans = [a.dims for a in n.args if isinstance(a, Node)]
+            else:
+                continue
+            for dims in spans:
+                for t in jagged:
+                    if any(d is t for d in dims):
+                        missing = [p.name for p in t.jagged_parent.dims if not any(d is p for d in dims)]
+                        if missing:
+                            raise JaggedTile(n.src, problem=f"a value along the jagged tile {t.name!r} without "
+                                                            f"its parent tile(s) {', '.join(missing)} (dims "
+                                                            f"{_dims_text(dims)})")
 
 
 def _has_continue(s) -> bool:

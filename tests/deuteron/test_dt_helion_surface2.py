@@ -84,3 +84,141 @@ def test_static_checker_accepts_tile_offsets():
         return out
     """)
     assert [d.code for d in bad] == ["D003"], bad
+
+
+# ---- dt.jagged_tile ----------------------------------------------------------------------------------------------
+
+def _jagged(lengths, m, dtype=torch.float32):
+    lengths = torch.tensor(lengths)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths, 0)
+    return torch.randn(int(offsets[-1]), m, dtype=dtype), offsets
+
+
+@dt.kernel
+def jagged_row_max(x, offsets):
+    """Per row of a packed jagged tensor: the max over its rows (a reduction whose padding must be -inf)."""
+    m = x.size(1)
+    b = offsets.size(0) - 1
+    out = torch.full([b, m], float("-inf"), dtype=x.dtype, device=x.device)
+    x_flat = x.view(-1)
+    for tile_b in dt.tile(b):
+        starts = offsets[tile_b]
+        lengths = offsets[tile_b.index + 1] - starts
+        for tile_m in dt.tile(m):
+            acc = dt.full([tile_b, tile_m], float("-inf"), dtype=x.dtype)
+            for tile_k in dt.jagged_tile(lengths):
+                idx = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m + tile_m.index[None, None, :]
+                acc = torch.maximum(acc, dt.load(x_flat, [idx]).amax(dim=1))
+            out[tile_b, tile_m] = acc
+    return out
+
+
+def _row_max_ref(x, offsets):
+    out = torch.full([len(offsets) - 1, x.size(1)], float("-inf"))
+    for i in range(len(offsets) - 1):
+        if offsets[i + 1] > offsets[i]:
+            out[i] = x[offsets[i]:offsets[i + 1]].amax(0)
+    return out
+
+
+def test_jagged_tile_masks_reductions_with_their_identity():
+    x, off = _jagged([3, 0, 7, 1, 12, 5], 10)
+    x = x - 5.0  # all negative: a padding of 0 would win the max
+    want = _row_max_ref(x, off)
+    for cfg in (dt.Config(block_sizes=[4, 8, 4]), dt.Config(block_sizes=[2, 16, 1]), dt.Config(block_sizes=[1, 4, 8])):
+        torch.testing.assert_close(jagged_row_max.run_with(cfg, x, off), want)
+    torch.testing.assert_close(jagged_row_max.ref(x, off), want)
+
+
+@dt.kernel
+def jagged_scale(x, lengths, w):
+    """Dense [b, k_max, m] rows, each valid up to its length: store y = x * w only there (stores masked)."""
+    b, kmax, m = x.shape
+    out = torch.zeros_like(x)
+    for tile_b in dt.tile(b):
+        n = lengths[tile_b]
+        for tile_k in dt.jagged_tile(n):
+            v = x[tile_b, tile_k, :] * w[None, None, :]
+            out[tile_b, tile_k, :] = v
+            # the sum along the jagged tile skips the missing lanes: a mean over what exists
+    return out
+
+
+def test_jagged_tile_over_a_dense_tensor_masks_stores():
+    x = torch.randn(5, 9, 6)
+    lengths = torch.tensor([9, 0, 4, 1, 7])
+    w = torch.randn(6)
+    want = torch.zeros_like(x)
+    for i, n in enumerate(lengths.tolist()):
+        want[i, :n] = x[i, :n] * w
+    for cfg in (dt.Config(block_sizes=[2, 4]), dt.Config(block_sizes=[8, 1])):
+        torch.testing.assert_close(jagged_scale.run_with(cfg, x, lengths, w), want)
+    torch.testing.assert_close(jagged_scale.ref(x, lengths, w), want)
+
+
+@dt.kernel
+def nested_jagged_mean(x, offsets, counts, max_m: int):
+    """Two jagged loops: features per row (counts) and rows per sequence (offsets), as Helion's jagged_mean."""
+    b = offsets.size(0) - 1
+    out = torch.zeros([b, max_m], dtype=x.dtype, device=x.device)
+    x_flat = x.view(-1)
+    for tile_b in dt.tile(b):
+        starts = offsets[tile_b]
+        nnz = offsets[tile_b.index + 1] - starts
+        for tile_m in dt.jagged_tile(counts[tile_b]):
+            s = dt.zeros([tile_b, tile_m], dtype=x.dtype)
+            for tile_k in dt.jagged_tile(nnz):
+                idx = (starts[:, None] + tile_k.index[None, :])[:, :, None] * max_m + tile_m.index[None, None, :]
+                s = s + dt.load(x_flat, [idx]).sum(dim=1)
+            cnt = nnz.to(x.dtype)[:, None]
+            out[tile_b, tile_m] = torch.where(cnt > 0, s / cnt, 0.0)
+    return out
+
+
+def test_nested_jagged_tiles():
+    x, off = _jagged([4, 2, 0, 9], 8)
+    counts = torch.tensor([8, 3, 5, 1])
+    want = torch.zeros(4, 8)
+    for i in range(4):
+        a, e = int(off[i]), int(off[i + 1])
+        if e > a:
+            want[i, :counts[i]] = x[a:e, :counts[i]].mean(0)
+    for cfg in (dt.Config(block_sizes=[2, 4, 2]), dt.Config(block_sizes=[4, 2, 8])):
+        torch.testing.assert_close(nested_jagged_mean.run_with(cfg, x, off, counts, 8), want)
+    torch.testing.assert_close(nested_jagged_mean.ref(x, off, counts, 8), want)
+
+
+def test_jagged_tile_errors(tmp_path):
+    mod = write_module(tmp_path, "k_jag", """
+    @dt.kernel
+    def outer(x, lengths):
+        out = torch.empty_like(x)
+        for tile_k in dt.jagged_tile(lengths):
+            out[tile_k] = x[tile_k]
+        return out
+
+    @dt.kernel
+    def no_parent(x, lengths):
+        out = torch.zeros_like(x)
+        for tile_b in dt.tile(x.size(0)):
+            n = lengths[tile_b]
+            for tile_k in dt.jagged_tile(n):
+                out[0, tile_k] = x[0, tile_k]
+        return out
+
+    @dt.kernel
+    def float_lengths(x, lengths):
+        out = torch.zeros_like(x)
+        for tile_b in dt.tile(x.size(0)):
+            for tile_k in dt.jagged_tile(lengths[tile_b]):
+                out[tile_b, tile_k] = x[tile_b, tile_k]
+        return out
+    """)
+    x = torch.randn(4, 6)
+    raises_at(mod, lambda: mod.outer(x, torch.tensor([1, 2, 3, 4])), "D003", "dt.jagged_tile(lengths)",
+              "dt.jagged_tile", contains="outermost")
+    raises_at(mod, lambda: mod.no_parent(x, torch.tensor([1, 2, 3, 4])), "D004", "x[0, tile_k]", "out[0, tile_k]",
+              contains="without its parent tile(s) tile_b")
+    raises_at(mod, lambda: mod.float_lengths(x, torch.rand(4)), "D004", "dt.jagged_tile(lengths[tile_b])",
+              "dt.jagged_tile", contains="integers")
