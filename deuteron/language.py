@@ -689,7 +689,13 @@ class IntRange(_Fragment):
 class Choice(_Fragment):
     """One of ``values`` (ints, floats, strings, bools)."""
 
-    def __init__(self, values, default=None):
+    def __init__(self, values=None, default=None, *, choices=None):
+        if choices is not None:  # Helion's EnumFragment(choices=(...))
+            if values is not None:
+                raise DeuteronUsageError("dt.Choice: give the values once (values or choices=)")
+            values = choices
+        if values is None:
+            raise DeuteronUsageError("dt.Choice needs its values: dt.Choice([...]) or EnumFragment(choices=(...))")
         self.values = list(values)
         if not self.values:
             raise DeuteronUsageError("dt.Choice needs at least one value")
