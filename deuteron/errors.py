@@ -145,12 +145,6 @@ class TileNotIterated(Cause):
     hint_template = "write `for tile in dt.{op}(...):`"
 
 
-class BlockSizeBeforeTile(Cause):
-    code = "D004"
-    template = "a registered block size used as a dimension before any tile uses it"
-    hint_template = "use the tile itself: dt.zeros([tile, ...]), after the loop `for tile in dt.tile(n, block_size=bs)`"
-
-
 class CombineFunction(Cause):
     code = "D004"
     template = "{op}: {problem}"

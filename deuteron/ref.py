@@ -111,12 +111,11 @@ class RefContext:
         return iter(itertools.product(*axes))
 
     def register_block_size(self, lo, hi):
+        """The register's upper bound, as given (not rounded): a loop ``dt.tile(n, block_size=bs)`` with
+        ``bs = dt.register_block_size(n)`` is then one tile, and ``dt.zeros([tile_m, bs])`` has the width of
+        that tile (the kernel's block of ``bs`` lanes past ``n`` holds what the masked loads left: zeros)."""
         self._registered += 1
-        hi2 = L.next_power_of_2(hi)
-        v = min(max(64, L.next_power_of_2(lo)), hi2)
-        if self.config is not None and self.config.block_sizes:
-            pass
-        return v
+        return max(1, int(hi), int(lo))
 
     def register_tunable(self, name, fragment):
         if self.config is not None and name in self.config.tunables:

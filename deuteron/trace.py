@@ -18,7 +18,7 @@ from . import language as L
 from . import ops
 from .errors import JaggedTile, TraceError
 from .program import (
-    Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
+    BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
 )
 from .trace_common import (
     _is_library,
@@ -60,6 +60,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self._host_cache: dict = {}
         self._tiles_by_site: dict = {}
         self._rdims_by_size: dict = {}
+        self._block_dims: dict = {}  # register slot -> BlockDim
         self._tile_attr_cache: dict = {}
         self._guard_names: set = set()
         self.current_src = None
@@ -396,6 +397,15 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         n.src = node
         self._tile_attr_cache[key] = n
         return n
+
+    def block_dim(self, v: BlockSizeInt, node) -> BlockDim:
+        """The dimension of a registered block size used before any tile of that size (one per register)."""
+        r = self._block_dims.get(v.slot)
+        if r is None:
+            r = BlockDim(len(self.prog.rdims), int(v), v.slot, src=node)
+            self.prog.rdims.append(r)
+            self._block_dims[v.slot] = r
+        return r
 
     def rdim(self, size: int, size_expr, node) -> RInfo:
         r = self._rdims_by_size.get(size)

@@ -12,7 +12,7 @@ import torch
 from . import language as L
 from . import ops
 from .program import (
-    ONE, IfStmt, LoopStmt, Node, RInfo, TileInfo,
+    ONE, BlockDim, IfStmt, LoopStmt, Node, RInfo, TileInfo,
 )
 
 
@@ -219,6 +219,10 @@ def _broadcast_dims(a, b):
     for x, y in zip(a, b):
         if x is y:
             out.append(x)
+        elif isinstance(x, BlockDim) and x.same_as(y):
+            out.append(x)
+        elif isinstance(y, BlockDim) and y.same_as(x):
+            out.append(y)
         elif x is ONE:
             out.append(y)
         elif y is ONE:

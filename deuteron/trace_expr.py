@@ -16,7 +16,7 @@ from .errors import (
     TraceError,
 )
 from .program import (
-    ONE, Node, RInfo, TileInfo,
+    ONE, Node, RInfo, TileInfo, same_dim,
 )
 from .trace_common import (
     _per_tile_source,
@@ -568,7 +568,7 @@ class ExprTracer:
                                             f"{ht.name}[{_dims_text(dims)[1:-1]}]",
                              hint="the value has more dimensions than the indexed region")
         for a, b in zip(reversed(vdims), reversed(dims)):
-            if a is ONE or a is b:
+            if a is ONE or same_dim(a, b):
                 continue
             raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
                                             f"{ht.name}[{_dims_text(dims)[1:-1]}]",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import BlockSizeBeforeTile, MatmulDtypes, SizeOneMatmul
+from .errors import MatmulDtypes, SizeOneMatmul
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -305,9 +305,7 @@ class MathTracer:
                 dims.append(s.attrs["tile"])
             elif isinstance(s, BlockSizeInt):
                 t = next((t for t in self.prog.tiles if t.slot == s.slot), None)
-                if t is None:
-                    raise BlockSizeBeforeTile(src)
-                dims.append(t)
+                dims.append(t if t is not None else self.block_dim(s, src))
             else:
                 n = self.static_int(s, src, "a dimension size")
                 if n == 1:
@@ -337,6 +335,11 @@ class MathTracer:
         kwargs.pop("device", None)
         if kwargs:
             raise self.error("D004", src, f"arange: unsupported arguments {sorted(kwargs)}")
+        if len(args) == 1 and isinstance(args[0], BlockSizeInt) and int(args[0]) > 1:
+            # dt.arange(BLOCK_M) of a registered block size: the lanes of that block
+            r = self.block_dim(args[0], src)
+            n = self.emit(Node("arange", dims=(r,), dtype=torch.int32, attrs={"start": 0, "rdim": r}))
+            return self.cast(n, dtype) if dtype is not None and dtype != torch.int32 else n
         vals = [self.static_int(a, src, "an arange bound") for a in args]
         if len(vals) == 1:
             lo, hi = 0, vals[0]
