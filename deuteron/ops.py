@@ -82,7 +82,7 @@ TILE_ATTRS = {"index": "the 1-D int32 indices the tile covers", "begin": "the fi
               "count": "the number of tiles along its loop"}
 
 #: attributes of a value inside a tile loop
-VALUE_ATTRS = {"dtype", "shape", "T", "ndim", "mT"}
+VALUE_ATTRS = {"dtype", "shape", "T", "ndim", "mT", "device"}
 
 #: host-side torch calls that allocate or describe tensors (no tensor work: no D001)
 HOST_TORCH_OK = {

@@ -178,11 +178,12 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if isinstance(v, (str, torch.dtype, type(None))):
             self.guard(name, v)
             return v
-        if isinstance(v, types.FunctionType) and not _is_library(v):
+        if isinstance(v, types.FunctionType):
             # a callable argument (an epilogue, a score modifier): the program holds for this code only; what
             # it captures is read through its name (tensors become kernel arguments, numbers guards)
             self.guard(name, v)
-            self._fn_origin[id(v)] = name
+            if not _is_library(v):
+                self._fn_origin[id(v)] = name
             return v
         return v
 

@@ -103,6 +103,8 @@ class ExprTracer:
                 return tuple(self.dim_value(d) for d in base.dims)
             if a == "ndim":
                 return len(base.dims)
+            if a == "device":  # where the kernel runs (what `device=x.device` in a creation op means)
+                return next((ta.tensor.device for ta in self.prog.tensors.values()), torch.device("cpu"))
             if a in ("T", "mT"):
                 return self.permute(base, list(range(len(base.dims)))[::-1] if a == "T" else
                                     list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
@@ -280,6 +282,18 @@ class ExprTracer:
         if dt_name is not None:
             return self.dt_call(dt_name, args, kwargs, e)
         tname = _torch_name(func)
+        if tname is not None and isinstance(func, types.FunctionType) and not _is_op_name(tname) and \
+                _function_body(func) is not None:
+            # a Python function of a library that is no op deuteron knows (torch's flex-attention `_identity`
+            # score modifier, `noop_mask`): traced from its source like a helper; a problem inside it is reported
+            # at this call (the library's file is not the kernel's)
+            try:
+                return self.inline(func, args, kwargs, e)
+            except TraceError as ex:
+                where = getattr(ex.node, "lineno", None)
+                raise self.error(ex.code, e, f"in {func.__module__}.{func.__qualname__}"
+                                             f"{f' (its line {where})' if where else ''}: {ex.message}",
+                                 hint=ex.hint) from None
         if tname is not None:
             return self.torch_call(tname, args, kwargs, e)
         if func in (min, max) and any(isinstance(a, Node) for a in args):
@@ -597,6 +611,13 @@ class ExprTracer:
         return out
 
     # ------------------------------------------------------------------ elementwise
+
+
+def _is_op_name(tname) -> bool:
+    """A torch / functional name in deuteron's op tables (supported or known unsupported, like torch.cat)."""
+    kind, name = tname
+    table = ops.FUNCTIONAL if kind == "F" else ops.TORCH_FUNCTIONS
+    return name in table or name in ops.TENSOR_METHODS
 
 
 def _function_body(fn):

@@ -781,9 +781,11 @@ def _t_numel(tr, e, op, input):
 
 
 @torch_hook("new_zeros", "new_ones")
-def _t_new_zeros(tr, e, op, input, *size, dtype=None, device=None, requires_grad=False, layout=None,
+def _t_new_zeros(tr, e, op, input, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
                  pin_memory=False):
-    shape = size[0] if len(size) == 1 else list(size)
+    if size is not None and sizes:
+        raise BadArguments(e, op=op, problem="the size is given twice", signature="(size, *, dtype=None)")
+    shape = size if size is not None else (sizes[0] if len(sizes) == 1 else list(sizes))
     return tr.full(shape, 0 if op == "new_zeros" else 1, dtype or input.dtype, e)
 
 

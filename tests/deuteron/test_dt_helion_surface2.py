@@ -4,6 +4,7 @@ library score modifiers.  Each kernel runs on the CPU interpreter and is compare
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import deuteron as dt
@@ -222,3 +223,51 @@ def test_jagged_tile_errors(tmp_path):
               contains="without its parent tile(s) tile_b")
     raises_at(mod, lambda: mod.float_lengths(x, torch.rand(4)), "D004", "dt.jagged_tile(lengths[tile_b])",
               "dt.jagged_tile", contains="integers")
+
+
+# ---- Python functions of a library passed as callables (flex attention's default score_mod / mask_mod) ----------
+
+@dt.kernel(config=dt.Config(block_sizes=[16, 16]))
+def scored(q, k, score_mod, mask_mod):
+    m, d = q.shape
+    n = k.size(0)
+    out = torch.empty([m, n], dtype=torch.float32, device=q.device)
+    for tm, tn in dt.tile([m, n]):
+        s = q[tm, :].float() @ k[tn, :].float().T
+        b = dt.zeros([tm, tn], dtype=torch.int32)
+        s = score_mod(s, b, b, tm.index[:, None], tn.index[None, :])
+        keep = mask_mod(b, b, tm.index[:, None], tn.index[None, :])
+        out[tm, tn] = torch.where(keep, s, float("-inf"))
+    return out
+
+
+def test_library_score_and_mask_functions_are_inlined():
+    fa = pytest.importorskip("torch.nn.attention.flex_attention")
+    q, k = torch.randn(20, 16), torch.randn(24, 16)
+    want = q @ k.T
+    torch.testing.assert_close(scored(q, k, fa._identity, fa.noop_mask), want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(scored.ref(q, k, fa._identity, fa.noop_mask), want, atol=1e-4, rtol=1e-4)
+
+    def causal(b, h, qi, ki):
+        return qi >= ki
+    got = scored(q, k, lambda s, b, h, qi, ki: torch.tanh(s), causal)  # another function: another program
+    i = torch.arange(20)[:, None] >= torch.arange(24)[None, :]
+    torch.testing.assert_close(got, torch.where(i, torch.tanh(want), float("-inf")), atol=1e-4, rtol=1e-4)
+
+
+def test_a_library_function_that_cannot_compile_is_located_at_the_call(tmp_path):
+    mod = write_module(tmp_path, "k_libfn", """
+    import torch.nn.functional as F
+
+    @dt.kernel
+    def f(x, fn):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = fn(x[t])
+        return out
+
+    def run(x):
+        return f(x, F.dropout)
+    """)
+    raises_at(mod, lambda: mod.run(torch.randn(8)), "D004", "out[t] = fn(x[t])", "fn(x[t])",
+              contains="in torch.nn.functional.dropout")
