@@ -239,7 +239,10 @@ class DeviceChecker:
         st = self.st
         dtn = st.dt(e.func)
         if dtn is not None:
-            if dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
+            if dtn in ops.HELION_UNSUPPORTED:
+                st.problem("D004", e.func, f"dt.{dtn} is not supported by deuteron: {ops.HELION_UNSUPPORTED[dtn]}",
+                           hint="see docs/deuteron.md for what tile loops support")
+            elif dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
                 st.problem("D004", e.func, f"dt.{dtn} cannot be used inside a tile loop")
             for a in e.args:
                 self.expr(a, parent="shape" if dtn in _INDEX_ARGS or dtn.startswith("atomic_") else "arg")

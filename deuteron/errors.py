@@ -180,6 +180,12 @@ class JaggedTile(Cause):
                      "tiles (x[tile_b, tile_k], or a gather index built from both)")
 
 
+class UnsupportedConstruct(Cause):
+    code = "D004"
+    template = "dt.{name} is not supported by deuteron: {why}"
+    hint_template = "see docs/deuteron.md for what tile loops support"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

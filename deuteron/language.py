@@ -18,7 +18,8 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "jagged_tile", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
+    "tile", "grid", "jagged_tile", "Tile", "barrier", "tile_begin", "tile_end", "tile_index", "tile_id",
+    "tile_block_size", "cumsum", "cumprod", "rand", "randint", "reduce", "associative_scan", "split", "join",
     "zeros", "full", "arange", "dot", "atomic_add",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
@@ -597,6 +598,48 @@ def associative_scan(combine_fn, input_tensor, dim, reverse=False):
     if reverse:
         out = [o.flip(dim) for o in out]
     return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
+
+
+def tile_begin(tile):
+    """``dt.tile_begin(t)``: ``t.begin`` (Helion's function spelling; likewise tile_end, tile_index, tile_id,
+    tile_block_size)."""
+    return tile.begin
+
+
+def tile_end(tile):
+    """``dt.tile_end(t)``: ``t.end``."""
+    return tile.end
+
+
+def tile_index(tile):
+    """``dt.tile_index(t)``: ``t.index``."""
+    return tile.index
+
+
+def tile_id(tile):
+    """``dt.tile_id(t)``: ``t.id``."""
+    return tile.id
+
+
+def tile_block_size(tile):
+    """``dt.tile_block_size(t)``: ``t.block_size``."""
+    return tile.block_size
+
+
+def cumsum(input, dim, reverse=False):
+    """``dt.cumsum(x, dim)``: ``torch.cumsum(x, dim)`` (Helion's spelling; ``reverse=True`` is not supported)."""
+    import torch
+    if reverse:
+        raise DeuteronUsageError("dt.cumsum(..., reverse=True) is not supported")
+    return torch.cumsum(input, dim)
+
+
+def cumprod(input, dim, reverse=False):
+    """``dt.cumprod(x, dim)``: ``torch.cumprod(x, dim)`` (``reverse=True`` is not supported)."""
+    import torch
+    if reverse:
+        raise DeuteronUsageError("dt.cumprod(..., reverse=True) is not supported")
+    return torch.cumprod(input, dim)
 
 
 def split(x):

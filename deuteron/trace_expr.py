@@ -13,6 +13,7 @@ import torch
 from . import ops
 from .errors import (
     BlockDecision, CapturedTensor, NotInTileLoop, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd,
+    UnsupportedConstruct,
     TraceError,
 )
 from .program import (
@@ -116,6 +117,9 @@ class ExprTracer:
         try:
             return getattr(base, a)
         except AttributeError:
+            if isinstance(base, types.ModuleType) and base.__name__.split(".")[0] == "deuteron" and \
+                    a in ops.HELION_UNSUPPORTED:
+                raise UnsupportedConstruct(e, name=a, why=ops.HELION_UNSUPPORTED[a]) from None
             raise self.error("D004", e, f"{_describe(base)} has no attribute {a!r}") from None
 
     def dim_value(self, d):

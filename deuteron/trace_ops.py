@@ -311,6 +311,24 @@ def _dt_dot(tr, e, a, b, acc=None, out_dtype=None):
     return tr.matmul(a, b, acc, e, out_dtype=out_dtype or "acc")
 
 
+@dt_hook(L.tile_begin, L.tile_end, L.tile_index, L.tile_id, L.tile_block_size)
+def _dt_tile_fn(tr, e, op, tile):
+    if not isinstance(tile, TileInfo):
+        raise BadArguments(e, op=f"dt.{op}", problem=f"expects a tile, got {_describe(tile)}", signature="(tile)")
+    return tr.tile_attr(tile, op[len("tile_"):], e)
+
+
+@dt_hook(L.cumsum, L.cumprod)
+def _dt_cumulative(tr, e, op, input, dim, reverse=False):
+    if reverse:
+        raise BadArguments(e, op=f"dt.{op}", problem="reverse=True is not supported",
+                           signature="(input, dim, reverse=False)")
+    if not isinstance(input, Node):
+        raise BadArguments(e, op=f"dt.{op}", problem=f"expects a value of the kernel, got {_describe(input)}",
+                           signature="(input, dim, reverse=False)")
+    return TORCH_HOOKS[op](tr, e, f"dt.{op}", [input, dim], {})
+
+
 @dt_hook(L.static_range)
 def _dt_static_range(tr, e, begin_or_end, end=None, step=1):
     vals = [tr.static_int(v, e, "a dt.static_range bound") for v in (begin_or_end, end, step) if v is not None]

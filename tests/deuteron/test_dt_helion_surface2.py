@@ -271,3 +271,49 @@ def test_a_library_function_that_cannot_compile_is_located_at_the_call(tmp_path)
     """)
     raises_at(mod, lambda: mod.run(torch.randn(8)), "D004", "out[t] = fn(x[t])", "fn(x[t])",
               contains="in torch.nn.functional.dropout")
+
+
+# ---- Helion's function spellings; Helion functions deuteron lacks name themselves -------------------------------
+
+@dt.kernel
+def tile_fns(x):
+    out = torch.empty_like(x)
+    ids = torch.empty([dt.cdiv(x.size(0), 16)], dtype=torch.int32, device=x.device)
+    for t in dt.tile(x.size(0), block_size=16):
+        out[t] = dt.cumsum(x[t], 0) + (dt.tile_index(t) - dt.tile_begin(t)).to(x.dtype) * 0 + dt.cumprod(
+            x[t] * 0 + 1, 0) - 1
+        ids[dt.tile_id(t)] = dt.tile_end(t) - dt.tile_begin(t) + dt.tile_block_size(t) * 0
+    return out, ids
+
+
+def test_tile_functions_and_cumulative_ops():
+    x = torch.randn(40)
+    want = torch.cat([c.cumsum(0) for c in x.split(16)])
+    for out, ids in (tile_fns(x), tile_fns.ref(x)):
+        torch.testing.assert_close(out, want)
+        assert ids.tolist() == [16, 16, 8]
+
+
+def test_helion_functions_deuteron_lacks_are_named(tmp_path):
+    mod = write_module(tmp_path, "k_asm", """
+    def fma(a, b, c):
+        return dt.inline_asm_elementwise("fma.rn.f32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c],
+                                         dtype=torch.float32, is_pure=True, pack=1)
+
+    @dt.kernel
+    def f(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = fma(x[t], x[t], x[t])
+        return out
+
+    @dt.kernel
+    def g(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = dt.atomic_cas(x, [t], x[t], x[t])
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_asm_elementwise", "dt.inline_asm_elementwise",
+              contains="no inline assembly")
+    raises_at(mod, lambda: mod.g(torch.randn(8)), "D004", "dt.atomic_cas", "dt.atomic_cas", contains="no mask")
