@@ -67,8 +67,8 @@ TENSOR_METHODS = {
 
 #: ``dt.<name>`` callable inside tile loops
 DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
-             "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end", "tile_index",
-             "tile_id", "tile_block_size", "cumsum", "cumprod",
+             "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end",
+             "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
              "atomic_and",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}

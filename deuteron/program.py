@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 
-__all__ = ["ONE", "TileInfo", "RInfo", "BlockDim", "same_dim", "Node", "Block", "LoopStmt", "IfStmt", "Carried", "Merged", "TensorArg",
-           "ScalarArg", "Program"]
+__all__ = ["ONE", "TileInfo", "RInfo", "BlockDim", "same_dim", "Node", "Block", "LoopStmt", "IfStmt", "Carried",
+           "Merged", "TensorArg", "ScalarArg", "Program"]
 
 
 class _One:
