@@ -305,7 +305,8 @@ class MathTracer:
                 dims.append(s.attrs["tile"])
             elif isinstance(s, BlockSizeInt):
                 t = next((t for t in self.prog.tiles if t.slot == s.slot), None)
-                dims.append(t if t is not None else self.block_dim(s, src))
+                # a block size of 1 is a broadcast dim (a tile of size 1 is a scalar in the generated code)
+                dims.append(t if t is not None else (ONE if int(s) == 1 else self.block_dim(s, src)))
             else:
                 n = self.static_int(s, src, "a dimension size")
                 if n == 1:

@@ -128,6 +128,7 @@ def f(x):
     return out
 """)
     x = torch.randn(8, 40, device=DEV)
-    for cfg in (dt.Config(block_sizes=[16, 4]), dt.Config(block_sizes=[64, 1]), dt.Config(block_sizes=[8, 8])):
+    for cfg in (dt.Config(block_sizes=[16, 4]), dt.Config(block_sizes=[64, 1]), dt.Config(block_sizes=[8, 8]),
+                dt.Config(block_sizes=[1, 8])):  # a register of 1: a broadcast dim (found by the property test)
         torch.testing.assert_close(mod.f.run_with(cfg, x), x.sum(-1), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(mod.f.ref(x), x.sum(-1), atol=1e-5, rtol=1e-5)
