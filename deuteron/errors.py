@@ -59,9 +59,9 @@ class Cause(TraceError):
     template = ""
     hint_template: str | None = None
 
-    def __init__(self, node: ast.AST | None, **fields):
-        message, hint = self.render_template(fields)
-        super().__init__(self.code, node, message, hint=hint, data=fields)
+    def __init__(self, node: ast.AST | None, hint: str | None = None, **fields):
+        message, default_hint = self.render_template(fields)
+        super().__init__(self.code, node, message, hint=default_hint if hint is None else hint, data=fields)
 
 
 class PerTileDecision(Cause):
@@ -136,7 +136,7 @@ class RandomShape(Cause):
 class NotInTileLoop(Cause):
     code = "D004"
     template = "{op} cannot be used inside a tile loop{why}"
-    hint_template = "{hint}"
+    hint_template = None  # the hint= of each raise
 
 
 class TileNotIterated(Cause):
@@ -184,6 +184,122 @@ class UnsupportedConstruct(Cause):
     code = "D004"
     template = "dt.{name} is not supported by deuteron: {why}"
     hint_template = "see docs/deuteron.md for what tile loops support"
+
+
+class UnsupportedStatement(Cause):
+    code = "D004"
+    template = "{what} is not supported inside a tile loop"
+    hint_template = ("tile loops hold assignments, if, for over dt.tile / dt.grid / range / lists, expressions and "
+                     "asserts")
+
+
+class NotCompileTime(Cause):
+    code = "D004"
+    template = "{what} must be known when the kernel is compiled, got {got}"
+    hint_template = "use an int of the host code (a size, a literal, a dt.constexpr or dt.specialize'd argument)"
+
+
+class TileAsNumber(Cause):
+    code = "D003"
+    template = "a tile used as {what}"
+    hint_template = "use tile.begin / tile.end / tile.block_size, or index with it"
+
+
+class TileLoopArguments(Cause):
+    code = "D004"
+    template = "dt.{op}: {problem}"
+    hint_template = "dt.{op}(n), dt.{op}(begin, end), dt.{op}([m, n]) with ints or scalars of the host code"
+
+
+class BlockSizeValue(Cause):
+    code = "D005"
+    template = "{problem}"
+    hint_template = "block sizes are powers of two, one per tile dimension"
+
+
+class TileAttribute(Cause):
+    code = "D003"
+    template = "a tile has no attribute {attr!r}"
+    hint_template = "tiles have {attrs}"
+
+
+class ForeignTile(Cause):
+    code = "D003"
+    template = "{name!r} is a tile of kernel.ref, not of this kernel"
+    hint_template = "tiles exist only inside the loop that makes them"
+
+
+class TensorDevice(Cause):
+    code = "D004"
+    template = "tensor {name!r} is on {device}; deuteron runs on CUDA (or the CPU interpreter)"
+    hint_template = "move it with .cuda() (or .cpu() for the interpreter) before the call"
+
+
+class NotAValue(Cause):
+    code = "D004"
+    template = "expected a value inside the kernel, got {got}"
+    hint_template = "tile loops compute with tensor values, numbers and tiles' attributes"
+
+
+class Unpack(Cause):
+    code = "D004"
+    template = "cannot unpack {what}"
+    hint_template = "unpack tuples and lists of the host code, or index a block (x[0], x[1])"
+
+
+class ItemAssignment(Cause):
+    code = "D004"
+    template = "item assignment to a value computed in the kernel"
+    hint_template = "assign a new value instead (torch.where for a masked update)"
+
+
+class CompileTimeAssert(Cause):
+    code = "D004"
+    template = "assertion failed while compiling the kernel: {msg}"
+    hint_template = "the assert is on host values, so it fails for every call with these arguments"
+
+
+class RaiseInTileLoop(Cause):
+    code = "D004"
+    template = "raise inside a tile loop (reached while compiling the kernel)"
+    hint_template = "check arguments in the host code, before the tile loop"
+
+
+class ConditionOn(Cause):
+    code = "D004"
+    template = "an `if` on {what}"
+    hint_template = "branch on host values or device scalars; torch.where for elementwise choices"
+
+
+class LoopOver(Cause):
+    code = "D004"
+    template = "a for loop over {what} inside a tile loop"
+    hint_template = "loop with dt.tile(...), dt.grid(...) or range(...)"
+
+
+class RangeLoop(Cause):
+    code = "D004"
+    template = "range(): {problem}"
+    hint_template = "range(end), range(begin, end) or range(begin, end, step) of int scalars; the step known when " \
+                    "compiling"
+
+
+class LoopCarried(Cause):
+    code = "D004"
+    template = "{name!r} {problem}"
+    hint_template = "a variable carried around a loop keeps one kind of value: a block of one shape and dtype"
+
+
+class LoopShape(Cause):
+    code = "D006"
+    template = "{name!r} changes shape inside the loop: {before} before, {after} after one iteration"
+    hint_template = "initialize it with its final shape (dt.zeros([tile_m, tile_n]))"
+
+
+class BranchShapes(Cause):
+    code = "D006"
+    template = "{name!r} has shape {then} on one branch and {other} on the other"
+    hint_template = "give it the same shape on both branches"
 
 
 class CapturedTensor(Cause):
