@@ -35,7 +35,7 @@ TORCH_FUNCTIONS = {
     "matmul": "matmul", "mm": "mm", "bmm": "mm", "addmm": "addmm", "baddbmm": "addmm",
     "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like", "empty_like": "zeros_like",
     "zeros": "zeros", "ones": "ones", "full": "full", "empty": "zeros", "arange": "arange",
-    "cat": None, "stack": None, "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
+    "cat": None, "stack": "stack", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
     "lerp": "lerp", "addcmul": "addcmul", "fma": "fma", "sign": "sign", "isnan": "isnan", "isinf": "isinf",
     "nan_to_num": None, "rand": None, "randn": None,
 }

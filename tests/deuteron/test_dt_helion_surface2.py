@@ -317,3 +317,37 @@ def test_helion_functions_deuteron_lacks_are_named(tmp_path):
     raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_asm_elementwise", "dt.inline_asm_elementwise",
               contains="no inline assembly")
     raises_at(mod, lambda: mod.g(torch.randn(8)), "D004", "dt.atomic_cas", "dt.atomic_cas", contains="no mask")
+
+
+# ---- torch.stack of two blocks ----------------------------------------------------------------------------------
+
+@dt.kernel(config=dt.Config(block_sizes=[8]))
+def stacked(x, y):
+    m, n = x.shape
+    out = torch.empty([m, 2, n], dtype=torch.float32, device=x.device)
+    last = torch.empty([m, n, 2], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        a = x[tm, :]
+        b = y[tm, :].to(torch.float16)
+        out[tm, :, :] = torch.stack([a, b], dim=1)  # promoted like torch (float32)
+        last[tm, :, :] = torch.stack((a * 2, b), -1)
+    return out, last
+
+
+def test_torch_stack_of_two_blocks():
+    x, y = torch.randn(20, 16), torch.randn(20, 16)
+    want = (torch.stack([x, y.half().float()], 1), torch.stack([x * 2, y.half().float()], -1))
+    for got in (stacked(x, y), stacked.ref(x, y)):
+        torch.testing.assert_close(got, want)
+
+
+def test_torch_stack_of_three_blocks_is_named(tmp_path):
+    mod = write_module(tmp_path, "k_stack3", """
+    @dt.kernel
+    def f(x):
+        out = torch.empty([x.size(0), 3], dtype=x.dtype, device=x.device)
+        for t in dt.tile(x.size(0)):
+            out[t, :] = torch.stack([x[t], x[t], x[t]], dim=1)
+        return out
+    """)
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "torch.stack(", "torch.stack", contains="3 blocks")
