@@ -302,6 +302,61 @@ class BranchShapes(Cause):
     hint_template = "give it the same shape on both branches"
 
 
+class Broadcast(Cause):
+    code = "D006"
+    template = "shapes {shapes} do not broadcast together"
+    hint_template = "index both sides with the same tiles in the same order (transpose with .T / permute)"
+
+
+class StoreShape(Cause):
+    code = "D006"
+    template = "storing a value of shape {value} into {target}"
+    hint_template = "the dimensions must match (transpose with .T / permute if needed)"
+
+
+class IndexRank(Cause):
+    code = "D002"
+    template = "{what} has rank {rank}{shape} but is indexed with {count} ind{plural}{items}"
+    hint_template = "index every dimension (`:` for a whole one)"
+
+
+class WholeTensor(Cause):
+    code = "D004"
+    template = "{name} used whole inside a tile loop{what}"
+    hint_template = "index it with tiles: {name}[tile, ...]"
+
+
+class OperandDtype(Cause):
+    code = "D004"
+    template = "{op} on {dtype} values{why}"
+    hint_template = "convert first (.to(torch.float32) / .to(torch.int32)), as torch would require"
+
+
+class DimensionArgument(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = "dimensions are ints in [-rank, rank) of the block"
+
+
+class HelperFunction(Cause):
+    code = "D004"
+    template = "{name}(): {problem}"
+    hint_template = "helpers called in a tile loop are plain Python functions defined in a file (traced inline)"
+
+
+class UnknownName(Cause):
+    code = "D004"
+    template = "name {name!r} is not defined"
+    hint_template = "names inside a tile loop are the kernel's locals and arguments, the module's globals, builtins"
+
+
+class TileArithmetic(Cause):
+    code = "D003"
+    template = "arithmetic on {what}"
+    hint_template = ("a tile in + - * // % stands for tile.index; otherwise use tile.index (a tensor) or tile.begin / "
+                     "tile.end")
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

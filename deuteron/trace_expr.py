@@ -12,16 +12,16 @@ import torch
 
 from . import ops
 from .errors import (
-    BlockDecision, CapturedTensor, NotInTileLoop, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd,
+    BlockDecision, CapturedTensor, HelperFunction, IndexRank, NotInTileLoop, OperandDtype, PerTileDecision,
+    SliceBound, StoreShape, TileArithmetic, TileBoundDecision, TilePastEnd, TraceError, UnknownName,
     UnsupportedConstruct,
-    TraceError,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo, same_dim,
 )
 from .trace_common import (
     _per_tile_source,
-    HostTensor, SHAPE_CODE, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
+    HostTensor, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
     _dims_text, _index_text, _is_int_dtype, _is_library, _torch_name,
 )
 
@@ -67,7 +67,7 @@ class ExprTracer:
             return v
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise self.error("D004", node, f"name {name!r} is not defined")
+        raise UnknownName(node, name=name)
 
     def ex_Name(self, e):
         return self.lookup(e.id, e)
@@ -171,7 +171,7 @@ class ExprTracer:
         v = self.eval(e.operand)
         if isinstance(v, TileInfo):
             if not isinstance(e.op, (ast.USub, ast.UAdd)):
-                raise self.error("D003", e, "arithmetic on a tile", hint="use tile.index, tile.begin or tile.end")
+                raise TileArithmetic(e, what="a tile")
             v = self.tile_attr(v, "index", e)  # -tile: its indices negated, like tile + start
         if not isinstance(v, Node):
             if isinstance(e.op, ast.Not):
@@ -192,7 +192,7 @@ class ExprTracer:
         if v.dtype == torch.bool:
             return self.binop("eq", v, False, e)
         if v.dtype.is_floating_point:
-            raise self.error("D004", e, "~ on floating-point values")
+            raise OperandDtype(e, op="~", dtype="floating-point", why="")
         n = Node("unary", [v], dims=v.dims, dtype=v.dtype, attrs={"fn": "invert"}, weak=v.weak)
         return self.emit(n)
 
@@ -334,14 +334,15 @@ class ExprTracer:
     def inline(self, fn, args, kwargs, e):
         """A user helper: its body is traced at the call site."""
         if self._inline_depth > 16:
-            raise self.error("D004", e, "helper functions nest too deeply (recursion?)")
+            raise HelperFunction(e, name=getattr(fn, "__name__", "?"),
+                                 problem="helper functions nest too deeply (recursion?)")
         body = _function_body(fn)
         if body is None:
-            raise self.error("D004", e, f"cannot read the source of {fn.__name__}() to compile it")
+            raise HelperFunction(e, name=fn.__name__, problem="cannot read its source to compile it")
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as ex:
-            raise self.error("D004", e, f"{fn.__name__}(): {ex}") from None
+            raise HelperFunction(e, name=fn.__name__, problem=str(ex)) from None
         bound.apply_defaults()
         saved_env, saved_host, saved_globals, saved_cache = self.env, self.host, self.globals, self._host_cache
         saved_captured = self._captured
@@ -431,9 +432,8 @@ class ExprTracer:
             parts = []
             for it in flat:
                 parts.append(_index_text(it))
-            raise self.error("D002", e, f"{ht.name} has rank {rank} (shape {tuple(ht.t.shape)}) but is indexed with "
-                                        f"{n_real} ind{'ex' if n_real == 1 else 'ices'} [{', '.join(parts)}]",
-                             hint="index every dimension (`:` for a whole one)")
+            raise IndexRank(e, what=ht.name, rank=rank, shape=f" (shape {tuple(ht.t.shape)})", count=n_real,
+                            plural="ex" if n_real == 1 else "ices", items=f" [{', '.join(parts)}]")
         items = []
         d = 0
         for it in flat:
@@ -582,15 +582,12 @@ class ExprTracer:
 
     def _check_store_dims(self, vdims, dims, ht, e):
         if len(vdims) > len(dims):
-            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
-                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
+            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]",
                              hint="the value has more dimensions than the indexed region")
         for a, b in zip(reversed(vdims), reversed(dims)):
             if a is ONE or same_dim(a, b):
                 continue
-            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
-                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
-                             hint="the dimensions must match (transpose with .T / permute if needed)")
+            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]")
 
     def block_index(self, v: Node, slice_node, e):
         raw = self.eval(slice_node)
@@ -604,7 +601,8 @@ class ExprTracer:
             idx = idx[:pos] + [slice(None)] * (len(v.dims) - len(real)) + idx[pos + 1:]
             real = [it for it in idx if it is not None]
         if len(real) > len(v.dims):
-            raise self.error("D002", e, f"a block of rank {len(v.dims)} indexed with {len(real)} indices")
+            raise IndexRank(e, what="a block", rank=len(v.dims), shape="", count=len(real),
+                            plural="ex" if len(real) == 1 else "ices", items="")
         idx = idx + [slice(None)] * (len(v.dims) - len(real))
         out = v
         pos = 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import MatmulDtypes, SizeOneMatmul
+from .errors import (
+    Broadcast, DimensionArgument, MatmulDtypes, OperandDtype, SizeOneMatmul, WholeTensor,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
@@ -40,8 +42,7 @@ class MathTracer:
                                       "(a tensor) or tile.begin / tile.end")
         for v in (a, b):
             if isinstance(v, HostTensor):
-                raise self.error("D004", src, f"{v.name} used whole inside a tile loop",
-                                 hint=f"index it with tiles: {v.name}[tile, ...]")
+                raise WholeTensor(src, name=v.name, what="")
         if not isinstance(a, Node) and not isinstance(b, Node):
             try:
                 return _PYOPS[op](a, b)
@@ -56,8 +57,7 @@ class MathTracer:
                 raise self.error("D004", src, f"cannot combine {_describe(v)} with a value inside the kernel")
         dims = _broadcast_dims(_dims(a), _dims(b))
         if dims is None:
-            raise self.error(SHAPE_CODE, src, f"shapes {_dims_text(_dims(a))} and {_dims_text(_dims(b))} do not "
-                                              "broadcast together")
+            raise Broadcast(src, shapes=f"{_dims_text(_dims(a))} and {_dims_text(_dims(b))}")
         weak = _all_weak(a, b)
         if op in ("lt", "le", "gt", "ge", "eq", "ne"):
             ct = result_type(a, b)
@@ -68,14 +68,14 @@ class MathTracer:
         if op in ("and", "or", "xor"):
             rt = result_type(a, b)
             if rt.is_floating_point:
-                raise self.error("D004", src, "bitwise operators on floating-point values")
+                raise OperandDtype(src, op="bitwise operators", dtype="floating-point", why="")
             a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
             n = Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": op}, weak=weak)
             return self.emit(n)
         if op in ("shl", "shr"):
             rt = result_type(a, b)
             if rt.is_floating_point:
-                raise self.error("D004", src, "shifts on floating-point values")
+                raise OperandDtype(src, op="shifts", dtype="floating-point", why="")
             n = Node("binary", [self.coerce(a, rt), self.coerce(b, rt)], dims=dims, dtype=rt, attrs={"op": op},
                      weak=weak)
             return self.emit(n)
@@ -98,7 +98,7 @@ class MathTracer:
             if isinstance(b, (int, float)) and float(b) == 0.5 and isinstance(a, Node):
                 return self.unary("sqrt", self.coerce(a, rt if rt.is_floating_point else torch.float32), src)
             if not rt.is_floating_point:
-                raise self.error("D004", src, "** on integer values inside the kernel (use a float exponent)")
+                raise OperandDtype(src, op="**", dtype="integer", why=" inside the kernel", hint="use a float exponent")
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         if op in ("floordiv", "mod") and rt.is_floating_point:
             q = self.unary("floor", self.emit(Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": "truediv"},
@@ -169,8 +169,7 @@ class MathTracer:
     def minmax(self, op, a, b, src):
         dims = _broadcast_dims(_dims(a), _dims(b))
         if dims is None:
-            raise self.error(SHAPE_CODE, src, f"shapes {_dims_text(_dims(a))} and {_dims_text(_dims(b))} do not "
-                                              "broadcast together")
+            raise Broadcast(src, shapes=f"{_dims_text(_dims(a))} and {_dims_text(_dims(b))}")
         rt = result_type(a, b)
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         n = Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": op}, weak=_all_weak(a, b))
@@ -244,8 +243,8 @@ class MathTracer:
         c = self.to_bool(c, src)
         dims = _broadcast_dims(_dims(c), _broadcast_dims(_dims(a), _dims(b)) or ())
         if dims is None or _broadcast_dims(_dims(a), _dims(b)) is None:
-            raise self.error(SHAPE_CODE, src, f"torch.where operands do not broadcast: {_dims_text(_dims(c))}, "
-                                              f"{_dims_text(_dims(a))}, {_dims_text(_dims(b))}")
+            raise Broadcast(src, shapes=f"of torch.where {_dims_text(_dims(c))}, {_dims_text(_dims(a))}, "
+                                  f"{_dims_text(_dims(b))}")
         rt = result_type(a, b)
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         n = Node("where", [c, a2, b2], dims=dims, dtype=rt, weak=_all_weak(a, b))
@@ -261,7 +260,7 @@ class MathTracer:
         if axis < 0:
             axis += len(dims) + 1
         if not 0 <= axis <= len(dims):
-            raise self.error("D004", src, f"unsqueeze axis {axis} out of range for rank {len(dims)}")
+            raise DimensionArgument(src, op="unsqueeze", problem=f"axis {axis} out of range for rank {len(dims)}")
         dims.insert(axis, ONE)
         n = Node("expand_dims", [v], dims=dims, dtype=v.dtype, attrs={"axis": axis}, weak=v.weak, pad=v.pad)
         return self.emit(n)
@@ -281,7 +280,8 @@ class MathTracer:
 
     def permute(self, v: Node, order, src) -> Node:
         if sorted(order) != list(range(len(v.dims))):
-            raise self.error("D004", src, f"permute order {order} does not fit a block of rank {len(v.dims)}")
+            raise DimensionArgument(src, op="permute",
+                                    problem=f"order {order} does not fit a block of rank {len(v.dims)}")
         if list(order) == list(range(len(v.dims))):
             return v
         dims = [v.dims[i] for i in order]
@@ -369,7 +369,7 @@ class MathTracer:
         axes = sorted(set(axes), reverse=True)
         if kind in ("mean", "var", "std"):
             if not v.dtype.is_floating_point:
-                raise self.error("D004", src, f"{kind}() of integer values (torch requires a float tensor)")
+                raise OperandDtype(src, op=f"{kind}()", dtype="integer", why=" (torch requires a float tensor)")
         if kind == "mean":
             s = self.reduce("sum", v, axes, keepdim, src, dtype=torch.float32 if v.dtype in _LOW_PRECISION else None)
             cnt = self.count(v, axes, src)
@@ -425,7 +425,7 @@ class MathTracer:
 
     def var(self, v, dim, correction, keepdim, src, std=False):
         if not v.dtype.is_floating_point:
-            raise self.error("D004", src, "var() of integer values")
+            raise OperandDtype(src, op="var()", dtype="integer", why=" (torch requires a float tensor)")
         x = self.cast(v, torch.float32) if v.dtype in _LOW_PRECISION else v
         nd = len(v.dims)
         axes = list(range(nd)) if dim is None else (

@@ -19,7 +19,8 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims, TileNotIterated, TileScan, UnknownOption,
+    BadArguments, Broadcast, DimensionArgument, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims,
+    TileNotIterated, TileScan, UnknownOption, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -103,8 +104,7 @@ class OpsTracer:
         if any(isinstance(a, HostTensor) for a in list(args) + list(kwargs.values())) and op not in (
                 "zeros", "ones", "full", "arange"):
             ht = next(a for a in list(args) + list(kwargs.values()) if isinstance(a, HostTensor))
-            raise self.error("D004", e, f"{ht.name} used whole inside a tile loop",
-                             hint=f"index it with tiles: {ht.name}[tile, ...]")
+            raise WholeTensor(e, name=ht.name, what="")
         if op not in _CREATION:
             if args:
                 args = [self._check_operand(args[0], name, op, e), *args[1:]]
@@ -149,7 +149,7 @@ class OpsTracer:
                 out.append(s if isinstance(s, TileInfo) else s.attrs["tile"])
             elif isinstance(s, int) and s == -1:
                 if infer is not None:
-                    raise self.error("D004", e, "reshape with two -1")
+                    raise DimensionArgument(e, op="reshape", problem="two -1 dimensions")
                 infer = len(out)
                 out.append(None)
             else:
@@ -159,7 +159,7 @@ class OpsTracer:
             known = [d for d in out if d is not None and d is not ONE]
             rest = [d for d in real_in if d not in known]
             if len(rest) != 1:
-                raise self.error("D004", e, "reshape: cannot infer the -1 dimension")
+                raise DimensionArgument(e, op="reshape", problem="cannot infer the -1 dimension")
             out[infer] = rest[0]
         if [d for d in out if d is not ONE] != real_in:
             _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out)
@@ -620,7 +620,7 @@ def _t_max(tr, e, op, input, dim=None, keepdim=False, *, other=None):
 @torch_hook("argmax", "argmin")
 def _t_argmax(tr, e, op, input, dim=None, keepdim=False):
     if dim is None:
-        raise tr.error("D004", e, f"{op}() without dim= inside a tile loop")
+        raise DimensionArgument(e, op=f"{op}()", problem="dim= is needed inside a tile loop")
     return tr.reduce(op, input, dim, keepdim, e)
 
 
@@ -719,7 +719,8 @@ def _t_cast(tr, e, op, input, memory_format=None):
 @torch_hook("t")
 def _t_t(tr, e, op, input):
     if len(input.dims) != 2:
-        raise tr.error("D004", e, f".t() of a block of rank {len(input.dims)}")
+        raise DimensionArgument(e, op=".t()",
+                                problem=f"a block of rank {len(input.dims)} (torch's .t() takes rank <= 2)")
     return tr.permute(input, [1, 0], e)
 
 
@@ -773,7 +774,7 @@ def _t_expand_as(tr, e, op, input, other):
 
 def _expand_to(tr, e, x, dims):
     if _broadcast_dims(x.dims, dims) != tuple(dims):
-        raise tr.error(SHAPE_CODE, e, f"cannot expand {_dims_text(x.dims)} to {_dims_text(dims)}")
+        raise Broadcast(e, shapes=f"{_dims_text(x.dims)} and the expanded {_dims_text(dims)}")
     return tr.emit(Node("expand", [x], dims=dims, dtype=x.dtype, pad=x.pad))
 
 
