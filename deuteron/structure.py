@@ -17,7 +17,7 @@ from . import ops
 
 from .device_check import DeviceChecker
 from .structure_base import (
-    CONFIG_FIELDS, DeviceLoop, EFFORTS, KERNEL_OPTIONS, Note, Problem, Resolver, StaticResolver, TileSite,
+    CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver, StaticResolver, TileSite,
     _ALLOC_FNS, _LIKE_FNS, _NEW_METHODS, _SAME_RANK_METHODS, _VIEW_METHODS, _assigned_names, _is_pow2,
     _pow2_near, _targets, _walk_in_order,
 )
@@ -620,6 +620,9 @@ class KernelStructure:
             return
         for k in dec.keywords:
             if k.arg is None:
+                continue
+            if k.arg in HELION_IGNORED_OPTIONS:
+                self.note(k, "option", f"{k.arg}: a Helion autotuner / debugging setting, accepted with no effect")
                 continue
             if k.arg not in KERNEL_OPTIONS:
                 sugg = difflib.get_close_matches(k.arg, KERNEL_OPTIONS, n=1)

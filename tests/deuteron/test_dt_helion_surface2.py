@@ -351,3 +351,35 @@ def test_torch_stack_of_three_blocks_is_named(tmp_path):
         return out
     """)
     raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "torch.stack(", "torch.stack", contains="3 blocks")
+
+
+# ---- Helion's autotuner / debugging settings are accepted; unknown options are not ------------------------------
+
+def test_helion_settings_accepted_and_unknown_options_named():
+    @dt.kernel(autotune_compile_timeout=5, print_output_code=False, autotune_random_seed=1,
+               config=dt.Config(block_sizes=[8]))
+    def twice(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = x[t] * 2
+        return out
+    x = torch.randn(20)
+    torch.testing.assert_close(twice(x), x * 2)
+    with pytest.raises(dt.ConfigError, match="autotune_compile_timeut.*did you mean 'autotune_compile_timeout'"):
+        dt.kernel(autotune_compile_timeut=5)
+    assert not _static("""
+    @dt.kernel(autotune_compile_timeout=5, force_autotune=True)
+    def f(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = x[t]
+        return out
+    """)
+    assert [d.code for d in _static("""
+    @dt.kernel(autotune_compile_timeut=5)
+    def f(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = x[t]
+        return out
+    """)] == ["D005"]
