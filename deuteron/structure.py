@@ -17,7 +17,8 @@ from . import ops
 
 from .device_check import DeviceChecker
 from .structure_base import (
-    CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver, StaticResolver, TileSite,
+    CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver,
+    StaticResolver, TileSite,
     _ALLOC_FNS, _LIKE_FNS, _NEW_METHODS, _SAME_RANK_METHODS, _VIEW_METHODS, _assigned_names, _is_pow2,
     _pow2_near, _targets, _walk_in_order,
 )
