@@ -357,6 +357,48 @@ class TileArithmetic(Cause):
                      "tile.end")
 
 
+class MatmulOperands(Cause):
+    code = "D004"
+    template = "matmul {problem}"
+    hint_template = "2-D (or batched 3-D) float or int8 blocks of one dtype; dimensions of at least 16"
+
+
+class MatmulShapes(Cause):
+    code = "D006"
+    template = "matmul {problem}"
+    hint_template = "index both operands with the same tile (x[tile_m, tile_k] @ y[tile_k, tile_n])"
+
+
+class BadIndex(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "index host tensors with tiles, ints, int blocks (gathers), `:`, bounded slices, None and `...`"
+
+
+class TileIndexing(Cause):
+    code = "D003"
+    template = "{problem}"
+    hint_template = "index a tensor with a tile once per access (x[tile]); store tile.index, not the tile"
+
+
+class MemoryTarget(Cause):
+    code = "D004"
+    template = "dt.{op} needs a tensor of the host code{what}"
+    hint_template = "pass the tensor itself (a kernel argument or a host allocation), then the index list"
+
+
+class ExtraMask(Cause):
+    code = "D004"
+    template = "dt.{op}: extra_mask must be a bool block (a comparison), not {got}"
+    hint_template = "extra_mask=(tile.index < n)[:, None]"
+
+
+class ExtraMaskShape(Cause):
+    code = "D006"
+    template = "dt.{op}: extra_mask {mask} does not broadcast to the accessed block {dims}"
+    hint_template = "give the mask the access's tiles in order, with None for the others"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

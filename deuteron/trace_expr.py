@@ -12,9 +12,9 @@ import torch
 
 from . import ops
 from .errors import (
-    BlockDecision, CapturedTensor, HelperFunction, IndexRank, NotInTileLoop, OperandDtype, PerTileDecision,
-    SliceBound, StoreShape, TileArithmetic, TileBoundDecision, TilePastEnd, TraceError, UnknownName,
-    UnsupportedConstruct,
+    BadIndex, BlockDecision, CapturedTensor, HelperFunction, IndexRank, NotInTileLoop, OperandDtype, PerTileDecision,
+    SliceBound, StoreShape, TileArithmetic, TileAsNumber, TileBoundDecision, TileIndexing, TilePastEnd, TraceError,
+    UnknownName, UnsupportedConstruct, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo, same_dim,
@@ -152,14 +152,14 @@ class ExprTracer:
         if isinstance(base, Node):
             return self.block_index(base, e.slice, e)
         if isinstance(base, TileInfo):
-            raise self.error("D003", e, "a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
+            raise TileIndexing(e, problem="a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
         idx = self.eval(e.slice)
         if isinstance(idx, Node):
             idx = self.static_int(idx, e.slice, "an index into a Python sequence")
         try:
             return base[idx]
         except Exception as ex:  # noqa: BLE001
-            raise self.error("D004", e, f"cannot index {_describe(base)}: {ex}") from None
+            raise BadIndex(e, problem=f"cannot index {_describe(base)}: {ex}") from None
 
     def ex_BinOp(self, e):
         op = _BINOPS.get(type(e.op))
@@ -312,11 +312,11 @@ class ExprTracer:
             self.check_not_per_tile(args[0], e, f"{func.__name__}()")
             return self.cast(args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
         if func is len and args and isinstance(args[0], TileInfo):
-            raise self.error("D003", e, "len() of a tile", hint="use tile.end - tile.begin or tile.block_size")
+            raise TileAsNumber(e, what="len()'s argument", hint="use tile.end - tile.begin or tile.block_size")
         if isinstance(func, type) and issubclass(func, BaseException):
             return func(*args, **kwargs)
         if any(isinstance(a, TileInfo) for a in args) and func in (int, float, range, len, bool, str):
-            raise self.error("D003", e, "a tile used as a Python number", hint="use tile.begin / tile.end")
+            raise TileAsNumber(e, what="a Python number", hint="use tile.begin / tile.end")
         if isinstance(func, types.FunctionType) and not _is_library(func):
             return self.inline(func, args, kwargs, e)
         if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in list(args) + list(kwargs.values())):
@@ -451,15 +451,15 @@ class ExprTracer:
                 else:
                     items.append(self._bounded_slice(ht, it, d, e))
             elif isinstance(it, bool):
-                raise self.error("D004", e, "indexing with a bool")
+                raise BadIndex(e, problem="indexing with a bool")
             elif isinstance(it, int):
                 if not -size <= it < max(size, 1):
-                    raise self.error("D004", e, f"index {it} is out of range for dimension {d} of {ht.name} "
-                                                f"(size {size})")
+                    raise BadIndex(e, problem=f"index {it} is out of range for dimension {d} of {ht.name} "
+                                              f"(size {size})")
                 items.append(("scalar", it % size if size else it, d))
             elif isinstance(it, Node):
                 if not _is_int_dtype(it.dtype):
-                    raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
+                    raise BadIndex(e, problem=f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
                 if it.op == "tile_index":
                     items.append(self._tile_item(ht, it.attrs["tile"], d, size, e))
                 elif it.dims:
@@ -467,9 +467,9 @@ class ExprTracer:
                 else:
                     items.append(("scalar", it, d))
             elif isinstance(it, HostTensor):
-                raise self.error("D004", e, f"indexing with the tensor {it.name}: load it with tiles first")
+                raise BadIndex(e, problem=f"indexing with the tensor {it.name}: load it with tiles first")
             else:
-                raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
+                raise BadIndex(e, problem=f"cannot index {ht.name} with {_describe(it)}")
             d += 1
         return items
 
@@ -560,15 +560,15 @@ class ExprTracer:
         for d in dims:
             if isinstance(d, TileInfo):
                 if d.id in seen:
-                    raise self.error("D003", e, f"tile {d.name!r} indexes two dimensions of the same access")
+                    raise TileIndexing(e, problem=f"tile {d.name!r} indexes two dimensions of the same access")
                 seen.add(d.id)
 
     def store(self, ht: HostTensor, items, v, e, extra_mask=None):
         dims = self._items_dims(items)
         if isinstance(v, TileInfo):
-            raise self.error("D003", e, "storing a tile", hint="store tile.index")
+            raise TileIndexing(e, problem="storing a tile", hint="store tile.index")
         if isinstance(v, HostTensor):
-            raise self.error("D004", e, f"storing the whole tensor {v.name}: index it with tiles")
+            raise WholeTensor(e, name=v.name, what=" (stored as a value)")
         if not isinstance(v, (Node, bool, int, float)):
             raise self.error("D004", e, f"cannot store {_describe(v)}")
         if isinstance(v, Node):
@@ -594,7 +594,7 @@ class ExprTracer:
         idx = list(raw) if isinstance(raw, tuple) else [raw]
         real = [it for it in idx if it is not None and it is not Ellipsis]
         if any(not (isinstance(it, slice) and it == slice(None)) for it in real):
-            raise self.error("D004", e, "indexing a block inside the kernel: only `:` and None are supported",
+            raise BadIndex(e, problem="indexing a block inside the kernel: only `:` and None are supported",
                              hint="e.g. v[:, None]")
         if Ellipsis in idx:
             pos = idx.index(Ellipsis)

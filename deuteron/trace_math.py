@@ -8,13 +8,14 @@ import torch
 
 from . import ops
 from .errors import (
-    Broadcast, DimensionArgument, MatmulDtypes, OperandDtype, SizeOneMatmul, WholeTensor,
+    Broadcast, DimensionArgument, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype, SizeOneMatmul,
+    TileArithmetic, TileAsNumber, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
 from .trace_common import (
-    BlockSizeInt, HostTensor, SHAPE_CODE, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims,
+    BlockSizeInt, HostTensor, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims,
     _dims_text, _fold_pad, _fold_unary, _is_py_number, _norm_axis, result_type,
 )
 
@@ -37,7 +38,7 @@ class MathTracer:
             else:
                 t = a if isinstance(a, TileInfo) else b
                 what = "two tiles" if isinstance(a, TileInfo) and isinstance(b, TileInfo) else f"tile {t.name!r}"
-                raise self.error("D003", src, f"arithmetic on {what} with {op!r}",
+                raise TileArithmetic(src, what=f"{what} with {op!r}",
                                  hint="a tile in + - * // % stands for tile.index; otherwise use tile.index "
                                       "(a tensor) or tile.begin / tile.end")
         for v in (a, b):
@@ -178,7 +179,7 @@ class MathTracer:
 
     def unary(self, fn, v, src, **kw):
         if isinstance(v, TileInfo):
-            raise self.error("D003", src, "a tile used as a value", hint="use tile.index")
+            raise TileAsNumber(src, what="a value", hint="use tile.index")
         if not isinstance(v, Node):
             if isinstance(v, (int, float)):
                 v = self.const_node(v)
@@ -478,38 +479,36 @@ class MathTracer:
     def matmul(self, a, b, acc, src, out_dtype=None):
         for v in (a, b):
             if not isinstance(v, Node):
-                raise self.error("D004", src, f"matmul of {_describe(v)}")
+                raise MatmulOperands(src, problem=f"of {_describe(v)}")
         if len(a.dims) not in (2, 3) or len(b.dims) not in (2, 3) or len(a.dims) != len(b.dims):
-            raise self.error("D004", src, f"matmul of blocks of rank {len(a.dims)} and {len(b.dims)}: "
-                                          "2-D (or batched 3-D) operands are supported")
+            raise MatmulOperands(src, problem=f"of blocks of rank {len(a.dims)} and {len(b.dims)}: 2-D (or batched "
+                                              "3-D) operands are supported")
         ka, kb = a.dims[-1], b.dims[-2]
         if ka is not kb:
-            raise self.error(SHAPE_CODE, src, f"matmul inner dimensions differ: {_dims_text(a.dims)} @ "
-                                              f"{_dims_text(b.dims)}",
-                             hint="index both operands with the same tile (x[tile_m, tile_k] @ y[tile_k, tile_n])")
+            raise MatmulShapes(src, problem=f"inner dimensions differ: {_dims_text(a.dims)} @ {_dims_text(b.dims)}")
         if len(a.dims) == 3 and a.dims[0] is not b.dims[0] and ONE not in (a.dims[0], b.dims[0]):
-            raise self.error(SHAPE_CODE, src, "batched matmul with different batch dimensions")
+            raise MatmulShapes(src, problem="batches differ (a batched matmul with different batch dimensions)")
         dims = tuple(a.dims[:-2]) + (a.dims[-2], b.dims[-1]) if len(a.dims) == 2 else \
             (a.dims[0] if a.dims[0] is not ONE else b.dims[0], a.dims[-2], b.dims[-1])
         for d in (a.dims[-2], ka, b.dims[-1]):
             if isinstance(d, RInfo) and d.broadcast_as_one:
                 raise SizeOneMatmul(src)
             if isinstance(d, RInfo) and d.exact_block and d.size < 16:
-                raise self.error("D004", src, f"a matmul over a dimension of {d.size} elements that a reshape or "
-                                              "dt.join made (a matmul would pad it to 16)")
+                raise MatmulOperands(src, problem=f"over a dimension of {d.size} elements that a reshape or dt.join "
+                                                  "made (a matmul would pad it to 16)")
             if isinstance(d, (TileInfo, RInfo)):
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):
                     d.dot_role = "k" if d is ka else (d.dot_role or "mn")
             if d is ONE:
-                raise self.error("D004", src, "a matmul dimension of size 1 (tensor cores need at least 16)")
+                raise MatmulOperands(src, problem="over a dimension of size 1 (tensor cores need at least 16)")
         if isinstance(ka, RInfo):
             ka.not_rollable("used as the inner dimension of a matmul")
         if out_dtype is None and acc is None and a.dtype != b.dtype and not (a.weak or b.weak):
             raise MatmulDtypes(src, a=a.dtype, b=b.dtype)
         in_dtype = result_type(a, b)
         if in_dtype == torch.float64:
-            raise self.error("D004", src, "fp64 matmul is not supported on the tensor cores")
+            raise MatmulOperands(src, problem="of fp64 values: not supported on the tensor cores")
         if a.dtype != in_dtype:
             a = self.cast(a, in_dtype)
         if b.dtype != in_dtype:
@@ -519,15 +518,15 @@ class MathTracer:
         elif in_dtype in (torch.int8, torch.uint8):
             acc_dtype = torch.int32
         else:
-            raise self.error("D004", src, f"matmul of {in_dtype} values")
+            raise MatmulOperands(src, problem=f"of {in_dtype} values")
         self.prog.has_dot = True
         acc_node = None
         if acc is not None:
             if not isinstance(acc, Node):
                 acc = self.full(list(dims), acc, acc_dtype, src)
             if _broadcast_dims(acc.dims, dims) != dims:
-                raise self.error(SHAPE_CODE, src, f"the accumulator has shape {_dims_text(acc.dims)} but the "
-                                                  f"product {_dims_text(dims)}")
+                raise MatmulShapes(src, problem=f"accumulator of shape {_dims_text(acc.dims)} for a product of "
+                                                   f"{_dims_text(dims)}")
             acc_node = acc if acc.dtype == acc_dtype and acc.dims == dims else \
                 self.materialize(self.cast(acc, acc_dtype) if acc.dtype != acc_dtype else acc, dims, acc_dtype, src)
             if acc_node.block is None and acc_node.op == "expand":

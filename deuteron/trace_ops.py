@@ -19,14 +19,14 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadArguments, Broadcast, DimensionArgument, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims,
-    TileNotIterated, TileScan, UnknownOption, WholeTensor,
+    BadArguments, Broadcast, DimensionArgument, ExtraMask, ExtraMaskShape, MatmulDtypes, MemoryTarget, NotInTileLoop,
+    RandomShape, ReshapeDims, TileAsNumber, TileNotIterated, TileScan, UnknownOption, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
 from .trace_common import (
-    HostTensor, SHAPE_CODE, _LOW_PRECISION, _MaxResult, _broadcast_dims, _describe, _dims_text, _is_int_dtype,
+    HostTensor, _LOW_PRECISION, _MaxResult, _broadcast_dims, _describe, _dims_text, _is_int_dtype,
     _norm_axis, result_type,
 )
 
@@ -124,7 +124,7 @@ class OpsTracer:
 
     def _check_operand(self, x, name, op, e):
         if isinstance(x, TileInfo):
-            raise self.error("D003", e, f"{name}() of a tile", hint="use tile.index")
+            raise TileAsNumber(e, what=f"the operand of {name}()", hint="use tile.index")
         if not isinstance(x, Node) and op not in ("where", "maximum", "minimum", "add", "sub", "mul", "truediv"):
             if isinstance(x, (int, float)):
                 return self.const_node(x)
@@ -348,17 +348,16 @@ def _extra_mask(tr, e, op, mask, dims):
     if mask is None:
         return None
     if not isinstance(mask, Node) or mask.dtype != torch.bool:
-        raise tr.error("D004", e, f"dt.{op}: extra_mask must be a bool block (a comparison), not {_describe(mask)}")
+        raise ExtraMask(e, op=op, got=_describe(mask))
     if _broadcast_dims(mask.dims, dims) != tuple(dims):
-        raise tr.error(SHAPE_CODE, e, f"dt.{op}: extra_mask {_dims_text(mask.dims)} does not broadcast to the "
-                                      f"accessed block {_dims_text(dims)}")
+        raise ExtraMaskShape(e, op=op, mask=_dims_text(mask.dims), dims=_dims_text(dims))
     return mask
 
 
 @dt_hook(L.load)
 def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     if not isinstance(tensor, HostTensor):
-        raise tr.error("D004", e, "dt.load needs a tensor of the host code")
+        raise MemoryTarget(e, op="load", what="")
     if eviction_policy not in (None, "", *_EVICTION):
         raise UnknownOption(e, op="dt.load", option="eviction_policy", value=eviction_policy,
                             choices=", ".join(_EVICTION))
@@ -372,7 +371,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
 @dt_hook(L.store)
 def _dt_store(tr, e, tensor, index, value, extra_mask=None):
     if not isinstance(tensor, HostTensor):
-        raise tr.error("D004", e, "dt.store needs a tensor of the host code")
+        raise MemoryTarget(e, op="store", what="")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(tensor, idx, e)
     mask = _extra_mask(tr, e, "store", extra_mask, tr._items_dims(items))
@@ -388,7 +387,7 @@ _SCOPES = ("gpu", "cta", "sys")
 def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     kind = op.split("_", 1)[1]
     if not isinstance(target, HostTensor):
-        raise tr.error("D004", e, f"dt.{op} needs a tensor of the host code as its target")
+        raise MemoryTarget(e, op=op, what=" as its target")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(target, idx, e)
     dims = tr._items_dims(items)
