@@ -399,6 +399,36 @@ class ExtraMaskShape(Cause):
     hint_template = "give the mask the access's tiles in order, with None for the others"
 
 
+class OperandKind(Cause):
+    code = "D004"
+    template = "{op} of {got}"
+    hint_template = "ops in a tile loop take values of the kernel (loaded blocks, scalars) and numbers"
+
+
+class UnsupportedExpression(Cause):
+    code = "D004"
+    template = "{what} is not supported inside a tile loop"
+    hint_template = "see docs/deuteron.md for the supported expressions and ops"
+
+
+class HostCall(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "only torch ops, dt.* and your own helper functions are compiled; host calls take host values"
+
+
+class BadAttribute(Cause):
+    code = "D004"
+    template = "{what} has no attribute {attr!r}"
+    hint_template = "values of the kernel have .dtype, .shape, .ndim, .T, .device and the supported tensor methods"
+
+
+class ShapeArgument(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "shapes hold tiles, ints and block sizes (dt.zeros([tile_m, 64])); fill values are scalars"
+
+
 class CapturedTensor(Cause):
     code = "D004"
     template = "the tensor {name!r} is captured by a helper function"

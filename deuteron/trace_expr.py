@@ -12,9 +12,10 @@ import torch
 
 from . import ops
 from .errors import (
-    BadIndex, BlockDecision, CapturedTensor, HelperFunction, IndexRank, NotInTileLoop, OperandDtype, PerTileDecision,
-    SliceBound, StoreShape, TileArithmetic, TileAsNumber, TileBoundDecision, TileIndexing, TilePastEnd, TraceError,
-    UnknownName, UnsupportedConstruct, WholeTensor,
+    BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, IndexRank, NotInTileLoop,
+    OperandDtype, OperandKind, PerTileDecision, SliceBound, StoreShape, TileArithmetic, TileAsNumber,
+    TileBoundDecision, TileIndexing, TilePastEnd, TraceError, UnknownName, Unpack, UnsupportedConstruct,
+    UnsupportedExpression, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo, same_dim,
@@ -37,7 +38,7 @@ class ExprTracer:
                     "a generator expression", ast.DictComp: "a dict comprehension", ast.SetComp:
                     "a set comprehension", ast.NamedExpr: "the walrus operator", ast.Await: "await",
                     ast.Yield: "yield", ast.JoinedStr: "an f-string"}.get(type(e), type(e).__name__)
-            raise self.error("D004", e, f"{kind} is not supported inside a tile loop")
+            raise UnsupportedExpression(e, what=kind)
         return m(e)
 
     def ex_Constant(self, e):
@@ -120,7 +121,7 @@ class ExprTracer:
             if isinstance(base, types.ModuleType) and base.__name__.split(".")[0] == "deuteron" and \
                     a in ops.HELION_UNSUPPORTED:
                 raise UnsupportedConstruct(e, name=a, why=ops.HELION_UNSUPPORTED[a]) from None
-            raise self.error("D004", e, f"{_describe(base)} has no attribute {a!r}") from None
+            raise BadAttribute(e, what=_describe(base), attr=a) from None
 
     def dim_value(self, d):
         if isinstance(d, TileInfo):
@@ -141,8 +142,8 @@ class ExprTracer:
             return t.dim()
         if a in ("size", "stride", "dim", "numel", "new_zeros", "new_empty", "new_ones", "new_full"):
             return _HostMethod(ht, a)
-        raise self.error("D004", e, f"{ht.name}.{a} inside a tile loop: index the tensor with tiles first",
-                         hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
+        raise WholeTensor(e, name=f"{ht.name}.{a}", what=": index the tensor with tiles first",
+                          hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
 
     def ex_Subscript(self, e):
         base = self.eval(e.value)
@@ -187,7 +188,7 @@ class ExprTracer:
             return self.unary("neg", v, e)
         if isinstance(e.op, ast.Not):
             if v.dims:
-                raise self.error("D004", e, "`not` on a block", hint="use ~mask or torch.logical_not")
+                raise BlockDecision(e, what="`not`", dims=_dims_text(v.dims), hint="use ~mask or torch.logical_not")
             return self.binop("eq", v, 0 if v.dtype != torch.bool else False, e)
         if v.dtype == torch.bool:
             return self.binop("eq", v, False, e)
@@ -203,7 +204,7 @@ class ExprTracer:
             right = self.eval(right_node)
             if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
                 if isinstance(left, Node) or isinstance(right, Node):
-                    raise self.error("D004", e, "is / in on values inside the kernel")
+                    raise UnsupportedExpression(e, what="is / in on values of the kernel")
                 r = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
                      ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
             else:
@@ -265,14 +266,14 @@ class ExprTracer:
             if isinstance(a, ast.Starred):
                 v = self.eval(a.value)
                 if isinstance(v, (Node, TileInfo)):
-                    raise self.error("D004", a, f"cannot unpack {_describe(v)}")
+                    raise Unpack(a, what=_describe(v))
                 args.extend(v)
             else:
                 args.append(self.eval(a))
         kwargs = {}
         for k in e.keywords:
             if k.arg is None:
-                raise self.error("D004", k, "**kwargs is not supported inside a tile loop")
+                raise UnsupportedExpression(k, what="**kwargs")
             kwargs[k.arg] = self.eval(k.value)
         return self.call(func, args, kwargs, e)
 
@@ -294,10 +295,12 @@ class ExprTracer:
             try:
                 return self.inline(func, args, kwargs, e)
             except TraceError as ex:
+                # the same cause (its class and data), moved to the call and naming the function
                 where = getattr(ex.node, "lineno", None)
-                raise self.error(ex.code, e, f"in {func.__module__}.{func.__qualname__}"
-                                             f"{f' (its line {where})' if where else ''}: {ex.message}",
-                                 hint=ex.hint) from None
+                ex.message = f"in {func.__module__}.{func.__qualname__}{f' (its line {where})' if where else ''}: " \
+                             f"{ex.message}"
+                ex.node = e
+                raise
         if tname is not None:
             return self.torch_call(tname, args, kwargs, e)
         if func in (min, max) and any(isinstance(a, Node) for a in args):
@@ -321,15 +324,14 @@ class ExprTracer:
             return self.inline(func, args, kwargs, e)
         if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in list(args) + list(kwargs.values())):
             name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-            raise self.error("D004", e, f"{name}() cannot be called on values inside a tile loop",
-                             hint="only torch ops, dt.* and your own helper functions are compiled")
+            raise HostCall(e, problem=f"{name}() cannot be called on values inside a tile loop")
         try:
             return func(*args, **kwargs)
         except TraceError:
             raise
         except Exception as ex:  # noqa: BLE001
-            raise self.error("D004", e, f"calling {getattr(func, '__name__', func)!r} while compiling the "
-                                        f"kernel failed: {type(ex).__name__}: {ex}") from None
+            raise HostCall(e, problem=f"calling {getattr(func, '__name__', func)!r} while compiling the kernel failed: "
+                                       f"{type(ex).__name__}: {ex}") from None
 
     def inline(self, fn, args, kwargs, e):
         """A user helper: its body is traced at the call site."""
@@ -397,7 +399,7 @@ class ExprTracer:
             hook = _NEW_BLOCK.get(name)
             fake = Node("const", dims=(), dtype=t.dtype, attrs={"value": 0})
             return self.method(fake, hook, args, kwargs, e, canonical=True)
-        raise self.error("D004", e, f"{ht.name}.{name}() inside a tile loop")
+        raise WholeTensor(e, name=f"{ht.name}.{name}()", what="", hint=f"index it with tiles first: {ht.name}[tile]")
 
     # ------------------------------------------------------------------ indexing
     def index_items(self, ht: HostTensor, slice_node, e):
@@ -570,7 +572,7 @@ class ExprTracer:
         if isinstance(v, HostTensor):
             raise WholeTensor(e, name=v.name, what=" (stored as a value)")
         if not isinstance(v, (Node, bool, int, float)):
-            raise self.error("D004", e, f"cannot store {_describe(v)}")
+            raise OperandKind(e, op="a store", got=_describe(v))
         if isinstance(v, Node):
             self._check_store_dims(v.dims, dims, ht, e)
         ht.arg.stored = True

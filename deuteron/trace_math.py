@@ -8,8 +8,8 @@ import torch
 
 from . import ops
 from .errors import (
-    Broadcast, DimensionArgument, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype, SizeOneMatmul,
-    TileArithmetic, TileAsNumber, WholeTensor,
+    Broadcast, DimensionArgument, HostCall, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype, OperandKind,
+    ShapeArgument, SizeOneMatmul, TileArithmetic, TileAsNumber, UnsupportedExpression, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -29,7 +29,7 @@ class MathTracer:
 
     def binop(self, op, a, b, src):
         if op is None:
-            raise self.error("D004", src, "unsupported operator")
+            raise UnsupportedExpression(src, what="this operator")
         if isinstance(a, TileInfo) or isinstance(b, TileInfo):
             # a tile in arithmetic is its indices (Helion's `k[tile_n + start, :]`): a block along the tile
             if op in _TILE_ARITH and not (isinstance(a, TileInfo) and isinstance(b, TileInfo)):
@@ -48,14 +48,14 @@ class MathTracer:
             try:
                 return _PYOPS[op](a, b)
             except Exception as ex:  # noqa: BLE001
-                raise self.error("D004", src, f"{type(ex).__name__}: {ex}") from None
+                raise HostCall(src, problem=f"{op} of host values failed: {type(ex).__name__}: {ex}") from None
         if op == "matmul":
             return self.matmul(a, b, None, src)
         if op in ("minimum", "maximum"):
             return self.minmax(op, a, b, src)
         for v in (a, b):
             if not isinstance(v, (Node, bool, int, float)):
-                raise self.error("D004", src, f"cannot combine {_describe(v)} with a value inside the kernel")
+                raise OperandKind(src, op=f"{op} with a value of the kernel", got=_describe(v))
         dims = _broadcast_dims(_dims(a), _dims(b))
         if dims is None:
             raise Broadcast(src, shapes=f"{_dims_text(_dims(a))} and {_dims_text(_dims(b))}")
@@ -184,7 +184,7 @@ class MathTracer:
             if isinstance(v, (int, float)):
                 v = self.const_node(v)
             else:
-                raise self.error("D004", src, f"{fn}() of {_describe(v)}")
+                raise OperandKind(src, op=f"{fn}()", got=_describe(v))
         dtype = v.dtype
         if fn in ("floor", "ceil") and not dtype.is_floating_point:
             return v  # torch: identity on integers
@@ -217,7 +217,7 @@ class MathTracer:
             out = self.binop("eq", self.unary("abs", v, src), float("inf"), src)
         else:
             if fn not in ops.UNARY:
-                raise self.error("D004", src, f"{fn} is not supported inside a tile loop")
+                raise UnsupportedExpression(src, what=fn)
             n = Node("unary", [v], dims=v.dims, dtype=torch.bool if fn == "logical_not" else compute,
                      attrs={"fn": fn}, weak=v.weak)
             if v.pad is not None and not isinstance(v.pad, bool):
@@ -294,7 +294,7 @@ class MathTracer:
         if isinstance(shape, (TileInfo, int, Node)):
             shape = [shape]
         if not isinstance(shape, (list, tuple, torch.Size)):
-            raise self.error("D004", src, f"{what} must be a list of tiles and ints, got {_describe(shape)}")
+            raise ShapeArgument(src, problem=f"{what} must be a list of tiles and ints, got {_describe(shape)}")
         dims = []
         for s in shape:
             if isinstance(s, (list, tuple)):
@@ -313,7 +313,7 @@ class MathTracer:
                 if n == 1:
                     dims.append(ONE)
                 elif n < 1:
-                    raise self.error("D004", src, f"a dimension of size {n}")
+                    raise ShapeArgument(src, problem=f"a dimension of size {n}")
                 else:
                     dims.append(self.rdim(n, n, src))
         return tuple(dims)
@@ -322,7 +322,7 @@ class MathTracer:
         dims = self.shape_dims(shape, src)
         if isinstance(value, Node):
             if value.dims:
-                raise self.error("D004", src, "the fill value must be a scalar")
+                raise ShapeArgument(src, problem="the fill value must be a scalar")
             dt = dtype or value.dtype
             v = self.cast(value, dt) if value.dtype != dt else value
             n = Node("expand", [v], dims=dims, dtype=dt)
@@ -336,7 +336,7 @@ class MathTracer:
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("device", None)
         if kwargs:
-            raise self.error("D004", src, f"arange: unsupported arguments {sorted(kwargs)}")
+            raise ShapeArgument(src, problem=f"arange: unsupported arguments {sorted(kwargs)}")
         if len(args) == 1 and isinstance(args[0], BlockSizeInt) and int(args[0]) > 1:
             # dt.arange(BLOCK_M) of a registered block size: the lanes of that block
             r = self.block_dim(args[0], src)
@@ -348,7 +348,7 @@ class MathTracer:
         elif len(vals) == 2:
             lo, hi = vals
         else:
-            raise self.error("D004", src, "arange with a step is not supported inside a tile loop")
+            raise UnsupportedExpression(src, what="arange with a step")
         r = self.rdim(hi - lo, hi - lo, src) if hi - lo != 1 else None
         dims = (r,) if r is not None else (ONE,)
         n = self.emit(Node("arange", dims=dims, dtype=torch.int32, attrs={"start": lo, "rdim": r}))
@@ -359,7 +359,7 @@ class MathTracer:
     # ------------------------------------------------------------------ reductions
     def reduce(self, kind, v, dim, keepdim, src, dtype=None):
         if not isinstance(v, Node):
-            raise self.error("D004", src, f"{kind}() of {_describe(v)}")
+            raise OperandKind(src, op=f"{kind}()", got=_describe(v))
         nd = len(v.dims)
         if dim is None:
             axes = list(range(nd))
@@ -445,7 +445,7 @@ class MathTracer:
 
     def softmax(self, v, dim, src, log=False, dtype=None):
         if dim is None:
-            raise self.error("D004", src, "softmax needs dim=")
+            raise DimensionArgument(src, op="softmax", problem="dim= is needed")
         x = v
         if dtype is not None:
             x = self.cast(x, dtype)

@@ -19,8 +19,9 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadArguments, Broadcast, DimensionArgument, ExtraMask, ExtraMaskShape, MatmulDtypes, MemoryTarget, NotInTileLoop,
-    RandomShape, ReshapeDims, TileAsNumber, TileNotIterated, TileScan, UnknownOption, WholeTensor,
+    BadArguments, Broadcast, DimensionArgument, ExtraMask, ExtraMaskShape, MatmulDtypes, MemoryTarget, NotCompileTime,
+    NotInTileLoop, OperandDtype, OperandKind, RandomShape, RangeLoop, ReshapeDims, TileAsNumber, TileNotIterated,
+    TileScan, UnknownOption, UnsupportedExpression, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -128,7 +129,7 @@ class OpsTracer:
         if not isinstance(x, Node) and op not in ("where", "maximum", "minimum", "add", "sub", "mul", "truediv"):
             if isinstance(x, (int, float)):
                 return self.const_node(x)
-            raise self.error("D004", e, f"{name}() of {_describe(x)}")
+            raise OperandKind(e, op=f"{name}()", got=_describe(x))
         return x
 
     def clamp(self, x, lo, hi, e):
@@ -337,7 +338,7 @@ def _dt_static_range(tr, e, begin_or_end, end=None, step=1):
     if len(vals) == 2:
         vals.append(1)
     if vals[2] == 0:
-        raise tr.error("D004", e, "dt.static_range with step 0")
+        raise RangeLoop(e, problem="dt.static_range with step 0")
     return list(range(*vals))
 
 
@@ -398,7 +399,7 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     if scope not in _SCOPES:
         raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
     if kind in ("and", "or", "xor") and (target.t.dtype.is_floating_point or target.t.dtype == torch.bool):
-        raise tr.error("D004", e, f"dt.{op} on a {target.t.dtype} tensor (bitwise atomics need an integer one)")
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype), why=" (bitwise atomics need an integer tensor)")
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
@@ -430,7 +431,7 @@ def _dt_cdiv(tr, e, a, b):
 @dt_hook(L.next_power_of_2)
 def _dt_next_power_of_2(tr, e, n):
     if isinstance(n, Node):
-        raise tr.error("D004", e, "dt.next_power_of_2 needs a value known when compiling")
+        raise NotCompileTime(e, what="dt.next_power_of_2's argument", got=_describe(n))
     return L.next_power_of_2(n)
 
 
@@ -540,7 +541,7 @@ def _t_div(tr, e, op, input, other, *, rounding_mode=None, out=None):
             return tr.cast(tr.cast(q, torch.int64), result_type(x, other))
         return tr.where(tr.binop("lt", q, 0, e), tr.unary("ceil", q, e), tr.unary("floor", q, e), e)
     if rounding_mode is not None:
-        raise tr.error("D004", e, f"div: unknown rounding_mode {rounding_mode!r}")
+        raise UnknownOption(e, op="div", option="rounding_mode", value=rounding_mode, choices="None, 'trunc', 'floor'")
     return tr.binop("truediv", x, other, e)
 
 
@@ -795,7 +796,7 @@ def _t_dim(tr, e, op, input):
 
 @torch_hook("numel")
 def _t_numel(tr, e, op, input):
-    raise tr.error("D004", e, ".numel() of a block inside a tile loop")
+    raise UnsupportedExpression(e, what=".numel() of a block")
 
 
 @torch_hook("new_zeros", "new_ones")
