@@ -19,7 +19,7 @@ from . import ops
 from .errors import (
     BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, ItemAssignment,
     JaggedTile, LoopCarried, LoopOver, LoopShape, NotAValue, NotCompileTime, RaiseInTileLoop, RangeLoop, TensorDevice,
-    TileAsNumber, TileAttribute, TileLoopArguments, TraceError, Unpack, UnsupportedStatement,
+    TileAsNumber, TileAttribute, TileLoopArguments, Unpack, UnsupportedStatement,
 )
 from .program import (
     BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
@@ -94,9 +94,6 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self.stmts(node.body)
         self.finalize()
         return self.prog
-
-    def error(self, code, node, message, hint=None):
-        return TraceError(code, node if node is not None else self.current_src, message, hint)
 
     # ------------------------------------------------------------------ nodes
     _PURE = ("binary", "unary", "cast", "where", "expand_dims", "reshape", "permute", "expand", "reduce", "full",
