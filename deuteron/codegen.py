@@ -539,6 +539,9 @@ class _Gen(ExprRenderer):
                     visit(s.then_block)
                     visit(s.else_block)
         visit(self.prog.body)
+        for t in self.prog.tiles:  # read by every masked access along a jagged tile: always a named variable
+            if t.jagged_mask is not None:
+                self.use_count[t.jagged_mask.id] = self.use_count.get(t.jagged_mask.id, 0) + 2
 
     # ------------------------------------------------------------------ the kernel
     def render_combine(self, n: Node) -> str:

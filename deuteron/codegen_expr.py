@@ -16,7 +16,7 @@ import math
 import torch
 
 from .config import ConfigError
-from .program import ONE, Node
+from .program import ONE, Node, TileInfo
 
 __all__ = ["NL_DTYPE", "Ex", "ExprRenderer", "binary"]
 
@@ -392,14 +392,17 @@ class ExprRenderer:
                     e = self.tile_names[dim.id]["begin"]
                     if clip is not None:
                         masks.append(f"({e} < {self.scalar_expr(clip)})")
+                    m = self.dim_mask(dim, dims, pos, rank)
+                    if m is not None:
+                        masks.append(m)
                 else:
                     offs = self.offs_of(dim)
                     if kind == "red" and len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
                         offs = f"({offs} + {it[3]})"
                     e = self.expand(offs, pos, 1, rank)
-                    m = self.mask_of(dim)
+                    m = self.dim_mask(dim, dims, pos, rank)
                     if m is not None:
-                        masks.append(self.expand(m, pos, 1, rank))
+                        masks.append(m)
                     if clip is not None:
                         masks.append(self.expand(f"({self.offs_of(dim)} < {self.scalar_expr(clip)})", pos, 1, rank))
                     pos += 1
@@ -409,9 +412,12 @@ class ExprRenderer:
                 k = len(vd_r)
                 e = self.expand(self.expr(v), pos, k, rank) if k else self.expr(v)
                 for j, vd in enumerate(vd_r):
-                    m = self.mask_of(vd)
+                    m = self.dim_mask(vd, dims, pos + j, rank)
                     if m is not None:
-                        masks.append(self.expand(m, pos + j, 1, rank))
+                        masks.append(m)
+                for vd in v.dims:  # a jagged tile of block size 1 (a scalar here) still masks its parents' lanes
+                    if self.is_unit(vd) and vd.jagged_mask is not None:
+                        masks.append(self.dim_mask(vd, dims, pos, rank))
                 pos += k
             else:  # scalar
                 v = it[1]
@@ -479,12 +485,42 @@ class ExprRenderer:
     def masked(self, a: Node, ax: int, identity, d) -> str:
         """``a`` with the masked-off lanes of its dim ``ax`` set to ``identity``."""
         x = self.expr(a)
+        jagged = isinstance(d, TileInfo) and d.jagged_mask is not None
         m = self.mask_of(d)
-        if m is None or self.is_unit(d) or (a.pad is not None and a.pad == identity and not (
-                isinstance(identity, float) and math.isnan(identity))):
+        if (m is None and not jagged) or (self.is_unit(d) and not jagged) or (
+                a.pad is not None and a.pad == identity and not (isinstance(identity, float) and math.isnan(identity))):
             return x
         rank = len(self.rd(a.dims))
-        return f"nl.where({self.expand(m, self.rpos(a.dims, ax), 1, rank)}, {x}, {_lit(identity)})"
+        return f"nl.where({self.dim_mask(d, a.dims, self.rpos(a.dims, ax), rank)}, {x}, {_lit(identity)})"
+
+    def dim_mask(self, d, dims, pos: int, rank: int) -> str | None:
+        """The mask of dim ``d`` (at position ``pos`` of the generated value, of rank ``rank``) in a value of
+        ``dims``: a tile's ``offs < end`` along ``pos``; a jagged tile's ``index < lengths`` placed along its own
+        position and those of its parent tiles in ``dims``."""
+        jm = d.jagged_mask if isinstance(d, TileInfo) else None
+        if jm is None:
+            m = self.mask_of(d)
+            return None if m is None else self.expand(m, pos, 1, rank)
+        rdims = self.rd(dims)
+        places = []
+        for md in self.rd(jm.dims):
+            if md is d:
+                places.append(pos)
+                continue
+            at = next((i for i, x in enumerate(rdims) if x is md), None)
+            if at is None:  # the tracer checks this (deuteron.trace._check_jagged)
+                raise AssertionError(f"the jagged tile {d.name}'s parent {md} is not among {dims}")
+            places.append(at)
+        e = self.expr(jm)
+        order = sorted(range(len(places)), key=lambda i: places[i])
+        if order != list(range(len(places))):
+            e = f"nl.permute({e}, {tuple(order)})"
+        taken = set(places)
+        if len(taken) == rank:
+            return e
+        if not taken:
+            return e  # a scalar (every dim a block-size-1 tile)
+        return f"{_atom(e)}[{', '.join(':' if i in taken else 'None' for i in range(rank))}]"
 
     def render_reduce(self, n: Node) -> str:
         (a,) = n.args
@@ -493,8 +529,8 @@ class ExprRenderer:
         d = n.attrs["dim"]
         keep = n.attrs["keepdim"]
         if self.is_unit(d):
-            # a block-size-1 tile: nothing to reduce
-            x = self.expr(a)
+            # a block-size-1 tile: nothing to reduce (a jagged one still leaves out its parents' missing lanes)
+            x = self.masked(a, ax, _identity(kind, a.dtype), d) if d.jagged_mask is not None else self.expr(a)
             if kind in ("argmax", "argmin"):
                 x = f"nl.zeros({self.shape_tuple(n.dims)}, dtype=nl.int64)" if self.rd(n.dims) else \
                     "nl.full((), 0, nl.int64)"

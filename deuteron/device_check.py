@@ -40,6 +40,9 @@ _UNSUPPORTED_EXPR = {
 _INDEX_ARGS = ("zeros", "full", "load", "store")
 
 
+#: operators where a tile operand stands for its indices
+_TILE_ARITH = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
 class DeviceChecker:
     """Walks the body of one tile loop nest."""
 
@@ -166,14 +169,25 @@ class DeviceChecker:
             self.subscript(e, store=False)
             return
         if isinstance(e, ast.BinOp):
+            both = all(isinstance(x, ast.Name) and x.id in self.tiles for x in (e.left, e.right))
             for side in (e.left, e.right):
                 if isinstance(side, ast.Name) and side.id in self.tiles:
+                    if isinstance(e.op, _TILE_ARITH) and not both and side.id not in self.tile_tuples:
+                        # a tile in + - * // % is its indices (Helion's `k[tile_n + start, :]`)
+                        st._tile_uses.append((side, self.tiles[side.id], side.id))
+                        st.note(side, "tile", f"{side.id} here is {side.id}.index (its indices, a tensor)")
+                        continue
                     st.problem("D003", side, f"arithmetic on tile {side.id!r}",
-                               hint="use tile.index (a tensor) or tile.begin / tile.end")
+                               hint="a tile in + - * // % stands for tile.index; otherwise use tile.index "
+                                    "(a tensor) or tile.begin / tile.end")
                 else:
                     self.expr(side)
             return
         if isinstance(e, ast.UnaryOp):
+            if isinstance(e.operand, ast.Name) and e.operand.id in self.tiles and isinstance(
+                    e.op, (ast.USub, ast.UAdd)):
+                st._tile_uses.append((e.operand, self.tiles[e.operand.id], e.operand.id))
+                return
             if isinstance(e.operand, ast.Name) and e.operand.id in self.tiles:
                 st.problem("D003", e.operand, f"arithmetic on tile {e.operand.id!r}",
                            hint="use tile.index (a tensor) or tile.begin / tile.end")
@@ -225,7 +239,10 @@ class DeviceChecker:
         st = self.st
         dtn = st.dt(e.func)
         if dtn is not None:
-            if dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
+            if dtn in ops.HELION_UNSUPPORTED:
+                st.problem("D004", e.func, f"dt.{dtn} is not supported by deuteron: {ops.HELION_UNSUPPORTED[dtn]}",
+                           hint="see docs/deuteron.md for what tile loops support")
+            elif dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
                 st.problem("D004", e.func, f"dt.{dtn} cannot be used inside a tile loop")
             for a in e.args:
                 self.expr(a, parent="shape" if dtn in _INDEX_ARGS or dtn.startswith("atomic_") else "arg")

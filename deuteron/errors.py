@@ -59,9 +59,9 @@ class Cause(TraceError):
     template = ""
     hint_template: str | None = None
 
-    def __init__(self, node: ast.AST | None, **fields):
-        message, hint = self.render_template(fields)
-        super().__init__(self.code, node, message, hint=hint, data=fields)
+    def __init__(self, node: ast.AST | None, hint: str | None = None, **fields):
+        message, default_hint = self.render_template(fields)
+        super().__init__(self.code, node, message, hint=default_hint if hint is None else hint, data=fields)
 
 
 class PerTileDecision(Cause):
@@ -136,19 +136,13 @@ class RandomShape(Cause):
 class NotInTileLoop(Cause):
     code = "D004"
     template = "{op} cannot be used inside a tile loop{why}"
-    hint_template = "{hint}"
+    hint_template = None  # the hint= of each raise
 
 
 class TileNotIterated(Cause):
     code = "D003"
     template = "dt.{op}(...) must be the iterable of a for loop"
     hint_template = "write `for tile in dt.{op}(...):`"
-
-
-class BlockSizeBeforeTile(Cause):
-    code = "D004"
-    template = "a registered block size used as a dimension before any tile uses it"
-    hint_template = "use the tile itself: dt.zeros([tile, ...]), after the loop `for tile in dt.tile(n, block_size=bs)`"
 
 
 class CombineFunction(Cause):
@@ -176,6 +170,263 @@ class SplitJoin(Cause):
     code = "D004"
     template = "{op}: {problem}"
     hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
+
+
+class JaggedTile(Cause):
+    code = "D004"
+    template = "dt.jagged_tile: {problem}"
+    hint_template = ("`for tile_k in dt.jagged_tile(lengths)` takes an int block whose every dimension is an "
+                     "enclosing tile (lengths = ends - starts over tile_b); index with tile_k together with those "
+                     "tiles (x[tile_b, tile_k], or a gather index built from both)")
+
+
+class UnsupportedConstruct(Cause):
+    code = "D004"
+    template = "dt.{name} is not supported by deuteron: {why}"
+    hint_template = "see docs/deuteron.md for what tile loops support"
+
+
+class UnsupportedStatement(Cause):
+    code = "D004"
+    template = "{what} is not supported inside a tile loop"
+    hint_template = ("tile loops hold assignments, if, for over dt.tile / dt.grid / range / lists, expressions and "
+                     "asserts")
+
+
+class NotCompileTime(Cause):
+    code = "D004"
+    template = "{what} must be known when the kernel is compiled, got {got}"
+    hint_template = "use an int of the host code (a size, a literal, a dt.constexpr or dt.specialize'd argument)"
+
+
+class TileAsNumber(Cause):
+    code = "D003"
+    template = "a tile used as {what}"
+    hint_template = "use tile.begin / tile.end / tile.block_size, or index with it"
+
+
+class TileLoopArguments(Cause):
+    code = "D004"
+    template = "dt.{op}: {problem}"
+    hint_template = "dt.{op}(n), dt.{op}(begin, end), dt.{op}([m, n]) with ints or scalars of the host code"
+
+
+class BlockSizeValue(Cause):
+    code = "D005"
+    template = "{problem}"
+    hint_template = "block sizes are powers of two, one per tile dimension"
+
+
+class TileAttribute(Cause):
+    code = "D003"
+    template = "a tile has no attribute {attr!r}"
+    hint_template = "tiles have {attrs}"
+
+
+class ForeignTile(Cause):
+    code = "D003"
+    template = "{name!r} is a tile of kernel.ref, not of this kernel"
+    hint_template = "tiles exist only inside the loop that makes them"
+
+
+class TensorDevice(Cause):
+    code = "D004"
+    template = "tensor {name!r} is on {device}; deuteron runs on CUDA (or the CPU interpreter)"
+    hint_template = "move it with .cuda() (or .cpu() for the interpreter) before the call"
+
+
+class NotAValue(Cause):
+    code = "D004"
+    template = "expected a value inside the kernel, got {got}"
+    hint_template = "tile loops compute with tensor values, numbers and tiles' attributes"
+
+
+class Unpack(Cause):
+    code = "D004"
+    template = "cannot unpack {what}"
+    hint_template = "unpack tuples and lists of the host code, or index a block (x[0], x[1])"
+
+
+class ItemAssignment(Cause):
+    code = "D004"
+    template = "item assignment to a value computed in the kernel"
+    hint_template = "assign a new value instead (torch.where for a masked update)"
+
+
+class CompileTimeAssert(Cause):
+    code = "D004"
+    template = "assertion failed while compiling the kernel: {msg}"
+    hint_template = "the assert is on host values, so it fails for every call with these arguments"
+
+
+class RaiseInTileLoop(Cause):
+    code = "D004"
+    template = "raise inside a tile loop (reached while compiling the kernel)"
+    hint_template = "check arguments in the host code, before the tile loop"
+
+
+class ConditionOn(Cause):
+    code = "D004"
+    template = "an `if` on {what}"
+    hint_template = "branch on host values or device scalars; torch.where for elementwise choices"
+
+
+class LoopOver(Cause):
+    code = "D004"
+    template = "a for loop over {what} inside a tile loop"
+    hint_template = "loop with dt.tile(...), dt.grid(...) or range(...)"
+
+
+class RangeLoop(Cause):
+    code = "D004"
+    template = "range(): {problem}"
+    hint_template = "range(end), range(begin, end) or range(begin, end, step) of int scalars; the step known when " \
+                    "compiling"
+
+
+class LoopCarried(Cause):
+    code = "D004"
+    template = "{name!r} {problem}"
+    hint_template = "a variable carried around a loop keeps one kind of value: a block of one shape and dtype"
+
+
+class LoopShape(Cause):
+    code = "D006"
+    template = "{name!r} changes shape inside the loop: {before} before, {after} after one iteration"
+    hint_template = "initialize it with its final shape (dt.zeros([tile_m, tile_n]))"
+
+
+class BranchShapes(Cause):
+    code = "D006"
+    template = "{name!r} has shape {then} on one branch and {other} on the other"
+    hint_template = "give it the same shape on both branches"
+
+
+class Broadcast(Cause):
+    code = "D006"
+    template = "shapes {shapes} do not broadcast together"
+    hint_template = "index both sides with the same tiles in the same order (transpose with .T / permute)"
+
+
+class StoreShape(Cause):
+    code = "D006"
+    template = "storing a value of shape {value} into {target}"
+    hint_template = "the dimensions must match (transpose with .T / permute if needed)"
+
+
+class IndexRank(Cause):
+    code = "D002"
+    template = "{what} has rank {rank}{shape} but is indexed with {count} ind{plural}{items}"
+    hint_template = "index every dimension (`:` for a whole one)"
+
+
+class WholeTensor(Cause):
+    code = "D004"
+    template = "{name} used whole inside a tile loop{what}"
+    hint_template = "index it with tiles: {name}[tile, ...]"
+
+
+class OperandDtype(Cause):
+    code = "D004"
+    template = "{op} on {dtype} values{why}"
+    hint_template = "convert first (.to(torch.float32) / .to(torch.int32)), as torch would require"
+
+
+class DimensionArgument(Cause):
+    code = "D004"
+    template = "{op}: {problem}"
+    hint_template = "dimensions are ints in [-rank, rank) of the block"
+
+
+class HelperFunction(Cause):
+    code = "D004"
+    template = "{name}(): {problem}"
+    hint_template = "helpers called in a tile loop are plain Python functions defined in a file (traced inline)"
+
+
+class UnknownName(Cause):
+    code = "D004"
+    template = "name {name!r} is not defined"
+    hint_template = "names inside a tile loop are the kernel's locals and arguments, the module's globals, builtins"
+
+
+class TileArithmetic(Cause):
+    code = "D003"
+    template = "arithmetic on {what}"
+    hint_template = ("a tile in + - * // % stands for tile.index; otherwise use tile.index (a tensor) or tile.begin / "
+                     "tile.end")
+
+
+class MatmulOperands(Cause):
+    code = "D004"
+    template = "matmul {problem}"
+    hint_template = "2-D (or batched 3-D) float or int8 blocks of one dtype; dimensions of at least 16"
+
+
+class MatmulShapes(Cause):
+    code = "D006"
+    template = "matmul {problem}"
+    hint_template = "index both operands with the same tile (x[tile_m, tile_k] @ y[tile_k, tile_n])"
+
+
+class BadIndex(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "index host tensors with tiles, ints, int blocks (gathers), `:`, bounded slices, None and `...`"
+
+
+class TileIndexing(Cause):
+    code = "D003"
+    template = "{problem}"
+    hint_template = "index a tensor with a tile once per access (x[tile]); store tile.index, not the tile"
+
+
+class MemoryTarget(Cause):
+    code = "D004"
+    template = "dt.{op} needs a tensor of the host code{what}"
+    hint_template = "pass the tensor itself (a kernel argument or a host allocation), then the index list"
+
+
+class ExtraMask(Cause):
+    code = "D004"
+    template = "dt.{op}: extra_mask must be a bool block (a comparison), not {got}"
+    hint_template = "extra_mask=(tile.index < n)[:, None]"
+
+
+class ExtraMaskShape(Cause):
+    code = "D006"
+    template = "dt.{op}: extra_mask {mask} does not broadcast to the accessed block {dims}"
+    hint_template = "give the mask the access's tiles in order, with None for the others"
+
+
+class OperandKind(Cause):
+    code = "D004"
+    template = "{op} of {got}"
+    hint_template = "ops in a tile loop take values of the kernel (loaded blocks, scalars) and numbers"
+
+
+class UnsupportedExpression(Cause):
+    code = "D004"
+    template = "{what} is not supported inside a tile loop"
+    hint_template = "see docs/deuteron.md for the supported expressions and ops"
+
+
+class HostCall(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "only torch ops, dt.* and your own helper functions are compiled; host calls take host values"
+
+
+class BadAttribute(Cause):
+    code = "D004"
+    template = "{what} has no attribute {attr!r}"
+    hint_template = "values of the kernel have .dtype, .shape, .ndim, .T, .device and the supported tensor methods"
+
+
+class ShapeArgument(Cause):
+    code = "D004"
+    template = "{problem}"
+    hint_template = "shapes hold tiles, ints and block sizes (dt.zeros([tile_m, 64])); fill values are scalars"
 
 
 class CapturedTensor(Cause):

@@ -26,7 +26,7 @@ __all__ = ["Kernel", "kernel"]
 def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=True, print_config=None,
            autotune_callback=None, autotune_log=None, autotune_baseline_fn=None, autotune_baseline_atol=None,
            autotune_baseline_rtol=None, autotune_accuracy_check=True, autotune_config_overrides=None,
-           ignore_warnings=None, dot_precision=None, backend=None):
+           ignore_warnings=None, dot_precision=None, backend=None, **helion_settings):
     """Make a deuteron kernel: ``@dt.kernel`` or ``@dt.kernel(config=dt.Config(...))``.
 
     ``config``           use this config (no autotuning).
@@ -45,7 +45,17 @@ def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_s
                          is D001).
     ``dot_precision``    ``"tf32"``, ``"tf32x3"`` or ``"ieee"``: the ``input_precision`` of every fp32 matmul.
     ``backend``          ``"newt"`` (or ``"triton"``, the language newt implements): the generated code.
+
+    Helion's autotuner and debugging settings (``autotune_compile_timeout=``, ``print_output_code=``, ...:
+    ``deuteron.structure_base.HELION_IGNORED_OPTIONS``) are accepted with no effect; any other name is a ConfigError.
     """
+    from .structure_base import HELION_IGNORED_OPTIONS, KERNEL_OPTIONS
+    for name in helion_settings:
+        if name not in HELION_IGNORED_OPTIONS:
+            import difflib
+            sugg = difflib.get_close_matches(name, KERNEL_OPTIONS + HELION_IGNORED_OPTIONS, n=1)
+            raise ConfigError(f"@dt.kernel has no option {name!r}" + (f" (did you mean {sugg[0]!r}?)" if sugg else ""))
+
     def wrap(f):
         return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
                       static_shapes=static_shapes, print_config=print_config, autotune_callback=autotune_callback,
@@ -288,7 +298,7 @@ class Kernel:
     def ref(self, *args, **kwargs):
         """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against."""
         from .ref import run_ref
-        return run_ref(self.fn, args, kwargs)
+        return run_ref(self.fn, args, kwargs, structure=self.structure)
 
     def autotune_reference(self, *args, **kwargs):
         """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref``."""

@@ -18,7 +18,8 @@ import contextvars
 import math as _math
 
 __all__ = [
-    "tile", "grid", "Tile", "barrier", "rand", "randint", "reduce", "associative_scan", "split", "join",
+    "tile", "grid", "jagged_tile", "Tile", "barrier", "tile_begin", "tile_end", "tile_index", "tile_id",
+    "tile_block_size", "cumsum", "cumprod", "rand", "randint", "reduce", "associative_scan", "split", "join",
     "zeros", "full", "arange", "dot", "atomic_add",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
@@ -102,10 +103,42 @@ class Tile:
     def __index__(self):
         return self.end - self.begin
 
-    def _arith(self, *a):
-        raise DeuteronUsageError("arithmetic on a tile: use tile.index (a tensor) or tile.begin / tile.end")
+    # in + - * // % a tile is its indices (Helion's `k[tile_n + start, :]`), as in the generated kernel
+    def __add__(self, o):
+        return self.index + _tile_operand(o)
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __truediv__ = _arith
+    def __radd__(self, o):
+        return _tile_operand(o) + self.index
+
+    def __sub__(self, o):
+        return self.index - _tile_operand(o)
+
+    def __rsub__(self, o):
+        return _tile_operand(o) - self.index
+
+    def __mul__(self, o):
+        return self.index * _tile_operand(o)
+
+    def __rmul__(self, o):
+        return _tile_operand(o) * self.index
+
+    def __floordiv__(self, o):
+        return self.index // _tile_operand(o)
+
+    def __mod__(self, o):
+        return self.index % _tile_operand(o)
+
+    def __neg__(self):
+        return -self.index
+
+    def __truediv__(self, o):
+        raise DeuteronUsageError("tile / x: use tile.index (a tensor) or tile.begin / tile.end")
+
+
+def _tile_operand(o):
+    if isinstance(o, Tile):
+        raise DeuteronUsageError("arithmetic on two tiles: use tile.index (a tensor)")
+    return o
 
 
 def _sizes_arg(begin_or_sizes, end):
@@ -139,7 +172,35 @@ def tile(begin_or_sizes, end=None, block_size=None):
             raise DeuteronUsageError(f"dt.tile: {len(ranges)} dimensions but {len(bss)} block sizes")
     else:
         bss = [block_size] * len(ranges)
+    unit = getattr(ctx, "unit_tile_lines", None)
+    if unit:
+        import sys
+        f = sys._getframe(1)
+        if (f.f_code.co_filename, f.f_lineno) in unit:
+            # kernel.ref: a loop enclosing a dt.jagged_tile runs one lane at a time (that lane's loop is exact)
+            bss = [1] * len(ranges)
     return ctx.ref_tiles(ranges, bss, as_list)
+
+
+def jagged_tile(parent):
+    """Tiles of a jagged dimension: ``for tile_k in dt.jagged_tile(lengths)`` inside ``for tile_b in dt.tile(b)``.
+
+    ``lengths`` is an int block whose every dimension is an enclosing tile (``ends - starts`` of the rows of
+    ``tile_b``).  The loop covers ``[0, max(lengths))``; lane ``k`` of parent lane ``b`` exists only where
+    ``k < lengths[b]``: loads there read 0, stores skip it and reductions along ``tile_k`` leave it out (Helion's
+    ``hl.jagged_tile``).  Index with ``tile_k`` together with its parent tiles (``x[tile_b, tile_k]``, or a
+    gather index built from ``starts[:, None] + tile_k.index[None, :]``).  In ``kernel.ref`` the enclosing loops
+    run one lane at a time and this loop covers exactly that lane's length.
+    """
+    import torch
+    ctx = _context("jagged_tile")
+    if not isinstance(parent, torch.Tensor):
+        raise DeuteronUsageError("dt.jagged_tile(lengths): lengths must be a tensor over enclosing tiles")
+    if parent.numel() != 1:
+        raise DeuteronUsageError("dt.jagged_tile: kernel.ref needs one parent lane at a time (the loops enclosing "
+                                 f"it run with tiles of one element), got lengths of shape {tuple(parent.shape)}")
+    n = max(0, int(parent.reshape(()).item()))
+    return ctx.ref_tiles([(0, n)], [None], False)
 
 
 def grid(begin_or_sizes, end=None, step=None):
@@ -539,6 +600,48 @@ def associative_scan(combine_fn, input_tensor, dim, reverse=False):
     return tuple(out) if isinstance(input_tensor, (tuple, list)) else out[0]
 
 
+def tile_begin(tile):
+    """``dt.tile_begin(t)``: ``t.begin`` (Helion's function spelling; likewise tile_end, tile_index, tile_id,
+    tile_block_size)."""
+    return tile.begin
+
+
+def tile_end(tile):
+    """``dt.tile_end(t)``: ``t.end``."""
+    return tile.end
+
+
+def tile_index(tile):
+    """``dt.tile_index(t)``: ``t.index``."""
+    return tile.index
+
+
+def tile_id(tile):
+    """``dt.tile_id(t)``: ``t.id``."""
+    return tile.id
+
+
+def tile_block_size(tile):
+    """``dt.tile_block_size(t)``: ``t.block_size``."""
+    return tile.block_size
+
+
+def cumsum(input, dim, reverse=False):
+    """``dt.cumsum(x, dim)``: ``torch.cumsum(x, dim)`` (Helion's spelling; ``reverse=True`` is not supported)."""
+    import torch
+    if reverse:
+        raise DeuteronUsageError("dt.cumsum(..., reverse=True) is not supported")
+    return torch.cumsum(input, dim)
+
+
+def cumprod(input, dim, reverse=False):
+    """``dt.cumprod(x, dim)``: ``torch.cumprod(x, dim)`` (``reverse=True`` is not supported)."""
+    import torch
+    if reverse:
+        raise DeuteronUsageError("dt.cumprod(..., reverse=True) is not supported")
+    return torch.cumprod(input, dim)
+
+
 def split(x):
     """``a, b = dt.split(x)``: the two halves of a block whose last dimension has 2 elements (``x[..., 0]``,
     ``x[..., 1]``)."""
@@ -629,7 +732,13 @@ class IntRange(_Fragment):
 class Choice(_Fragment):
     """One of ``values`` (ints, floats, strings, bools)."""
 
-    def __init__(self, values, default=None):
+    def __init__(self, values=None, default=None, *, choices=None):
+        if choices is not None:  # Helion's EnumFragment(choices=(...))
+            if values is not None:
+                raise DeuteronUsageError("dt.Choice: give the values once (values or choices=)")
+            values = choices
+        if values is None:
+            raise DeuteronUsageError("dt.Choice needs its values: dt.Choice([...]) or EnumFragment(choices=(...))")
         self.values = list(values)
         if not self.values:
             raise DeuteronUsageError("dt.Choice needs at least one value")

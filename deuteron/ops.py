@@ -35,7 +35,7 @@ TORCH_FUNCTIONS = {
     "matmul": "matmul", "mm": "mm", "bmm": "mm", "addmm": "addmm", "baddbmm": "addmm",
     "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like", "empty_like": "zeros_like",
     "zeros": "zeros", "ones": "ones", "full": "full", "empty": "zeros", "arange": "arange",
-    "cat": None, "stack": None, "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
+    "cat": None, "stack": "stack", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
     "lerp": "lerp", "addcmul": "addcmul", "fma": "fma", "sign": "sign", "isnan": "isnan", "isinf": "isinf",
     "nan_to_num": None, "rand": None, "randn": None,
 }
@@ -67,13 +67,31 @@ TENSOR_METHODS = {
 
 #: ``dt.<name>`` callable inside tile loops
 DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
-             "dot", "load", "store", "static_range", "atomic_add",
+             "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end",
+             "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
              "atomic_and",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
 #: ``dt.<name>`` callable only in host code
 DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize", "barrier"}
+
+#: Helion language functions deuteron does not have, and why (a located D004 ``UnsupportedConstruct`` names them)
+HELION_UNSUPPORTED = {
+    "inline_asm_elementwise": "newt has no inline assembly",
+    "inline_triton": "deuteron generates newt, not Triton source snippets",
+    "triton_kernel": "deuteron generates newt, not calls of @triton.jit functions",
+    "atomic_cas": "newt's atomic_cas takes no mask, so the lanes of a ragged tile could not be kept off memory",
+    "dot_scaled": "newt has no block-scaled (microscaling) dot",
+    "stacktensor_like": "tensors on several devices (stack tensors) are not supported",
+    "make_async_remote_copy": "multi-device (distributed) kernels are not supported",
+    "remote_barrier": "multi-device (distributed) kernels are not supported",
+    "breakpoint": "the generated kernel cannot stop in a debugger (run kernel.ref to step through eagerly)",
+    "device_print": "the generated kernel does not print (run kernel.ref to print eagerly)",
+    "load_bfloat": "quantized loads are not supported", "load_float": "quantized loads are not supported",
+    "signal": "cross-program signals are not supported (use dt.barrier() between tile loops)",
+    "wait": "cross-program waits are not supported (use dt.barrier() between tile loops)",
+}
 
 #: tile attributes
 TILE_ATTRS = {"index": "the 1-D int32 indices the tile covers", "begin": "the first index (a scalar)",
@@ -82,7 +100,7 @@ TILE_ATTRS = {"index": "the 1-D int32 indices the tile covers", "begin": "the fi
               "count": "the number of tiles along its loop"}
 
 #: attributes of a value inside a tile loop
-VALUE_ATTRS = {"dtype", "shape", "T", "ndim", "mT"}
+VALUE_ATTRS = {"dtype", "shape", "T", "ndim", "mT", "device"}
 
 #: host-side torch calls that allocate or describe tensors (no tensor work: no D001)
 HOST_TORCH_OK = {

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 
-__all__ = ["ONE", "TileInfo", "RInfo", "Node", "Block", "LoopStmt", "IfStmt", "Carried", "Merged", "TensorArg",
-           "ScalarArg", "Program"]
+__all__ = ["ONE", "TileInfo", "RInfo", "BlockDim", "same_dim", "Node", "Block", "LoopStmt", "IfStmt", "Carried",
+           "Merged", "TensorArg", "ScalarArg", "Program"]
 
 
 class _One:
@@ -51,6 +51,8 @@ class TileInfo:
         self.dot_role = None  # "mn" | "k"
         self.step = 1  # dt.grid step
         self.grid_axis = None
+        self.jagged_parent = None  # dt.jagged_tile(lengths): the lengths (a Node over enclosing tiles)
+        self.jagged_mask = None  # index < lengths, dims (parent tiles..., this tile): set in the loop body
 
     @property
     def extent(self):
@@ -93,6 +95,42 @@ class RInfo:
 
     def __repr__(self):
         return f"R{self.id}({self.size})"
+
+
+class BlockDim(RInfo):
+    """A dimension of a ``dt.register_block_size`` value's size used before (or without) a tile of that size
+    (``dt.zeros([tile_m, block_size_n])``, ``dt.arange(BLOCK_M)``): one block of exactly that many lanes, no mask.
+    It broadcasts with a tile whose block size is that register (Helion: the same block-size symbol); values
+    combining the two keep this dimension."""
+
+    def __init__(self, id: int, size: int, block_slot: int, src=None):
+        super().__init__(id, size, size, src)
+        self.block_slot = block_slot
+        self.exact_block = True
+        self.not_rollable("a registered block size (one block of exactly that size)")
+        self.name = f"bs{block_slot}"
+
+    @property
+    def label(self) -> str:
+        return f"block_size[{self.block_slot}]"
+
+    def same_as(self, d) -> bool:
+        """``d`` is a tile whose block size is this register (the same lanes in the generated code)."""
+        return d is self or (isinstance(d, TileInfo) and d.slot == self.block_slot and d.fixed is None)
+
+    def __repr__(self):
+        return f"B{self.id}(slot {self.block_slot})"
+
+
+def same_dim(a, b) -> bool:
+    """Two dims that are the same lanes: identical, or a registered block size and a tile of that size."""
+    if a is b:
+        return True
+    if isinstance(a, BlockDim):
+        return a.same_as(b)
+    if isinstance(b, BlockDim):
+        return b.same_as(a)
+    return False
 
 
 class Node:

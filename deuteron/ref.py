@@ -85,11 +85,12 @@ class RefContext:
 
     mode = "ref"
 
-    def __init__(self, device, config=None, block_sizes: str = "whole"):
+    def __init__(self, device, config=None, block_sizes: str = "whole", unit_tile_lines=frozenset()):
         self.device = device
         self.config = config
         self.block_sizes = block_sizes  # "whole": one tile per loop; "config": the config's sizes
         self._registered = 0
+        self.unit_tile_lines = unit_tile_lines  # (file, line) of dt.tile calls run one lane at a time
 
     def ref_tiles(self, ranges, bss, as_list):
         import itertools
@@ -110,12 +111,11 @@ class RefContext:
         return iter(itertools.product(*axes))
 
     def register_block_size(self, lo, hi):
+        """The register's upper bound, as given (not rounded): a loop ``dt.tile(n, block_size=bs)`` with
+        ``bs = dt.register_block_size(n)`` is then one tile, and ``dt.zeros([tile_m, bs])`` has the width of
+        that tile (the kernel's block of ``bs`` lanes past ``n`` holds what the masked loads left: zeros)."""
         self._registered += 1
-        hi2 = L.next_power_of_2(hi)
-        v = min(max(64, L.next_power_of_2(lo)), hi2)
-        if self.config is not None and self.config.block_sizes:
-            pass
-        return v
+        return max(1, int(hi), int(lo))
 
     def register_tunable(self, name, fragment):
         if self.config is not None and name in self.config.tunables:
@@ -137,8 +137,28 @@ def _device_of(args, kwargs):
     return torch.device("cpu")
 
 
-def run_ref(fn, args, kwargs, config=None):
-    ctx = RefContext(_device_of(args, kwargs), config)
+def jagged_parent_lines(fn, structure) -> frozenset:
+    """(file, line) of every ``dt.tile`` loop that encloses a ``dt.jagged_tile``: kernel.ref runs those one lane
+    at a time, so each lane's jagged loop covers exactly its length (the kernel masks the lanes instead)."""
+    import ast
+    jagged = [s.loop for s in structure.sites if s.jagged]
+    if not jagged:
+        return frozenset()
+    path = fn.__code__.co_filename
+    out = set()
+    for s in structure.sites:
+        if s.jagged or s.kind != "tile":
+            continue
+        inner = {id(n) for n in ast.walk(s.loop)}
+        if any(id(j) in inner and j is not s.loop for j in jagged):
+            for line in range(s.loop.lineno, s.node.end_lineno + 1):
+                out.add((path, line))
+    return frozenset(out)
+
+
+def run_ref(fn, args, kwargs, config=None, structure=None):
+    lines = jagged_parent_lines(fn, structure) if structure is not None else frozenset()
+    ctx = RefContext(_device_of(args, kwargs), config, unit_tile_lines=lines)
     token = L._CONTEXT.set(ctx)
     try:
         with _RefMode():

@@ -17,7 +17,8 @@ from . import ops
 
 from .device_check import DeviceChecker
 from .structure_base import (
-    CONFIG_FIELDS, DeviceLoop, EFFORTS, KERNEL_OPTIONS, Note, Problem, Resolver, StaticResolver, TileSite,
+    CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver,
+    StaticResolver, TileSite,
     _ALLOC_FNS, _LIKE_FNS, _NEW_METHODS, _SAME_RANK_METHODS, _VIEW_METHODS, _assigned_names, _is_pow2,
     _pow2_near, _targets, _walk_in_order,
 )
@@ -93,7 +94,7 @@ class KernelStructure:
         if not isinstance(it, ast.Call):
             return None
         name = self.dt(it.func)
-        if name not in ("tile", "grid"):
+        if name not in ("tile", "grid", "jagged_tile"):
             return None
         return self.site_by_node.get(id(it))
 
@@ -102,6 +103,8 @@ class KernelStructure:
         if not isinstance(it, ast.Call):
             return None
         kind = self.dt(it.func)
+        if kind == "jagged_tile":
+            return self._make_jagged_site(node, depth)
         if kind not in ("tile", "grid"):
             return None
         first = it.args[0] if it.args else None
@@ -142,6 +145,22 @@ class KernelStructure:
                     self.problem("D005", e, f"block size {e.value!r} is not a power of two",
                                  hint=f"use {_pow2_near(e.value)}" if isinstance(e.value, int) else None)
         site = TileSite(it, node, kind, depth, ndim, as_list, fixed, _targets(node.target))
+        self.site_by_node[id(it)] = site
+        self.sites.append(site)
+        return site
+
+    def _make_jagged_site(self, node: ast.For, depth: int) -> TileSite:
+        """``for tile_k in dt.jagged_tile(lengths)``: a tile loop inside the kernel over ``[0, max(lengths))``
+        whose lanes past each parent lane's length are masked off (Helion's jagged_tile)."""
+        it = node.iter
+        if depth == 0:
+            self.problem("D003", it, "dt.jagged_tile cannot be the outermost loop: its lengths come from an "
+                                     "enclosing tile", hint="tile the rows first: `for tile_b in dt.tile(b):` "
+                                                            "then `for tile_k in dt.jagged_tile(lengths[tile_b])`")
+        nargs = len(it.args) + len(it.keywords)
+        if nargs != 1 or (it.keywords and it.keywords[0].arg != "parent"):
+            self.problem("D004", it, "dt.jagged_tile takes one argument: the lengths (a block over enclosing tiles)")
+        site = TileSite(it, node, "tile", depth, 1, False, [False], _targets(node.target), jagged=True)
         self.site_by_node[id(it)] = site
         self.sites.append(site)
         return site
@@ -339,7 +358,7 @@ class KernelStructure:
             if not isinstance(n, ast.Call):
                 continue
             name = self.dt(n.func)
-            if name in ("tile", "grid") and id(n) not in iters:
+            if name in ("tile", "grid", "jagged_tile") and id(n) not in iters:
                 self.problem("D003", n, f"dt.{name}(...) must be the iterable of a for loop",
                              hint=f"write `for tile in dt.{name}(...):`")
             elif name == "barrier" and self.in_device(n):
@@ -602,6 +621,9 @@ class KernelStructure:
             return
         for k in dec.keywords:
             if k.arg is None:
+                continue
+            if k.arg in HELION_IGNORED_OPTIONS:
+                self.note(k, "option", f"{k.arg}: a Helion autotuner / debugging setting, accepted with no effect")
                 continue
             if k.arg not in KERNEL_OPTIONS:
                 sugg = difflib.get_close_matches(k.arg, KERNEL_OPTIONS, n=1)

@@ -16,6 +16,24 @@ KERNEL_OPTIONS = ("config", "configs", "autotune_effort", "static_shapes", "auto
                   "backend")
 EFFORTS = ("none", "quick", "full")
 
+#: Helion settings accepted by ``@dt.kernel`` with no effect on what is computed: knobs of Helion's autotuner (its
+#: timeouts, processes, logging, population, search budget), its debugging output and its torch.compile fusion
+#: (deuteron's own search is configured by ``autotune_effort`` and the DEUTERON_AUTOTUNE_* variables)
+HELION_IGNORED_OPTIONS = (
+    "autotune_compile_timeout", "autotune_benchmark_subprocess", "autotune_benchmark_timeout", "autotune_precompile",
+    "autotune_precompile_jobs", "autotune_random_seed", "autotune_best_of_k", "autotune_rebenchmark_threshold",
+    "autotune_suspicious_rebenchmark_ratio", "autotune_search_acf", "autotune_progress_bar",
+    "autotune_max_generations", "autotune_budget_seconds", "autotune_ignore_errors", "autotune_adaptive_timeout",
+    "autotune_log_level", "autotune_log_details", "autotune_cache", "autotune_seed_configs",
+    "autotune_initial_population_strategy", "autotune_best_available_max_configs",
+    "autotune_best_available_max_cache_scan", "autotune_log_search_space", "autotune_log_search_space_verbose",
+    "autotune_log_search_space_path", "autotune_benchmark_fn", "autotune_baseline_accuracy_check_fn",
+    "autotune_config_filter", "autotuner_fn", "autotune_force_persistent", "disable_autotuner_heuristics",
+    "force_autotune", "print_output_code", "print_repro", "output_origin_lines", "debug_dtype_asserts",
+    "allow_warp_specialize", "triton_do_not_specialize", "torch_compile_fusion",
+    "autotune_with_torch_compile_fusion", "index_dtype", "persistent_reserved_sms", "fast_math",
+)
+
 
 # ---------------------------------------------------------------------------
 # name resolution
@@ -104,6 +122,7 @@ class TileSite:
     fixed: list | None  # per dimension: True when block_size= fixes it (static view)
     target_names: list  # loop variable names
     index: int = 0  # order among all sites (source order)
+    jagged: bool = False  # dt.jagged_tile(lengths): masked per parent lane past its length
 
     @property
     def line(self) -> int:

@@ -16,9 +16,13 @@ import torch
 
 from . import language as L
 from . import ops
-from .errors import TraceError
+from .errors import (
+    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, ItemAssignment,
+    JaggedTile, LoopCarried, LoopOver, LoopShape, NotAValue, NotCompileTime, RaiseInTileLoop, RangeLoop, TensorDevice,
+    TileAsNumber, TileAttribute, TileLoopArguments, Unpack, UnsupportedStatement,
+)
 from .program import (
-    Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
+    BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
 )
 from .trace_common import (
     _is_library,
@@ -60,6 +64,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self._host_cache: dict = {}
         self._tiles_by_site: dict = {}
         self._rdims_by_size: dict = {}
+        self._block_dims: dict = {}  # register slot -> BlockDim
         self._tile_attr_cache: dict = {}
         self._guard_names: set = set()
         self.current_src = None
@@ -89,9 +94,6 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self.stmts(node.body)
         self.finalize()
         return self.prog
-
-    def error(self, code, node, message, hint=None):
-        return TraceError(code, node if node is not None else self.current_src, message, hint)
 
     # ------------------------------------------------------------------ nodes
     _PURE = ("binary", "unary", "cast", "where", "expand_dims", "reshape", "permute", "expand", "reduce", "full",
@@ -127,7 +129,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             return v
         if isinstance(v, (bool, int, float)):
             return self.const_node(v)
-        raise self.error("D004", src, f"expected a value inside the kernel, got {_describe(v)}")
+        raise NotAValue(src if src is not None else self.current_src, got=_describe(v))
 
     # ------------------------------------------------------------------ host values
     def guard(self, name, value):
@@ -151,7 +153,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if isinstance(v, torch.Tensor):
             return self.tensor_arg(name, v, ("local", name))
         if isinstance(v, L.Tile):
-            raise self.error("D003", node, f"{name!r} is a tile of kernel.ref, not of this kernel")
+            raise ForeignTile(node, name=name)
         if isinstance(v, bool):
             self.guard(name, v)
             return v
@@ -177,11 +179,12 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if isinstance(v, (str, torch.dtype, type(None))):
             self.guard(name, v)
             return v
-        if isinstance(v, types.FunctionType) and not _is_library(v):
+        if isinstance(v, types.FunctionType):
             # a callable argument (an epilogue, a score modifier): the program holds for this code only; what
             # it captures is read through its name (tensors become kernel arguments, numbers guards)
             self.guard(name, v)
-            self._fn_origin[id(v)] = name
+            if not _is_library(v):
+                self._fn_origin[id(v)] = name
             return v
         return v
 
@@ -192,8 +195,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                     ta.sources.append(source)
                 return HostTensor(ta.name, t, ta)
         if t.device.type not in ("cuda", "cpu"):
-            raise self.error("D004", None, f"tensor {name!r} is on {t.device}; deuteron runs on CUDA (or the CPU "
-                                           "interpreter)")
+            raise TensorDevice(self.current_src, name=name, device=str(t.device))
         pname = self.kernel_name_for(name)
         ta = TensorArg(pname, t, len(self.prog.tensors))
         ta.sources.append(source)
@@ -250,11 +252,13 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 self.guard(*g)
             return int(v.host_value)
         if isinstance(v, TileInfo):
-            raise self.error("D003", node, f"a tile used as {what}", hint="use tile.block_size or index with it")
-        raise self.error("D004", node, f"{what} must be known when the kernel is compiled, got {_describe(v)}")
+            raise TileAsNumber(node, what=what, hint="use tile.block_size or index with it")
+        raise NotCompileTime(node, what=what, got=_describe(v))
 
     # ------------------------------------------------------------------ tiles
     def make_tiles(self, site, call: ast.Call, target, depth: int):
+        if site.jagged:
+            return self.make_jagged_tile(site, call, target, depth)
         kind = site.kind
         args = [self.eval(a) for a in call.args]
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
@@ -267,26 +271,26 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         else:
             step = third if third is not None else kwargs.pop("step", None)
         for k in kwargs:
-            raise self.error("D004", call, f"dt.{kind} has no argument {k!r}")
+            raise TileLoopArguments(call, op=kind, problem=f"no argument {k!r}")
         if first is None:
-            raise self.error("D004", call, f"dt.{kind} needs the size of the loop")
+            raise TileLoopArguments(call, op=kind, problem="the size of the loop is missing")
         as_list = isinstance(first, (list, tuple, torch.Size))
         if as_list:
             begins = [0] * len(first) if end is None else list(first)
             ends = list(first) if end is None else list(end)
             if end is not None and not isinstance(end, (list, tuple, torch.Size)):
-                raise self.error("D004", call, f"dt.{kind}(begins, ends): both must be lists")
+                raise TileLoopArguments(call, op=kind, problem="(begins, ends): both must be lists")
             if len(begins) != len(ends):
-                raise self.error("D004", call, f"dt.{kind}: {len(begins)} begins but {len(ends)} ends")
+                raise TileLoopArguments(call, op=kind, problem=f"{len(begins)} begins but {len(ends)} ends")
         else:
             begins, ends = ([0], [first]) if end is None else ([first], [end])
         ndim = len(ends)
         if ndim == 0:
-            raise self.error("D004", call, f"dt.{kind} over zero dimensions")
+            raise TileLoopArguments(call, op=kind, problem="a loop over zero dimensions")
         if isinstance(block_size, (list, tuple)):
             bss = list(block_size)
             if len(bss) != ndim:
-                raise self.error("D005", call, f"dt.tile over {ndim} dimension(s) with {len(bss)} block sizes")
+                raise BlockSizeValue(call, problem=f"dt.tile over {ndim} dimension(s) with {len(bss)} block sizes")
         else:
             bss = [block_size] * ndim
         names = self._tile_names(target, ndim, as_list, kind)
@@ -295,14 +299,14 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             b, e = begins[d], ends[d]
             for v, what in ((b, "begin"), (e, "end")):
                 if isinstance(v, TileInfo):
-                    raise self.error("D003", call, f"a tile used as the {what} of dt.{kind}",
+                    raise TileAsNumber(call, what=f"the {what} of dt.{kind}",
                                      hint="use tile.begin / tile.end")
                 if depth == 0 and isinstance(v, Node) and v.host_value is None:
-                    raise self.error("D004", call, f"the {what} of the grid loop must be a host value")
+                    raise TileLoopArguments(call, op=kind, problem=f"the {what} of the grid loop must be a host value")
                 if isinstance(v, Node) and v.dims:
-                    raise self.error("D004", call, f"the {what} of dt.{kind} must be a scalar, not a block")
+                    raise TileLoopArguments(call, op=kind, problem=f"the {what} must be a scalar, not a block")
                 if not isinstance(v, (int, Node)):
-                    raise self.error("D004", call, f"the {what} of dt.{kind} must be an int, got {_describe(v)}")
+                    raise TileLoopArguments(call, op=kind, problem=f"the {what} must be an int, got {_describe(v)}")
             slot, fixed = None, None
             if kind == "grid":
                 fixed = 1
@@ -314,19 +318,19 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                     slot = self.slot_of(site, d, bs)
                 elif isinstance(bs, int) and not isinstance(bs, bool):
                     if not _is_pow2(int(bs)):
-                        raise self.error("D005", call, f"block size {int(bs)} is not a power of two")
+                        raise BlockSizeValue(call, problem=f"block size {int(bs)} is not a power of two")
                     fixed = int(bs)
                     self.slot_of(site, d, fixed)
                 else:
                     fixed = self.static_int(bs, call, "a block size")
                     if not _is_pow2(fixed):
-                        raise self.error("D005", call, f"block size {fixed} is not a power of two")
+                        raise BlockSizeValue(call, problem=f"block size {fixed} is not a power of two")
                     self.slot_of(site, d, fixed)
             t = TileInfo(len(self.prog.tiles), names[d], kind, depth, b, e, slot, fixed, site.index, d, src=call)
             if kind == "grid" and step is not None:
                 t.step = self.static_int(step, call, "the step of dt.grid")
                 if t.step < 1:
-                    raise self.error("D004", call, "the step of dt.grid must be positive")
+                    raise TileLoopArguments(call, op=kind, problem="the step must be positive")
             self.prog.tiles.append(t)
             tiles.append(t)
         if kind == "grid":
@@ -335,6 +339,34 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             vals = tiles
         bound = tuple(vals) if as_list else vals[0]
         return tiles, bound
+
+    def make_jagged_tile(self, site, call: ast.Call, target, depth: int):
+        """``dt.jagged_tile(lengths)``: a tile loop over ``[0, max(lengths))`` whose lane ``k`` of parent lane
+        ``b`` is masked off where ``k >= lengths[b]`` (Helion's jagged_tile)."""
+        args = [self.eval(a) for a in call.args] + [self.eval(k.value) for k in call.keywords]
+        parent = args[0] if len(args) == 1 else None
+        if not isinstance(parent, Node) or not parent.dims:
+            raise JaggedTile(call, problem=f"the lengths must be a block over enclosing tiles, got "
+                                           f"{_describe(parent) if args else 'no argument'}")
+        bad = [d for d in parent.dims if not isinstance(d, TileInfo)]
+        if bad:
+            raise JaggedTile(call, problem=f"every dimension of the lengths must be an enclosing tile, not "
+                                           f"{_dims_text(parent.dims)}")
+        if not _is_int_dtype(parent.dtype):
+            raise JaggedTile(call, problem=f"the lengths must be integers, not {str(parent.dtype)[6:]}")
+        end = self.reduce("amax", parent, None, False, call)
+        slot = self.slot_of(site, 0, None)
+        names = self._tile_names(target, 1, False, "tile")
+        t = TileInfo(len(self.prog.tiles), names[0], "tile", depth, 0, end, slot, None, site.index, 0, src=call)
+        t.jagged_parent = parent
+        self.prog.tiles.append(t)
+        return [t], t
+
+    def jagged_mask(self, t: TileInfo, src) -> Node:
+        """``t.index < lengths`` with dims (the lengths' tiles..., t): which lanes of a jagged tile exist."""
+        idx = self.tile_attr(t, "index", src)
+        par = self.expand_dims(t.jagged_parent, len(t.jagged_parent.dims), src)
+        return self.binop("lt", idx, par, src)
 
     def _tile_names(self, target, ndim, as_list, kind):
         if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts) \
@@ -362,10 +394,19 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 n.host_value = t.fixed
         else:
             sugg = ", ".join("." + a for a in ops.TILE_ATTRS)
-            raise self.error("D003", node, f"a tile has no attribute {attr!r}", hint=f"tiles have {sugg}")
+            raise TileAttribute(node, attr=attr, attrs=sugg)
         n.src = node
         self._tile_attr_cache[key] = n
         return n
+
+    def block_dim(self, v: BlockSizeInt, node) -> BlockDim:
+        """The dimension of a registered block size used before any tile of that size (one per register)."""
+        r = self._block_dims.get(v.slot)
+        if r is None:
+            r = BlockDim(len(self.prog.rdims), int(v), v.slot, src=node)
+            self.prog.rdims.append(r)
+            self._block_dims[v.slot] = r
+        return r
 
     def rdim(self, size: int, size_expr, node) -> RInfo:
         r = self._rdims_by_size.get(size)
@@ -388,7 +429,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         try:
             m = getattr(self, "stmt_" + type(s).__name__, None)
             if m is None:
-                raise self.error("D004", s, f"{type(s).__name__} statements are not supported inside a tile loop")
+                raise UnsupportedStatement(s, what=f"{type(s).__name__} statements")
             m(s)
         finally:
             self.current_src = prev
@@ -418,13 +459,12 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         elif isinstance(s.target, ast.Subscript):
             base = self.eval(s.target.value)
             if not isinstance(base, HostTensor):
-                raise self.error("D004", s.target, "item assignment to a value computed in the kernel",
-                                 hint="assign a new value instead (torch.where for a masked update)")
+                raise ItemAssignment(s.target)
             items = self.index_items(base, s.target.slice, s.target)
             cur = self.load(base, items, s.target)
             self.store(base, items, self.binop(op, cur, self.eval(s.value), s), s.target)
         else:
-            raise self.error("D004", s.target, "unsupported augmented assignment target")
+            raise UnsupportedStatement(s.target, what="this augmented assignment target")
 
     def stmt_Assert(self, s):
         v = self.eval(s.test)
@@ -432,23 +472,23 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             return  # a device-side check: ignored in the kernel (kernel.ref checks it)
         if not v:
             msg = self.eval(s.msg) if s.msg is not None else "assertion failed"
-            raise self.error("D004", s, f"assertion failed while compiling the kernel: {msg}")
+            raise CompileTimeAssert(s, msg=msg)
 
     def stmt_Return(self, s):
         if self._inline_depth:
             raise _Return(self.eval(s.value) if s.value is not None else None)
-        raise self.error("D004", s, "return is not supported inside a tile loop",
+        raise UnsupportedStatement(s, what="return",
                          hint="return after the outermost tile loop (the host code)")
 
     def stmt_Raise(self, s):
-        raise self.error("D004", s, "raise inside a tile loop (reached while compiling the kernel)")
+        raise RaiseInTileLoop(s)
 
     def stmt_If(self, s):
         cond = self.eval(s.test)
         if isinstance(cond, Node):
             if cond.dims:
-                raise self.error("D004", s.test, "an `if` on a block (a tensor with tile dimensions)",
-                                 hint="use torch.where(cond, a, b) for elementwise choices")
+                raise BlockDecision(s.test, what="an `if`", dims=_dims_text(cond.dims),
+                                    hint="use torch.where(cond, a, b) for elementwise choices")
             if cond.host_value is not None:
                 for g in cond.guards:
                     self.guard(*g)
@@ -458,7 +498,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 self.device_if(s, cond)
                 return
         if isinstance(cond, (HostTensor, TileInfo)):
-            raise self.error("D004", s.test, f"an `if` on {_describe(cond)}")
+            raise ConditionOn(s.test, what=_describe(cond))
         self.stmts(s.body if cond else s.orelse)
 
     def stmt_For(self, s):
@@ -468,7 +508,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             self.tile_loop(s, site)
             return
         if s.orelse:
-            raise self.error("D004", s.orelse[0], "for/else is not supported inside a tile loop")
+            raise UnsupportedStatement(s.orelse[0], what="for/else")
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and self.lookup(it.func.id, it.func) is range:
             args = [self.eval(a) for a in it.args]
             if all(isinstance(a, int) for a in args) and len(range(*args)) <= 0:
@@ -481,11 +521,10 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 self.assign(s.target, v)
                 self.stmts(s.body)
             return
-        raise self.error("D004", it, f"a for loop over {_describe(seq)} inside a tile loop",
-                         hint="loop with dt.tile(...), dt.grid(...) or range(...)")
+        raise LoopOver(it, what=_describe(seq))
 
     def stmt_While(self, s):
-        raise self.error("D004", s, "while loops are not supported inside a tile loop",
+        raise UnsupportedStatement(s, what="while loops",
                          hint="use dt.tile / dt.grid / range loops")
 
     # ------------------------------------------------------------------ assignment
@@ -497,26 +536,25 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             self.env[target.id] = v
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(v, TileInfo) or isinstance(v, Node):
-                raise self.error("D004", target, f"cannot unpack {_describe(v)}")
+                raise Unpack(target, what=_describe(v))
             try:
                 vals = list(v)
             except TypeError:
-                raise self.error("D004", target, f"cannot unpack {_describe(v)}") from None
+                raise Unpack(target, what=_describe(v)) from None
             if len(vals) != len(target.elts):
-                raise self.error("D004", target, f"cannot unpack {len(vals)} values into {len(target.elts)} names")
+                raise Unpack(target, what=f"{len(vals)} values into {len(target.elts)} names")
             for t, x in zip(target.elts, vals):
                 self.assign(t, x)
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             if not isinstance(base, HostTensor):
-                raise self.error("D004", target, "item assignment to a value computed in the kernel",
-                                 hint="assign a new value instead (torch.where for a masked update)")
+                raise ItemAssignment(target)
             items = self.index_items(base, target.slice, target)
             self.store(base, items, v, target)
         elif isinstance(target, ast.Attribute):
-            raise self.error("D004", target, "assigning to an attribute is not supported inside a tile loop")
+            raise UnsupportedStatement(target, what="assigning to an attribute")
         else:
-            raise self.error("D004", target, "unsupported assignment target")
+            raise UnsupportedStatement(target, what="this assignment target")
 
     # ------------------------------------------------------------------ loops and conditions
     def _assigned_in(self, body) -> list:
@@ -529,7 +567,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     def tile_loop(self, s, site):
         if s.orelse:
-            raise self.error("D004", s.orelse[0], "for/else is not supported on a tile loop")
+            raise UnsupportedStatement(s.orelse[0], what="for/else on a tile loop")
         tiles, bound = self.make_tiles(site, s.iter, s.target, depth=site.depth)
         loop = LoopStmt("grid" if site.kind == "grid" else "tile", tiles, src=s)
         if site.kind == "grid":
@@ -541,6 +579,13 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if len(tiles) > 1 and site.kind == "tile":
             # a multi-dimensional inner tile loop: a nest, outermost dimension first
             self._nested_tiles(s, tiles, bound, 0)
+            return
+        if any(t.jagged_parent is not None for t in tiles):
+            def bind():
+                self.assign(s.target, bound)
+                for t in tiles:
+                    t.jagged_mask = self.jagged_mask(t, s.iter)
+            self.loop_body(loop, s.body, bind, s)
             return
         self.loop_body(loop, s.body, lambda: self.assign(s.target, bound), s)
 
@@ -560,16 +605,16 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     def range_loop(self, s, args):
         if not 1 <= len(args) <= 3:
-            raise self.error("D004", s.iter, "range() takes 1 to 3 arguments")
+            raise RangeLoop(s.iter, problem="it takes 1 to 3 arguments")
         for a in args:
             if not isinstance(a, (int, Node)) or (isinstance(a, Node) and (a.dims or
                                                                           not _is_int_dtype(a.dtype))):
-                raise self.error("D004", s.iter, f"range() over {_describe(a)}")
+                raise RangeLoop(s.iter, problem=f"a bound that is {_describe(a)}")
         start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
         if isinstance(step, Node):
             step = self.static_int(step, s.iter, "the step of range()")
         if step == 0:
-            raise self.error("D004", s.iter, "range() step must not be zero")
+            raise RangeLoop(s.iter, problem="the step must not be zero")
         idx = Node("loop_index", dims=(), dtype=torch.int32, weak=True)
         idx.src = s
         loop = LoopStmt("range", index=idx, start=start, end=end, step=step, src=s)
@@ -590,7 +635,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             for n in carried_names:
                 init = overrides.get(n, self.env[n])
                 if isinstance(init, (HostTensor, TileInfo)) or not isinstance(init, (Node, bool, int, float)):
-                    raise self.error("D004", s, f"{n!r} is reassigned inside a loop but holds {_describe(init)}")
+                    raise LoopCarried(s, name=n, problem=f"is reassigned inside a loop but holds {_describe(init)}")
                 init = self.as_node(init, s)
                 inits[n] = init
                 arg = Node("carried", dims=init.dims, dtype=init.dtype, attrs={"name": n}, weak=init.weak)
@@ -610,18 +655,16 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             for c in loop.carried:
                 res = self.env.get(c.name)
                 if res is None:
-                    raise self.error("D004", s, f"{c.name!r} is deleted inside the loop")
+                    raise LoopCarried(s, name=c.name, problem="is deleted inside the loop")
                 if not isinstance(res, Node):
                     res = self.as_node(res, s) if isinstance(res, (bool, int, float)) else res
                 if not isinstance(res, Node):
-                    raise self.error("D004", s, f"{c.name!r} becomes {_describe(res)} inside the loop")
+                    raise LoopCarried(s, name=c.name, problem=f"becomes {_describe(res)} inside the loop")
                 if res.dims != c.arg.dims or res.dtype != c.arg.dtype or (res.weak != c.arg.weak and res.weak):
                     # grow the init to the joined type and trace again
                     dims = _broadcast_dims(c.arg.dims, res.dims)
                     if dims is None or dims != res.dims and _broadcast_dims(res.dims, c.arg.dims) != dims:
-                        raise self.error(SHAPE_CODE, s, f"{c.name!r} changes shape inside the loop: "
-                                                        f"{_dims_text(c.arg.dims)} before, {_dims_text(res.dims)} "
-                                                        "after one iteration")
+                        raise LoopShape(s, name=c.name, before=_dims_text(c.arg.dims), after=_dims_text(res.dims))
                     dtype = result_type(c.arg, res) if not (c.arg.weak and not res.weak) else res.dtype
                     if c.arg.weak and not res.weak:
                         dtype = res.dtype
@@ -639,7 +682,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 continue
             break
         else:
-            raise self.error("D004", s, "the types of the loop's variables do not settle")
+            raise LoopCarried(s, name=", ".join(c.name for c in loop.carried), problem="do not settle on one type")
         # after the loop: carried variables hold the loop's results; loop-locals are gone
         self.env = saved_env
         for c in loop.carried:
@@ -703,8 +746,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             b = self.as_node(b, s)
             dims = _broadcast_dims(a.dims, b.dims)
             if dims is None:
-                raise self.error(SHAPE_CODE, s, f"{n!r} has shape {_dims_text(a.dims)} on one branch and "
-                                                f"{_dims_text(b.dims)} on the other")
+                raise BranchShapes(s, name=n, then=_dims_text(a.dims), other=_dims_text(b.dims))
             dtype = result_type(a, b)
             out = Node("phi", dims=dims, dtype=dtype, attrs={"name": n})
             out.src = s
@@ -769,6 +811,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                 pass
             if n.op == "reduce" and n.attrs["kind"] in ("argmax", "argmin") and isinstance(n.attrs["dim"], RInfo):
                 n.attrs["dim"].not_rollable("argmax/argmin over it")
+        self._check_jagged(prog)
         if self.rdim_slots is not None:
             for r in prog.rdims:
                 if r.rollable:
@@ -776,6 +819,29 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         for t in prog.tiles:
             if t.kind == "tile" and t.slot is None and t.fixed is None:
                 t.fixed = 1
+
+
+    def _check_jagged(self, prog):
+        """Every masked access or reduction along a jagged tile also spans the tiles its lengths are over (the
+        mask ``index < lengths`` needs them): Helion's rule, and what makes the masked lanes well defined."""
+        jagged = [t for t in prog.tiles if t.jagged_parent is not None]
+        if not jagged:
+            return
+        for n, _blk in _all_nodes(prog.body):
+            if n.op in ("load", "store", "atomic"):
+                spans = [n.attrs["dims"] if n.op != "load" else n.dims]
+            elif n.op in ("reduce", "scan", "combine") or n.op == "dot":
+                spans = [a.dims for a in n.args if isinstance(a, Node)]
+            else:
+                continue
+            for dims in spans:
+                for t in jagged:
+                    if any(d is t for d in dims):
+                        missing = [p.name for p in t.jagged_parent.dims if not any(d is p for d in dims)]
+                        if missing:
+                            raise JaggedTile(n.src, problem=f"a value along the jagged tile {t.name!r} without "
+                                                            f"its parent tile(s) {', '.join(missing)} (dims "
+                                                            f"{_dims_text(dims)})")
 
 
 def _has_continue(s) -> bool:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from . import language as L
 from .errors import CombineFunction, SplitJoin
 from .program import Block, Node, RInfo
-from .trace_common import _broadcast_dims, _describe, _dims_text, _norm_axis
-from .trace_ops import _check_scan_dim, dt_hook
+from .trace_common import _broadcast_dims, _describe, _dims_text, _norm_axis, result_type
+from .trace_ops import DT_HOOKS, _check_scan_dim, dt_hook, torch_hook
 
 
 def _inputs(tr, e, input_tensor, op):
@@ -131,3 +131,27 @@ def _dt_join(tr, e, a, b):
     r.exact_block = True
     tr.prog.dims_used.add(tuple(dims) + (r,))
     return tr.emit(Node("join", [a, b], dims=tuple(dims) + (r,), dtype=dt))
+
+
+@torch_hook("stack")
+def _t_stack(tr, e, op, tensors, dim=0, *, out=None):
+    """``torch.stack([a, b], dim)``: dt.join (a new last dimension of 2) moved to ``dim``; pairs only (newt joins
+    two blocks)."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != 2:
+        n = len(tensors) if isinstance(tensors, (list, tuple)) else None
+        raise SplitJoin(e, op="torch.stack", problem=f"{n} blocks: inside a tile loop only two can be stacked"
+                                                     if n is not None else "expects a list of two blocks")
+    a, b = (tr.as_node(t, e) for t in tensors)
+    if out is not None:
+        raise SplitJoin(e, op="torch.stack", problem="out= is not supported")
+    dtype = result_type(a, b)
+    a = tr.cast(a, dtype) if a.dtype != dtype else a
+    b = tr.cast(b, dtype) if b.dtype != dtype else b
+    j = DT_HOOKS["join"](tr, e, "torch.stack", [a, b], {})
+    nd = len(j.dims)
+    d = _norm_axis(tr.static_int(dim, e, "a dimension"), nd, tr, e)
+    if d == nd - 1:
+        return j
+    order = list(range(nd - 1))
+    order.insert(d, nd - 1)
+    return tr.permute(j, order, e)

@@ -10,9 +10,10 @@ import types
 import torch
 
 from . import language as L
+from .errors import DimensionArgument
 from . import ops
 from .program import (
-    ONE, IfStmt, LoopStmt, Node, RInfo, TileInfo,
+    ONE, BlockDim, IfStmt, LoopStmt, Node, RInfo, TileInfo,
 )
 
 
@@ -219,6 +220,10 @@ def _broadcast_dims(a, b):
     for x, y in zip(a, b):
         if x is y:
             out.append(x)
+        elif isinstance(x, BlockDim) and x.same_as(y):
+            out.append(x)
+        elif isinstance(y, BlockDim) and y.same_as(x):
+            out.append(y)
         elif x is ONE:
             out.append(y)
         elif y is ONE:
@@ -249,9 +254,9 @@ def _dims_text(dims) -> str:
 
 def _norm_axis(ax, nd, tracer, src):
     if not isinstance(ax, int):
-        raise tracer.error("D004", src, f"a dimension must be an int, got {_describe(ax)}")
+        raise DimensionArgument(src, op="a dimension", problem=f"must be an int, got {_describe(ax)}")
     if not -nd <= ax < max(nd, 1):
-        raise tracer.error("D004", src, f"dimension {ax} is out of range for a block of rank {nd}")
+        raise DimensionArgument(src, op=f"dimension {ax}", problem=f"out of range for a block of rank {nd}")
     return ax % nd if nd else 0
 
 

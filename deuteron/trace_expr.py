@@ -12,15 +12,17 @@ import torch
 
 from . import ops
 from .errors import (
-    BlockDecision, CapturedTensor, NotInTileLoop, PerTileDecision, SliceBound, TileBoundDecision, TilePastEnd,
-    TraceError,
+    BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, IndexRank, NotInTileLoop,
+    OperandDtype, OperandKind, PerTileDecision, SliceBound, StoreShape, TileArithmetic, TileAsNumber,
+    TileBoundDecision, TileIndexing, TilePastEnd, TraceError, UnknownName, Unpack, UnsupportedConstruct,
+    UnsupportedExpression, WholeTensor,
 )
 from .program import (
-    ONE, Node, RInfo, TileInfo,
+    ONE, Node, RInfo, TileInfo, same_dim,
 )
 from .trace_common import (
     _per_tile_source,
-    HostTensor, SHAPE_CODE, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
+    HostTensor, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
     _dims_text, _index_text, _is_int_dtype, _is_library, _torch_name,
 )
 
@@ -36,7 +38,7 @@ class ExprTracer:
                     "a generator expression", ast.DictComp: "a dict comprehension", ast.SetComp:
                     "a set comprehension", ast.NamedExpr: "the walrus operator", ast.Await: "await",
                     ast.Yield: "yield", ast.JoinedStr: "an f-string"}.get(type(e), type(e).__name__)
-            raise self.error("D004", e, f"{kind} is not supported inside a tile loop")
+            raise UnsupportedExpression(e, what=kind)
         return m(e)
 
     def ex_Constant(self, e):
@@ -66,7 +68,7 @@ class ExprTracer:
             return v
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise self.error("D004", node, f"name {name!r} is not defined")
+        raise UnknownName(node, name=name)
 
     def ex_Name(self, e):
         return self.lookup(e.id, e)
@@ -103,6 +105,8 @@ class ExprTracer:
                 return tuple(self.dim_value(d) for d in base.dims)
             if a == "ndim":
                 return len(base.dims)
+            if a == "device":  # where the kernel runs (what `device=x.device` in a creation op means)
+                return next((ta.tensor.device for ta in self.prog.tensors.values()), torch.device("cpu"))
             if a in ("T", "mT"):
                 return self.permute(base, list(range(len(base.dims)))[::-1] if a == "T" else
                                     list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
@@ -114,7 +118,10 @@ class ExprTracer:
         try:
             return getattr(base, a)
         except AttributeError:
-            raise self.error("D004", e, f"{_describe(base)} has no attribute {a!r}") from None
+            if isinstance(base, types.ModuleType) and base.__name__.split(".")[0] == "deuteron" and \
+                    a in ops.HELION_UNSUPPORTED:
+                raise UnsupportedConstruct(e, name=a, why=ops.HELION_UNSUPPORTED[a]) from None
+            raise BadAttribute(e, what=_describe(base), attr=a) from None
 
     def dim_value(self, d):
         if isinstance(d, TileInfo):
@@ -135,8 +142,8 @@ class ExprTracer:
             return t.dim()
         if a in ("size", "stride", "dim", "numel", "new_zeros", "new_empty", "new_ones", "new_full"):
             return _HostMethod(ht, a)
-        raise self.error("D004", e, f"{ht.name}.{a} inside a tile loop: index the tensor with tiles first",
-                         hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
+        raise WholeTensor(e, name=f"{ht.name}.{a}", what=": index the tensor with tiles first",
+                          hint=f"e.g. {ht.name}[tile].{a}" if a in ops.TENSOR_METHODS else None)
 
     def ex_Subscript(self, e):
         base = self.eval(e.value)
@@ -146,14 +153,14 @@ class ExprTracer:
         if isinstance(base, Node):
             return self.block_index(base, e.slice, e)
         if isinstance(base, TileInfo):
-            raise self.error("D003", e, "a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
+            raise TileIndexing(e, problem="a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
         idx = self.eval(e.slice)
         if isinstance(idx, Node):
             idx = self.static_int(idx, e.slice, "an index into a Python sequence")
         try:
             return base[idx]
         except Exception as ex:  # noqa: BLE001
-            raise self.error("D004", e, f"cannot index {_describe(base)}: {ex}") from None
+            raise BadIndex(e, problem=f"cannot index {_describe(base)}: {ex}") from None
 
     def ex_BinOp(self, e):
         op = _BINOPS.get(type(e.op))
@@ -164,7 +171,9 @@ class ExprTracer:
     def ex_UnaryOp(self, e):
         v = self.eval(e.operand)
         if isinstance(v, TileInfo):
-            raise self.error("D003", e, "arithmetic on a tile", hint="use tile.index, tile.begin or tile.end")
+            if not isinstance(e.op, (ast.USub, ast.UAdd)):
+                raise TileArithmetic(e, what="a tile")
+            v = self.tile_attr(v, "index", e)  # -tile: its indices negated, like tile + start
         if not isinstance(v, Node):
             if isinstance(e.op, ast.Not):
                 return not v
@@ -179,12 +188,12 @@ class ExprTracer:
             return self.unary("neg", v, e)
         if isinstance(e.op, ast.Not):
             if v.dims:
-                raise self.error("D004", e, "`not` on a block", hint="use ~mask or torch.logical_not")
+                raise BlockDecision(e, what="`not`", dims=_dims_text(v.dims), hint="use ~mask or torch.logical_not")
             return self.binop("eq", v, 0 if v.dtype != torch.bool else False, e)
         if v.dtype == torch.bool:
             return self.binop("eq", v, False, e)
         if v.dtype.is_floating_point:
-            raise self.error("D004", e, "~ on floating-point values")
+            raise OperandDtype(e, op="~", dtype="floating-point", why="")
         n = Node("unary", [v], dims=v.dims, dtype=v.dtype, attrs={"fn": "invert"}, weak=v.weak)
         return self.emit(n)
 
@@ -195,7 +204,7 @@ class ExprTracer:
             right = self.eval(right_node)
             if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
                 if isinstance(left, Node) or isinstance(right, Node):
-                    raise self.error("D004", e, "is / in on values inside the kernel")
+                    raise UnsupportedExpression(e, what="is / in on values of the kernel")
                 r = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
                      ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
             else:
@@ -257,14 +266,14 @@ class ExprTracer:
             if isinstance(a, ast.Starred):
                 v = self.eval(a.value)
                 if isinstance(v, (Node, TileInfo)):
-                    raise self.error("D004", a, f"cannot unpack {_describe(v)}")
+                    raise Unpack(a, what=_describe(v))
                 args.extend(v)
             else:
                 args.append(self.eval(a))
         kwargs = {}
         for k in e.keywords:
             if k.arg is None:
-                raise self.error("D004", k, "**kwargs is not supported inside a tile loop")
+                raise UnsupportedExpression(k, what="**kwargs")
             kwargs[k.arg] = self.eval(k.value)
         return self.call(func, args, kwargs, e)
 
@@ -278,6 +287,20 @@ class ExprTracer:
         if dt_name is not None:
             return self.dt_call(dt_name, args, kwargs, e)
         tname = _torch_name(func)
+        if tname is not None and isinstance(func, types.FunctionType) and not _is_op_name(tname) and \
+                _function_body(func) is not None:
+            # a Python function of a library that is no op deuteron knows (torch's flex-attention `_identity`
+            # score modifier, `noop_mask`): traced from its source like a helper; a problem inside it is reported
+            # at this call (the library's file is not the kernel's)
+            try:
+                return self.inline(func, args, kwargs, e)
+            except TraceError as ex:
+                # the same cause (its class and data), moved to the call and naming the function
+                where = getattr(ex.node, "lineno", None)
+                ex.message = f"in {func.__module__}.{func.__qualname__}{f' (its line {where})' if where else ''}: " \
+                             f"{ex.message}"
+                ex.node = e
+                raise
         if tname is not None:
             return self.torch_call(tname, args, kwargs, e)
         if func in (min, max) and any(isinstance(a, Node) for a in args):
@@ -292,36 +315,36 @@ class ExprTracer:
             self.check_not_per_tile(args[0], e, f"{func.__name__}()")
             return self.cast(args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
         if func is len and args and isinstance(args[0], TileInfo):
-            raise self.error("D003", e, "len() of a tile", hint="use tile.end - tile.begin or tile.block_size")
+            raise TileAsNumber(e, what="len()'s argument", hint="use tile.end - tile.begin or tile.block_size")
         if isinstance(func, type) and issubclass(func, BaseException):
             return func(*args, **kwargs)
         if any(isinstance(a, TileInfo) for a in args) and func in (int, float, range, len, bool, str):
-            raise self.error("D003", e, "a tile used as a Python number", hint="use tile.begin / tile.end")
+            raise TileAsNumber(e, what="a Python number", hint="use tile.begin / tile.end")
         if isinstance(func, types.FunctionType) and not _is_library(func):
             return self.inline(func, args, kwargs, e)
         if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in list(args) + list(kwargs.values())):
             name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-            raise self.error("D004", e, f"{name}() cannot be called on values inside a tile loop",
-                             hint="only torch ops, dt.* and your own helper functions are compiled")
+            raise HostCall(e, problem=f"{name}() cannot be called on values inside a tile loop")
         try:
             return func(*args, **kwargs)
         except TraceError:
             raise
         except Exception as ex:  # noqa: BLE001
-            raise self.error("D004", e, f"calling {getattr(func, '__name__', func)!r} while compiling the "
-                                        f"kernel failed: {type(ex).__name__}: {ex}") from None
+            raise HostCall(e, problem=f"calling {getattr(func, '__name__', func)!r} while compiling the kernel failed: "
+                                       f"{type(ex).__name__}: {ex}") from None
 
     def inline(self, fn, args, kwargs, e):
         """A user helper: its body is traced at the call site."""
         if self._inline_depth > 16:
-            raise self.error("D004", e, "helper functions nest too deeply (recursion?)")
+            raise HelperFunction(e, name=getattr(fn, "__name__", "?"),
+                                 problem="helper functions nest too deeply (recursion?)")
         body = _function_body(fn)
         if body is None:
-            raise self.error("D004", e, f"cannot read the source of {fn.__name__}() to compile it")
+            raise HelperFunction(e, name=fn.__name__, problem="cannot read its source to compile it")
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as ex:
-            raise self.error("D004", e, f"{fn.__name__}(): {ex}") from None
+            raise HelperFunction(e, name=fn.__name__, problem=str(ex)) from None
         bound.apply_defaults()
         saved_env, saved_host, saved_globals, saved_cache = self.env, self.host, self.globals, self._host_cache
         saved_captured = self._captured
@@ -376,7 +399,7 @@ class ExprTracer:
             hook = _NEW_BLOCK.get(name)
             fake = Node("const", dims=(), dtype=t.dtype, attrs={"value": 0})
             return self.method(fake, hook, args, kwargs, e, canonical=True)
-        raise self.error("D004", e, f"{ht.name}.{name}() inside a tile loop")
+        raise WholeTensor(e, name=f"{ht.name}.{name}()", what="", hint=f"index it with tiles first: {ht.name}[tile]")
 
     # ------------------------------------------------------------------ indexing
     def index_items(self, ht: HostTensor, slice_node, e):
@@ -411,9 +434,8 @@ class ExprTracer:
             parts = []
             for it in flat:
                 parts.append(_index_text(it))
-            raise self.error("D002", e, f"{ht.name} has rank {rank} (shape {tuple(ht.t.shape)}) but is indexed with "
-                                        f"{n_real} ind{'ex' if n_real == 1 else 'ices'} [{', '.join(parts)}]",
-                             hint="index every dimension (`:` for a whole one)")
+            raise IndexRank(e, what=ht.name, rank=rank, shape=f" (shape {tuple(ht.t.shape)})", count=n_real,
+                            plural="ex" if n_real == 1 else "ices", items=f" [{', '.join(parts)}]")
         items = []
         d = 0
         for it in flat:
@@ -431,15 +453,15 @@ class ExprTracer:
                 else:
                     items.append(self._bounded_slice(ht, it, d, e))
             elif isinstance(it, bool):
-                raise self.error("D004", e, "indexing with a bool")
+                raise BadIndex(e, problem="indexing with a bool")
             elif isinstance(it, int):
                 if not -size <= it < max(size, 1):
-                    raise self.error("D004", e, f"index {it} is out of range for dimension {d} of {ht.name} "
-                                                f"(size {size})")
+                    raise BadIndex(e, problem=f"index {it} is out of range for dimension {d} of {ht.name} "
+                                              f"(size {size})")
                 items.append(("scalar", it % size if size else it, d))
             elif isinstance(it, Node):
                 if not _is_int_dtype(it.dtype):
-                    raise self.error("D004", e, f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
+                    raise BadIndex(e, problem=f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
                 if it.op == "tile_index":
                     items.append(self._tile_item(ht, it.attrs["tile"], d, size, e))
                 elif it.dims:
@@ -447,9 +469,9 @@ class ExprTracer:
                 else:
                     items.append(("scalar", it, d))
             elif isinstance(it, HostTensor):
-                raise self.error("D004", e, f"indexing with the tensor {it.name}: load it with tiles first")
+                raise BadIndex(e, problem=f"indexing with the tensor {it.name}: load it with tiles first")
             else:
-                raise self.error("D004", e, f"cannot index {ht.name} with {_describe(it)}")
+                raise BadIndex(e, problem=f"cannot index {ht.name} with {_describe(it)}")
             d += 1
         return items
 
@@ -540,17 +562,17 @@ class ExprTracer:
         for d in dims:
             if isinstance(d, TileInfo):
                 if d.id in seen:
-                    raise self.error("D003", e, f"tile {d.name!r} indexes two dimensions of the same access")
+                    raise TileIndexing(e, problem=f"tile {d.name!r} indexes two dimensions of the same access")
                 seen.add(d.id)
 
     def store(self, ht: HostTensor, items, v, e, extra_mask=None):
         dims = self._items_dims(items)
         if isinstance(v, TileInfo):
-            raise self.error("D003", e, "storing a tile", hint="store tile.index")
+            raise TileIndexing(e, problem="storing a tile", hint="store tile.index")
         if isinstance(v, HostTensor):
-            raise self.error("D004", e, f"storing the whole tensor {v.name}: index it with tiles")
+            raise WholeTensor(e, name=v.name, what=" (stored as a value)")
         if not isinstance(v, (Node, bool, int, float)):
-            raise self.error("D004", e, f"cannot store {_describe(v)}")
+            raise OperandKind(e, op="a store", got=_describe(v))
         if isinstance(v, Node):
             self._check_store_dims(v.dims, dims, ht, e)
         ht.arg.stored = True
@@ -562,29 +584,27 @@ class ExprTracer:
 
     def _check_store_dims(self, vdims, dims, ht, e):
         if len(vdims) > len(dims):
-            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
-                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
+            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]",
                              hint="the value has more dimensions than the indexed region")
         for a, b in zip(reversed(vdims), reversed(dims)):
-            if a is ONE or a is b:
+            if a is ONE or same_dim(a, b):
                 continue
-            raise self.error(SHAPE_CODE, e, f"storing a value of shape {_dims_text(vdims)} into "
-                                            f"{ht.name}[{_dims_text(dims)[1:-1]}]",
-                             hint="the dimensions must match (transpose with .T / permute if needed)")
+            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]")
 
     def block_index(self, v: Node, slice_node, e):
         raw = self.eval(slice_node)
         idx = list(raw) if isinstance(raw, tuple) else [raw]
         real = [it for it in idx if it is not None and it is not Ellipsis]
         if any(not (isinstance(it, slice) and it == slice(None)) for it in real):
-            raise self.error("D004", e, "indexing a block inside the kernel: only `:` and None are supported",
+            raise BadIndex(e, problem="indexing a block inside the kernel: only `:` and None are supported",
                              hint="e.g. v[:, None]")
         if Ellipsis in idx:
             pos = idx.index(Ellipsis)
             idx = idx[:pos] + [slice(None)] * (len(v.dims) - len(real)) + idx[pos + 1:]
             real = [it for it in idx if it is not None]
         if len(real) > len(v.dims):
-            raise self.error("D002", e, f"a block of rank {len(v.dims)} indexed with {len(real)} indices")
+            raise IndexRank(e, what="a block", rank=len(v.dims), shape="", count=len(real),
+                            plural="ex" if len(real) == 1 else "ices", items="")
         idx = idx + [slice(None)] * (len(v.dims) - len(real))
         out = v
         pos = 0
@@ -595,6 +615,13 @@ class ExprTracer:
         return out
 
     # ------------------------------------------------------------------ elementwise
+
+
+def _is_op_name(tname) -> bool:
+    """A torch / functional name in deuteron's op tables (supported or known unsupported, like torch.cat)."""
+    kind, name = tname
+    table = ops.FUNCTIONAL if kind == "F" else ops.TORCH_FUNCTIONS
+    return name in table or name in ops.TENSOR_METHODS
 
 
 def _function_body(fn):

@@ -7,14 +7,21 @@ from __future__ import annotations
 import torch
 
 from . import ops
-from .errors import BlockSizeBeforeTile, MatmulDtypes, SizeOneMatmul
+from .errors import (
+    Broadcast, DimensionArgument, HostCall, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype, OperandKind,
+    ShapeArgument, SizeOneMatmul, TileArithmetic, TileAsNumber, UnsupportedExpression, WholeTensor,
+)
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
 from .trace_common import (
-    BlockSizeInt, HostTensor, SHAPE_CODE, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims,
+    BlockSizeInt, HostTensor, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims,
     _dims_text, _fold_pad, _fold_unary, _is_py_number, _norm_axis, result_type,
 )
+
+
+#: operators where a tile operand stands for its indices (``tile + start``)
+_TILE_ARITH = ("add", "sub", "mul", "floordiv", "mod")
 
 
 class MathTracer:
@@ -22,30 +29,36 @@ class MathTracer:
 
     def binop(self, op, a, b, src):
         if op is None:
-            raise self.error("D004", src, "unsupported operator")
+            raise UnsupportedExpression(src, what="this operator")
+        if isinstance(a, TileInfo) or isinstance(b, TileInfo):
+            # a tile in arithmetic is its indices (Helion's `k[tile_n + start, :]`): a block along the tile
+            if op in _TILE_ARITH and not (isinstance(a, TileInfo) and isinstance(b, TileInfo)):
+                a = self.tile_attr(a, "index", src) if isinstance(a, TileInfo) else a
+                b = self.tile_attr(b, "index", src) if isinstance(b, TileInfo) else b
+            else:
+                t = a if isinstance(a, TileInfo) else b
+                what = "two tiles" if isinstance(a, TileInfo) and isinstance(b, TileInfo) else f"tile {t.name!r}"
+                raise TileArithmetic(src, what=f"{what} with {op!r}",
+                                 hint="a tile in + - * // % stands for tile.index; otherwise use tile.index "
+                                      "(a tensor) or tile.begin / tile.end")
         for v in (a, b):
-            if isinstance(v, TileInfo):
-                raise self.error("D003", src, f"arithmetic on tile {v.name!r}",
-                                 hint="use tile.index (a tensor) or tile.begin / tile.end")
             if isinstance(v, HostTensor):
-                raise self.error("D004", src, f"{v.name} used whole inside a tile loop",
-                                 hint=f"index it with tiles: {v.name}[tile, ...]")
+                raise WholeTensor(src, name=v.name, what="")
         if not isinstance(a, Node) and not isinstance(b, Node):
             try:
                 return _PYOPS[op](a, b)
             except Exception as ex:  # noqa: BLE001
-                raise self.error("D004", src, f"{type(ex).__name__}: {ex}") from None
+                raise HostCall(src, problem=f"{op} of host values failed: {type(ex).__name__}: {ex}") from None
         if op == "matmul":
             return self.matmul(a, b, None, src)
         if op in ("minimum", "maximum"):
             return self.minmax(op, a, b, src)
         for v in (a, b):
             if not isinstance(v, (Node, bool, int, float)):
-                raise self.error("D004", src, f"cannot combine {_describe(v)} with a value inside the kernel")
+                raise OperandKind(src, op=f"{op} with a value of the kernel", got=_describe(v))
         dims = _broadcast_dims(_dims(a), _dims(b))
         if dims is None:
-            raise self.error(SHAPE_CODE, src, f"shapes {_dims_text(_dims(a))} and {_dims_text(_dims(b))} do not "
-                                              "broadcast together")
+            raise Broadcast(src, shapes=f"{_dims_text(_dims(a))} and {_dims_text(_dims(b))}")
         weak = _all_weak(a, b)
         if op in ("lt", "le", "gt", "ge", "eq", "ne"):
             ct = result_type(a, b)
@@ -56,14 +69,14 @@ class MathTracer:
         if op in ("and", "or", "xor"):
             rt = result_type(a, b)
             if rt.is_floating_point:
-                raise self.error("D004", src, "bitwise operators on floating-point values")
+                raise OperandDtype(src, op="bitwise operators", dtype="floating-point", why="")
             a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
             n = Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": op}, weak=weak)
             return self.emit(n)
         if op in ("shl", "shr"):
             rt = result_type(a, b)
             if rt.is_floating_point:
-                raise self.error("D004", src, "shifts on floating-point values")
+                raise OperandDtype(src, op="shifts", dtype="floating-point", why="")
             n = Node("binary", [self.coerce(a, rt), self.coerce(b, rt)], dims=dims, dtype=rt, attrs={"op": op},
                      weak=weak)
             return self.emit(n)
@@ -86,7 +99,7 @@ class MathTracer:
             if isinstance(b, (int, float)) and float(b) == 0.5 and isinstance(a, Node):
                 return self.unary("sqrt", self.coerce(a, rt if rt.is_floating_point else torch.float32), src)
             if not rt.is_floating_point:
-                raise self.error("D004", src, "** on integer values inside the kernel (use a float exponent)")
+                raise OperandDtype(src, op="**", dtype="integer", why=" inside the kernel", hint="use a float exponent")
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         if op in ("floordiv", "mod") and rt.is_floating_point:
             q = self.unary("floor", self.emit(Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": "truediv"},
@@ -157,8 +170,7 @@ class MathTracer:
     def minmax(self, op, a, b, src):
         dims = _broadcast_dims(_dims(a), _dims(b))
         if dims is None:
-            raise self.error(SHAPE_CODE, src, f"shapes {_dims_text(_dims(a))} and {_dims_text(_dims(b))} do not "
-                                              "broadcast together")
+            raise Broadcast(src, shapes=f"{_dims_text(_dims(a))} and {_dims_text(_dims(b))}")
         rt = result_type(a, b)
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         n = Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": op}, weak=_all_weak(a, b))
@@ -167,12 +179,12 @@ class MathTracer:
 
     def unary(self, fn, v, src, **kw):
         if isinstance(v, TileInfo):
-            raise self.error("D003", src, "a tile used as a value", hint="use tile.index")
+            raise TileAsNumber(src, what="a value", hint="use tile.index")
         if not isinstance(v, Node):
             if isinstance(v, (int, float)):
                 v = self.const_node(v)
             else:
-                raise self.error("D004", src, f"{fn}() of {_describe(v)}")
+                raise OperandKind(src, op=f"{fn}()", got=_describe(v))
         dtype = v.dtype
         if fn in ("floor", "ceil") and not dtype.is_floating_point:
             return v  # torch: identity on integers
@@ -205,7 +217,7 @@ class MathTracer:
             out = self.binop("eq", self.unary("abs", v, src), float("inf"), src)
         else:
             if fn not in ops.UNARY:
-                raise self.error("D004", src, f"{fn} is not supported inside a tile loop")
+                raise UnsupportedExpression(src, what=fn)
             n = Node("unary", [v], dims=v.dims, dtype=torch.bool if fn == "logical_not" else compute,
                      attrs={"fn": fn}, weak=v.weak)
             if v.pad is not None and not isinstance(v.pad, bool):
@@ -232,8 +244,8 @@ class MathTracer:
         c = self.to_bool(c, src)
         dims = _broadcast_dims(_dims(c), _broadcast_dims(_dims(a), _dims(b)) or ())
         if dims is None or _broadcast_dims(_dims(a), _dims(b)) is None:
-            raise self.error(SHAPE_CODE, src, f"torch.where operands do not broadcast: {_dims_text(_dims(c))}, "
-                                              f"{_dims_text(_dims(a))}, {_dims_text(_dims(b))}")
+            raise Broadcast(src, shapes=f"of torch.where {_dims_text(_dims(c))}, {_dims_text(_dims(a))}, "
+                                  f"{_dims_text(_dims(b))}")
         rt = result_type(a, b)
         a2, b2 = self.coerce(a, rt), self.coerce(b, rt)
         n = Node("where", [c, a2, b2], dims=dims, dtype=rt, weak=_all_weak(a, b))
@@ -249,7 +261,7 @@ class MathTracer:
         if axis < 0:
             axis += len(dims) + 1
         if not 0 <= axis <= len(dims):
-            raise self.error("D004", src, f"unsqueeze axis {axis} out of range for rank {len(dims)}")
+            raise DimensionArgument(src, op="unsqueeze", problem=f"axis {axis} out of range for rank {len(dims)}")
         dims.insert(axis, ONE)
         n = Node("expand_dims", [v], dims=dims, dtype=v.dtype, attrs={"axis": axis}, weak=v.weak, pad=v.pad)
         return self.emit(n)
@@ -269,7 +281,8 @@ class MathTracer:
 
     def permute(self, v: Node, order, src) -> Node:
         if sorted(order) != list(range(len(v.dims))):
-            raise self.error("D004", src, f"permute order {order} does not fit a block of rank {len(v.dims)}")
+            raise DimensionArgument(src, op="permute",
+                                    problem=f"order {order} does not fit a block of rank {len(v.dims)}")
         if list(order) == list(range(len(v.dims))):
             return v
         dims = [v.dims[i] for i in order]
@@ -281,7 +294,7 @@ class MathTracer:
         if isinstance(shape, (TileInfo, int, Node)):
             shape = [shape]
         if not isinstance(shape, (list, tuple, torch.Size)):
-            raise self.error("D004", src, f"{what} must be a list of tiles and ints, got {_describe(shape)}")
+            raise ShapeArgument(src, problem=f"{what} must be a list of tiles and ints, got {_describe(shape)}")
         dims = []
         for s in shape:
             if isinstance(s, (list, tuple)):
@@ -293,15 +306,14 @@ class MathTracer:
                 dims.append(s.attrs["tile"])
             elif isinstance(s, BlockSizeInt):
                 t = next((t for t in self.prog.tiles if t.slot == s.slot), None)
-                if t is None:
-                    raise BlockSizeBeforeTile(src)
-                dims.append(t)
+                # a block size of 1 is a broadcast dim (a tile of size 1 is a scalar in the generated code)
+                dims.append(t if t is not None else (ONE if int(s) == 1 else self.block_dim(s, src)))
             else:
                 n = self.static_int(s, src, "a dimension size")
                 if n == 1:
                     dims.append(ONE)
                 elif n < 1:
-                    raise self.error("D004", src, f"a dimension of size {n}")
+                    raise ShapeArgument(src, problem=f"a dimension of size {n}")
                 else:
                     dims.append(self.rdim(n, n, src))
         return tuple(dims)
@@ -310,7 +322,7 @@ class MathTracer:
         dims = self.shape_dims(shape, src)
         if isinstance(value, Node):
             if value.dims:
-                raise self.error("D004", src, "the fill value must be a scalar")
+                raise ShapeArgument(src, problem="the fill value must be a scalar")
             dt = dtype or value.dtype
             v = self.cast(value, dt) if value.dtype != dt else value
             n = Node("expand", [v], dims=dims, dtype=dt)
@@ -324,14 +336,19 @@ class MathTracer:
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("device", None)
         if kwargs:
-            raise self.error("D004", src, f"arange: unsupported arguments {sorted(kwargs)}")
+            raise ShapeArgument(src, problem=f"arange: unsupported arguments {sorted(kwargs)}")
+        if len(args) == 1 and isinstance(args[0], BlockSizeInt) and int(args[0]) > 1:
+            # dt.arange(BLOCK_M) of a registered block size: the lanes of that block
+            r = self.block_dim(args[0], src)
+            n = self.emit(Node("arange", dims=(r,), dtype=torch.int32, attrs={"start": 0, "rdim": r}))
+            return self.cast(n, dtype) if dtype is not None and dtype != torch.int32 else n
         vals = [self.static_int(a, src, "an arange bound") for a in args]
         if len(vals) == 1:
             lo, hi = 0, vals[0]
         elif len(vals) == 2:
             lo, hi = vals
         else:
-            raise self.error("D004", src, "arange with a step is not supported inside a tile loop")
+            raise UnsupportedExpression(src, what="arange with a step")
         r = self.rdim(hi - lo, hi - lo, src) if hi - lo != 1 else None
         dims = (r,) if r is not None else (ONE,)
         n = self.emit(Node("arange", dims=dims, dtype=torch.int32, attrs={"start": lo, "rdim": r}))
@@ -342,7 +359,7 @@ class MathTracer:
     # ------------------------------------------------------------------ reductions
     def reduce(self, kind, v, dim, keepdim, src, dtype=None):
         if not isinstance(v, Node):
-            raise self.error("D004", src, f"{kind}() of {_describe(v)}")
+            raise OperandKind(src, op=f"{kind}()", got=_describe(v))
         nd = len(v.dims)
         if dim is None:
             axes = list(range(nd))
@@ -353,7 +370,7 @@ class MathTracer:
         axes = sorted(set(axes), reverse=True)
         if kind in ("mean", "var", "std"):
             if not v.dtype.is_floating_point:
-                raise self.error("D004", src, f"{kind}() of integer values (torch requires a float tensor)")
+                raise OperandDtype(src, op=f"{kind}()", dtype="integer", why=" (torch requires a float tensor)")
         if kind == "mean":
             s = self.reduce("sum", v, axes, keepdim, src, dtype=torch.float32 if v.dtype in _LOW_PRECISION else None)
             cnt = self.count(v, axes, src)
@@ -409,7 +426,7 @@ class MathTracer:
 
     def var(self, v, dim, correction, keepdim, src, std=False):
         if not v.dtype.is_floating_point:
-            raise self.error("D004", src, "var() of integer values")
+            raise OperandDtype(src, op="var()", dtype="integer", why=" (torch requires a float tensor)")
         x = self.cast(v, torch.float32) if v.dtype in _LOW_PRECISION else v
         nd = len(v.dims)
         axes = list(range(nd)) if dim is None else (
@@ -428,7 +445,7 @@ class MathTracer:
 
     def softmax(self, v, dim, src, log=False, dtype=None):
         if dim is None:
-            raise self.error("D004", src, "softmax needs dim=")
+            raise DimensionArgument(src, op="softmax", problem="dim= is needed")
         x = v
         if dtype is not None:
             x = self.cast(x, dtype)
@@ -462,38 +479,36 @@ class MathTracer:
     def matmul(self, a, b, acc, src, out_dtype=None):
         for v in (a, b):
             if not isinstance(v, Node):
-                raise self.error("D004", src, f"matmul of {_describe(v)}")
+                raise MatmulOperands(src, problem=f"of {_describe(v)}")
         if len(a.dims) not in (2, 3) or len(b.dims) not in (2, 3) or len(a.dims) != len(b.dims):
-            raise self.error("D004", src, f"matmul of blocks of rank {len(a.dims)} and {len(b.dims)}: "
-                                          "2-D (or batched 3-D) operands are supported")
+            raise MatmulOperands(src, problem=f"of blocks of rank {len(a.dims)} and {len(b.dims)}: 2-D (or batched "
+                                              "3-D) operands are supported")
         ka, kb = a.dims[-1], b.dims[-2]
         if ka is not kb:
-            raise self.error(SHAPE_CODE, src, f"matmul inner dimensions differ: {_dims_text(a.dims)} @ "
-                                              f"{_dims_text(b.dims)}",
-                             hint="index both operands with the same tile (x[tile_m, tile_k] @ y[tile_k, tile_n])")
+            raise MatmulShapes(src, problem=f"inner dimensions differ: {_dims_text(a.dims)} @ {_dims_text(b.dims)}")
         if len(a.dims) == 3 and a.dims[0] is not b.dims[0] and ONE not in (a.dims[0], b.dims[0]):
-            raise self.error(SHAPE_CODE, src, "batched matmul with different batch dimensions")
+            raise MatmulShapes(src, problem="batches differ (a batched matmul with different batch dimensions)")
         dims = tuple(a.dims[:-2]) + (a.dims[-2], b.dims[-1]) if len(a.dims) == 2 else \
             (a.dims[0] if a.dims[0] is not ONE else b.dims[0], a.dims[-2], b.dims[-1])
         for d in (a.dims[-2], ka, b.dims[-1]):
             if isinstance(d, RInfo) and d.broadcast_as_one:
                 raise SizeOneMatmul(src)
             if isinstance(d, RInfo) and d.exact_block and d.size < 16:
-                raise self.error("D004", src, f"a matmul over a dimension of {d.size} elements that a reshape or "
-                                              "dt.join made (a matmul would pad it to 16)")
+                raise MatmulOperands(src, problem=f"over a dimension of {d.size} elements that a reshape or dt.join "
+                                                  "made (a matmul would pad it to 16)")
             if isinstance(d, (TileInfo, RInfo)):
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):
                     d.dot_role = "k" if d is ka else (d.dot_role or "mn")
             if d is ONE:
-                raise self.error("D004", src, "a matmul dimension of size 1 (tensor cores need at least 16)")
+                raise MatmulOperands(src, problem="over a dimension of size 1 (tensor cores need at least 16)")
         if isinstance(ka, RInfo):
             ka.not_rollable("used as the inner dimension of a matmul")
         if out_dtype is None and acc is None and a.dtype != b.dtype and not (a.weak or b.weak):
             raise MatmulDtypes(src, a=a.dtype, b=b.dtype)
         in_dtype = result_type(a, b)
         if in_dtype == torch.float64:
-            raise self.error("D004", src, "fp64 matmul is not supported on the tensor cores")
+            raise MatmulOperands(src, problem="of fp64 values: not supported on the tensor cores")
         if a.dtype != in_dtype:
             a = self.cast(a, in_dtype)
         if b.dtype != in_dtype:
@@ -503,15 +518,15 @@ class MathTracer:
         elif in_dtype in (torch.int8, torch.uint8):
             acc_dtype = torch.int32
         else:
-            raise self.error("D004", src, f"matmul of {in_dtype} values")
+            raise MatmulOperands(src, problem=f"of {in_dtype} values")
         self.prog.has_dot = True
         acc_node = None
         if acc is not None:
             if not isinstance(acc, Node):
                 acc = self.full(list(dims), acc, acc_dtype, src)
             if _broadcast_dims(acc.dims, dims) != dims:
-                raise self.error(SHAPE_CODE, src, f"the accumulator has shape {_dims_text(acc.dims)} but the "
-                                                  f"product {_dims_text(dims)}")
+                raise MatmulShapes(src, problem=f"accumulator of shape {_dims_text(acc.dims)} for a product of "
+                                                   f"{_dims_text(dims)}")
             acc_node = acc if acc.dtype == acc_dtype and acc.dims == dims else \
                 self.materialize(self.cast(acc, acc_dtype) if acc.dtype != acc_dtype else acc, dims, acc_dtype, src)
             if acc_node.block is None and acc_node.op == "expand":

@@ -19,13 +19,15 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadArguments, MatmulDtypes, NotInTileLoop, RandomShape, ReshapeDims, TileNotIterated, TileScan, UnknownOption,
+    BadArguments, Broadcast, DimensionArgument, ExtraMask, ExtraMaskShape, MatmulDtypes, MemoryTarget, NotCompileTime,
+    NotInTileLoop, OperandDtype, OperandKind, RandomShape, RangeLoop, ReshapeDims, TileAsNumber, TileNotIterated,
+    TileScan, UnknownOption, UnsupportedExpression, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
 )
 from .trace_common import (
-    HostTensor, SHAPE_CODE, _LOW_PRECISION, _MaxResult, _broadcast_dims, _describe, _dims_text, _is_int_dtype,
+    HostTensor, _LOW_PRECISION, _MaxResult, _broadcast_dims, _describe, _dims_text, _is_int_dtype,
     _norm_axis, result_type,
 )
 
@@ -103,8 +105,7 @@ class OpsTracer:
         if any(isinstance(a, HostTensor) for a in list(args) + list(kwargs.values())) and op not in (
                 "zeros", "ones", "full", "arange"):
             ht = next(a for a in list(args) + list(kwargs.values()) if isinstance(a, HostTensor))
-            raise self.error("D004", e, f"{ht.name} used whole inside a tile loop",
-                             hint=f"index it with tiles: {ht.name}[tile, ...]")
+            raise WholeTensor(e, name=ht.name, what="")
         if op not in _CREATION:
             if args:
                 args = [self._check_operand(args[0], name, op, e), *args[1:]]
@@ -124,11 +125,11 @@ class OpsTracer:
 
     def _check_operand(self, x, name, op, e):
         if isinstance(x, TileInfo):
-            raise self.error("D003", e, f"{name}() of a tile", hint="use tile.index")
+            raise TileAsNumber(e, what=f"the operand of {name}()", hint="use tile.index")
         if not isinstance(x, Node) and op not in ("where", "maximum", "minimum", "add", "sub", "mul", "truediv"):
             if isinstance(x, (int, float)):
                 return self.const_node(x)
-            raise self.error("D004", e, f"{name}() of {_describe(x)}")
+            raise OperandKind(e, op=f"{name}()", got=_describe(x))
         return x
 
     def clamp(self, x, lo, hi, e):
@@ -149,7 +150,7 @@ class OpsTracer:
                 out.append(s if isinstance(s, TileInfo) else s.attrs["tile"])
             elif isinstance(s, int) and s == -1:
                 if infer is not None:
-                    raise self.error("D004", e, "reshape with two -1")
+                    raise DimensionArgument(e, op="reshape", problem="two -1 dimensions")
                 infer = len(out)
                 out.append(None)
             else:
@@ -159,7 +160,7 @@ class OpsTracer:
             known = [d for d in out if d is not None and d is not ONE]
             rest = [d for d in real_in if d not in known]
             if len(rest) != 1:
-                raise self.error("D004", e, "reshape: cannot infer the -1 dimension")
+                raise DimensionArgument(e, op="reshape", problem="cannot infer the -1 dimension")
             out[infer] = rest[0]
         if [d for d in out if d is not ONE] != real_in:
             _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out)
@@ -311,6 +312,24 @@ def _dt_dot(tr, e, a, b, acc=None, out_dtype=None):
     return tr.matmul(a, b, acc, e, out_dtype=out_dtype or "acc")
 
 
+@dt_hook(L.tile_begin, L.tile_end, L.tile_index, L.tile_id, L.tile_block_size)
+def _dt_tile_fn(tr, e, op, tile):
+    if not isinstance(tile, TileInfo):
+        raise BadArguments(e, op=f"dt.{op}", problem=f"expects a tile, got {_describe(tile)}", signature="(tile)")
+    return tr.tile_attr(tile, op[len("tile_"):], e)
+
+
+@dt_hook(L.cumsum, L.cumprod)
+def _dt_cumulative(tr, e, op, input, dim, reverse=False):
+    if reverse:
+        raise BadArguments(e, op=f"dt.{op}", problem="reverse=True is not supported",
+                           signature="(input, dim, reverse=False)")
+    if not isinstance(input, Node):
+        raise BadArguments(e, op=f"dt.{op}", problem=f"expects a value of the kernel, got {_describe(input)}",
+                           signature="(input, dim, reverse=False)")
+    return TORCH_HOOKS[op](tr, e, f"dt.{op}", [input, dim], {})
+
+
 @dt_hook(L.static_range)
 def _dt_static_range(tr, e, begin_or_end, end=None, step=1):
     vals = [tr.static_int(v, e, "a dt.static_range bound") for v in (begin_or_end, end, step) if v is not None]
@@ -319,7 +338,7 @@ def _dt_static_range(tr, e, begin_or_end, end=None, step=1):
     if len(vals) == 2:
         vals.append(1)
     if vals[2] == 0:
-        raise tr.error("D004", e, "dt.static_range with step 0")
+        raise RangeLoop(e, problem="dt.static_range with step 0")
     return list(range(*vals))
 
 
@@ -330,17 +349,16 @@ def _extra_mask(tr, e, op, mask, dims):
     if mask is None:
         return None
     if not isinstance(mask, Node) or mask.dtype != torch.bool:
-        raise tr.error("D004", e, f"dt.{op}: extra_mask must be a bool block (a comparison), not {_describe(mask)}")
+        raise ExtraMask(e, op=op, got=_describe(mask))
     if _broadcast_dims(mask.dims, dims) != tuple(dims):
-        raise tr.error(SHAPE_CODE, e, f"dt.{op}: extra_mask {_dims_text(mask.dims)} does not broadcast to the "
-                                      f"accessed block {_dims_text(dims)}")
+        raise ExtraMaskShape(e, op=op, mask=_dims_text(mask.dims), dims=_dims_text(dims))
     return mask
 
 
 @dt_hook(L.load)
 def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     if not isinstance(tensor, HostTensor):
-        raise tr.error("D004", e, "dt.load needs a tensor of the host code")
+        raise MemoryTarget(e, op="load", what="")
     if eviction_policy not in (None, "", *_EVICTION):
         raise UnknownOption(e, op="dt.load", option="eviction_policy", value=eviction_policy,
                             choices=", ".join(_EVICTION))
@@ -354,7 +372,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
 @dt_hook(L.store)
 def _dt_store(tr, e, tensor, index, value, extra_mask=None):
     if not isinstance(tensor, HostTensor):
-        raise tr.error("D004", e, "dt.store needs a tensor of the host code")
+        raise MemoryTarget(e, op="store", what="")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(tensor, idx, e)
     mask = _extra_mask(tr, e, "store", extra_mask, tr._items_dims(items))
@@ -370,7 +388,7 @@ _SCOPES = ("gpu", "cta", "sys")
 def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     kind = op.split("_", 1)[1]
     if not isinstance(target, HostTensor):
-        raise tr.error("D004", e, f"dt.{op} needs a tensor of the host code as its target")
+        raise MemoryTarget(e, op=op, what=" as its target")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(target, idx, e)
     dims = tr._items_dims(items)
@@ -381,7 +399,7 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     if scope not in _SCOPES:
         raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
     if kind in ("and", "or", "xor") and (target.t.dtype.is_floating_point or target.t.dtype == torch.bool):
-        raise tr.error("D004", e, f"dt.{op} on a {target.t.dtype} tensor (bitwise atomics need an integer one)")
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype), why=" (bitwise atomics need an integer tensor)")
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
@@ -413,7 +431,7 @@ def _dt_cdiv(tr, e, a, b):
 @dt_hook(L.next_power_of_2)
 def _dt_next_power_of_2(tr, e, n):
     if isinstance(n, Node):
-        raise tr.error("D004", e, "dt.next_power_of_2 needs a value known when compiling")
+        raise NotCompileTime(e, what="dt.next_power_of_2's argument", got=_describe(n))
     return L.next_power_of_2(n)
 
 
@@ -421,7 +439,7 @@ def _dt_next_power_of_2(tr, e, n):
 # torch functions and tensor methods (canonical names of deuteron/ops.py)
 # ---------------------------------------------------------------------------
 
-_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange")
+_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "stack")
 
 
 @torch_hook("zeros", "ones")
@@ -523,7 +541,7 @@ def _t_div(tr, e, op, input, other, *, rounding_mode=None, out=None):
             return tr.cast(tr.cast(q, torch.int64), result_type(x, other))
         return tr.where(tr.binop("lt", q, 0, e), tr.unary("ceil", q, e), tr.unary("floor", q, e), e)
     if rounding_mode is not None:
-        raise tr.error("D004", e, f"div: unknown rounding_mode {rounding_mode!r}")
+        raise UnknownOption(e, op="div", option="rounding_mode", value=rounding_mode, choices="None, 'trunc', 'floor'")
     return tr.binop("truediv", x, other, e)
 
 
@@ -602,7 +620,7 @@ def _t_max(tr, e, op, input, dim=None, keepdim=False, *, other=None):
 @torch_hook("argmax", "argmin")
 def _t_argmax(tr, e, op, input, dim=None, keepdim=False):
     if dim is None:
-        raise tr.error("D004", e, f"{op}() without dim= inside a tile loop")
+        raise DimensionArgument(e, op=f"{op}()", problem="dim= is needed inside a tile loop")
     return tr.reduce(op, input, dim, keepdim, e)
 
 
@@ -701,7 +719,8 @@ def _t_cast(tr, e, op, input, memory_format=None):
 @torch_hook("t")
 def _t_t(tr, e, op, input):
     if len(input.dims) != 2:
-        raise tr.error("D004", e, f".t() of a block of rank {len(input.dims)}")
+        raise DimensionArgument(e, op=".t()",
+                                problem=f"a block of rank {len(input.dims)} (torch's .t() takes rank <= 2)")
     return tr.permute(input, [1, 0], e)
 
 
@@ -755,7 +774,7 @@ def _t_expand_as(tr, e, op, input, other):
 
 def _expand_to(tr, e, x, dims):
     if _broadcast_dims(x.dims, dims) != tuple(dims):
-        raise tr.error(SHAPE_CODE, e, f"cannot expand {_dims_text(x.dims)} to {_dims_text(dims)}")
+        raise Broadcast(e, shapes=f"{_dims_text(x.dims)} and the expanded {_dims_text(dims)}")
     return tr.emit(Node("expand", [x], dims=dims, dtype=x.dtype, pad=x.pad))
 
 
@@ -777,13 +796,15 @@ def _t_dim(tr, e, op, input):
 
 @torch_hook("numel")
 def _t_numel(tr, e, op, input):
-    raise tr.error("D004", e, ".numel() of a block inside a tile loop")
+    raise UnsupportedExpression(e, what=".numel() of a block")
 
 
 @torch_hook("new_zeros", "new_ones")
-def _t_new_zeros(tr, e, op, input, *size, dtype=None, device=None, requires_grad=False, layout=None,
+def _t_new_zeros(tr, e, op, input, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
                  pin_memory=False):
-    shape = size[0] if len(size) == 1 else list(size)
+    if size is not None and sizes:
+        raise BadArguments(e, op=op, problem="the size is given twice", signature="(size, *, dtype=None)")
+    shape = size if size is not None else (sizes[0] if len(sizes) == 1 else list(sizes))
     return tr.full(shape, 0 if op == "new_zeros" else 1, dtype or input.dtype, e)
 
 

@@ -104,7 +104,7 @@ def test_d003_tile_misuse():
     def f(x):
         out = torch.empty_like(x)
         for tile in dt.tile(x.size(0)):
-            a = «tile + 1
+            a = «tile / 2 + (tile + 1)
             b = «tile.start
             c = range(«tile)
             out[tile] = x[tile]
@@ -251,7 +251,7 @@ def test_from_import_and_alias_spellings():
     @deuteron.kernel
     def g(x):
         for t in deuteron.tile(x.size(0)):
-            y = t + 1
+            y = t / 2
         return x
     """)
     assert [k.kind for k in fa.kernels] == ["deuteron", "deuteron"]

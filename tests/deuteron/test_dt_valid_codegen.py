@@ -164,6 +164,44 @@ def k(x, y):
         out[tm] = ({e}).sum(dim=1)
     return out
 """, lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(2, n).to(dt))),
+    # rows of per-row lengths (dt.jagged_tile): masked loads, stores and a reduction along the jagged tile
+    "jagged": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    lengths = (torch.arange(m, device=x.device) * 7) % (n + 1)
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    tot = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        ln = lengths[tm]
+        s = dt.zeros([tm], dtype=torch.float32)
+        hi = dt.full([tm], float("-inf"), dtype=torch.float32)
+        for tk in dt.jagged_tile(ln):
+            a = x[tm, tk].to(torch.float32)
+            b = y[tm, tk].to(torch.float32)
+            v = ({e}).to(torch.float32)
+            out[tm, tk] = v
+            s = s + v.sum(dim=1)
+            hi = torch.maximum(hi, torch.amax(v, dim=1))
+        tot[tm] = torch.where(ln > 0, s + hi, 0.0)
+    return out, tot
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
+    # a registered block size as a dimension before its tile, and a tile in index arithmetic (reversed columns)
+    "blockdim": ("""
+@dt.kernel
+def k(x, y):
+    m, n = x.shape
+    bn = dt.register_block_size(n)
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in dt.tile(m):
+        acc = dt.zeros([tm, bn], dtype=torch.float32)
+        for tn in dt.tile(n, block_size=bn):
+            a = x[tm, tn].to(torch.float32)
+            b = y[tm, n - 1 - tn].to(torch.float32)
+            acc = acc + ({e}).to(torch.float32)
+        out[tm] = acc.sum(-1)
+    return out
+""", lambda m, n, k, dt: (torch.randn(m, n).to(dt), torch.randn(m, n).to(dt))),
 }
 
 
