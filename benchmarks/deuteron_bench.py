@@ -334,8 +334,8 @@ def full_vs_quick(kernel, case, k, quick_cfg, args_ns, log) -> dict:
     from deuteron.config import Config
     from newt.testing import do_bench
     size = case["shape"][0]
-    r = _run_row(kernel, size, {"DEUTERON_AUTOTUNE_SECONDS": args_ns.full_budget}, effort="full",
-                 timeout=args_ns.full_budget * 2 + 60)
+    env = {"DEUTERON_AUTOTUNE_SECONDS": args_ns.full_budget} if args_ns.full_budget else {}
+    r = _run_row(kernel, size, env, effort="full", timeout=(args_ns.full_budget or 90) * 2 + 60)
     if "error" in r:
         log(f"  full       FAILED {r['error'][:300]}")
         return r
@@ -412,9 +412,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="directory for the results")
     ap.add_argument("--only", default="matmul,softmax,layer_norm,attention")
     ap.add_argument("--full", default="", help="kernels also tuned with effort full (fresh process), e.g. matmul")
-    ap.add_argument("--full-budget", type=float, default=90.0, help="DEUTERON_AUTOTUNE_SECONDS of the full tunes")
+    ap.add_argument("--full-budget", type=float, default=0.0,
+                    help="DEUTERON_AUTOTUNE_SECONDS of the full tunes (0: effort full's own budget)")
     ap.add_argument("--effort", default="quick", choices=["quick", "full"])
-    ap.add_argument("--budget", type=float, default=55.0, help="seconds of autotuning per deuteron kernel")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="DEUTERON_AUTOTUNE_SECONDS per deuteron kernel (0: the effort's own budget, quick 15 s)")
     ap.add_argument("--small", action="store_true", help="smaller shapes (a smoke run)")
     ap.add_argument("--anchors", default=None, help="directory or file with the Helion anchor figures")
     ns = ap.parse_args(argv)
@@ -426,7 +428,8 @@ def main(argv=None) -> int:
     os.environ["DEUTERON_CACHE_DIR"] = str(cache / "deuteron")
     os.environ["NEWT_CACHE_DIR"] = str(cache / "newt")
     os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
-    os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
+    if ns.budget:
+        os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
     os.environ.setdefault("DEUTERON_PROGRESS", "0")
     logf = open(out / "deuteron_bench.log", "w")  # noqa: SIM115
 

@@ -35,10 +35,10 @@ from .progress import Progress
 __all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
 
 #: effort -> (max configs, max seconds, seeds, search frontier width).  ``full`` stops taking new configs after
-#: 60 s (a batch under way finishes: the whole tune stays under 90 s)
+#: 50 s (a batch under way finishes: the whole tune stays well under 90 s)
 EFFORT_BUDGETS = {
     "quick": (72, 15.0, 14, 2),
-    "full": (480, 60.0, 48, 5),
+    "full": (480, 50.0, 48, 5),
 }
 #: effort -> a timing is stopped after a first estimate above this many times the best so far ("hopeless")
 CUTOFFS = {"quick": 2.0, "full": 3.0}
