@@ -16,12 +16,13 @@ from .config import PID_TYPES, Config, ConfigError
 
 __all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loops"]
 
-#: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default -- the
-#: kernel's ``num_stages`` for the loop's pipelining depth, the compiler's choice for unrolling).  newt honors
-#: both (``nl.range(num_stages=, loop_unroll_factor=)``: the loop's own software-pipelining depth and a
-#: ``#pragma unroll``); ``range_flattens`` / ``range_warp_specializes`` / ``range_multi_buffers`` and
-#: ``indexing`` are accepted by the config but newt's code generator ignores them, so they are not searched.
-RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4), "range_num_stages": (0, 1, 2, 3, 4, 5)}
+#: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default, the
+#: compiler's choice).  newt honors ``nl.range(loop_unroll_factor=)`` (a ``#pragma unroll`` on the loop in the
+#: CUDA source).  Not searched, because newt's code generator ignores them and every value would compile to
+#: the same cubin: ``range_num_stages`` (newt's software pipeliner uses the kernel's ``num_stages`` for every
+#: loop), ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing`` (pointer
+#: arithmetic always), and there is no ``maxnreg`` launch option in newt.
+RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
 #: pid types the search tries: ``"persistent_interleaved"`` is ``"persistent"`` under another name
 SEARCH_PID_TYPES = tuple(p for p in PID_TYPES if p != "persistent_interleaved")
 

@@ -231,6 +231,30 @@ class ThreadExecutor(Executor):
         forget_made_args()
 
 
+_PREBUILT: list = []
+
+
+def prebuild_launcher() -> None:
+    """Build newt's compiled launcher (``newt.runtime.clauncher``: a C extension built once per cache
+    directory, 0.7-1.6 s) in a thread of this process while the workers start, so that neither the timing
+    worker's first launch nor this process's first check builds it (a tune from an empty cache paid it on its
+    critical path).  Once per process; a failed build only means the Python launcher is used, as before."""
+    if _PREBUILT:
+        return
+    _PREBUILT.append(True)
+    import threading
+
+    def build():
+        try:
+            from newt.runtime import clauncher
+            if clauncher.enabled():
+                clauncher.module()
+        except Exception:  # noqa: BLE001 - optional: the launch builds it (or falls back) itself
+            pass
+
+    threading.Thread(target=build, name="newt-tune-launcher", daemon=True).start()
+
+
 class LocalExecutor(Executor):
     """Worker processes on this machine (started on first use, kept until ``close``)."""
 
@@ -278,6 +302,8 @@ class LocalExecutor(Executor):
         for a compile worker)."""
         for kind in kinds:
             self._pool("compile" if kind == "compile" else "time")
+        if self.gpus and "time" in kinds:
+            prebuild_launcher()
         return self
 
     def started(self, kind: str = "compile") -> bool:
