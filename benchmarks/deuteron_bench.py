@@ -247,6 +247,24 @@ def dt_kernel(kernel: str):
     return importlib.import_module("layer_norm").layer_norm
 
 
+def launch_only(k, cfg, args):
+    """A function that runs only deuteron's generated launch functions for ``cfg`` on ``args`` -- what the tuner
+    times -- without the kernel's host code (binding, the trace guards, allocating outputs): the difference
+    to a full call is deuteron's per-call host overhead."""
+    from deuteron.hostrun import _HostRun, _runtime_args
+    from deuteron.runtime import launch
+    b = k._bind(tuple(args), {})
+    e = k._entry(b)
+    run = _HostRun(e, e.complete(cfg, where=None), "source")
+    run.execute(b)
+    calls = [(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__)) for gen, mod, prog, loc in run.built]
+
+    def fn():
+        for gen, mod, rargs in calls:
+            launch(gen, mod, rargs, gen.constexprs, e.device)
+    return fn
+
+
 def throughput(case, ms):
     if ms is None or not math.isfinite(ms) or ms <= 0:
         return None
@@ -278,17 +296,20 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
         got = k(*case["args"])
         check("deuteron", got)
         ms = bench_ms(lambda: k(*case["args"]))
+        launch_ms = bench_ms(launch_only(k, cfg, case["args"]))
         reports = [e for e in events if e["kind"] == "report"]
         status = {}
         for r in reports:
             status[r["status"]] = status.get(r["status"], 0) + 1
         end = next((e for e in events if e["kind"] == "end"), {})
         phases = end.get("phases") or {}
-        res["impls"]["deuteron"] = {"ms": ms, **(throughput(case, ms) or {}), "tune_s": tune_s,
+        res["impls"]["deuteron"] = {"ms": ms, "launch_only_ms": launch_ms, **(throughput(case, ms) or {}),
+                                    "tune_s": tune_s,
                                     "configs_tested": len(reports), "status_counts": status, "config": str(cfg),
                                     "phases": phases, "before_tuner_s": round(tune_s - phases.get("total", 0), 3)}
         (out_dir / f"deuteron_{kernel}.py").write_text(k.to_newt_source(*case["args"], config=cfg))
-        log(f"  deuteron   {ms:8.4f} ms  tuned in {tune_s:5.1f} s over {len(reports)} configs {status}")
+        log(f"  deuteron   {ms:8.4f} ms  tuned in {tune_s:5.1f} s over {len(reports)} configs {status}; "
+            f"its launch functions alone {launch_ms:.4f} ms")
         log(f"             {cfg}")
         log(f"             phases {phases} (tracing before the tuner: {tune_s - phases.get('total', 0):.2f} s)")
         if kernel in args_ns.full_kernels:
@@ -356,9 +377,11 @@ def full_vs_quick(kernel, case, k, quick_cfg, args_ns, log) -> dict:
 
 def report_md(results: list, anchor: dict, env: dict) -> str:
     lines = ["# deuteron on the GPU", "", f"{env.get('gpu')}; torch {env.get('torch')}, triton {env.get('triton')}, "
-             f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster).", ""]
-    lines += ["| kernel | shape | deuteron ms | tune s | configs | newt ms | Triton ms | torch ms | vs newt "
-              "| vs Triton | throughput (deuteron) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster), "
+             "deuteron timed as a user calls it; \"launch only\": its generated launch functions alone (what the tuner "
+             "times; the difference is deuteron's per-call host overhead).", ""]
+    lines += ["| kernel | shape | deuteron ms | launch only ms | tune s | configs | newt ms | Triton ms | torch ms "
+              "| vs newt | vs Triton | throughput (deuteron) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def ms(im, name):
         v = im.get(name, {}).get("ms")
@@ -368,7 +391,9 @@ def report_md(results: list, anchor: dict, env: dict) -> str:
         im = r["impls"]
         d = im.get("deuteron", {})
         thr = d.get("TFLOPs") and f"{d['TFLOPs']:.0f} TFLOP/s" or d.get("GBps") and f"{d['GBps']:.0f} GB/s" or "-"
+        lo = d.get("launch_only_ms")
         lines.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {ms(im, 'deuteron')} | "
+                     f"{f'{lo:.4f}' if lo else '-'} | "
                      f"{d.get('tune_s', float('nan')):.1f} | {d.get('configs_tested', '-')} | {ms(im, 'newt')} | "
                      f"{ms(im, 'triton')} | {ms(im, 'torch')} | {r.get('deuteron_vs_newt', float('nan')):.2f} | "
                      f"{r.get('deuteron_vs_triton', float('nan')):.2f} | {thr} |")
