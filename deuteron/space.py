@@ -250,9 +250,9 @@ class ConfigSpace:
 
     # ------------------------------------------------------------------ search moves
     def neighbors(self, cfg: Config, wide: bool = False) -> list:
-        """Configs one move away: a block size (or two, keeping the area), a reduction loop, warps, stages, an
-        L2 grouping, a loop order, the pid type, a tunable; ``wide`` (effort ``full``) adds each tile loop's
-        unroll factor and pipelining depth."""
+        """Configs one move away: a block size (or two, keeping the area; a matmul block doubled with one
+        stage fewer), a reduction loop, warps, stages, an L2 grouping, a loop order, the pid type, a tunable;
+        ``wide`` (effort ``full``) adds each tile loop's unroll factor."""
         out = []
         bs = list(cfg.block_sizes or [])
         for s in self.slots:
@@ -262,6 +262,17 @@ class ConfigSpace:
                     nb = list(bs)
                     nb[s.index] = v
                     out.append(cfg.replace(block_sizes=nb))
+        # a matmul block doubled with one pipeline stage fewer (the shared memory of a stage doubles: a larger
+        # tile often only fits, or only wins, with fewer stages -- attention's 128x128 key tile on the H200 ran
+        # 1.80 ms at 4 stages and 1.25 ms at 3, and a one-move search from 128x64 at 4 stages never got there)
+        st = cfg.num_stages or 1
+        if self.has_dot and self.has_loops and st > 2:
+            for s in self.slots:
+                v = bs[s.index] * 2
+                if s.used_in_dot and v <= s.hi:
+                    nb = list(bs)
+                    nb[s.index] = v
+                    out.append(cfg.replace(block_sizes=nb, num_stages=st - 1))
         # two block sizes at once (keeps the tile's area: 64x128 <-> 128x64)
         for a, b in itertools.combinations(self.slots, 2):
             for fa, fb in ((2, 0.5), (0.5, 2)):

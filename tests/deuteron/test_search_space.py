@@ -144,3 +144,25 @@ def test_range_num_stages_is_not_searched_because_newt_ignores_it():
         assert ("num_stages=" in gen.source.split("for begin_k in")[1].splitlines()[0]) == (cfg is not d)
         cubins.add(compile_binary(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a").asm["cubin"])
     assert len(cubins) == 1
+
+
+def test_a_doubled_matmul_block_is_also_tried_with_one_stage_fewer():
+    """On the H200 (2026-12-02) attention's best key tile, 128x128, ran 1.80 ms at 4 stages and 1.25 ms at 3: a
+    search moving one knob at a time from 128x64 at 4 stages never reached it."""
+    _k, _b, e = _entry("attention")
+    space = e.space
+    d = space.default().replace(num_stages=4)
+    nb = space.neighbors(d)
+    dot = [s for s in space.slots if s.used_in_dot]
+    assert dot
+    for s in dot:
+        if d.block_sizes[s.index] * 2 <= s.hi:
+            bs = list(d.block_sizes)
+            bs[s.index] *= 2
+            assert any(c.block_sizes == bs and c.num_stages == 3 for c in nb), s
+            assert any(c.block_sizes == bs and c.num_stages == 4 for c in nb), s
+    two = space.default().replace(num_stages=2)  # never below two stages
+    assert not any(c.num_stages == 1 and c.block_sizes != two.block_sizes for c in space.neighbors(two))
+    _k, _b, e = _entry("softmax")  # no matmul: no such move
+    d = e.space.default()
+    assert all(c.num_stages == d.num_stages or c.block_sizes == d.block_sizes for c in e.space.neighbors(d))
