@@ -177,7 +177,7 @@ def cpu(args):
 # configs (written by the parent): nothing one row compiled or imported helps the next.
 
 KERNELS = {"matmul": ("matmul", "matmul"), "softmax": ("softmax", "softmax"),
-           "layer_norm": ("layer_norm", "layer_norm")}
+           "layer_norm": ("layer_norm", "layer_norm"), "attention": ("attention", "attention")}
 
 
 def _dt_kernel(name):
@@ -188,7 +188,8 @@ def _dt_kernel(name):
 
 
 def _inputs(name, size):
-    """The kernel's inputs (deuteron_bench.py's shapes): matmul size^3 fp16, softmax / layer norm 8192x4096."""
+    """The kernel's inputs (deuteron_bench.py's shapes): matmul size^3 fp16, softmax / layer norm 8192x4096,
+    attention 4x32x4096x64."""
     import torch
     if not torch.cuda.is_available():
         raise SystemExit("autotune_scaling.py gpu-*/quick: no CUDA GPU here (the cpu mode needs none)")
@@ -196,6 +197,8 @@ def _inputs(name, size):
     if name == "matmul":
         return (torch.randn(size, size, device="cuda", dtype=torch.float16),
                 torch.randn(size, size, device="cuda", dtype=torch.float16))
+    if name == "attention":  # deuteron_bench.py's attention: 4 x 32 heads x 4096 x 64, fp16
+        return tuple(torch.randn(4, 32, 4096, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     x = torch.randn(8192, 4096, device="cuda", dtype=torch.float16)
     if name == "softmax":
         return (x,)
@@ -245,7 +248,8 @@ def _row(args):
             status[e["status"]] = status.get(e["status"], 0) + 1
     end = next((e for e in ev if e["kind"] == "end"), {})
     print("ROW " + json.dumps({"seconds": round(wall, 2), "configs": sum(status.values()), "status": status,
-                               "best": best.to_dict(), "best_ms": end.get("best_ms")}), flush=True)
+                               "best": best.to_dict(), "best_ms": end.get("best_ms"),
+                               "phases": end.get("phases")}), flush=True)
     return 0
 
 
@@ -348,13 +352,15 @@ def quick(args):
             k = _dt_kernel(name)
             x = _inputs(name, args.size)
             k.print_config = False
+            if args.log_dir:  # one JSON line per config evaluated (status, ms, elapsed)
+                k.autotune_log = str(Path(args.log_dir) / f"autotune_{name}.jsonl")
             ev: list = []
             t0 = time.perf_counter()
             best = k.autotune(*x, effort="quick", callback=ev.append, force=True)
             wall = time.perf_counter() - t0
             end = next((e for e in ev if e["kind"] == "end"), {})
             rows.append({"kernel": name, "seconds": round(wall, 2), "configs": end.get("tested"),
-                         "best": best.to_dict(), "best_ms": end.get("best_ms")})
+                         "best": best.to_dict(), "best_ms": end.get("best_ms"), "phases": end.get("phases")})
             print(json.dumps(rows[-1]), flush=True)
     how = "a fresh process each" if args.fresh else "one process"
     print(f"\n{datetime.date.today()}  deuteron quick tunes from scratch ({how}, DEUTERON_AUTOTUNE_SECONDS="
@@ -365,6 +371,10 @@ def quick(args):
             print(f"| {r['kernel']} | failed: {r['error'][:200]} | | |")
         else:
             print(f"| {r['kernel']} | {r['seconds']:.1f} | {r['configs']} | {r['best_ms']:.4f} |")
+    print("\nwhere the time went (seconds; Tuner.phases):")
+    for r in rows:
+        if r.get("phases"):
+            print(f"- {r['kernel']}: " + ", ".join(f"{k} {v}" for k, v in r["phases"].items()))
     return 0
 
 
@@ -425,6 +435,7 @@ def main(argv=None) -> int:
     q.add_argument("--size", type=int, default=4096)
     q.add_argument("--budget", type=float, default=230, help="DEUTERON_AUTOTUNE_SECONDS (deuteron_bench: 230)")
     q.add_argument("--fresh", action="store_true")
+    q.add_argument("--log-dir", default=None, help="write each tune's autotune log (JSON lines) here")
     q.add_argument("--row-timeout", type=float, default=300)
     r = sub.add_parser("_row")
     r.add_argument("--kernel", default="matmul")

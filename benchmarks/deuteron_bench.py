@@ -1,7 +1,7 @@
-"""deuteron on the GPU: matmul, softmax and layer norm against hand-written newt and Triton, in one run.
+"""deuteron on the GPU: matmul, softmax, layer norm and attention against hand-written newt and Triton, in one run.
 
-    python3 benchmarks/deuteron_bench.py --out DIR [--only matmul,softmax,layer_norm] [--budget SECONDS]
-                                          [--effort quick|full] [--small]
+    python3 benchmarks/deuteron_bench.py --out DIR [--only matmul,softmax,layer_norm,attention] [--budget SECONDS]
+                                          [--effort quick|full] [--full matmul] [--small]
 
 For each kernel:
 
@@ -10,7 +10,14 @@ For each kernel:
   winner is timed.
 * newt and Triton: one hand-written kernel source (``TEMPLATE``, ``$P``/``$L`` become ``newt``/``nl``
   and ``triton``/``tl``) autotuned over the same config list by each package's own ``@autotune``.
-* torch (cuBLAS / ATen) for reference.
+* torch (cuBLAS / ATen / SDPA) for reference.
+* ``--full KERNELS``: those kernels are also tuned with effort ``full`` from scratch in a fresh process
+  (``autotune_scaling.py _row``: empty caches, its own worker pool); that winner and the quick winner are then
+  timed here in interleaved rounds (full must be at least as fast as quick, in at most 90 s).
+
+Each deuteron tune reports where its time went (``Tuner.phases``: the main process's phases -- oracle,
+pool start, generating candidates, building tasks, checking, waiting on workers, re-timing the leaders --
+the workers' compile and GPU seconds, and when the first results came back).
 
 Every implementation is checked against torch first and timed by the same timer
 (``newt.testing.do_bench``: CUDA events, L2 flushed, median).  Helion 1.4's quick-effort figures on
@@ -38,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "deuteron"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 HELION_ANCHOR = {  # Helion 1.4, autotune_effort="quick", this H200 (used when the anchor file is not found)
     "matmul": {"shape": [4096, 4096, 4096], "tune_s": 84.4, "TFLOPs": 476.45},
@@ -138,6 +146,15 @@ def layer_norm(x, w, b, eps=1e-5):
     y = x.new_empty(x.shape)
     layer_norm_kernel[(M,)](x, y, w, b, x.stride(0), N, eps, BLOCK=$P.next_power_of_2(N))
     return y
+
+
+def attention(q, k, v):
+    Z, H, N, D = q.shape
+    o = q.new_empty(q.shape)
+    grid = lambda meta: (N // meta["BLOCK_M"], Z * H)  # noqa: E731
+    attn_fwd[grid](q, k, v, 1.0 / D ** 0.5, o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), N,
+                   HEAD_DIM=D, STAGE=1)
+    return o
 '''
 
 _GEN = None
@@ -148,7 +165,8 @@ def instantiate(impl: str):
     if _GEN is None:
         _GEN = Path(tempfile.mkdtemp(prefix="deuteron-bench-"))
     pkg, lang = {"newt": ("newt", "nl"), "triton": ("triton", "tl")}[impl]
-    src = string.Template(TEMPLATE).substitute(P=pkg, L=lang)
+    from backend_perf import ATTN_TEMPLATE  # the attention forward of bench.py (one source for both packages)
+    src = string.Template(TEMPLATE + ATTN_TEMPLATE).substitute(P=pkg, L=lang)
     path = _GEN / f"handwritten_{impl}.py"
     path.write_text(src)
     name = f"_deuteron_bench_{impl}"
@@ -209,6 +227,12 @@ def make_case(kernel: str, small: bool):
         return {"args": (x, w, b), "shape": [m, n], "flops": None,
                 "bytes": 2.0 * x.numel() * x.element_size() + 2 * w.numel() * 2,
                 "ref": lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5), "atol": 2e-2, "rtol": 2e-2}
+    if kernel == "attention":
+        z, h, s, d = (2, 8, 1024, 64) if small else (4, 32, 4096, 64)
+        q, k, v = (torch.randn(z, h, s, d, device=dev, dtype=torch.float16) for _ in range(3))
+        return {"args": (q, k, v), "shape": [z, h, s, d], "flops": 4.0 * z * h * s * s * d, "bytes": None,
+                "ref": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), "atol": 2e-2,
+                "rtol": 2e-2}
     raise ValueError(kernel)
 
 
@@ -218,7 +242,27 @@ def dt_kernel(kernel: str):
         return importlib.import_module("matmul").matmul
     if kernel == "softmax":
         return importlib.import_module("softmax").softmax
+    if kernel == "attention":
+        return importlib.import_module("attention").attention
     return importlib.import_module("layer_norm").layer_norm
+
+
+def launch_only(k, cfg, args):
+    """A function that runs only deuteron's generated launch functions for ``cfg`` on ``args`` -- what the tuner
+    times -- without the kernel's host code (binding, the trace guards, allocating outputs): the difference
+    to a full call is deuteron's per-call host overhead."""
+    from deuteron.hostrun import _HostRun, _runtime_args
+    from deuteron.runtime import launch
+    b = k._bind(tuple(args), {})
+    e = k._entry(b)
+    run = _HostRun(e, e.complete(cfg, where=None), "source")
+    run.execute(b)
+    calls = [(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__)) for gen, mod, prog, loc in run.built]
+
+    def fn():
+        for gen, mod, rargs in calls:
+            launch(gen, mod, rargs, gen.constexprs, e.device)
+    return fn
 
 
 def throughput(case, ms):
@@ -252,15 +296,24 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
         got = k(*case["args"])
         check("deuteron", got)
         ms = bench_ms(lambda: k(*case["args"]))
+        launch_ms = bench_ms(launch_only(k, cfg, case["args"]))
         reports = [e for e in events if e["kind"] == "report"]
         status = {}
         for r in reports:
             status[r["status"]] = status.get(r["status"], 0) + 1
-        res["impls"]["deuteron"] = {"ms": ms, **(throughput(case, ms) or {}), "tune_s": tune_s,
-                                    "configs_tested": len(reports), "status_counts": status, "config": str(cfg)}
+        end = next((e for e in events if e["kind"] == "end"), {})
+        phases = end.get("phases") or {}
+        res["impls"]["deuteron"] = {"ms": ms, "launch_only_ms": launch_ms, **(throughput(case, ms) or {}),
+                                    "tune_s": tune_s,
+                                    "configs_tested": len(reports), "status_counts": status, "config": str(cfg),
+                                    "phases": phases, "before_tuner_s": round(tune_s - phases.get("total", 0), 3)}
         (out_dir / f"deuteron_{kernel}.py").write_text(k.to_newt_source(*case["args"], config=cfg))
-        log(f"  deuteron   {ms:8.4f} ms  tuned in {tune_s:5.1f} s over {len(reports)} configs {status}")
+        log(f"  deuteron   {ms:8.4f} ms  tuned in {tune_s:5.1f} s over {len(reports)} configs {status}; "
+            f"its launch functions alone {launch_ms:.4f} ms")
         log(f"             {cfg}")
+        log(f"             phases {phases} (tracing before the tuner: {tune_s - phases.get('total', 0):.2f} s)")
+        if kernel in args_ns.full_kernels:
+            res["full"] = full_vs_quick(kernel, case, k, cfg, args_ns, log)
     except Exception as e:  # noqa: BLE001 - report and go on
         res["impls"]["deuteron"] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
         log(f"  deuteron   FAILED {type(e).__name__}: {str(e)[:300]}")
@@ -295,11 +348,40 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
     return res
 
 
+def full_vs_quick(kernel, case, k, quick_cfg, args_ns, log) -> dict:
+    """Tune ``kernel`` with effort ``full`` from scratch in a fresh process, then time both winners here."""
+    from autotune_scaling import _run_row
+
+    from deuteron.config import Config
+    from newt.testing import do_bench
+    size = case["shape"][0]
+    env = {"DEUTERON_AUTOTUNE_SECONDS": args_ns.full_budget} if args_ns.full_budget else {}
+    r = _run_row(kernel, size, env, effort="full", timeout=(args_ns.full_budget or 90) * 2 + 60)
+    if "error" in r:
+        log(f"  full       FAILED {r['error'][:300]}")
+        return r
+    full_cfg = Config.from_dict(r["best"])
+    times: list = [[], []]
+    for _ in range(3):
+        for i, c in enumerate((quick_cfg, full_cfg)):
+            times[i].append(do_bench(lambda c=c: k.run_with(c, *case["args"]), warmup=25, rep=100))
+    q_ms, f_ms = sorted(times[0])[1], sorted(times[1])[1]
+    out = {"seconds": r["seconds"], "configs": r["configs"], "status": r["status"], "config": str(full_cfg),
+           "ms": f_ms, "quick_ms_same_rounds": q_ms, "full_vs_quick": q_ms / f_ms, "phases": r.get("phases")}
+    log(f"  full       {f_ms:8.4f} ms  tuned in {r['seconds']:5.1f} s over {r['configs']} configs {r['status']} "
+        f"(fresh process); quick's winner {q_ms:.4f} ms in the same rounds: full/quick speed {q_ms / f_ms:.3f}x")
+    log(f"             {full_cfg}")
+    log(f"             phases {r.get('phases')}")
+    return out
+
+
 def report_md(results: list, anchor: dict, env: dict) -> str:
     lines = ["# deuteron on the GPU", "", f"{env.get('gpu')}; torch {env.get('torch')}, triton {env.get('triton')}, "
-             f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster).", ""]
-    lines += ["| kernel | shape | deuteron ms | tune s | configs | newt ms | Triton ms | torch ms | vs newt "
-              "| vs Triton | throughput (deuteron) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster), "
+             "deuteron timed as a user calls it; \"launch only\": its generated launch functions alone (what the tuner "
+             "times; the difference is deuteron's per-call host overhead).", ""]
+    lines += ["| kernel | shape | deuteron ms | launch only ms | tune s | configs | newt ms | Triton ms | torch ms "
+              "| vs newt | vs Triton | throughput (deuteron) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def ms(im, name):
         v = im.get(name, {}).get("ms")
@@ -309,10 +391,27 @@ def report_md(results: list, anchor: dict, env: dict) -> str:
         im = r["impls"]
         d = im.get("deuteron", {})
         thr = d.get("TFLOPs") and f"{d['TFLOPs']:.0f} TFLOP/s" or d.get("GBps") and f"{d['GBps']:.0f} GB/s" or "-"
+        lo = d.get("launch_only_ms")
         lines.append(f"| {r['kernel']} | {'x'.join(map(str, r['shape']))} | {ms(im, 'deuteron')} | "
+                     f"{f'{lo:.4f}' if lo else '-'} | "
                      f"{d.get('tune_s', float('nan')):.1f} | {d.get('configs_tested', '-')} | {ms(im, 'newt')} | "
                      f"{ms(im, 'triton')} | {ms(im, 'torch')} | {r.get('deuteron_vs_newt', float('nan')):.2f} | "
                      f"{r.get('deuteron_vs_triton', float('nan')):.2f} | {thr} |")
+    fulls = [r for r in results if r.get("full") and "ms" in r["full"]]
+    if fulls:
+        lines += ["", "effort `full` from scratch (a fresh process), against quick's winner timed in the same rounds:",
+                  "", "| kernel | full tune s | configs | full ms | quick's winner ms | full / quick speed | config |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for r in fulls:
+            f = r["full"]
+            lines.append(f"| {r['kernel']} | {f['seconds']:.1f} | {f['configs']} | {f['ms']:.4f} | "
+                         f"{f['quick_ms_same_rounds']:.4f} | {f['full_vs_quick']:.3f}x | `{f['config']}` |")
+    lines += ["", "Where the quick tunes' time went (seconds; main process: oracle, pool start, generate, tasks, "
+              "check, wait, retime; workers: compile_worker, time_worker):", ""]
+    for r in results:
+        ph = r["impls"].get("deuteron", {}).get("phases")
+        if ph:
+            lines.append(f"- {r['kernel']}: " + ", ".join(f"{k} {v}" for k, v in ph.items()))
     lines += ["", f"Helion 1.4 quick anchors ({anchor.get('source')}):", ""]
     for r in results:
         a = anchor.get(r["kernel"])
@@ -336,12 +435,17 @@ def report_md(results: list, anchor: dict, env: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory for the results")
-    ap.add_argument("--only", default="matmul,softmax,layer_norm")
+    ap.add_argument("--only", default="matmul,softmax,layer_norm,attention")
+    ap.add_argument("--full", default="", help="kernels also tuned with effort full (fresh process), e.g. matmul")
+    ap.add_argument("--full-budget", type=float, default=0.0,
+                    help="DEUTERON_AUTOTUNE_SECONDS of the full tunes (0: effort full's own budget)")
     ap.add_argument("--effort", default="quick", choices=["quick", "full"])
-    ap.add_argument("--budget", type=float, default=55.0, help="seconds of autotuning per deuteron kernel")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="DEUTERON_AUTOTUNE_SECONDS per deuteron kernel (0: the effort's own budget, quick 15 s)")
     ap.add_argument("--small", action="store_true", help="smaller shapes (a smoke run)")
     ap.add_argument("--anchors", default=None, help="directory or file with the Helion anchor figures")
     ns = ap.parse_args(argv)
+    ns.full_kernels = {k.strip() for k in ns.full.split(",") if k.strip()}
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     # tune from scratch: fresh deuteron and newt caches inside the output directory
@@ -349,7 +453,8 @@ def main(argv=None) -> int:
     os.environ["DEUTERON_CACHE_DIR"] = str(cache / "deuteron")
     os.environ["NEWT_CACHE_DIR"] = str(cache / "newt")
     os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
-    os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
+    if ns.budget:
+        os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
     os.environ.setdefault("DEUTERON_PROGRESS", "0")
     logf = open(out / "deuteron_bench.log", "w")  # noqa: SIM115
 

@@ -14,7 +14,40 @@ import random
 
 from .config import PID_TYPES, Config, ConfigError
 
-__all__ = ["SlotSpec", "RSpec", "ConfigSpace"]
+__all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loops"]
+
+#: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default, the
+#: compiler's choice).  newt honors ``nl.range(loop_unroll_factor=)`` (a ``#pragma unroll`` on the loop in the
+#: CUDA source).  Not searched, because newt's code generator ignores them and every value would compile to
+#: the same cubin: ``range_num_stages`` (newt's software pipeliner uses the kernel's ``num_stages`` for every
+#: loop), ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing`` (pointer
+#: arithmetic always), and there is no ``maxnreg`` launch option in newt.
+RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
+#: pid types the search tries: ``"persistent_interleaved"`` is ``"persistent"`` under another name
+SEARCH_PID_TYPES = tuple(p for p in PID_TYPES if p != "persistent_interleaved")
+
+
+def count_tile_loops(programs) -> int:
+    """The most tile loops inside one kernel (``for tile in dt.tile(...)`` within the grid loop) of the
+    discovered programs: the length of the config's ``range_*`` lists."""
+    from .program import IfStmt, LoopStmt
+
+    def count(block) -> int:
+        n = 0
+        for st in block.stmts:
+            if isinstance(st, LoopStmt):
+                n += (st.kind == "tile") + count(st.body)
+            elif isinstance(st, IfStmt):
+                n += count(st.then_block) + count(st.else_block)
+        return n
+
+    return max((count(p.body) for p in programs), default=0)
+
+
+def normalize_ranges(cfg: Config) -> Config:
+    """``cfg`` without ``range_*`` lists that set nothing (every entry 0 or None): one key per kernel."""
+    drop = {f: None for f in RANGE_CHOICES if getattr(cfg, f) is not None and not any(getattr(cfg, f))}
+    return cfg.replace(**drop) if drop else cfg
 
 MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth compiling
 HARD_BLOCK_ELEMS = 1 << 20
@@ -77,6 +110,9 @@ class ConfigSpace:
         self.value_dims = value_dims  # list of tuples of ("s", slot) | ("r", rspec, pad) | ("c", n)
         self.fixed_dims_elems = fixed_dims_elems
         self.grid_extents = grid_extents
+        #: tile loops inside a kernel (the ``range_*`` knobs of the wide space); set by the tuner from the
+        #: discovered programs (:func:`count_tile_loops`), 0 = no per-loop knobs
+        self.range_loops = 0
 
     # ------------------------------------------------------------------ validation
     def complete(self, cfg: Config | None) -> Config:
@@ -213,7 +249,10 @@ class ConfigSpace:
         return best
 
     # ------------------------------------------------------------------ search moves
-    def neighbors(self, cfg: Config) -> list:
+    def neighbors(self, cfg: Config, wide: bool = False) -> list:
+        """Configs one move away: a block size (or two, keeping the area; a matmul block doubled with one
+        stage fewer), a reduction loop, warps, stages, an L2 grouping, a loop order, the pid type, a tunable;
+        ``wide`` (effort ``full``) adds each tile loop's unroll factor."""
         out = []
         bs = list(cfg.block_sizes or [])
         for s in self.slots:
@@ -223,6 +262,17 @@ class ConfigSpace:
                     nb = list(bs)
                     nb[s.index] = v
                     out.append(cfg.replace(block_sizes=nb))
+        # a matmul block doubled with one pipeline stage fewer (the shared memory of a stage doubles: a larger
+        # tile often only fits, or only wins, with fewer stages -- attention's 128x128 key tile on the H200 ran
+        # 1.80 ms at 4 stages and 1.25 ms at 3, and a one-move search from 128x64 at 4 stages never got there)
+        st = cfg.num_stages or 1
+        if self.has_dot and self.has_loops and st > 2:
+            for s in self.slots:
+                v = bs[s.index] * 2
+                if s.used_in_dot and v <= s.hi:
+                    nb = list(bs)
+                    nb[s.index] = v
+                    out.append(cfg.replace(block_sizes=nb, num_stages=st - 1))
         # two block sizes at once (keeps the tile's area: 64x128 <-> 128x64)
         for a, b in itertools.combinations(self.slots, 2):
             for fa, fb in ((2, 0.5), (0.5, 2)):
@@ -267,9 +317,12 @@ class ConfigSpace:
                 no = [list(o) for o in orders]
                 no[k][i], no[k][i + 1] = no[k][i + 1], no[k][i]
                 out.append(cfg.replace(loop_orders=no))
-        for p in PID_TYPES:
-            if p != cfg.pid_type and not (p == "xyz" and not self.grid_extents):
+        for p in SEARCH_PID_TYPES:
+            if p != cfg.pid_type and not (p == "xyz" and not self.grid_extents) and not (
+                    {p, cfg.pid_type} == {"persistent", "persistent_interleaved"}):
                 out.append(cfg.replace(pid_type=p))
+        if wide:
+            out += self._range_moves(cfg)
         for k, frag in self.tunables.items():
             ch = frag.choices()
             cur = cfg.tunables.get(k, frag.default)
@@ -279,11 +332,29 @@ class ConfigSpace:
                     out.append(cfg.replace(**{k: ch[j]}))
         uniq = {}
         for c in out:
-            if self.feasible(c):
+            c = normalize_ranges(c)
+            if self.feasible(c) and c.key() != cfg.key():
                 uniq.setdefault(c.key(), c)
         return list(uniq.values())
 
-    def random(self, rng: random.Random, around: Config | None = None) -> Config:
+    def _range_moves(self, cfg: Config) -> list:
+        out = []
+        for field, choices in RANGE_CHOICES.items():
+            cur = list(getattr(cfg, field) or [])
+            cur += [0] * (self.range_loops - len(cur))
+            for i in range(self.range_loops):
+                v = cur[i] or 0
+                j = choices.index(v) if v in choices else 0
+                for k in (j - 1, j + 1):
+                    if 0 <= k < len(choices):
+                        nv = list(cur)
+                        nv[i] = choices[k]
+                        out.append(cfg.replace(**{field: nv}))
+        return out
+
+    def random(self, rng: random.Random, around: Config | None = None, wide: bool = False) -> Config:
+        """A random feasible config (block sizes, reduction loops, warps, stages, L2 groupings, tunables; ``wide``:
+        each tile loop's unroll factor and pipelining depth too); ``around``'s other fields."""
         base = around or self.default()
         for _ in range(50):
             bs = [rng.choice(s.choices()) for s in self.slots]
@@ -295,6 +366,9 @@ class ConfigSpace:
                                                   for n in self.grid_loops]}
                                if self.grid_loops else {}),
                             **{k: rng.choice(f.choices()) for k, f in self.tunables.items()}})
+            if wide and self.range_loops:
+                cfg = normalize_ranges(cfg.replace(**{f: [rng.choice(ch) for _ in range(self.range_loops)]
+                                                      for f, ch in RANGE_CHOICES.items()}))
             if self.feasible(cfg):
                 return cfg
         return base

@@ -346,6 +346,8 @@ def _guard_value(v):
         return tuple(_guard_value(x) for x in v)
     if isinstance(v, torch.Size):
         return tuple(v)
+    if type(v).__name__ == "SpecializedInt":  # dt.specialize(...): traced as the int it is (else every call retraced)
+        return ("int", int(v))
     return (type(v).__name__, v)
 
 

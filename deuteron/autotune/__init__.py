@@ -34,11 +34,14 @@ from .progress import Progress
 
 __all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
 
-#: effort -> (max configs, max seconds, seeds, search frontier width)
+#: effort -> (max configs, max seconds, seeds, search frontier width).  ``full`` stops taking new configs after
+#: 50 s (a batch under way finishes: the whole tune stays well under 90 s)
 EFFORT_BUDGETS = {
     "quick": (72, 15.0, 14, 2),
-    "full": (480, 600.0, 48, 5),
+    "full": (480, 50.0, 48, 5),
 }
+#: effort -> a timing is stopped after a first estimate above this many times the best so far ("hopeless")
+CUTOFFS = {"quick": 2.0, "full": 3.0}
 #: effort -> the search: "pattern" (seeds, then the best neighbours), "de" (differential evolution, then
 #: pattern search), "surrogate" (differential evolution, a surrogate model, then pattern search)
 ALGORITHMS = {"quick": "pattern", "full": "surrogate"}
@@ -93,7 +96,6 @@ def autotune(kernel, entry, bound, effort: str = "quick", configs=None, callback
 
 class Tuner:
     def __init__(self, kernel, entry, bound, effort, configs, callback):
-        from .oracle import Expected
         self.kernel = kernel
         self.entry = entry
         self.bound = bound
@@ -110,9 +112,19 @@ class Tuner:
         self.max_seconds = float(os.environ.get("DEUTERON_AUTOTUNE_SECONDS", budget[1]))
         self.n_seeds = budget[2]
         self.width = budget[3]
+        # what a quick tune here would use (configs, seeds, width): effort full runs that search first
+        q = EFFORT_BUDGETS["quick"] if self.gpu else CPU_BUDGET
+        self.quick_budget = (int(os.environ.get("DEUTERON_AUTOTUNE_MAX_CONFIGS", q[0])), q[2], q[3])
+        # effort full searches the wide space: each tile loop's unroll factor and pipelining depth as well
+        self.wide = self.effort == "full" and os.environ.get("DEUTERON_AUTOTUNE_WIDE", "1") != "0"
+        if self.wide:
+            from ..space import count_tile_loops
+            self.space.range_loops = count_tile_loops(entry.discovered.values())
         if configs:
             self.max_configs = max(self.max_configs, len(configs))
         self.t0 = time.perf_counter()
+        # where the time goes (seconds): main-process phases, worker totals, marks (elapsed at the first result)
+        self.phases: dict = {}
         self.progress = Progress(kernel.__name__, min(self.max_configs, len(configs) if configs else
                                                       self.max_configs), callback)
         self.results: dict = {}  # config key -> Candidate
@@ -126,7 +138,8 @@ class Tuner:
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
             pass
-        self.expected = Expected(kernel, bound, tf32=tf32)
+        self._tf32 = tf32
+        self._expected = None  # the oracle's outputs: computed on first use (after the workers were started)
         self.poison = self._write_only_params()
         self.log = kernel.autotune_log
         self._own_pool = False
@@ -139,6 +152,32 @@ class Tuner:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
+
+    @property
+    def expected(self):
+        if self._expected is None:
+            from .oracle import Expected
+            t = time.perf_counter()
+            self._expected = Expected(self.kernel, self.bound, tf32=self._tf32)
+            self._add("oracle", t)
+        return self._expected
+
+    def _add(self, phase: str, since: float) -> None:
+        """Add the seconds since ``since`` (a perf_counter value) to ``phase``."""
+        self.phases[phase] = self.phases.get(phase, 0.0) + (time.perf_counter() - since)
+
+    def _mark(self, name: str) -> None:
+        """Remember when ``name`` first happened (elapsed seconds)."""
+        self.phases.setdefault(name, self.elapsed())
+
+    def phase_report(self) -> dict:
+        """The phases, rounded, with the total and what the main process spent outside them."""
+        out = {k: round(v, 3) for k, v in self.phases.items()}
+        total = self.elapsed()
+        busy = sum(v for k, v in self.phases.items() if k in _MAIN_PHASES)
+        out["total"] = round(total, 3)
+        out["main_other"] = round(max(0.0, total - busy), 3)
+        return out
 
     def _write_only_params(self) -> set:
         out = set()
@@ -157,7 +196,9 @@ class Tuner:
         self.progress.begin(self.space.describe())
         try:
             if self.isolate:
+                t = time.perf_counter()
                 self._start_pool()
+                self._add("pool_start", t)
             if self.configs:
                 self.evaluate(self.configs)
             else:
@@ -171,7 +212,7 @@ class Tuner:
         finally:
             if self.pool is not None and self._own_pool:
                 self.pool.close()
-        self.progress.end(best.config, best.ms)
+        self.progress.end(best.config, best.ms, phases=self.phase_report())
         return best
 
     def budget_left(self) -> bool:
@@ -183,17 +224,30 @@ class Tuner:
 
     def search(self):
         default = self.space.default()
-        seeds = [default] + self.seed_configs(default)
         algo = self.algorithm()
         if algo != "pattern" and (self.gpu or os.environ.get("DEUTERON_AUTOTUNE_ALGORITHM")):
             from .search import Genome, differential_evolution, surrogate_search
-            genome = Genome(self.space, self.rng)
-            pop = seeds[:max(8, min(self.n_seeds, self.max_configs // 4))]
+            # quick's seeds (the same random draws as a quick tune), then this effort's own random points
+            n = self.n_seeds
+            self.n_seeds = self.quick_budget[1]
+            try:
+                seeds = [default] + self.seed_configs(default)
+            finally:
+                self.n_seeds = n
+            self._quick_phase(seeds)
+            if not self.budget_left():
+                return  # quick's search took the whole budget
+            seeds += [self.space.random(self.rng, around=default, wide=self.wide) for _ in range(n)]
+            genome = Genome(self.space, self.rng, wide=self.wide)
+            # the population: the leaders so far, then the seeds not evaluated yet, then random points
+            pop = [c.config for c in self.ranked()[:8]]
+            size = max(8, min(self.n_seeds, self.max_configs // 4))
+            pop += [c for c in seeds if c.key() not in self.results][:max(0, size - len(pop))]
             while len(pop) < 8:
-                pop.append(self.space.random(self.rng))
+                pop.append(self.space.random(self.rng, wide=self.wide))
             room = self.max_configs
-            # the population search takes about half the budget, the model the rest, pattern search refines
-            self.max_configs = self.tested + max(len(pop), room // 2)
+            # the population search takes about half of what is left, the model the rest, pattern search refines
+            self.max_configs = min(room, self.tested + max(len(pop), (room - self.tested) // 2))
             try:
                 pop = differential_evolution(self, genome, pop, generations=None if algo == "de" else 3)
             finally:
@@ -206,10 +260,29 @@ class Tuner:
                 finally:
                     self.max_configs = cap
         else:
+            seeds = [default] + self.seed_configs(default)
             self._speculate_ok = True  # pattern search: the next batch is the leaders' neighbours
             self.evaluate(seeds[:max(1, min(self.n_seeds, self.max_configs))])
         self._speculate_ok = True
         self._refine()
+
+    def _quick_phase(self, seeds):
+        """Effort ``full`` starts with quick's search -- its seeds, its pattern search, within its config
+        budget -- so it evaluates what quick would have and can only end as fast or faster; the population
+        search and the model then start from quick's leaders."""
+        qmax, qseeds, qwidth = self.quick_budget
+        room, width, wide = self.max_configs, self.width, self.wide
+        self.max_configs = min(room, self.tested + qmax)
+        self.width, self.wide = qwidth, False
+        self._speculate_ok = True
+        try:
+            self.evaluate(seeds[:max(1, min(qseeds, self.max_configs))])
+            self._refine()
+        finally:
+            self.max_configs, self.width, self.wide = room, width, wide
+            self._forget_speculation()
+            self._speculate_ok = False
+        self.phases["quick_phase_s"] = round(self.elapsed(), 3)
 
     def _refine(self):
         """Pattern search: move to the best neighbours of the leaders until nothing improves."""
@@ -242,7 +315,7 @@ class Tuner:
         cands: list = []
         keys: set = set()
         for c in ok[:self.width]:
-            for nb in self.space.neighbors(c.config):
+            for nb in self.space.neighbors(c.config, wide=self.wide):
                 if nb.key() not in self.results and nb.key() not in keys:
                     keys.add(nb.key())
                     cands.append(nb)
@@ -308,6 +381,14 @@ class Tuner:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, configs) -> int:
         """Evaluate a batch of configs (within the budget); returns how many were new."""
+        t = time.perf_counter()
+        try:
+            return self._evaluate(configs)
+        finally:
+            self.phases["batches"] = self.phases.get("batches", 0) + 1
+            self._add("in_batches", t)
+
+    def _evaluate(self, configs) -> int:
         if self.isolate:
             return self._evaluate_stream(configs)
         todo = []
@@ -353,6 +434,13 @@ class Tuner:
         from ..errors import DeuteronError
         from ..hostrun import _HostRun
         from .oracle import nan_allocations
+        t = time.perf_counter()
+        try:
+            self._prepare(cand, DeuteronError, _HostRun, nan_allocations)
+        finally:
+            self._add("generate", t)
+
+    def _prepare(self, cand, DeuteronError, _HostRun, nan_allocations):
         args, kwargs = self.expected.fresh_args(self.poison)
         b = self.kernel._bind(args, kwargs)
         run = _HostRun(self.entry, cand.config, "source")
@@ -396,6 +484,13 @@ class Tuner:
     def check_and_time(self, cand: Candidate, timed_ms: float | None = None):
         """Run on fresh arguments (outputs NaN-filled), compare with the oracle, then time (unless a worker
         timed it already: ``timed_ms``)."""
+        t = time.perf_counter()
+        try:
+            self._check_and_time(cand, timed_ms)
+        finally:
+            self._add("check", t)
+
+    def _check_and_time(self, cand: Candidate, timed_ms: float | None):
         from ..errors import DeuteronError
         from .worker import classify
         args, kwargs = self.expected.fresh_args(self.poison)
@@ -442,12 +537,20 @@ class Tuner:
                                    "compiled, ran and matched the eager reference", kernel=self.kernel.__name__,
                                    extra="\n".join(lines))
         if self.gpu and len(ok) > 1:
-            # re-time the leaders more carefully: noise must not pick the winner
+            # re-time the leaders in this process, in interleaved rounds, and rank them by the median: noise
+            # must not pick the winner (the minimum of a screening time and a re-time favours a lucky sample)
+            t = time.perf_counter()
             args, kwargs = self.expected.fresh_args(set())
             b = self.kernel._bind(args, kwargs)
-            for c in ok[:4]:
-                c.ms = min(c.ms, self.time(c.config, b, rep=100))
-            ok.sort(key=lambda c: c.ms)
+            leaders = ok[:4]
+            rounds: dict = {id(c): [] for c in leaders}
+            for _ in range(3):
+                for c in leaders:
+                    rounds[id(c)].append(self.time(c.config, b, rep=25))
+            for c in leaders:
+                c.ms = sorted(rounds[id(c)])[1]
+            ok = sorted(leaders, key=lambda c: c.ms) + ok[4:]
+            self._add("retime", t)
         return ok[0]
 
     # ------------------------------------------------------------------ the executor: compile, screen, time
@@ -493,6 +596,13 @@ class Tuner:
 
     def _tasks_of(self, c):
         """The candidate's compile tasks and its screening/timing task (inputs made on the worker)."""
+        t = time.perf_counter()
+        try:
+            return self._make_tasks(c)
+        finally:
+            self._add("tasks", t)
+
+    def _make_tasks(self, c):
         from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for
         from newt.tune.tasks import default_target
 
@@ -511,25 +621,32 @@ class Tuner:
             sha, text = hashlib.sha256(data).hexdigest(), data.decode("utf-8")
             args = _runtime_args(gen, prog, host_locals, self.kernel.fn.__globals__)
             kw = dict(gen.constexprs)
-            if gen.needs_num_sms:
-                kw["_NUM_SMS"] = num_sms(self.entry.device)
             if self.gpu:
                 try:
                     kernel = getattr(mod, gen.kernel_name)
+                    # the kernel's constexprs only: _NUM_SMS is the launch function's (the persistent grid), and
+                    # passing it here made every persistent candidate compile on the GPU worker instead
                     compiles.append(compile_spec_for(kernel, args, kw, gen.num_warps, gen.num_stages,
                                                      target=default_target(),
                                                      ref=KernelRef(file, gen.kernel_name, sha, None, text)))
-                except Exception:  # noqa: BLE001 - the screening worker compiles it then
+                except Exception:  # noqa: BLE001 - the screening worker compiles it then (serially: counted)
                     compiles.append(None)
+                    self.phases["compiled_on_gpu_worker"] = self.phases.get("compiled_on_gpu_worker", 0) + 1
+            if gen.needs_num_sms:
+                kw["_NUM_SMS"] = num_sms(self.entry.device)
             specs = [ArgSpec.of(a, seed=1000 + i) for i, a in enumerate(args)]
             launches.append((KernelRef(file, gen.launch_name, sha, None, text), specs,
                              {**kw, "num_warps": gen.num_warps, "num_stages": gen.num_stages}, None))
-        cut = None
+        return compiles, TimeTask(launches[0][0], [], launches=launches, warmup=5, rep=25,
+                                  cutoff_ms=self._cutoff(), label=str(c.config))
+
+    def _cutoff(self) -> float | None:
+        """The hopeless cut-off for a timing submitted now: a multiple (``CUTOFFS``, or
+        ``DEUTERON_AUTOTUNE_CUTOFF``) of the best time so far; None before the first."""
         ok = self.ranked()
-        if ok and self.gpu:
-            cut = ok[0].ms * float(os.environ.get("DEUTERON_AUTOTUNE_CUTOFF", "3"))
-        return compiles, TimeTask(launches[0][0], [], launches=launches, warmup=5, rep=25, cutoff_ms=cut,
-                                  label=str(c.config))
+        if not ok or not self.gpu:
+            return None
+        return ok[0].ms * float(os.environ.get("DEUTERON_AUTOTUNE_CUTOFF") or CUTOFFS.get(self.effort, 3.0))
 
     def _evaluate_stream(self, configs) -> int:
         """The executor path: each candidate is generated here and its kernels submitted to the compile
@@ -606,6 +723,7 @@ class Tuner:
         from newt.tune import TIME
         tt = st.timing[c]
         tt.entries = st.entries[c]  # the cubins travel with the task: the worker needs no shared cache
+        tt.cutoff_ms = self._cutoff()  # the best time when it is submitted, not when it was generated
         st.time_of[self.pool.submit(TIME, tt, "time", self.time_timeout)] = c
 
     def _forget_speculation(self):
@@ -648,8 +766,15 @@ class Tuner:
         """Handle every result the executor has (waiting at most ``timeout`` for the first); returns how
         many."""
         from newt.tune import install
+        t = time.perf_counter()
         got = self.pool.poll(timeout)
+        self._add("wait", t)
         for tid, res in got:
+            kind = "compile" if (tid in self._spec_compile or tid in st.compile_of) else "time"
+            sec = res.get("seconds")
+            if isinstance(sec, (int, float)):
+                self.phases[f"{kind}_worker"] = self.phases.get(f"{kind}_worker", 0.0) + float(sec)
+            self._mark(f"first_{kind}_result")
             if tid in self._spec_compile:  # a candidate generated ahead, not yet admitted
                 c, t = self._spec_compile.pop(tid)
                 pre = self._pre_state.get(c)
@@ -718,6 +843,10 @@ class _Stream:
         self.waiting: dict = {}  # candidate -> compile tasks left
         self.entries: dict = {}  # candidate -> compiled entries (bytes) for its timing task
         self.timing: dict = {}  # candidate -> its timing task
+
+
+#: the main process's own phases (``Tuner.phases``); the rest are worker totals, marks and counts
+_MAIN_PHASES = ("oracle", "pool_start", "generate", "tasks", "check", "wait", "retime")
 
 
 def _finite(x):

@@ -30,5 +30,6 @@ class Progress(TuneProgress):
     def report(self, config, ms, status: str, error: str | None = None):  # type: ignore[override]
         super().report(config, status, ms, kernel=self.name, budget=self.total, error=error)
 
-    def end(self, config, ms, message: str | None = None):  # type: ignore[override]
-        super().end(kernel=self.name, best_config=str(config) if config else None, best_ms=ms, message=message)
+    def end(self, config, ms, message: str | None = None, **extra):  # type: ignore[override]
+        super().end(kernel=self.name, best_config=str(config) if config else None, best_ms=ms, message=message,
+                    **extra)

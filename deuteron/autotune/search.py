@@ -7,8 +7,10 @@ a batch compiles on every core while the previous one is timed.
 
 * :class:`Genome` -- configs as vectors of choice indices, one gene per tunable
   value (block sizes, reduction loops, warps, stages, L2 groupings, loop
-  orders, pid type, user tunables); the choices of each gene are found by
-  sampling the space, so genes that the space grows later are included.
+  orders, pid type, user tunables; in the wide space of effort ``full`` also
+  each tile loop's unroll factor and pipelining depth); the choices of each
+  gene are found by sampling the space, so genes that the space grows later
+  are included.
 * :func:`differential_evolution` -- DE/rand/1/bin over the genome: a
   population, mutants ``a + F (b - c)`` on ordinal genes, binomial crossover,
   greedy selection; one generation is one batch.
@@ -23,7 +25,8 @@ from __future__ import annotations
 
 import math
 
-from ..config import Config
+from ..config import RANGE_FIELDS, Config
+from ..space import normalize_ranges
 
 __all__ = ["Genome", "differential_evolution", "surrogate_search", "have_sklearn"]
 
@@ -65,9 +68,14 @@ def _unflat(genes: dict, base: Config) -> Config:
             if i < len(lst):
                 lst[i] = list(v) if k == "loop_orders" else v
             d[k] = lst
+        elif isinstance(i, int) and k in RANGE_FIELDS and v is not None:  # a per-loop knob the base leaves unset
+            lst = list(d.get(k) or [])
+            lst += [0] * (i + 1 - len(lst))
+            lst[i] = v
+            d[k] = lst
         elif isinstance(d.get(k), dict):
             d[k] = {**d[k], i: v}
-    return Config.from_dict(d)
+    return normalize_ranges(Config.from_dict(d))
 
 
 def _order(v):
@@ -81,15 +89,19 @@ def _order(v):
 
 
 class Genome:
-    def __init__(self, space, rng, samples: int = 300):
+    def __init__(self, space, rng, samples: int = 300, wide: bool = False):
         self.space = space
         self.rng = rng
         self.base = space.default()
         doms: dict = {}
-        pts = [self.base] + [space.random(rng) for _ in range(samples)] + space.neighbors(self.base)
+        pts = [self.base] + [space.random(rng, wide=wide) for _ in range(samples)] + space.neighbors(self.base,
+                                                                                                     wide=wide)
         for c in pts:
             for g, v in _flat(c).items():
                 doms.setdefault(g, set()).add(v)
+        for g in doms:  # a per-loop knob left unset is 0 (newt's default): a choice of its own
+            if g[0] in RANGE_FIELDS:
+                doms[g].add(0)
         self.genes = sorted(doms, key=repr)
         self.domains = {g: sorted(doms[g], key=_order) for g in self.genes}
         self.ordinal = {g: all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.domains[g])
@@ -101,6 +113,8 @@ class Genome:
         for g in self.genes:
             dom = self.domains[g]
             v = f.get(g)
+            if v is None and g[0] in RANGE_FIELDS:
+                v = 0
             out.append(dom.index(v) if v in dom else 0)
         return out
 
@@ -193,7 +207,7 @@ def surrogate_search(tuner, genome: Genome, population: list, batch: int = 8, ro
         done = list(tuner.results.values())
         oks = [c.ms for c in done if c.status == "ok" and c.ms]
         if len(oks) < 3:
-            tuner.evaluate([tuner.space.random(rng) for _ in range(batch)])
+            tuner.evaluate([tuner.space.random(rng, wide=getattr(tuner, "wide", False)) for _ in range(batch)])
             continue
         worst = math.log(max(oks)) + math.log(4.0)
         X = np.array([genome.encode(c.config) for c in done], dtype=float)
@@ -202,9 +216,10 @@ def surrogate_search(tuner, genome: Genome, population: list, batch: int = 8, ro
         model.fit(X, y)
         ranked = tuner.ranked()
         best_before = ranked[0].ms if ranked else math.inf
+        wide = getattr(tuner, "wide", False)
         pool = {}
         for c in ranked[:5]:
-            for nb in tuner.space.neighbors(c.config):
+            for nb in tuner.space.neighbors(c.config, wide=wide):
                 pool.setdefault(nb.key(), nb)
         vecs = [genome.encode(c.config) for c in ranked[:16]]
         for _ in range(pool_size // 2):
@@ -214,7 +229,7 @@ def surrogate_search(tuner, genome: Genome, population: list, batch: int = 8, ro
                 if m is not None:
                     pool.setdefault(m.key(), m)
         for _ in range(pool_size // 4):
-            m = tuner.space.random(rng)
+            m = tuner.space.random(rng, wide=wide)
             pool.setdefault(m.key(), m)
         cands = [c for k, c in pool.items() if k not in tuner.results]
         if not cands:
