@@ -87,7 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="4096^3 only, two configs")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="M = N = K values, comma-separated")
+    ap.add_argument("--sizes", default="", help="M = N = K values, comma-separated (default: 2048,4096,8192; "
+                    "4096 with --quick)")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     triton_alloc()
     mods = {"newt": instantiate(TEMPLATE, "newt", "tma_mm"), "triton": instantiate(TEMPLATE, "triton", "tma_mm"),
             "newt_no_tma": instantiate(TEMPLATE, "newt", "tma_mm_off")}
-    sizes = [4096] if args.quick else [int(x) for x in args.sizes.split(",")]
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else [4096] if args.quick else SIZES
     configs = CONFIGS[:2] if args.quick else CONFIGS
     results = []
     for dt in (torch.float16, torch.bfloat16):
