@@ -136,9 +136,11 @@ def encode_arguments(recipe: dict, base: int, dims, strides, kernel: str = "") -
 def encode(a: TensorMapArgs, kernel: str = "", arg: str = "") -> bytes:
     """The 128 bytes of the ``CUtensorMap`` (``cuTensorMapEncodeTiled``; needs the CUDA driver)."""
     from cuda.bindings import driver as d
+    u64, u32 = d.cuuint64_t, d.cuuint32_t  # (cuda-bindings 13.3 takes these, not ints)
     r = d.cuTensorMapEncodeTiled(
-        d.CUtensorMapDataType(a.data_type), a.rank, a.address, list(a.global_dim), list(a.global_strides),
-        list(a.box_dim), list(a.element_strides), d.CUtensorMapInterleave(a.interleave),
+        d.CUtensorMapDataType(a.data_type), a.rank, a.address, [u64(x) for x in a.global_dim],
+        [u64(x) for x in a.global_strides], [u32(x) for x in a.box_dim], [u32(x) for x in a.element_strides],
+        d.CUtensorMapInterleave(a.interleave),
         d.CUtensorMapSwizzle(a.swizzle), d.CUtensorMapL2promotion(a.l2_promotion),
         d.CUtensorMapFloatOOBfill(a.oob_fill))
     if int(r[0]):

@@ -256,8 +256,8 @@ def test_descriptor_matmul_on_the_gpu(dt, M, N, K, cfg):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("shape,block", [((6, 40, 64), (2, 8, 32)), ((5, 37, 72), (4, 16, 32)),
-                                         ((3, 3, 100), (2, 2, 64))])
+@pytest.mark.parametrize("shape,block", [((6, 40, 64), (2, 8, 32)), ((5, 37, 80), (4, 16, 32)),
+                                         ((3, 3, 112), (2, 2, 64))])
 def test_descriptor_copy_3d_on_the_gpu(shape, block):
     x = torch.randn(shape, device="cuda")
     y = torch.full_like(x, -5.0)
