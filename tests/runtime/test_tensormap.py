@@ -100,8 +100,8 @@ def _copy_tiles(x_desc, y_desc, BM: nl.constexpr, BN: nl.constexpr):
 
 @needs_backend
 def test_the_launch_passes_a_tensor_map_per_recipe(fake_gpu, cuda_ok, monkeypatch):
-    """Compiled for sm_90a (the fake GPU's target), the descriptor store goes through TMA: the launch
-    appends the store's 128-byte tensor map, encoded from the launch's descriptor values."""
+    """Compiled for sm_90a (the fake GPU's target), the descriptor load and store go through TMA: the
+    launch appends their 128-byte tensor maps, encoded from the launch's descriptor values."""
     seen = []
 
     def fake_encode(a, kernel, arg):
@@ -115,21 +115,22 @@ def test_the_launch_passes_a_tensor_map_per_recipe(fake_gpu, cuda_ok, monkeypatc
     ck = _copy_tiles[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64]), TensorDescriptor.from_tensor(y, [32, 64]),
                              BM=32, BN=64)
     recipes = ck.metadata["tensormaps"]
-    assert [r["arg"] for r in recipes] == ["y_desc"] and recipes[0]["box"] == [32, 64]
+    assert [r["arg"] for r in recipes] == ["x_desc", "y_desc"] and recipes[1]["box"] == [32, 64]
     assert "newt_tmap0" in ck.asm["cuda"] and "__grid_constant__" in ck.asm["cuda"]
     (ln,) = fake_gpu.launches
     n = len(ck.params)
     assert ln.values[:n] == (x.data_ptr(), 100, 80, 80, y.data_ptr(), 100, 80, 80)
-    tm = ln.values[n]
-    assert isinstance(tm, bytes) and len(tm) == 128
-    assert struct.unpack_from("<Q", tm)[0] == y.data_ptr()
-    (a, kernel, arg), = seen
-    assert kernel == "_copy_tiles" and arg == "y_desc"
+    assert len(ln.values) == n + 2
+    for tm, t in zip(ln.values[n:], (x, y)):
+        assert isinstance(tm, bytes) and len(tm) == 128
+        assert struct.unpack_from("<Q", tm)[0] == t.data_ptr()
+    assert [(k, arg) for _, k, arg in seen] == [("_copy_tiles", "x_desc"), ("_copy_tiles", "y_desc")]
+    a = seen[1][0]
     assert a.global_dim == (80, 100) and a.global_strides == (160,) and a.box_dim == (64, 32) and a.swizzle == 3
     # the same tensors again: no new encode
     _copy_tiles[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64]), TensorDescriptor.from_tensor(y, [32, 64]),
                         BM=32, BN=64)
-    assert len(seen) == 1 and len(fake_gpu.launches) == 2
+    assert len(seen) == 2 and len(fake_gpu.launches) == 2
 
 
 @needs_backend
