@@ -22,6 +22,12 @@ from newt.tools.tensor_descriptor import TensorDescriptor
 torch = pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def tma_on(monkeypatch):
+    """TMA is opt-in (``NEWT_TMA=1``) until a GPU run has checked it (``tma._DEFAULT_ON``)."""
+    monkeypatch.setenv("NEWT_TMA", "1")
+
+
 @newt.jit
 def desc_matmul(a_desc, b_desc, c_desc, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
     pid_m = nl.program_id(0)
@@ -195,6 +201,22 @@ def test_descriptor_matmul_is_tma_mbarriers_and_wgmma_without_spills(dt, cfg):
     assert ops["UTMALDG"] >= 2 and ops["UTMASTG"] >= 1 and not ops["LDGSTS"]
     assert any(k.startswith("SYNCS.PHASECHK") for k in ops) and any(k.startswith("SYNCS.ARRIVE") for k in ops)
     assert any(k.startswith("HGMMA") for k in ops)
+
+
+def test_tma_is_opt_in_until_a_gpu_run_checked_it(monkeypatch):
+    from newt.backend.cuda import tma
+    fn = _ir(desc_matmul, _mm_args(), nw=8)
+    monkeypatch.delenv("NEWT_TMA")
+    m = generate_cuda(fn, "sm_90a", 8, 3)
+    assert bool(m.metadata["tensormaps"]) == tma._DEFAULT_ON
+    monkeypatch.setenv("NEWT_TMA", "maybe")
+    with pytest.raises(ValueError, match="NEWT_TMA"):
+        tma.tma_enabled(tma_target())
+
+
+def tma_target():
+    from newt.backend.cuda.targets import get_target
+    return get_target("sm_90a")
 
 
 def test_newt_tma_0_and_sm_80_keep_the_pointer_path(monkeypatch):

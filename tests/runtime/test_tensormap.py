@@ -109,6 +109,7 @@ def test_the_launch_passes_a_tensor_map_per_recipe(fake_gpu, cuda_ok, monkeypatc
         return struct.pack("<16Q", a.address, *a.global_dim, *a.global_strides, *a.box_dim,
                            *([0] * (15 - 2 * a.rank - (a.rank - 1))))
     monkeypatch.setattr(tensormap, "encode", fake_encode)
+    monkeypatch.setenv("NEWT_TMA", "1")  # (opt-in until a GPU run has checked it)
     _copy_tiles.clear_cache()
     x = torch.randn(100, 80).half()   # rows of 160 bytes: a stride the specialization proves 16-byte aligned
     y = torch.empty(100, 80).half()
@@ -134,8 +135,9 @@ def test_the_launch_passes_a_tensor_map_per_recipe(fake_gpu, cuda_ok, monkeypatc
 
 
 @needs_backend
-def test_an_unproven_stride_keeps_the_pointer_path(fake_gpu, cuda_ok):
+def test_an_unproven_stride_keeps_the_pointer_path(fake_gpu, cuda_ok, monkeypatch):
     """72 fp16 columns: the specialization does not know the stride is a multiple of 16 bytes."""
+    monkeypatch.setenv("NEWT_TMA", "1")
     _copy_tiles.clear_cache()
     x = torch.randn(100, 72).half()
     ck = _copy_tiles[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64]), TensorDescriptor.from_tensor(x, [32, 64]),

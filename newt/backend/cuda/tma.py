@@ -11,7 +11,8 @@ tensor ``(base, n, s)`` must come from the kernel's parameters (or constants): t
 ``CUtensorMap`` on the host (``newt/runtime/tensormap.py``) and passes it as a ``const
 __grid_constant__`` parameter after the ordinary ones (``metadata["tensormaps"]``).  The last stride
 must be 1, the base provably 16-byte aligned and every other stride a proven multiple of 16 bytes (the
-specialization's divisibility); other accesses keep the pointer path.  ``NEWT_TMA=0`` turns it off.
+specialization's divisibility); other accesses keep the pointer path.  ``NEWT_TMA=1`` turns it on
+(the default until a GPU run has checked it: ``_DEFAULT_ON``), ``NEWT_TMA=0`` off.
 
 **Shared tiles.**  A box lands as ``rows = prod(block[:-1])`` rows of ``inner = block[-1]`` elements in
 the wgmma canonical layout (``dot/wgmma.py: GmmaShared``): rows of ``W = min(128, inner bytes)`` bytes
@@ -48,12 +49,23 @@ _TYPES = {"fp16", "bf16", "fp32", "fp64", "int32", "uint32", "int64", "uint64", 
 _NAN_OK = {"fp16", "bf16", "fp32", "fp64"}
 
 
+#: whether sm_90a uses TMA when NEWT_TMA is unset: off until a GPU run has shown the path correct (the
+#: device run of 2026-12-02 08:13 stopped at the host encode, fixed since but not rerun); NEWT_TMA=1 turns it on
+_DEFAULT_ON = False
+
+
 def tma_enabled(target) -> bool:
-    """TMA on this target: sm_90a, unless ``NEWT_TMA=0``."""
+    """TMA on this target: sm_90a with ``NEWT_TMA=1`` (unset: ``_DEFAULT_ON``); ``NEWT_TMA=0`` turns it off."""
+    if not getattr(target, "tma", False):
+        return False
     v = os.environ.get("NEWT_TMA", "").strip().lower()
     if v in ("0", "false", "off", "no"):
         return False
-    return bool(getattr(target, "tma", False))
+    if v in ("1", "true", "on", "yes"):
+        return True
+    if v:
+        raise ValueError(f"NEWT_TMA={v!r}: expected 0 or 1")
+    return _DEFAULT_ON
 
 
 # ---------------------------------------------------------------------------
