@@ -73,6 +73,26 @@ def ptr_other_one(x_ptr, y_ptr, M, N, stride, BM: nl.constexpr, BN: nl.constexpr
     nl.store(y_ptr + rm[:, None] * stride + rn[None, :] + 1, x, mask=mask)           # not a box of the map
 
 
+@newt.jit
+def mixed_matmul(a_desc, b_ptr, c_ptr, M, N, K, stride_bk, stride_cm, BM: nl.constexpr, BN: nl.constexpr,
+                 BK: nl.constexpr):
+    """A through a descriptor, B and C through pointers (B advanced in the loop: cp.async)."""
+    pid_m = nl.program_id(0)
+    pid_n = nl.program_id(1)
+    rn = pid_n * BN + nl.arange(0, BN)
+    rk = nl.arange(0, BK)
+    b_tile = b_ptr + rk[:, None] * stride_bk + (rn % N)[None, :]
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, nl.cdiv(K, BK)):
+        a = a_desc.load([pid_m * BM, k * BK])
+        b = nl.load(b_tile, mask=rk[:, None] < K - k * BK, other=0.0)
+        acc = nl.dot(a, b, acc)
+        b_tile += BK * stride_bk
+    rm = pid_m * BM + nl.arange(0, BM)
+    nl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc.to(nl.float16), mask=(rm[:, None] < M) &
+             (rn[None, :] < N))
+
+
 def _ir(k, args, nw=4, ns=3):
     s = sp.specialize(k, args, {})
     return build_ir(k, s.arg_types, s.constexprs, s.divisibility, num_warps=nw, num_stages=ns)
@@ -203,6 +223,18 @@ def test_descriptor_matmul_is_tma_mbarriers_and_wgmma_without_spills(dt, cfg):
     assert any(k.startswith("HGMMA") for k in ops)
 
 
+def test_a_ring_with_tma_and_cp_async_loads():
+    a = torch.empty(512, 256, dtype=torch.float16)
+    fn = _ir(mixed_matmul, (TensorDescriptor.from_tensor(a, [128, 64]), a, a, 512, 256, 256, 256, 256, 128, 128, 64),
+             nw=8)
+    m = generate_cuda(fn, "sm_90a", 8, 3)
+    assert [r["arg"] for r in m.metadata["tensormaps"]] == ["a_desc", "c_ptr"]
+    b = compile_cuda(m, "sm_90a")
+    ops = _ops(b.cubin)
+    assert b.n_spills == 0 and ops["UTMALDG"] and ops["LDGSTS.E.BYPASS.128"] and ops["UTMASTG"]
+    assert "cp_async_wait<1>();" in m.source and "mbar_wait(" in m.source
+
+
 def test_tma_is_opt_in_until_a_gpu_run_checked_it(monkeypatch):
     from newt.backend.cuda import tma
     fn = _ir(desc_matmul, _mm_args(), nw=8)
@@ -314,3 +346,15 @@ def test_nan_padding_through_tma_on_the_gpu():
     assert ck.metadata["tensormaps"][0]["fill"] == "nan"
     torch.testing.assert_close(out[:5, :16], x)
     assert torch.isnan(out[5:]).all() and torch.isnan(out[:, 16:]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_ring_with_tma_and_cp_async_loads_on_the_gpu():
+    M, N, K = 300, 272, 208
+    a = torch.randn(M, K, device="cuda").half()
+    b = torch.randn(K, N, device="cuda").half()
+    c = torch.full((M, N), 7.0, device="cuda").half()
+    mixed_matmul[(newt.cdiv(M, 128), newt.cdiv(N, 128))](TensorDescriptor.from_tensor(a, [128, 64]), b, c, M, N, K,
+                                                          b.stride(0), c.stride(0), BM=128, BN=128, BK=64, num_warps=8)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=3e-2, rtol=2e-2)
