@@ -126,7 +126,8 @@ def _tma_swizzle(addr: int, swizzle: int) -> int:
 
 
 @pytest.mark.parametrize("block,eb", [((64, 64), 2), ((128, 128), 2), ((64, 32), 2), ((16, 16), 2), ((8, 8), 2),
-                                      ((32, 64), 4), ((64, 256), 1), ((2, 8, 32), 4), ((4, 2, 2, 2, 128), 1)])
+                                      ((32, 64), 4), ((64, 256), 1), ((2, 8, 32), 4), ((4, 2, 2, 2, 128), 1),
+                                      ((4, 128), 2), ((256,), 2), ((64,), 4), ((2, 2, 64), 4)])
 def test_each_copy_lands_where_tma_puts_it(block, eb):
     """Every element of every atom copy: the plan's offset is TMA's swizzled offset of that copy's box."""
     p = tile_plan(block, eb)
@@ -144,7 +145,7 @@ def test_each_copy_lands_where_tma_puts_it(block, eb):
             e = p.offset_expr(str(r), str(c)).replace("/", "//")
             assert eval(e) == got
     assert len(seen) == rows * p.inner and max(seen) < p.size_bytes
-    assert p.box[-1] * eb <= max(p.swizzle, 16) and all(b <= 256 for b in p.box)
+    assert (p.box[-1] * eb <= p.swizzle if p.swizzle else p.box[-1] * eb % 16 == 0) and all(b <= 256 for b in p.box)
 
 
 @pytest.mark.parametrize("rows,inner,eb", [(128, 64, 2), (64, 128, 2), (64, 32, 2), (128, 16, 2), (256, 64, 2),
@@ -160,7 +161,10 @@ def test_boxes_land_in_the_wgmma_layout(rows, inner, eb):
 def test_boxes_tma_cannot_land_are_refused():
     assert tile_plan((64, 4), 2) is None          # 8-byte rows
     assert tile_plan((512, 64), 2) is None        # 512 rows in one box dimension
-    assert tile_plan((4, 128), 2) is None         # the second atom off the swizzle period
+    assert tile_plan((4, 512), 2) is None         # 4 rows: no swizzle, and 512 elements in one copy
+    p = tile_plan((4, 128), 2)                    # 4 rows: a second 128-byte atom would be off the period
+    assert p.swizzle == 0 and p.atoms == 1 and p.box == (4, 128)
+    assert tile_plan((256,), 4).swizzle == 0      # 1-D: one row
 
 
 # ---------------------------------------------------------------------------

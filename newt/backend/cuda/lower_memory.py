@@ -15,7 +15,7 @@ from .ctypes import const_literal, ctype
 from .emitter import BackendError, lowers
 from .pipeline import emit_pipelined_load_value
 from .plan import compact
-from .tma import emit_tma_load, emit_tma_store, match_access, tma_enabled
+from .tma import barrier_available, emit_tma_load, emit_tma_store, match_access, tma_enabled
 from .vectors import from_bits, pack_words, to_bits, unpack_words, vector_width, vector_width_of  # noqa: F401
 from .vectors import nbytes as _nbytes
 
@@ -116,7 +116,7 @@ def _load(em, op):
             broadcast_scalar(em, em.vname(res), ctype(t))
         em.scalars[res] = em.vname(res)
         return
-    if tma_enabled(em.target) and getattr(em.pipes, "tma_barriers", 0) >= 0:  # a descriptor tile (tma.py)
+    if tma_enabled(em.target) and barrier_available(em):  # a descriptor tile (tma.py)
         acc = match_access(em.fn, op, em.axis)
         if acc is not None:
             emit_tma_load(em, op, acc)

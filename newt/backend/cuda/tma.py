@@ -510,12 +510,12 @@ def tile_plan(block, eb: int):
     swz = 0 if ib == 16 else min(128, ib)
     if swz and ib % swz:
         return None
+    if swz and inner * eb > swz and rows % 8:
+        swz = 0  # the next atom would not start on the swizzle pattern's period: plain rows, one copy
     atom_cols = (swz // eb) if swz else inner
     atoms = inner // atom_cols
     if atom_cols > 256:
         return None
-    if atoms > 1 and (rows * swz) % (8 * swz):
-        return None  # the next atom would not start on the swizzle pattern's period
     box = block[:-1] + (atom_cols,)
     return TilePlan(rows, inner, eb, swz, atoms, atom_cols, box)
 
@@ -609,6 +609,12 @@ def barriers(em, n: int) -> int:
     if st.used_bars > st.nbars:
         raise ValueError(f"internal: {st.used_bars} TMA barriers used, {st.nbars} planned")
     return first
+
+
+def barrier_available(em) -> bool:
+    """Whether a planned mbarrier is left for one more standalone TMA load (else: the pointer path)."""
+    st = _state(em)
+    return st.used_bars < int(getattr(em.pipes, "tma_barriers", 0) or 0)
 
 
 def bar_addr(em, index: str) -> str:
