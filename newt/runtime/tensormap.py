@@ -144,9 +144,12 @@ def encode(a: TensorMapArgs, kernel: str = "", arg: str = "") -> bytes:
         d.CUtensorMapSwizzle(a.swizzle), d.CUtensorMapL2promotion(a.l2_promotion),
         d.CUtensorMapFloatOOBfill(a.oob_fill))
     if int(r[0]):
-        from .driver import error_name, error_string
-        raise TensorMapError(f"{_where(kernel, arg)}cuTensorMapEncodeTiled failed: {error_name(int(r[0]))} "
-                             f"({error_string(int(r[0]))}) for {a}", kernel, arg)
+        code = int(r[0])
+        try:
+            name = d.CUresult(code).name
+        except ValueError:
+            name = f"CUDA error {code}"
+        raise TensorMapError(f"{_where(kernel, arg)}cuTensorMapEncodeTiled failed: {name} for {a}", kernel, arg)
     return struct.pack("<16Q", *r[1].opaque)
 
 
