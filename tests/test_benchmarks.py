@@ -32,6 +32,7 @@ GPU_ONLY = {
     "bench.py": ["--out", "{tmp}"],
     "config_sweep.py": ["--out", "{tmp}"],
     "deuteron_bench.py": ["--out", "{tmp}"],
+    "bench_tma.py": ["--out", "{tmp}"],
 }
 #: modules of the benchmarks that are not scripts
 LIBRARIES = {"common.py"}

@@ -353,6 +353,7 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "debug": bool(debug),
         # wgmma | mma_sync on sm_90a, and wgmma's N-split tiles
         "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", ""),
+        "tma": os.environ.get("NEWT_TMA", ""),
     })
 
 
@@ -441,6 +442,7 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         spill_stores=binary.spill_stores, spill_loads=binary.spill_loads, stack_frame=binary.stack_frame,
         compile_seconds=binary.compile_seconds,
         arg_names=[p.name for p in irfn.params],
+        tensormaps=list(module.metadata.get("tensormaps") or []),  # TMA (tensormap.py): encoded per launch
     )
     if limit is not None and md.shared > limit:
         raise OutOfResources(kname, "shared memory", md.shared, limit, f"target {target}")

@@ -355,12 +355,27 @@ def bf16_bits(x: float) -> int:
     return (u >> 16) & 0xFFFF
 
 
+#: the code of a ``const __grid_constant__ CUtensorMap`` parameter (128 bytes, 64-byte aligned; the
+#: launch encodes it from other parameters' values: ``tensormap.py``)
+TMAP_CODE = "tmap"
+
+
 def param_layout(codes):
-    """(struct format, slot offsets, total bytes): each parameter in its own 8-byte slot."""
+    """(struct format, slot offsets, total bytes): each parameter in its own 8-byte slot (a tensor map
+    in 128 bytes on a 64-byte boundary)."""
     fmt = ["<"]
     offsets = []
     off = 0
     for c in codes:
+        if c == TMAP_CODE:
+            pad = (-off) % 64
+            if pad:
+                fmt.append(f"{pad}x")
+            off += pad
+            offsets.append(off)
+            fmt.append("128s")
+            off += 128
+            continue
         pc = "H" if c == "bf16" else c
         size = struct.calcsize("<" + pc)
         offsets.append(off)
@@ -379,7 +394,9 @@ class ParamBuffer:
         import numpy as np
         self.fmt, self.offsets, size = param_layout(codes)
         self.packer = struct.Struct(self.fmt)
-        self.data = np.zeros(max(size, 8), dtype=np.uint8)
+        raw = np.zeros(max(size, 8) + 64, dtype=np.uint8)
+        skip = (-raw.__array_interface__["data"][0]) % 64  # tensor maps are 64-byte aligned
+        self.data = raw[skip:skip + max(size, 8)]
         base = self.data.__array_interface__["data"][0]
         self.ptrs = np.array([base + o for o in self.offsets] or [0], dtype=np.uint64)
         self.params_addr = self.ptrs.__array_interface__["data"][0] if self.offsets else 0
@@ -473,6 +490,9 @@ class Launcher:
         if n_values is None:
             n_values = len(codes)
         self.select = list(select)
+        #: TMA tensor maps (``tensormap.py``): parameters after the ordinary ones, encoded per launch
+        self.tensormaps = [dict(r) for r in (md.get("tensormaps") or [])]
+        codes = codes + [TMAP_CODE] * len(self.tensormaps)
         self.buffer = ParamBuffer(codes)
         self.block = md.num_warps * 32
         self.blocking = blocking or launch_blocking_env()
@@ -489,10 +509,22 @@ class Launcher:
         d = cu()
         names = [f"a{i}" for i in range(n_values)]
         sel = []
+        raw = []
         for j, i in enumerate(self.select):
             # an int: that argument; (i, k, ...): element [k]... of tuple argument i
             v = f"a{i}" if isinstance(i, int) else f"a{i[0]}" + "".join(f"[{k}]" for k in i[1:])
+            raw.append(v)
             sel.append(f"_cvt{j}({v})" if codes[j] == "bf16" else v)
+        tmaps = {}
+        for k, rec in enumerate(self.tensormaps):
+            from .tensormap import TensorMapMaker
+            tmaps[f"_tm{k}"] = TensorMapMaker(rec, self.name)
+
+            def val(e):
+                kind, x = e
+                return raw[int(x)] if kind == "p" else repr(int(x))
+            ins = [val(["p", rec["base"]])] + [val(e) for e in rec["dims"]] + [val(e) for e in rec["strides"]]
+            sel.append(f"_tm{k}({', '.join(ins)})")
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
@@ -504,6 +536,7 @@ class Launcher:
         for j, c in enumerate(codes):
             if c == "bf16":
                 g[f"_cvt{j}"] = bf16_bits
+        g.update(tmaps)
         args = ", ".join(["gx", "gy", "gz", "stream"] + names)
         packed = ", ".join(sel)
         body = [f"def launch({args}):"]
@@ -540,7 +573,7 @@ class Launcher:
         """The extension's launcher (``clauncher``) for this kernel, or None: blocking launches, no C
         compiler, no driver entry point, a parameter it cannot pack, ``NEWT_C_LAUNCHER=0``."""
         from . import clauncher
-        if self.blocking or not clauncher.enabled():
+        if self.blocking or not clauncher.enabled() or TMAP_CODE in codes:  # (tensor maps: the Python launch)
             return None
         m = clauncher.module()
         entry = launch_entry(self.cooperative) if m is not None else None

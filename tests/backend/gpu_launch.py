@@ -66,8 +66,22 @@ def launch(binary, grid, *args, sync=True):
             vals.append(a)
     g = tuple(grid) + (1,) * (3 - len(grid))
     stream = torch.cuda.current_stream().cuda_stream
+    kparams = (tuple(vals), tuple(types))
+    maps = (getattr(binary.module, "metadata", None) or {}).get("tensormaps") or []
+    if maps:  # TMA tensor maps (newt/runtime/tensormap.py): 128-byte parameters after the ordinary ones
+        from newt.runtime.tensormap import TensorMapMaker
+
+        def val(e):
+            return vals[e[1]] if e[0] == "p" else e[1]
+        objs = [t(v) for t, v in zip(types, vals)]
+        for rec in maps:
+            raw = TensorMapMaker(rec, binary.name)(vals[rec["base"]], *map(val, rec["dims"]),
+                                                   *map(val, rec["strides"]))
+            objs.append((ctypes.c_uint64 * 16).from_buffer_copy(raw))
+        ptrs = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+        kparams = ctypes.addressof(ptrs)
     _check(cu.cuLaunchKernel(fn, g[0], g[1], g[2], 32 * binary.num_warps, 1, 1, binary.dynamic_shared,
-                             cu.CUstream(stream), (tuple(vals), tuple(types)), 0), "cuLaunchKernel")
+                             cu.CUstream(stream), kparams, 0), "cuLaunchKernel")
     if sync:
         torch.cuda.synchronize()
 

@@ -20,6 +20,7 @@ from .pipeline import plan_pipelines
 from .plan import plan_layouts
 from .prelude import HEADER_NAME, PRELUDE
 from .targets import get_target
+from .tma import kernel_params as tma_params
 
 __all__ = ["CudaModule", "CudaParam", "generate_cuda"]
 
@@ -146,6 +147,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
     em.top = body.sub(0)
     main = body.sub(0)
     em.emit_region(fn.body, main)
+    tmap_decls, tmaps = tma_params(em)  # TMA tensor maps: parameters after the ordinary ones (tma.py)
+    sig += tmap_decls
     # shared memory: pipeline buffers first; scratch outside pipelined loops overlaps them
     # wgmma's swizzled tiles must start on their swizzle pattern's period (up to 1024 bytes)
     sm_al = 1024 if any(d.name == "wgmma" for d in plan.dot.values()) else 0
@@ -218,7 +221,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
                     layouts[f"%{r.id}"] = d
     meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
             "needs_shared_opt_in": shared > 48 * 1024, "min_blocks": int(min_blocks[2:] or 0),
-            "launch_bounds": f"__launch_bounds__({bounds})"}
+            "launch_bounds": f"__launch_bounds__({bounds})", "tensormaps": tmaps}
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta)

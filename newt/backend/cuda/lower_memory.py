@@ -15,6 +15,7 @@ from .ctypes import const_literal, ctype
 from .emitter import BackendError, lowers
 from .pipeline import emit_pipelined_load_value
 from .plan import compact
+from .tma import barrier_available, emit_tma_load, emit_tma_store, match_access, tma_enabled
 from .vectors import from_bits, pack_words, to_bits, unpack_words, vector_width, vector_width_of  # noqa: F401
 from .vectors import nbytes as _nbytes
 
@@ -115,6 +116,11 @@ def _load(em, op):
             broadcast_scalar(em, em.vname(res), ctype(t))
         em.scalars[res] = em.vname(res)
         return
+    if tma_enabled(em.target) and barrier_available(em):  # a descriptor tile (tma.py)
+        acc = match_access(em.fn, op, em.axis)
+        if acc is not None:
+            emit_tma_load(em, op, acc)
+            return
     lay = compact(em.plan.access[op])
     emit_block_load(em, res, lay, ptr, mask, other, cache, evict, vol)
 
@@ -164,6 +170,11 @@ def _store(em, op):
         pred = "threadIdx.x == 0" + (f" && {em.scalar(mask)}" if mask is not None else "")
         em.line(f"{fn}({em.scalar(ptr)}, {', '.join(words)}, {pred});")
         return
+    if tma_enabled(em.target):  # a tensor-descriptor tile: one bulk copy (tma.py)
+        acc = match_access(em.fn, op, em.axis)
+        if acc is not None:
+            emit_tma_store(em, op, acc)
+            return
     lay = compact(em.plan.access[op])
     emit_block_store(em, lay, ptr, val, mask, cache, evict)
 

@@ -31,6 +31,8 @@ from .layout import Layout, SwizzledShared, log2
 from .dot.base import OperandTile
 from .loops import assign, bind_var, declare_var, loop_condition, loop_header
 from .plan import compact
+from .tma import (bar_addr, barriers, issue_copies, match_access, same_layout, standalone_loads, tile_plan,
+                  tma_enabled)
 from .vectors import vector_width_of
 
 #: ops the lookahead may re-render: free of effects and cheap to compute again
@@ -46,6 +48,8 @@ class PipeLoad:
     inner: int
     tile: SwizzledShared
     buf: str = ""
+    tma: object = None           # tma.TmaAccess: copied by TMA (completing on the stage's mbarrier), not cp.async
+    tplan: object = None         # its tma.TilePlan (the same bytes as ``tile``)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,25 +72,43 @@ class PipelinePlan:
     loads: Mapping[Op, tuple[Pipeline, PipeLoad]] = field(default_factory=lambda: MappingProxyType({}))
     #: persistent shared-memory buffers (name, bytes), in the order the emitter reserves them
     buffers: tuple[tuple[str, int], ...] = ()
+    #: mbarriers the TMA copies need (one per ring buffer of each pipeline with TMA loads)
+    tma_barriers: int = 0
 
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
     """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc)."""
     if num_stages < 2 or not target.mma_sync:
-        return PipelinePlan()
+        n = standalone_loads(fn, axis, {}) if tma_enabled(target) else 0
+        return PipelinePlan(tma_barriers=n if n <= 32 else -1)
     budget = target.max_shared - 16 * 1024
     loops: dict = {}
     loads: dict = {}
     buffers: list = []
+    tma_fn = fn if tma_enabled(target) else None
+    bars = 0
     for op in fn.walk():
         if op.name != "scf.for" or _inside_pipeline(loops, op):
             continue
-        p = _plan_loop(layouts, axis, num_stages, op, budget, buffers)
+        p = _plan_loop(layouts, axis, num_stages, op, budget, buffers, tma_fn)
         if p is not None:
             loops[op] = p
+            if any(pl.tma is not None for pl in p.loads):
+                bars += p.buffers or p.stages
             for pl in p.loads:
                 loads[pl.op] = (p, pl)
-    return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers))
+    if tma_fn is not None:
+        bars += standalone_loads(fn, axis, loads)
+    if bars > 32:  # one 32-bit phase word: keep the pointer path (cp.async) beyond that
+        loops = {lp: _without_tma(p) for lp, p in loops.items()}
+        loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
+        bars = -1  # (nor TMA for the other loads)
+    return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars)
+
+
+def _without_tma(p: Pipeline) -> Pipeline:
+    loads = tuple(replace(pl, tma=None, tplan=None) for pl in p.loads)
+    return replace(p, loads=loads, async_proxy=any(getattr(pl.tile, "align", None) for pl in loads))
 
 
 def _inside_pipeline(pipelines, op) -> bool:
@@ -97,7 +119,7 @@ def _inside_pipeline(pipelines, op) -> bool:
     return False
 
 
-def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
+def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):  # noqa: C901
     body = loop.regions[0]
     top_ops = set(body.ops)
     iv = body.args[0]
@@ -133,7 +155,14 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
             tile = shared_tile(shape[1 - inner], shape[inner], eb)
             if low.name == "wgmma" and tile.row_bytes < 32:
                 continue
-            cands.append(PipeLoad(lop, lay, vec, inner, tile))
+            acc = tplan = None
+            if tma_fn is not None and low.name == "wgmma" and inner == 1:
+                # a tensor-descriptor tile: TMA writes the wgmma layout itself (tma.py)
+                acc = match_access(tma_fn, lop, axis)
+                tplan = tile_plan(shape, eb) if acc is not None else None
+                if tplan is None or not same_layout(tplan, tile):
+                    acc = tplan = None
+            cands.append(PipeLoad(lop, lay, vec, inner, tile, tma=acc, tplan=tplan))
             if getattr(low, "needs_transpose", None) and low.needs_transpose(d, idx, inner):
                 transposed[lop] = tile.size_bytes * 2  # its K-major copies (dot/wgmma.py: _k_major)
     if not cands:
@@ -172,7 +201,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
 
     kept = []
     for c in cands:
-        operands = c.op.operands
+        # a TMA copy needs only its coordinates (scalars); a cp.async copy its pointers and mask
+        operands = c.tma.coord_values() if c.tma is not None else c.op.operands
         if visit(operands):
             kept.append(c)
     if not kept:
@@ -211,7 +241,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers):  # noqa: C901
     slice_ops = tuple(o for o in body.ops if o in need_ops)
     idx = tuple(sorted(carried.index(a) for a in need_args))
     return Pipeline(loop, stages, tuple(named), slice_ops, idx,
-                    async_proxy=any(getattr(c.tile, "align", None) for c in kept), async_dots=asyncs, buffers=nbuf)
+                    async_proxy=any(getattr(c.tile, "align", None) and c.tma is None for c in kept),
+                    async_dots=asyncs, buffers=nbuf)
 
 
 def _defined_inside(v, region) -> bool:
@@ -259,12 +290,18 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         name = em.tmp("ahead")
         nm, lay = declare_var(em, a, c, init=op.operands[3 + i], name=name)
         ahead[a] = (nm, lay)
+    has_tma = any(pl.tma is not None for pl in pipe.loads)
+    has_cp = any(pl.tma is None for pl in pipe.loads)
+    b0 = barriers(em, NB) if has_tma else -1
     # scratch outside pipelined loops overlaps the pipeline buffers: whatever read it before the loop
     # (a conversion, a reduction, operands converted once where they are defined) is done first
+    if has_tma:
+        c.line(f"// TMA copies complete on mbarriers {b0} .. {b0 + NB - 1} (one per buffer)")
+        c.line("tma_fence_proxy_async();  // plain accesses to the buffers' memory before the async-proxy copies")
     c.line("__syncthreads();")
     for s in range(S - 1):
         c.line(f"{{  // prologue: iteration {s}")
-        _issue(em, op, pipe, c.sub(1), str(s), ahead_iv, ahead, yields, carried)
+        _issue(em, op, pipe, c.sub(1), str(s), ahead_iv, ahead, yields, carried, b0)
         c.line("}")
     rd, wr = em.tmp("rd"), em.tmp("wr")
     c.line(f"int {rd} = 0, {wr} = {S - 1};")
@@ -272,12 +309,17 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv)}; {iv} += {em.scalar(step)}) {{")
     inner = c.sub(1)
     em.scalars[ivv] = iv
-    inner.line(f"cp_async_wait<{S - 2}>();")
+    if has_tma:
+        inner.line(f"mbar_wait({bar_addr(em, f'{b0} + {rd}')}, (tma_phase >> ({b0} + {rd})) & 1u);  "
+                   "// this buffer's TMA copies have landed")
+        inner.line(f"tma_phase ^= 1u << ({b0} + {rd});")
+    if has_cp:
+        inner.line(f"cp_async_wait<{S - 2}>();")
     if pipe.async_proxy:
         inner.line("fence_proxy_async();  // the landed tiles are read by wgmma (async proxy)")
     inner.line("__syncthreads();")
     inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
-    _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried)
+    _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried, b0)
     inner.line("}")
     for a, (name, lay, _) in zip(carried, targets):
         bind_var(em, a, name, lay, inner)
@@ -295,15 +337,17 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
         drain_async_dots(em, op, pipe, targets, c)
-    c.line("cp_async_wait<0>();")
+    if has_cp:
+        c.line("cp_async_wait<0>();")
     c.line("__syncthreads();")
     for r, (name, lay, _) in zip(op.results, targets):
         bind_var(em, r, name, lay, c)
     del ub, step
 
 
-def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
-    """Render the load slice for the lookahead iteration, issue its cp.async copies, advance."""
+def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1):
+    """Render the load slice for the lookahead iteration, issue its copies (cp.async; TMA by thread 0
+    on the stage's mbarrier ``b0 + stage``), advance."""
     body = op.regions[0]
     saved = (em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line)
     em.scalars = dict(em.scalars)
@@ -326,7 +370,20 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
             em.emit_op(o)
         cond = loop_condition(em, op, ahead_iv)
         chunk.line(f"const bool live = {cond};")
+        tmas = [pl for pl in pipe.loads if pl.tma is not None]
+        if tmas:
+            nbytes = sum(pl.tile.size_bytes for pl in tmas)
+            bar = bar_addr(em, f"{b0} + {stage}")
+            chunk.line("if (live && threadIdx.x == 0) {")
+            t = chunk.sub(1)
+            t.line(f"mbar_expect_tx({bar}, {nbytes});")
+            for pl in tmas:
+                issue_copies(em, t, pl.tma, pl.tplan,
+                             f"smem_u32(smem + {pl.buf} + ({stage}) * {pl.tile.size_bytes})", bar)
+            chunk.line("}")
         for pl in pipe.loads:
+            if pl.tma is not None:
+                continue
             lop = pl.op
             mask = lop.operand("mask")
             lay = pl.lay
@@ -346,7 +403,8 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried):
             chunk.line(f"for (int i = 0; i < {lay.nregs}; i += {pl.vec}) {{ const int f = {fe}; "
                        f"cp_async_{total}(smem_u32(smem + {pl.buf} + ({stage}) * {pl.tile.size_bytes} + {off}), "
                        f"{p}[i], {pred}); }}")
-        chunk.line("cp_async_commit();")
+        if len(tmas) < len(pipe.loads):
+            chunk.line("cp_async_commit();")
         # advance the lookahead's loop-carried values and induction variable
         targets = [(ahead[carried[i]][0], ahead[carried[i]][1], carried[i].type) for i in pipe.carried]
         assign(em, targets, [yields[i] for i in pipe.carried], chunk)

@@ -335,3 +335,50 @@ __device__ __forceinline__ unsigned pack_u16x2(unsigned short lo, unsigned short
   return (unsigned)lo | ((unsigned)hi << 16);
 }
 """
+
+
+def _tma_helpers() -> str:
+    """TMA (``cp.async.bulk.tensor``) and mbarrier helpers, sm_90+ only (``tma.py`` uses them)."""
+    out = ["", "// ---- TMA and mbarriers (sm_90a) -------------------------------------------------------",
+           "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900",
+           "// a CUtensorMap kernel parameter (const __grid_constant__): 128 opaque bytes, 64-byte aligned",
+           "struct __align__(64) NewtTensorMap { unsigned long long opaque[16]; };",
+           '__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) { asm volatile('
+           '"mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory"); }',
+           '__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" '
+           '::: "memory"); }',
+           '__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) { asm volatile('
+           '"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory"); }',
+           "// wait until the barrier's phase with this parity has completed (the label is local to the block)",
+           '__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {',
+           '  asm volatile("{\\n .reg .pred p;\\n NEWT_MBAR_WAIT:\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;'
+           '\\n @!p bra NEWT_MBAR_WAIT;\\n}" :: "r"(bar), "r"(parity) : "memory");',
+           "}",
+           '__device__ __forceinline__ void tma_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" '
+           '::: "memory"); }',
+           '__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: '
+           '"memory"); }',
+           "// the bulk stores committed so far have read their shared memory",
+           '__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" '
+           '::: "memory"); }']
+    for r in range(1, 6):
+        cs = ", ".join(f"int c{k}" for k in range(r))
+        load_regs = ", ".join(f"%{k + 2}" for k in range(r))
+        load_in = ", ".join(f'"r"(c{k})' for k in range(r))
+        out.append("// coordinates innermost first (c0 is the contiguous dimension), in elements")
+        out.append(f"__device__ __forceinline__ void tma_load_{r}d(unsigned dst, const NewtTensorMap* map, {cs}, "
+                   "unsigned bar) {")
+        out.append(f'  asm volatile("cp.async.bulk.tensor.{r}d.shared::cluster.global.mbarrier::complete_tx::bytes '
+                   f'[%0], [%1, {{{load_regs}}}], [%{r + 2}];"')
+        out.append(f'               :: "r"(dst), "l"(map), {load_in}, "r"(bar) : "memory");')
+        out.append("}")
+        out.append(f"__device__ __forceinline__ void tma_store_{r}d(const NewtTensorMap* map, unsigned src, {cs}) {{")
+        out.append(f'  asm volatile("cp.async.bulk.tensor.{r}d.global.shared::cta.bulk_group [%0, {{{load_regs}}}], '
+                   '[%1];"')
+        out.append(f'               :: "l"(map), "r"(src), {load_in} : "memory");')
+        out.append("}")
+    out.append("#endif")
+    return "\n".join(out) + "\n"
+
+
+PRELUDE += _tma_helpers()
