@@ -284,6 +284,12 @@ def promotion(op) -> int:
     return max(32, n // 32 * 32)
 
 
+def _desc_at(desc: str, off: int) -> str:
+    """The descriptor ``desc`` moved ``off`` bytes on (a multiple of 16: the start field is in 16-byte units)."""
+    assert off % 16 == 0, off
+    return desc if off == 0 else f"{desc} + {off >> 4}ull"
+
+
 _COMMON = """\
 // ---- wgmma (sm_90a) ----------------------------------------------------------------------
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -430,8 +436,13 @@ class WgmmaLowering(DotLowering):
             b_wg = f"wg_n * {Nw * sb.swizzle_bytes}"
         else:
             b_wg = f"(wg_n * {Nw} / {sb.atom_cols}) * {sb.rows * sb.swizzle_bytes}"
+        # one descriptor per operand, then the k steps' and sub-tiles' start offsets added to it: a shared
+        # address is below 2**18 and the tiles are 16-byte aligned, so the 14-bit start field (address >> 4)
+        # never carries and ``desc(a + off) == desc(a) + off / 16``.  Rebuilding each descriptor (mask,
+        # shift, or) put a chain of ~6 uniform-datapath ops before every HGMMA (Triton adds to one too)
         if a_regs:
             d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long db = gmma_desc(sb_wg, rb);")
             from ..vectors import pack_words
             d.line(f"unsigned af[{m_reps * (K // 16)}][4];  // A fragments, packed before the first wgmma")
             for mi in range(m_reps):
@@ -442,6 +453,7 @@ class WgmmaLowering(DotLowering):
                         d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
         dst = part or w
@@ -457,13 +469,11 @@ class WgmmaLowering(DotLowering):
                         offb = gmma_address(sb, b_k, n0, kk)
                         reg0 = (mi * n_reps + ni) * (n_inst // 2)
                         if a_regs:
-                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], "
-                                   f"gmma_desc(sb_wg + {offb}, rb));")
+                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
                         sd = "" if kstep == 16 else ", 0" if part and kk == k0 else ", 1"
-                        d.line(f"{fn}(&{dst}[{reg0}], gmma_desc(sa_wg + {offa}, ra), "
-                               f"gmma_desc(sb_wg + {offb}, rb){sd});")
+                        d.line(f"{fn}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
             if part:
                 d.line("wgmma_commit();")
                 d.line("wgmma_wait<0>();")
