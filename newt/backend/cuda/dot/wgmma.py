@@ -215,7 +215,82 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
         if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
             continue
         out.add(d)
+    for d in body.ops:  # then dots whose accumulator is read only behind another dot's full wait
+        if d in out or _behind(layouts, body, d, out, loads, users, yields) is None:
+            continue
+        out.add(d)
     return frozenset(out)
+
+
+def _behind(layouts, body, d, in_flight, loads, users, yields):
+    """For attention's ``acc = dot(p, v, acc * alpha)``: the index of ``d``'s result in the yield when ``d``
+    may stay in flight because every read of its loop-carried accumulator comes after an earlier wgmma
+    dot of the same body that waits for all groups (``wait_group 0``: the previous iteration's ``d``
+    included); B must come from the pipeline (its buffer is kept by the extra ring buffer).  Else None."""
+    low = layouts.dot.get(d) if d.name == "dot" else None
+    if low is None or low.name != "wgmma" or promotion(d):
+        return None
+    term = body.terminator
+    r = d.result
+    ru = users.get(r, [])
+    if len(ru) != 1 or ru[0] is not term:
+        return None
+    idx = [i for i, y in enumerate(yields) if y is r]
+    if len(idx) != 1 or scalar_of(r.type).name != "fp32":
+        return None
+    if d.operands[2] is body.args[1 + idx[0]]:
+        return None  # the plain accumulation: handled above
+    b = d.operands[1]
+    if getattr(b.owner, "name", None) != "load" or b.owner not in loads:
+        return None
+    ops = list(body.ops)
+    pos = {o: k for k, o in enumerate(ops)}
+    waiters = [o for o in ops[:pos[d]] if o.name == "dot" and o not in in_flight
+               and getattr(layouts.dot.get(o), "name", None) == "wgmma" and not promotion(o)]
+    if not waiters:
+        return None
+    carried = body.args[1 + idx[0]]
+    first = waiters[0]
+    if any(u not in pos or pos[u] <= pos[first] for u in users.get(carried, [])):
+        return None
+    # in flight, its A fragments (registers) stay live into the next iteration next to both accumulators:
+    # only where those leave room (attention 128x64 d=128 at 4 warps: 128 + 64 accumulator registers per
+    # thread, 1528 bytes spilled in flight (NVRTC 13.5), none waiting; 8 warps: 64 + 32)
+    if sum(_regs_per_thread(layouts, o.result) for o in (d, first)) > _IN_FLIGHT_ACC_REGS:
+        return None
+    return idx[0]
+
+
+#: accumulator registers per thread (the in-flight dot's and the waiting one's) up to which a dot with a
+#: register A is left in flight
+_IN_FLIGHT_ACC_REGS = 160
+
+
+def _regs_per_thread(layouts, v) -> int:
+    from ..plan import compact
+    lay = layouts.layout.get(v)
+    return compact(lay).nregs if lay is not None else 1 << 20
+
+
+def behind_indices(body, pipe, op) -> list:
+    """Yield indices of the in-flight dots of ``pipe`` that ``op`` (a dot waiting for all groups) waits for
+    before their accumulators are read: their registers get fenced after ``op``'s wait."""
+    ops = list(body.ops)
+    if op not in ops:
+        return []
+    term = body.terminator
+    yields = list(term.operands) if term is not None and term.name == "yield" else []
+    out = []
+    for d in pipe.async_dots:
+        if d.result not in yields:
+            continue
+        i = yields.index(d.result)
+        if d.operands[2] is body.args[1 + i]:
+            continue
+        first = next((o for o in ops if o.name == "dot" and o not in pipe.async_dots), None)
+        if first is op and ops.index(op) < ops.index(d):
+            out.append(i)
+    return out
 
 
 def drain_async_dots(em, op, pipe, targets, c):
@@ -489,6 +564,7 @@ class WgmmaLowering(DotLowering):
         c.line("}")
         if not in_flight:
             em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
+            self._fence_behind(em, op, c)
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
@@ -510,6 +586,20 @@ class WgmmaLowering(DotLowering):
                 return None
         return em.get(a, afl)
 
+
+    @staticmethod
+    def _fence_behind(em, op, c):
+        """After this dot's full wait: the accumulators of the loop's dots left in flight last iteration
+        behind it (``_behind``) are complete; fence their registers so no read moves above the wait."""
+        for pipe in em.pipelines.values():
+            body = pipe.loop.regions[0]
+            if not pipe.async_dots or op not in body.ops or not em.yield_stack:
+                continue
+            targets = em.yield_stack[-1]
+            for i in behind_indices(body, pipe, op):
+                name, lay, _ = targets[i]
+                c.line(f"// {name}: the previous iteration's in-flight wgmma is complete (the wait above)")
+                em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
 
     def needs_transpose(self, op, index: int, inner: int) -> bool:
         """An 8-bit operand stored with ``inner`` contiguous is not K-major: it is transposed in shared
