@@ -507,18 +507,21 @@ def test_attention_configs_on_gpu(block_m, block_n, nw, head_dim, causal):
 
 
 @pytest.mark.parametrize("stage", [1, 3])
-@pytest.mark.parametrize("head_dim,nw,in_flight", [(64, 8, True), (128, 8, True), (64, 4, True), (128, 4, False)])
-def test_attention_pv_dot_stays_in_flight(stage, head_dim, nw, in_flight, monkeypatch):
+@pytest.mark.parametrize("block_m,head_dim,nw,in_flight", [(128, 64, 8, True), (128, 128, 8, True), (128, 64, 4, True),
+                                                           (128, 128, 4, False), (64, 128, 4, False),
+                                                           (64, 64, 4, False)])
+def test_attention_pv_dot_stays_in_flight(stage, block_m, head_dim, nw, in_flight, monkeypatch):
     """Attention's ``acc = dot(p, v, acc * alpha)`` is left in flight into the next iteration (Triton does
     the same): its accumulator is read only after the next QK dot's full wait, which fences the
     loop-carried registers; the ring gets the extra buffer; ptxas does not serialize the wgmma.  Not at
-    4 warps with d=128, where P's fragments live next to 192 accumulator registers per thread."""
-    m = _attn_module(monkeypatch, stage, head_dim, nw)
+    128x64, 4 warps, d=128, where P's fragments live next to 192 accumulator registers per thread, nor at
+    64x64, 4 warps, where the extra buffer would cost a resident block per SM (Triton's pick there)."""
+    m = _attn_module(monkeypatch, stage, head_dim, nw, block_m=block_m)
     loops = 1 if stage == 1 else 2
     assert m.source.count("wgmma_wait<1>();") == (loops if in_flight else 0)
     assert m.source.count("the previous iteration's in-flight wgmma is complete") == (loops if in_flight else 0)
     tiles = (64 * head_dim * 2) * 2  # a K and a V tile
-    assert m.shared_bytes == (4 if in_flight else 3) * tiles + 128 * head_dim * 2
+    assert m.shared_bytes == (4 if in_flight else 3) * tiles + block_m * head_dim * 2
     b = compile_cuda(m, "sm_90a")
     assert b.n_spills <= (8 if (head_dim, nw) == (128, 4) else 0), b.log
     assert "wgmma serialization" not in b.log.lower(), b.log
