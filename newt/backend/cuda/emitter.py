@@ -511,11 +511,13 @@ class Emitter:
             chunk.line(f"{ct} {name}[{n}];")
             r = sp[1]("i")
             self.for_regs(n, f"{name}[i] = {base}{'' if r == '0' else f' + {r}'};", chunk)
-        elif (nm in ("add", "sub") and _is_i32(scalar_of(v.type))
+        elif (nm in ("add", "sub") and _is_i32(scalar_of(v.type)) and self.enclosing_loop(op) is not None
               and (sp := self.affine(v, lay)) is not None and sp[1] is not _zero):
             # one per-thread value, then register constants: ``start_n + offs_n`` in a loop is one add and
             # immediates, not the register-dependent halves of offs_n kept in registers across the loop
-            # (NVVM hoists ``tf | c_i`` out of the loop: 16 registers for a 64-wide wgmma row)
+            # (NVVM hoists ``tf | c_i`` out of the loop: 16 registers for a 64-wide wgmma row).  Only in
+            # loops: outside, the form changes nothing but ptxas' allocation at the 255-register edge (the
+            # tf32 128x128x32 matmul's rm/rn spilled 8 bytes with it, NVRTC 13.5)
             base = self.tmp(name + "_base")
             chunk.line(f"const {ct} {base} = {sp[0]};")
             chunk.line(f"{ct} {name}[{n}];")
