@@ -2,6 +2,7 @@
 
     python3 benchmarks/backend_perf.py --compile [--nvrtc-lib DIR]   # no GPU: compile every bench kernel
     python3 benchmarks/backend_perf.py --compare-triton [--nvrtc-lib DIR] [--nvjitlink-lib DIR]  # no GPU
+    python3 benchmarks/backend_perf.py --compare-attention [--nvrtc-lib DIR]  # no GPU
     python3 benchmarks/backend_perf.py --out DIR [--budget SECONDS]  # GPU: attention + matmul per config
 
 ``--compile`` builds, for sm_90a through NVRTC, every kernel specialization that ``bench.py`` times
@@ -10,6 +11,11 @@ with the runtime's specialization: strides equal to 1 are constexpr, sizes divis
 plus the attention configs below, and prints registers, spills, shared memory and SASS counts (128-bit
 global accesses, tensor-core instructions, barriers).  It fails on a compile error and on spills in
 the memory-bound kernels.  ``--nvrtc-lib`` loads another NVRTC first (the device machine has 13.0).
+
+``--compare-attention`` (no GPU) compiles the attention kernel of every config with newt and with the
+installed Triton for sm_90a (d = 64 and 128, causal and not) and prints registers, spill bytes, shared
+memory, resident blocks per SM and the SASS instructions of each pipelined loop body (by opcode family
+where they differ): the offline view of where newt's inner loop does more work than Triton's.
 
 ``--compare-triton`` (no GPU either) compiles the memory-bound cells that were under 0.95x of Triton
 (softmax 2048 fp16, layer norm 16384 fp16/fp32, every ``num_warps`` of the sweep) with newt and with
@@ -118,6 +124,10 @@ def attn_fwd(Q, K, V, sm_scale, Out, stride_qm, stride_kn, stride_vn, stride_om,
     $L.store(Out + base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to($L.float16))
 '''.replace("@@CONFIGS@@", repr(ATTN_CONFIGS))
 
+ATTN_SIGNATURE = {"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16", "sm_scale": "fp32", "Out": "*fp16:16",
+                  "stride_qm": "i32:16", "stride_kn": "i32:16", "stride_vn": "i32:16", "stride_om": "i32:16",
+                  "N_CTX": "i32:16"}
+
 ATTN_SHAPES = [(4, 32, 4096, 64, False), (4, 32, 4096, 64, True), (16, 16, 1024, 64, False),
                (16, 16, 1024, 64, True)]
 MATMUL_CONFIGS = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
@@ -214,12 +224,11 @@ def compile_all(target: str = "sm_90a", smoke: bool = False) -> int:
                  "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"},
                 {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "stride_ak": 1, "stride_bn": 1,
                  "stride_cn": 1}, w, s, False)
-    for bm, bn, w, s in ATTN_CONFIGS:
-        for stage in (1, 3):
-            one(f"attention {bm}x{bn} STAGE={stage} s{s} w{w}", a.attn_fwd,
-                {"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16", "sm_scale": "fp32", "Out": "*fp16:16",
-                 "stride_qm": "i32:16", "stride_kn": "i32:16", "stride_vn": "i32:16", "stride_om": "i32:16",
-                 "N_CTX": "i32:16"}, {"HEAD_DIM": 64, "BLOCK_M": bm, "BLOCK_N": bn, "STAGE": stage}, w, s, False)
+    for d in (64, 128):
+        for bm, bn, w, s in ATTN_CONFIGS:
+            for stage in (1, 3):
+                one(f"attention d{d} {bm}x{bn} STAGE={stage} s{s} w{w}", a.attn_fwd, ATTN_SIGNATURE,
+                    {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "STAGE": stage}, w, s, False)
     print(f"\n{len(rows)} kernels compiled for {target}; {len(bad)} problems")
     for b in bad:
         print("  " + b)
@@ -373,6 +382,82 @@ def compare_triton(nvjitlink_lib: str | None = None) -> int:
     return 0
 
 
+def sass_loops(text: str, min_instructions: int = 64) -> list:
+    """The bodies of the SASS loops (a backward branch to a lower address) with at least
+    ``min_instructions``: per loop, a Counter of opcode families (the mnemonic before the first dot)."""
+    import collections
+    ins = [(int(a, 16), t) for a, t in re.findall(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text, re.M)]
+    out = []
+    for addr, t in ins:
+        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", t)
+        if not m or int(m.group(1), 16) >= addr:
+            continue
+        lo = int(m.group(1), 16)
+        body = [re.sub(r"^@!?U?P\w+\s+", "", x) for a, x in ins if lo <= a <= addr]
+        if len(body) >= min_instructions:
+            out.append(collections.Counter(x.split()[0].split(".")[0] for x in body))
+    return out
+
+
+def compare_attention() -> int:
+    """newt vs Triton (installed, ``triton.compile`` for sm_90a) on the attention configs, offline."""
+    import os
+
+    import newt
+    from newt.backend.cuda import sass
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.backends.nvidia.compiler import get_ptxas
+    except Exception as e:  # noqa: BLE001
+        print(f"Triton cannot compile here: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    from newt.backend.cuda.compiler import nvrtc_version
+    mn = instantiate(ATTN_TEMPLATE, "newt", "cmp_attn")
+    mt = instantiate(ATTN_TEMPLATE, "triton", "cmp_attn")
+    kn = mn.attn_fwd
+    while hasattr(kn, "fn") and not hasattr(kn, "constexpr_names"):
+        kn = kn.fn
+    kt = mt.attn_fwd
+    while hasattr(kt, "fn") and type(kt).__name__ == "Autotuner":
+        kt = kt.fn
+    names = list(ATTN_SIGNATURE)
+    ptxas = get_ptxas(90).path
+    print(f"newt: NVRTC {nvrtc_version()}; Triton {triton.__version__} with its ptxas")
+    print(f"{'config':34s} {'newt regs/spill/smem/blk':>26s} {'Triton regs/spill/smem/blk':>28s}"
+          "   loop SASS newt | Triton")
+    for d in (64, 128):
+        for bm, bn, w, s in ATTN_CONFIGS:
+            for stage in (1, 3):
+                label = f"d{d} {bm}x{bn} w{w} s{s} STAGE={stage}"
+                cx = {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "STAGE": stage}
+                ck = newt.compile(kn, signature=ATTN_SIGNATURE, constexprs=cx, target="sm_90a", num_warps=w,
+                                  num_stages=s, cache=False)
+                nl_ = sass_loops(ck.asm["sass"])
+                sig_t = {k: v.split(":")[0] for k, v in ATTN_SIGNATURE.items()}
+                sig_t.update({k: "constexpr" for k in cx})
+                consts = {(len(names) + i,): v for i, v in enumerate(cx.values())}
+                src = triton.compiler.ASTSource(fn=kt, signature=sig_t, constexprs=consts,
+                                                attrs={(i,): [["tt.divisibility", 16]] for i, k in enumerate(names)
+                                                       if ATTN_SIGNATURE[k].endswith(":16")})
+                tk = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": w, "num_stages": s})
+                (t_regs, t_spill), cubin = _ptxas_verbose(ptxas, tk.asm["ptx"])
+                tl_ = sass_loops(sass(cubin))
+                md = ck.metadata
+                t_smem = tk.metadata.shared
+                nb = blocks_per_sm(md.n_regs, 32 * w, md.shared)
+                tb = blocks_per_sm(t_regs, 32 * w, t_smem)
+                loops = " ; ".join(f"{sum(a.values())} | {sum(b.values())}" for a, b in zip(nl_, tl_))
+                print(f"{label:34s} {md.n_regs:>8d}/{md.n_spills:<5d}/{md.shared:<7d}/{nb:<3d}"
+                      f" {t_regs:>10d}/{t_spill:<5d}/{t_smem:<7d}/{tb:<3d}   {loops}", flush=True)
+                for a, b in zip(nl_, tl_):
+                    diff = {k: (a.get(k, 0), b.get(k, 0)) for k in sorted(set(a) | set(b))
+                            if a.get(k, 0) != b.get(k, 0)}
+                    print(" " * 36 + "differ: " + ", ".join(f"{k} {x}/{y}" for k, (x, y) in diff.items()))
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------------
 # GPU
 # ----------------------------------------------------------------------------------------------------
@@ -505,6 +590,8 @@ def main(argv=None) -> int:
     p.add_argument("--nvrtc-lib", default=None, help="directory of another libnvrtc.so to load first")
     p.add_argument("--compare-triton", action="store_true",
                    help="no GPU: registers/spills/SASS of the under-0.95x cells, newt vs the installed Triton")
+    p.add_argument("--compare-attention", action="store_true",
+                   help="no GPU: registers/spills/shared memory/loop SASS of the attention configs, newt vs Triton")
     p.add_argument("--nvjitlink-lib", default=None,
                    help="with --compare-triton: directory of a libnvJitLink.so (13.0) to assemble Triton's PTX too")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent))
@@ -517,6 +604,8 @@ def main(argv=None) -> int:
         return compile_all(args.target, smoke=args.smoke)
     if args.compare_triton:
         return compare_triton(args.nvjitlink_lib)
+    if args.compare_attention:
+        return compare_attention()
     import torch
     if not torch.cuda.is_available():
         print("backend_perf.py needs a CUDA GPU (or --compile)", file=sys.stderr)

@@ -391,3 +391,145 @@ def test_fp8_promotion_sums_each_piece_in_fp32(monkeypatch):
     assert ck.metadata.n_spills == 0
     s = _sass_or_skip(type("B", (), {"cubin": ck.asm["cubin"]})())
     assert "QGMMA.64x128x32.F32.E4M3.E4M3" in s
+
+
+# --- attention on the Hopper path: shared memory, registers, SASS (offline) --------------------------------
+
+
+def _attn_module(monkeypatch, stage, head_dim, nw, stages=3, block_m=128):
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+    cfg = next(c for c in corpus_configs() if c[0] == "attention.py" and c[3]["STAGE"] == (stage & 1 or 3))
+    cx = dict(cfg[3], HEAD_DIM=head_dim, STAGE=stage, BLOCK_M=block_m)
+    return generate_cuda(ir(cfg[0], cfg[1], cfg[2], cx, cfg[4], num_warps=nw, num_stages=stages), "sm_90a", nw,
+                         stages)
+
+
+@pytest.mark.parametrize("nw", [4, 8])
+def test_causal_attention_d128_fits_one_ring_and_does_not_spill(nw, monkeypatch):
+    """Causal attention (STAGE=3: two pipelined loops over K and V) at d=128, 128x64 blocks, 3 stages: the
+    loops run one after the other, so their rings share one region (3 x (K + V tiles)) next to Q's staged
+    tile -- 128 KB, Triton's figure -- where two rings (224 KB) left no room for anything else and the
+    in-flight variant (294912 bytes) was rejected.  No spill in either warp count."""
+    m = _attn_module(monkeypatch, 3, 128, nw)
+    ring = (4 if nw == 8 else 3) * (64 * 128 * 2) * 2  # 8 warps: P.V in flight, one buffer more
+    assert m.shared_bytes == ring + 128 * 128 * 2, m.shared_bytes
+    assert m.source.count("software pipeline, 3 stages") == 2
+    assert "SMEM_PIPE1" not in m.source  # both loops address the one region
+    b = compile_cuda(m, "sm_90a")
+    if nw == 4:  # 255 registers: NVRTC 13.0's ptxas spilled 64 bytes on the device (2026-12-02), 13.5's none;
+        # Triton 3.9's build of the same config spills 2012
+        assert b.n_spills <= 64, b.log
+        return
+    assert b.n_spills == 0 and b.stack_frame == 0, b.log
+    s = _sass_or_skip(b)
+    assert not re.search(r"\b(LDL|STL)\b", s)
+    assert len(re.findall(r"HGMMA\.64x128x16\.F32 R\d+, R\d+, gdesc", s)) >= 2 * 4  # P.V: A from registers
+
+
+def test_pipelined_loops_share_their_ring_at_the_largest_size(monkeypatch):
+    """The region is the largest ring, each loop's buffers from its start (1024-byte aligned for wgmma)."""
+    m1 = _attn_module(monkeypatch, 1, 64, 8)
+    m3 = _attn_module(monkeypatch, 3, 64, 8)
+    assert m3.shared_bytes == m1.shared_bytes == 4 * 2 * (64 * 64 * 2) + 128 * 64 * 2
+    assert re.search(r"smem \+ \(SMEM_PIPE0 \+ 32768\)", m3.source)  # V's buffers after K's 4 x 8 KB
+
+
+@pytest.mark.parametrize("block_m,nw,blocks", [(128, 8, 2), (64, 4, 4)])
+def test_causal_attention_d64_fits_triton_blocks_per_sm(block_m, nw, blocks, monkeypatch):
+    """Causal, d=64: 128x64 at 8 warps and 64x64 at 4 warps take at most 128 registers without a spill, so
+    2 and 4 blocks per SM as in Triton's builds of the same source (127 and 128 registers): ptxas' free
+    choice lands a little above the cap (142, 144), and compile_cuda then asks for that many blocks."""
+    m = _attn_module(monkeypatch, 3, 64, nw, block_m=block_m)
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_regs <= 128 and b.n_spills == 0, (b.n_regs, b.log)
+    assert blocks * (b.shared + 1024) <= 228 * 1024
+    if m.metadata["min_blocks"] != 1:
+        assert f"__launch_bounds__({32 * nw}, {blocks})" in m.source and "min_blocks_raised" in m.metadata
+
+
+def test_causal_mask_index_is_one_add_per_thread(monkeypatch):
+    """``start_n + offs_n`` in the diagonal loop: one per-thread base and register immediates, not the
+    16 register-dependent halves of ``offs_n`` held in registers across the loop (NVVM hoists those)."""
+    m = _attn_module(monkeypatch, 2, 64, 8)
+    body = m.source[m.source.index("mask = offs_m[:, None] >= (start_n + offs_n[None, :])"):]
+    body = body[:body.index("nl.where")]
+    base = re.search(r"const int (v\d+_base\d*) = .*;", body)
+    assert base, body
+    assert re.search(rf"\] = \(int\)\(\(unsigned int\){base.group(1)} \+ \(unsigned int\)\(", body), body
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_spills == 0 and b.n_regs <= 128, b.n_regs
+
+
+def test_exp2_is_the_ftz_approximation(monkeypatch):
+    """exp2 on fp32 lowers as Triton's does, ``ex2.approx.ftz.f32``: no FSETP + FMUL pair around each
+    MUFU.EX2 for subnormal results (one softmax element each)."""
+    m = _attn_module(monkeypatch, 1, 64, 8)
+    b = compile_cuda(m, "sm_90a")
+    assert "ex2.approx.ftz.f32" in b.ptx and not re.search(r"ex2\.approx\.f32", b.ptx)
+    s = _sass_or_skip(b)
+    assert not re.search(r"FSETP\.GEU\.AND P\d+, PT, R\d+, -126", s)  # the non-ftz range check
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("block_m,block_n,nw", [(128, 64, 4), (128, 64, 8), (64, 64, 4)])
+def test_attention_configs_on_gpu(block_m, block_n, nw, head_dim, causal):
+    """bench.py's attention configs (the autotuner's whole list), both head dims, causal (two pipelined loops
+    sharing one ring, the diagonal loop's mask) and not, against SDPA in fp32."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from gpu_launch import compile_fn, launch
+    from kernels import CORPUS, jit_source
+    Z, H, NCTX = 1, 3, 512
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn((Z, H, NCTX, head_dim), device="cuda", generator=gen).to(torch.float16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    sm = head_dim ** -0.5
+    stage = 3 if causal else 1
+    b = compile_fn(jit_source(os.path.join(CORPUS, "attention.py"), "attn_fwd"),
+                   {"Q": nl.pointer_type(nl.float16), "K": nl.pointer_type(nl.float16),
+                    "V": nl.pointer_type(nl.float16), "sm_scale": nl.float32, "Out": nl.pointer_type(nl.float16),
+                    "stride_qm": nl.int32, "stride_kn": nl.int32, "stride_vn": nl.int32, "stride_om": nl.int32,
+                    "N_CTX": nl.int32},
+                   {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGE": stage},
+                   div={"Q": 16, "K": 16, "V": 16, "Out": 16, "stride_qm": 16, "stride_kn": 16, "stride_vn": 16,
+                        "stride_om": 16, "N_CTX": 16}, num_warps=nw, num_stages=3)
+    launch(b, (NCTX // block_m, Z * H), q, k, v, sm, o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), NCTX)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                                           scale=sm)
+    torch.testing.assert_close(o.float(), ref, rtol=1e-2, atol=1e-2)
+    # 128x64 at 4 warps with d=128 sits at 255 registers (NVRTC 13.0 spilled 8 and 64 bytes, 2026-12-02)
+    assert b.n_spills <= (64 if (block_m, nw, head_dim) == (128, 4, 128) else 0), b.log
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+@pytest.mark.parametrize("block_m,head_dim,nw,in_flight", [(128, 64, 8, True), (128, 128, 8, True), (128, 64, 4, True),
+                                                           (128, 128, 4, False), (64, 128, 4, False),
+                                                           (64, 64, 4, False)])
+def test_attention_pv_dot_stays_in_flight(stage, block_m, head_dim, nw, in_flight, monkeypatch):
+    """Attention's ``acc = dot(p, v, acc * alpha)`` is left in flight into the next iteration (Triton does
+    the same): its accumulator is read only after the next QK dot's full wait, which fences the
+    loop-carried registers; the ring gets the extra buffer; ptxas does not serialize the wgmma.  Not at
+    128x64, 4 warps, d=128, where P's fragments live next to 192 accumulator registers per thread, nor at
+    64x64, 4 warps, where the extra buffer would cost a resident block per SM (Triton's pick there)."""
+    m = _attn_module(monkeypatch, stage, head_dim, nw, block_m=block_m)
+    loops = 1 if stage == 1 else 2
+    assert m.source.count("wgmma_wait<1>();") == (loops if in_flight else 0)
+    assert m.source.count("the previous iteration's in-flight wgmma is complete") == (loops if in_flight else 0)
+    tiles = (64 * head_dim * 2) * 2  # a K and a V tile
+    assert m.shared_bytes == (4 if in_flight else 3) * tiles + block_m * head_dim * 2
+    b = compile_cuda(m, "sm_90a")
+    assert b.n_spills <= (8 if (head_dim, nw) == (128, 4) else 0), b.log
+    assert "wgmma serialization" not in b.log.lower(), b.log
+    s = _sass_or_skip(b)
+    lines = s.splitlines()
+    pv = [k for k, ln in enumerate(lines) if re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc.*gsb0", ln)]
+    assert pv, "no register-A HGMMA"
+    for k in pv:  # the wait after each P.V group leaves it in flight
+        nxt = next(ln for ln in lines[k + 1:] if "WARPGROUP.DEPBAR" in ln)
+        assert ("gsb0, 0x1" in nxt) == in_flight, nxt

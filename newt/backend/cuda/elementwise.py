@@ -51,7 +51,9 @@ def _float_fn(f32, f64):
 # unary float math: (fp32 expression template, fp64 function)
 _UNARY_FLOAT = {
     "exp": ("ex2_approx({x} * 1.44269504088896341f)", "exp"),
-    "exp2": ("ex2_approx({x})", "exp2"),
+    # exp2 as Triton lowers it (ex2.approx.ftz.f32): results under 2**-126 flush to 0, which spares the
+    # FSETP + two FMUL that scale a subnormal result around the non-ftz MUFU.EX2 (attention's softmax)
+    "exp2": ("ex2_approx_ftz({x})", "exp2"),
     "log": ("(lg2_approx({x}) * 0.693147180559945309f)", "log"),
     "log2": ("lg2_approx({x})", "log2"),
     "sqrt": ("sqrt_approx({x})", "sqrt"),

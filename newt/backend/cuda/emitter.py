@@ -511,6 +511,17 @@ class Emitter:
             chunk.line(f"{ct} {name}[{n}];")
             r = sp[1]("i")
             self.for_regs(n, f"{name}[i] = {base}{'' if r == '0' else f' + {r}'};", chunk)
+        elif (nm in ("add", "sub") and _is_i32(scalar_of(v.type)) and self.enclosing_loop(op) is not None
+              and (sp := self.affine(v, lay)) is not None and sp[1] is not _zero):
+            # one per-thread value, then register constants: ``start_n + offs_n`` in a loop is one add and
+            # immediates, not the register-dependent halves of offs_n kept in registers across the loop
+            # (NVVM hoists ``tf | c_i`` out of the loop: 16 registers for a 64-wide wgmma row).  Only in
+            # loops: outside, the form changes nothing but ptxas' allocation at the 255-register edge (the
+            # tf32 128x128x32 matmul's rm/rn spilled 8 bytes with it, NVRTC 13.5)
+            base = self.tmp(name + "_base")
+            chunk.line(f"const {ct} {base} = {sp[0]};")
+            chunk.line(f"{ct} {name}[{n}];")
+            self.for_regs(n, f"{name}[i] = ({ct})((unsigned int){base} + (unsigned int)({sp[1]('i')}));", chunk)
         elif nm in ELEMENTWISE:
             ri = self.const_reg_index(v, lay)
             args = [self.operand(o, lay.with_shape(shape_of(o.type)) if is_block(o.type) else None, ri)
@@ -684,6 +695,10 @@ class Emitter:
         """Declare the array of an anchored result in its planned layout."""
         lay = compact(self.layout_of(v))
         return self.declare_block(v, lay, chunk), lay
+
+
+def _is_i32(t) -> bool:
+    return t.is_int() and t.primitive_bitwidth == 32 and not t.is_bool()
 
 
 def _zero(reg: str) -> str:

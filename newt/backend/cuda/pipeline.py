@@ -103,6 +103,26 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
         loops = {lp: _without_tma(p) for lp, p in loops.items()}
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         bars = -1  # (nor TMA for the other loads)
+    if len(loops) > 1:
+        # One shared-memory region for all the rings, each loop's buffers from its start: pipelined loops
+        # never nest (a loop inside a pipelined one is not pipelined; fn.walk sees the outer loop first),
+        # so no two rings are live at once -- a loop drains its copies (cp_async_wait<0>, its async wgmma)
+        # and syncs after its last iteration, the next syncs again before its prologue.  The region is the
+        # largest ring, not their sum (attention's causal kernel: two loops over K and V, as in Triton).
+        sizes = dict(buffers)
+        top = 0
+        for lp, p in list(loops.items()):
+            off = 0
+            named = []
+            for pl in p.loads:
+                al = max(128, getattr(pl.tile, "align", 0) or 0)  # wgmma's swizzled tiles: their period
+                off = (off + al - 1) // al * al
+                named.append(replace(pl, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
+                off += sizes[pl.buf]
+            top = max(top, off)
+            loops[lp] = replace(p, loads=tuple(named))
+        loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
+        buffers = [("SMEM_PIPE0", top)]
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars)
 
 

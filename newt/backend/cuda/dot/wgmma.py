@@ -215,7 +215,102 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
         if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
             continue
         out.add(d)
+    for d in body.ops:  # then dots whose accumulator is read only behind another dot's full wait
+        if d in out or _behind(layouts, body, d, out, loads, users, yields, (stages, total, budget)) is None:
+            continue
+        out.add(d)
     return frozenset(out)
+
+
+def _behind(layouts, body, d, in_flight, loads, users, yields, ring=None):
+    """For attention's ``acc = dot(p, v, acc * alpha)``: the index of ``d``'s result in the yield when ``d``
+    may stay in flight because every read of its loop-carried accumulator comes after an earlier wgmma
+    dot of the same body that waits for all groups (``wait_group 0``: the previous iteration's ``d``
+    included); B must come from the pipeline (its buffer is kept by the extra ring buffer).  Else None."""
+    low = layouts.dot.get(d) if d.name == "dot" else None
+    if low is None or low.name != "wgmma" or promotion(d):
+        return None
+    term = body.terminator
+    r = d.result
+    ru = users.get(r, [])
+    if len(ru) != 1 or ru[0] is not term:
+        return None
+    idx = [i for i, y in enumerate(yields) if y is r]
+    if len(idx) != 1 or scalar_of(r.type).name != "fp32":
+        return None
+    if d.operands[2] is body.args[1 + idx[0]]:
+        return None  # the plain accumulation: handled above
+    b = d.operands[1]
+    if getattr(b.owner, "name", None) != "load" or b.owner not in loads:
+        return None
+    ops = list(body.ops)
+    pos = {o: k for k, o in enumerate(ops)}
+    waiters = [o for o in ops[:pos[d]] if o.name == "dot" and o not in in_flight
+               and getattr(layouts.dot.get(o), "name", None) == "wgmma" and not promotion(o)]
+    if not waiters:
+        return None
+    carried = body.args[1 + idx[0]]
+    first = waiters[0]
+    if any(u not in pos or pos[u] <= pos[first] for u in users.get(carried, [])):
+        return None
+    # in flight, its A fragments (registers) stay live into the next iteration next to both accumulators:
+    # only where those leave room (attention 128x64 d=128 at 4 warps: 128 + 64 accumulator registers per
+    # thread, 1528 bytes spilled in flight (NVRTC 13.5), none waiting; 8 warps: 64 + 32)
+    acc_regs = sum(_regs_per_thread(layouts, o.result) for o in (d, first))
+    if acc_regs > _IN_FLIGHT_ACC_REGS:
+        return None
+    if ring is not None and _fewer_blocks_per_sm(layouts.layout.get(d.result), acc_regs, *ring):
+        return None
+    return idx[0]
+
+
+def _fewer_blocks_per_sm(lay, acc_regs: int, stages: int, total: int, budget: int) -> bool:
+    """Whether the extra ring buffer of an in-flight dot would cost a resident block per SM: blocks by
+    the rings' shared memory (with and without it) against blocks by registers, estimated as the two
+    accumulators plus 64 per thread.  Attention 64x64 at 4 warps, d=128: 96 KB of ring hold 2 blocks,
+    128 KB one (Triton, waiting: 2), so P.V waits there; 128x64 at 8 warps, d=64: registers allow 2
+    either way, so it stays in flight (measured 0.94x -> 0.97x of Triton on the H200)."""
+    if lay is None:
+        return True
+    threads = 32 << len(lay.warp)
+    per_sm = budget + 17 * 1024  # the planner's budget is the block limit less 16 KB; the SM has 1 KB more
+    by_regs = 65536 // (threads * min(255, acc_regs + 64))
+
+    def by_smem(nbuf):
+        return per_sm // (total * nbuf + 1024)
+    return min(by_regs, by_smem(stages + 1)) < min(by_regs, by_smem(stages))
+
+
+#: accumulator registers per thread (the in-flight dot's and the waiting one's) up to which a dot with a
+#: register A is left in flight
+_IN_FLIGHT_ACC_REGS = 160
+
+
+def _regs_per_thread(layouts, v) -> int:
+    from ..plan import compact
+    lay = layouts.layout.get(v)
+    return compact(lay).nregs if lay is not None else 1 << 20
+
+
+def behind_indices(body, pipe, op) -> list:
+    """Yield indices of the in-flight dots of ``pipe`` that ``op`` (a dot waiting for all groups) waits for
+    before their accumulators are read: their registers get fenced after ``op``'s wait."""
+    ops = list(body.ops)
+    if op not in ops:
+        return []
+    term = body.terminator
+    yields = list(term.operands) if term is not None and term.name == "yield" else []
+    out = []
+    for d in pipe.async_dots:
+        if d.result not in yields:
+            continue
+        i = yields.index(d.result)
+        if d.operands[2] is body.args[1 + i]:
+            continue
+        first = next((o for o in ops if o.name == "dot" and o not in pipe.async_dots), None)
+        if first is op and ops.index(op) < ops.index(d):
+            out.append(i)
+    return out
 
 
 def drain_async_dots(em, op, pipe, targets, c):
@@ -282,6 +377,12 @@ def promotion(op) -> int:
     if n <= 0 or n > K:
         return 0
     return max(32, n // 32 * 32)
+
+
+def _desc_at(desc: str, off: int) -> str:
+    """The descriptor ``desc`` moved ``off`` bytes on (a multiple of 16: the start field is in 16-byte units)."""
+    assert off % 16 == 0, off
+    return desc if off == 0 else f"{desc} + {off >> 4}ull"
 
 
 _COMMON = """\
@@ -430,8 +531,13 @@ class WgmmaLowering(DotLowering):
             b_wg = f"wg_n * {Nw * sb.swizzle_bytes}"
         else:
             b_wg = f"(wg_n * {Nw} / {sb.atom_cols}) * {sb.rows * sb.swizzle_bytes}"
+        # one descriptor per operand, then the k steps' and sub-tiles' start offsets added to it: a shared
+        # address is below 2**18 and the tiles are 16-byte aligned, so the 14-bit start field (address >> 4)
+        # never carries and ``desc(a + off) == desc(a) + off / 16``.  Rebuilding each descriptor (mask,
+        # shift, or) put a chain of ~6 uniform-datapath ops before every HGMMA (Triton adds to one too)
         if a_regs:
             d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long db = gmma_desc(sb_wg, rb);")
             from ..vectors import pack_words
             d.line(f"unsigned af[{m_reps * (K // 16)}][4];  // A fragments, packed before the first wgmma")
             for mi in range(m_reps):
@@ -442,6 +548,7 @@ class WgmmaLowering(DotLowering):
                         d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
         dst = part or w
@@ -457,13 +564,11 @@ class WgmmaLowering(DotLowering):
                         offb = gmma_address(sb, b_k, n0, kk)
                         reg0 = (mi * n_reps + ni) * (n_inst // 2)
                         if a_regs:
-                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], "
-                                   f"gmma_desc(sb_wg + {offb}, rb));")
+                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
                         sd = "" if kstep == 16 else ", 0" if part and kk == k0 else ", 1"
-                        d.line(f"{fn}(&{dst}[{reg0}], gmma_desc(sa_wg + {offa}, ra), "
-                               f"gmma_desc(sb_wg + {offb}, rb){sd});")
+                        d.line(f"{fn}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
             if part:
                 d.line("wgmma_commit();")
                 d.line("wgmma_wait<0>();")
@@ -479,6 +584,7 @@ class WgmmaLowering(DotLowering):
         c.line("}")
         if not in_flight:
             em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
+            self._fence_behind(em, op, c)
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
@@ -500,6 +606,20 @@ class WgmmaLowering(DotLowering):
                 return None
         return em.get(a, afl)
 
+
+    @staticmethod
+    def _fence_behind(em, op, c):
+        """After this dot's full wait: the accumulators of the loop's dots left in flight last iteration
+        behind it (``_behind``) are complete; fence their registers so no read moves above the wait."""
+        for pipe in em.pipelines.values():
+            body = pipe.loop.regions[0]
+            if not pipe.async_dots or op not in body.ops or not em.yield_stack:
+                continue
+            targets = em.yield_stack[-1]
+            for i in behind_indices(body, pipe, op):
+                name, lay, _ = targets[i]
+                c.line(f"// {name}: the previous iteration's in-flight wgmma is complete (the wait above)")
+                em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
 
     def needs_transpose(self, op, index: int, inner: int) -> bool:
         """An 8-bit operand stored with ``inner`` contiguous is not K-major: it is transposed in shared
