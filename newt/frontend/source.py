@@ -644,6 +644,8 @@ class ModuleScan:
         self.launches: list[LaunchSite] = []
         self.other_names: set[str] = set()  # classes and unknown imports
         self.repaired_lines: set[int] = set()
+        #: the module's tree when the whole file parsed as one (others reuse it instead of parsing again)
+        self.tree = chunks[0].tree if len(chunks) == 1 and not chunks[0].repaired else None
         bodies = []
         for ch in chunks:
             if ch.tree is None:
