@@ -15,6 +15,7 @@ import sys
 import types
 import warnings
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostic, Severity, Span
@@ -109,11 +110,53 @@ _TOP = re.compile(r"^[A-Za-z_@]")
 _DEF = re.compile(r"^(?:@|def\s|async\s+def\s|class\s)")
 
 
+def _scan_line(s: str, in_triple: str | None) -> tuple[int, int, str | None]:
+    """One line's effect on the chunk splitter's state: (bracket depth change, lowest depth change reached on
+    the way, open triple quote at its end). Crude: strings, comments and triple quotes only."""
+    depth = low = 0
+    j = 0
+    while j < len(s):
+        if in_triple:
+            k = s.find(in_triple, j)
+            if k < 0:
+                break
+            in_triple = None
+            j = k + 3
+            continue
+        c = s[j]
+        if c == "#":
+            break
+        if s.startswith('"""', j) or s.startswith("'''", j):
+            in_triple = s[j:j + 3]
+            j += 3
+            continue
+        if c in "\"'":
+            k = j + 1
+            while k < len(s) and s[k] != c:
+                k += 2 if s[k] == "\\" else 1
+            j = k + 1
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            low = min(low, depth)
+        j += 1
+    return depth, low, in_triple
+
+
+#: (line, open triple quote before it) -> _scan_line's answer: a keystroke re-scans one line, not the file
+_LINE_SCANS: dict = {}
+
+
 def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
     """Split a file into top-level statements (decorators kept with their def)."""
     starts: list[int] = []
     depth = 0
     in_triple: str | None = None
+    scans = _LINE_SCANS
+    if len(scans) > 200_000:
+        scans.clear()
     for i, line in enumerate(lines):
         if in_triple is None and depth and _DEF.match(line):
             depth = 0  # an unclosed bracket above (a half-typed line): a `def` at column 0 starts anew
@@ -123,35 +166,14 @@ def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
                 for j in range(starts[-1], i))
             if not prev_is_decorator:
                 starts.append(i)
-        # crude bracket / triple-quote tracking so continuation lines stay in the chunk
-        j = 0
-        s = line
-        while j < len(s):
-            if in_triple:
-                k = s.find(in_triple, j)
-                if k < 0:
-                    break
-                in_triple = None
-                j = k + 3
-                continue
-            c = s[j]
-            if c == "#":
-                break
-            if s.startswith('"""', j) or s.startswith("'''", j):
-                in_triple = s[j:j + 3]
-                j += 3
-                continue
-            if c in "\"'":
-                k = j + 1
-                while k < len(s) and s[k] != c:
-                    k += 2 if s[k] == "\\" else 1
-                j = k + 1
-                continue
-            if c in "([{":
-                depth += 1
-            elif c in ")]}":
-                depth = max(0, depth - 1)
-            j += 1
+        # crude bracket / triple-quote tracking so continuation lines stay in the chunk (a closing bracket
+        # never takes the depth below 0: the depth after the line is its change from max(depth, -lowest))
+        key = (line, in_triple)
+        got = scans.get(key)
+        if got is None:
+            got = scans[key] = _scan_line(line, in_triple)
+        delta, low, in_triple = got
+        depth = max(depth, -low) + delta
         if i == len(lines) - 1:
             break
     if not starts or starts[0] != 0:
@@ -182,10 +204,81 @@ def parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagno
         return _parse_with_recovery(src)
 
 
+#: (first line index, chunk text) -> (ParsedChunk or None, its SyntaxError or None), least recently used first.
+#: A keystroke changes one top-level statement: the others' trees are reused (ASTs are never mutated), so an
+#: analysis parses one chunk instead of the file (and, in a file with syntax errors, instead of every chunk
+#: with its repairs).
+_CHUNKS: OrderedDict = OrderedDict()
+_CHUNKS_MAX = 1024
+
+
+def _parse_chunk(path: str, lines: list[str], s: int, stop: int) -> tuple[ParsedChunk | None, SyntaxError | None]:
+    text = "\n" * s + "\n".join(lines[s:stop]) + "\n"
+    try:
+        return ParsedChunk(ast.parse(text, filename=path), s + 1, stop), None
+    except SyntaxError as err:
+        bad = err
+        first = err
+    except (ValueError, RecursionError, MemoryError):
+        return None, None
+    # repair: blank the failing line (keep indentation, write `pass`), a few times
+    work = list(lines[s:stop])
+    tree: ast.Module | None = None
+    for _ in range(6):
+        ln = (bad.lineno or 1) - 1 - s
+        if not (0 <= ln < len(work)):
+            break
+        indent = work[ln][:len(work[ln]) - len(work[ln].lstrip())]
+        # an unclosed bracket on an earlier line: blank from the statement start
+        work[ln] = indent + "pass" if work[ln].strip() else work[ln]
+        if bad.msg and ("was never closed" in bad.msg or "unexpected EOF" in bad.msg):
+            for k in range(ln + 1, len(work)):
+                work[k] = ""
+        try:
+            tree = ast.parse("\n" * s + "\n".join(work) + "\n", filename=path)
+            break
+        except SyntaxError as err2:
+            if err2.lineno == bad.lineno and err2.msg == bad.msg:
+                # same error: blank the whole rest of the statement
+                for k in range(ln, len(work)):
+                    work[k] = ""
+            bad = err2
+        except (ValueError, RecursionError, MemoryError):
+            break
+    return (ParsedChunk(tree, s + 1, stop, repaired=True) if tree is not None else None), first
+
+
+def _chunk(path: str, lines: list[str], s: int, stop: int) -> tuple[ParsedChunk | None, SyntaxError | None]:
+    key = (s, "\n".join(lines[s:stop]))
+    got = _CHUNKS.get(key)
+    if got is None:
+        got = _CHUNKS[key] = _parse_chunk(path, lines, s, stop)
+        while len(_CHUNKS) > _CHUNKS_MAX:
+            _CHUNKS.popitem(last=False)
+    else:
+        _CHUNKS.move_to_end(key)
+    return got
+
+
 def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
     """Parse the file; when it has syntax errors, parse each top-level statement on
     its own so the others are still analyzed, and try to repair a broken
-    statement by blanking its bad lines (for hover/inlay data)."""
+    statement by blanking its bad lines (for hover/inlay data).
+
+    Statements are parsed one by one through a cache (``_CHUNKS``): when every one parses, the file is
+    their module (the same tree as parsing the whole text: a statement's grammar does not depend on the
+    others'); otherwise the whole text is tried (the splitter may have cut a statement, e.g. a module-level
+    ``else:``) before the recovery."""
+    lines = src.lines
+    parts: list[tuple[ParsedChunk | None, SyntaxError | None]] = []
+    try:
+        bounds = _split_chunks(lines)
+        parts = [_chunk(src.path, lines, s, stop) for s, stop in bounds]
+    except (RecursionError, MemoryError):
+        parts = []
+    if parts and all(ch is not None and err is None for ch, err in parts):
+        body = [st for ch, _err in parts for st in ch.tree.body]  # type: ignore[union-attr]
+        return [ParsedChunk(ast.Module(body=body, type_ignores=[]), 1, len(lines))], []
     try:
         whole = ast.parse(src.text, filename=src.path, type_comments=False)
         return [ParsedChunk(whole, 1, len(src.lines))], []
@@ -196,43 +289,13 @@ def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagn
 
     chunks: list[ParsedChunk] = []
     diags: list[Diagnostic] = []
-    lines = src.lines
-    for s, stop in _split_chunks(lines):
-        text = "\n" * s + "\n".join(lines[s:stop]) + "\n"
-        try:
-            chunks.append(ParsedChunk(ast.parse(text, filename=src.path), s + 1, stop))
-            continue
-        except SyntaxError as err:
+    if not parts:
+        parts = [_chunk(src.path, lines, s, stop) for s, stop in _split_chunks(lines)]
+    for ch, err in parts:
+        if err is not None:
             diags.append(_syntax_diag(src, err))
-            bad = err
-        except (ValueError, RecursionError, MemoryError):
-            continue
-        # repair: blank the failing line (keep indentation, write `pass`), a few times
-        work = list(lines[s:stop])
-        tree: ast.Module | None = None
-        for _ in range(6):
-            ln = (bad.lineno or 1) - 1 - s
-            if not (0 <= ln < len(work)):
-                break
-            indent = work[ln][:len(work[ln]) - len(work[ln].lstrip())]
-            # an unclosed bracket on an earlier line: blank from the statement start
-            work[ln] = indent + "pass" if work[ln].strip() else work[ln]
-            if bad.msg and ("was never closed" in bad.msg or "unexpected EOF" in bad.msg):
-                for k in range(ln + 1, len(work)):
-                    work[k] = ""
-            try:
-                tree = ast.parse("\n" * s + "\n".join(work) + "\n", filename=src.path)
-                break
-            except SyntaxError as err2:
-                if err2.lineno == bad.lineno and err2.msg == bad.msg:
-                    # same error: blank the whole rest of the statement
-                    for k in range(ln, len(work)):
-                        work[k] = ""
-                bad = err2
-            except (ValueError, RecursionError, MemoryError):
-                break
-        if tree is not None:
-            chunks.append(ParsedChunk(tree, s + 1, stop, repaired=True))
+        if ch is not None:
+            chunks.append(ch)
     if not diags:
         diags.append(_syntax_diag(src, first_error))
     return chunks, diags
