@@ -244,8 +244,15 @@ def _parse(text: str):
     if t is None or t[0] != text:
         if len(_TREES) > 4:
             _TREES.clear()
-        t = _TREES[key] = (text, ast.parse(text))
-        t[1]._newt_text = text
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError) as e:
+            tree = e  # remembered too: a text being typed in does not parse, and every kernel asks
+        else:
+            tree._newt_text = text
+        t = _TREES[key] = (text, tree)
+    if isinstance(t[1], Exception):
+        raise type(t[1])(*t[1].args)
     return t[1]
 
 
