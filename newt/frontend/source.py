@@ -212,15 +212,16 @@ _CHUNKS: OrderedDict = OrderedDict()
 _CHUNKS_MAX = 1024
 
 
-def _parse_chunk(path: str, lines: list[str], s: int, stop: int) -> tuple[ParsedChunk | None, SyntaxError | None]:
+def _parse_chunk(path: str, lines: list[str], s: int, stop: int) -> tuple:
+    """(ParsedChunk or None, its SyntaxError or None, the repaired lines that parsed or None)."""
     text = "\n" * s + "\n".join(lines[s:stop]) + "\n"
     try:
-        return ParsedChunk(ast.parse(text, filename=path), s + 1, stop), None
+        return ParsedChunk(ast.parse(text, filename=path), s + 1, stop), None, None
     except SyntaxError as err:
         bad = err
         first = err
     except (ValueError, RecursionError, MemoryError):
-        return None, None
+        return None, None, None
     # repair: blank the failing line (keep indentation, write `pass`), a few times
     work = list(lines[s:stop])
     tree: ast.Module | None = None
@@ -245,19 +246,59 @@ def _parse_chunk(path: str, lines: list[str], s: int, stop: int) -> tuple[Parsed
             bad = err2
         except (ValueError, RecursionError, MemoryError):
             break
-    return (ParsedChunk(tree, s + 1, stop, repaired=True) if tree is not None else None), first
+    if tree is None:
+        return None, first, None
+    return ParsedChunk(tree, s + 1, stop, repaired=True), first, work
+
+
+#: chunk text -> the repaired lines that parsed (None: no repair did): a broken statement that only moved (a line
+#: added or removed above it) is parsed twice (for its error, whose message may name a line, and repaired), not
+#: once per repair attempt
+_REPAIRS: OrderedDict = OrderedDict()
 
 
 def _chunk(path: str, lines: list[str], s: int, stop: int) -> tuple[ParsedChunk | None, SyntaxError | None]:
-    key = (s, "\n".join(lines[s:stop]))
+    text = "\n".join(lines[s:stop])
+    key = (s, text)
     got = _CHUNKS.get(key)
-    if got is None:
-        got = _CHUNKS[key] = _parse_chunk(path, lines, s, stop)
-        while len(_CHUNKS) > _CHUNKS_MAX:
-            _CHUNKS.popitem(last=False)
-    else:
+    if got is not None:
         _CHUNKS.move_to_end(key)
+        return got
+    if text in _REPAIRS:
+        _REPAIRS.move_to_end(text)
+        got = _moved_chunk(path, lines, s, stop, _REPAIRS[text])
+    else:
+        ch, err, work = _parse_chunk(path, lines, s, stop)
+        got = (ch, err)
+        if err is not None:
+            _REPAIRS[text] = work
+            while len(_REPAIRS) > _CHUNKS_MAX:
+                _REPAIRS.popitem(last=False)
+    _CHUNKS[key] = got
+    while len(_CHUNKS) > _CHUNKS_MAX:
+        _CHUNKS.popitem(last=False)
     return got
+
+
+def _moved_chunk(path: str, lines: list[str], s: int, stop: int, work) -> tuple[ParsedChunk | None, SyntaxError | None]:
+    prefix = "\n" * s
+    try:
+        ast.parse(prefix + "\n".join(lines[s:stop]) + "\n", filename=path)
+        err = None
+    except SyntaxError as e:
+        err = e
+    except (ValueError, RecursionError, MemoryError):
+        return None, None
+    if err is None:  # cannot happen (the same text failed before): parse it as new
+        ch, err, _work = _parse_chunk(path, lines, s, stop)
+        return ch, err
+    tree = None
+    if work is not None:
+        try:
+            tree = ast.parse(prefix + "\n".join(work) + "\n", filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+    return (ParsedChunk(tree, s + 1, stop, repaired=True) if tree is not None else None), err
 
 
 def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:

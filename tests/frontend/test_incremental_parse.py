@@ -83,6 +83,7 @@ def _dump(chunks, diags):
 
 def _cold(text):
     S._CHUNKS.clear()
+    S._REPAIRS.clear()
     S._LINE_SCANS.clear()
     return _dump(*S.parse_with_recovery(S.SourceFile(text, "t.py")))
 
@@ -128,10 +129,11 @@ def test_random_edits_equal_a_cold_parse(seed):
                 whole = None
             if whole is not None:
                 assert not warm[1] and warm[0][0][0] == ast.dump(whole, include_attributes=True)
-            snapshot = (dict(S._CHUNKS), dict(S._LINE_SCANS))
+            snapshot = (dict(S._CHUNKS), dict(S._LINE_SCANS), dict(S._REPAIRS))
             assert _cold(version) == warm
             S._CHUNKS.update(snapshot[0])
             S._LINE_SCANS.update(snapshot[1])
+            S._REPAIRS.update(snapshot[2])
 
 
 def test_a_keystroke_parses_one_statement(monkeypatch):
@@ -145,3 +147,22 @@ def test_a_keystroke_parses_one_statement(monkeypatch):
     lines[i] += "  # typed"
     chunks, diags = S.parse_with_recovery(S.SourceFile("\n".join(lines), "t.py"))
     assert not diags and len(seen) == 1
+
+
+def test_a_broken_statement_that_moved_is_parsed_once(monkeypatch):
+    """A line typed above a statement with a syntax error moves it: it is parsed once more (with the repair
+    found before), not once per repair attempt; chunks and diagnostics are a cold parse's."""
+    text = "import newt\n\nx = 1\n\n\ndef f(a):\n    y = (a +\n    z = [1, 2\n    return y\n\n\ndef g(b):\n    return b\n"
+    S.parse_with_recovery(S.SourceFile(text, "t.py"))
+    moved = "# a comment typed at the top\n" + text
+    seen = []
+    real = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: seen.append(src) or real(src, *a, **k))
+    warm = _dump(*S.parse_with_recovery(S.SourceFile(moved, "t.py")))
+    n_chunks = len(S._split_chunks(S.SourceFile(moved, "t.py").lines))
+    # every moved statement once (the broken one twice: its error, its repair), and the whole file once
+    assert len(seen) == n_chunks + 2, len(seen)
+    monkeypatch.setattr(ast, "parse", real)
+    assert _cold(moved) == warm
+    assert warm[1] and all(c.repaired is False or c.tree is not None for c in S.parse_with_recovery(
+        S.SourceFile(moved, "t.py"))[0])
