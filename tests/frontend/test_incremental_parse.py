@@ -152,7 +152,8 @@ def test_a_keystroke_parses_one_statement(monkeypatch):
 def test_a_broken_statement_that_moved_is_parsed_once(monkeypatch):
     """A line typed above a statement with a syntax error moves it: it is parsed once more (with the repair
     found before), not once per repair attempt; chunks and diagnostics are a cold parse's."""
-    text = "import newt\n\nx = 1\n\n\ndef f(a):\n    y = (a +\n    z = [1, 2\n    return y\n\n\ndef g(b):\n    return b\n"
+    text = ("import newt\n\nx = 1\n\n\ndef f(a):\n    y = (a +\n    z = [1, 2\n    return y\n\n\n"
+            "def g(b):\n    return b\n")
     S.parse_with_recovery(S.SourceFile(text, "t.py"))
     moved = "# a comment typed at the top\n" + text
     seen = []
