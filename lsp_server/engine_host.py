@@ -155,6 +155,17 @@ class EngineHost:
             os.rmdir(self.dir)
         except OSError:
             pass
+        # the first engine's process: wait for it (it exits on "exit" or EOF), so that its transport is closed while
+        # the event loop still runs (else asyncio reports "Event loop is closed" from its __del__ at exit)
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), 2.0)
+            except (asyncio.TimeoutError, ProcessLookupError):
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
 
     async def serving(self, timeout: float = 60.0) -> _Conn:
         """The engine that answers (waits while a fresh one starts)."""

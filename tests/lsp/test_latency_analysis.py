@@ -103,8 +103,8 @@ run(torch.zeros(4), 100)
 
 
 def test_one_parse_and_one_walk_per_analysis(monkeypatch):
-    """Analyzing an edited version of the benchmark file (front end + launch dtypes) parses the text once and
-    walks the whole tree at most once more (the calls of host functions that the file calls)."""
+    """Analyzing an edited version of the benchmark file (front end + launch dtypes) parses one statement and
+    walks the whole tree a bounded number of times (the calls of host functions that the file calls)."""
     text = _big_file()
     cache = KernelCache(max_entries=4096)
     a = analyze(text, "file:///t.py", 1, cache=cache)
@@ -133,7 +133,9 @@ def test_one_parse_and_one_walk_per_analysis(monkeypatch):
         walked[0] = 0
         a = analyze("\n".join(lines), "file:///t.py", v, cache=cache)
         launch_diagnostics(a)
-        assert [n for n in parses if n > len(text) // 2] == [len("\n".join(lines))], parses
+        # the front end parses the edited top-level statement only (its tree of the others is kept), and the
+        # launch dtypes read the front end's tree: no parse of the whole text at all
+        assert len(parses) == 1 and parses[0] < len(text) // 4, parses
         # the front end's own walks are per kernel (they visit each kernel's nodes a few times); what is
         # bounded here is the whole-file walking of the host code: it was ~60 walks of the tree
         assert walked[0] < 6 * nodes, (walked[0], nodes)
