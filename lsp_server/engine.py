@@ -36,7 +36,7 @@ _HEADER = struct.Struct(">I")
 #: a document changed this recently is being typed in: hovers show only layouts that were warmed already
 TYPING_S = 1.0
 #: an analysis fork collects garbage before it serves when the heap grew this much since the last collection
-GC_GROWTH_MB = float(os.environ.get("NEWT_LSP_GC_GROWTH_MB", "96"))
+GC_GROWTH_MB = float(os.environ.get("NEWT_LSP_GC_GROWTH_MB", "48"))
 
 
 def send_frame(sock: socket.socket, msg: dict):

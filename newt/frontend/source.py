@@ -209,7 +209,7 @@ def parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagno
 #: analysis parses one chunk instead of the file (and, in a file with syntax errors, instead of every chunk
 #: with its repairs).
 _CHUNKS: OrderedDict = OrderedDict()
-_CHUNKS_MAX = 1024
+_CHUNKS_MAX = 256
 
 
 def _parse_chunk(path: str, lines: list[str], s: int, stop: int) -> tuple:
