@@ -15,7 +15,8 @@ import random
 
 import pytest
 
-from newt.frontend import source as S
+from newt.frontend import parsing as S
+from newt.frontend.source import SourceFile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -85,7 +86,7 @@ def _cold(text):
     S._CHUNKS.clear()
     S._REPAIRS.clear()
     S._LINE_SCANS.clear()
-    return _dump(*S.parse_with_recovery(S.SourceFile(text, "t.py")))
+    return _dump(*S.parse_with_recovery(SourceFile(text, "t.py")))
 
 
 def _edits(text: str, rng: random.Random, n: int):
@@ -100,7 +101,7 @@ def _edits(text: str, rng: random.Random, n: int):
 
 def test_a_file_that_parses_gets_the_whole_files_tree():
     for text in _files():
-        chunks, diags = S.parse_with_recovery(S.SourceFile(text, "t.py"))
+        chunks, diags = S.parse_with_recovery(SourceFile(text, "t.py"))
         try:
             want = ast.parse(text)
         except SyntaxError:
@@ -120,9 +121,9 @@ def test_random_edits_equal_a_cold_parse(seed):
         S._CHUNKS.clear()
         S._LINE_SCANS.clear()
         for version in _edits(text, rng, 25):
-            lines = S.SourceFile(version, "t.py").lines
+            lines = SourceFile(version, "t.py").lines
             assert S._split_chunks(lines) == _plain_split(lines)
-            warm = _dump(*S.parse_with_recovery(S.SourceFile(version, "t.py")))
+            warm = _dump(*S.parse_with_recovery(SourceFile(version, "t.py")))
             try:
                 whole = ast.parse(version)
             except (SyntaxError, ValueError):
@@ -138,14 +139,14 @@ def test_random_edits_equal_a_cold_parse(seed):
 
 def test_a_keystroke_parses_one_statement(monkeypatch):
     text = _files()[0]
-    S.parse_with_recovery(S.SourceFile(text, "t.py"))
+    S.parse_with_recovery(SourceFile(text, "t.py"))
     seen = []
     real = ast.parse
     monkeypatch.setattr(ast, "parse", lambda src, *a, **k: seen.append(src) or real(src, *a, **k))
     lines = text.split("\n")
     i = next(k for k, ln in enumerate(lines) if ln.startswith("    ") and ln.strip())
     lines[i] += "  # typed"
-    chunks, diags = S.parse_with_recovery(S.SourceFile("\n".join(lines), "t.py"))
+    chunks, diags = S.parse_with_recovery(SourceFile("\n".join(lines), "t.py"))
     assert not diags and len(seen) == 1
 
 
@@ -154,16 +155,16 @@ def test_a_broken_statement_that_moved_is_parsed_once(monkeypatch):
     found before), not once per repair attempt; chunks and diagnostics are a cold parse's."""
     text = ("import newt\n\nx = 1\n\n\ndef f(a):\n    y = (a +\n    z = [1, 2\n    return y\n\n\n"
             "def g(b):\n    return b\n")
-    S.parse_with_recovery(S.SourceFile(text, "t.py"))
+    S.parse_with_recovery(SourceFile(text, "t.py"))
     moved = "# a comment typed at the top\n" + text
     seen = []
     real = ast.parse
     monkeypatch.setattr(ast, "parse", lambda src, *a, **k: seen.append(src) or real(src, *a, **k))
-    warm = _dump(*S.parse_with_recovery(S.SourceFile(moved, "t.py")))
-    n_chunks = len(S._split_chunks(S.SourceFile(moved, "t.py").lines))
+    warm = _dump(*S.parse_with_recovery(SourceFile(moved, "t.py")))
+    n_chunks = len(S._split_chunks(SourceFile(moved, "t.py").lines))
     # every moved statement once (the broken one twice: its error, its repair), and the whole file once
     assert len(seen) == n_chunks + 2, len(seen)
     monkeypatch.setattr(ast, "parse", real)
     assert _cold(moved) == warm
     assert warm[1] and all(c.repaired is False or c.tree is not None for c in S.parse_with_recovery(
-        S.SourceFile(moved, "t.py"))[0])
+        SourceFile(moved, "t.py"))[0])
