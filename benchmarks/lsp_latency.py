@@ -176,6 +176,11 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
         if not cancelled:
             lat[kind].append((arrived - fut.sent) * 1e3)
     diag_ms = [(published[v] - t) * 1e3 - debounce for v, t in diag_wait if v in published]
+    # a burst without its own diagnostics whose next version published is of the next burst (typing resumed before
+    # the analysis of the paused-on text began: the server published the newer text's instead)
+    finals = [v for v, _t in diag_wait]
+    superseded = sum(1 for k, v in enumerate(finals) if v not in published and any(
+        v < p <= (finals[k + 1] if k + 1 < len(finals) else version) for p in published if isinstance(p, int)))
     info = None
     if not crashed:
         info = (await c.call("newt/serverInfo", {})).get("result")
@@ -185,6 +190,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
     return {"edits": n, "rate": rate, "requests": len(sent), "answered": answered, "unanswered": len(not_done),
             "spurious_cancellations": spurious, "errors": errors, "crashed": crashed, "latency_ms": lat,
             "diagnostics_ms": diag_ms, "bursts": len(diag_wait), "diagnostics_missing": len(diag_wait) - len(diag_ms),
+            "diagnostics_superseded": superseded,
             "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"), "memory": info and info.get("memory"),
             "stderr_tail": c.stderr.decode(errors="replace")[-(10 ** 7 if debug else 3000):]}
 
@@ -391,7 +397,9 @@ def storm_report(r: dict, args) -> str:
         "",
         f"Requests: {r['requests']}, answered {r['answered']}, unanswered {r['unanswered']}, cancellations the "
         f"client did not ask for {r['spurious_cancellations']}, other errors {len(r['errors'])}; server crashed: "
-        f"{r['crashed']}; bursts without their diagnostics {r['diagnostics_missing']}; the server's text equal to "
+        f"{r['crashed']}; bursts without their diagnostics {r['diagnostics_missing']} (of which "
+        f"{r.get('diagnostics_superseded', 0)} got those of a later version typed before the next burst ended); "
+        f"the server's text equal to "
         f"the client's at the end: {r['in_sync']}; peak memory {r['rss_mb'] or 0:.0f} MB"
         f"{_engine_memory(r)}.",
         *([f"CPU load: {r['load'].describe()}."] if r.get("load") is not None else []),

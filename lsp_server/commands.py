@@ -22,7 +22,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 from .analysis import Analysis, uri_to_path
-from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .commandinfo import AnalysisRef, ConcreteRef, KernelRef, command_info, header
 from .settings import Settings, apply_log_level, convert_args
 from .vdocs import LANGUAGE_IDS, make_uri, parse_uri
 from .workers import Worker, WorkerError, worker_env
@@ -74,6 +74,7 @@ class Server(Protocol):
     def settings_for(self, uri: str | None) -> Settings: ...
     async def analysis_for(self, uri: str, allow_stale: bool = False, exact: bool = True) -> Analysis | None: ...
     async def run_sync(self, fn, *args, **kwargs): ...
+    def doc_text(self, uri: str) -> tuple[str, int | None]: ...
     def schedule(self, uri: str, delay_ms: int | None = None) -> None: ...
     def _state(self, uri: str) -> Any: ...
     def workspace_diagnostic_refresh(self, params) -> Any: ...
@@ -208,26 +209,44 @@ class Commands:
             return await self.show(arg)
         raise _error(KERNEL_ERROR, f"unknown command {name}")
 
-    async def _kernel(self, arg: dict):
+    async def _info(self, uri: str, **req) -> dict:
+        """``commandinfo.command_info`` on the analysis of ``uri``'s text: in a fork of the analysis engine (the
+        server's loop never waits for the front end or code generation), on the query thread without engines."""
+        text, version = self.ls.doc_text(uri)
+        picked = {k: v for (u, k), v in self.picked.items() if u == uri}
+        msg = dict(req, uri=uri, text=text, version=version, given_by_kernel=picked)
+        engine = getattr(self.ls, "engine", None)
+        if engine is not None:
+            from .engine_host import EngineUnavailable
+            try:
+                got = await engine.command(msg)
+            except EngineUnavailable as e:
+                raise _error(WORKER_ERROR, f"the analysis engine could not answer: {e}") from None
+            if "error" in got:
+                raise _error(WORKER_ERROR, f"the analysis engine failed: {got['error']}")
+            return got["result"]
+        a = await self.ls.analysis_for(uri)
+        return await self.ls.run_sync(command_info, a, msg)
+
+    async def _kernel(self, arg: dict, **req):
+        """(the analyzed document, the kernel at ``position`` or named ``kernel``, the whole answer)."""
         uri = arg.get("uri")
         pos = arg.get("position")
         if not isinstance(uri, str):
             raise _error(KERNEL_ERROR, "missing 'uri'")
-        a = await self.ls.analysis_for(uri)
-        ka = None
-        if isinstance(pos, dict) and "line" in pos:
-            line1, _ = a.index.char_col(lsp.Position(int(pos["line"]), int(pos.get("character", 0))))
-            ka = a.kernel_at(line1)
-        if ka is None and isinstance(arg.get("kernel"), str):
-            ka = a.kernel_named(arg["kernel"])
-        if ka is None:
+        given = arg.get("constexprs") if isinstance(arg, dict) else None
+        if isinstance(given, dict) and given:
+            req["given"] = {k: v for k, v in given.items() if isinstance(k, str) and isinstance(v, (int, float, bool))}
+        info = await self._info(uri, position=pos if isinstance(pos, dict) else None, kernel=arg.get("kernel"), **req)
+        a = AnalysisRef(info)
+        if info.get("kernel") is None:
             where = f"line {int(pos['line']) + 1}" if isinstance(pos, dict) and "line" in pos else "the position"
             raise _error(KERNEL_ERROR, f"no @newt.jit or @dt.kernel kernel at {where} of {a.path}")
-        return a, ka
+        return a, KernelRef(info["kernel"]), info
 
     # -- compile ---------------------------------------------------------------------------
     async def compile(self, arg: dict) -> dict:
-        a, ka = await self._kernel(arg)
+        a, ka, info = await self._kernel(arg, want=["concrete"], spec=arg.get("spec"))
         if ka.helper:
             raise _error(KERNEL_ERROR, f"{ka.name} is a helper (it is called from other kernels and inlined "
                                        "there); compile a kernel that launches it")
@@ -236,14 +255,13 @@ class Commands:
             res = await self._compile_traced(a, ka.name, target)
             return self._traced_result(a, ka.name, res, target)
         given = self._given(a, ka, arg)
-        try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, arg.get("spec"), given)
-        except SpecError as e:
-            raise _error(KERNEL_ERROR, str(e), e.data) from None
+        if "spec_error" in info:
+            raise _error(KERNEL_ERROR, info["spec_error"]["message"], info["spec_error"]["data"])
+        conc = ConcreteRef(info["concrete"])
         res = await self._compile_in_worker(a, ka.name, conc.spec_index, target, given)
         return self._compile_result(a, ka.name, conc, res, target)
 
-    async def _compile_traced(self, a: Analysis, kname: str, target: str) -> dict:
+    async def _compile_traced(self, a: AnalysisRef, kname: str, target: str) -> dict:
         """Deuteron kernels: traced on their first example in the run worker (it runs the user's host code)."""
         key = (a.uri, kname, 0, target, hash(a.text))
         hit = self.compiled.get(key)
@@ -258,7 +276,7 @@ class Commands:
         self.compiled[key] = res
         return res
 
-    def _traced_result(self, a: Analysis, kname: str, res: dict, target: str) -> dict:
+    def _traced_result(self, a: AnalysisRef, kname: str, res: dict, target: str) -> dict:
         spec = res.get("specialization") or {}
         docs = {kind: make_uri(a.uri, kname, 0, kind, target) for kind in ("cuda", "ptx", "sass", "ir")}
         return {"kernel": kname,
@@ -269,7 +287,7 @@ class Commands:
                 "shared": res.get("shared"), "compile_ms": res.get("compile_ms"), "kernels": res.get("kernels"),
                 "documents": docs}
 
-    def _given(self, a: Analysis, ka, arg: dict) -> dict | None:
+    def _given(self, a: AnalysisRef, ka, arg: dict) -> dict | None:
         """Constexpr values the user picked for this kernel (``constexprs`` in the command's argument, which
         the client asks for when the file does not say them); remembered for Show and the virtual documents."""
         got = arg.get("constexprs") if isinstance(arg, dict) else None
@@ -278,7 +296,7 @@ class Commands:
             self.picked[(a.uri, ka.name)] = clean
         return self.picked.get((a.uri, ka.name))
 
-    async def _compile_in_worker(self, a: Analysis, kname: str, spec_index: int, target: str,
+    async def _compile_in_worker(self, a: AnalysisRef, kname: str, spec_index: int, target: str,
                                  given: dict | None = None) -> dict:
         key = (a.uri, kname, spec_index, target, hash(a.text), tuple(sorted((given or {}).items())))
         hit = self.compiled.get(key)
@@ -298,7 +316,7 @@ class Commands:
             self.compiled.popitem(last=False)
         return res
 
-    def _compile_result(self, a: Analysis, kname: str, conc, res: dict, target: str) -> dict:
+    def _compile_result(self, a: AnalysisRef, kname: str, conc, res: dict, target: str) -> dict:
         spec = res.get("specialization") or conc.to_json()
         docs = {kind: make_uri(a.uri, kname, conc.spec_index, kind, target) for kind in ("cuda", "ptx", "sass", "ir")}
         return {
@@ -318,7 +336,7 @@ class Commands:
 
     # -- verify ----------------------------------------------------------------------------
     async def verify(self, arg: dict) -> dict:
-        a, ka = await self._kernel(arg)
+        a, ka, _info = await self._kernel(arg)
         w = self._workers("run")
         try:
             rep = await w.request("verify", {"path": a.path, "text": a.text, "kernel": ka.name},
@@ -345,11 +363,11 @@ class Commands:
 
     # -- autotune --------------------------------------------------------------------------
     async def autotune(self, arg: dict, token=None) -> dict:
-        a, ka = await self._kernel(arg)
-        if ka.kind == "jit" and (ka.kernel_def is None or ka.kernel_def.autotune is None):
+        a, ka, _info = await self._kernel(arg)
+        if ka.kind == "jit" and not ka.autotuned:
             raise _error(KERNEL_ERROR, f"{ka.name} is not autotuned: decorate it with "
                                        "@newt.autotune(configs=[...], key=[...])")
-        total = (len(ka.kernel_def.configs) if ka.kind == "jit" and ka.kernel_def is not None else 0) or None
+        total = ka.configs or None
         ls = self.ls
         progress = ls.work_done_progress
         if token is None and ls.progress_supported:
@@ -418,21 +436,21 @@ class Commands:
 
     # -- show / virtual documents -------------------------------------------------------------
     async def show(self, arg: dict) -> dict:
-        a, ka = await self._kernel(arg)
         kind = arg.get("kind") or "cuda"
         if kind not in LANGUAGE_IDS:
             raise _error(KERNEL_ERROR, f"unknown document kind {kind!r} (cuda, ptx, sass or ir)")
         spec = arg.get("spec")
+        a, ka, info = await self._kernel(arg, want=["concrete"], spec=spec)
         target = arg.get("target") or self.target_for(a.uri)  # the folder's: Show SASS and Compile agree
         if ka.kind != "jit":
             return {"uri": make_uri(a.uri, ka.name, 0, kind, target)}
-        try:
-            conc = await self.ls.run_sync(concrete_spec, a, ka, spec, self._given(a, ka, arg))
-            idx = conc.spec_index
-        except SpecError as e:
+        self._given(a, ka, arg)
+        if "spec_error" in info:
             if kind != "ir":
-                raise _error(KERNEL_ERROR, str(e), e.data) from None
+                raise _error(KERNEL_ERROR, info["spec_error"]["message"], info["spec_error"]["data"])
             idx = 0
+        else:
+            idx = ConcreteRef(info["concrete"]).spec_index
         return {"uri": make_uri(a.uri, ka.name, idx, kind, target)}
 
     async def virtual_document(self, uri) -> dict:
@@ -443,25 +461,24 @@ class Commands:
         except ValueError as e:
             raise _error(KERNEL_ERROR, str(e)) from None
         lang = LANGUAGE_IDS[vd.kind]
-        a = await self.ls.analysis_for(vd.src)
-        ka = a.kernel_named(vd.kernel)
-        if ka is None:
+        target = vd.target or self.target_for(vd.src)
+        want = ["ir"] if vd.kind == "ir" else ["concrete", "cuda"] if vd.kind == "cuda" else ["concrete"]
+        info = await self._info(vd.src, kernel=vd.kernel, want=want,
+                                spec=vd.spec if vd.kind == "ir" else (vd.spec if vd.spec > 0 else None), target=target)
+        a = AnalysisRef(info)
+        if info.get("kernel") is None:
             return {"text": f"// {vd.kernel} is no longer defined in {a.path}\n", "languageId": lang}
-        target = vd.target or self.target_for(a.uri)
+        ka = KernelRef(info["kernel"])
         if ka.kind != "jit":
             return await self._traced_document(a, ka, vd, target, lang)
         if vd.kind == "ir":
-            text = await self.ls.run_sync(_ir_text, a, ka, vd.spec)
-            return {"text": text, "languageId": lang}
-        try:
-            given = self.picked.get((a.uri, ka.name))
-            conc = await self.ls.run_sync(concrete_spec, a, ka, vd.spec if vd.spec > 0 else None, given)
-        except SpecError as e:
-            return {"text": f"// {e}\n", "languageId": lang}
-        if vd.kind == "cuda":
-            text = await self.ls.run_sync(_cuda_text, a, ka, conc, target)
-            if text is not None:
-                return {"text": text, "languageId": lang}
+            return {"text": info.get("document") or "", "languageId": lang}
+        if "spec_error" in info:
+            return {"text": f"// {info['spec_error']['message']}\n", "languageId": lang}
+        given = self.picked.get((a.uri, ka.name))
+        conc = ConcreteRef(info["concrete"])
+        if vd.kind == "cuda" and info.get("document") is not None:
+            return {"text": info["document"], "languageId": lang}
         key = (a.uri, ka.name, conc.spec_index, target, hash(a.text))
         res = self.compiled.get(key)
         if res is None:
@@ -478,11 +495,11 @@ class Commands:
                 return {"text": head + "\n" + "\n".join("// " + ln for ln in str(e).splitlines()) + "\n",
                         "languageId": lang}
         text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
-        header = _header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
-        return {"text": header + text, "languageId": lang}
+        head = header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
+        return {"text": head + text, "languageId": lang}
 
 
-    async def _traced_document(self, a: Analysis, ka, vd, target: str, lang: str) -> dict:
+    async def _traced_document(self, a: AnalysisRef, ka, vd, target: str, lang: str) -> dict:
         key = (a.uri, ka.name, 0, target, hash(a.text))
         res = self.compiled.get(key)
         if res is None:
@@ -503,41 +520,3 @@ class Commands:
         head = f"{c} {ka.name} — {spec.get('label', 'traced')}; target {target}\n\n"
         return {"text": head + ((res.get("texts") or {}).get(vd.kind) or f"{c} no {vd.kind} output\n"),
                 "languageId": lang}
-
-
-def _header(kname, conc, target, comment="//") -> str:
-    lines = [f"{comment} {kname} — {conc.label}; target {target}", f"{comment} {conc.describe()}"]
-    for p, what in conc.assumed.items():
-        lines.append(f"{comment} {p}: {what}")
-    return "\n".join(lines) + "\n\n"
-
-
-def _ir_text(a: Analysis, ka, spec: int) -> str:
-    if spec <= 0 or spec >= len(ka.results):
-        r = ka.results[0] if ka.results else None
-        if r is None or r.fn is None:
-            return f"// {ka.name}: no IR (the generic check could not build it)\n"
-        return f"// {ka.name} — generic check (symbolic shapes and dtypes)\n\n" + r.fn.format()
-    try:
-        conc = concrete_spec(a, ka, spec)
-    except SpecError as e:
-        return f"// {e}\n"
-    built = build_concrete(a, ka, conc)
-    if built.fn is None or built.errors:
-        from newt.frontend.diagnostics import render
-        return f"// {ka.name} ({conc.label}) has errors:\n" + "\n".join(
-            "// " + ln for d in built.errors[:10] for ln in render(d, a.text).splitlines()) + "\n"
-    return _header(ka.name, conc, "(any)") + built.fn.format()
-
-
-def _cuda_text(a: Analysis, ka, conc, target) -> str | None:
-    if backend() is None:
-        return ("// The CUDA backend (newt.backend.cuda) is not available in this installation.\n")
-    built = build_concrete(a, ka, conc)
-    try:
-        mod = generate(built, target)
-    except SpecError as e:
-        return f"// {e}\n"
-    except Exception as e:  # noqa: BLE001
-        return f"// code generation failed: {type(e).__name__}: {e}\n"
-    return _header(ka.name, conc, target) + (getattr(mod, "source", "") or "")

@@ -86,11 +86,11 @@ class Engine:
         self.conv = default_converter()
 
     # -- the connection ------------------------------------------------------------------------------
-    def connect(self, job: int | None = None):
+    def connect(self, job: int | None = None, cmd: int | None = None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(self.path)
         self.sock, self.reader, self.job = s, s.makefile("rb"), job
-        self.send({"op": "hello", "pid": os.getpid(), "job": job})
+        self.send({"op": "hello", "pid": os.getpid(), "job": job, **({"cmd": cmd} if cmd is not None else {})})
 
     def send(self, msg: dict):
         send_frame(self.sock, msg)
@@ -129,6 +129,8 @@ class Engine:
                 self.docs.encoding = msg["encoding"]
         elif op == "job":
             self.fork_job(msg)
+        elif op == "command":
+            self.fork_command(msg)
         elif op == "gc":
             gc.collect()
 
@@ -151,6 +153,40 @@ class Engine:
         except BaseException:  # noqa: BLE001
             log.exception("engine job %s failed", msg.get("job"))
             os._exit(1)
+
+    # -- commands (Compile, Show, Verify, Autotune, the generated documents): in a fork that answers and exits ------
+    def fork_command(self, msg: dict):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            self.send({"op": "reply", "id": msg.get("id"), "error": f"cannot fork: {e}"})
+            return
+        if pid:
+            return
+        try:
+            self.sock.close()
+            self.connect(cmd=msg.get("id"))
+            try:
+                reply = {"op": "reply", "id": msg.get("id"), "result": self.command(msg)}
+            except Exception as e:  # noqa: BLE001 - the command gets an error, not silence
+                log.exception("engine command failed")
+                reply = {"op": "reply", "id": msg.get("id"), "error": f"{type(e).__name__}: {e}"}
+            self.send(reply)
+        except BaseException:  # noqa: BLE001
+            log.exception("engine command %s failed", msg.get("id"))
+        finally:
+            os._exit(0)
+
+    def command(self, msg: dict) -> dict:
+        """What a command needs of the analysis of ``msg["text"]``: the kernel at ``position`` (or ``kernel``), its
+        concrete specialization (``want`` "concrete"), the text of a generated document (``want`` "ir"/"cuda")."""
+        from .commandinfo import command_info
+        uri, text = msg["uri"], msg.get("text")
+        a = self.analyses.get(uri)
+        if a is None or a.text != text:
+            from .analysis import analyze
+            a = analyze(text, uri, msg.get("version"), self.docs.encoding, self.cache)
+        return command_info(a, msg)
 
     def analyze(self, msg: dict):
         from .analysis import analyze, lsp_diagnostics
@@ -302,6 +338,50 @@ def _in_call(text: str, encoding: str, pos) -> bool:
     return call_context(text, LineIndex(text, encoding).offset(pos)) is not None
 
 
+_WARMUP = """import newt
+import newt.language as nl
+
+
+@newt.jit
+def warmup_kernel(x_ptr, y_ptr, n, BLOCK: nl.constexpr):
+    pid = nl.program_id(0)
+    offs = pid * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + offs, mask=mask)
+    nl.store(y_ptr + offs, x * 2, mask=mask)
+
+
+def run(x, y):
+    n = x.numel()
+    warmup_kernel[(1,)](x, y, n, BLOCK=128)
+"""
+
+
+def _preload():
+    """Import what answers and analyses import lazily (the backend's code generation for hover layouts: ~0.2-0.7 s)
+    by answering once on a small kernel, before the first fork: every engine forked later has it already, instead
+    of each promoted fork importing it again on its first hover."""
+    t = time.perf_counter()
+    try:
+        from lsprotocol import types as lsp
+
+        from . import features
+        from .analysis import KernelCache, analyze, lsp_diagnostics
+        from .hover import hover, warm_layouts
+        from .launchtypes import launch_diagnostics
+        a = analyze(_WARMUP, "untitled:newt-engine-warmup.py", 0, cache=KernelCache(max_entries=16))
+        lsp_diagnostics(a)
+        launch_diagnostics(a)
+        line = next(i for i, ln in enumerate(_WARMUP.split("\n")) if ln.strip().startswith("x = "))
+        pos = lsp.Position(line, 4)
+        hover(a, pos, True, "sm_90a", False)
+        features.completion(a, pos, a.index.line(line), True, False)
+        warm_layouts(a, "sm_90a")
+    except Exception:  # noqa: BLE001 - a warm-up that fails only costs the first hover its imports
+        log.debug("engine warm-up failed", exc_info=True)
+    log.info("engine warm-up: %.0f ms", (time.perf_counter() - t) * 1e3)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -314,6 +394,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server ends the engines (EOF on their socket)
     # everything an analysis or a hover imports, before the first fork (the forks share it)
     from . import analysis, features, hover  # noqa: F401
+    _preload()
     eng = Engine(argv[0])
     gc.disable()
     gc.collect()

@@ -26,8 +26,7 @@ log = logging.getLogger("newt-lsp")
 
 _HEADER = struct.Struct(">I")
 QUERY_TIMEOUT_S = 20.0
-#: an analysis nobody waits for is killed by a keystroke only this soon after it began
-KILL_WINDOW_S = 0.15
+COMMAND_TIMEOUT_S = 300.0  # a command's analysis and code generation (a large kernel, a loaded machine)
 
 
 class EngineUnavailable(Exception):
@@ -113,6 +112,11 @@ class EngineHost:
         self.stopped = False
         self.token = os.urandom(6).hex()  # names this server process in diagnostic result ids
         self.on_published = None  # callback(analyzed message) for every finished analysis
+        #: documents analyzed as they are typed in: when an analysis ends and the text moved on, the next one
+        #: starts at once (each covers the few keystrokes since the last, so the one of a burst's final text is
+        #: small: one statement to parse, the kernels typed in since)
+        self.eager: set[str] = set()
+        self._pumping: set[str] = set()
 
     # -- life cycle -------------------------------------------------------------------------------------
     async def start(self):
@@ -151,6 +155,17 @@ class EngineHost:
             os.rmdir(self.dir)
         except OSError:
             pass
+        # the first engine's process: wait for it (it exits on "exit" or EOF), so that its transport is closed while
+        # the event loop still runs (else asyncio reports "Event loop is closed" from its __del__ at exit)
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), 2.0)
+            except (asyncio.TimeoutError, ProcessLookupError):
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
 
     async def serving(self, timeout: float = 60.0) -> _Conn:
         """The engine that answers (waits while a fresh one starts)."""
@@ -192,6 +207,12 @@ class EngineHost:
                 log.debug("engine %s answered %s in %.1f ms", conn.pid, msg.get("id"), msg.get("ms", 0.0))
         elif op == "hello":
             conn.pid, conn.job = msg.get("pid"), msg.get("job")
+            if msg.get("cmd") is not None:  # a fork answering a command: its answer comes on this connection
+                conn.exiting = True
+                got = self._pending.get(msg["cmd"])
+                if got is not None:
+                    self._pending[msg["cmd"]] = (got[0], conn)  # fails when the fork dies without answering
+                return
             if conn.job is None:
                 self._adopt_root(conn)
             else:
@@ -258,6 +279,41 @@ class EngineHost:
             job.analyzed.set_result(None)
         if not job.ready.done():
             job.ready.set_result(ready_msg if ok else None)
+        if self.job is None and not self.stopped:
+            for uri in list(self.eager):
+                self.pump(uri)
+
+    def start_analysis(self, uri: str):
+        """Start an analysis of ``uri``'s text now unless one of it runs (else when the running job ends)."""
+        job = self.job
+        if job is not None and job.kind == "analyze" and job.uri == uri and not job.killed and \
+                job.version == (self.docs.get(uri) or (None, None))[1]:
+            return
+        self.pump(uri, force=True)
+
+    def pump(self, uri: str, force: bool = False):
+        """Analyze ``uri`` now if it is eager, its text is newer than the served analysis and no job runs (else
+        the end of the running job calls this again)."""
+        if not (force or uri in self.eager) or uri in self._pumping or self.stopped:
+            return
+        if self.job is not None and not force:
+            return
+        got = self.docs.get(uri)
+        s = self.served.get(uri)
+        if got is None or (s is not None and s.get("version") == got[1] and got[1] is not None):
+            return
+        if (uri, got[1]) in self.failed_versions:
+            return
+        self._pumping.add(uri)
+
+        async def go():
+            try:
+                await self._start_job("analyze", uri)
+            except EngineUnavailable:
+                pass
+            finally:
+                self._pumping.discard(uri)
+        asyncio.ensure_future(go())
 
     def _closed(self, conn: _Conn):
         for rid, (fut, c) in list(self._pending.items()):
@@ -327,15 +383,15 @@ class EngineHost:
     def changed(self, uri: str, version, changes: list):
         self._broadcast({"op": "change", "uri": uri, "version": version, "changes": changes})
         job = self.job
-        # superseded work stops at once when nobody but a debounce timer (replaced by this keystroke) waits for
-        # it and it began only just now; one running longer is let finish: on a loaded machine an analysis
-        # can take longer than the user's pauses, and killing each one would leave the editor with none
-        if job is not None and job.uri == uri and job.strong == 0 and (job.kind == "warm" or (
-                job.msg is None and asyncio.get_running_loop().time() - job.t0 < KILL_WINDOW_S)):
+        # a warm-up is superseded at once; an analysis is let finish: its caches (statements parsed, kernels
+        # checked) make the next one small, and killing each one on a loaded machine left bursts with none
+        if job is not None and job.uri == uri and job.strong == 0 and job.kind == "warm":
             self.cancel_job()
+        self.pump(uri)
 
     def closed(self, uri: str):
         self.served.pop(uri, None)
+        self.eager.discard(uri)
         self._broadcast({"op": "close", "uri": uri})
         if self.job is not None and self.job.uri == uri:
             self.cancel_job()
@@ -360,6 +416,9 @@ class EngineHost:
             other = self.job
             if other.kind == "warm":
                 self.cancel_job()
+            elif kind == "analyze" and other.kind == "analyze" and other.uri == uri and not other.killed and \
+                    other.version == (self.docs.get(uri) or (None, None))[1]:
+                return other  # already analyzing this very text
             else:
                 await asyncio.shield(other.ready)
         got = self.docs.get(uri)
@@ -387,9 +446,6 @@ class EngineHost:
             job = self.job
             if job is None or job.kind != "analyze" or job.uri != uri or job.killed or (
                     want is not None and job.version is not None and job.version < want):
-                if job is not None and job.kind == "analyze" and job.uri == uri and job.strong == 0 \
-                        and job.msg is None and asyncio.get_running_loop().time() - job.t0 < KILL_WINDOW_S:
-                    self.cancel_job()  # typed over: start over with the newest text (a finished one is kept)
                 job = await self._start_job("analyze", uri)
             if not weak:
                 job.strong += 1
@@ -449,6 +505,21 @@ class EngineHost:
             finally:
                 self._pending.pop(rid, None)
         raise EngineUnavailable("no analysis engine")
+
+    async def command(self, msg: dict, timeout: float = COMMAND_TIMEOUT_S) -> dict:
+        """``commandinfo.command_info`` of ``msg`` (its ``text``), answered by a fork of the serving engine that
+        then exits: the serving engine keeps answering, and the server never runs the front end for a command."""
+        conn = await self.serving()
+        rid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = (fut, None)  # not the serving engine's: it may be replaced before the fork answers
+        conn.send(dict(msg, op="command", id=rid))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            raise EngineUnavailable(f"the analysis engine did not answer a command in {timeout:.0f} s") from None
+        finally:
+            self._pending.pop(rid, None)
 
     async def answer(self, method: str, uri: str, params: dict):
         """The engine's answer from its last finished analysis, or, when that cannot answer (the position is in

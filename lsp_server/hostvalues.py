@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 
 __all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown"]
 
@@ -141,10 +142,47 @@ def _module_env(tree) -> dict:
     return {k: v for k, v in env.items() if not isinstance(v, Unknown)}
 
 
+def _functions(tree) -> list:
+    """The function definitions of ``tree`` (statements only: a 1,000-line file has ~10,000 nodes, ~1,500
+    statements), found once per tree instead of one walk per launch."""
+    got = getattr(tree, "_newt_functions", None)
+    if got is None:
+        got = []
+        todo = list(getattr(tree, "body", ()))
+        while todo:
+            st = todo.pop()
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                got.append(st)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                sub = getattr(st, field, None)
+                if isinstance(sub, list):
+                    todo.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
+        tree._newt_functions = got
+    return got
+
+
+def _calls(tree, name: str) -> list:
+    """The calls ``name(...)`` in ``tree``, in ``ast.walk`` order (one walk per tree, and none when the text
+    names ``name`` only where it defines it)."""
+    text = getattr(tree, "_newt_text", None)
+    if text is not None and text.isascii() and name.isidentifier():
+        uses = len(re.findall(rf"\b{re.escape(name)}\b", text))
+        if uses <= len(re.findall(rf"\bdef\s+{re.escape(name)}\b", text)):
+            return []
+    got = getattr(tree, "_newt_calls", None)
+    if got is None:
+        got = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                got.setdefault(node.func.id, []).append(node)
+        tree._newt_calls = got
+    return got.get(name, [])
+
+
 def _enclosing(tree, line: int):
     best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0):
+    for node in _functions(tree):
+        if node.lineno <= line <= (node.end_lineno or 0):
             if best is None or node.lineno > best.lineno:
                 best = node
     return best
@@ -170,9 +208,7 @@ def _param_env(tree, fn, menv) -> tuple[dict, dict]:
             except Exception:  # noqa: BLE001
                 pass
         env[n] = Unknown(f"{n} (a parameter of {fn.name}())")
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == fn.name):
-            continue
+    for node in _calls(tree, fn.name):
         for i, a in enumerate(node.args[:len(names)]):
             try:
                 if isinstance(env[names[i]], Unknown):
@@ -193,6 +229,14 @@ def _param_env(tree, fn, menv) -> tuple[dict, dict]:
 _TREES: dict = {}
 
 
+def remember_tree(text: str, tree) -> None:
+    """Use ``tree`` (the front end's parse of the whole ``text``) instead of parsing ``text`` again."""
+    if len(_TREES) > 4:
+        _TREES.clear()
+    tree._newt_text = text
+    _TREES[hash(text)] = (text, tree)
+
+
 def _parse(text: str):
     """ast.parse, memoized for the last few texts (every kernel of a file asks for the same one)."""
     key = hash(text)
@@ -200,7 +244,15 @@ def _parse(text: str):
     if t is None or t[0] != text:
         if len(_TREES) > 4:
             _TREES.clear()
-        t = _TREES[key] = (text, ast.parse(text))
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError) as e:
+            tree = e  # remembered too: a text being typed in does not parse, and every kernel asks
+        else:
+            tree._newt_text = text
+        t = _TREES[key] = (text, tree)
+    if isinstance(t[1], Exception):
+        raise type(t[1])(*t[1].args)
     return t[1]
 
 

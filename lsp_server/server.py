@@ -42,6 +42,9 @@ CLIENT_COMMAND_ALIASES = {"newt.compileKernel": "newt.compile", "newt.verifyKern
                           "newt.showPtx": "newt.show", "newt.showSass": "newt.show", "newt.showIr": "newt.show"}
 _SHOW_KIND = {"newt.showCuda": "cuda", "newt.showPtx": "ptx", "newt.showSass": "sass", "newt.showIr": "ir"}
 
+#: engines: analyze while the user types (each analysis covers the keystrokes since the last), not only once the
+#: debounce is half over (``NEWT_LSP_EAGER=0``)
+EAGER = os.environ.get("NEWT_LSP_EAGER", "1") not in ("0", "off", "false")
 #: the settings that may differ per workspace folder (resource-scoped in the VS Code extension)
 FOLDER_KEYS = ("target", "diagnosticsOn", "inlayHints")
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
@@ -139,7 +142,7 @@ class _Job:
 
 class _Doc:
     __slots__ = ("uri", "analysis", "inflight", "timer", "published", "saved_analysis", "pull_version", "warm",
-                 "saved_diags")
+                 "saved_diags", "publisher")
 
     def __init__(self, uri: str):
         self.uri = uri
@@ -151,6 +154,7 @@ class _Doc:
         self.pull_version = None
         self.warm: asyncio.Task | None = None
         self.saved_diags: dict | None = None  # engines: the "analyzed" message of the last save (diagnosticsOn=save)
+        self.publisher: asyncio.Task | None = None  # engines: waits for the analysis of a version paused on
 
 
 class NewtLanguageServer(LanguageServer):
@@ -400,35 +404,45 @@ class NewtLanguageServer(LanguageServer):
             log.exception("analysis of %s failed", uri)
 
     async def _engine_publish(self, uri: str, delay: float):
-        """Engines: the diagnostics of the current text, as soon as a fork has them; then warm the hovers."""
-        early = None
+        """Engines: once the text stayed as it is for the debounce, its diagnostics as soon as a fork has them
+        (the analysis is already running: typing starts one, see ``EngineHost.eager``); then warm the hovers.
+
+        Only the debounce is cancelled by the next keystroke: a version the user paused on gets its diagnostics
+        even when typing resumed before its analysis ended (unless a newer version's are out already)."""
         try:
             if delay > 0:
-                # start the analysis half way through the debounce (in a fork: answers do not wait for it; the
-                # next keystroke kills it), publish when the debounce is over
-                await asyncio.sleep(delay / 2)
-                early = asyncio.ensure_future(self.engine.fresh(uri, weak=True, need_ready=False))
-                await asyncio.sleep(delay / 2)
-            msg = await (early if early is not None else self.engine.fresh(uri, weak=True, need_ready=False))
+                if uri not in self.engine.eager:
+                    # not analyzed as typed: start half way through the debounce (the job is let finish)
+                    await asyncio.sleep(delay / 2)
+                    self.engine.start_analysis(uri)
+                    await asyncio.sleep(delay / 2)
+                else:
+                    await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            return
+        st = self._state(uri)
+        st.publisher = asyncio.ensure_future(self._engine_publish_now(uri))
+
+    async def _engine_publish_now(self, uri: str):
+        try:
+            msg = await self.engine.fresh(uri, weak=True, need_ready=False)
             if msg is None or uri not in self.docs:
                 return
-            version = self.doc_text(uri)[1]
-            if version is not None and msg.get("version") != version:
-                return  # stale: a newer edit is queued and will publish
             st = self._state(uri)
+            got, version = msg.get("version"), self.doc_text(uri)[1]
+            if got is not None and st.published is not None and st.published > got:
+                return  # a newer version's diagnostics are out already
             if self.settings_for(uri).diagnostics_on == "save":
                 st.saved_diags = msg
             self.publish_json(uri, msg)
-            st.warm = asyncio.ensure_future(self._engine_warm(uri, version))
+            if got == version:
+                st.warm = asyncio.ensure_future(self._engine_warm(uri, version))
         except asyncio.CancelledError:
             pass
         except EngineUnavailable as e:
             log.warning("no diagnostics for %s: %s", uri, e)
         except Exception:  # noqa: BLE001
             log.exception("analysis of %s failed", uri)
-        finally:
-            if early is not None and not early.done():
-                early.cancel()
 
     async def _engine_warm(self, uri: str, version, idle: float = 0.3):
         try:
@@ -633,9 +647,13 @@ def create_server() -> NewtLanguageServer:
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     @_safe()
     def did_change(ls: NewtLanguageServer, params: lsp.DidChangeTextDocumentParams):
-        ls.change_document(params.text_document.uri, params.text_document.version, params.content_changes)
-        if ls.settings_for(params.text_document.uri).diagnostics_on == "type":
-            ls.schedule(params.text_document.uri)
+        uri = params.text_document.uri
+        typing = ls.settings_for(uri).diagnostics_on == "type"
+        if ls.engine is not None:
+            (ls.engine.eager.add if typing and EAGER else ls.engine.eager.discard)(uri)
+        ls.change_document(uri, params.text_document.version, params.content_changes)
+        if typing:
+            ls.schedule(uri)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     @_safe()

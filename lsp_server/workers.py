@@ -21,6 +21,7 @@ import collections
 import logging
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from newt.tune.workers import ProcessPool, exit_description, neutral_dir
 
@@ -92,6 +93,9 @@ class Worker:
         self._lock = asyncio.Lock()
         self._reaper: asyncio.Future | None = None
         self._starts_before = 0  # processes of pools that were stopped
+        #: ``ProcessPool.poll`` runs here, not on the event loop: when the process dies it waits for its exit
+        #: and for the last of its output (up to 3 s, longer when a child of it keeps the output pipe open)
+        self._poller = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"newt-worker-{name}")
 
     # -- process ------------------------------------------------------------------
     def _current(self):
@@ -162,6 +166,16 @@ class Worker:
                 pass
 
     # -- requests -----------------------------------------------------------------
+    async def _poll(self, pool: ProcessPool) -> list:
+        """``pool.poll(0)`` on the poller thread (the loop keeps answering while a dead worker is collected)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.shield(loop.run_in_executor(self._poller, pool.poll, 0))
+        except Exception as e:  # noqa: BLE001
+            if self._pool is not pool:  # stopped (a restart, new settings) while it was polled
+                raise WorkerError("the worker was stopped", "cancelled") from None
+            raise WorkerError(f"the worker pool failed: {type(e).__name__}: {e}", "internal") from None
+
     async def _wait_readable(self, pool: ProcessPool, limit: float):
         """Sleep until a busy worker of ``pool`` has something to read, or ``limit`` seconds."""
         fds = [w.rfd for w in pool.workers if w.task is not None]
@@ -203,7 +217,7 @@ class Worker:
             try:
                 while True:
                     await self._wait_readable(pool, 0.25 if cancel is not None and not cancel_sent else 1.0)
-                    done = [r for t, _, r in pool.poll(0) if t == tid]
+                    done = [r for t, _, r in await self._poll(pool) if t == tid]
                     self._current()
                     for kind, data in events:
                         if on_event is not None:
@@ -231,7 +245,10 @@ class Worker:
         async with self._lock:
             while self._pool is pool and pool.pending():
                 await self._wait_readable(pool, 1.0)
-                pool.poll(0)
+                try:
+                    await self._poll(pool)
+                except WorkerError:
+                    return
                 self._current()
 
     def _answer(self, method: str, timeout: float, res: dict):

@@ -13,13 +13,13 @@ import linecache
 import re
 import sys
 import types
-import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .diagnostics import Diagnostic, Severity, Span
+from .diagnostics import Span
 from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
+from .parsing import ParsedChunk, parse_with_recovery
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
@@ -91,152 +91,6 @@ class SourceFile:
 
     def line_text(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 1 <= lineno <= len(self.lines) else ""
-
-
-# ---------------------------------------------------------------------------
-# parsing with recovery
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class ParsedChunk:
-    tree: ast.Module | None
-    first_line: int
-    last_line: int
-    repaired: bool = False
-
-
-_TOP = re.compile(r"^[A-Za-z_@]")
-_DEF = re.compile(r"^(?:@|def\s|async\s+def\s|class\s)")
-
-
-def _split_chunks(lines: list[str]) -> list[tuple[int, int]]:
-    """Split a file into top-level statements (decorators kept with their def)."""
-    starts: list[int] = []
-    depth = 0
-    in_triple: str | None = None
-    for i, line in enumerate(lines):
-        if in_triple is None and depth and _DEF.match(line):
-            depth = 0  # an unclosed bracket above (a half-typed line): a `def` at column 0 starts anew
-        if in_triple is None and depth == 0 and _TOP.match(line):
-            prev_is_decorator = bool(starts) and lines[starts[-1]].startswith("@") and all(
-                lines[j].startswith("@") or not lines[j].strip() or lines[j][:1] in " \t)"
-                for j in range(starts[-1], i))
-            if not prev_is_decorator:
-                starts.append(i)
-        # crude bracket / triple-quote tracking so continuation lines stay in the chunk
-        j = 0
-        s = line
-        while j < len(s):
-            if in_triple:
-                k = s.find(in_triple, j)
-                if k < 0:
-                    break
-                in_triple = None
-                j = k + 3
-                continue
-            c = s[j]
-            if c == "#":
-                break
-            if s.startswith('"""', j) or s.startswith("'''", j):
-                in_triple = s[j:j + 3]
-                j += 3
-                continue
-            if c in "\"'":
-                k = j + 1
-                while k < len(s) and s[k] != c:
-                    k += 2 if s[k] == "\\" else 1
-                j = k + 1
-                continue
-            if c in "([{":
-                depth += 1
-            elif c in ")]}":
-                depth = max(0, depth - 1)
-            j += 1
-        if i == len(lines) - 1:
-            break
-    if not starts or starts[0] != 0:
-        starts.insert(0, 0)
-    bounds = []
-    for k, first in enumerate(starts):
-        bounds.append((first, starts[k + 1] if k + 1 < len(starts) else len(lines)))
-    return bounds
-
-
-def _syntax_diag(src: SourceFile, e: SyntaxError, line_offset: int = 0) -> Diagnostic:
-    line = (e.lineno or 1) + line_offset
-    col = (e.offset or 1)
-    if e.lineno is not None and e.offset is not None:
-        col = src.char_col(line, max(0, e.offset - 1)) + 1
-    end_col = col + 1
-    end_offset = e.end_offset
-    if e.end_lineno == e.lineno and end_offset:
-        end_col = max(col + 1, src.char_col(line, end_offset - 1) + 1)
-    msg = e.msg or "invalid syntax"
-    return Diagnostic("N001", Severity.ERROR, Span(line, col, line, end_col), f"syntax error: {msg}",
-                      file=src.path)
-
-
-def parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SyntaxWarnings about the user's code are not ours to print
-        return _parse_with_recovery(src)
-
-
-def _parse_with_recovery(src: SourceFile) -> tuple[list[ParsedChunk], list[Diagnostic]]:
-    """Parse the file; when it has syntax errors, parse each top-level statement on
-    its own so the others are still analyzed, and try to repair a broken
-    statement by blanking its bad lines (for hover/inlay data)."""
-    try:
-        whole = ast.parse(src.text, filename=src.path, type_comments=False)
-        return [ParsedChunk(whole, 1, len(src.lines))], []
-    except SyntaxError as e:
-        first_error = e
-    except (ValueError, RecursionError, MemoryError) as e:  # null bytes, absurd nesting
-        return [], [Diagnostic("N001", Severity.ERROR, Span(1, 1, 1, 2), f"cannot parse file: {e}", file=src.path)]
-
-    chunks: list[ParsedChunk] = []
-    diags: list[Diagnostic] = []
-    lines = src.lines
-    for s, stop in _split_chunks(lines):
-        text = "\n" * s + "\n".join(lines[s:stop]) + "\n"
-        try:
-            chunks.append(ParsedChunk(ast.parse(text, filename=src.path), s + 1, stop))
-            continue
-        except SyntaxError as err:
-            diags.append(_syntax_diag(src, err))
-            bad = err
-        except (ValueError, RecursionError, MemoryError):
-            continue
-        # repair: blank the failing line (keep indentation, write `pass`), a few times
-        work = list(lines[s:stop])
-        tree: ast.Module | None = None
-        for _ in range(6):
-            ln = (bad.lineno or 1) - 1 - s
-            if not (0 <= ln < len(work)):
-                break
-            indent = work[ln][:len(work[ln]) - len(work[ln].lstrip())]
-            # an unclosed bracket on an earlier line: blank from the statement start
-            work[ln] = indent + "pass" if work[ln].strip() else work[ln]
-            if bad.msg and ("was never closed" in bad.msg or "unexpected EOF" in bad.msg):
-                for k in range(ln + 1, len(work)):
-                    work[k] = ""
-            try:
-                tree = ast.parse("\n" * s + "\n".join(work) + "\n", filename=src.path)
-                break
-            except SyntaxError as err2:
-                if err2.lineno == bad.lineno and err2.msg == bad.msg:
-                    # same error: blank the whole rest of the statement
-                    for k in range(ln, len(work)):
-                        work[k] = ""
-                bad = err2
-            except (ValueError, RecursionError, MemoryError):
-                break
-        if tree is not None:
-            chunks.append(ParsedChunk(tree, s + 1, stop, repaired=True))
-    if not diags:
-        diags.append(_syntax_diag(src, first_error))
-    return chunks, diags
 
 
 # ---------------------------------------------------------------------------
@@ -652,6 +506,8 @@ class ModuleScan:
         #: from their literal field names: kernels build and read them as the compile path does
         self.namedtuples: dict[str, type] = {}
         self.repaired_lines: set[int] = set()
+        #: the module's tree when the whole file parsed as one (others reuse it instead of parsing again)
+        self.tree = chunks[0].tree if len(chunks) == 1 and not chunks[0].repaired else None
         bodies = []
         for ch in chunks:
             if ch.tree is None:

@@ -271,3 +271,42 @@ def test_a_cancelled_request_stops_the_worker_between_configs_and_keeps_it(tmp_p
         finally:
             await w.stop()
     _run(go())
+
+
+def test_the_event_loop_keeps_running_while_a_dead_worker_is_collected(tmp_path):
+    """A worker that dies while a child of it keeps its output pipe open: collecting it (its exit code, the
+    last of its output) waits for the pipe up to a second, on the poller thread; the loop keeps running (a
+    ticker every 10 ms measures the longest gap)."""
+    text = ("import os, subprocess, sys\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(6)'])  # inherits stderr\n"
+            "sys.stderr.write('about to die with a child left\\n')\n"
+            "sys.stderr.flush()\n"
+            "os._exit(5)\n")
+
+    async def go():
+        w = _worker(tmp_path)
+        gaps = []
+        stop = asyncio.Event()
+
+        async def ticker():
+            loop = asyncio.get_running_loop()
+            last = loop.time()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                now = loop.time()
+                gaps.append(now - last)
+                last = now
+
+        t = asyncio.ensure_future(ticker())
+        try:
+            await w.request("hello", {}, timeout=60)  # started: what is measured is the crash, not the start
+            gaps.clear()
+            with pytest.raises(WorkerError) as ei:
+                await w.request("verify", _params("kernels.py", "add_kernel", text), timeout=120)
+            assert ei.value.kind == "crash" and "exited with code 5" in str(ei.value)
+        finally:
+            stop.set()
+            await t
+            await w.stop()
+        assert gaps and max(gaps) < 0.5, f"the event loop stalled {max(gaps):.2f} s while the worker was collected"
+    _run(go())

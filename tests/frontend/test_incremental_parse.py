@@ -1,0 +1,170 @@
+"""The front end's parse, one top-level statement at a time through a cache (issue 15, item 5).
+
+An analysis used to parse the whole file, and a file with syntax errors statement by statement with every
+repair, on every keystroke. Now statements are parsed once per (position, text): these tests check that the
+result is the tree ``ast.parse`` gives for a file that parses, the same chunks and diagnostics as a cold cache
+(and as the plain splitter below) for files that do not, on the corpus and on random edits.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import os
+import random
+
+import pytest
+
+from newt.frontend import parsing as S
+from newt.frontend.source import SourceFile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_SNIPPETS = ["a", "(", ")", "[", "]", ",", ".", ":", "=", "\"", "'", "#", '"""', "'''", "\\", "nl.", " + ", "é",
+             "\n", "\ndef ", "\n@", "\nelse:\n", "{", "}", "\n    "]
+
+
+def _files() -> list[str]:
+    paths = sorted(glob.glob(os.path.join(ROOT, "tests", "frontend", "corpus", "**", "*.py"), recursive=True))
+    paths += sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.py"), recursive=True))
+    paths += [os.path.join(ROOT, "newt", "frontend", "source.py"), os.path.join(ROOT, "lsp_server", "server.py")]
+    out = []
+    for p in paths:
+        with open(p, encoding="utf-8") as f:
+            out.append(f.read())
+    return out
+
+
+def _plain_split(lines):
+    """The splitter's rules, one character at a time with the depth clamped at every closing bracket."""
+    starts, depth, in_triple = [], 0, None
+    for i, line in enumerate(lines):
+        if in_triple is None and depth and S._DEF.match(line):
+            depth = 0
+        if in_triple is None and depth == 0 and S._TOP.match(line):
+            prev_dec = bool(starts) and lines[starts[-1]].startswith("@") and all(
+                lines[j].startswith("@") or not lines[j].strip() or lines[j][:1] in " \t)"
+                for j in range(starts[-1], i))
+            if not prev_dec:
+                starts.append(i)
+        j = 0
+        while j < len(line):
+            if in_triple:
+                k = line.find(in_triple, j)
+                if k < 0:
+                    break
+                in_triple, j = None, k + 3
+                continue
+            c = line[j]
+            if c == "#":
+                break
+            if line.startswith('"""', j) or line.startswith("'''", j):
+                in_triple, j = line[j:j + 3], j + 3
+                continue
+            if c in "\"'":
+                k = j + 1
+                while k < len(line) and line[k] != c:
+                    k += 2 if line[k] == "\\" else 1
+                j = k + 1
+                continue
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth = max(0, depth - 1)
+            j += 1
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    return [(f, starts[k + 1] if k + 1 < len(starts) else len(lines)) for k, f in enumerate(starts)]
+
+
+def _dump(chunks, diags):
+    return ([(ast.dump(c.tree, include_attributes=True) if c.tree else None, c.first_line, c.last_line, c.repaired)
+             for c in chunks], [(d.code, d.span, d.message) for d in diags])
+
+
+def _cold(text):
+    S._CHUNKS.clear()
+    S._REPAIRS.clear()
+    S._LINE_SCANS.clear()
+    return _dump(*S.parse_with_recovery(SourceFile(text, "t.py")))
+
+
+def _edits(text: str, rng: random.Random, n: int):
+    for _ in range(n):
+        i = rng.randrange(len(text) + 1)
+        if rng.random() < 0.6:
+            text = text[:i] + rng.choice(_SNIPPETS) + text[i:]
+        else:
+            text = text[:i] + text[i + rng.randint(1, 4):]
+        yield text
+
+
+def test_a_file_that_parses_gets_the_whole_files_tree():
+    for text in _files():
+        chunks, diags = S.parse_with_recovery(SourceFile(text, "t.py"))
+        try:
+            want = ast.parse(text)
+        except SyntaxError:
+            assert diags
+            continue
+        assert not diags and len(chunks) == 1
+        assert ast.dump(chunks[0].tree, include_attributes=True) == ast.dump(want, include_attributes=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_edits_equal_a_cold_parse(seed):
+    """Warm (the statements of earlier versions cached) and cold give the same chunks and diagnostics, and the
+    memoized splitter the plain one's bounds; a version that parses gets ``ast.parse``'s tree."""
+    rng = random.Random(seed)
+    files = _files()
+    for text in rng.sample(files, 6):
+        S._CHUNKS.clear()
+        S._LINE_SCANS.clear()
+        for version in _edits(text, rng, 25):
+            lines = SourceFile(version, "t.py").lines
+            assert S._split_chunks(lines) == _plain_split(lines)
+            warm = _dump(*S.parse_with_recovery(SourceFile(version, "t.py")))
+            try:
+                whole = ast.parse(version)
+            except (SyntaxError, ValueError):
+                whole = None
+            if whole is not None:
+                assert not warm[1] and warm[0][0][0] == ast.dump(whole, include_attributes=True)
+            snapshot = (dict(S._CHUNKS), dict(S._LINE_SCANS), dict(S._REPAIRS))
+            assert _cold(version) == warm
+            S._CHUNKS.update(snapshot[0])
+            S._LINE_SCANS.update(snapshot[1])
+            S._REPAIRS.update(snapshot[2])
+
+
+def test_a_keystroke_parses_one_statement(monkeypatch):
+    text = _files()[0]
+    S.parse_with_recovery(SourceFile(text, "t.py"))
+    seen = []
+    real = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: seen.append(src) or real(src, *a, **k))
+    lines = text.split("\n")
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("    ") and ln.strip())
+    lines[i] += "  # typed"
+    chunks, diags = S.parse_with_recovery(SourceFile("\n".join(lines), "t.py"))
+    assert not diags and len(seen) == 1
+
+
+def test_a_broken_statement_that_moved_is_parsed_once(monkeypatch):
+    """A line typed above a statement with a syntax error moves it: it is parsed once more (with the repair
+    found before), not once per repair attempt; chunks and diagnostics are a cold parse's."""
+    text = ("import newt\n\nx = 1\n\n\ndef f(a):\n    y = (a +\n    z = [1, 2\n    return y\n\n\n"
+            "def g(b):\n    return b\n")
+    S.parse_with_recovery(SourceFile(text, "t.py"))
+    moved = "# a comment typed at the top\n" + text
+    seen = []
+    real = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: seen.append(src) or real(src, *a, **k))
+    warm = _dump(*S.parse_with_recovery(SourceFile(moved, "t.py")))
+    n_chunks = len(S._split_chunks(SourceFile(moved, "t.py").lines))
+    # every moved statement once (the broken one twice: its error, its repair), and the whole file once
+    assert len(seen) == n_chunks + 2, len(seen)
+    monkeypatch.setattr(ast, "parse", real)
+    assert _cold(moved) == warm
+    assert warm[1] and all(c.repaired is False or c.tree is not None for c in S.parse_with_recovery(
+        SourceFile(moved, "t.py"))[0])
