@@ -39,6 +39,12 @@ def _mm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn
              mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
+@pytest.fixture(autouse=True)
+def _wgmma(monkeypatch):
+    """tf32/int8 take wgmma only when asked for until a GPU run has checked them (dot/wgmma.py)."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+
+
 def compile_mm(dt, b_major, cfg, prec=None, target="sm_90a", hint=":16"):
     """The masked-K matmul for ``dt`` operands (fp32 -> fp32, int8 -> int32), A K-contiguous, B N- or
     K-contiguous (``b_major``), pointers and runtime ints divisible by 16 unless ``hint`` is ''."""
@@ -110,6 +116,10 @@ def test_fp32_selection_follows_input_precision(prec, want, monkeypatch):
     assert select_dot_lowering(d, get_target("sm_80"), 8).name == ("fma" if prec == "ieee" else "mma.sync")
     monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
     assert select_dot_lowering(d, get_target("sm_90a"), 8).name == ("fma" if prec == "ieee" else "mma.sync")
+    from newt.backend.cuda.dot import wgmma
+    monkeypatch.delenv("NEWT_DOT_LOWERING")
+    default = want if wgmma._TF32_INT8_DEFAULT else ("fma" if prec == "ieee" else "mma.sync")
+    assert select_dot_lowering(d, get_target("sm_90a"), 8).name == default
 
 
 # ---------------------------------------------------------------------------------------------------

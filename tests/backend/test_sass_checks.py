@@ -171,10 +171,11 @@ def test_dot_test_kernels_sass(kernel, shape, dt):
 
 
 @pytest.mark.parametrize("case", ["tf32", "int8"])
-def test_wgmma_dtype_test_kernels_sass(case):
+def test_wgmma_dtype_test_kernels_sass(case, monkeypatch):
     """test_dot_wgmma_dtypes.py's matmul at its first configuration, both operand majors as launched there."""
     import newt.language as nl
     mod = _ops("test_dot_wgmma_dtypes")
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")  # tf32/int8: wgmma when asked for, until a GPU run
     cases = mod.TF32_CASES if case == "tf32" else mod.INT8_CASES
     _, _, _, bm, bn, bk, w, s = cases[0]
     dt, acc = ("fp32", "fp32") if case == "tf32" else ("i8", "i32")
@@ -208,9 +209,10 @@ def _bench_module(impl: str):
 @pytest.mark.parametrize("target,dt,bk", [("sm_90a", "bf16", 64), ("sm_90a", "fp32", 32), ("sm_90a", "fp8e4nv", 128),
                                           ("sm_80", "fp16", 64), ("sm_80", "bf16", 64), ("sm_80", "fp32", 32),
                                           ("sm_89", "fp16", 64), ("sm_89", "fp32", 32)])
-def test_masked_k_matmul_no_spill(target, dt, bk):
+def test_masked_k_matmul_no_spill(target, dt, bk, monkeypatch):
     """128 x 128 x (64 bytes a row of a K tile: 32 fp32, 64 16-bit, 128 fp8), 8 warps, 3 stages, Triton's
     default specialization (pointers and ints divisible by 16): no spill, the tensor cores of the target."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")  # tf32: wgmma when asked for, until a GPU run
     m = _bench_module("newt")
     sig = {"a_ptr": f"*{dt}:16", "b_ptr": f"*{dt}:16", "c_ptr": f"*{'fp16' if dt.startswith('fp8') else dt}:16"}
     sig.update({n: "i32:16" for n in ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")})

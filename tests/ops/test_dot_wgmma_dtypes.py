@@ -41,6 +41,12 @@ def _major(x: torch.Tensor, inner: str) -> torch.Tensor:
     return x.contiguous() if inner == "row" else x.t().contiguous().t()
 
 
+@pytest.fixture(autouse=True)
+def _wgmma(monkeypatch):
+    """tf32/int8 take wgmma only when asked for until a GPU run has checked them (dot/wgmma.py)."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
+
+
 def run_mm(backend, a, b, out_dtype, blocks, num_warps, num_stages):
     M, K = a.shape
     N = b.shape[1]
