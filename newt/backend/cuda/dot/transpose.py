@@ -165,7 +165,10 @@ def emit_transpose(em, c, src, src_base: str, dst, dst_base: str):
     b = c.sub(1)
     b.line(f"const int tr_r = lane_id & {(1 << rb) - 1}, tr_c = lane_id >> {rb};")
     b.line(f"const int rot_r = {_rot_expr(plan.rot_r)}, rot_w = {_rot_expr(plan.rot_w)};")
-    b.line("#pragma unroll")
+    # two block groups at a time: all of them unrolled keeps 4 words a group live at once and, with the
+    # accumulators of an in-flight wgmma, spilled (fp8 128x256x128 8 warps: 176 bytes; 128x128x128 at 4
+    # warps: 208); two still overlap one group's loads with the other's writes
+    b.line("#pragma unroll 2")
     b.line(f"for (int it = 0; it < {iters}; ++it) {{")
     lp = b.sub(1)
     lp.line(f"const int grp = warp_id + {nw} * it;")
