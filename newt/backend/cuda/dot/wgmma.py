@@ -1,5 +1,6 @@
-"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16 and m64nNk32 for fp8
-(e4m3/e5m2, mixed too), with fp32 accumulators.
+"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16, m64nNk32 for fp8
+(e4m3/e5m2, mixed too), m64nNk8 for tf32 (fp32 operands, input_precision "tf32"; the tensor cores
+read the top 19 bits), all with fp32 accumulators, and m64nNk32 for int8 (.s8) with s32 ones.
 
 A warpgroup (4 consecutive warps, the first one's index divisible by 4) issues one
 instruction for a 64 x N x 16 step; A and B are read straight from shared memory
@@ -26,7 +27,7 @@ over the instruction's N (register ``4 j + c`` = columns ``8 j + 2 (lane % 4) + 
 ordinary linear layout, so reductions, broadcasts, chained dots and the epilogue (stores,
 bias, activation, casts) work on it like on the mma.sync layout.
 
-fp8 operands have no transpose bit: both must be K-major.  A (M, K) normally is; the ordinary B
+fp8 (and int8, tf32) operands have no transpose bit: both must be K-major.  A (M, K) normally is; the ordinary B
 (K, N) lands N-major from the cp.async pipeline and is rewritten K-major in shared memory just before
 the dot (``transpose.py``: conflict-free 4x4-byte blocks), into two alternating copies when the dot
 stays in flight (the previous iteration's wgmma may still read the other); a B stored K-major in
