@@ -5,9 +5,10 @@ that supports the op on the target.  Today: ``MmaSyncLowering`` (sm_80+
 tensor cores through mma.sync, operands from swizzled shared memory through
 ldmatrix) and ``FmaLowering`` (fp32 "ieee", fp64, batched dots, fp8 on
 targets without fp8 MMA), with ``WgmmaLowering`` (Hopper ``wgmma.mma_async``
-for fp16/bf16 and fp8, operands from shared memory through matrix descriptors;
-``transpose.py`` makes an fp8 operand K-major) in front of them on sm_90a,
-chosen by ``NEWT_DOT_LOWERING=wgmma|mma_sync``.
+for fp16/bf16, fp8, tf32 and int8, operands from shared memory through matrix
+descriptors; ``transpose.py`` makes an fp8/int8/tf32 operand K-major) in front of
+them on sm_90a, chosen by ``NEWT_DOT_LOWERING=wgmma|mma_sync`` (tf32 and int8
+only with ``wgmma`` set explicitly until a GPU run has checked them).
 """
 
 from __future__ import annotations

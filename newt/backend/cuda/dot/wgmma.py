@@ -1,5 +1,6 @@
-"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16 and m64nNk32 for fp8
-(e4m3/e5m2, mixed too), with fp32 accumulators.
+"""Hopper warpgroup MMA (sm_90a): ``wgmma.mma_async`` m64nNk16 for fp16/bf16, m64nNk32 for fp8
+(e4m3/e5m2, mixed too), m64nNk8 for tf32 (fp32 operands, input_precision "tf32"; the tensor cores
+read the top 19 bits), all with fp32 accumulators, and m64nNk32 for int8 (.s8) with s32 ones.
 
 A warpgroup (4 consecutive warps, the first one's index divisible by 4) issues one
 instruction for a 64 x N x 16 step; A and B are read straight from shared memory
@@ -26,7 +27,7 @@ over the instruction's N (register ``4 j + c`` = columns ``8 j + 2 (lane % 4) + 
 ordinary linear layout, so reductions, broadcasts, chained dots and the epilogue (stores,
 bias, activation, casts) work on it like on the mma.sync layout.
 
-fp8 operands have no transpose bit: both must be K-major.  A (M, K) normally is; the ordinary B
+fp8 (and int8, tf32) operands have no transpose bit: both must be K-major.  A (M, K) normally is; the ordinary B
 (K, N) lands N-major from the cp.async pipeline and is rewritten K-major in shared memory just before
 the dot (``transpose.py``: conflict-free 4x4-byte blocks), into two alternating copies when the dot
 stays in flight (the previous iteration's wgmma may still read the other); a B stored K-major in
@@ -54,9 +55,15 @@ from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
 
-_TYPES = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+_TYPES = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2", "fp32": "tf32", "int8": "s8"}
 #: elements of K per instruction: 32 bytes of each operand row
-_KSTEP = {"fp16": 16, "bf16": 16, "fp8e4nv": 32, "fp8e5": 32}
+_KSTEP = {"fp16": 16, "bf16": 16, "fp8e4nv": 32, "fp8e5": 32, "fp32": 8, "int8": 32}
+
+
+def k_major_only(t) -> bool:
+    """wgmma reads operands of this type from shared memory K-major only (no transpose immediates:
+    every type but fp16/bf16); such an operand stored the other way round is transposed first."""
+    return scalar_of(t).primitive_bitwidth != 16
 #: swizzle mode field (descriptor bits 62-63) by swizzle width in bytes
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -74,6 +81,14 @@ def wgmma_selected() -> bool:
 
 #: whether sm_90a uses wgmma when NEWT_DOT_LOWERING is unset
 _DEFAULT_ON = True
+#: tf32 and int8 dots take wgmma by default too (else only with NEWT_DOT_LOWERING=wgmma): off until a GPU
+#: run has shown them correct (compiled and checked offline only, 2026-12-02)
+_TF32_INT8_DEFAULT = False
+
+
+def wgmma_forced() -> bool:
+    """``NEWT_DOT_LOWERING=wgmma`` set explicitly (also the dtypes not yet wgmma by default)."""
+    return os.environ.get("NEWT_DOT_LOWERING", "").strip().lower() == "wgmma"
 #: tiles with fewer 64-row blocks than warpgroups (N split across warpgroups, or duplicated): only with
 #: NEWT_WGMMA_SPLIT_N=1 until a GPU run has checked them
 _SPLIT_N = os.environ.get("NEWT_WGMMA_SPLIT_N", "0") not in ("", "0")
@@ -210,7 +225,7 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
         acc = d.operands[2]
         if len(idx) != 1 or acc is not body.args[1 + idx[0]] or len(users.get(acc, [])) != 1:
             continue
-        if scalar_of(r.type).name != "fp32" or scalar_of(acc.type).name != "fp32" or promotion(d):
+        if scalar_of(r.type).name not in ("fp32", "int32") or scalar_of(acc.type) != scalar_of(r.type) or promotion(d):
             continue
         if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
             continue
@@ -342,24 +357,28 @@ def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
     return name
 
 
-def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None) -> str:
+def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None, kstep: int = 16) -> str:
     """wgmma with both operands from shared memory.  16-bit types: ``ta``/``tb`` are the transpose
-    immediates; 8-bit types (``tyb`` the B type, K = 32): K-major only, no transpose operands."""
+    immediates; the K-major-only types (``tyb`` the B type): no transpose operands, K = ``kstep``
+    (fp8 and int8 32, tf32 8); int8 (s8) accumulates in s32 (no scale immediates for integers)."""
     em.helper("wgmma_common", _COMMON)
+    acc, ct, cons, scale = "f32", "float", "f", ", 1, 1"
     if tyb is None:
         name = f"wgmma_m64n{n}k16_{ty}_{ta}{tb}"
-        shape, types, tail = f"m64n{n}k16", f"{ty}.{ty}", f", {ta}, {tb}"
+        shape, types, tail = f"m64n{n}k16", f"{ty}.{ty}", f"{scale}, {ta}, {tb}"
     else:
-        name = f"wgmma_m64n{n}k32_{ty}_{tyb}"
-        shape, types, tail = f"m64n{n}k32", f"{ty}.{tyb}", ""
+        name = f"wgmma_m64n{n}k{kstep}_{ty}_{tyb}"
+        if ty in ("s8", "u8"):
+            acc, ct, cons, scale = "s32", "int", "r", ""
+        shape, types, tail = f"m64n{n}k{kstep}", f"{ty}.{tyb}", scale
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
-    sd, sdv = ("", "1") if tyb is None else (", int sd", "sd")  # fp8: scale-d 0 starts from zero
+    outs = ", ".join(f'"+{cons}"(d[{i}])' for i in range(nreg))
+    sd, sdv = ("", "1") if tyb is None else (", int sd", "sd")  # scale-d 0 starts from zero
     em.helper(name, (
-        f"__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db{sd}) {{\n"
+        f"__device__ __forceinline__ void {name}({ct}* d, unsigned long long da, unsigned long long db{sd}) {{\n"
         f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
-        f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1{tail};"
+        f"wgmma.mma_async.sync.aligned.{shape}.{acc}.{types} {{{regs}}}, %{nreg}, %{nreg + 1}, p{tail};"
         f"\\n}}\\n\"\n    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"({sdv}));\n}}\n"))
     return name
 
@@ -370,7 +389,7 @@ def promotion(op) -> int:
     before the sum is added to the fp32 accumulator (Triton's rule); 0: the hardware accumulates all of K
     (Triton's default on sm_90, and newt's, which cannot tell an explicit 0 from None)."""
     a = op.operands[0]
-    if scalar_of(a.type).primitive_bitwidth != 8:
+    if not scalar_of(a.type).is_fp8():
         return 0
     n = int(op.attrs.get("max_num_imprecise_acc") or 0)
     K = shape_of(a.type)[1]
@@ -393,6 +412,7 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_keep(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+__device__ __forceinline__ void wgmma_keep(int& r) { asm volatile("" : "+r"(r) :: "memory"); }
 // matrix descriptor: start address >> 4 in bits 0-13, the rest (offsets, swizzle) constant
 __device__ __forceinline__ unsigned long long gmma_desc(unsigned addr, unsigned long long rest) {
   return rest | (unsigned long long)((addr & 0x3FFFFu) >> 4);
@@ -417,12 +437,22 @@ class WgmmaLowering(DotLowering):
         ta, tb = scalar_of(a.type), scalar_of(b.type)
         if ta.name not in _TYPES or tb.name not in _TYPES or _KSTEP[ta.name] != _KSTEP[tb.name]:
             return False
-        if _KSTEP[ta.name] == 16 and ta != tb:
-            return False  # fp16 x bf16: no such instruction (fp8: e4m3 and e5m2 mix)
-        if scalar_of(op.result.type).name not in ("fp32", "fp16", "bf16"):
+        if ta != tb and not (ta.is_fp8() and tb.is_fp8()):
+            return False  # fp16 x bf16, int8 x fp8: no such instruction (fp8: e4m3 and e5m2 mix)
+        if ta.name == "fp32" and op.attrs.get("input_precision", "") != "tf32":
+            return False  # ieee, tf32x3, bf16x3/x6: not one tf32 product
+        if ta.name in ("fp32", "int8") and not (_TF32_INT8_DEFAULT or wgmma_forced()):
+            return False
+        want = ("int32",) if ta.name == "int8" else ("fp32",) if ta.name == "fp32" else ("fp32", "fp16", "bf16")
+        if scalar_of(op.result.type).name not in want:
             return False
         M, K = shape_of(a.type)
         N = shape_of(b.type)[1]
+        if k_major_only(ta):  # either operand may have to be transposed in shared memory first
+            from .transpose import can_transpose
+            eb = ta.primitive_bitwidth // 8
+            if not (can_transpose(K, N, eb) and can_transpose(K, M, eb)):
+                return False
         if num_warps is not None and M < 64 * (num_warps // 4) and not _SPLIT_N:
             # warpgroups beyond M's 64-row blocks would split N or duplicate: laid out and tested
             # offline, not yet run on a GPU, so such tiles stay on mma.sync
@@ -433,9 +463,9 @@ class WgmmaLowering(DotLowering):
         return wgmma_accumulator(tuple(shape_of(op.result.type)), num_warps)
 
     def preferred_inner(self, op, index):
-        # A: K contiguous (K-major); B: N contiguous (N-major, tnsp) for 16-bit types, K-major for fp8
-        # (wgmma transposes 16-bit operands only)
-        if index == 1 and scalar_of(op.operands[1].type).primitive_bitwidth == 8:
+        # A: K contiguous (K-major); B: N contiguous (N-major, tnsp) for 16-bit types, K-major for fp8,
+        # int8 and tf32 (wgmma transposes 16-bit operands only)
+        if index == 1 and k_major_only(op.operands[1].type):
             return 0
         return 1
 
@@ -478,7 +508,7 @@ class WgmmaLowering(DotLowering):
             tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
         ta_t, tb_t = self._tiles(em, op, tiles)
         kstep = _KSTEP[t.name]
-        if kstep == 32:  # fp8: both operands K-major; a pipeline buffer that is not gets transposed
+        if k_major_only(t):  # fp8/int8/tf32: both operands K-major; a pipeline buffer that is not gets transposed
             ta_t, tb_t = (self._k_major(em, op, i, tl, in_flight) for i, tl in ((0, ta_t), (1, tb_t)))
         c = em.cur
         acc_src = em.get(accv, lay)
@@ -490,8 +520,8 @@ class WgmmaLowering(DotLowering):
         if a_regs:
             fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
             a_desc = "A from registers (mma.sync A fragments)"
-        elif kstep == 32:
-            fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name])
+        elif k_major_only(t):
+            fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name], kstep)
             a_desc = f"A K-major {ta_t.smem.swizzle_bytes}B swizzle"
         else:
             fn = _helpers(em, n_inst, _TYPES[t.name], 0 if a_k else 1, 0 if b_k else 1)
@@ -499,7 +529,7 @@ class WgmmaLowering(DotLowering):
         c.line(f"// dot {M}x{N}x{K} {t.name} on tensor cores: wgmma m64n{n_inst}k{kstep}, {wgm}x{wgn} warpgroups"
                f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
                f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
-        c.line(f"float {w}[{lay.nregs}];")
+        c.line(f"{'int' if t.name == 'int8' else 'float'} {w}[{lay.nregs}];")
         em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
         c.line("{")
         d = c.sub(1)
@@ -567,7 +597,7 @@ class WgmmaLowering(DotLowering):
                             d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
-                        sd = "" if kstep == 16 else ", 0" if part and kk == k0 else ", 1"
+                        sd = "" if not k_major_only(t) else ", 0" if part and kk == k0 else ", 1"
                         d.line(f"{fn}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
             if part:
                 d.line("wgmma_commit();")
@@ -622,9 +652,9 @@ class WgmmaLowering(DotLowering):
                 em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
 
     def needs_transpose(self, op, index: int, inner: int) -> bool:
-        """An 8-bit operand stored with ``inner`` contiguous is not K-major: it is transposed in shared
-        memory before the dot (``_k_major``)."""
-        return scalar_of(op.operands[index].type).primitive_bitwidth == 8 and inner != 1 - index
+        """An 8-bit or tf32 operand stored with ``inner`` contiguous is not K-major: it is transposed in
+        shared memory before the dot (``_k_major``)."""
+        return k_major_only(op.operands[index].type) and inner != 1 - index
 
     def _k_major(self, em, op, index, tile, in_flight):
         """``tile``, or a K-major copy of it written just before the dot (two copies in turn when the
@@ -633,9 +663,10 @@ class WgmmaLowering(DotLowering):
             return tile
         from .transpose import can_transpose, emit_transpose
         src = tile.smem
-        if not can_transpose(src.rows, src.inner, src.elem_bytes):  # excluded by supports (K % 32, N >= 16)
-            raise NotImplementedError(f"wgmma: cannot transpose a {src.rows}x{src.inner} fp8 tile")
-        dst = GmmaShared(src.inner, src.rows, 1)
+        if not can_transpose(src.rows, src.inner, src.elem_bytes):  # excluded by supports
+            raise NotImplementedError(f"wgmma: cannot transpose a {src.rows}x{src.inner} tile of "
+                                      f"{src.elem_bytes}-byte elements")
+        dst = GmmaShared(src.inner, src.rows, src.elem_bytes)
         c = em.cur
         nbuf = 2 if in_flight else 1
         buf = em.smem_persistent(dst.size_bytes * nbuf)
@@ -646,7 +677,7 @@ class WgmmaLowering(DotLowering):
             c.line(f"{tog} ^= 1;  // the other copy may still be read by the previous iteration's wgmma")
             base = f"(smem + {buf} + {tog} * {dst.size_bytes})"
         c.line(f"// operand {'ab'[index]} ({em.vname(op.operands[index])}) is {'MN'[index]}-major in shared memory; "
-               f"wgmma reads 8-bit operands K-major only")
+               f"wgmma reads {scalar_of(op.operands[index].type).name} operands K-major only")
         emit_transpose(em, c, src, tile.base, dst, base)
         c.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
         c.line("__syncthreads();")
