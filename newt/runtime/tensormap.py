@@ -22,7 +22,7 @@ needs no GPU.  Bad values raise :class:`TensorMapError` naming the kernel and th
 
 from __future__ import annotations
 
-import struct
+import ctypes
 from dataclasses import dataclass
 
 __all__ = ["TensorMapError", "TensorMapArgs", "encode_arguments", "encode", "TensorMapMaker", "TMAP_BYTES",
@@ -150,7 +150,13 @@ def encode(a: TensorMapArgs, kernel: str = "", arg: str = "") -> bytes:
         except ValueError:
             name = f"CUDA error {code}"
         raise TensorMapError(f"{_where(kernel, arg)}cuTensorMapEncodeTiled failed: {name} for {a}", kernel, arg)
-    return struct.pack("<16Q", *r[1].opaque)
+    return map_bytes(r[1])
+
+
+def map_bytes(tmap) -> bytes:
+    """The 128 bytes of a ``cuda.bindings.driver.CUtensorMap``: read from its own storage (its ``opaque``
+    words are ``cuuint64_t`` objects, which ``struct`` does not take)."""
+    return ctypes.string_at(int(tmap.getPtr()), 128)
 
 
 class TensorMapMaker:

@@ -157,3 +157,17 @@ def test_the_driver_encodes_the_maps(rank):
     a = encode_arguments(_recipe(rank, box=[2] * (rank - 1) + [64]), x.data_ptr(), list(x.shape), strides)
     out = tensormap.encode(a, "k", "x")
     assert len(out) == 128 and any(out)
+
+
+def test_map_bytes_reads_the_driver_objects_storage():
+    """The encoded map's bytes come from the CUtensorMap itself (its words are cuuint64_t objects:
+    struct.pack of them failed on the H200, 2026-12-02 09:15)."""
+    import struct as _struct
+
+    d = pytest.importorskip("cuda.bindings.driver")
+    from newt.runtime.tensormap import map_bytes
+    t = d.CUtensorMap()
+    words = [(i * 0x9E3779B97F4A7C15) & (2**64 - 1) for i in range(16)]
+    t.opaque = [d.cuuint64_t(w) for w in words]
+    b = map_bytes(t)
+    assert len(b) == 128 and list(_struct.unpack("<16Q", b)) == words
