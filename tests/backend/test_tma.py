@@ -206,6 +206,22 @@ def test_hand_written_descriptor_form_matches_and_others_do_not():
     assert all(match_access(fn, op, axis) is None for op in fn.walk() if op.name in ("load", "store"))
 
 
+@newt.jit
+def ptr_copy_1d(x_ptr, y_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    nl.store(y_ptr + offs, nl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_rank_1_blocks_keep_the_pointer_path():
+    """A 1-D block (the elementwise kernels' form) is not a TMA access: the driver refused every rank-1 map
+    on the H200 run of 2026-12-02 (811 GPU tests failed with NEWT_TMA=1 before this rule)."""
+    x = torch.empty(4096)
+    fn = _ir(ptr_copy_1d, (x, x, 4096, 256))
+    axis = analyze_axis_info(fn)
+    ops = [op for op in fn.walk() if op.name in ("load", "store")]
+    assert ops and all(match_access(fn, op, axis) is None for op in ops)
+
+
 # ---------------------------------------------------------------------------
 # SASS (offline)
 # ---------------------------------------------------------------------------
