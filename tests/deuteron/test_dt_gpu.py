@@ -77,7 +77,11 @@ def test_autotuner_never_picks_a_wrong_config(monkeypatch):
     x = torch.randn(1 << 20, device="cuda")
     cfg = buggy.autotune(x, callback=ev.append, force=True)
     status = [e["status"] for e in ev if e["kind"] == "report"]
-    assert sorted(status) == ["ok", "wrong", "wrong"], ev
+    # the no-store config is the fastest and must be caught by the oracle; the 2.01x one is caught too, or cut
+    # off unchecked by the hopeless rule (a timing over 2x the best verified one: it is never picked either;
+    # seen on the H200 at 09:27, where the 1024-lane block of this ~5 us kernel timed over twice the 256-lane one)
+    assert status.count("ok") == 1 and status.count("wrong") >= 1, ev
+    assert set(status) <= {"ok", "wrong", "hopeless"}, ev
     assert cfg.tunables == {"bug": False, "skip": False}
     torch.testing.assert_close(buggy(x), x * 2)
 
