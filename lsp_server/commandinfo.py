@@ -12,17 +12,22 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
+from .textutil import spelling_of
 
 __all__ = ["command_info", "AnalysisRef", "KernelRef", "ConcreteRef", "header", "ir_text", "cuda_text"]
 
 
 class AnalysisRef:
-    """The analyzed document: ``uri``, ``path``, ``text`` (the text that was analyzed), ``version``."""
+    """The analyzed document: ``uri``, ``path``, ``text`` (the text that was analyzed), ``version``, and
+    ``spelling``: how the file names newt's language (``tl.`` / ``@triton.jit`` in a Triton file), for messages."""
 
-    __slots__ = ("uri", "path", "text", "version")
+    __slots__ = ("uri", "path", "text", "version", "spelling")
 
     def __init__(self, info: dict):
+        from newt.frontend.spelling import Spelling
         self.uri, self.path, self.text, self.version = info["uri"], info["path"], info["text"], info.get("version")
+        sp = info.get("spelling")
+        self.spelling = Spelling(*sp) if isinstance(sp, (list, tuple)) and len(sp) == 4 else Spelling()
 
 
 class KernelRef:
@@ -57,6 +62,8 @@ def command_info(a, msg: dict) -> dict:
     asks: "concrete" (its specialization ``spec`` with the constexprs the user picked: ``given``, else
     ``given_by_kernel[name]``), "ir" or "cuda" (the document's text)."""
     out: dict = {"uri": a.uri, "path": a.path, "text": a.text, "version": a.version, "kernel": None}
+    sp = spelling_of(a)
+    out["spelling"] = [sp.lang, sp.top, sp.dt, sp.dt_top]
     ka = None
     pos = msg.get("position")
     if isinstance(pos, dict) and "line" in pos:

@@ -241,7 +241,7 @@ class Commands:
         a = AnalysisRef(info)
         if info.get("kernel") is None:
             where = f"line {int(pos['line']) + 1}" if isinstance(pos, dict) and "line" in pos else "the position"
-            raise _error(KERNEL_ERROR, f"no @newt.jit or @dt.kernel kernel at {where} of {a.path}")
+            raise _error(KERNEL_ERROR, a.spelling.respell(f"no @newt.jit or @dt.kernel kernel at {where} of {a.path}"))
         return a, KernelRef(info["kernel"]), info
 
     # -- compile ---------------------------------------------------------------------------
@@ -365,8 +365,8 @@ class Commands:
     async def autotune(self, arg: dict, token=None) -> dict:
         a, ka, _info = await self._kernel(arg)
         if ka.kind == "jit" and not ka.autotuned:
-            raise _error(KERNEL_ERROR, f"{ka.name} is not autotuned: decorate it with "
-                                       "@newt.autotune(configs=[...], key=[...])")
+            raise _error(KERNEL_ERROR, a.spelling.respell(f"{ka.name} is not autotuned: decorate it with "
+                                                          "@newt.autotune(configs=[...], key=[...])"))
         total = ka.configs or None
         ls = self.ls
         progress = ls.work_done_progress

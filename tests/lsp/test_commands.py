@@ -162,6 +162,17 @@ async def test_no_kernel_at_the_position(client):
 # --- autotune ---------------------------------------------------------------------------------------------------
 
 
+async def test_command_messages_in_a_triton_file_say_triton(client):
+    """A Triton file's command errors name Triton's decorators (issue 15, item 6), not newt's."""
+    uri = _open(client, "triton_errors.py")
+    with pytest.raises(JsonRpcException) as ei:
+        await _cmd(client, "newt.autotuneKernel", uri, _at("triton_errors.py", "clip_kernel"))
+    assert ei.value.code == -32002 and "@triton.autotune(configs=" in ei.value.message, ei.value.message
+    with pytest.raises(JsonRpcException) as ei:
+        await _cmd(client, "newt.verify", {"uri": uri, "position": {"line": 0, "character": 0}})
+    assert "no @triton.jit or @dt.kernel kernel at line 1" in ei.value.message, ei.value.message
+
+
 @needs_interpreter
 async def test_autotune_with_progress(client):
     uri = _open(client, "kernels.py")
