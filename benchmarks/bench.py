@@ -454,7 +454,7 @@ def render_md(data) -> str:
     L.append(f"- Against the anchored Triton figures: geomean {ga} on the memory-bound cells.")
     L.append(f"- Matmul (newt on sm_90a: wgmma + cp.async pipeline, `NEWT_DOT_LOWERING` "
              f"{os.environ.get('NEWT_DOT_LOWERING') or 'unset (wgmma)'}; fp8 on wgmma k32, its N-major B "
-             f"transposed in shared memory; tf32 on mma.sync): newt/Triton geomean "
+             f"transposed in shared memory; tf32 on wgmma k8 too): newt/Triton geomean "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_triton'))}, newt/cuBLAS "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_torch'))}.")
     if summary.get("attention_geomean_vs_triton"):

@@ -485,7 +485,9 @@ def test_wide_kernels_drop_two_blocks_per_sm_when_it_spills(tmp_path):
     assert b.n_spills == 0 and m.metadata["min_blocks"] == 2 and "__launch_bounds__(512, 2)" in m.source
 
 
-def test_tf32x3_issues_three_mma_per_tile(dot_file):
+def test_tf32x3_issues_three_mma_per_tile(dot_file, monkeypatch):
+    # the mma.sync lowering of both (on sm_90a plain tf32 takes wgmma by default; tf32x3 stays on mma.sync)
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
     counts = {}
     for prec in ("tf32", "tf32x3"):
         f = ir(dot_file, "dot_kernel", {"a_ptr": P(f32), "b_ptr": P(f32), "c_ptr": P(f32)},
