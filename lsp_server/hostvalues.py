@@ -391,29 +391,44 @@ def example_launches(text: str, kernel: str, resolve) -> list:
     except (SyntaxError, ValueError):
         return []
     out = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    seen: set = set()
+    for fn, dec in _decorated_by_call_of(tree).get(kernel, ()):
+        if id(fn) in seen or resolve(dec.func) != "newt.harness.example":
             continue
-        for dec in fn.decorator_list:
-            if not (isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Name)
-                    and dec.args[0].id == kernel and resolve(dec.func) == "newt.harness.example"):
+        seen.add(id(fn))
+        for call in ast.walk(fn):
+            if not (isinstance(call, ast.Call) and resolve(call.func) == "newt.harness.Case"):
                 continue
-            for call in ast.walk(fn):
-                if not (isinstance(call, ast.Call) and resolve(call.func) == "newt.harness.Case"):
-                    continue
-                kws = {k.arg: k.value for k in call.keywords if k.arg}
-                pos = list(call.args)
-                args = kws.get("args", pos[1] if len(pos) > 1 else None)
-                kwargs = kws.get("kwargs", pos[2] if len(pos) > 2 else None)
-                elts = list(args.elts) if isinstance(args, (ast.Tuple, ast.List)) else []
-                keywords = []
-                if isinstance(kwargs, ast.Dict):
-                    keywords = [ast.keyword(arg=k.value, value=v) for k, v in zip(kwargs.keys, kwargs.values)
-                                if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-                if not elts and not keywords:
-                    continue
-                node = ast.Call(func=ast.Name(kernel, ast.Load()), args=elts, keywords=keywords)
-                node.lineno, node.col_offset = call.lineno, call.col_offset
-                out.append(ExampleLaunch(kernel, node, f"the example {fn.name} (line {call.lineno})"))
-            break
+            kws = {k.arg: k.value for k in call.keywords if k.arg}
+            pos = list(call.args)
+            args = kws.get("args", pos[1] if len(pos) > 1 else None)
+            kwargs = kws.get("kwargs", pos[2] if len(pos) > 2 else None)
+            elts = list(args.elts) if isinstance(args, (ast.Tuple, ast.List)) else []
+            keywords = []
+            if isinstance(kwargs, ast.Dict):
+                keywords = [ast.keyword(arg=k.value, value=v) for k, v in zip(kwargs.keys, kwargs.values)
+                            if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            if not elts and not keywords:
+                continue
+            node = ast.Call(func=ast.Name(kernel, ast.Load()), args=elts, keywords=keywords)
+            node.lineno, node.col_offset = call.lineno, call.col_offset
+            out.append(ExampleLaunch(kernel, node, f"the example {fn.name} (line {call.lineno})"))
     return out
+
+
+def _decorated_by_call_of(tree) -> dict:
+    """``{name: [(function, decorator), ...]}`` of the functions decorated by a call whose first argument is
+    the plain name ``name`` (``@newt.harness.example(kernel)``), in ``ast.walk`` order; one walk per tree,
+    kept on the tree (every kernel of a file asks)."""
+    text = getattr(tree, "_newt_text", None)
+    got = getattr(tree, "_newt_decorated_by", None)
+    if got is not None and got[0] is text:  # (a tree given again for another text is walked again)
+        return got[1]
+    idx: dict = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in fn.decorator_list:
+                if isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Name):
+                    idx.setdefault(dec.args[0].id, []).append((fn, dec))
+    tree._newt_decorated_by = (text, idx)
+    return idx
