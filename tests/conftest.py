@@ -26,3 +26,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored(request):
+    """Every test leaves ``os.environ`` as it found it.  Code under test may set variables for its own
+    process (the editor worker sets ``NEWT_INTERPRET=1`` when it finds no GPU); inside the pytest process
+    that would change every later test and every subprocess they start (a benchmark smoke run, seen in CI,
+    ran its kernels through the interpreter because an earlier test had called the worker's code)."""
+    import os
+    import warnings
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    if after != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        os.environ.clear()
+        os.environ.update(before)
+        warnings.warn(f"{request.node.nodeid} left the environment changed ({', '.join(changed)}); restored",
+                      stacklevel=1)

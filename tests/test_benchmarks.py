@@ -39,7 +39,9 @@ LIBRARIES = {"common.py"}
 
 
 def _run(script, args, tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # the scripts' own settings only: nothing a test of this process set (NEWT_INTERPRET, NEWT_C_LAUNCHER ...)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_"))}
+    env["PYTHONPATH"] = ROOT
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     return subprocess.run([sys.executable, os.path.join(BENCH, script), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
