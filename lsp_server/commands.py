@@ -104,8 +104,14 @@ class Commands:
             proc = await asyncio.create_subprocess_exec(
                 exe, "--query-gpu=name,compute_cap", "--format=csv,noheader", stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL)
+        except OSError:
+            self.gpu = None
+            return
+        try:
             out, _ = await asyncio.wait_for(proc.communicate(), 5)
-        except (OSError, asyncio.TimeoutError):
+        except asyncio.TimeoutError:  # a hung nvidia-smi: collected now, not by a transport's __del__ at exit
+            proc.kill()
+            await proc.communicate()
             self.gpu = None
             return
         line = out.decode("utf-8", "replace").strip().splitlines()[:1]

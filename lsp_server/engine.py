@@ -92,6 +92,14 @@ class Engine:
         self.sock, self.reader, self.job = s, s.makefile("rb"), job
         self.send({"op": "hello", "pid": os.getpid(), "job": job, **({"cmd": cmd} if cmd is not None else {})})
 
+    def _reconnect(self, job: int | None = None, cmd: int | None = None) -> bool:
+        """A fork's own connection; False when the server has shut down (its socket is gone) meanwhile."""
+        try:
+            self.connect(job=job, cmd=cmd)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        return True
+
     def send(self, msg: dict):
         send_frame(self.sock, msg)
 
@@ -145,7 +153,8 @@ class Engine:
             return  # the parent keeps answering
         try:
             self.sock.close()  # the parent's connection stays the parent's
-            self.connect(job=msg.get("job"))
+            if not self._reconnect(job=msg.get("job")):
+                os._exit(0)
             if msg.get("kind") == "warm":
                 self.warm(msg)
             else:
@@ -165,7 +174,8 @@ class Engine:
             return
         try:
             self.sock.close()
-            self.connect(cmd=msg.get("id"))
+            if not self._reconnect(cmd=msg.get("id")):
+                os._exit(0)
             try:
                 reply = {"op": "reply", "id": msg.get("id"), "result": self.command(msg)}
             except Exception as e:  # noqa: BLE001 - the command gets an error, not silence
@@ -399,7 +409,10 @@ def main(argv=None) -> int:
     gc.disable()
     gc.collect()
     gc.freeze()  # modules and the front end's tables: never scanned again, in no fork
-    eng.connect()
+    try:
+        eng.connect()
+    except (FileNotFoundError, ConnectionRefusedError):
+        return 0  # the server shut down (its socket is gone) while this engine was starting: nothing to serve
     eng.loop()
     return 0
 

@@ -19,6 +19,7 @@ import signal
 import struct
 import sys
 import tempfile
+import threading
 
 __all__ = ["EngineHost", "EngineUnavailable", "engines_supported"]
 
@@ -128,18 +129,28 @@ class EngineHost:
         from .workers import neutral_dir, worker_env
         self._current_ready.clear()
         self.starts += 1
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "lsp_server.engine", self.path, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=worker_env(), cwd=neutral_dir())
-        asyncio.ensure_future(self._stderr(self.proc))
+        # the engine's stderr goes through a plain pipe read by a thread, not an asyncio pipe transport: the
+        # engine's forked analyses inherit that pipe, so it can still be open when the server's loop closes, and a
+        # transport collected after that raises "Event loop is closed" from its __del__ at the server's exit
+        rfd, wfd = os.pipe()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "lsp_server.engine", self.path, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=wfd, env=worker_env(), cwd=neutral_dir())
+        except BaseException:
+            os.close(rfd)
+            raise
+        finally:
+            os.close(wfd)
+        threading.Thread(target=self._stderr, args=(rfd, self.proc.pid), name="engine-stderr", daemon=True).start()
         log.info("analysis engine started (pid %s)", self.proc.pid)
 
-    async def _stderr(self, proc):
-        while True:
-            line = await proc.stderr.readline()
-            if not line:
-                return
-            log.warning("engine: %s", line.decode("utf-8", "replace").rstrip())
+    @staticmethod
+    def _stderr(fd: int, pid: int):
+        """Log the engine's stderr line by line until every process holding the pipe has exited."""
+        with open(fd, "rb", closefd=True) as f:
+            for line in f:
+                log.warning("engine %s: %s", pid, line.decode("utf-8", "replace").rstrip())
 
     async def stop(self):
         self.stopped = True
@@ -164,7 +175,8 @@ class EngineHost:
             except (asyncio.TimeoutError, ProcessLookupError):
                 try:
                     proc.kill()
-                except ProcessLookupError:
+                    await asyncio.wait_for(proc.wait(), 5.0)
+                except (ProcessLookupError, asyncio.TimeoutError):
                     pass
 
     async def serving(self, timeout: float = 60.0) -> _Conn:

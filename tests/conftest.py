@@ -36,12 +36,15 @@ def _environment_restored(request):
     ran its kernels through the interpreter because an earlier test had called the worker's code)."""
     import os
     import warnings
-    before = dict(os.environ)
+    before = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # (pytest's own, per phase)
     yield
-    after = dict(os.environ)
+    after = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     if after != before:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-        os.environ.clear()
-        os.environ.update(before)
+        for k in changed:
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                os.environ.pop(k, None)
         warnings.warn(f"{request.node.nodeid} left the environment changed ({', '.join(changed)}); restored",
                       stacklevel=1)
