@@ -658,10 +658,10 @@ class _Gen(ExprRenderer):
                 "import newt",
                 "import newt.language as nl",
                 "", ""]
-        if cfg.indexing not in (None, "pointer") and any(v != "pointer" for v in (
-                [cfg.indexing] if isinstance(cfg.indexing, str) else cfg.indexing)):
-            head[1:1] = [f"# config indexing={cfg.indexing!r}: newt's generated loads and stores use pointer "
-                         "arithmetic for every one."]
+        for field, what in (("indexing", "loads and stores"), ("atomic_indexing", "atomics")):
+            v = getattr(cfg, field, None)
+            if v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
+                head[1:1] = [f"# config {field}={v!r}: newt's generated {what} use pointer arithmetic for every one."]
         uses_prod = "_dt_mul" in ""  # decided after the body is generated
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
         self.w(0, "@newt.jit")

@@ -30,6 +30,7 @@ Fields (all optional; missing ones take the kernel's defaults):
 ``indexing``         ``"pointer"``, ``"block_ptr"`` or ``"tensor_descriptor"`` (one value or one per
                      load/store): accepted for Helion configs; newt's generated code uses pointer
                      arithmetic for every one (the generated kernel says so in a comment).
+``atomic_indexing``  the same choices for the atomics (Helion's field; pointer arithmetic here too).
 anything else        the value of a ``dt.register_tunable(name, ...)``.
 """
 
@@ -47,11 +48,21 @@ RANGE_FIELDS = {"range_unroll_factors": int, "range_num_stages": int, "range_mul
                 "range_warp_specializes": bool, "range_flattens": bool}
 
 _FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages", "pid_type",
-           "indexing") + tuple(RANGE_FIELDS)
+           "indexing", "atomic_indexing") + tuple(RANGE_FIELDS)
 
 
 class ConfigError(ValueError):
     """A config that does not fit a kernel (the D005 diagnostic at run time)."""
+
+
+def _indexing(value, name: str):
+    """``indexing`` / ``atomic_indexing``: one of INDEXINGS, or a list of them (one per memory op)."""
+    if value is None:
+        return None
+    for v in ([value] if isinstance(value, str) else _as_list(value)):
+        if v not in INDEXINGS:
+            raise ConfigError(f"{name} must be one of {', '.join(map(repr, INDEXINGS))}, not {v!r}")
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _is_pow2(v) -> bool:
@@ -66,7 +77,7 @@ class Config:
     def __init__(self, block_sizes=None, loop_orders=None, l2_groupings=None, reduction_loops=None,
                  num_warps=None, num_stages=None, pid_type=None, indexing=None, range_unroll_factors=None,
                  range_num_stages=None, range_multi_buffers=None, range_warp_specializes=None, range_flattens=None,
-                 **tunables):
+                 atomic_indexing=None, **tunables):
         self.block_sizes = None if block_sizes is None else [_as_int(b, "block_sizes") for b in _as_list(block_sizes)]
         self.loop_orders = None if loop_orders is None else [[_as_int(i, "loop_orders") for i in o]
                                                              for o in _as_list(loop_orders)]
@@ -79,11 +90,8 @@ class Config:
         if pid_type is not None and pid_type not in PID_TYPES:
             raise ConfigError(f"pid_type must be one of {', '.join(map(repr, PID_TYPES))}, not {pid_type!r}")
         self.pid_type = pid_type
-        if indexing is not None:
-            for v in ([indexing] if isinstance(indexing, str) else _as_list(indexing)):
-                if v not in INDEXINGS:
-                    raise ConfigError(f"indexing must be one of {', '.join(map(repr, INDEXINGS))}, not {v!r}")
-        self.indexing = list(indexing) if isinstance(indexing, (list, tuple)) else indexing
+        self.indexing = _indexing(indexing, "indexing")
+        self.atomic_indexing = _indexing(atomic_indexing, "atomic_indexing")
         given = {"range_unroll_factors": range_unroll_factors, "range_num_stages": range_num_stages,
                  "range_multi_buffers": range_multi_buffers, "range_warp_specializes": range_warp_specializes,
                  "range_flattens": range_flattens}

@@ -128,6 +128,10 @@ class KernelStructure:
             bs = it.args[2] if len(it.args) > 2 else next((k.value for k in it.keywords if k.arg == "block_size"),
                                                            None)
         fixed = None
+        registered = None
+        if kind == "tile" and bs is not None and not (isinstance(bs, ast.Constant) and bs.value is None):
+            registered = [self._is_registered(e) for e in (bs.elts if isinstance(bs, (ast.List, ast.Tuple)) else
+                                                           [bs] * (ndim or 1))]
         if kind == "grid":
             fixed = [True] * ndim if ndim is not None else None
         elif bs is None or (isinstance(bs, ast.Constant) and bs.value is None):
@@ -144,7 +148,7 @@ class KernelStructure:
                 if isinstance(e, ast.Constant) and e.value is not None and not _is_pow2(e.value):
                     self.problem("D005", e, f"block size {e.value!r} is not a power of two",
                                  hint=f"use {_pow2_near(e.value)}" if isinstance(e.value, int) else None)
-        site = TileSite(it, node, kind, depth, ndim, as_list, fixed, _targets(node.target))
+        site = TileSite(it, node, kind, depth, ndim, as_list, fixed, _targets(node.target), registered=registered)
         self.site_by_node[id(it)] = site
         self.sites.append(site)
         return site
@@ -573,7 +577,7 @@ class KernelStructure:
                 known = False
                 continue
             for d, f in enumerate(s.fixed):
-                if not f:
+                if not f and not (s.registered and d < len(s.registered) and s.registered[d]):
                     items.append(((s.node.lineno, s.node.col_offset, d), ("tile", s, d)))
         for c in self.register_calls:
             items.append(((c.lineno, c.col_offset, 0), ("register", c, 0)))

@@ -123,6 +123,9 @@ class TileSite:
     target_names: list  # loop variable names
     index: int = 0  # order among all sites (source order)
     jagged: bool = False  # dt.jagged_tile(lengths): masked per parent lane past its length
+    #: per dimension: True when block_size= is a dt.register_block_size value (tunable, but that call's slot:
+    #: the tile adds no entry of its own to config.block_sizes)
+    registered: list | None = None
 
     @property
     def line(self) -> int:

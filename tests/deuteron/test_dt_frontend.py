@@ -206,6 +206,42 @@ def test_d005_wrong_number_of_block_sizes():
     """, "D005", contains="3 tunable block size")
 
 
+def test_d005_a_tile_over_a_registered_block_size_is_that_registration_s_slot():
+    """``block_size=bm`` with ``bm = dt.register_block_size(...)`` adds no slot of its own (Helion's attention
+    backward: two registrations, two tiles over them, ``block_sizes=[64, 64]``); a wrong count still is D005."""
+    src = """
+    @dt.kernel(config=dt.Config(block_sizes=[64, 32]))
+    def f(x):
+        m, n = x.shape
+        bm = dt.register_block_size(m)
+        bn = dt.register_block_size(n)
+        out = torch.empty_like(x)
+        for tm in dt.tile(m, block_size=bm):
+            for tn in dt.tile(n, block_size=bn):
+                out[tm, tn] = x[tm, tn]
+        return out
+    """
+    fa, _, _ = check(src)
+    assert [d for d in fa.diagnostics if d.code == "D005"] == [], [d.format() for d in fa.diagnostics]
+    expect(src.replace("block_sizes=[64, 32]", "block_sizes=«[64, 32, 16]"), "D005", contains="2 tunable block size")
+
+
+def test_config_atomic_indexing_is_a_field():
+    fa, _, _ = check("""
+    @dt.kernel(config=dt.Config(block_sizes=[64], atomic_indexing="tensor_descriptor"))
+    def f(x, out):
+        for tile in dt.tile(x.size(0)):
+            dt.atomic_add(out, [tile], x[tile])
+        return out
+    """)
+    assert [d for d in fa.diagnostics if d.code == "D005"] == [], [d.format() for d in fa.diagnostics]
+    from deuteron.config import Config, ConfigError
+    assert Config(atomic_indexing=["pointer", "tensor_descriptor"]).to_dict()["atomic_indexing"][1] == \
+        "tensor_descriptor"
+    with pytest.raises(ConfigError, match="atomic_indexing must be one of"):
+        Config(atomic_indexing="ptr")
+
+
 def test_d005_unknown_option_effort_and_tunable_names():
     expect("""
     @dt.kernel(«autotune_efort="quick")
