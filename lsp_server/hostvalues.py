@@ -247,6 +247,7 @@ def _parse(text: str):
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError) as e:
+            e.__traceback__ = e.__context__ = None  # (its frames would keep this analysis alive)
             tree = e  # remembered too: a text being typed in does not parse, and every kernel asks
         else:
             tree._newt_text = text
