@@ -54,6 +54,8 @@ class Config:
         d["num_stages"] = self.num_stages
         if self.num_ctas != 1:
             d["num_ctas"] = self.num_ctas
+        if self.maxnreg is not None:
+            d["maxnreg"] = self.maxnreg
         return d
 
     def _ident(self):

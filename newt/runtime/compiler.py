@@ -339,8 +339,9 @@ def _key_lock(key: str) -> threading.Lock:
 
 
 def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
-              debug: bool = False, fingerprint: str | None = None) -> str:
-    return _cache.hash_key({
+              debug: bool = False, fingerprint: str | None = None, maxnreg: int | None = None) -> str:
+    extra = {} if maxnreg is None else {"maxnreg": int(maxnreg)}  # (absent: the keys of every earlier build)
+    return _cache.hash_key({**extra,
         "newt": package_fingerprint(),
         "nvrtc": nvrtc_version(),
         "target": target,
@@ -359,9 +360,10 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
 
 def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int = 4,
                            num_stages: int = 3, debug: bool = False, fingerprint: str | None = None,
-                           use_cache: bool = True) -> CompiledKernel:
-    """Compile one specialization (memory cache, then disk cache, then the compiler)."""
-    key = cache_key(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, fingerprint)
+                           use_cache: bool = True, maxnreg: int | None = None) -> CompiledKernel:
+    """Compile one specialization (memory cache, then disk cache, then the compiler).  ``maxnreg``: the
+    registers-per-thread cap (Triton's launch option), None for the compiler's choice."""
+    key = cache_key(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, fingerprint, maxnreg)
     if use_cache:
         hit = _MEMORY.get(key)
         if hit is not None:
@@ -381,7 +383,7 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
                 if ck is not None:
                     _MEMORY[key] = ck
                     return ck
-        ck = build(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, key)
+        ck = build(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, key, maxnreg)
         if use_cache:
             _MEMORY[key] = ck
             _cache.get_cache().put(key, *ck.to_entry())
@@ -404,7 +406,7 @@ def target_shared_limit(target: str) -> int | None:
 
 
 def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
-          debug: bool, key: str) -> CompiledKernel:
+          debug: bool, key: str, maxnreg: int | None = None) -> CompiledKernel:
     """Run the front end and the backend (no caches)."""
     from newt.frontend import build_ir
 
@@ -413,7 +415,8 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     irfn = build_ir(fn, arg_types, constexprs, hints, num_warps=num_warps, num_stages=num_stages)
     kname = irfn.name
     try:
-        module = backend.generate_cuda(irfn, target=target, num_warps=num_warps, num_stages=num_stages)
+        module = backend.generate_cuda(irfn, target=target, num_warps=num_warps, num_stages=num_stages,
+                                       **({"maxnreg": maxnreg} if maxnreg is not None else {}))
     except CompilationError as e:
         oor = _as_out_of_resources(e, kname, target)
         if oor is not None:
@@ -443,6 +446,7 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         compile_seconds=binary.compile_seconds,
         arg_names=[p.name for p in irfn.params],
         tensormaps=list(module.metadata.get("tensormaps") or []),  # TMA (tensormap.py): encoded per launch
+        maxnreg=maxnreg,
     )
     if limit is not None and md.shared > limit:
         raise OutOfResources(kname, "shared memory", md.shared, limit, f"target {target}")
@@ -489,7 +493,7 @@ def _unwrap(fn):
 
 def compile(fn, signature: dict | None = None, constexprs: dict | None = None, target: str = "sm_90a",
             num_warps: int = 4, num_stages: int = 3, hints: dict | None = None, debug: bool = False,
-            cache: bool = True) -> CompiledKernel:
+            cache: bool = True, maxnreg: int | None = None) -> CompiledKernel:
     """Compile ``fn`` for one signature without a GPU.
 
     ``signature`` maps run-time parameters to types (``"*fp32"``, ``"i32"``,
@@ -503,7 +507,7 @@ def compile(fn, signature: dict | None = None, constexprs: dict | None = None, t
 
     from .grid import check_options
     base = _unwrap(fn)
-    check_options(getattr(base, "__name__", "kernel"), num_warps, num_stages, 1)
+    check_options(getattr(base, "__name__", "kernel"), num_warps, num_stages, 1, maxnreg)
     signature = dict(signature or {})
     constexprs = dict(constexprs or {})
     hints = dict(hints or {})
@@ -559,7 +563,7 @@ def compile(fn, signature: dict | None = None, constexprs: dict | None = None, t
             raise TypeError(f"{kname}(): parameter {n!r}: the type must be a string like '*fp32' or a newt dtype")
         arg_types[n] = ty
     return compile_specialization(base, arg_types, cvals, hints, target, num_warps, num_stages, debug,
-                                  use_cache=cache)
+                                  use_cache=cache, maxnreg=maxnreg)
 
 
 def clear_memory_cache():

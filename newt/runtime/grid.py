@@ -15,8 +15,10 @@ from .errors import LaunchError
 GRID_LIMITS = (2147483647, 65535, 65535)
 
 
-def check_options(name, num_warps, num_stages, num_ctas):
+def check_options(name, num_warps, num_stages, num_ctas, maxnreg=None):
     """``ValueError`` naming the kernel for launch options newt cannot honour."""
+    if maxnreg is not None and (not isinstance(maxnreg, int) or isinstance(maxnreg, bool) or not 1 <= maxnreg <= 255):
+        raise ValueError(f"{name}: maxnreg must be an int from 1 to 255 (registers per thread), got {maxnreg!r}")
     if not isinstance(num_warps, int) or isinstance(num_warps, bool) or not 1 <= num_warps <= 32 \
             or num_warps & (num_warps - 1):
         raise ValueError(f"{name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")

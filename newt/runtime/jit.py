@@ -45,7 +45,8 @@ from .grid import check_grid, normalize_grid
 from .grid import check_options as _check_options
 
 #: launch options accepted by ``kernel[grid](...)`` besides the kernel's own parameters
-LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "stream", "warmup", "launch_cooperative_grid")
+LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup",
+                  "launch_cooperative_grid")
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 
@@ -266,10 +267,10 @@ class JITFunction:
         self.__dict__.pop("_presets", None)
 
     # -- the slow path ---------------------------------------------------------------------
-    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup, cooperative=False):
+    def _miss(self, key, dev, values, num_warps, num_stages, num_ctas, warmup, cooperative=False, maxnreg=None):
         """Specialize, compile and load; remember the launcher under ``key``."""
         from . import compiler, driver
-        _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        _check_options(self.__name__, num_warps, num_stages, num_ctas, maxnreg)
         entries, cvals = {}, {}
         if self.scalar_annotations:
             _check_scalar_annotations(self, values)
@@ -289,7 +290,8 @@ class JITFunction:
         else:
             target = default_target()
         ck = compiler.compile_specialization(self, spec.arg_types, spec.constexprs, spec.divisibility, target,
-                                             num_warps, num_stages, bool(self.debug), fingerprint=self.fingerprint())
+                                             num_warps, num_stages, bool(self.debug), fingerprint=self.fingerprint(),
+                                             maxnreg=maxnreg)
         rt = [p.name for p in ck.params]
         if rt != spec.runtime_names:
             raise RuntimeError(f"{self.__name__}: the compiled kernel's parameters {rt} differ from the "
@@ -307,10 +309,12 @@ class JITFunction:
 
     # -- the interpreter ---------------------------------------------------------------------
     def _run_interpreted(self, *args, grid=None, num_warps=None, num_stages=None, num_ctas=1, stream=None,
-                         warmup=False, launch_cooperative_grid=False, **kwargs):
-        for opt, val in (("num_warps", num_warps), ("num_stages", num_stages)):
+                         warmup=False, launch_cooperative_grid=False, maxnreg=None, **kwargs):
+        for opt, val in (("num_warps", num_warps), ("num_stages", num_stages), ("maxnreg", maxnreg)):
             if opt in self.arg_names and val is not None:
                 kwargs[opt] = val
+        if "maxnreg" in self.arg_names:
+            maxnreg = None
         values = sp.bind(self, args, kwargs)
         named = dict(zip(self.arg_names, values))
         if num_warps is None:
@@ -318,7 +322,7 @@ class JITFunction:
         if num_stages is None:
             num_stages = named.get("num_stages", DEFAULT_NUM_STAGES) if "num_stages" in named else \
                 DEFAULT_NUM_STAGES
-        _check_options(self.__name__, num_warps, num_stages, num_ctas)
+        _check_options(self.__name__, num_warps, num_stages, num_ctas, maxnreg)  # (checked; no effect when interpreted)
         if self.scalar_annotations:
             _check_scalar_annotations(self, values)
         spec = sp.specialize(self, tuple(values), {})
@@ -442,7 +446,7 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
         if k == "grid":
             raise TypeError(f"{name}(): the grid is given by {name}[grid](...) (or {name}.run(..., grid=...)); "
                             "do not pass grid= to the launch as well")
-        if k in ("maxnreg", "enable_fp_fusion", "num_buffers_warp_spec"):
+        if k in ("enable_fp_fusion", "num_buffers_warp_spec"):
             hint = " (this launch option is not supported by newt)"
         else:
             close = difflib.get_close_matches(k, kernel.arg_names + list(LAUNCH_OPTIONS), n=1)
@@ -491,7 +495,7 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
     g[f"{_P}not_cuda"] = not_cuda
 
     for k in preset:
-        if k not in params and k not in ("num_warps", "num_stages", "num_ctas"):
+        if k not in params and k not in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
             raise TypeError(f"{name}(): a preset names {k!r}, which is neither a parameter nor a launch option")
     sig = []
     required = []
@@ -508,7 +512,7 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
     opts = []
     nw_expr = "num_warps" if "num_warps" in params else None
     ns_expr = "num_stages" if "num_stages" in params else None
-    for opt, dflt in (("num_warps", "None"), ("num_stages", "None"), ("num_ctas", "1")):
+    for opt, dflt in (("num_warps", "None"), ("num_stages", "None"), ("num_ctas", "1"), ("maxnreg", "None")):
         if opt not in params:
             if opt in preset:
                 g[f"{_P}o_{opt}"] = preset[opt]
@@ -524,7 +528,7 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
             return kernel.run(grid=grid, **named, **options)
         g[f"{_P}regen"] = regen
         named = ", ".join(f"{n!r}: {n}" for n in kernel.arg_names)
-        optnames = [o for o in ("num_warps", "num_stages", "num_ctas") if o not in params]
+        optnames = [o for o in ("num_warps", "num_stages", "num_ctas", "maxnreg") if o not in params]
         options = ", ".join([f"{o!r}: {o}" for o in optnames] + ["'stream': stream", "'warmup': warmup",
                                                                   f"'launch_cooperative_grid': {coop}"])
         L.append(f"    if {_P}fn.__code__ is not {_P}code:")
@@ -577,14 +581,18 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
     allvals = ", ".join(kernel.arg_names) + ("," if len(kernel.arg_names) == 1 else "")
     L.append(f"    {_P}dev = {_P}device()")
     L.append(f"    {_P}key = ({', '.join(key)})")
+    mx = "maxnreg" if "maxnreg" not in params else "None"  # (a parameter of that name: no such launch option)
+    if mx != "None":
+        L.append("    if maxnreg is not None:  # a register cap: another build (the C dispatcher leaves it here)")
+        L.append(f"        {_P}key = {_P}key + (maxnreg,)")
     L.append("    try:")
     L.append(f"        {_P}k = {_P}cache[{_P}key]")
     L.append("    except KeyError:")
     L.append(f"        {_P}k = {_P}miss({_P}key, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
-             f"warmup, {coop})")
+             f"warmup, {coop}, {mx})")
     L.append("    except TypeError:  # an unhashable constexpr value: no caching by key")
     L.append(f"        {_P}k = {_P}miss(None, {_P}dev, ({allvals}), num_warps, num_stages, num_ctas, "
-             f"warmup, {coop})")
+             f"warmup, {coop}, {mx})")
     L.append("    if warmup:")
     L.append(f"        return {_P}k.kernel")
     meta = ", ".join([f"{n!r}: {n}" for n in kernel.arg_names] + ["'num_warps': num_warps",
@@ -640,6 +648,8 @@ def c_fast_path(kernel: JITFunction, py_fast, preset: dict | None = None):
     params = kernel.signature.parameters
     if "launch_cooperative_grid" in params or len(params) > 128 or not clauncher.enabled():
         return py_fast
+    if (preset or {}).get("maxnreg") is not None and "maxnreg" not in params:
+        return py_fast  # the dispatcher keys num_warps / num_stages / num_ctas only (a maxnreg= keyword: py_fast)
     m = clauncher.module()
     torch = sys.modules.get("torch")
     if m is None or not hasattr(m, "Dispatcher") or torch is None:

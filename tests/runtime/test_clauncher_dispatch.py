@@ -54,7 +54,7 @@ def python_key(kernel, grid, args, kwargs):
     fast = build_fast_path(kernel)
     seen = {}
 
-    def miss(key, dev, values, nw, ns, nc, warmup, cooperative=False):
+    def miss(key, dev, values, nw, ns, nc, warmup, cooperative=False, maxnreg=None):
         seen["key"] = key
         raise Stop
     fast.__globals__["_nwt_miss"] = miss

@@ -180,7 +180,7 @@ def _fast_key(kernel, *args, **kwargs):
 
     fast = build_fast_path(kernel)
 
-    def miss(key, dev, values, nw, ns, nc, warmup, cooperative=False):
+    def miss(key, dev, values, nw, ns, nc, warmup, cooperative=False, maxnreg=None):
         seen["key"] = key
         raise Stop
     fast.__globals__["_nwt_miss"] = miss

@@ -96,11 +96,14 @@ def _param_size(ty) -> int:
 
 
 def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, *,
-                  device_asserts: bool = True, min_blocks: int | None = None) -> CudaModule:
+                  device_asserts: bool = True, min_blocks: int | None = None,
+                  maxnreg: int | None = None) -> CudaModule:
     """Lower one concrete ``ir.Function`` to CUDA C++ for ``target``.
 
     ``min_blocks`` is the second ``__launch_bounds__`` argument (resident blocks per SM; 0: none);
-    None lets the backend choose (see ``_min_blocks``).
+    None lets the backend choose (see ``_min_blocks``).  ``maxnreg`` (Triton's launch option) caps the
+    registers per thread: the kernel is declared ``__maxnreg__(maxnreg)`` instead of ``__launch_bounds__``
+    (CUDA allows only one of the two) and ``min_blocks`` does not apply.
 
     Raises ``newt.CompilationError`` (pointing at the user's line) for what the
     backend cannot lower.
@@ -110,17 +113,20 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
     if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
         raise ValueError(f"num_warps must be a power of two in 1..32, got {num_warps}")
     num_stages = max(1, int(num_stages or 1))
+    if maxnreg is not None and (not isinstance(maxnreg, int) or isinstance(maxnreg, bool) or
+                                not 1 <= maxnreg <= 255):
+        raise ValueError(f"maxnreg must be an int from 1 to 255 (registers per thread), got {maxnreg!r}")
     fn.number()
     try:
-        module = _generate(fn, tgt, num_warps, num_stages, device_asserts, min_blocks)
+        module = _generate(fn, tgt, num_warps, num_stages, device_asserts, 0 if maxnreg else min_blocks, maxnreg)
     except BackendError as e:
         raise _backend_error(fn, e) from None
     module.rerender = functools.partial(generate_cuda, fn, target, num_warps, num_stages,
-                                        device_asserts=device_asserts)
+                                        device_asserts=device_asserts, maxnreg=maxnreg)
     return module
 
 
-def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> CudaModule:
+def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
     pipes = plan_pipelines(fn, tgt, num_stages, plan, axis)
@@ -201,7 +207,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
     kname = _cname(fn.name)
     min_blocks = _min_blocks(fn, num_warps, em) if want_blocks is None else f", {want_blocks}" if want_blocks else ""
     bounds = f"{32 * num_warps}{min_blocks}"
-    head.append(f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(')
+    qualifier = f"__maxnreg__({maxnreg})" if maxnreg else f"__launch_bounds__({bounds})"
+    head.append(f'extern "C" __global__ void {qualifier} {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
     out_lines: list[str] = []
     locs: list = []
@@ -221,7 +228,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks) -> Cu
                     layouts[f"%{r.id}"] = d
     meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
             "needs_shared_opt_in": shared > 48 * 1024, "min_blocks": int(min_blocks[2:] or 0),
-            "launch_bounds": f"__launch_bounds__({bounds})", "tensormaps": tmaps}
+            "launch_bounds": qualifier, "tensormaps": tmaps, "maxnreg": maxnreg}
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta)
