@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|deuteron|tune|lsp ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|tma|deuteron|tune|lsp ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -30,6 +30,15 @@ for part in "$@"; do
     dots)
       # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
       timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
+    tma)
+      # issue 13's default-on decision for TMA: the matmul rows without and with NEWT_TMA=1, each run its own
+      # same-run ratio to Triton (then flip newt/backend/cuda/tma.py's _DEFAULT_ON only if every cell gains)
+      timeout ${BENCH_T:-200} python3 benchmarks/bench.py --only matmul --out "$R/tma_off" --budget ${BENCH_BUDGET:-170} \
+        2>&1 | tail -30 > "$R/tma_off.log"; tail -20 "$R/tma_off.log"
+      NEWT_TMA=1 timeout ${BENCH_T:-200} python3 benchmarks/bench.py --only matmul --out "$R/tma_on" \
+        --budget ${BENCH_BUDGET:-170} 2>&1 | tail -30 > "$R/tma_on.log"; tail -20 "$R/tma_on.log"
+      NEWT_TMA=1 timeout ${SUITE_T:-300} python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 --ignore=tests/lsp \
+        --ignore=tests/e2e -o addopts="" > "$R/gpu_suite_tma.log" 2>&1; tail -3 "$R/gpu_suite_tma.log" ;;
     atomics)
       # the atomics tests on the GPU, several times over (they once hung at random)
       for i in 1 2 3 4 5; do timeout 90 python3 -m pytest tests/ops/test_atomics.py -k cuda -q -p no:cacheprovider \
