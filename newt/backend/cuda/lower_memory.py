@@ -352,8 +352,7 @@ def _atomic(em, op):
         fn = atomic_helper(em, op.attr("kind"), t, sem, scope, need)
         args_v = [val]
     else:
-        ptr, cmp, val = op.operands[:3]
-        mask = None
+        ptr, cmp, val, mask = op.operand("ptr"), op.operand("cmp"), op.operand("val"), op.operand("mask")
         fn = cas_helper(em, t, sem, scope)
         args_v = [cmp, val]
     ct = ctype(t)
