@@ -458,18 +458,24 @@ class ExprRenderer:
         dims = n.attrs["dims"]
         ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
         v = n.args[0]
-        if len(n.args) > 1:  # dt.store(..., extra_mask=)
+        cas = atomic and n.attrs.get("kind") == "cas"
+        if len(n.args) > 1 and not cas:  # dt.store(..., extra_mask=)
             extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
             mask = extra if mask is None else f"{mask} & {_atom(extra)}"
-        val = self.aligned(v, len(self.rd(dims)), dims) if isinstance(v, Node) else _lit(v)
-        if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
-            val = f"{_atom(val)}.to({_dt(ta.dtype)})"
+
+        def value_of(x):
+            r = self.aligned(x, len(self.rd(dims)), dims) if isinstance(x, Node) else _lit(x)
+            if isinstance(x, Node) and x.dtype != ta.dtype:
+                r = f"{_atom(r)}.to({_dt(ta.dtype)})"
+            return r
+        val = value_of(v)
         if atomic:
-            if isinstance(v, Node) and v.dtype != ta.dtype:
-                val = f"{_atom(val)}.to({_dt(ta.dtype)})"
             scope = n.attrs.get("scope", "gpu")
-            args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}" + (
-                f", scope={scope!r}" if scope != "gpu" else "")
+            order = f", sem={n.attrs['sem']!r}" + (f", scope={scope!r}" if scope != "gpu" else "")
+            if cas:  # newt's atomic_cas: mask= is its extension over Triton's
+                args = f"{ptr}, {value_of(n.args[1])}, {val}" + order + (f", mask={mask}" if mask else "")
+            else:
+                args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + order
             old = n.attrs.get("old")
             call = f"nl.atomic_{n.attrs.get('kind', 'add')}({args})"
             if old is not None and self.use_count.get(old.id, 0) > 0:

@@ -20,7 +20,7 @@ import math as _math
 __all__ = [
     "tile", "grid", "jagged_tile", "Tile", "barrier", "tile_begin", "tile_end", "tile_index", "tile_id",
     "tile_block_size", "cumsum", "cumprod", "rand", "randint", "reduce", "associative_scan", "split", "join",
-    "zeros", "full", "arange", "dot", "atomic_add",
+    "zeros", "full", "arange", "dot", "atomic_add", "atomic_cas",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
@@ -449,6 +449,35 @@ def atomic_min(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
 def atomic_xchg(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
     """``target[index] = value`` atomically (of several writers to one element, one wins)."""
     return _atomic("xchg", target, index, value)
+
+
+def atomic_cas(target, index, expected, value, sem: str = "relaxed", scope: str = "gpu"):
+    """Compare-and-swap: where ``target[index]`` equals ``expected``, write ``value``; returns the old values.
+
+    ``expected`` and ``value`` broadcast to the indexed shape; ``sem`` and ``scope`` as for ``atomic_add``.
+    The lanes of a ragged tile past the tensor's end touch no memory (newt's masked ``atomic_cas``).  Where
+    positions repeat within one call, they are compared and swapped one after another in row-major order.
+    """
+    import torch
+    pos, shape = _ref_positions(target, index)
+    exp = expected if isinstance(expected, torch.Tensor) else torch.tensor(expected, device=target.device)
+    val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
+    cur = target[pos]
+    exp = exp.to(target.dtype).expand(cur.shape)
+    val = val.to(target.dtype).expand(cur.shape)
+    old = cur.clone()
+    if shape is None:
+        target[pos] = torch.where(cur == exp, val, cur)
+        return old
+    flat = [p.reshape(-1) for p in pos]
+    of = old.view(-1)
+    for i, (c, v) in enumerate(zip(exp.reshape(-1), val.reshape(-1))):
+        at = tuple(int(f[i]) for f in flat)
+        now = target[at].clone()
+        of[i] = now
+        if bool(now == c):
+            target[at] = v
+    return old
 
 
 # ---------------------------------------------------------------------------

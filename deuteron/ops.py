@@ -69,7 +69,7 @@ TENSOR_METHODS = {
 DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
              "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end",
              "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
-             "atomic_and",
+             "atomic_and", "atomic_cas",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
@@ -81,7 +81,6 @@ HELION_UNSUPPORTED = {
     "inline_asm_elementwise": "newt has no inline assembly",
     "inline_triton": "deuteron generates newt, not Triton source snippets",
     "triton_kernel": "deuteron generates newt, not calls of @triton.jit functions",
-    "atomic_cas": "newt's atomic_cas takes no mask, so the lanes of a ragged tile could not be kept off memory",
     "dot_scaled": "newt has no block-scaled (microscaling) dot",
     "stacktensor_like": "tensors on several devices (stack tensors) are not supported",
     "make_async_remote_copy": "multi-device (distributed) kernels are not supported",

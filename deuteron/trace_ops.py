@@ -411,6 +411,36 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     return old
 
 
+@dt_hook(L.atomic_cas)
+def _dt_atomic_cas(tr, e, target, index, expected, value, sem="relaxed", scope="gpu"):
+    op = "atomic_cas"
+    if not isinstance(target, HostTensor):
+        raise MemoryTarget(e, op=op, what=" as its target")
+    idx = list(index) if isinstance(index, (list, tuple)) else [index]
+    items = tr.items_for(target, idx, e)
+    dims = tr._items_dims(items)
+    for v in (expected, value):
+        if isinstance(v, Node):
+            tr._check_store_dims(v.dims, dims, target, e)
+    if sem not in _SEMS:
+        raise UnknownOption(e, op=f"dt.{op}", option="sem", value=sem, choices=", ".join(_SEMS))
+    if scope not in _SCOPES:
+        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
+    if target.t.dtype.itemsize not in (2, 4, 8):
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype),
+                           why=" (compare-and-swap works on 16-, 32- or 64-bit elements)")
+    target.arg.atomic = True
+    tr._strides(target, items)
+    tr.prog.has_atomic = True
+    # args: the new value first (as every atomic), then the expected one (deuteron.codegen_expr.emit_store)
+    at = tr.emit(Node("atomic", [value, expected], dims=(), attrs={"tensor": target.arg, "items": items,
+                                                                    "dims": dims, "sem": sem, "scope": scope,
+                                                                    "kind": "cas"}))
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
+    at.attrs["old"] = old
+    return old
+
+
 @dt_hook(L.relu, L.sigmoid, L.silu, L.tanh, L.exp)
 def _dt_unary(tr, e, op, x):
     return tr.unary(op, x, e)
