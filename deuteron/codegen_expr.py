@@ -397,12 +397,15 @@ class ExprRenderer:
                         masks.append(m)
                 else:
                     offs = self.offs_of(dim)
-                    if kind == "red" and len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
-                        offs = f"({offs} + {it[3]})"
+                    moving = kind == "red" and len(it) > 4  # x[t, s:s + C]: masked by the dimension's size
+                    if kind == "red" and len(it) > 3 and (moving or it[3]):  # a bounded slice a:b starts at a
+                        offs = f"({offs} + {self.scalar_expr(it[3]) if moving else it[3]})"
                     e = self.expand(offs, pos, 1, rank)
                     m = self.dim_mask(dim, dims, pos, rank)
                     if m is not None:
                         masks.append(m)
+                    if moving:
+                        masks.append(self.expand(f"({offs} < {self.scalar_expr(it[4])})", pos, 1, rank))
                     if clip is not None:
                         masks.append(self.expand(f"({self.offs_of(dim)} < {self.scalar_expr(clip)})", pos, 1, rank))
                     pos += 1

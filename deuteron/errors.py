@@ -126,6 +126,13 @@ class SliceBound(Cause):
                      "moves, tile it: `for t in dt.tile(begin, end)` then {tensor}[t]")
 
 
+class MovingSlice(Cause):
+    code = "D004"
+    template = "{tensor}[..., s:s + C]: {problem}"
+    hint_template = ("a slice whose start is a scalar of the kernel (`tile.begin * 2`) needs a stop of the same "
+                     "scalar plus an int known when compiling: x[t, s : s + 2 * block]")
+
+
 class RandomShape(Cause):
     code = "D004"
     template = "{op}: {problem}"
