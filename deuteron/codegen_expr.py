@@ -460,6 +460,9 @@ class ExprRenderer:
         ta = n.attrs["tensor"]
         dims = n.attrs["dims"]
         ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
+        if atomic and n.attrs.get("kind") in ("wait", "signal"):
+            self.emit_sync(n, ptr, mask, indent)
+            return
         v = n.args[0]
         cas = atomic and n.attrs.get("kind") == "cas"
         if len(n.args) > 1 and not cas:  # dt.store(..., extra_mask=)
@@ -489,6 +492,43 @@ class ExprRenderer:
                 self.w(indent, call)
         else:
             self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
+
+    def emit_sync(self, n: Node, ptr: str, mask, indent: int):
+        """``dt.wait`` / ``dt.signal``: spin loops of newt's (masked) ``atomic_cas``, or one ``atomic_xchg``."""
+        a = n.attrs
+        ta = a["tensor"]
+        order = f"sem={a['sem']!r}" + (f", scope={a['scope']!r}" if a["scope"] != "gpu" else "")
+        old = a.get("old")
+        keep = old is not None and self.use_count.get(old.id, 0) > 0
+        nm = self.names.fresh(f"old_{ta.name}") if keep else None
+        if a["kind"] == "signal" and a["sync"]:
+            self.w(indent, "nl.debug_barrier()  # the block's earlier stores come before the signal")
+        if a["kind"] == "signal" and a["expect"] is None:
+            call = f"nl.atomic_xchg({ptr}, {a['new']}" + (f", mask={mask}" if mask else "") + f", {order})"
+            self.w(indent, f"{nm} = {call}" if keep else call)
+        else:
+            expect, new = a["expect"], a["new"]
+            rank = len(self.rd(a["dims"]))
+            if rank == 0:
+                m = f"({mask}) & " if mask else ""
+                cas = f"nl.atomic_cas({ptr}, {expect}, {new}, {order}" + (f", mask={mask}" if mask else "") + ")"
+                self.w(indent, f"while {m}({cas} != {expect}):")
+                self.w(indent + 1, "pass")
+            else:
+                p = self.names.fresh("pending")
+                o = self.names.fresh("seen")
+                shape = self.shape_tuple(a["dims"])
+                self.w(indent, f"{p} = " + (f"nl.broadcast_to({mask}, {shape})" if mask else
+                                            f"nl.full({shape}, True, nl.int1)"))
+                self.w(indent, f"while nl.max({p}.to(nl.int32)) > 0:")
+                self.w(indent + 1, f"{o} = nl.atomic_cas({ptr}, {expect}, {new}, {order}, mask={p})")
+                self.w(indent + 1, f"{p} = {p} & ({o} != {expect})")
+            if keep:  # a signal that waited: every flag held wait_for
+                self.w(indent, f"{nm} = nl.full({self.shape_tuple(a['dims'])}, {expect}, {_dt(ta.dtype)})")
+        if a["kind"] == "wait" and a["sync"]:
+            self.w(indent, "nl.debug_barrier()  # the block's later loads come after the wait")
+        if keep:
+            self.var[old.id] = nm
 
     # ------------------------------------------------------------------ reductions and dots
     def masked(self, a: Node, ax: int, identity, d) -> str:

@@ -69,7 +69,7 @@ TENSOR_METHODS = {
 DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
              "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end",
              "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
-             "atomic_and", "atomic_cas",
+             "atomic_and", "atomic_cas", "signal", "wait",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
@@ -88,8 +88,6 @@ HELION_UNSUPPORTED = {
     "breakpoint": "the generated kernel cannot stop in a debugger (run kernel.ref to step through eagerly)",
     "device_print": "the generated kernel does not print (run kernel.ref to print eagerly)",
     "load_bfloat": "quantized loads are not supported", "load_float": "quantized loads are not supported",
-    "signal": "cross-program signals are not supported (use dt.barrier() between tile loops)",
-    "wait": "cross-program waits are not supported (use dt.barrier() between tile loops)",
 }
 
 #: tile attributes

@@ -494,6 +494,48 @@ def _dt_atomic_cas(tr, e, target, index, expected, value, sem="relaxed", scope="
     return old
 
 
+def _sync_target(tr, e, op, signal_pad, index, scope, ints):
+    if not isinstance(signal_pad, HostTensor):
+        raise MemoryTarget(e, op=op, what=" as its signal pad")
+    if signal_pad.t.dtype not in (torch.int32, torch.uint32):
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(signal_pad.t.dtype), why=" (signal pads are int32 or uint32)")
+    if scope not in ("gpu", "sys"):
+        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices="gpu, sys")
+    vals = {k: None if v is None else tr.static_int(v, e, f"the {k} of dt.{op}") for k, v in ints.items()}
+    idx = [] if index is None else (list(index) if isinstance(index, (list, tuple)) else [index])
+    items = tr.items_for(signal_pad, idx, e)
+    dims = tr._items_dims(items)
+    signal_pad.arg.atomic = True
+    tr._strides(signal_pad, items)
+    tr.prog.has_atomic = True
+    return items, dims, vals
+
+
+@dt_hook(L.wait)
+def _dt_wait(tr, e, signal_pad, index=None, signal=1, update=None, scope="gpu", hasSubsequentMemAccess=True):  # noqa: N803
+    items, dims, v = _sync_target(tr, e, "wait", signal_pad, index, scope, {"signal": signal, "update": update})
+    sync = bool(tr.static_int(hasSubsequentMemAccess, e, "hasSubsequentMemAccess"))
+    tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,
+                                               "kind": "wait", "sem": "acquire" if sync else "relaxed",
+                                               "scope": scope, "expect": v["signal"],
+                                               "new": v["signal"] if v["update"] is None else v["update"],
+                                               "sync": sync}))
+    return None
+
+
+@dt_hook(L.signal)
+def _dt_signal(tr, e, signal_pad, index=None, signal=1, wait_for=None, scope="gpu", hasPreviousMemAccess=True):  # noqa: N803
+    items, dims, v = _sync_target(tr, e, "signal", signal_pad, index, scope, {"signal": signal, "wait_for": wait_for})
+    sync = bool(tr.static_int(hasPreviousMemAccess, e, "hasPreviousMemAccess"))
+    at = tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,
+                                                    "kind": "signal", "sem": "release" if sync else "relaxed",
+                                                    "scope": scope, "expect": v["wait_for"], "new": v["signal"],
+                                                    "sync": sync}))
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=signal_pad.t.dtype))
+    at.attrs["old"] = old
+    return old
+
+
 @dt_hook(L.relu, L.sigmoid, L.silu, L.tanh, L.exp)
 def _dt_unary(tr, e, op, x):
     return tr.unary(op, x, e)

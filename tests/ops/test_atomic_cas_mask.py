@@ -117,3 +117,18 @@ def test_masked_cas_compiles_with_the_cas_under_a_predicate(bits):
     # the CAS is predicated (``@P0 ATOMG...``) or skipped by a predicated branch before it (16-bit: ptxas
     # makes a 32-bit CAS loop of it, so the branch is further up)
     assert re.search(r"@!?P\d", ins[at[0]]) or any(re.search(r"@!?P\d+ BRA", ln) for ln in ins[:at[0]]), s
+
+
+@newt.jit
+def xchg_unused_kernel(ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    nl.atomic_xchg(ptr + offs, 1, sem="release")
+
+
+@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+def test_unused_release_xchg_is_an_atom_not_a_red():
+    """PTX's ``red`` has no ``.exch``: an exchange whose old value nobody reads is still an ``atom``."""
+    ck = newt.compile(xchg_unused_kernel, signature={"ptr": "*i32:16"}, constexprs={"BLOCK": 32}, target="sm_90a",
+                      num_warps=1, cache=False)
+    assert "atom.release.gpu.global.exch.b32" in ck.asm["ptx"]
+    assert "red.release.gpu.global.exch" not in ck.asm["ptx"]

@@ -247,7 +247,7 @@ def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> 
         ty = _atom_type(kind, t)
     tag = f"{kind}_{t.name}{s.replace('.', '_')}{sc.replace('.', '_')}"
     if ty is not None:
-        use_red = not need_result and s in (".relaxed", ".release")
+        use_red = not need_result and s in (".relaxed", ".release") and kind != "xchg"  # PTX has no red.exch
         name = f"atomic_{'red_' if use_red else ''}{tag}"
         if t.name in ("fp16", "bf16"):
             if use_red:
