@@ -179,6 +179,13 @@ class SplitJoin(Cause):
     hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
 
 
+class Einsum(Cause):
+    code = "D004"
+    template = "torch.einsum: {problem}"
+    hint_template = ("inside a tile loop: one or two blocks, letters only (no ellipsis, no repeated letter), each "
+                     "letter one dimension")
+
+
 class JaggedTile(Cause):
     code = "D004"
     template = "dt.jagged_tile: {problem}"

@@ -35,7 +35,8 @@ TORCH_FUNCTIONS = {
     "matmul": "matmul", "mm": "mm", "bmm": "mm", "addmm": "addmm", "baddbmm": "addmm",
     "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like", "empty_like": "zeros_like",
     "zeros": "zeros", "ones": "ones", "full": "full", "empty": "zeros", "arange": "arange",
-    "cat": None, "stack": "stack", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
+    "cat": "cat", "stack": "stack", "einsum": "einsum",
+    "repeat_interleave": "repeat_interleave", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
     "lerp": "lerp", "addcmul": "addcmul", "fma": "fma", "sign": "sign", "isnan": "isnan", "isinf": "isinf",
     "nan_to_num": None, "rand": None, "randn": None,
 }
@@ -63,6 +64,7 @@ TENSOR_METHODS = {
     "size": "size", "dim": "dim", "numel": "numel", "contiguous": "identity", "clone": "identity",
     "detach": "identity", "zero_": None, "fill_": None, "masked_fill": "masked_fill",
     "new_zeros": "new_zeros", "new_full": "new_full", "new_ones": "new_ones", "new_empty": "new_zeros",
+    "repeat_interleave": "repeat_interleave",
 }
 
 #: ``dt.<name>`` callable inside tile loops

@@ -564,7 +564,7 @@ def _dt_next_power_of_2(tr, e, n):
 # torch functions and tensor methods (canonical names of deuteron/ops.py)
 # ---------------------------------------------------------------------------
 
-_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "stack")
+_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "stack", "cat", "einsum")
 
 
 @torch_hook("zeros", "ones")
