@@ -24,9 +24,10 @@ from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
     Bool, BooleanFragment, Choice, DeuteronUsageError, EnumFragment, IntegerFragment, IntRange, PowerOfTwo,
     PowerOfTwoFragment, Tile, arange, associative_scan, barrier,
-    atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_xchg,
+    atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg,
     atomic_xor, cdiv, constexpr, join, load, split, static_range, store, dot, exp, full, gelu, grid, next_power_of_2,
-    jagged_tile, rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh,
+    jagged_tile, rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, signal, silu,
+    specialize, tanh, wait,
     tile, zeros, tile_begin, tile_end, tile_index, tile_id, tile_block_size, cumsum, cumprod,
 )
 

@@ -397,12 +397,15 @@ class ExprRenderer:
                         masks.append(m)
                 else:
                     offs = self.offs_of(dim)
-                    if kind == "red" and len(it) > 3 and it[3]:  # a bounded slice a:b starts at a
-                        offs = f"({offs} + {it[3]})"
+                    moving = kind == "red" and len(it) > 4  # x[t, s:s + C]: masked by the dimension's size
+                    if kind == "red" and len(it) > 3 and (moving or it[3]):  # a bounded slice a:b starts at a
+                        offs = f"({offs} + {self.scalar_expr(it[3]) if moving else it[3]})"
                     e = self.expand(offs, pos, 1, rank)
                     m = self.dim_mask(dim, dims, pos, rank)
                     if m is not None:
                         masks.append(m)
+                    if moving:
+                        masks.append(self.expand(f"({offs} < {self.scalar_expr(it[4])})", pos, 1, rank))
                     if clip is not None:
                         masks.append(self.expand(f"({self.offs_of(dim)} < {self.scalar_expr(clip)})", pos, 1, rank))
                     pos += 1
@@ -457,19 +460,28 @@ class ExprRenderer:
         ta = n.attrs["tensor"]
         dims = n.attrs["dims"]
         ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
+        if atomic and n.attrs.get("kind") in ("wait", "signal"):
+            self.emit_sync(n, ptr, mask, indent)
+            return
         v = n.args[0]
-        if len(n.args) > 1:  # dt.store(..., extra_mask=)
+        cas = atomic and n.attrs.get("kind") == "cas"
+        if len(n.args) > 1 and not cas:  # dt.store(..., extra_mask=)
             extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
             mask = extra if mask is None else f"{mask} & {_atom(extra)}"
-        val = self.aligned(v, len(self.rd(dims)), dims) if isinstance(v, Node) else _lit(v)
-        if isinstance(v, Node) and v.dtype != ta.dtype and not atomic:
-            val = f"{_atom(val)}.to({_dt(ta.dtype)})"
+
+        def value_of(x):
+            r = self.aligned(x, len(self.rd(dims)), dims) if isinstance(x, Node) else _lit(x)
+            if isinstance(x, Node) and x.dtype != ta.dtype:
+                r = f"{_atom(r)}.to({_dt(ta.dtype)})"
+            return r
+        val = value_of(v)
         if atomic:
-            if isinstance(v, Node) and v.dtype != ta.dtype:
-                val = f"{_atom(val)}.to({_dt(ta.dtype)})"
             scope = n.attrs.get("scope", "gpu")
-            args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + f", sem={n.attrs['sem']!r}" + (
-                f", scope={scope!r}" if scope != "gpu" else "")
+            order = f", sem={n.attrs['sem']!r}" + (f", scope={scope!r}" if scope != "gpu" else "")
+            if cas:  # newt's atomic_cas: mask= is its extension over Triton's
+                args = f"{ptr}, {value_of(n.args[1])}, {val}" + order + (f", mask={mask}" if mask else "")
+            else:
+                args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + order
             old = n.attrs.get("old")
             call = f"nl.atomic_{n.attrs.get('kind', 'add')}({args})"
             if old is not None and self.use_count.get(old.id, 0) > 0:
@@ -480,6 +492,43 @@ class ExprRenderer:
                 self.w(indent, call)
         else:
             self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
+
+    def emit_sync(self, n: Node, ptr: str, mask, indent: int):
+        """``dt.wait`` / ``dt.signal``: spin loops of newt's (masked) ``atomic_cas``, or one ``atomic_xchg``."""
+        a = n.attrs
+        ta = a["tensor"]
+        order = f"sem={a['sem']!r}" + (f", scope={a['scope']!r}" if a["scope"] != "gpu" else "")
+        old = a.get("old")
+        keep = old is not None and self.use_count.get(old.id, 0) > 0
+        nm = self.names.fresh(f"old_{ta.name}") if keep else None
+        if a["kind"] == "signal" and a["sync"]:
+            self.w(indent, "nl.debug_barrier()  # the block's earlier stores come before the signal")
+        if a["kind"] == "signal" and a["expect"] is None:
+            call = f"nl.atomic_xchg({ptr}, {a['new']}" + (f", mask={mask}" if mask else "") + f", {order})"
+            self.w(indent, f"{nm} = {call}" if keep else call)
+        else:
+            expect, new = a["expect"], a["new"]
+            rank = len(self.rd(a["dims"]))
+            if rank == 0:
+                m = f"({mask}) & " if mask else ""
+                cas = f"nl.atomic_cas({ptr}, {expect}, {new}, {order}" + (f", mask={mask}" if mask else "") + ")"
+                self.w(indent, f"while {m}({cas} != {expect}):")
+                self.w(indent + 1, "pass")
+            else:
+                p = self.names.fresh("pending")
+                o = self.names.fresh("seen")
+                shape = self.shape_tuple(a["dims"])
+                self.w(indent, f"{p} = " + (f"nl.broadcast_to({mask}, {shape})" if mask else
+                                            f"nl.full({shape}, True, nl.int1)"))
+                self.w(indent, f"while nl.max({p}.to(nl.int32)) > 0:")
+                self.w(indent + 1, f"{o} = nl.atomic_cas({ptr}, {expect}, {new}, {order}, mask={p})")
+                self.w(indent + 1, f"{p} = {p} & ({o} != {expect})")
+            if keep:  # a signal that waited: every flag held wait_for
+                self.w(indent, f"{nm} = nl.full({self.shape_tuple(a['dims'])}, {expect}, {_dt(ta.dtype)})")
+        if a["kind"] == "wait" and a["sync"]:
+            self.w(indent, "nl.debug_barrier()  # the block's later loads come after the wait")
+        if keep:
+            self.var[old.id] = nm
 
     # ------------------------------------------------------------------ reductions and dots
     def masked(self, a: Node, ax: int, identity, d) -> str:

@@ -126,6 +126,13 @@ class SliceBound(Cause):
                      "moves, tile it: `for t in dt.tile(begin, end)` then {tensor}[t]")
 
 
+class MovingSlice(Cause):
+    code = "D004"
+    template = "{tensor}[..., s:s + C]: {problem}"
+    hint_template = ("a slice whose start is a scalar of the kernel (`tile.begin * 2`) needs a stop of the same "
+                     "scalar plus an int known when compiling: x[t, s : s + 2 * block]")
+
+
 class RandomShape(Cause):
     code = "D004"
     template = "{op}: {problem}"
@@ -170,6 +177,13 @@ class SplitJoin(Cause):
     code = "D004"
     template = "{op}: {problem}"
     hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
+
+
+class Einsum(Cause):
+    code = "D004"
+    template = "torch.einsum: {problem}"
+    hint_template = ("inside a tile loop: one or two blocks, letters only (no ellipsis, no repeated letter), each "
+                     "letter one dimension")
 
 
 class JaggedTile(Cause):

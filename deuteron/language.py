@@ -20,7 +20,7 @@ import math as _math
 __all__ = [
     "tile", "grid", "jagged_tile", "Tile", "barrier", "tile_begin", "tile_end", "tile_index", "tile_id",
     "tile_block_size", "cumsum", "cumprod", "rand", "randint", "reduce", "associative_scan", "split", "join",
-    "zeros", "full", "arange", "dot", "atomic_add",
+    "zeros", "full", "arange", "dot", "atomic_add", "atomic_cas", "signal", "wait",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
     "next_power_of_2", "PowerOfTwo", "IntRange", "Choice", "Bool", "PowerOfTwoFragment", "IntegerFragment",
@@ -449,6 +449,81 @@ def atomic_min(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
 def atomic_xchg(target, index, value, sem: str = "relaxed", scope: str = "gpu"):
     """``target[index] = value`` atomically (of several writers to one element, one wins)."""
     return _atomic("xchg", target, index, value)
+
+
+def atomic_cas(target, index, expected, value, sem: str = "relaxed", scope: str = "gpu"):
+    """Compare-and-swap: where ``target[index]`` equals ``expected``, write ``value``; returns the old values.
+
+    ``expected`` and ``value`` broadcast to the indexed shape; ``sem`` and ``scope`` as for ``atomic_add``.
+    The lanes of a ragged tile past the tensor's end touch no memory (newt's masked ``atomic_cas``).  Where
+    positions repeat within one call, they are compared and swapped one after another in row-major order.
+    """
+    import torch
+    pos, shape = _ref_positions(target, index)
+    exp = expected if isinstance(expected, torch.Tensor) else torch.tensor(expected, device=target.device)
+    val = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=target.device)
+    cur = target[pos]
+    exp = exp.to(target.dtype).expand(cur.shape)
+    val = val.to(target.dtype).expand(cur.shape)
+    old = cur.clone()
+    if shape is None:
+        target[pos] = torch.where(cur == exp, val, cur)
+        return old
+    flat = [p.reshape(-1) for p in pos]
+    of = old.view(-1)
+    for i, (c, v) in enumerate(zip(exp.reshape(-1), val.reshape(-1))):
+        at = tuple(int(f[i]) for f in flat)
+        now = target[at].clone()
+        of[i] = now
+        if bool(now == c):
+            target[at] = v
+    return old
+
+
+def _pad_positions(signal_pad, index):
+    import torch
+    if not isinstance(signal_pad, torch.Tensor) or signal_pad.dtype not in (torch.int32, torch.uint32):
+        raise DeuteronUsageError("dt.signal / dt.wait take an int32 (or uint32) tensor of flags as the signal pad")
+    pos, _ = _ref_positions(signal_pad, [] if index is None else index)
+    return pos
+
+
+def wait(signal_pad, index=None, signal: int = 1, update=None, scope: str = "gpu",
+         hasSubsequentMemAccess: bool = True):  # noqa: N803  (Helion's spelling)
+    """Spin until every flag ``signal_pad[index]`` equals ``signal``; with ``update``, then set it to ``update``
+    (one compare-and-swap a flag, so of several waiters on one flag exactly one takes it).
+
+    ``scope`` is ``"gpu"`` (default) or ``"sys"``; ``hasSubsequentMemAccess`` (default True): the wait has
+    acquire order and the block's threads meet after it, so what the signalling program wrote before its signal
+    is visible to everything after the wait.  In ``kernel.ref`` (tiles run one after another) a flag that is
+    not set yet could never become set: an error.
+    """
+    pos = _pad_positions(signal_pad, index)
+    cur = signal_pad[pos]
+    if not bool((cur == signal).all()):
+        raise DeuteronUsageError(f"dt.wait in kernel.ref: a flag is not {signal} and nothing can set it while "
+                                 "the tiles run one after another (the kernel would wait forever if no other "
+                                 "program sets it)")
+    if update is not None:
+        signal_pad[pos] = update
+    return None
+
+
+def signal(signal_pad, index=None, signal: int = 1, wait_for=None, scope: str = "gpu",
+           hasPreviousMemAccess: bool = True):  # noqa: N803
+    """Set the flags ``signal_pad[index]`` to ``signal`` and return their old values; with ``wait_for``, first
+    wait until each flag equals ``wait_for`` (a compare-and-swap loop).
+
+    ``hasPreviousMemAccess`` (default True): the block's threads meet before the signal and it has release
+    order, so what the program wrote before is visible to a program that waits for the signal.
+    """
+    pos = _pad_positions(signal_pad, index)
+    old = signal_pad[pos].clone()
+    if wait_for is not None and not bool((old == wait_for).all()):
+        raise DeuteronUsageError(f"dt.signal(wait_for={wait_for}) in kernel.ref: a flag is not {wait_for} and "
+                                 "nothing can set it while the tiles run one after another")
+    signal_pad[pos] = signal
+    return old
 
 
 # ---------------------------------------------------------------------------

@@ -35,7 +35,8 @@ TORCH_FUNCTIONS = {
     "matmul": "matmul", "mm": "mm", "bmm": "mm", "addmm": "addmm", "baddbmm": "addmm",
     "zeros_like": "zeros_like", "ones_like": "ones_like", "full_like": "full_like", "empty_like": "zeros_like",
     "zeros": "zeros", "ones": "ones", "full": "full", "empty": "zeros", "arange": "arange",
-    "cat": None, "stack": "stack", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
+    "cat": "cat", "stack": "stack", "einsum": "einsum",
+    "repeat_interleave": "repeat_interleave", "sort": None, "cumsum": "cumsum", "cumprod": "cumprod",
     "lerp": "lerp", "addcmul": "addcmul", "fma": "fma", "sign": "sign", "isnan": "isnan", "isinf": "isinf",
     "nan_to_num": None, "rand": None, "randn": None,
 }
@@ -63,13 +64,14 @@ TENSOR_METHODS = {
     "size": "size", "dim": "dim", "numel": "numel", "contiguous": "identity", "clone": "identity",
     "detach": "identity", "zero_": None, "fill_": None, "masked_fill": "masked_fill",
     "new_zeros": "new_zeros", "new_full": "new_full", "new_ones": "new_ones", "new_empty": "new_zeros",
+    "repeat_interleave": "repeat_interleave",
 }
 
 #: ``dt.<name>`` callable inside tile loops
 DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associative_scan", "split", "join",
              "dot", "load", "store", "static_range", "atomic_add", "jagged_tile", "tile_begin", "tile_end",
              "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
-             "atomic_and",
+             "atomic_and", "atomic_cas", "signal", "wait",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
 
@@ -81,7 +83,6 @@ HELION_UNSUPPORTED = {
     "inline_asm_elementwise": "newt has no inline assembly",
     "inline_triton": "deuteron generates newt, not Triton source snippets",
     "triton_kernel": "deuteron generates newt, not calls of @triton.jit functions",
-    "atomic_cas": "newt's atomic_cas takes no mask, so the lanes of a ragged tile could not be kept off memory",
     "dot_scaled": "newt has no block-scaled (microscaling) dot",
     "stacktensor_like": "tensors on several devices (stack tensors) are not supported",
     "make_async_remote_copy": "multi-device (distributed) kernels are not supported",
@@ -89,8 +90,6 @@ HELION_UNSUPPORTED = {
     "breakpoint": "the generated kernel cannot stop in a debugger (run kernel.ref to step through eagerly)",
     "device_print": "the generated kernel does not print (run kernel.ref to print eagerly)",
     "load_bfloat": "quantized loads are not supported", "load_float": "quantized loads are not supported",
-    "signal": "cross-program signals are not supported (use dt.barrier() between tile loops)",
-    "wait": "cross-program waits are not supported (use dt.barrier() between tile loops)",
 }
 
 #: tile attributes

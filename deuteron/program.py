@@ -53,6 +53,9 @@ class TileInfo:
         self.grid_axis = None
         self.jagged_parent = None  # dt.jagged_tile(lengths): the lengths (a Node over enclosing tiles)
         self.jagged_mask = None  # index < lengths, dims (parent tiles..., this tile): set in the loop body
+        # the block size when the program is traced for it: fixed, or a dt.register_block_size value the host code
+        # passed (its name is a guard of the program); None when the config alone decides
+        self.known_block = fixed
 
     @property
     def extent(self):
@@ -83,6 +86,7 @@ class RInfo:
         self.broadcast_as_one = False  # a size-1 dimension broadcast like torch's (trace_common._size_one)
         self.slot = None  # index into config.reduction_loops
         self.name = f"r{id}"
+        self.merged_tiles: list = []  # tiles a reshape merged into this dimension (a matmul over it needs them big)
 
     def not_rollable(self, why: str):
         if self.rollable:
@@ -167,6 +171,8 @@ class Node:
             for it in self.attrs.get(k, ()):
                 if it[0] in ("scalar", "vec") and isinstance(it[1], Node):
                     yield it[1]
+                elif it[0] == "red" and len(it) > 3:  # a slice whose start moves: its start and the bound
+                    yield from (x for x in it[3:] if isinstance(x, Node))
 
     def __repr__(self):
         return f"%{self.id}:{self.op}[{','.join(d.label for d in self.dims)}]{self.dtype}"

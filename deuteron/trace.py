@@ -34,6 +34,7 @@ from .trace_expr import ExprTracer
 from .trace_math import MathTracer
 from .trace_ops import OpsTracer
 from . import trace_combine as _trace_combine  # noqa: F401  (registers dt.reduce / dt.associative_scan)
+from . import trace_shapes as _trace_shapes  # noqa: F401  (registers torch.cat / einsum / repeat_interleave)
 
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 
@@ -327,6 +328,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                         raise BlockSizeValue(call, problem=f"block size {fixed} is not a power of two")
                     self.slot_of(site, d, fixed)
             t = TileInfo(len(self.prog.tiles), names[d], kind, depth, b, e, slot, fixed, site.index, d, src=call)
+            if kind != "grid" and isinstance(bss[d], BlockSizeInt):
+                t.known_block = int(bss[d])
             if kind == "grid" and step is not None:
                 t.step = self.static_int(step, call, "the step of dt.grid")
                 if t.step < 1:
@@ -390,8 +393,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             n = Node("tile_index", dims=(t,), dtype=torch.int32, attrs={"tile": t})
         elif attr in ("begin", "end", "id", "count", "block_size"):
             n = Node(f"tile_{attr}", dims=(), dtype=torch.int32, attrs={"tile": t}, weak=True)
-            if attr == "block_size" and t.fixed is not None:
-                n.host_value = t.fixed
+            if attr == "block_size" and t.known_block is not None:
+                n.host_value = t.known_block
         else:
             sugg = ", ".join("." + a for a in ops.TILE_ATTRS)
             raise TileAttribute(node, attr=attr, attrs=sugg)

@@ -13,7 +13,7 @@ import torch
 from . import ops
 from .errors import (
     BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, IndexRank, NotInTileLoop,
-    OperandDtype, OperandKind, PerTileDecision, SliceBound, StoreShape, TileArithmetic, TileAsNumber,
+    MovingSlice, OperandDtype, OperandKind, PerTileDecision, SliceBound, StoreShape, TileArithmetic, TileAsNumber,
     TileBoundDecision, TileIndexing, TilePastEnd, TraceError, UnknownName, Unpack, UnsupportedConstruct,
     UnsupportedExpression, WholeTensor,
 )
@@ -477,7 +477,12 @@ class ExprTracer:
 
     def _bounded_slice(self, ht: HostTensor, it: slice, d: int, e):
         """``x[tile, a:b]``: a whole dimension of ``b - a`` elements starting at ``a`` (bounds known when compiling:
-        ints, sizes with static shapes); ``("red", rdim, d, a)``."""
+        ints, sizes with static shapes); ``("red", rdim, d, a)``.  ``x[tile, s:s + C]`` with a scalar ``s`` of the
+        kernel (``tile.begin * 2``) and ``C`` known when compiling: ``("red", rdim, d, s, size)``, masked by the
+        dimension's ``size`` (lanes past the end read 0 and are not written)."""
+        moving = self._moving_slice(ht, it, d, e)
+        if moving is not None:
+            return moving
         bounds = []
         for what, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
@@ -494,6 +499,35 @@ class ExprTracer:
             raise SliceBound(e, tensor=ht.name, what="range", value=f"{start}:{stop} (empty)")
         r = self.rdim(n, n, e)
         return ("red", r, d, start) if start else ("red", r, d)
+
+    def _moving_slice(self, ht: HostTensor, it: slice, d: int, e):
+        """``x[..., s + c0 : s + c1]`` with the same scalar ``s`` of the kernel in both bounds and ints ``c0 < c1``:
+        ``c1 - c0`` elements from ``s + c0`` (None when neither bound is a kernel value)."""
+        if not isinstance(it.start, Node) and not isinstance(it.stop, Node):
+            return None
+        if it.step not in (None, 1):
+            raise SliceBound(e, tensor=ht.name, what="step", value=_describe(it.step))
+        for what, v in (("start", it.start), ("stop", it.stop)):
+            if isinstance(v, Node) and (v.dims or not _is_int_dtype(v.dtype)):
+                raise SliceBound(e, tensor=ht.name, what=what,
+                                 value=f"a {'block' if v.dims else v.dtype} value of the kernel")
+        if it.start is None or it.stop is None:  # x[t, s:] / x[t, :s]: a length that moves too
+            what = "start" if isinstance(it.start, Node) else "stop"
+            raise SliceBound(e, tensor=ht.name, what=what, value=f"{_describe(getattr(it, what))} with an open "
+                                                                  f"{'stop' if what == 'start' else 'start'} (a "
+                                                                  f"moving slice is s : s + C)")
+        b0, c0 = _linear(it.start)
+        b1, c1 = _linear(it.stop)
+        if b0 is None or b1 is not b0:
+            raise MovingSlice(e, tensor=ht.name, problem=f"start {_describe(it.start)} and stop "
+                                                         f"{_describe(it.stop)} do not differ by an int known "
+                                                         f"when compiling")
+        n = c1 - c0
+        if n < 1:
+            raise SliceBound(e, tensor=ht.name, what="range", value=f"of {n} elements (empty)")
+        start = it.start if isinstance(it.start, Node) else self.binop("add", b0, c0, e)
+        r = self.rdim(n, n, e)
+        return ("red", r, d, start, self.size_of(ht, d))
 
     def _tile_item(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
         if getattr(self, "_clip", False):
@@ -615,6 +649,28 @@ class ExprTracer:
         return out
 
     # ------------------------------------------------------------------ elementwise
+
+
+def _linear(v):
+    """``v`` as ``(base, c)``: ``base + c`` with ``base`` a scalar Node (or None) and ``c`` an int, through the
+    additions and subtractions of ints the tracer keeps as nodes."""
+    if isinstance(v, bool):
+        return None, None
+    if isinstance(v, int):
+        return None, int(v)
+    if not isinstance(v, Node):
+        return None, None
+    if v.op == "binary" and v.attrs.get("op") in ("add", "sub") and len(v.args) == 2:
+        a, b = v.args
+        if isinstance(b, int) and not isinstance(b, bool):
+            base, c = _linear(a)
+            if base is not None:
+                return base, c + (b if v.attrs["op"] == "add" else -b)
+        if isinstance(a, int) and not isinstance(a, bool) and v.attrs["op"] == "add":
+            base, c = _linear(b)
+            if base is not None:
+                return base, c + a
+    return v, 0
 
 
 def _is_op_name(tname) -> bool:

@@ -500,6 +500,9 @@ class MathTracer:
                 d.used_in_dot = True
                 if isinstance(d, TileInfo):
                     d.dot_role = "k" if d is ka else (d.dot_role or "mn")
+                for t in getattr(d, "merged_tiles", ()):  # a tile merged into d: its block makes d's size
+                    t.used_in_dot = True
+                    t.dot_role = "k" if d is ka else (t.dot_role or "mn")
             if d is ONE:
                 raise MatmulOperands(src, problem="over a dimension of size 1 (tensor cores need at least 16)")
         if isinstance(ka, RInfo):

@@ -154,6 +154,12 @@ class OpsTracer:
                 infer = len(out)
                 out.append(None)
             else:
+                t = _scaled_tile_block(s)
+                if t is not None and t.known_block is None:
+                    raise ReshapeDims(e, src=_dims_text(x.dims), dst="a shape with " + t.name + ".block_size * ...",
+                                      why=f"the tile {t.name} has a tunable block size (merging or splitting a tile "
+                                          f"needs one known when compiling: block_size= an int or a "
+                                          f"dt.register_block_size value)")
                 n = self.static_int(s, e, "a reshape size")
                 out.append(ONE if n == 1 else self.rdim(n, n, e))
         if infer is not None:
@@ -163,57 +169,104 @@ class OpsTracer:
                 raise DimensionArgument(e, op="reshape", problem="cannot infer the -1 dimension")
             out[infer] = rest[0]
         if [d for d in out if d is not ONE] != real_in:
-            _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out)
+            for t in _check_whole_dims_regroup(self, e, x, real_in, [d for d in out if d is not ONE], out):
+                x = self._zero_ragged(x, t, e)
         if tuple(out) == x.dims:
             return x
         return self.emit(Node("reshape", [x], dims=out, dtype=x.dtype, pad=x.pad, weak=x.weak))
 
+    def _zero_ragged(self, x: Node, t: TileInfo, e) -> Node:
+        """``x`` with the lanes of tile ``t`` past its end set to 0 (they become ordinary lanes of a merged
+        dimension); nothing to do where they already hold 0."""
+        if x.pad == 0 or (isinstance(t.end, int) and isinstance(t.begin, int) and t.known_block and
+                          (t.end - t.begin) % t.known_block == 0):
+            return x
+        keep = self.binop("lt", self.tile_attr(t, "index", e), self.tile_attr(t, "end", e), e)
+        pos = next(i for i, d in enumerate(x.dims) if d is t)
+        for _ in range(pos):
+            keep = self.expand_dims(keep, 0, e)
+        for _ in range(len(x.dims) - pos - 1):
+            keep = self.expand_dims(keep, -1, e)
+        return self.where(keep, x, 0, e)
+
+
+def _scaled_tile_block(v):
+    """The tile of ``tile.block_size * c`` (or ``c * tile.block_size``), else None."""
+    if isinstance(v, Node) and v.op == "binary" and v.attrs.get("op") == "mul":
+        for a, b in (v.args, v.args[::-1]):
+            if isinstance(a, Node) and a.op == "tile_block_size" and isinstance(b, int):
+                return a.attrs["tile"]
+    return None
+
 
 def _check_whole_dims_regroup(tr, e, x, src_dims, dst_dims, out):
-    """A reshape that splits or merges whole dimensions (``[t, 64] -> [t, 2, 32]``, and back) between tiles that
-    stay where they are.  The whole dimensions involved must be powers of two (their blocks are then exactly their
-    size: no padding to move around) and stay one block (never looped, never padded for a matmul)."""
-    def groups(dims):
-        out, run = [], []
-        for d in dims:
-            if isinstance(d, RInfo):
-                run.append(d)
-            else:
-                out.append(run)
-                out.append(d)
-                run = []
-        out.append(run)
-        return out
-
+    """A reshape that splits or merges dimensions (``[t, 64] -> [t, 2, 32]``, and back; ``[t, 2, n] ->
+    [2 * t.block_size, n]``, and back).  Whole dimensions involved must be powers of two (their blocks are then
+    exactly their size: no padding to move around) and stay one block (never looped, never padded for a matmul).
+    A tile merged or split needs a block size known when tracing (fixed, or a ``dt.register_block_size`` value);
+    lanes past a ragged tile's end hold 0 in the merged dimension.  Returns the dims of ``x`` whose ragged lanes
+    must be zeroed first (tiles merged away)."""
     def fail(why):
         raise ReshapeDims(e, src=_dims_text(x.dims), dst=_dims_text(tuple(out)), why=why)
 
-    ga, gb = groups(src_dims), groups(dst_dims)
-    if len(ga) != len(gb):
-        fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
-    for a, b in zip(ga, gb):
-        if isinstance(a, list) != isinstance(b, list):
-            fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
-        if not isinstance(a, list):
-            if a is not b:
-                fail("the tiles must stay in place (tile dimensions cannot be merged or split)")
+    def size(d):
+        if isinstance(d, RInfo):
+            return d.size
+        if d.known_block is None:
+            fail(f"the tile {d.name} has a tunable block size (merging or splitting a tile needs one known when "
+                 f"compiling: block_size= an int or a dt.register_block_size value)")
+        return d.known_block
+
+    # pair up runs of equal products, left to right (a tile that stays in place is a run of its own)
+    groups = []
+    i = j = 0
+    while i < len(src_dims) or j < len(dst_dims):
+        if i < len(src_dims) and j < len(dst_dims) and src_dims[i] is dst_dims[j]:
+            groups.append(([src_dims[i]], [dst_dims[j]]))
+            i += 1
+            j += 1
             continue
+        if i >= len(src_dims) or j >= len(dst_dims):
+            fail("the element counts differ")
+        a, b = [src_dims[i]], [dst_dims[j]]
+        pa, pb = size(src_dims[i]), size(dst_dims[j])
+        i += 1
+        j += 1
+        while pa != pb:
+            if pa < pb and i < len(src_dims):
+                a.append(src_dims[i])
+                pa *= size(src_dims[i])
+                i += 1
+            elif pb < pa and j < len(dst_dims):
+                b.append(dst_dims[j])
+                pb *= size(dst_dims[j])
+                j += 1
+            else:
+                fail(f"{pa} elements cannot become {pb}")
+        groups.append((a, b))
+    zero = []
+    for a, b in groups:
         if a == b:
             continue
-        pa, pb = 1, 1
-        for d in a:
-            pa *= d.size
-        for d in b:
-            pb *= d.size
-        if pa != pb:
-            fail(f"{pa} elements cannot become {pb}")
         for d in a + b:
+            if isinstance(d, TileInfo):
+                if d.kind == "grid":
+                    fail("a dt.grid index cannot be merged or split")
+                if d in a and d in b:
+                    fail(f"the tile {d.name} must stay in place or be merged or split, not moved")
+                continue
             if d.size & (d.size - 1):
                 fail(f"a whole dimension of {d.size} elements (split or merged ones must be powers of two)")
             if d.used_in_dot and d.size < 16:
                 fail("a dimension a matmul pads to 16")
             d.not_rollable("split or merged by a reshape")
             d.exact_block = True
+        merged = [d for d in a if isinstance(d, TileInfo)]
+        for d in b:
+            if isinstance(d, RInfo):
+                d.merged_tiles.extend(t for t in merged if t not in d.merged_tiles)
+        zero.extend(merged)
+    return zero
 
 
 # ---------------------------------------------------------------------------
@@ -411,6 +464,78 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     return old
 
 
+@dt_hook(L.atomic_cas)
+def _dt_atomic_cas(tr, e, target, index, expected, value, sem="relaxed", scope="gpu"):
+    op = "atomic_cas"
+    if not isinstance(target, HostTensor):
+        raise MemoryTarget(e, op=op, what=" as its target")
+    idx = list(index) if isinstance(index, (list, tuple)) else [index]
+    items = tr.items_for(target, idx, e)
+    dims = tr._items_dims(items)
+    for v in (expected, value):
+        if isinstance(v, Node):
+            tr._check_store_dims(v.dims, dims, target, e)
+    if sem not in _SEMS:
+        raise UnknownOption(e, op=f"dt.{op}", option="sem", value=sem, choices=", ".join(_SEMS))
+    if scope not in _SCOPES:
+        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
+    if target.t.dtype.itemsize not in (2, 4, 8):
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype),
+                           why=" (compare-and-swap works on 16-, 32- or 64-bit elements)")
+    target.arg.atomic = True
+    tr._strides(target, items)
+    tr.prog.has_atomic = True
+    # args: the new value first (as every atomic), then the expected one (deuteron.codegen_expr.emit_store)
+    at = tr.emit(Node("atomic", [value, expected], dims=(), attrs={"tensor": target.arg, "items": items,
+                                                                    "dims": dims, "sem": sem, "scope": scope,
+                                                                    "kind": "cas"}))
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
+    at.attrs["old"] = old
+    return old
+
+
+def _sync_target(tr, e, op, signal_pad, index, scope, ints):
+    if not isinstance(signal_pad, HostTensor):
+        raise MemoryTarget(e, op=op, what=" as its signal pad")
+    if signal_pad.t.dtype not in (torch.int32, torch.uint32):
+        raise OperandDtype(e, op=f"dt.{op}", dtype=str(signal_pad.t.dtype), why=" (signal pads are int32 or uint32)")
+    if scope not in ("gpu", "sys"):
+        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices="gpu, sys")
+    vals = {k: None if v is None else tr.static_int(v, e, f"the {k} of dt.{op}") for k, v in ints.items()}
+    idx = [] if index is None else (list(index) if isinstance(index, (list, tuple)) else [index])
+    items = tr.items_for(signal_pad, idx, e)
+    dims = tr._items_dims(items)
+    signal_pad.arg.atomic = True
+    tr._strides(signal_pad, items)
+    tr.prog.has_atomic = True
+    return items, dims, vals
+
+
+@dt_hook(L.wait)
+def _dt_wait(tr, e, signal_pad, index=None, signal=1, update=None, scope="gpu", hasSubsequentMemAccess=True):  # noqa: N803
+    items, dims, v = _sync_target(tr, e, "wait", signal_pad, index, scope, {"signal": signal, "update": update})
+    sync = bool(tr.static_int(hasSubsequentMemAccess, e, "hasSubsequentMemAccess"))
+    tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,
+                                               "kind": "wait", "sem": "acquire" if sync else "relaxed",
+                                               "scope": scope, "expect": v["signal"],
+                                               "new": v["signal"] if v["update"] is None else v["update"],
+                                               "sync": sync}))
+    return None
+
+
+@dt_hook(L.signal)
+def _dt_signal(tr, e, signal_pad, index=None, signal=1, wait_for=None, scope="gpu", hasPreviousMemAccess=True):  # noqa: N803
+    items, dims, v = _sync_target(tr, e, "signal", signal_pad, index, scope, {"signal": signal, "wait_for": wait_for})
+    sync = bool(tr.static_int(hasPreviousMemAccess, e, "hasPreviousMemAccess"))
+    at = tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,
+                                                    "kind": "signal", "sem": "release" if sync else "relaxed",
+                                                    "scope": scope, "expect": v["wait_for"], "new": v["signal"],
+                                                    "sync": sync}))
+    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=signal_pad.t.dtype))
+    at.attrs["old"] = old
+    return old
+
+
 @dt_hook(L.relu, L.sigmoid, L.silu, L.tanh, L.exp)
 def _dt_unary(tr, e, op, x):
     return tr.unary(op, x, e)
@@ -439,7 +564,7 @@ def _dt_next_power_of_2(tr, e, n):
 # torch functions and tensor methods (canonical names of deuteron/ops.py)
 # ---------------------------------------------------------------------------
 
-_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "stack")
+_CREATION = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "stack", "cat", "einsum")
 
 
 @torch_hook("zeros", "ones")

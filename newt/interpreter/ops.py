@@ -569,11 +569,12 @@ def _atomic_poll(o, plan):
 def _atomic_cas(o, plan):
     dt = elem(o.operands[0]).element_ty
     r = rank(o.operands[0])
+    has_mask = o.operand("mask") is not None
     need_old = id(o.results[0]) in plan.analysis.used
 
     def f(ex, args):
-        ptr, cmp, val = args
-        mask = _effective_mask(ex, None, r)
+        ptr, cmp, val = args[0], args[1], args[2]
+        mask = _effective_mask(ex, args[3] if has_mask else None, r)
         ptr, cmp, val, mask = _full_programs(ex, [ptr, cmp, val, mask], r)
         return ex.mem.atomic(ex, o, "cas", ptr, val, cmp, mask, dt, need_old)
     return f

@@ -404,7 +404,7 @@ _def("load", ("ptr", "mask?", "other?"), {"cache": "", "evict": "", "volatile": 
 _def("store", ("ptr", "value", "mask?"), {"cache": "", "evict": ""}, (MEM,), _mem_pointer, results=0)
 _def("atomic_rmw", ("ptr", "val", "mask?"), {"kind": REQUIRED, "sem": "acq_rel", "scope": "gpu"}, (MEM, AT),
      _loaded)
-_def("atomic_cas", ("ptr", "cmp", "val"), {"sem": "acq_rel", "scope": "gpu"}, (MEM, AT), _loaded)
+_def("atomic_cas", ("ptr", "cmp", "val", "mask?"), {"sem": "acq_rel", "scope": "gpu"}, (MEM, AT), _loaded)
 _def("atomic_poll", ("ptr", "expected", "timeout?"), {"sem": "acquire", "scope": "gpu"}, (), _polled)
 
 # reductions, scans, dot

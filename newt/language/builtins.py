@@ -172,12 +172,14 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
 
 
 @builtin
-def atomic_cas(pointer, cmp, val, sem=None, scope=None, *, _semantic=None):
+def atomic_cas(pointer, cmp, val, sem=None, scope=None, mask=None, *, _semantic=None):
     """Atomic compare-and-swap: where the value at ``pointer`` equals ``cmp``, store ``val``.
 
-    Returns the old value.  ``sem`` and ``scope`` as for ``atomic_add``.
+    Returns the old value.  ``sem`` and ``scope`` as for ``atomic_add``.  ``mask`` (a newt extension over
+    Triton, whose ``atomic_cas`` has none): lanes where it is false do not touch memory and return 0, as the
+    masked-off lanes of ``atomic_add`` do.
     """
-    return _semantic.atomic_cas(pointer, cmp, val, sem, scope)
+    return _semantic.atomic_cas(pointer, cmp, val, sem, scope, mask)
 
 
 # ----------------------------------------------------------------------------

@@ -306,17 +306,9 @@ def test_helion_functions_deuteron_lacks_are_named(tmp_path):
         for t in dt.tile(x.size(0)):
             out[t] = fma(x[t], x[t], x[t])
         return out
-
-    @dt.kernel
-    def g(x):
-        out = torch.empty_like(x)
-        for t in dt.tile(x.size(0)):
-            out[t] = dt.atomic_cas(x, [t], x[t], x[t])
-        return out
     """)
     raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_asm_elementwise", "dt.inline_asm_elementwise",
               contains="no inline assembly")
-    raises_at(mod, lambda: mod.g(torch.randn(8)), "D004", "dt.atomic_cas", "dt.atomic_cas", contains="no mask")
 
 
 # ---- torch.stack of two blocks ----------------------------------------------------------------------------------

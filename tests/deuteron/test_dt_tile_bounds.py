@@ -87,7 +87,7 @@ def test_a_scan_along_a_fixed_size_tile_matches_ref(tmp_path):
     torch.testing.assert_close(mod.prefix(x), mod.prefix.ref(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("fn, op", [("lambda v: torch.cat([v, v]).sum(0)", "torch.cat"),
+@pytest.mark.parametrize("fn, op", [("lambda v: torch.nan_to_num(v)", "torch.nan_to_num"),
                                      ("lambda v: v.sort()[0]", ".sort()"),
                                      ("lambda v: v + dt.register_tunable('u', dt.PowerOfTwo(1, 4))",
                                       "dt.register_tunable")])

@@ -247,7 +247,7 @@ def atomic_helper(em, kind: str, t, sem: str, scope: str, need_result: bool) -> 
         ty = _atom_type(kind, t)
     tag = f"{kind}_{t.name}{s.replace('.', '_')}{sc.replace('.', '_')}"
     if ty is not None:
-        use_red = not need_result and s in (".relaxed", ".release")
+        use_red = not need_result and s in (".relaxed", ".release") and kind != "xchg"  # PTX has no red.exch
         name = f"atomic_{'red_' if use_red else ''}{tag}"
         if t.name in ("fp16", "bf16"):
             if use_red:
@@ -352,8 +352,7 @@ def _atomic(em, op):
         fn = atomic_helper(em, op.attr("kind"), t, sem, scope, need)
         args_v = [val]
     else:
-        ptr, cmp, val = op.operands[:3]
-        mask = None
+        ptr, cmp, val, mask = op.operand("ptr"), op.operand("cmp"), op.operand("val"), op.operand("mask")
         fn = cas_helper(em, t, sem, scope)
         args_v = [cmp, val]
     ct = ctype(t)

@@ -161,6 +161,7 @@ def _atomic_cas(b, a: Bound, node):
     order = _sem_scope(a)
     cmp, val = a["cmp"], a["val"]
     _poison(cmp, val)
+    mask = _mask(b, a["mask"], a.node("mask"))
     if p is None:
         return Opaque()
     elem = p.dtype.element_ty
@@ -170,8 +171,12 @@ def _atomic_cas(b, a: Bound, node):
     for v in (cmp, val):
         if isinstance(v, TensorV):
             shape = broadcast_shapes(shape, v.shape, "pointer and value")
+    if mask is not None:
+        shape = broadcast_shapes(shape, shape_of(mask.type), "pointer and mask")
     ops = [b.broadcast_value(p.v, shape, node), b.as_tensor(cmp, elem, shape, node),
            b.as_tensor(val, elem, shape, node)]
+    if mask is not None:
+        ops.append(b.broadcast_value(mask, shape, node))
     return TensorV(b.emit("atomic_cas", ops, [block_of(elem, shape)], order,
                           node=node).result)
 
