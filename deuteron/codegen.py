@@ -23,7 +23,7 @@ class Generated:
     """The generated module's source and how to launch it."""
 
     def __init__(self, source: str, kernel_name: str, launch_name: str, runtime_params: list, constexprs: dict,
-                 num_warps: int, num_stages: int, grid_desc: str, needs_num_sms: bool):
+                 num_warps: int, num_stages: int, grid_desc: str, needs_num_sms: bool, maxnreg: int | None = None):
         self.source = source
         self.kernel_name = kernel_name
         self.launch_name = launch_name
@@ -33,6 +33,7 @@ class Generated:
         self.num_stages = num_stages
         self.grid_desc = grid_desc
         self.needs_num_sms = needs_num_sms
+        self.maxnreg = maxnreg  # the config's register cap (newt's maxnreg launch option), None: the compiler's
 
 
 _RESERVED = set(keyword.kwlist) | {"nl", "newt", "range", "float", "int", "min", "max", "abs", "len", "pid", "grid",
@@ -802,11 +803,12 @@ class _Gen(ExprRenderer):
             total_h = " * ".join(_paren(x) for x in host_nb)
             grid = f"({total_h},)"
         launch.append(f"    grid = {grid}")
+        cap = f", maxnreg={cfg.maxnreg}" if cfg.maxnreg else ""
         launch.append(f"    {kname}[grid]({', '.join(largs + [f'{c}={c}' for c in constexprs])}, "
-                      "num_warps=num_warps, num_stages=num_stages)")
+                      f"num_warps=num_warps, num_stages=num_stages{cap})")
         source = "\n".join(head + prelude + self.lines + launch) + "\n"
         return Generated(source, kname, lname, params, constexprs, num_warps, num_stages, grid,
-                         pid_type == "persistent")
+                         pid_type == "persistent", cfg.maxnreg)
 
     def _host_nblocks(self, t: TileInfo) -> str:
         ext = t.extent

@@ -63,4 +63,4 @@ def compile_binary(gen, module, args: list, target: str):
             constexprs[name] = 1
             sig.pop(name, None)
     return newt.compile(kernel, signature=sig, constexprs=constexprs, target=target, num_warps=gen.num_warps,
-                        num_stages=gen.num_stages)
+                        num_stages=gen.num_stages, maxnreg=getattr(gen, "maxnreg", None))

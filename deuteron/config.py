@@ -31,6 +31,8 @@ Fields (all optional; missing ones take the kernel's defaults):
                      load/store): accepted for Helion configs; newt's generated code uses pointer
                      arithmetic for every one (the generated kernel says so in a comment).
 ``atomic_indexing``  the same choices for the atomics (Helion's field; pointer arithmetic here too).
+``maxnreg``          registers per thread, 1-255 (newt's ``maxnreg`` launch option: ``__maxnreg__`` in the
+                     CUDA); None or 0: the compiler's choice.
 anything else        the value of a ``dt.register_tunable(name, ...)``.
 """
 
@@ -48,7 +50,7 @@ RANGE_FIELDS = {"range_unroll_factors": int, "range_num_stages": int, "range_mul
                 "range_warp_specializes": bool, "range_flattens": bool}
 
 _FIELDS = ("block_sizes", "loop_orders", "l2_groupings", "reduction_loops", "num_warps", "num_stages", "pid_type",
-           "indexing", "atomic_indexing") + tuple(RANGE_FIELDS)
+           "indexing", "atomic_indexing", "maxnreg") + tuple(RANGE_FIELDS)
 
 
 class ConfigError(ValueError):
@@ -77,7 +79,7 @@ class Config:
     def __init__(self, block_sizes=None, loop_orders=None, l2_groupings=None, reduction_loops=None,
                  num_warps=None, num_stages=None, pid_type=None, indexing=None, range_unroll_factors=None,
                  range_num_stages=None, range_multi_buffers=None, range_warp_specializes=None, range_flattens=None,
-                 atomic_indexing=None, **tunables):
+                 atomic_indexing=None, maxnreg=None, **tunables):
         self.block_sizes = None if block_sizes is None else [_as_int(b, "block_sizes") for b in _as_list(block_sizes)]
         self.loop_orders = None if loop_orders is None else [[_as_int(i, "loop_orders") for i in o]
                                                              for o in _as_list(loop_orders)]
@@ -92,6 +94,9 @@ class Config:
         self.pid_type = pid_type
         self.indexing = _indexing(indexing, "indexing")
         self.atomic_indexing = _indexing(atomic_indexing, "atomic_indexing")
+        self.maxnreg = None if maxnreg in (None, 0) else _as_int(maxnreg, "maxnreg")
+        if self.maxnreg is not None and not 1 <= self.maxnreg <= 255:
+            raise ConfigError(f"maxnreg must be from 1 to 255 registers per thread (or None), not {maxnreg!r}")
         given = {"range_unroll_factors": range_unroll_factors, "range_num_stages": range_num_stages,
                  "range_multi_buffers": range_multi_buffers, "range_warp_specializes": range_warp_specializes,
                  "range_flattens": range_flattens}

@@ -21,8 +21,11 @@ __all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loop
 #: CUDA source).  Not searched, because newt's code generator ignores them and every value would compile to
 #: the same cubin: ``range_num_stages`` (newt's software pipeliner uses the kernel's ``num_stages`` for every
 #: loop), ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing`` (pointer
-#: arithmetic always), and there is no ``maxnreg`` launch option in newt.
+#: arithmetic always).
 RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
+#: the register caps the wide space tries (newt's ``maxnreg``; 0: none, the compiler's choice under
+#: ``__launch_bounds__``): fewer registers for more resident warps, or fewer spills forced elsewhere
+MAXNREG_CHOICES = (0, 64, 128, 168)
 #: pid types the search tries: ``"persistent_interleaved"`` is ``"persistent"`` under another name
 SEARCH_PID_TYPES = tuple(p for p in PID_TYPES if p != "persistent_interleaved")
 
@@ -323,6 +326,11 @@ class ConfigSpace:
                 out.append(cfg.replace(pid_type=p))
         if wide:
             out += self._range_moves(cfg)
+            cur = cfg.maxnreg or 0
+            j = MAXNREG_CHOICES.index(cur) if cur in MAXNREG_CHOICES else 0
+            for k in (j - 1, j + 1):
+                if 0 <= k < len(MAXNREG_CHOICES):
+                    out.append(cfg.replace(maxnreg=MAXNREG_CHOICES[k] or None))
         for k, frag in self.tunables.items():
             ch = frag.choices()
             cur = cfg.tunables.get(k, frag.default)
@@ -369,6 +377,8 @@ class ConfigSpace:
             if wide and self.range_loops:
                 cfg = normalize_ranges(cfg.replace(**{f: [rng.choice(ch) for _ in range(self.range_loops)]
                                                       for f, ch in RANGE_CHOICES.items()}))
+            if wide:
+                cfg = cfg.replace(maxnreg=rng.choice(MAXNREG_CHOICES) or None)
             if self.feasible(cfg):
                 return cfg
         return base

@@ -627,7 +627,7 @@ class Tuner:
                     # the kernel's constexprs only: _NUM_SMS is the launch function's (the persistent grid), and
                     # passing it here made every persistent candidate compile on the GPU worker instead
                     compiles.append(compile_spec_for(kernel, args, kw, gen.num_warps, gen.num_stages,
-                                                     target=default_target(),
+                                                     target=default_target(), maxnreg=gen.maxnreg,
                                                      ref=KernelRef(file, gen.kernel_name, sha, None, text)))
                 except Exception:  # noqa: BLE001 - the screening worker compiles it then (serially: counted)
                     compiles.append(None)

@@ -99,8 +99,8 @@ class Genome:
         for c in pts:
             for g, v in _flat(c).items():
                 doms.setdefault(g, set()).add(v)
-        for g in doms:  # a per-loop knob left unset is 0 (newt's default): a choice of its own
-            if g[0] in RANGE_FIELDS:
+        for g in doms:  # a per-loop knob (or the register cap) left unset is 0 (newt's default): a choice of its own
+            if g[0] in RANGE_FIELDS or g[0] == "maxnreg":
                 doms[g].add(0)
         self.genes = sorted(doms, key=repr)
         self.domains = {g: sorted(doms[g], key=_order) for g in self.genes}
@@ -113,7 +113,7 @@ class Genome:
         for g in self.genes:
             dom = self.domains[g]
             v = f.get(g)
-            if v is None and g[0] in RANGE_FIELDS:
+            if v is None and (g[0] in RANGE_FIELDS or g[0] == "maxnreg"):
                 v = 0
             out.append(dom.index(v) if v in dom else 0)
         return out

@@ -396,7 +396,8 @@ class Autotuner(KernelInterface):
             tasks = []
             for c in configs:
                 try:
-                    tasks.append(compile_spec_for(self.fn, args, {**c.kwargs, **kwargs}, c.num_warps, c.num_stages))
+                    tasks.append(compile_spec_for(self.fn, args, {**c.kwargs, **kwargs}, c.num_warps, c.num_stages,
+                                                  maxnreg=c.maxnreg))
                 except Exception:  # noqa: BLE001 - a bad call: the in-process warm-up below raises it
                     tasks.append(None)
             if sum(t is not None for t in tasks) < 2:

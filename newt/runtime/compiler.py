@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import threading
 import types as pytypes
 from dataclasses import dataclass
@@ -426,7 +427,16 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     limit = target_shared_limit(target)
     if limit is not None and dyn > limit:
         raise OutOfResources(kname, "shared memory", dyn, limit, f"target {target}")
-    binary = backend.compile_cuda(module, target)
+    try:
+        binary = backend.compile_cuda(module, target)
+    except CompilationError as e:
+        # a register cap below what one instruction needs (a wgmma's accumulators): ptxas refuses the kernel
+        m = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", str(e)) if maxnreg else None
+        if m is None:
+            raise
+        raise OutOfResources(kname, "registers", int(m.group(2)), int(m.group(1)),
+                             f"maxnreg={maxnreg}: ptxas needs at least {m.group(2)} registers per thread for an "
+                             f"instruction of this kernel on target {target}") from e
     static = binary.static_shared
     rt = [p for p in irfn.params if not p.constexpr]
     params = []

@@ -154,7 +154,8 @@ class CompileTask:
     """One specialization of one kernel to compile (picklable)."""
 
     def __init__(self, ref: KernelRef, arg_types: dict, constexprs: dict, hints: dict, target: str,
-                 num_warps: int, num_stages: int, debug: bool = False, key: str | None = None, label=None):
+                 num_warps: int, num_stages: int, debug: bool = False, key: str | None = None, label=None,
+                 maxnreg: int | None = None):
         self.ref = ref
         self.arg_types = arg_types
         self.constexprs = constexprs
@@ -165,13 +166,15 @@ class CompileTask:
         self.debug = debug
         self.key = key  # the main process's cache key
         self.label = label
+        self.maxnreg = maxnreg  # the register cap (the maxnreg launch option), None: the compiler's choice
 
     def __repr__(self):
         return f"CompileTask({self.ref.qualname} {self.constexprs} w{self.num_warps} s{self.num_stages})"
 
 
 def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, target: str | None = None,
-                     ref: KernelRef | None = None, label=None, with_text: bool = False) -> CompileTask | None:
+                     ref: KernelRef | None = None, label=None, with_text: bool = False,
+                     maxnreg: int | None = None) -> CompileTask | None:
     """The :class:`CompileTask` of launching ``kernel(*args, **kwargs)`` with these options (``kwargs`` holds
     constexpr values; ``@newt.heuristics`` wrappers are applied like at launch).  None when the kernel cannot
     be found from another process."""
@@ -185,6 +188,8 @@ def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, targ
             nargs = fn.apply(args, kwargs, nargs)  # as at launch
         fn = fn.fn
     base = _jit_base(fn)
+    if "maxnreg" in kwargs and "maxnreg" not in base.arg_names:
+        maxnreg = kwargs.pop("maxnreg")
     for opt in ("num_warps", "num_stages"):
         if opt in kwargs and opt not in base.arg_names:
             v = kwargs.pop(opt)
@@ -200,9 +205,9 @@ def compile_spec_for(kernel, args, kwargs, num_warps: int, num_stages: int, targ
         target = default_target()
     debug = bool(getattr(base, "debug", False))
     key = compiler.cache_key(base, spec.arg_types, spec.constexprs, spec.divisibility, target, num_warps,
-                             num_stages, debug, fingerprint=base.fingerprint())
+                             num_stages, debug, fingerprint=base.fingerprint(), maxnreg=maxnreg)
     return CompileTask(ref, dict(spec.arg_types), dict(spec.constexprs), dict(spec.divisibility), target,
-                       int(num_warps), int(num_stages), debug, key, label)
+                       int(num_warps), int(num_stages), debug, key, label, maxnreg=maxnreg)
 
 
 def default_target() -> str:
@@ -220,7 +225,7 @@ def compile_task(task: CompileTask) -> dict:
     base = _jit_base(resolve_ref(task.ref))
     ck = compiler.compile_specialization(base, task.arg_types, task.constexprs, task.hints, task.target,
                                          task.num_warps, task.num_stages, task.debug,
-                                         fingerprint=base.fingerprint())
+                                         fingerprint=base.fingerprint(), maxnreg=getattr(task, "maxnreg", None))
     meta, blobs = ck.to_entry()
     md = ck.metadata
     return {"status": "ok", "key": ck.cache_key, "entry": cache.encode(ck.cache_key, meta, blobs),

@@ -42,3 +42,38 @@ def test_example_compiles_for_sm90a(name):
             assert ck.asm["cubin"], (name, cfg)
             if cfg is default and name in ("add", "softmax", "layer_norm", "rms_norm", "column_sum"):
                 assert ck.metadata["n_spills"] == 0, (name, cfg, ck.metadata)
+
+
+def test_config_maxnreg_caps_the_generated_kernel():
+    """``dt.Config(maxnreg=N)``: the generated launch passes newt's ``maxnreg`` and the cubin holds at most N
+    registers per thread; the wide space's neighbours step through the caps; bad values are ConfigErrors."""
+    from deuteron.config import Config, ConfigError
+    mod = importlib.import_module("matmul")
+    k = next(v for v in vars(mod).values() if isinstance(v, Kernel))
+    args = mod.make_args("cpu")
+    b = k._bind(args, {})
+    e = k._entry(b)
+    default = e.space.default()
+    free_run = _HostRun(e, default, "source")
+    free_run.execute(b)
+    capped = default.replace(maxnreg=168)
+    run = _HostRun(e, capped, "source")
+    run.execute(b)
+    for (g0, m0, p0, l0), (gen, m, prog, loc) in zip(free_run.built, run.built):
+        assert "maxnreg=168)" in gen.source and "maxnreg" not in g0.source
+        free = compile_binary(g0, m0, _runtime_args(g0, p0, l0, k.fn.__globals__), "sm_90a")
+        ck = compile_binary(gen, m, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
+        assert ck.metadata["n_regs"] <= 168 < free.metadata["n_regs"], (ck.metadata["n_regs"], free.metadata["n_regs"])
+        # below what the kernel's wgmma needs: out of resources (the autotuner skips it quietly), naming the cap
+        from newt.runtime.errors import OutOfResources
+        low = default.replace(maxnreg=32)
+        run32 = _HostRun(e, low, "source")
+        run32.execute(b)
+        g32, m32, p32, l32 = run32.built[0]
+        with pytest.raises(OutOfResources, match="out of registers.*maxnreg=32"):
+            compile_binary(g32, m32, _runtime_args(g32, p32, l32, k.fn.__globals__), "sm_90a")
+    wide = {c.maxnreg for c in e.space.neighbors(default, wide=True)}
+    assert 64 in wide and all(c.maxnreg is None for c in e.space.neighbors(default))
+    assert Config(maxnreg=0).maxnreg is None and "maxnreg" not in Config(maxnreg=0).to_dict()
+    with pytest.raises(ConfigError, match="maxnreg must be from 1 to 255"):
+        Config(maxnreg=300)

@@ -67,7 +67,7 @@ def test_the_wide_space_moves_each_loops_unroll_factor():
     moves = {tuple(c.range_unroll_factors or [0]) for c in space.neighbors(two, wide=True)
              if c.block_sizes == two.block_sizes and c.num_warps == two.num_warps and c.pid_type == two.pid_type
              and c.num_stages == two.num_stages and c.l2_groupings == two.l2_groupings and
-             c.loop_orders == two.loop_orders}
+             c.loop_orders == two.loop_orders and c.maxnreg == two.maxnreg}
     assert moves == {(1,), (4,)}
     rng = random.Random(0)
     seen = {tuple(space.random(rng, wide=True).range_unroll_factors or [0]) for _ in range(60)}
