@@ -166,7 +166,9 @@ def deuteron_cpu_cases(mp, newt_kernels) -> dict:
     user calls them, each next to the same generated newt kernel launched directly (its launch function with
     the call's arguments, plus the output allocation the host code makes): CPU tensors over the stand-in
     driver, deuteron told the tensors are on the GPU, so the generated kernels launch through newt's runtime
-    (not the interpreter).  The difference of the two rows is deuteron's per-call host cost."""
+    (not the interpreter).  Two more rows split the call: the generated launch alone, and the user's host
+    code alone (the function with its tile loop a no-op: the reshapes and allocations the user wrote).  The
+    call minus those two is what deuteron itself adds per call."""
     import torch
 
     import deuteron as dt
@@ -202,9 +204,12 @@ def deuteron_cpu_cases(mp, newt_kernels) -> dict:
         result = dk(*call_args)
         shape, dtype = result.shape, result.dtype
         newt_kernels.append(getattr(mod, gen.kernel_name))
+        host_only = dk.source.host_function(lambda k, host_locals: None)  # the user's host code, no launch
         out[f"deuteron: {name} call"] = lambda dk=dk, ca=call_args: dk(*ca)
         out[f"newt direct: {name} (alloc + generated launch)"] = \
             lambda f=launch_fn, rt=rt, kw=kw, s=shape, d=dtype: (torch.empty(s, dtype=d), f(*rt, **kw))
+        out[f"  {name}: generated launch alone"] = lambda f=launch_fn, rt=rt, kw=kw: f(*rt, **kw)
+        out[f"  {name}: host code alone (launch a no-op)"] = lambda h=host_only, ca=call_args: h(*ca)
     _skip_not_cuda(newt_kernels)
     return out
 
@@ -258,6 +263,12 @@ def cpu_run(args) -> int:
               f"{m.tuned_kernel._c_launch.stats() if m.tuned_kernel._c_launch is not None else None}")
     for name, r in results.items():
         print(f"{name:48s} {r['median_us']:7.2f} us (min {r['min_us']:.2f})")
+    if args.deuteron:
+        print("deuteron's own per-call cost (the call - the generated launch alone - the host code alone):")
+        for name in ("softmax", "layer_norm", "matmul", "attention"):
+            r = [results[n]["median_us"] for n in (f"deuteron: {name} call", f"  {name}: generated launch alone",
+                                                    f"  {name}: host code alone (launch a no-op)")]
+            print(f"  {name:12s} {r[0] - r[1] - r[2]:6.2f} us (median figures)")
     mp.undo()
     return 0
 

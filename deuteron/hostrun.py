@@ -132,7 +132,9 @@ def guard_checker(prog, static: bool):
         lines.append(f"    t = {fetch(src)}")
         conds = ["isinstance(t, _T)", f"t.dtype == {const(ta.dtype)}"]
         cuda = bool(ta.tensor.is_cuda)
-        conds.append("t.is_cuda" if cuda else f"(not t.is_cuda and t.device.type == {const(ta.tensor.device.type)})")
+        dev = ta.tensor.device.type
+        conds.append("t.is_cuda" if cuda else "t.is_cpu" if dev == "cpu" else
+                     f"(not t.is_cuda and t.device.type == {const(dev)})")
         if static:
             conds += [f"t.shape == {const(ta.shape)}", f"t.stride() == {const(ta.strides)}"]
         else:
@@ -167,8 +169,9 @@ def guard_checker(prog, static: bool):
     return ns["check"]
 
 
-def args_getter(gen, prog):
-    """``_runtime_args`` for one generated kernel as generated code: ``get(host_locals, g) -> list``."""
+def args_getter(gen, prog, launch=None):
+    """``_runtime_args`` for one generated kernel as generated code: ``get(host_locals, g) -> list``; with
+    ``launch=(launch function, keyword arguments)``: ``go(host_locals, g)``, the launch with those arguments."""
     ns: dict = {"_M": _MISSING, "_F": _fetch}
     n = 0
 
@@ -191,8 +194,28 @@ def args_getter(gen, prog):
             t = fetch(prog.tensors[tname].sources[0])
             items.append(f"int({t}.shape[{int(d)}])" if what == "size" else f"int({t}.stride({int(d)}))")
     src = f"def get(L, g):\n    return [{', '.join(items)}]\n"
+    if launch is not None:  # the launch itself, its keyword arguments as constants of the call
+        fn, kw = launch
+        ns["_fn"] = fn
+        kws = []
+        for i, (name, v) in enumerate(kw.items()):
+            if not name.isidentifier():
+                raise ValueError(f"generated launch argument {name!r} is not an identifier")
+            ns[f"_k{i}"] = v
+            kws.append(f"{name}=_k{i}")
+        src = f"def go(L, g):\n    _fn({', '.join(items + kws)})\n"
     exec(compile(src, f"<deuteron arguments of {gen.kernel_name}>", "exec"), ns)  # noqa: S102
-    return ns["get"]
+    return ns["go" if launch is not None else "get"]
+
+
+_SPECIALIZED: list = []
+
+
+def _specialized_int():
+    if not _SPECIALIZED:
+        from .trace_common import SpecializedInt
+        _SPECIALIZED.append(SpecializedInt)
+    return _SPECIALIZED[0]
 
 
 class _HostRun:
@@ -270,7 +293,9 @@ class _HostRun:
         return self.config.tunables.get(name, fragment.default)
 
     def specialize(self, value):
-        from .trace import SpecializedInt
+        if type(value) is int:  # the common case first (a size)
+            return _specialized_int()(value)
+        SpecializedInt = _specialized_int()
         if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
             return tuple(SpecializedInt(int(v)) for v in value)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -339,7 +364,7 @@ class _HostRun:
             if hit is not None and hit[3] is prog and _rt.launch is _LAUNCH:
                 # the common case: launched before with this config (and deuteron.runtime.launch, the hook
                 # every launch goes through, not replaced): the launch function straight away
-                hit[0](*hit[1](host_locals, self.fn_globals), **hit[2])
+                hit[4](host_locals, self.fn_globals)
                 return None
         gen, mod, _ = self.entry.compiled(prog, self.config)
         if self.mode == "source":
@@ -349,13 +374,55 @@ class _HostRun:
             return None
         if self.collect is not None:
             self.collect.append((gen, mod, prog))
-        fn, get_args, kw, _ = self.entry.launcher(gen, mod, prog, self.config)
+        fn, get_args, kw, _, _ = self.entry.launcher(gen, mod, prog, self.config)
         if _rt.launch is _LAUNCH:
             fn(*get_args(host_locals, self.fn_globals), **kw)
         else:
             _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
                        kw.get("_NUM_SMS"))
         return None
+
+
+class _CallRun(_HostRun):
+    """A plain call's run of the host code (``Kernel.__call__``: mode "run", no oracle prefill, no
+    collection): only what a run needs is set up, and a launch whose program's guards hold and that was
+    launched before with this config goes straight to the entry's cached launcher.  Anything else (a new
+    program, a new config, ``runtime.launch`` replaced) is ``_HostRun.launch``."""
+
+    def __init__(self, entry, config: Config):  # noqa: D107  (no super().__init__: the discovery records)
+        self.entry = entry
+        self.kernel = entry.kernel
+        self.config = config
+        self.mode = "run"
+        self.device = entry.device
+        self.fn_globals = self.kernel.fn.__globals__
+        self.prefill = False
+        self.collect = None
+        self._reg_calls = 0
+        self.arguments = {}
+
+    def call(self, args, kwargs, arguments):
+        self.arguments = arguments
+        host = self.kernel._host or self.kernel._host_fn()
+        token = L._CONTEXT.set(self)
+        try:
+            return host(*args, **kwargs)
+        finally:
+            L._CONTEXT.reset(token)
+
+    def launch(self, k, host_locals):
+        entry = self.entry
+        progs = entry.programs.get(k)
+        if progs and _rt.launch is _LAUNCH:
+            g = self.fn_globals
+            for p, check in progs:
+                if check(host_locals, g, self.arguments):
+                    hit = entry.launchers.get((id(p), self.config.key()))
+                    if hit is not None and hit[3] is p:
+                        hit[4](host_locals, g)
+                        return None
+                    break
+        return _HostRun.launch(self, k, host_locals)
 
 
 def _scalar_params(kern) -> set:

@@ -18,7 +18,7 @@ from . import language as L
 from .config import Config, ConfigError
 from .errors import DeuteronError
 from .hostrun import (  # noqa: F401  (re-exported)
-    _guards_hold, _HostRun, _np2, _runtime_args, args_getter, constexpr_params, guard_checker)
+    _CallRun, _guards_hold, _HostRun, _np2, _runtime_args, args_getter, constexpr_params, guard_checker)
 from .structure import EFFORTS
 
 __all__ = ["Kernel", "kernel"]
@@ -269,16 +269,15 @@ class Kernel:
             else:
                 # the fast path: the entry straight from a key of what the call's arguments are (finer than
                 # Kernel._key, so it always means one entry); a miss takes the full lookup once
-                b = _Bound(a, kw, arguments, self.signature)
                 e = self._fast.get(fkey)
                 if e is None:
-                    e = self._entry(b)
+                    e = self._entry(_Bound(a, kw, arguments, self.signature))
                     if len(self._fast) >= self.MAX_FAST_KEYS:
                         self._fast.clear()
                     self._fast[fkey] = e
                 if e.config is None:
-                    e.config = self._choose_config(e, b)
-                return e.run(b, e.config)
+                    e.config = self._choose_config(e, _Bound(a, kw, arguments, self.signature))
+                return _CallRun(e, e.config).call(a, kw, arguments)
         b = self._bind(args, kwargs)
         e = self._entry(b)
         if e.config is None:
@@ -444,8 +443,8 @@ def _make_binder(signature, fast_key: bool = False):
             sig.append("/")
         (kw if p.kind is P.KEYWORD_ONLY else pos).append(p.name)
     names = [p.name for p in params]
-    key = "".join(f"({n}.dtype, {n}.shape, {n}.stride(), {n}.device) if type({n}) is __dt_T else __dt_k({n}), "
-                  for n in names)
+    key = "".join(f"({n}.dtype, {n}.shape, {n}.stride(), {n}.device) if type({n}) is __dt_T else "
+                  f"type({n}) if type({n}) is int or type({n}) is float else __dt_k({n}), " for n in names)
     src = (f"def bind({', '.join(sig)}):\n"
            f"    return ({''.join(n + ', ' for n in pos)}), {{{', '.join(f'{n!r}: {n}' for n in kw)}}}, "
            f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}" + (f", ({key})\n" if fast_key else "\n"))
@@ -624,8 +623,8 @@ class _Entry:
 
     def launcher(self, gen, mod, prog, config: Config):
         """What a launch of ``prog`` under ``config`` calls: ``(launch function, get_args(host_locals, g),
-        keyword arguments)``, made on the first launch (the function looked up, the constexprs and the SM
-        count filled in) and reused."""
+        keyword arguments, prog, go(host_locals, g))`` (``go``: the launch in one generated call), made on
+        the first launch (the function looked up, the constexprs and the SM count filled in) and reused."""
         key = (id(prog), config.key())
         hit = self.launchers.get(key)
         if hit is not None and hit[3] is prog:
@@ -636,7 +635,8 @@ class _Entry:
         if gen.needs_num_sms:
             from .runtime import num_sms
             kw["_NUM_SMS"] = num_sms(self.device)
-        hit = self.launchers[key] = (getattr(mod, gen.launch_name), args_getter(gen, prog), kw, prog)
+        fn = getattr(mod, gen.launch_name)
+        hit = self.launchers[key] = (fn, args_getter(gen, prog), kw, prog, args_getter(gen, prog, (fn, kw)))
         if len(self.launchers) > 256:
             self.launchers.pop(next(iter(self.launchers)))
         return hit
