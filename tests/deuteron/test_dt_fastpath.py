@@ -318,3 +318,15 @@ def test_generated_guard_checks_agree_with_guards_hold():
             got = hostrun.guard_checker(prog, static)(loc, g, args)
             assert got == want, (name, loc.get(name), static)
     assert check(base, g, {"x": x, "s": 2.0}) is True
+
+
+def test_a_persistent_kernel_gets_its_sm_count_on_the_fast_path(monkeypatch):
+    import matmul
+    k = dt.kernel(config=dt.Config(block_sizes=[16, 16, 16], pid_type="persistent_blocked"))(matmul.matmul.fn)
+    x, y = torch.randn(40, 32), torch.randn(32, 48)
+    torch.testing.assert_close(k(x, y), x @ y, atol=1e-4, rtol=1e-4)
+    (e,) = k._entries.values()
+    ((_, _, kw, _, _),) = e.launchers.values()
+    assert kw["_NUM_SMS"] == drt.num_sms(e.device)
+    for _ in range(2):
+        torch.testing.assert_close(k(x, y), x @ y, atol=1e-4, rtol=1e-4)
