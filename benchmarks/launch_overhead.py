@@ -152,6 +152,68 @@ def deuteron_cases() -> dict:
     return {"deuteron: softmax call": lambda: sm(x), "deuteron: layer_norm call": lambda: ln(x, w, b)}
 
 
+def _skip_not_cuda(kernels):
+    """CPU tensors over the stand-in driver: newt's "not on the GPU" check of these kernels passes (a builtin:
+    no Python frame in the timing)."""
+    for k in kernels:
+        for f in [k.__dict__.get("_fast"), *k.__dict__.get("_presets", {}).values()]:
+            if f is not None:
+                getattr(f, "py_fast", f).__globals__["_nwt_not_cuda"] = {}.get
+
+
+def deuteron_cpu_cases(mp, newt_kernels) -> dict:
+    """The examples' deuteron softmax, layer norm, matmul and attention (small inputs, the default config) as a
+    user calls them, each next to the same generated newt kernel launched directly (its launch function with
+    the call's arguments, plus the output allocation the host code makes): CPU tensors over the stand-in
+    driver, deuteron told the tensors are on the GPU, so the generated kernels launch through newt's runtime
+    (not the interpreter).  Two more rows split the call: the generated launch alone, and the user's host
+    code alone (the function with its tile loop a no-op: the reshapes and allocations the user wrote).  The
+    call minus those two is what deuteron itself adds per call."""
+    import torch
+
+    import deuteron as dt
+    from deuteron import hostrun, runtime
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "deuteron"))
+    import attention
+    import layer_norm
+    import matmul
+    import softmax
+    gpu = torch.device("cuda")
+    mp.setattr(dt.Kernel, "_device", lambda self, bound: gpu)
+    mp.setattr(runtime, "num_sms", lambda device: 132)
+    f16 = dict(dtype=torch.float16)
+    x = torch.randn(4, 128, **f16)
+    w, b = torch.randn(128, **f16), torch.randn(128, **f16)
+    a, bm = torch.randn(64, 32, **f16), torch.randn(32, 48, **f16)
+    q, k, v = (torch.randn(1, 2, 64, 32, **f16) for _ in range(3))
+    todo = {"softmax": (softmax.softmax, (x,)), "layer_norm": (layer_norm.layer_norm, (x, w, b)),
+            "matmul": (matmul.matmul, (a, bm)), "attention": (attention.attention, (q, k, v))}
+    out = {}
+    for name, (kern, call_args) in todo.items():
+        dk = dt.kernel(autotune_effort="none")(kern.fn)
+        dk(*call_args)  # discovery, trace, code generation, newt's compile (NVRTC), first launch
+        e = dk._entry(dk._bind(call_args, {}))
+        run = hostrun._HostRun(e, e.config, "source")
+        run.execute(dk._bind(call_args, {}))
+        (gen, mod, prog, host_locals), = run.built
+        launch_fn = getattr(mod, gen.launch_name)
+        rt = hostrun._runtime_args(gen, prog, host_locals, run.fn_globals)
+        kw = dict(gen.constexprs, num_warps=gen.num_warps, num_stages=gen.num_stages)
+        if gen.needs_num_sms:
+            kw["_NUM_SMS"] = 132
+        result = dk(*call_args)
+        shape, dtype = result.shape, result.dtype
+        newt_kernels.append(getattr(mod, gen.kernel_name))
+        host_only = dk.source.host_function(lambda k, host_locals: None)  # the user's host code, no launch
+        out[f"deuteron: {name} call"] = lambda dk=dk, ca=call_args: dk(*ca)
+        out[f"newt direct: {name} (alloc + generated launch)"] = \
+            lambda f=launch_fn, rt=rt, kw=kw, s=shape, d=dtype: (torch.empty(s, dtype=d), f(*rt, **kw))
+        out[f"  {name}: generated launch alone"] = lambda f=launch_fn, rt=rt, kw=kw: f(*rt, **kw)
+        out[f"  {name}: host code alone (launch a no-op)"] = lambda h=host_only, ca=call_args: h(*ca)
+    _skip_not_cuda(newt_kernels)
+    return out
+
+
 def cpu_run(args) -> int:
     """newt's host path over the test suite's stand-in driver, CPU tensors (no result files)."""
     import pytest
@@ -190,9 +252,9 @@ def cpu_run(args) -> int:
     m.tuned_kernel.user_do_bench = lambda f, quantiles: (f(), [1.0] * 3)[1]
     for c in cases.values():
         c()
-    for k in (m.small_kernel, m.tuned_kernel.base):  # CPU tensors: skip the "not on the GPU" check
-        for f in [k._fast, *k.__dict__.get("_presets", {}).values()]:
-            getattr(f, "py_fast", f).__globals__["_nwt_not_cuda"] = {}.get
+    _skip_not_cuda([m.small_kernel, m.tuned_kernel.base])  # CPU tensors: skip the "not on the GPU" check
+    if args.deuteron:
+        cases.update(deuteron_cpu_cases(mp, [m.small_kernel]))
     results = time_cases(cases, args.launches, args.windows, args.rounds, lambda: cu.launches.clear())
     print(f"stand-in driver, CPU tensors; newt's launcher: {clauncher.status() if compiled else 'pure Python'}; "
           "host-path figures only (the stand-in driver call does nothing)")
@@ -201,6 +263,13 @@ def cpu_run(args) -> int:
               f"{m.tuned_kernel._c_launch.stats() if m.tuned_kernel._c_launch is not None else None}")
     for name, r in results.items():
         print(f"{name:48s} {r['median_us']:7.2f} us (min {r['min_us']:.2f})")
+    if args.deuteron:
+        print("deuteron's own per-call cost (the call - the generated launch alone - the host code alone):")
+        for name in ("softmax", "layer_norm", "matmul", "attention"):
+            rows = [results[n] for n in (f"deuteron: {name} call", f"  {name}: generated launch alone",
+                                         f"  {name}: host code alone (launch a no-op)")]
+            own = {q: rows[0][q] - rows[1][q] - rows[2][q] for q in ("median_us", "min_us")}
+            print(f"  {name:12s} {own['median_us']:6.2f} us from the medians, {own['min_us']:6.2f} us from the minima")
     mp.undo()
     return 0
 
@@ -212,6 +281,8 @@ def main(argv=None) -> int:
     p.add_argument("--windows", type=int, default=60)
     p.add_argument("--rounds", type=int, default=6, help="interleaved rounds over the cases")
     p.add_argument("--cpu", action="store_true", help="no GPU: the host path over a stand-in driver")
+    p.add_argument("--deuteron", action="store_true",
+                   help="with --cpu: also deuteron calls against their generated newt kernels launched directly")
     args = p.parse_args(argv)
     if args.cpu:
         return cpu_run(args)

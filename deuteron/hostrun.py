@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from . import language as L
+from . import runtime as _rt
 from .config import Config
 from .errors import DeuteronError
 
@@ -44,6 +45,7 @@ def _fetch(source, host_locals, g):
 
 
 _MISSING = object()
+_LAUNCH = _rt.launch  # what Entry.launcher's launch functions do (runtime.launch replaced: calls go to it)
 
 
 _TRACE_HELPERS: list = []  # [torch.Tensor, trace._guard_value], filled on first use (no imports per call)
@@ -62,7 +64,8 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
     for ta in prog.tensors.values():
         src = ta.sources[0]
         t = _fetch(src, host_locals, g)
-        if not (static and arguments and src[0] == "local" and arguments.get(src[1], _MISSING) is t):
+        if not (static and arguments and src[0] == "local" and t is not _MISSING and
+                arguments.get(src[1], _MISSING) is t):
             if not isinstance(t, tensor) or t.dtype != ta.dtype:
                 return False
             if t.is_cuda != ta.tensor.is_cuda or (not t.is_cuda and t.device.type != ta.tensor.device.type):
@@ -93,6 +96,128 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
     return True
 
 
+def guard_checker(prog, static: bool):
+    """``_guards_hold`` for ``prog`` as generated straight-line code: ``check(host_locals, g, arguments) ->
+    bool``, the same answer for every input (tests/deuteron/test_dt_fastpath.py compares the two); made once per
+    traced program, it is what a call's program lookup runs."""
+    if not _TRACE_HELPERS:
+        _guards_hold(prog, {}, {}, static)  # fills _TRACE_HELPERS (the answer does not matter)
+    tensor, guard_value = _TRACE_HELPERS
+    from .trace_common import SpecializedInt
+    ns: dict = {"_T": tensor, "_M": _MISSING, "_F": _fetch, "_GV": guard_value, "_np2": _np2,
+                "_QUICK": {"int": (int, SpecializedInt), "float": (float,), "bool": (bool,), "str": (str,)}}
+    consts: list = []
+
+    def const(v):
+        consts.append(v)
+        ns[f"_c{len(consts) - 1}"] = v
+        return f"_c{len(consts) - 1}"
+
+    def fetch(src) -> str:
+        if src[0] == "local" and src[1].isidentifier():
+            return f"(L[{src[1]!r}] if {src[1]!r} in L else g.get({src[1]!r}, _M))"
+        return f"_F({const(src)}, L, g)"
+
+    def quick(gv) -> str:
+        """A test that implies ``_GV(v) == gv`` for the common host values (ints, floats, bools, strings)."""
+        if isinstance(gv, tuple) and len(gv) == 2 and gv[0] in ("int", "float", "bool", "str") and \
+                type(gv[1]).__name__ == gv[0]:
+            types = " or ".join(f"type(v) is {const(t)}" for t in ns["_QUICK"][gv[0]])
+            return f"({types}) and v == {const(gv[1])} or "
+        return ""
+
+    lines = ["def check(L, g, A):"]
+    for ta in prog.tensors.values():
+        src = ta.sources[0]
+        lines.append(f"    t = {fetch(src)}")
+        conds = ["isinstance(t, _T)", f"t.dtype == {const(ta.dtype)}"]
+        cuda = bool(ta.tensor.is_cuda)
+        dev = ta.tensor.device.type
+        conds.append("t.is_cuda" if cuda else "t.is_cpu" if dev == "cpu" else
+                     f"(not t.is_cuda and t.device.type == {const(dev)})")
+        if static:
+            conds += [f"t.shape == {const(ta.shape)}", f"t.stride() == {const(ta.strides)}"]
+        else:
+            conds += [f"t.dim() == {len(ta.shape)}",
+                      f"tuple(map(_np2, t.shape)) == {const(tuple(_np2(a) for a in ta.shape))}",
+                      f"tuple(s == 1 for s in t.stride()) == {const(tuple(s == 1 for s in ta.strides))}"]
+        check = f"if not ({' and '.join(conds)}): return False"
+        if static and src[0] == "local":
+            lines.append(f"    a = A.get({const(src[1])}, _M) if A else _M")
+            lines.append("    if a is _M or a is not t:")
+            lines.append(f"        {check}")
+        else:
+            lines.append(f"    {check}")
+        for extra in ta.sources[1:]:
+            lines.append(f"    if {fetch(extra)} is not t: return False")
+    for key, gv in prog.guards:
+        if key[0] in ("local", "cell", "fnglobal"):
+            lines.append(f"    v = {fetch(key)}")
+            lines.append(f"    if v is _M or not ({quick(gv)}_GV(v) == {const(gv)}): return False")
+        else:
+            what, tname, d = key
+            ta = prog.tensors.get(tname)
+            if ta is None:
+                lines.append("    return False")
+                continue
+            lines.append(f"    t = {fetch(ta.sources[0])}")
+            lines.append("    if not isinstance(t, _T): return False")
+            val = f"t.shape[{int(d)}]" if what == "size" else f"t.stride({int(d)})"
+            lines.append(f"    if _GV(int({val})) != {const(gv)}: return False")
+    lines.append("    return True")
+    exec(compile("\n".join(lines) + "\n", f"<deuteron guards of {prog.name}>", "exec"), ns)  # noqa: S102
+    return ns["check"]
+
+
+def args_getter(gen, prog, launch=None):
+    """``_runtime_args`` for one generated kernel as generated code: ``get(host_locals, g) -> list``; with
+    ``launch=(launch function, keyword arguments)``: ``go(host_locals, g)``, the launch with those arguments."""
+    ns: dict = {"_M": _MISSING, "_F": _fetch}
+    n = 0
+
+    def fetch(src) -> str:
+        nonlocal n
+        if src[0] == "local" and src[1].isidentifier():
+            return f"(L[{src[1]!r}] if {src[1]!r} in L else g.get({src[1]!r}, _M))"
+        ns[f"_c{n}"] = src
+        n += 1
+        return f"_F(_c{n - 1}, L, g)"
+
+    items = []
+    for _name, kind, payload in gen.runtime_params:
+        if kind == "tensor":
+            items.append(fetch(payload.sources[0]))
+        elif kind == "scalar":
+            items.append(fetch(("local", payload.source)))
+        else:
+            tname, what, d = payload
+            t = fetch(prog.tensors[tname].sources[0])
+            items.append(f"int({t}.shape[{int(d)}])" if what == "size" else f"int({t}.stride({int(d)}))")
+    src = f"def get(L, g):\n    return [{', '.join(items)}]\n"
+    if launch is not None:  # the launch itself, its keyword arguments as constants of the call
+        fn, kw = launch
+        ns["_fn"] = fn
+        kws = []
+        for i, (name, v) in enumerate(kw.items()):
+            if not name.isidentifier():
+                raise ValueError(f"generated launch argument {name!r} is not an identifier")
+            ns[f"_k{i}"] = v
+            kws.append(f"{name}=_k{i}")
+        src = f"def go(L, g):\n    _fn({', '.join(items + kws)})\n"
+    exec(compile(src, f"<deuteron arguments of {gen.kernel_name}>", "exec"), ns)  # noqa: S102
+    return ns["go" if launch is not None else "get"]
+
+
+_SPECIALIZED: list = []
+
+
+def _specialized_int():
+    if not _SPECIALIZED:
+        from .trace_common import SpecializedInt
+        _SPECIALIZED.append(SpecializedInt)
+    return _SPECIALIZED[0]
+
+
 class _HostRun:
     """The context of one execution of a kernel's host code."""
 
@@ -114,7 +239,6 @@ class _HostRun:
         self.programs: dict = {}
         self.tunables: dict = {}
         self._reg_calls = 0
-        self.launches = []
         self.built: list = []
         self.arguments: dict = {}  # the call's arguments by name
 
@@ -169,7 +293,9 @@ class _HostRun:
         return self.config.tunables.get(name, fragment.default)
 
     def specialize(self, value):
-        from .trace import SpecializedInt
+        if type(value) is int:  # the common case first (a size)
+            return _specialized_int()(value)
+        SpecializedInt = _specialized_int()
         if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
             return tuple(SpecializedInt(int(v)) for v in value)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -233,18 +359,70 @@ class _HostRun:
                 self.programs[k] = self.trace(k, host_locals)
             return None
         prog = self.entry.program(k, host_locals, self)
+        if self.mode == "run" and self.collect is None:
+            hit = self.entry.launchers.get((id(prog), self.config.key()))
+            if hit is not None and hit[3] is prog and _rt.launch is _LAUNCH:
+                # the common case: launched before with this config (and deuteron.runtime.launch, the hook
+                # every launch goes through, not replaced): the launch function straight away
+                hit[4](host_locals, self.fn_globals)
+                return None
         gen, mod, _ = self.entry.compiled(prog, self.config)
         if self.mode == "source":
             self.sources.append(f"# config: {self.config}\n" + gen.source.rstrip() + "\n\n# launched as: "
                                 + _launch_line(gen, prog, host_locals))
             self.built.append((gen, mod, prog, dict(host_locals)))
             return None
-        args = _runtime_args(gen, prog, host_locals, self.fn_globals)
-        from .runtime import launch
         if self.collect is not None:
             self.collect.append((gen, mod, prog))
-        launch(gen, mod, args, gen.constexprs, self.device)
+        fn, get_args, kw, _, _ = self.entry.launcher(gen, mod, prog, self.config)
+        if _rt.launch is _LAUNCH:
+            fn(*get_args(host_locals, self.fn_globals), **kw)
+        else:
+            _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
+                       kw.get("_NUM_SMS"))
         return None
+
+
+class _CallRun(_HostRun):
+    """A plain call's run of the host code (``Kernel.__call__``: mode "run", no oracle prefill, no
+    collection): only what a run needs is set up, and a launch whose program's guards hold and that was
+    launched before with this config goes straight to the entry's cached launcher.  Anything else (a new
+    program, a new config, ``runtime.launch`` replaced) is ``_HostRun.launch``."""
+
+    def __init__(self, entry, config: Config):  # noqa: D107  (no super().__init__: the discovery records)
+        self.entry = entry
+        self.kernel = entry.kernel
+        self.config = config
+        self.mode = "run"
+        self.device = entry.device
+        self.fn_globals = self.kernel.fn.__globals__
+        self.prefill = False
+        self.collect = None
+        self._reg_calls = 0
+        self.arguments = {}
+
+    def call(self, args, kwargs, arguments):
+        self.arguments = arguments
+        host = self.kernel._host or self.kernel._host_fn()
+        token = L._CONTEXT.set(self)
+        try:
+            return host(*args, **kwargs)
+        finally:
+            L._CONTEXT.reset(token)
+
+    def launch(self, k, host_locals):
+        entry = self.entry
+        progs = entry.programs.get(k)
+        if progs and _rt.launch is _LAUNCH:
+            g = self.fn_globals
+            for p, check in progs:
+                if check(host_locals, g, self.arguments):
+                    hit = entry.launchers.get((id(p), self.config.key()))
+                    if hit is not None and hit[3] is p:
+                        hit[4](host_locals, g)
+                        return None
+                    break
+        return _HostRun.launch(self, k, host_locals)
 
 
 def _scalar_params(kern) -> set:

@@ -17,7 +17,8 @@ import os
 from . import language as L
 from .config import Config, ConfigError
 from .errors import DeuteronError
-from .hostrun import _HostRun, _guards_hold, _np2, _runtime_args, constexpr_params  # noqa: F401  (re-exported)
+from .hostrun import (  # noqa: F401  (re-exported)
+    _CallRun, _guards_hold, _HostRun, _np2, _runtime_args, args_getter, constexpr_params, guard_checker)
 from .structure import EFFORTS
 
 __all__ = ["Kernel", "kernel"]
@@ -95,6 +96,8 @@ def _as_config(c, what):
 class Kernel:
     """A ``@dt.kernel`` function.  Call it like the function; ``.ref(...)`` runs the eager reference."""
 
+    MAX_FAST_KEYS = 1024
+
     def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=True,
                  print_config=None, autotune_callback=None, autotune_log=None, autotune_baseline_fn=None,
                  autotune_baseline_atol=None, autotune_baseline_rtol=None, autotune_accuracy_check=True,
@@ -134,8 +137,11 @@ class Kernel:
         self.signature = inspect.signature(fn)
         self._source = None
         self._entries: dict = {}
+        self._fast: dict = {}  # the binder's fast key -> the entry (Kernel.__call__)
         self._host = None
         self._binder = None
+        self._fast_binder = None
+        self._host_closure = None  # (the closure's values, the host function made with them)
 
     # ------------------------------------------------------------------ source and structure
     @property
@@ -153,9 +159,19 @@ class Kernel:
     def _host_fn(self):
         if self._host is not None:
             return self._host
+        closure = self.fn.__closure__
+        if closure:
+            # the host function takes the closure's values when it is made: made again only when one of them
+            # is another object than last time (not on every call)
+            values = tuple(_cell_value(c) for c in closure)
+            last = self._host_closure
+            if last is not None and all(a is b for a, b in zip(last[0], values)):
+                return last[1]
         f = self.source.host_function(_dispatch_launch)
         if not self.fn.__code__.co_freevars:
             self._host = f
+        elif closure:
+            self._host_closure = (values, f)
         return f
 
     def __repr__(self):
@@ -238,9 +254,30 @@ class Kernel:
     def reset(self):
         """Forget compiled programs and chosen configs (the disk cache stays)."""
         self._entries.clear()
+        self._fast.clear()
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        binder = self._fast_binder
+        if binder is None:
+            binder = self._fast_binder = _make_binder(self.signature, fast_key=True) or False
+        if binder:
+            try:
+                a, kw, arguments, fkey = binder(*args, **kwargs)
+            except TypeError:
+                pass  # the slow path below, for inspect's error message
+            else:
+                # the fast path: the entry straight from a key of what the call's arguments are (finer than
+                # Kernel._key, so it always means one entry); a miss takes the full lookup once
+                e = self._fast.get(fkey)
+                if e is None:
+                    e = self._entry(_Bound(a, kw, arguments, self.signature))
+                    if len(self._fast) >= self.MAX_FAST_KEYS:
+                        self._fast.clear()
+                    self._fast[fkey] = e
+                if e.config is None:
+                    e.config = self._choose_config(e, _Bound(a, kw, arguments, self.signature))
+                return _CallRun(e, e.config).call(a, kw, arguments)
         b = self._bind(args, kwargs)
         e = self._entry(b)
         if e.config is None:
@@ -332,6 +369,16 @@ class Kernel:
 
 
 
+_EMPTY_CELL = object()
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY_CELL
+
+
 _DTYPE_NAMES: dict = {}  # torch.dtype -> str(dtype) (str() of a dtype is slow enough to matter per call)
 
 
@@ -348,15 +395,39 @@ class _Bound:
         self.signature = signature
 
 
-def _make_binder(signature):
-    """A generated ``bind(*args, **kwargs) -> (args, kwargs, arguments)`` for ``signature``, or None when it
-    has ``*args``/``**kwargs`` (those go through ``inspect``).  Binding with ``inspect`` costs more than
-    the rest of a launch."""
+def _fast_part(v):
+    """One argument's part of the fast key (``Kernel.__call__``): never coarser than its part of
+    ``Kernel._key`` (the same kinds, in the same order, with the exact type added), so a fast key names one
+    entry.  Exact ``torch.Tensor`` arguments do not come here: the binder computes their part inline."""
+    if isinstance(v, _TORCH[0]):
+        return (type(v), v.dtype, v.shape, v.stride(), v.device)
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_fast_part(x) for x in v))
+    if isinstance(v, bool):
+        return (bool, v)
+    if isinstance(v, (int, float)):
+        return type(v)
+    if v is None or isinstance(v, (str, _TORCH[1])):
+        return (type(v), v)
+    return type(v)
+
+
+_TORCH: list = []  # [torch.Tensor, torch.dtype], filled when a binder is made (this module does not import torch)
+
+
+def _make_binder(signature, fast_key: bool = False):
+    """A generated ``bind(*args, **kwargs) -> (args, kwargs, arguments)`` for ``signature`` (with
+    ``fast_key``: ``(args, kwargs, arguments, fast key)``, the key ``Kernel.__call__`` finds the entry by), or
+    None when it has ``*args``/``**kwargs`` (those go through ``inspect``).  Binding with ``inspect`` costs
+    more than the rest of a launch."""
     P = inspect.Parameter
     params = list(signature.parameters.values())
     if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in params):
         return None
-    g = {}
+    if not _TORCH:
+        import torch
+        _TORCH[:] = [torch.Tensor, torch.dtype]
+    g = {"__dt_T": _TORCH[0], "__dt_k": _fast_part}
     sig, pos, kw = [], [], []
     seen_kw_only = False
     for i, p in enumerate(params):
@@ -372,9 +443,11 @@ def _make_binder(signature):
             sig.append("/")
         (kw if p.kind is P.KEYWORD_ONLY else pos).append(p.name)
     names = [p.name for p in params]
+    key = "".join(f"({n}.dtype, {n}.shape, {n}.stride(), {n}.device) if type({n}) is __dt_T else "
+                  f"type({n}) if type({n}) is int or type({n}) is float else __dt_k({n}), " for n in names)
     src = (f"def bind({', '.join(sig)}):\n"
            f"    return ({''.join(n + ', ' for n in pos)}), {{{', '.join(f'{n!r}: {n}' for n in kw)}}}, "
-           f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}\n")
+           f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}" + (f", ({key})\n" if fast_key else "\n"))
     exec(compile(src, "<deuteron binder>", "exec"), g)  # noqa: S102
     return g["bind"]
 
@@ -408,6 +481,7 @@ class _Entry:
         self.multi_ordinal: dict = {}
         self.programs: dict = {}
         self.generated: dict = {}
+        self.launchers: dict = {}  # (id(program), config key) -> Entry.launcher's tuple
         self.tunables: dict = {}
         self.discovered: dict = {}
 
@@ -536,14 +610,36 @@ class _Entry:
         return run.sources
 
     def program(self, k, host_locals, run) -> object:
-        progs = self.programs.setdefault(k, [])
-        for p in progs:
-            if _guards_hold(p, host_locals, run.fn_globals, self.kernel.static_shapes, run.arguments):
+        progs = self.programs.get(k)
+        if progs is None:
+            progs = self.programs[k] = []
+        for p, check in progs:
+            if check(host_locals, run.fn_globals, run.arguments):
                 return p
         p = run.trace(k, host_locals)
-        progs.insert(0, p)
+        progs.insert(0, (p, guard_checker(p, self.kernel.static_shapes)))
         del progs[self.MAX_PROGRAMS:]
         return p
+
+    def launcher(self, gen, mod, prog, config: Config):
+        """What a launch of ``prog`` under ``config`` calls: ``(launch function, get_args(host_locals, g),
+        keyword arguments, prog, go(host_locals, g))`` (``go``: the launch in one generated call), made on
+        the first launch (the function looked up, the constexprs and the SM count filled in) and reused."""
+        key = (id(prog), config.key())
+        hit = self.launchers.get(key)
+        if hit is not None and hit[3] is prog:
+            return hit
+        kw = dict(gen.constexprs)
+        kw["num_warps"] = gen.num_warps
+        kw["num_stages"] = gen.num_stages
+        if gen.needs_num_sms:
+            from .runtime import num_sms
+            kw["_NUM_SMS"] = num_sms(self.device)
+        fn = getattr(mod, gen.launch_name)
+        hit = self.launchers[key] = (fn, args_getter(gen, prog), kw, prog, args_getter(gen, prog, (fn, kw)))
+        if len(self.launchers) > 256:
+            self.launchers.pop(next(iter(self.launchers)))
+        return hit
 
     def compiled(self, prog, config: Config):
         key = (id(prog), config.key())

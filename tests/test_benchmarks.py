@@ -24,7 +24,7 @@ CPU_RUNS = {
     "backend_perf.py": ["--compile", "--smoke"],
     "lsp_latency.py": ["--edits", "2", "--hovers", "3", "--idle", "0.1"],
     "autotune_scaling.py": ["cpu", "--configs", "4", "--workers", "1,2", "--no-dask"],
-    "launch_overhead.py": ["--cpu", "--windows", "2", "--rounds", "1", "--launches", "20"],
+    "launch_overhead.py": ["--cpu", "--deuteron", "--windows", "2", "--rounds", "1", "--launches", "20"],
     "helion_examples.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
