@@ -1007,7 +1007,7 @@ def _inline_asm(o, plan):
             w = dt.primitive_bitwidth
             per = asm_elems_per_reg(w, pack)
             lanes = []
-            for j in range(pack // per):
+            for _j in range(pack // per):
                 for e in range(per):
                     lanes.append(ptx.mask(outs[r] >> (e * w), w))
                 r += 1
