@@ -15,6 +15,8 @@ import re
 
 import torch
 
+from newt.language import core as lc
+
 from . import dtypes as D
 
 __all__ = ["PtxError", "parse", "run", "Program"]
@@ -100,13 +102,10 @@ def to_narrow(v: torch.Tensor, ft: str, rnd: str = "rn", sat: bool = False) -> t
     return fencode(r, ft)
 
 
-class _FakeDt:
-    """The newt dtype names ``D._to_narrow_float`` takes."""
-
-    _N = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "e4m3": "fp8e4nv", "e5m2": "fp8e5"}
-
-    def __init__(self, ft):
-        self.name = self._N[ft]
+def _FakeDt(ft):
+    """The newt dtype of a PTX float type (for ``D._to_narrow_float``)."""
+    return {"f16": lc.float16, "bf16": lc.bfloat16, "f32": lc.float32, "e4m3": lc.float8e4nv,
+            "e5m2": lc.float8e5}[ft]
 
 
 # ---------------------------------------------------------------------------
