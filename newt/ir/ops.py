@@ -348,6 +348,8 @@ def _inline_asm(op):
     if not isinstance(pack, int) or pack < 1 or pack & (pack - 1):
         yield f"inline_asm pack {pack!r} is not a power of two"
         return
+    if any(scalar_of(v.type).is_symbolic() for v in list(op.operands) + list(op.results)):
+        return
     want = _asm_regs(op.results, pack) + _asm_regs(op.operands, pack)
     if len(cons) != want:
         yield (f"inline_asm has {len(cons)} constraints for {len(op.results)} results and {len(op.operands)} "

@@ -68,6 +68,8 @@ def _dtypes(av, node):
 
 
 def _check_value(dt, what, node):
+    if dt.is_symbolic():  # the generic analysis: checked again per specialization
+        return
     if dt.is_ptr() or dt.is_bool() or not (dt.is_int() or dt.is_floating()):
         raise _err(f"nl.inline_asm_elementwise: {what} has dtype {dt!r}; asm operands are integers or floats "
                    f"(not pointers or int1)", node)
@@ -103,31 +105,33 @@ def _inline_asm(b, a: Bound, node):
         shape = broadcast_shapes(shape, s, "the asm arguments")
     for (t, _, _), n in zip(infos, elt_nodes):
         _check_value(t, "an argument", n)
-    cons = parse_constraints(ctext, a.node("constraints"))
-    outs = [c for c in cons if c[0]]
-    ins = [c for c in cons if not c[0]]
-    # registers per invocation: values under 32 bits share a register (as many as fit in pack)
-    want_out = [pack // asm_elems_per_reg(dt.primitive_bitwidth, pack) for dt in dts]
-    want_in = [pack // asm_elems_per_reg(t.primitive_bitwidth, pack) for t, _, _ in infos]
-    if len(outs) != sum(want_out) or len(ins) != sum(want_in):
-        raise _err(f"nl.inline_asm_elementwise: {len(outs)} output and {len(ins)} input constraints, but "
-                   f"{len(dts)} result{'s' if len(dts) != 1 else ''} and {len(items)} argument"
-                   f"{'s' if len(items) != 1 else ''} with pack={pack} need {sum(want_out)} output and "
-                   f"{sum(want_in)} input registers", a.node("constraints"),
-                   hint="one constraint per register: pack elements of 32 bits or more take one register each; "
-                        "narrower ones share a 32-bit register (two 16-bit, four 8-bit values)")
-    _check_widths(outs, dts, want_out, pack, a.node("constraints"), "result")
-    _check_widths(ins, [t for t, _, _ in infos], want_in, pack, a.node("constraints"), "argument")
-    for m in re.finditer(r"\$(\d+)", asm):
-        if int(m.group(1)) >= len(cons):
-            raise _err(f"nl.inline_asm_elementwise: the asm names ${m.group(1)} but there are only {len(cons)} "
-                       f"operands ($0 to ${len(cons) - 1})", a.node("asm"))
     n = 1
     for d in shape:
         n *= d if isinstance(d, int) else 1
     if pack > 1 and (not shape or n % pack):
         raise _err(f"nl.inline_asm_elementwise: pack={pack} does not divide the {n} element"
                    f"{'s' if n != 1 else ''} of the arguments", a.node("pack"))
+    cons = parse_constraints(ctext, a.node("constraints"))
+    outs = [c for c in cons if c[0]]
+    ins = [c for c in cons if not c[0]]
+    symbolic = any(t.is_symbolic() for t in dts + [t for t, _, _ in infos])
+    # registers per invocation: values under 32 bits share a register (as many as fit in pack)
+    want_out = [pack // asm_elems_per_reg(dt.primitive_bitwidth, pack) for dt in dts]
+    want_in = [pack // asm_elems_per_reg(t.primitive_bitwidth, pack) for t, _, _ in infos]
+    if not symbolic and (len(outs) != sum(want_out) or len(ins) != sum(want_in)):
+        raise _err(f"nl.inline_asm_elementwise: {len(outs)} output and {len(ins)} input constraints, but "
+                   f"{len(dts)} result{'s' if len(dts) != 1 else ''} and {len(items)} argument"
+                   f"{'s' if len(items) != 1 else ''} with pack={pack} need {sum(want_out)} output and "
+                   f"{sum(want_in)} input registers", a.node("constraints"),
+                   hint="one constraint per register: pack elements of 32 bits or more take one register each; "
+                        "narrower ones share a 32-bit register (two 16-bit, four 8-bit values)")
+    if not symbolic:
+        _check_widths(outs, dts, want_out, pack, a.node("constraints"), "result")
+        _check_widths(ins, [t for t, _, _ in infos], want_in, pack, a.node("constraints"), "argument")
+    for m in re.finditer(r"\$(\d+)", asm):
+        if int(m.group(1)) >= len(cons):
+            raise _err(f"nl.inline_asm_elementwise: the asm names ${m.group(1)} but there are only {len(cons)} "
+                       f"operands ($0 to ${len(cons) - 1})", a.node("asm"))
     vals = [b.as_tensor(v, t, shape, nd) for v, (t, _, _), nd in zip(items, infos, elt_nodes)]
     rtypes = [block_of(dt, shape) if shape else dt for dt in dts]
     op = b.emit("inline_asm", vals, rtypes, {"asm": asm, "constraints": ctext, "pack": pack, "pure": pure.value},
