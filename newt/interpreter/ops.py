@@ -950,91 +950,19 @@ def _assert(o, plan):
 
 @op("inline_asm")
 def _inline_asm(o, plan):
-    from newt.ir.ops import asm_elems_per_reg
-
     from . import ptx
 
-    asm, pack = o.attrs["asm"], o.attr("pack")
-    letters = [c.strip().lstrip("=") for c in o.attrs["constraints"].split(",")]
-    reg_bits = [{"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}[c] for c in letters]
+    asm, cons, pack = o.attrs["asm"], o.attrs["constraints"], o.attr("pack")
     in_t = [elem(v) for v in o.operands]
     out_t = [elem(r) for r in o.results]
     shape = tuple(shape_of(o.results[0].type))
 
-    def fail(ex, e):
-        raise InterpreterError(f"nl.inline_asm_elementwise: {e}", kernel=ex.kernel_name, loc=o.loc,
-                               hint="the interpreter runs a subset of PTX (docs/interpreter.md, 'Inline assembly'); "
-                                    "on a GPU the asm runs as written")
-
     def f(ex, args):
         try:
-            prog = ptx.parse(asm)
+            res = ptx.run_elementwise(asm, cons, pack, list(args), in_t, out_t, shape)
         except ptx.PtxError as e:
-            fail(ex, e)
-        xs = torch.broadcast_tensors(*args) if len(args) > 1 else list(args)
-        p = xs[0].shape[0] if xs else 1
-        n = 1
-        for d in shape:
-            n *= d
-        groups = n // pack
-        regs, widths = [], []
-        k = 0
-        for x, dt in zip(xs, in_t):
-            w = dt.primitive_bitwidth
-            per = asm_elems_per_reg(w, pack)
-            bits = _asm_bits(x, dt).reshape(p, groups, pack)
-            for j in range(pack // per):
-                acc = None
-                for e in range(per):
-                    b = bits[:, :, j * per + e]
-                    if per == 1 and dt.is_int_signed() and w < reg_bits[len(out_t) + k]:
-                        b = ptx.mask(ptx.sext(b, w), reg_bits[len(out_t) + k])  # C's sign extension
-                    b = b << (e * w)
-                    acc = b if acc is None else acc | b
-                regs.append(acc)
-                widths.append(reg_bits[len(out_t) + k])
-                k += 1
-        out_w = []
-        for dt in out_t:
-            per = asm_elems_per_reg(dt.primitive_bitwidth, pack)
-            out_w += [reg_bits[len(out_w)]] * (pack // per)
-        try:
-            outs = ptx.run(prog, regs, widths, out_w, (p, groups))
-        except ptx.PtxError as e:
-            fail(ex, e)
-        res, r = [], 0
-        for dt in out_t:
-            w = dt.primitive_bitwidth
-            per = asm_elems_per_reg(w, pack)
-            lanes = []
-            for _j in range(pack // per):
-                for e in range(per):
-                    lanes.append(ptx.mask(outs[r] >> (e * w), w))
-                r += 1
-            bits = torch.stack(lanes, dim=-1).reshape((p,) + shape)
-            res.append(_asm_value(bits, dt))
+            raise InterpreterError(f"nl.inline_asm_elementwise: {e}", kernel=ex.kernel_name, loc=o.loc,
+                                   hint="the interpreter runs a subset of PTX (docs/interpreter.md, 'Inline "
+                                        "assembly'); on a GPU the asm runs as written") from None
         return tuple(res) if len(res) > 1 else res[0]
     return f
-
-
-def _asm_bits(x, dt):
-    """Bit patterns (int64, zero-extended) of interpreter values of dtype ``dt``."""
-    w = dt.primitive_bitwidth
-    if dt.is_floating():
-        t = D.to_storage(x, dt).contiguous()
-        return t.view({8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[w]).to(torch.int64) \
-            & ((1 << w) - 1 if w < 64 else -1)
-    t = x.to(torch.int64)
-    return t & ((1 << w) - 1) if w < 64 else t
-
-
-def _asm_value(bits, dt):
-    """Interpreter values of dtype ``dt`` from zero-extended bit patterns."""
-    w = dt.primitive_bitwidth
-    if dt.is_floating():
-        s = bits - ((bits >> (w - 1)) & 1) * (1 << w) if w < 64 else bits
-        st = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[w]
-        return D.from_storage(s.to(st).view(D.storage_dtype(dt)), dt)
-    if dt.is_int_signed() and w < 64:
-        bits = bits - ((bits >> (w - 1)) & 1) * (1 << w)
-    return bits.to(D.rep_dtype(dt))

@@ -15,11 +15,12 @@ import re
 
 import torch
 
+from newt.ir.ops import asm_elems_per_reg
 from newt.language import core as lc
 
 from . import dtypes as D
 
-__all__ = ["PtxError", "parse", "run", "Program"]
+__all__ = ["PtxError", "parse", "run", "Program", "run_elementwise", "inline_asm_torch"]
 
 
 class PtxError(Exception):
@@ -760,3 +761,122 @@ def _cvt(ctx, st, guard):  # noqa: C901
         lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if _signed(dt) else (0, (1 << w) - 1)
         iv = iv.clamp(lo, hi)
     _write(ctx, st, st.args[0], mask(iv, w), dt, guard)
+
+
+# ---------------------------------------------------------------------------
+# nl.inline_asm_elementwise on interpreter values (and on plain torch tensors, for deuteron's kernel.ref)
+# ---------------------------------------------------------------------------
+
+_REG_BITS = {"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}
+_SINT_OF = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
+
+
+def _to_bits(x, dt):
+    """Bit patterns (int64, zero-extended) of interpreter values of newt dtype ``dt``."""
+    w = dt.primitive_bitwidth
+    if dt.is_floating():
+        return mask(D.to_storage(x, dt).contiguous().view(_SINT_OF[w]).to(torch.int64), w)
+    return mask(x.to(torch.int64), w)
+
+
+def _from_bits(bits, dt):
+    """Interpreter values of newt dtype ``dt`` from zero-extended bit patterns."""
+    w = dt.primitive_bitwidth
+    if dt.is_floating():
+        return D.from_storage(sext(bits, w).to(_SINT_OF[w]).view(D.storage_dtype(dt)), dt)
+    if dt.is_int_signed():
+        bits = sext(bits, w)
+    return bits.to(D.rep_dtype(dt))
+
+
+def run_elementwise(asm: str, constraints: str, pack: int, args: list, in_types: list, out_types: list,
+                    shape: tuple) -> list:
+    """Run ``asm`` on interpreter values ``args`` (newt dtypes ``in_types``, leading program dimension, block
+    ``shape``), ``pack`` consecutive row-major elements per invocation; the results, of ``out_types``.
+
+    Registers are formed as Triton does: values under 32 bits share a register (four of 8 bits, two of 16, at
+    most ``pack``), the lower element in the lower bits; a value alone in a wider register is extended the way
+    C converts it (signed integers sign-extend), as the CUDA lowering does.
+    """
+    prog = parse(asm)
+    letters = [c.strip().lstrip("=") for c in constraints.split(",")]
+    bits_of = [_REG_BITS[c] for c in letters]
+    xs = list(torch.broadcast_tensors(*args)) if len(args) > 1 else list(args)
+    p = xs[0].shape[0] if xs else 1
+    n = 1
+    for d in shape:
+        n *= d
+    groups = n // pack
+    n_out = sum(pack // asm_elems_per_reg(dt.primitive_bitwidth, pack) for dt in out_types)
+    regs, widths = [], []
+    k = n_out
+    for x, dt in zip(xs, in_types):
+        w = dt.primitive_bitwidth
+        per = asm_elems_per_reg(w, pack)
+        bits = _to_bits(x.reshape((x.shape[0],) + tuple(shape)), dt).reshape(p, groups, pack)
+        for j in range(pack // per):
+            acc = None
+            for e in range(per):
+                b = bits[:, :, j * per + e]
+                if per == 1 and dt.is_int() and dt.is_int_signed() and w < bits_of[k]:
+                    b = mask(sext(b, w), bits_of[k])
+                b = b << (e * w)
+                acc = b if acc is None else acc | b
+            regs.append(acc)
+            widths.append(bits_of[k])
+            k += 1
+    outs = run(prog, regs, widths, bits_of[:n_out], (p, groups))
+    res, r = [], 0
+    for dt in out_types:
+        w = dt.primitive_bitwidth
+        per = asm_elems_per_reg(w, pack)
+        lanes = []
+        for _j in range(pack // per):
+            for e in range(per):
+                lanes.append(mask(outs[r] >> (e * w), w))
+            r += 1
+        res.append(_from_bits(torch.stack(lanes, dim=-1).reshape((p,) + tuple(shape)), dt))
+    return res
+
+
+def _newt_dtype(td):
+    table = {torch.float16: lc.float16, torch.bfloat16: lc.bfloat16, torch.float32: lc.float32,
+             torch.float64: lc.float64, torch.int8: lc.int8, torch.int16: lc.int16, torch.int32: lc.int32,
+             torch.int64: lc.int64, torch.uint8: lc.uint8, torch.float8_e4m3fn: lc.float8e4nv,
+             torch.float8_e5m2: lc.float8e5}
+    for name in ("uint16", "uint32", "uint64"):
+        if hasattr(torch, name):
+            table[getattr(torch, name)] = getattr(lc, name)
+    if td not in table:
+        raise PtxError(f"dtype {td} cannot be an inline asm operand")
+    return table[td]
+
+
+def inline_asm_torch(asm: str, constraints: str, args: list, dtypes: list, pack: int) -> list:
+    """``nl.inline_asm_elementwise`` on plain torch tensors (any shape; Python numbers are int32 / fp32 like
+    Triton's): the results as torch tensors of ``dtypes``.  Raises ``PtxError`` outside the PTX subset."""
+    ts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            ts.append(a)
+        elif isinstance(a, bool) or not isinstance(a, (int, float)):
+            raise PtxError(f"an inline asm argument must be a tensor or a number, not {type(a).__name__}")
+        else:
+            ts.append(torch.tensor(a, dtype=torch.int32 if isinstance(a, int) else torch.float32))
+    shape = tuple(torch.broadcast_shapes(*(t.shape for t in ts)))
+    dev = ts[0].device if ts else torch.device("cpu")
+    in_t = [_newt_dtype(t.dtype) for t in ts]
+    vals = []
+    for t, dt in zip(ts, in_t):
+        v = t.to("cpu").expand(shape).reshape((1,) + shape)
+        if dt.name in ("uint16", "uint32", "uint64"):
+            v = v.to(torch.int64) & ((1 << dt.primitive_bitwidth) - 1 if dt.primitive_bitwidth < 64 else -1)
+        vals.append(v)
+    out_t = [_newt_dtype(d) for d in dtypes]
+    n = 1
+    for d in shape:
+        n *= d
+    if pack < 1 or n % pack:
+        raise PtxError(f"pack={pack} does not divide the {n} elements of the arguments")
+    res = run_elementwise(asm, constraints, pack, vals, in_t, out_t, shape)
+    return [r.reshape(shape).to(d).to(dev) for r, d in zip(res, dtypes)]
