@@ -29,6 +29,7 @@ from .language import (  # noqa: F401
     jagged_tile, rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, silu, specialize, tanh,
     tile, zeros, tile_begin, tile_end, tile_index, tile_id, tile_block_size, cumsum, cumprod,
 )
+from .language import inline_asm_elementwise  # noqa: F401
 
 _LAZY = {
     "autotune": ("deuteron.autotune", None),

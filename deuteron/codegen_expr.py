@@ -287,6 +287,9 @@ class ExprRenderer:
             a, b = n.args
             r = len(self.rd(n.dims)) - 1
             return f"nl.join({self.aligned(a, r, n.dims[:-1])}, {self.aligned(b, r, n.dims[:-1])})"
+        if op == "inline_asm":
+            from .trace_asm import render_inline_asm
+            return render_inline_asm(self, n)
         if op == "tuple_get":
             return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
         if op in ("rand", "randint"):

@@ -492,6 +492,15 @@ def exp(x):
     return torch.exp(x)
 
 
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Run PTX on every element (or every ``pack`` consecutive elements) of ``args`` (Helion's and Triton's
+    ``inline_asm_elementwise``): ``$0..`` are the outputs, then the inputs; ``dtype`` one torch dtype or a tuple
+    (then a tuple of results).  The kernel calls ``nl.inline_asm_elementwise``; ``kernel.ref`` runs the PTX with
+    newt's evaluator of a PTX subset (docs/interpreter.md)."""
+    from .trace_asm import eager_inline_asm
+    return eager_inline_asm(asm, constraints, args, dtype, is_pure, pack)
+
+
 # ---------------------------------------------------------------------------
 # host-side configuration hooks
 # ---------------------------------------------------------------------------

@@ -800,6 +800,8 @@ def run_elementwise(asm: str, constraints: str, pack: int, args: list, in_types:
     """
     prog = parse(asm)
     letters = [c.strip().lstrip("=") for c in constraints.split(",")]
+    if any(c not in _REG_BITS for c in letters):
+        raise PtxError(f"unknown constraint in {constraints!r} (one of h, r, l, f, d; '=' before an output)")
     bits_of = [_REG_BITS[c] for c in letters]
     xs = list(torch.broadcast_tensors(*args)) if len(args) > 1 else list(args)
     p = xs[0].shape[0] if xs else 1
@@ -808,6 +810,11 @@ def run_elementwise(asm: str, constraints: str, pack: int, args: list, in_types:
         n *= d
     groups = n // pack
     n_out = sum(pack // asm_elems_per_reg(dt.primitive_bitwidth, pack) for dt in out_types)
+    n_in = sum(pack // asm_elems_per_reg(dt.primitive_bitwidth, pack) for dt in in_types)
+    n_cons_out = sum(1 for c in constraints.split(",") if c.strip().startswith("="))
+    if n_cons_out != n_out or len(letters) - n_cons_out != n_in:
+        raise PtxError(f"{n_cons_out} output and {len(letters) - n_cons_out} input constraints, but the results and "
+                       f"arguments with pack={pack} need {n_out} output and {n_in} input registers")
     regs, widths = [], []
     k = n_out
     for x, dt in zip(xs, in_types):
