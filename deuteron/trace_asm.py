@@ -1,6 +1,7 @@
 """``dt.inline_asm_elementwise`` (Helion's ``hl.inline_asm_elementwise``, Triton's signature): traced to one
 ``inline_asm`` node that the code generator writes as ``nl.inline_asm_elementwise``; ``kernel.ref`` runs the
-same PTX eagerly with newt's PTX-subset evaluator (``newt.interpreter.inline_asm_torch``).
+same PTX eagerly with newt's PTX-subset evaluator (``newt.interpreter.inline_asm_torch``, called by
+``deuteron.language.inline_asm_elementwise``).
 
 The asm, the constraints, ``is_pure`` and ``pack`` must be known when compiling (D004 otherwise); the arguments
 broadcast like any elementwise op.  Constraint counts, register widths and ``pack`` are checked by newt's front
@@ -12,12 +13,13 @@ from __future__ import annotations
 import torch
 
 from . import language as L
+from .codegen_expr import NODE_RENDER, _dt
 from .errors import Cause
 from .program import Node
 from .trace_common import _broadcast_dims, _describe, _dims_text
 from .trace_ops import dt_hook
 
-__all__ = ["InlineAsmArguments", "eager_inline_asm", "render_inline_asm"]
+__all__ = ["InlineAsmArguments", "render_inline_asm"]
 
 
 class InlineAsmArguments(Cause):
@@ -29,20 +31,6 @@ def _dtypes(dtype):
     many = isinstance(dtype, (tuple, list))
     dts = list(dtype) if many else [dtype]
     return dts, many
-
-
-def eager_inline_asm(asm, constraints, args, dtype, is_pure, pack):
-    """``kernel.ref``'s ``dt.inline_asm_elementwise``: the PTX run on the tensors by newt's evaluator."""
-    from newt.interpreter import PtxError, inline_asm_torch
-    dts, many = _dtypes(dtype)
-    xs = list(args) if isinstance(args, (tuple, list)) else [args]
-    try:
-        with torch._C.DisableTorchFunction():  # plain tensor arithmetic, outside kernel.ref's torch-function mode
-            out = inline_asm_torch(asm, constraints, xs, dts, int(pack))
-    except PtxError as e:
-        raise L.DeuteronUsageError(f"dt.inline_asm_elementwise in kernel.ref: {e} (the eager reference runs a "
-                                   f"subset of PTX: docs/interpreter.md)") from None
-    return tuple(out) if many else out[0]
 
 
 @dt_hook(L.inline_asm_elementwise)
@@ -126,10 +114,12 @@ def _check_registers(e, constraints, in_dts, out_dts, pack):
 
 def render_inline_asm(r, n) -> str:
     """The generated newt call (``r``: the code generator's expression renderer)."""
-    from .codegen_expr import _dt
     rank = len(r.rd(n.dims))
     args = ", ".join(r.aligned(a, rank, n.dims) for a in n.args)
     dts = n.attrs["dtypes"]
     dtype = _dt(dts[0]) if len(dts) == 1 else "(" + ", ".join(_dt(d) for d in dts) + ",)"
     return (f"nl.inline_asm_elementwise({n.attrs['asm']!r}, {n.attrs['constraints']!r}, [{args}], {dtype}, "
             f"{n.attrs['pure']!r}, {n.attrs['pack']!r})")
+
+
+NODE_RENDER["inline_asm"] = render_inline_asm
