@@ -297,8 +297,7 @@ def test_tile_functions_and_cumulative_ops():
 def test_helion_functions_deuteron_lacks_are_named(tmp_path):
     mod = write_module(tmp_path, "k_asm", """
     def fma(a, b, c):
-        return dt.inline_asm_elementwise("fma.rn.f32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c],
-                                         dtype=torch.float32, is_pure=True, pack=1)
+        return dt.inline_triton("{0} * {1} + {2}", args=[a, b, c], output_like=a)
 
     @dt.kernel
     def f(x):
@@ -314,8 +313,8 @@ def test_helion_functions_deuteron_lacks_are_named(tmp_path):
             out[t] = dt.atomic_cas(x, [t], x[t], x[t])
         return out
     """)
-    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_asm_elementwise", "dt.inline_asm_elementwise",
-              contains="no inline assembly")
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_triton", "dt.inline_triton",
+              contains="not Triton source snippets")
     raises_at(mod, lambda: mod.g(torch.randn(8)), "D004", "dt.atomic_cas", "dt.atomic_cas", contains="no mask")
 
 
