@@ -213,7 +213,7 @@ class _Gen(ExprRenderer):
         return nm
 
     def needs_name(self, n: Node) -> bool:
-        if n.op in ("load", "reduce", "dot", "scan", "full", "combine", "split"):
+        if n.op in ("load", "reduce", "dot", "scan", "full", "combine", "split", "inline_asm"):
             return True
         if n.name:
             return True

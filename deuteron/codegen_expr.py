@@ -30,6 +30,9 @@ for _n, _v in (("uint16", "nl.uint16"), ("uint32", "nl.uint32"), ("uint64", "nl.
     if hasattr(torch, _n):
         NL_DTYPE[getattr(torch, _n)] = _v
 
+#: node op -> renderer ``f(renderer, node) -> str``, registered by the module that traces the op
+NODE_RENDER: dict = {}
+
 _BINOP_SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
               "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
               "eq": "==", "ne": "!="}
@@ -287,6 +290,8 @@ class ExprRenderer:
             a, b = n.args
             r = len(self.rd(n.dims)) - 1
             return f"nl.join({self.aligned(a, r, n.dims[:-1])}, {self.aligned(b, r, n.dims[:-1])})"
+        if op in NODE_RENDER:  # ops whose tracing module renders them (deuteron/trace_asm.py)
+            return NODE_RENDER[op](self, n)
         if op == "tuple_get":
             return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
         if op in ("rand", "randint"):

@@ -567,6 +567,24 @@ def exp(x):
     return torch.exp(x)
 
 
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Run PTX on every element (or every ``pack`` consecutive elements) of ``args`` (Helion's and Triton's
+    ``inline_asm_elementwise``): ``$0..`` are the outputs, then the inputs; ``dtype`` one torch dtype or a tuple
+    (then a tuple of results).  The kernel calls ``nl.inline_asm_elementwise``; ``kernel.ref`` runs the PTX with
+    newt's evaluator of a PTX subset (docs/interpreter.md)."""
+    import torch
+    from newt.interpreter import PtxError, inline_asm_torch
+    many = isinstance(dtype, (tuple, list))
+    xs = list(args) if isinstance(args, (tuple, list)) else [args]
+    try:
+        with torch._C.DisableTorchFunction():  # plain tensor arithmetic, outside kernel.ref's torch-function mode
+            out = inline_asm_torch(asm, constraints, xs, list(dtype) if many else [dtype], int(pack))
+    except PtxError as e:
+        raise DeuteronUsageError(f"dt.inline_asm_elementwise in kernel.ref: {e} (the eager reference runs a subset "
+                                 f"of PTX: docs/interpreter.md)") from None
+    return tuple(out) if many else out[0]
+
+
 # ---------------------------------------------------------------------------
 # host-side configuration hooks
 # ---------------------------------------------------------------------------

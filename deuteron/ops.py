@@ -73,14 +73,14 @@ DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associativ
              "tile_index", "tile_id", "tile_block_size", "cumsum", "cumprod",
              "atomic_and", "atomic_cas", "signal", "wait",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
-             "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid"}
+             "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid",
+             "inline_asm_elementwise"}
 
 #: ``dt.<name>`` callable only in host code
 DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize", "barrier"}
 
 #: Helion language functions deuteron does not have, and why (a located D004 ``UnsupportedConstruct`` names them)
 HELION_UNSUPPORTED = {
-    "inline_asm_elementwise": "newt has no inline assembly",
     "inline_triton": "deuteron generates newt, not Triton source snippets",
     "triton_kernel": "deuteron generates newt, not calls of @triton.jit functions",
     "dot_scaled": "newt has no block-scaled (microscaling) dot",

@@ -35,6 +35,7 @@ from .trace_math import MathTracer
 from .trace_ops import OpsTracer
 from . import trace_combine as _trace_combine  # noqa: F401  (registers dt.reduce / dt.associative_scan)
 from . import trace_shapes as _trace_shapes  # noqa: F401  (registers torch.cat / einsum / repeat_interleave)
+from . import trace_asm as _trace_asm  # noqa: F401  (registers dt.inline_asm_elementwise)
 
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 

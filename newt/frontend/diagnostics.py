@@ -120,12 +120,14 @@ CODES: dict[str, tuple[str, str]] = {
     "N050": ("static-assert", "nl.static_assert failed"),
     "N051": ("static-print", "output of nl.static_print"),
     # specialization
+    "N070": ("inline-asm", "an nl.inline_asm_elementwise call whose constraints, operands, dtypes or pack disagree"),
     "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
     # internal
     "N090": ("invalid-ir", "the IR built for a kernel breaks the op table's rules (an internal error)"),
     # backend
     "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
     "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
+    "B003": ("inline-asm-ptx", "ptxas rejected the PTX of an nl.inline_asm_elementwise call"),
     # other kernel kinds add theirs with register_codes (newt.frontend.register_kernel_kind(codes=...))
 }
 

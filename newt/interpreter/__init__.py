@@ -26,6 +26,7 @@ from .errors import (  # noqa: F401
     DeadlockError, DeviceAssertionError, InterpreterError, MisalignedAddressError, OutOfBoundsError,
 )
 from .executor import choose_mode, get_plan, launch  # noqa: F401
+from .ptx import PtxError, inline_asm_torch  # noqa: F401  (nl.inline_asm_elementwise on torch tensors)
 
 __all__ = ["launch", "is_enabled", "InterpreterError", "OutOfBoundsError",
            "DeviceAssertionError", "DeadlockError", "MisalignedAddressError", "execution_mode"]

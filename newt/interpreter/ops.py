@@ -942,3 +942,28 @@ def _assert(o, plan):
                 detail += f" ({n} failing elements)"
             raise DeviceAssertionError(detail, kernel=ex.kernel_name, loc=o.loc, pid=pid)
     return f
+
+
+# ---------------------------------------------------------------------------
+# inline assembly (nl.inline_asm_elementwise): the PTX-subset evaluator of ptx.py
+# ---------------------------------------------------------------------------
+
+
+@op("inline_asm")
+def _inline_asm(o, plan):
+    from . import ptx
+
+    asm, cons, pack = o.attrs["asm"], o.attrs["constraints"], o.attr("pack")
+    in_t = [elem(v) for v in o.operands]
+    out_t = [elem(r) for r in o.results]
+    shape = tuple(shape_of(o.results[0].type))
+
+    def f(ex, args):
+        try:
+            res = ptx.run_elementwise(asm, cons, pack, list(args), in_t, out_t, shape)
+        except ptx.PtxError as e:
+            raise InterpreterError(f"nl.inline_asm_elementwise: {e}", kernel=ex.kernel_name, loc=o.loc,
+                                   hint="the interpreter runs a subset of PTX (docs/interpreter.md, 'Inline "
+                                        "assembly'); on a GPU the asm runs as written") from None
+        return tuple(res) if len(res) > 1 else res[0]
+    return f

@@ -31,7 +31,7 @@ from .types import scalar_of, shape_of, type_str
 
 __all__ = ["Trait", "OpDef", "OPS", "REQUIRED", "opdef", "names_with", "ELEMENTWISE", "SAME_TYPE", "COMPARISON",
            "BINARY", "VIEW", "SOURCE", "MEMORY", "ATOMIC", "PURE", "TERMINATORS", "FORWARDS_POINTER", "COMBINE_OPS",
-           "is_commutative_combine"]
+           "is_commutative_combine", "asm_elems_per_reg"]
 
 
 class Trait(enum.Enum):
@@ -342,6 +342,34 @@ def _histogram(op):
         yield f"histogram result is not an integer block of shape [{n}]"
 
 
+def _inline_asm(op):
+    cons = [c.strip() for c in str(op.attr("constraints")).split(",")]
+    pack = op.attr("pack")
+    if not isinstance(pack, int) or pack < 1 or pack & (pack - 1):
+        yield f"inline_asm pack {pack!r} is not a power of two"
+        return
+    if any(scalar_of(v.type).is_symbolic() for v in list(op.operands) + list(op.results)):
+        return
+    want = _asm_regs(op.results, pack) + _asm_regs(op.operands, pack)
+    if len(cons) != want:
+        yield (f"inline_asm has {len(cons)} constraints for {len(op.results)} results and {len(op.operands)} "
+               f"operands ({want} registers)")
+    shapes = {tuple(shape_of(v.type)) for v in list(op.operands) + list(op.results)}
+    if len(shapes) > 1:
+        yield "inline_asm operands and results differ in shape"
+
+
+def _asm_regs(values, pack):
+    """Registers of one asm invocation: values under 32 bits share a register, as many as fit (pack)."""
+    return sum(pack // asm_elems_per_reg(scalar_of(v.type).primitive_bitwidth, pack) for v in values)
+
+
+def asm_elems_per_reg(bits: int, pack: int) -> int:
+    """How many elements of ``bits`` bits one register of an inline asm carries (Triton: 4 of 8 bits, 2 of 16)."""
+    per = 4 if bits <= 8 else 2 if bits <= 16 else 1
+    return max(1, min(per, pack))
+
+
 def _assert(op):
     if not scalar_of(op.operands[0].type).is_bool():
         yield "assert condition is not int1"
@@ -421,6 +449,10 @@ _def("assert", ("cond", "mask?"), {"msg": ""}, (), _assert, results=0)
 _def("barrier", (), {}, (), _no_check, results=0)
 _def("hint", ("x",), {"multiple_of": None, "max_contiguous": None, "max_constancy": None}, (P, VW, FW), _hint)
 _def("assume", ("cond",), {}, (), _cond_int1, results=0)
+
+# inline assembly (PTX): one op per call; pure ones may be removed when unused
+_def("inline_asm", ("*args",), {"asm": REQUIRED, "constraints": REQUIRED, "pack": 1, "pure": True}, (),
+     _inline_asm, results=None, doc="nl.inline_asm_elementwise: PTX per element or per pack of elements")
 
 # control flow (region structure is checked by the verifier)
 _LOOP_ATTRS = {"num_stages": None, "loop_unroll_factor": None}

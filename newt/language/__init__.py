@@ -6,6 +6,7 @@ end (``newt.frontend``), never executed as Python.
 """
 
 from . import math, random, standard  # noqa: F401
+from .asm import inline_asm_elementwise  # noqa: F401
 from .builtins import *  # noqa: F401,F403
 from .builtins import range, static_range  # noqa: F401
 from .core import (  # noqa: F401

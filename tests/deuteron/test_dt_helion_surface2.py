@@ -297,8 +297,7 @@ def test_tile_functions_and_cumulative_ops():
 def test_helion_functions_deuteron_lacks_are_named(tmp_path):
     mod = write_module(tmp_path, "k_asm", """
     def fma(a, b, c):
-        return dt.inline_asm_elementwise("fma.rn.f32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c],
-                                         dtype=torch.float32, is_pure=True, pack=1)
+        return dt.inline_triton("{0} * {1} + {2}", args=[a, b, c], output_like=a)
 
     @dt.kernel
     def f(x):
@@ -307,8 +306,8 @@ def test_helion_functions_deuteron_lacks_are_named(tmp_path):
             out[t] = fma(x[t], x[t], x[t])
         return out
     """)
-    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_asm_elementwise", "dt.inline_asm_elementwise",
-              contains="no inline assembly")
+    raises_at(mod, lambda: mod.f(torch.randn(8)), "D004", "dt.inline_triton", "dt.inline_triton",
+              contains="not Triton source snippets")
 
 
 # ---- torch.stack of two blocks ----------------------------------------------------------------------------------

@@ -158,17 +158,17 @@ def test_helion_kernels_are_checked_by_deuteron_with_notes_where_it_does_not_cov
     diags = lsp_diagnostics(a)
     got = sorted((d.code, d.range.start.line, d.severity) for d in diags)
     assert got == [("D003", pos_of(text, "tile / 2").line, lsp.DiagnosticSeverity.Error),
-                   ("D004", pos_of(text, "hl.inline_asm_elementwise").line, lsp.DiagnosticSeverity.Information)], \
+                   ("D004", pos_of(text, "hl.inline_triton").line, lsp.DiagnosticSeverity.Information)], \
         [(d.code, d.message) for d in diags]
     note = next(d for d in diags if d.code == "D004")
-    assert note.message.startswith("not checked: deuteron") and "hl.inline_asm_elementwise" in note.message
+    assert note.message.startswith("not checked: deuteron") and "hl.inline_triton" in note.message
     assert "dt." not in "".join(d.message for d in diags)
     md = hover(a, pos_of(text, "scale_rows(x", delta=2)).contents.value
     assert "@helion.kernel\ndef scale_rows" in md and "A Helion kernel, checked through deuteron" in md
     md = hover(a, pos_of(text, "hl.tile(x.size())", delta=4)).contents.value
     assert "hl.tile(begin_or_sizes" in md
-    md = hover(a, pos_of(text, "inline_asm_elementwise(", delta=2)).contents.value
-    assert "Helion's `hl.inline_asm_elementwise`" in md and "does not cover it" in md
+    md = hover(a, pos_of(text, "inline_triton(", delta=2)).contents.value
+    assert "Helion's `hl.inline_triton`" in md and "does not cover it" in md
 
 
 def test_a_deuteron_file_keeps_dt_and_its_errors():
@@ -177,7 +177,7 @@ def test_a_deuteron_file_keeps_dt_and_its_errors():
     a = _a("helion_kernels.py", text)
     diags = lsp_diagnostics(a)
     d004 = next(d for d in diags if d.code == "D004")
-    assert d004.severity == lsp.DiagnosticSeverity.Error and d004.message.startswith("dt.inline_asm_elementwise")
+    assert d004.severity == lsp.DiagnosticSeverity.Error and d004.message.startswith("dt.inline_triton")
 
 
 # --- named tuples of the file ------------------------------------------------------------------------------

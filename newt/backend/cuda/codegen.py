@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from newt.ir.types import is_block, type_str
 
 from . import lower_basic, lower_dot, lower_memory, lower_reduce  # noqa: F401  (register lowerings)
-from . import lower_gather, lower_histogram, lower_poll  # noqa: F401  (register lowerings)
+from . import lower_asm, lower_gather, lower_histogram, lower_poll  # noqa: F401  (register lowerings)
 from .axisinfo import analyze_axis_info
 from .ctypes import ctype
 from .dot import select_dot_lowering

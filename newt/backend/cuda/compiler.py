@@ -235,7 +235,8 @@ def _compile_once(module, target, extra_options, lineinfo) -> CompiledBinary:
         nvrtc.nvrtcGetProgramLog(prog, buf)
         log = buf.decode(errors="replace").rstrip("\x00").strip()
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise _compile_error(module, log, fname)
+            from .asm_errors import inline_asm_error  # ptxas on the user's inline asm: B003 at the call
+            raise inline_asm_error(module, log, tgt.name, opts) or _compile_error(module, log, fname)
         _, n = nvrtc.nvrtcGetPTXSize(prog)
         pbuf = b" " * n
         nvrtc.nvrtcGetPTX(prog, pbuf)

@@ -215,6 +215,15 @@ class _Planner:
             for r in op.results:
                 self.set(r, inner)
             return
+        if name == "inline_asm" and res_blocks:  # `pack` consecutive elements in a thread's registers (lower_asm)
+            k = op.attr("pack").bit_length() - 1
+            lay = next((self.lay(o) for o in block_ops if self.lay(o) is not None), None)
+            if lay is None or tuple(lay.reg[:k]) != tuple(1 << j for j in range(k)):
+                s = shape_of(res_blocks[0].type)
+                lay = blocked_for(s, self.nw, vec=op.attr("pack"), order=list(range(len(s) - 1, -1, -1)))
+            for r in res_blocks:
+                self.set(r, lay.with_shape(shape_of(r.type)))
+            return
         for r in res_blocks:  # anything else: a plain blocked layout
             self.set(r, default_layout(shape_of(r.type), self.nw))
 
