@@ -313,10 +313,10 @@ class ExpressionsMixin(_Base):
                 raise SemError("N002", "unsupported tensor index: blocks can only be indexed with ':' and None "
                                "(e.g. x[:, None])",
                                hint="to pick elements, compute pointers and use nl.load, or use nl.where")
-        if n_colon != rank:
-            raise SemError("N032", f"indexing a block of rank {rank} with {n_colon} ':'"
+        if n_colon > rank:  # (fewer are fine, as in Triton: x[None] of a [n] block is [1, n])
+            raise SemError("N032", f"too many indices: {n_colon} ':' for a block of rank {rank}"
                            + (" (a scalar has rank 0)" if rank == 0 else ""),
-                           hint=f"use exactly {rank} ':' plus any number of None")
+                           hint=f"use at most {rank} ':' plus any number of None")
         v = base.v
         for pos in new_dims:
             v = self._expand_dims(v, pos, node)

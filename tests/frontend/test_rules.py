@@ -550,3 +550,26 @@ def test_examples_check_clean():
     r = subprocess.run([sys.executable, "-m", "newt", "check", os.path.join(root, "examples")],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root), timeout=120)
     assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+
+
+def test_block_index_with_fewer_colons_keeps_the_other_dims(expect):
+    """As in Triton: ``x[None]`` of a [n] block is [1, n] (the dims not named by ':' follow); more ':' than the
+    block has dims is N032, at the subscript."""
+    from tests.frontend.conftest import check_src
+    fa, _ = check_src("""
+    @newt.jit
+    def k(x_ptr, y_ptr, B: nl.constexpr):
+        x = nl.load(x_ptr + nl.arange(0, B))
+        row = x[None]
+        nl.store(y_ptr + nl.arange(0, 1), nl.sum(row, axis=1))  # (axis 1 exists: row is [1, B])
+    k[(1,)](x, y, B=16)
+    """)
+    assert [d.format() for d in fa.diagnostics if str(d.severity) == "error"] == []
+    expect("""
+    @newt.jit
+    def k(x_ptr, B: nl.constexpr):
+        x = nl.load(x_ptr + nl.arange(0, B))
+        nl.store(x_ptr + nl.arange(0, B)[None, :], x[None])
+        w = «x[None, :, :]
+    k[(1,)](x, B=16)
+    """, "N032", contains="too many indices: 2 ':' for a block of rank 1")
