@@ -419,6 +419,13 @@ class OperandKind(Cause):
     hint_template = "ops in a tile loop take values of the kernel (loaded blocks, scalars) and numbers"
 
 
+class HostValueOperand(Cause):
+    code = "D004"
+    template = "{use}: {got} is a host value the kernel cannot compute with"
+    hint_template = ("values inside a tile loop are blocks, scalars of the kernel and numbers (int, float, bool); "
+                     "strings, None, dtypes and lists are options of ops (dtype=, dim=) or decisions of the host code")
+
+
 class UnsupportedExpression(Cause):
     code = "D004"
     template = "{what} is not supported inside a tile loop"

@@ -17,9 +17,10 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, ItemAssignment,
+    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, HostValueOperand,
+    ItemAssignment,
     JaggedTile, LoopCarried, LoopOver, LoopShape, NotAValue, NotCompileTime, RaiseInTileLoop, RangeLoop, TensorDevice,
-    TileAsNumber, TileAttribute, TileLoopArguments, Unpack, UnsupportedStatement,
+    TileAsNumber, TileAttribute, TileLoopArguments, TraceError, Unpack, UnsupportedStatement,
 )
 from .program import (
     BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
@@ -117,6 +118,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         return node
 
     def const_node(self, value, dtype=None) -> Node:
+        if not isinstance(value, (bool, int, float)):
+            raise HostValueOperand(self.current_src, use="a constant of the kernel", got=_describe(value))
         if dtype is None:
             dtype = torch.bool if isinstance(value, bool) else (torch.int64 if isinstance(value, int)
                                                                    else torch.float32)
@@ -435,6 +438,10 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             if m is None:
                 raise UnsupportedStatement(s, what=f"{type(s).__name__} statements")
             m(s)
+        except TraceError as err:
+            if err.node is None:  # raised where the node was not known: the statement
+                err.node = s
+            raise
         finally:
             self.current_src = prev
 
