@@ -30,8 +30,9 @@ def _fetch(source, host_locals, g):
             return base[source[2]]
         except Exception:  # noqa: BLE001
             return _MISSING
-    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
-        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
+    if kind in ("cell", "fnglobal"):  # a value captured by a function (a callable argument, a global helper)
+        fn = _fetch(source[1], host_locals, g) if isinstance(source[1], tuple) else \
+            host_locals.get(source[1], g.get(source[1], _MISSING))
         code = getattr(fn, "__code__", None)
         if code is None:
             return _MISSING
@@ -41,8 +42,13 @@ def _fetch(source, host_locals, g):
             return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
         except (ValueError, TypeError, IndexError):
             return _MISSING
+    if kind == "attr":  # an attribute of a module (``cfg.SCALE``), the module found by its own source
+        return getattr(_fetch(source[1], host_locals, g), source[2], _MISSING)
     return _MISSING
 
+
+#: the kinds of guard keys that name a host value by where it is fetched from (the others: a tensor's size or stride)
+VALUE_SOURCES = ("local", "cell", "fnglobal", "attr")
 
 _MISSING = object()
 _LAUNCH = _rt.launch  # what Entry.launcher's launch functions do (runtime.launch replaced: calls go to it)
@@ -80,7 +86,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
             if _fetch(s, host_locals, g) is not t:
                 return False
     for key, gv in prog.guards:
-        if key[0] in ("local", "cell", "fnglobal"):
+        if key[0] in VALUE_SOURCES:
             v = _fetch(key, host_locals, g)
             if v is _MISSING or _guard_value(v) != gv:
                 return False
@@ -151,7 +157,7 @@ def guard_checker(prog, static: bool):
         for extra in ta.sources[1:]:
             lines.append(f"    if {fetch(extra)} is not t: return False")
     for key, gv in prog.guards:
-        if key[0] in ("local", "cell", "fnglobal"):
+        if key[0] in VALUE_SOURCES:
             lines.append(f"    v = {fetch(key)}")
             lines.append(f"    if v is _M or not ({quick(gv)}_GV(v) == {const(gv)}): return False")
         else:
@@ -188,7 +194,7 @@ def args_getter(gen, prog, launch=None):
         if kind == "tensor":
             items.append(fetch(payload.sources[0]))
         elif kind == "scalar":
-            items.append(fetch(("local", payload.source)))
+            items.append(fetch(_scalar_source(payload)))
         else:
             tname, what, d = payload
             t = fetch(prog.tensors[tname].sources[0])
@@ -449,13 +455,19 @@ def _runtime_args(gen, prog, host_locals, g) -> list:
             t = _fetch(payload.sources[0], host_locals, g)
             out.append(t)
         elif kind == "scalar":
-            v = _fetch(("local", payload.source), host_locals, g)
+            v = _fetch(_scalar_source(payload), host_locals, g)
             out.append(v)
         else:
             tname, what, d = payload
             t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
             out.append(int(t.shape[d] if what == "size" else t.stride(d)))
     return out
+
+
+def _scalar_source(sa) -> tuple:
+    """Where a scalar argument's value is fetched from at each launch: a host variable's name, or the source
+    of a global / captured value (``("fnglobal", ...)``, ``("attr", ...)``)."""
+    return sa.source if isinstance(sa.source, tuple) else ("local", sa.source)
 
 
 def _launch_line(gen, prog, host_locals) -> str:

@@ -78,6 +78,10 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self.constexpr_params: set = set()  # parameters annotated dt.constexpr
         self._fn_origin: dict = {}  # id(function) -> the host name it was passed as
         self._captured: dict = {}  # name -> source, for the names an inlined callable argument captures
+        # the same for a function reached through the kernel's globals (a module-level helper): name -> source
+        self._gcaptured: dict = {}
+        self._fn_gorigin: dict = {}  # id(function) -> (the function, the source it was reached through)
+        self._global_cache: dict = {}  # source -> the traced value of a global (one guard or parameter each)
         try:
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
@@ -217,18 +221,20 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             i += 1
         return out
 
-    def scalar_param(self, name, v) -> Node:
+    def scalar_param(self, name, v, source=None) -> Node:
+        """A run-time scalar argument of the kernel: host variable ``name`` (or, with ``source``, a value fetched
+        from there at each launch: a global, a captured value)."""
         if isinstance(v, float):
             dt = torch.float32
         else:
             dt = torch.int32 if -2 ** 31 <= v < 2 ** 31 else torch.int64
         pname = self.kernel_name_for(name)
         sa = ScalarArg(pname, v, dt)
-        sa.source = name
+        sa.source = name if source is None else source
         self.prog.scalars[pname] = sa
         n = Node("param", dims=(), dtype=dt, attrs={"name": pname}, weak=True)
         n.host_value = v
-        n.guards = ((("local", name), v),)
+        n.guards = ((("local", name) if source is None else source, v),)
         n.src = self.current_src
         return n
 
