@@ -14,6 +14,9 @@ from . import runtime as _rt
 from .config import Config
 from .errors import DeuteronError
 
+from newt.frontend.diagnostics import CompilationError
+from newt.ir.errors import LocatedError
+
 def _np2(n):
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
@@ -370,7 +373,11 @@ class _HostRun:
             if hit is not None and hit[3] is prog and _rt.launch is _LAUNCH:
                 # the common case: launched before with this config (and deuteron.runtime.launch, the hook
                 # every launch goes through, not replaced): the launch function straight away
-                hit[4](host_locals, self.fn_globals)
+                try:
+                    hit[4](host_locals, self.fn_globals)
+                except (CompilationError, LocatedError) as ex:
+                    _at_user_line(ex, self.kernel)
+                    raise
                 return None
         gen, mod, _ = self.entry.compiled(prog, self.config)
         if self.mode == "source":
@@ -381,11 +388,15 @@ class _HostRun:
         if self.collect is not None:
             self.collect.append((gen, mod, prog))
         fn, get_args, kw, _, _ = self.entry.launcher(gen, mod, prog, self.config)
-        if _rt.launch is _LAUNCH:
-            fn(*get_args(host_locals, self.fn_globals), **kw)
-        else:
-            _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
-                       kw.get("_NUM_SMS"))
+        try:
+            if _rt.launch is _LAUNCH:
+                fn(*get_args(host_locals, self.fn_globals), **kw)
+            else:
+                _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
+                           kw.get("_NUM_SMS"))
+        except (CompilationError, LocatedError) as ex:
+            _at_user_line(ex, self.kernel)
+            raise
         return None
 
 
@@ -425,7 +436,11 @@ class _CallRun(_HostRun):
                 if check(host_locals, g, self.arguments):
                     hit = entry.launchers.get((id(p), self.config.key()))
                     if hit is not None and hit[3] is p:
-                        hit[4](host_locals, g)
+                        try:
+                            hit[4](host_locals, g)
+                        except (CompilationError, LocatedError) as ex:
+                            _at_user_line(ex, self.kernel)
+                            raise
                         return None
                     break
         return _HostRun.launch(self, k, host_locals)
@@ -462,6 +477,16 @@ def _runtime_args(gen, prog, host_locals, g) -> list:
             t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
             out.append(int(t.shape[d] if what == "size" else t.stride(d)))
     return out
+
+
+def _at_user_line(ex, kern):
+    """Raise ``ex`` (from a generated kernel: newt's compile, the interpreter) at the user's line, where it
+    comes from a generated file; return (the caller re-raises ``ex``) otherwise."""
+    from .errors import relocate
+    out = relocate(ex, kern.__name__)
+    if out is None or out is ex:
+        return
+    raise out from ex
 
 
 def _scalar_source(sa) -> tuple:
