@@ -72,6 +72,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self._guard_names: set = set()
         self.current_src = None
         self._inline_depth = 0
+        self._foreign_call = None  # the call of a helper of another file being inlined (where its code is placed)
         self.sites_seen: dict = {}  # site index -> info recorded for discovery
         self._node_names: dict = {}
         self._cse: dict = {}
@@ -438,7 +439,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     def stmt(self, s):
         prev = self.current_src
-        self.current_src = s
+        self.current_src = s if self._foreign_call is None else self._foreign_call
         try:
             m = getattr(self, "stmt_" + type(s).__name__, None)
             if m is None:

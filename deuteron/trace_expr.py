@@ -449,11 +449,24 @@ class ExprTracer:
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
         result = None
+        # a helper of another file: its statements' line numbers are not the kernel file's, so what it emits is
+        # placed at the call (the generated code's `# line N:` comments) and its errors move there, naming it
+        foreign = self._foreign_call is None and not _same_file(fn, self.src)
+        if foreign:
+            self._foreign_call = e
         try:
             self.stmts(body)
         except _Return as r:
             result = r.value
+        except TraceError as err:
+            if foreign:
+                line = getattr(err.node, "lineno", None)
+                err.message += f" (in {fn.__qualname__}, {_source_path(fn)}" + (f":{line})" if line else ")")
+                err.node = e
+            raise
         finally:
+            if foreign:
+                self._foreign_call = None
             self._inline_depth -= 1
             self.env, self.host, self.globals, self._host_cache = saved_env, saved_host, saved_globals, saved_cache
             self._captured = saved_captured
@@ -760,6 +773,24 @@ def _is_op_name(tname) -> bool:
     kind, name = tname
     table = ops.FUNCTIONAL if kind == "F" else ops.TORCH_FUNCTIONS
     return name in table or name in ops.TENSOR_METHODS
+
+
+def _source_path(fn) -> str:
+    try:
+        return inspect.getsourcefile(fn) or fn.__code__.co_filename
+    except TypeError:
+        return fn.__code__.co_filename
+
+
+def _same_file(fn, src) -> bool:
+    """Whether helper ``fn`` is defined in the kernel's file (``src``: its SourceInfo)."""
+    import os
+    if src is None:
+        return True
+    try:
+        return os.path.realpath(_source_path(fn)) == os.path.realpath(src.path)
+    except (TypeError, ValueError):
+        return True
 
 
 def _function_body(fn):

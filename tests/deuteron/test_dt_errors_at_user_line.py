@@ -240,3 +240,66 @@ def test_a_backend_error_of_binaries_for_is_d008_at_the_asm_call():
     gen_path, gen_line, _ = d.data["generated"].rsplit(":", 2)
     assert "nl.inline_asm_elementwise(" in open(gen_path).read().splitlines()[int(gen_line) - 1]
     assert ei.value.__cause__.diagnostics[0].code == "B003"
+
+
+HELPERS = """
+
+
+def pick(v, mode):
+    return torch.where(v > 0, v, mode)
+
+
+def take(x, i):
+    return x[i] * 2
+"""
+
+USES_HELPERS = """
+import {helpers} as H
+
+
+@dt.kernel(config=dt.Config(block_sizes=[8]))
+def uses_pick(x, mode):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        y = x[t] + 1
+        out[t] = H.pick(y, mode)
+    return out
+
+
+@dt.kernel(config=dt.Config(block_sizes=[8]))
+def uses_take(x, idx):
+    out = torch.empty(idx.size(0), dtype=x.dtype)
+    for t in dt.tile(idx.size(0)):
+        out[t] = H.take(x, idx[t])
+    return out
+"""
+
+
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dt_two_files")
+    helpers = write_module(d, "dt_err_helpers_other_file", HELPERS)
+    mod = write_module(d, "dt_err_uses_helpers", USES_HELPERS.format(helpers=helpers.__name__))
+    yield mod, helpers
+    sys.modules.pop(mod.__name__, None)
+    sys.modules.pop(helpers.__name__, None)
+
+
+def test_an_error_in_a_helper_of_another_file_is_at_the_call_naming_the_helper(two_files):
+    mod, helpers = two_files
+    e = raises_at(mod, lambda: mod.uses_pick(torch.randn(16), "fast"), "D004", "H.pick(y, mode)", "H.pick(")
+    helper_line = next(i for i, t in enumerate(open(helpers.__file__).read().splitlines(), 1) if "torch.where" in t)
+    assert f"(in pick, {helpers.__file__}:{helper_line})" in e.diagnostics[0].message
+
+
+def test_code_of_a_helper_of_another_file_is_placed_at_the_call(two_files):
+    from newt.interpreter.errors import OutOfBoundsError
+    mod, _helpers = two_files
+    x = torch.arange(8, dtype=torch.float32)
+    idx = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7])
+    src = mod.uses_take.to_newt_source(x, idx)
+    line = _user_line(mod, "out[t] = H.take(x, idx[t])")
+    assert f"# line {line}: out[t] = H.take(x, idx[t])" in src
+    with pytest.raises(OutOfBoundsError) as ei:
+        mod.uses_take(x, torch.tensor([0, 1, 2, 3, 4, 5, 6, 99]))
+    assert ei.value.location.file == mod.__file__ and ei.value.location.line == line
