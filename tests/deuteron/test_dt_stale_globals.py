@@ -237,3 +237,61 @@ def test_guard_checker_agrees_with_guards_hold_on_global_sources(mods):
     g = k.fn.__globals__
     loc = {"x": x, "out": torch.empty_like(x)}
     assert check(loc, g, {}) is hostrun._guards_hold(prog, loc, g, True) is False
+
+
+CLOSURES = """
+def make(scale, n):
+    @dt.kernel(config=dt.Config(block_sizes=[8]))
+    def k(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = x[t] * scale + n
+        return out
+    return k
+
+
+def make_settable():
+    scale, n = 1.5, 2
+
+    @dt.kernel(config=dt.Config(block_sizes=[8]))
+    def k(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.size(0)):
+            out[t] = x[t] * scale + n
+        return out
+
+    def set_(s, m):
+        nonlocal scale, n
+        scale, n = s, m
+    return k, set_
+"""
+
+
+@pytest.fixture
+def closures(tmp_path, request):
+    tag = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)
+    mod = write_module(tmp_path, f"dt_stale_closures_{tag}", CLOSURES)
+    yield mod
+    sys.modules.pop(mod.__name__, None)
+
+
+def test_closure_variables_used_only_inside_the_tile_loop(closures):
+    x = torch.arange(16, dtype=torch.float32)
+    k1, k2 = closures.make(2.0, 1), closures.make(3.0, 5)
+    torch.testing.assert_close(k1(x), x * 2.0 + 1)
+    torch.testing.assert_close(k2(x), x * 3.0 + 5)
+    torch.testing.assert_close(k1(x), k1.ref(x))
+
+
+def test_a_changed_closure_cell_is_seen_by_the_next_call(closures, monkeypatch):
+    x = torch.arange(16, dtype=torch.float32)
+    k, set_ = closures.make_settable()
+    torch.testing.assert_close(k(x), x * 1.5 + 2)
+    traces = _count_traces(monkeypatch)
+    set_(4.0, 2)  # the float: a run-time argument
+    torch.testing.assert_close(k(x), x * 4.0 + 2)
+    assert traces == []
+    set_(4.0, 7)  # the int: baked in, so traced again
+    torch.testing.assert_close(k(x), x * 4.0 + 7)
+    torch.testing.assert_close(k(x), k.ref(x))
+    assert len(traces) == 1
