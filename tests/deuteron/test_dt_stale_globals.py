@@ -114,6 +114,14 @@ def k_modattr(x):
 
 
 @dt.kernel(config=dt.Config(block_sizes=[8]))
+def k_sqrt_arg(x, s: float):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.size(0)):
+        out[t] = x[t] * math.sqrt(s)
+    return out
+
+
+@dt.kernel(config=dt.Config(block_sizes=[8]))
 def k_sqrt(x):
     out = torch.empty_like(x)
     for t in dt.tile(x.size(0)):
@@ -295,3 +303,13 @@ def test_a_changed_closure_cell_is_seen_by_the_next_call(closures, monkeypatch):
     torch.testing.assert_close(k(x), x * 4.0 + 7)
     torch.testing.assert_close(k(x), k.ref(x))
     assert len(traces) == 1
+
+
+def test_a_host_function_of_a_float_argument_is_evaluated_and_guarded(mods):
+    mod, _cfg = mods
+    x = torch.arange(16, dtype=torch.float32)
+    for s in (4.0, 9.0, 4.0):
+        torch.testing.assert_close(mod.k_sqrt_arg(x, s), x * s ** 0.5)
+    (e,) = mod.k_sqrt_arg._entries.values()
+    (progs,) = e.programs.values()
+    assert len(progs) == 2  # one program per value math.sqrt was called on
