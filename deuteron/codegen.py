@@ -34,6 +34,10 @@ class Generated:
         self.grid_desc = grid_desc
         self.needs_num_sms = needs_num_sms
         self.maxnreg = maxnreg  # the config's register cap (newt's maxnreg launch option), None: the compiler's
+        #: user line -> the AST node of the ``# line N:`` comment (an error in the generated code is reported there)
+        self.origins: dict = {}
+        self.src = None  # the user's SourceInfo
+        self.loop_src = None  # the tile loop's AST node (where errors of the launch function are reported)
 
 
 _RESERVED = set(keyword.kwlist) | {"nl", "newt", "range", "float", "int", "min", "max", "abs", "len", "pid", "grid",
@@ -81,6 +85,7 @@ class _Gen(ExprRenderer):
         self.tile_names: dict[int, dict] = {}
         self.rd_names: dict[int, dict] = {}
         self.last_line = None
+        self.origins: dict = {}
         self.src = prog.src
         self.use_count: dict[int, int] = {}
         self.cross_block: set = set()
@@ -146,6 +151,7 @@ class _Gen(ExprRenderer):
         if line is None or line == self.last_line:
             return
         self.last_line = line
+        self.origins.setdefault(line, src)
         text = self.src.line_text(line).strip() if self.src is not None else ""
         if len(text) > 90:
             text = text[:87] + "..."
@@ -807,8 +813,10 @@ class _Gen(ExprRenderer):
         launch.append(f"    {kname}[grid]({', '.join(largs + [f'{c}={c}' for c in constexprs])}, "
                       f"num_warps=num_warps, num_stages=num_stages{cap})")
         source = "\n".join(head + prelude + self.lines + launch) + "\n"
-        return Generated(source, kname, lname, params, constexprs, num_warps, num_stages, grid,
-                         pid_type == "persistent", cfg.maxnreg)
+        gen = Generated(source, kname, lname, params, constexprs, num_warps, num_stages, grid,
+                        pid_type == "persistent", cfg.maxnreg)
+        gen.origins, gen.src, gen.loop_src = dict(self.origins), src, prog_loop_src(prog)
+        return gen
 
     def _host_nblocks(self, t: TileInfo) -> str:
         ext = t.extent

@@ -7,11 +7,13 @@ catches them), built from the same ``Diagnostic`` values the editor shows.
 from __future__ import annotations
 
 import ast
+import os
+import re
 
 from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
 from newt.ir.errors import LocatedError
 
-__all__ = ["DeuteronError", "SourceInfo", "TraceError", "Cause"]
+__all__ = ["DeuteronError", "GeneratedKernelError", "SourceInfo", "TraceError", "Cause"]
 
 
 class SourceInfo:
@@ -40,6 +42,110 @@ class DeuteronError(CompilationError):
         d = Diagnostic(code, Severity.ERROR, span, message, hint=hint, file=src.path if src else "<unknown>",
                        kernel=kernel, data=dict(data or {}))
         return cls([d], src.text if src else None, kernel=kernel, extra=extra)
+
+
+class GeneratedKernelError(DeuteronError):
+    """D008: newt rejected a generated kernel (a ``CompilationError`` or another located error in the generated
+    file): reported at the user's line the failing generated line comes from (its ``# line N:`` comment), with
+    newt's code and message; where in the generated file it happened is in ``extra`` and ``data["generated"]``."""
+
+    code = "D008"
+
+
+#: generated file (its real path) -> the ``Generated`` of its source (``origins``, ``src``, ``loop_src``)
+_GENERATED: dict = {}
+_LINE_COMMENT = re.compile(r"^\s*# line (\d+):")
+
+
+def register_generated(path: str, gen) -> None:
+    """Remember where generated file ``path`` comes from, for :func:`relocate`."""
+    _GENERATED[os.path.realpath(path)] = gen
+    if len(_GENERATED) > 1024:
+        _GENERATED.pop(next(iter(_GENERATED)))
+
+
+def _user_node(gen, line: int):
+    """The user's AST node of generated line ``line``: the nearest ``# line N:`` comment above it (the launch
+    function and lines above every comment: the tile loop)."""
+    lines = gen.source.splitlines()
+    launch = next((i + 1 for i, t in enumerate(lines) if t.startswith(f"def {gen.launch_name}(")), len(lines) + 1)
+    if line < launch:
+        for i in range(min(line, len(lines)), 0, -1):
+            m = _LINE_COMMENT.match(lines[i - 1])
+            if m:
+                node = gen.origins.get(int(m.group(1)))
+                if node is not None:
+                    return node
+    return gen.loop_src
+
+
+def _gen_excerpt(path: str, line: int, col: int, end_col: int | None = None) -> str:
+    import linecache
+
+    from newt.ir.errors import caret_excerpt
+    text = linecache.getline(path, line)
+    return caret_excerpt(text, col, end_col, line=line) if text else ""
+
+
+def relocate(exc: BaseException, kernel: str | None = None):
+    """``exc`` raised from a generated kernel, reported at the user's line: a newt ``CompilationError`` (or
+    another located error of the compiler) becomes a ``GeneratedKernelError`` (D008); an interpreter error
+    (out of bounds, ``DeadlockError``, a failed device assert...) keeps its class and gets the user's location,
+    line and caret, the generated location below them.  None when ``exc`` does not come from a generated file.
+    """
+    from newt.ir.core import Loc
+    if getattr(exc, "_dt_relocated", False):
+        return None
+    if isinstance(exc, CompilationError) and not isinstance(exc, DeuteronError):
+        d = next((d for d in exc.diagnostics if d.severity == Severity.ERROR), None) or \
+            (exc.diagnostics[0] if exc.diagnostics else None)
+        if d is None or d.file is None:
+            return None
+        where = (d.file, d.span.line, d.span.col, d.span.end_col if d.span.end_line == d.span.line else None)
+        code, message, hint = d.code, d.message, d.hint
+    elif isinstance(exc, LocatedError) and isinstance(exc.location, Loc) and not isinstance(exc, TraceError):
+        loc = exc.location
+        where = (loc.file, loc.line, loc.col, loc.end_col if loc.end_line == loc.line else None)
+        code, message, hint = exc.code, getattr(exc, "detail", exc.message), exc.hint
+    else:
+        return None
+    gen = _GENERATED.get(os.path.realpath(where[0]))
+    if gen is None or gen.src is None:
+        return None
+    node = _user_node(gen, where[1])
+    src = gen.src
+    span = src.span(node) if node is not None else Span(1, 1, 1, 2)
+    gen_where = f"{where[0]}:{where[1]}:{where[2]}"
+    excerpt = _gen_excerpt(*where)
+    secondary = f"in the generated code ({gen.kernel_name}): {gen_where}: [{code}] {message}" + \
+        (f"\n{excerpt}" if excerpt else "")
+    if isinstance(exc, LocatedError) and hasattr(exc, "detail") and hasattr(exc, "what"):  # an interpreter error
+        from newt.ir.errors import caret_excerpt
+        user_loc = Loc(src.path, span.line, span.col, span.end_line, span.end_col)
+        head = f"{user_loc}: {exc.what} in kernel '{kernel or gen.kernel_name}'"
+        pid = getattr(exc, "pid", None)
+        if pid is not None:
+            head += f", program id {tuple(pid)}"
+        end = span.end_col if span.end_line == span.line else None
+        msg = f"{head}: {exc.detail}\n" + caret_excerpt(src.line_text(span.line), span.col, end, line=span.line)
+        msg += "\n  " + secondary.replace(f": [{code}] {message}", "", 1)
+        if hint:
+            msg += f"\nhint: {hint}"
+        exc.data["generated"] = gen_where
+        exc.data["generated_kernel"] = gen.kernel_name
+        exc.location = user_loc
+        if hasattr(exc, "loc"):
+            exc.loc = user_loc
+        exc.message = msg
+        exc.args = (msg,)
+        exc._dt_relocated = True
+        return exc
+    diag = Diagnostic("D008", Severity.ERROR, span, f"newt rejected the generated kernel: [{code}] {message}",
+                      hint=hint, file=src.path, kernel=kernel,
+                      data={"cause": "GeneratedKernelError", "newt_code": code, "generated": gen_where})
+    out = GeneratedKernelError([diag], src.text, kernel=kernel, extra=secondary)
+    out._dt_relocated = True
+    return out
 
 
 class TraceError(LocatedError):
@@ -417,6 +523,13 @@ class OperandKind(Cause):
     code = "D004"
     template = "{op} of {got}"
     hint_template = "ops in a tile loop take values of the kernel (loaded blocks, scalars) and numbers"
+
+
+class HostValueOperand(Cause):
+    code = "D004"
+    template = "{use}: {got} is a host value the kernel cannot compute with"
+    hint_template = ("values inside a tile loop are blocks, scalars of the kernel and numbers (int, float, bool); "
+                     "strings, None, dtypes and lists are options of ops (dtype=, dim=) or decisions of the host code")
 
 
 class UnsupportedExpression(Cause):

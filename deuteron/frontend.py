@@ -128,6 +128,7 @@ CODES = {
     "D006": ("dt-shape-mismatch", "blocks whose dimensions do not broadcast (tile_m vs tile_n), or a value stored "
              "into a region of another shape"),
     "D007": ("dt-dtype-mismatch", "operands whose dtypes eager PyTorch rejects together (a float16 @ float32 matmul)"),
+    "D008": ("dt-generated-kernel", "newt rejected a generated kernel: reported at the user's line it comes from"),
 }
 
 

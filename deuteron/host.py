@@ -140,6 +140,11 @@ class KernelSource:
         fdef.decorator_list = []
         _Replacer(loops).visit(fdef)
         freevars = list(self.fn.__code__.co_freevars)
+        if freevars:
+            # every closure variable read by the host function, also one used only inside a tile loop (the
+            # loop is gone from the host code): so each is in the host locals a launch traces and guards with
+            fdef.body.insert(0, ast.Expr(value=ast.Tuple(elts=[ast.Name(id=v, ctx=ast.Load()) for v in freevars],
+                                                         ctx=ast.Load())))
         extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
         factory = ast.FunctionDef(
             name="__dt_factory__",

@@ -14,6 +14,9 @@ from . import runtime as _rt
 from .config import Config
 from .errors import DeuteronError
 
+from newt.frontend.diagnostics import CompilationError
+from newt.ir.errors import LocatedError
+
 def _np2(n):
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
@@ -30,8 +33,9 @@ def _fetch(source, host_locals, g):
             return base[source[2]]
         except Exception:  # noqa: BLE001
             return _MISSING
-    if kind in ("cell", "fnglobal"):  # a value captured by a callable argument
-        fn = host_locals.get(source[1], g.get(source[1], _MISSING))
+    if kind in ("cell", "fnglobal"):  # a value captured by a function (a callable argument, a global helper)
+        fn = _fetch(source[1], host_locals, g) if isinstance(source[1], tuple) else \
+            host_locals.get(source[1], g.get(source[1], _MISSING))
         code = getattr(fn, "__code__", None)
         if code is None:
             return _MISSING
@@ -41,8 +45,13 @@ def _fetch(source, host_locals, g):
             return fn.__closure__[code.co_freevars.index(source[2])].cell_contents
         except (ValueError, TypeError, IndexError):
             return _MISSING
+    if kind == "attr":  # an attribute of a module (``cfg.SCALE``), the module found by its own source
+        return getattr(_fetch(source[1], host_locals, g), source[2], _MISSING)
     return _MISSING
 
+
+#: the kinds of guard keys that name a host value by where it is fetched from (the others: a tensor's size or stride)
+VALUE_SOURCES = ("local", "cell", "fnglobal", "attr")
 
 _MISSING = object()
 _LAUNCH = _rt.launch  # what Entry.launcher's launch functions do (runtime.launch replaced: calls go to it)
@@ -80,7 +89,7 @@ def _guards_hold(prog, host_locals, g, static, arguments=None) -> bool:
             if _fetch(s, host_locals, g) is not t:
                 return False
     for key, gv in prog.guards:
-        if key[0] in ("local", "cell", "fnglobal"):
+        if key[0] in VALUE_SOURCES:
             v = _fetch(key, host_locals, g)
             if v is _MISSING or _guard_value(v) != gv:
                 return False
@@ -151,7 +160,7 @@ def guard_checker(prog, static: bool):
         for extra in ta.sources[1:]:
             lines.append(f"    if {fetch(extra)} is not t: return False")
     for key, gv in prog.guards:
-        if key[0] in ("local", "cell", "fnglobal"):
+        if key[0] in VALUE_SOURCES:
             lines.append(f"    v = {fetch(key)}")
             lines.append(f"    if v is _M or not ({quick(gv)}_GV(v) == {const(gv)}): return False")
         else:
@@ -188,7 +197,7 @@ def args_getter(gen, prog, launch=None):
         if kind == "tensor":
             items.append(fetch(payload.sources[0]))
         elif kind == "scalar":
-            items.append(fetch(("local", payload.source)))
+            items.append(fetch(_scalar_source(payload)))
         else:
             tname, what, d = payload
             t = fetch(prog.tensors[tname].sources[0])
@@ -364,7 +373,11 @@ class _HostRun:
             if hit is not None and hit[3] is prog and _rt.launch is _LAUNCH:
                 # the common case: launched before with this config (and deuteron.runtime.launch, the hook
                 # every launch goes through, not replaced): the launch function straight away
-                hit[4](host_locals, self.fn_globals)
+                try:
+                    hit[4](host_locals, self.fn_globals)
+                except (CompilationError, LocatedError) as ex:
+                    _at_user_line(ex, self.kernel)
+                    raise
                 return None
         gen, mod, _ = self.entry.compiled(prog, self.config)
         if self.mode == "source":
@@ -375,11 +388,15 @@ class _HostRun:
         if self.collect is not None:
             self.collect.append((gen, mod, prog))
         fn, get_args, kw, _, _ = self.entry.launcher(gen, mod, prog, self.config)
-        if _rt.launch is _LAUNCH:
-            fn(*get_args(host_locals, self.fn_globals), **kw)
-        else:
-            _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
-                       kw.get("_NUM_SMS"))
+        try:
+            if _rt.launch is _LAUNCH:
+                fn(*get_args(host_locals, self.fn_globals), **kw)
+            else:
+                _rt.launch(gen, mod, get_args(host_locals, self.fn_globals), gen.constexprs, self.device,
+                           kw.get("_NUM_SMS"))
+        except (CompilationError, LocatedError) as ex:
+            _at_user_line(ex, self.kernel)
+            raise
         return None
 
 
@@ -419,7 +436,11 @@ class _CallRun(_HostRun):
                 if check(host_locals, g, self.arguments):
                     hit = entry.launchers.get((id(p), self.config.key()))
                     if hit is not None and hit[3] is p:
-                        hit[4](host_locals, g)
+                        try:
+                            hit[4](host_locals, g)
+                        except (CompilationError, LocatedError) as ex:
+                            _at_user_line(ex, self.kernel)
+                            raise
                         return None
                     break
         return _HostRun.launch(self, k, host_locals)
@@ -449,13 +470,29 @@ def _runtime_args(gen, prog, host_locals, g) -> list:
             t = _fetch(payload.sources[0], host_locals, g)
             out.append(t)
         elif kind == "scalar":
-            v = _fetch(("local", payload.source), host_locals, g)
+            v = _fetch(_scalar_source(payload), host_locals, g)
             out.append(v)
         else:
             tname, what, d = payload
             t = _fetch(prog.tensors[tname].sources[0], host_locals, g)
             out.append(int(t.shape[d] if what == "size" else t.stride(d)))
     return out
+
+
+def _at_user_line(ex, kern):
+    """Raise ``ex`` (from a generated kernel: newt's compile, the interpreter) at the user's line, where it
+    comes from a generated file; return (the caller re-raises ``ex``) otherwise."""
+    from .errors import relocate
+    out = relocate(ex, kern.__name__)
+    if out is None or out is ex:
+        return
+    raise out from ex
+
+
+def _scalar_source(sa) -> tuple:
+    """Where a scalar argument's value is fetched from at each launch: a host variable's name, or the source
+    of a global / captured value (``("fnglobal", ...)``, ``("attr", ...)``)."""
+    return sa.source if isinstance(sa.source, tuple) else ("local", sa.source)
 
 
 def _launch_line(gen, prog, host_locals) -> str:

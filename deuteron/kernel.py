@@ -653,6 +653,8 @@ class _Entry:
         except ConfigError as e:
             raise self._config_error(str(e), "config" if self.kernel.config is not None else None) from None
         mod = load_module(gen.source, stem=self.kernel.__name__, interpret=self.device.type != "cuda")
+        from .errors import register_generated
+        register_generated(mod.__file__, gen)  # errors raised from it are reported at the user's line
         self.generated[key] = (gen, mod, prog)
         if len(self.generated) > 256:
             self.generated.pop(next(iter(self.generated)))
@@ -682,8 +684,23 @@ def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
     run.execute(b)
     out = []
     for gen, mod, prog, host_locals in run.built:
-        out.append(build_ir(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals)))
+        out.append(_at_user_line(build_ir, kernel, gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals)))
     return out
+
+
+def _at_user_line(fn, kernel, *args):
+    """``fn(*args)`` on a generated kernel, its newt errors reported at the user's line (``errors.relocate``)."""
+    from newt.frontend.diagnostics import CompilationError
+    from newt.ir.errors import LocatedError
+
+    from .errors import relocate
+    try:
+        return fn(*args)
+    except (CompilationError, LocatedError) as ex:
+        out = relocate(ex, kernel.__name__)
+        if out is None or out is ex:
+            raise
+        raise out from ex
 
 
 def binaries_for(kernel: Kernel, *args, config=None, target: str = "sm_80", **kwargs) -> list:
@@ -695,8 +712,8 @@ def binaries_for(kernel: Kernel, *args, config=None, target: str = "sm_80", **kw
     cfg = e.complete(_as_config(config, "config"), where=None) if config is not None else e.space.default()
     run = _HostRun(e, cfg, "source")
     run.execute(b)
-    return [compile_binary(gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals), target)
-            for gen, mod, prog, host_locals in run.built]
+    return [_at_user_line(compile_binary, kernel, gen, mod, _runtime_args(gen, prog, host_locals, run.fn_globals),
+                          target) for gen, mod, prog, host_locals in run.built]
 
 
 def _register_public():

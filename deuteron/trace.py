@@ -17,9 +17,10 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, ItemAssignment,
+    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, HostValueOperand,
+    ItemAssignment,
     JaggedTile, LoopCarried, LoopOver, LoopShape, NotAValue, NotCompileTime, RaiseInTileLoop, RangeLoop, TensorDevice,
-    TileAsNumber, TileAttribute, TileLoopArguments, Unpack, UnsupportedStatement,
+    TileAsNumber, TileAttribute, TileLoopArguments, TraceError, Unpack, UnsupportedStatement,
 )
 from .program import (
     BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
@@ -71,12 +72,17 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         self._guard_names: set = set()
         self.current_src = None
         self._inline_depth = 0
+        self._foreign_call = None  # the call of a helper of another file being inlined (where its code is placed)
         self.sites_seen: dict = {}  # site index -> info recorded for discovery
         self._node_names: dict = {}
         self._cse: dict = {}
         self.constexpr_params: set = set()  # parameters annotated dt.constexpr
         self._fn_origin: dict = {}  # id(function) -> the host name it was passed as
         self._captured: dict = {}  # name -> source, for the names an inlined callable argument captures
+        # the same for a function reached through the kernel's globals (a module-level helper): name -> source
+        self._gcaptured: dict = {}
+        self._fn_gorigin: dict = {}  # id(function) -> (the function, the source it was reached through)
+        self._global_cache: dict = {}  # source -> the traced value of a global (one guard or parameter each)
         try:
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         except Exception:  # noqa: BLE001
@@ -117,6 +123,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         return node
 
     def const_node(self, value, dtype=None) -> Node:
+        if not isinstance(value, (bool, int, float)):
+            raise HostValueOperand(self.current_src, use="a constant of the kernel", got=_describe(value))
         if dtype is None:
             dtype = torch.bool if isinstance(value, bool) else (torch.int64 if isinstance(value, int)
                                                                    else torch.float32)
@@ -214,18 +222,20 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             i += 1
         return out
 
-    def scalar_param(self, name, v) -> Node:
+    def scalar_param(self, name, v, source=None) -> Node:
+        """A run-time scalar argument of the kernel: host variable ``name`` (or, with ``source``, a value fetched
+        from there at each launch: a global, a captured value)."""
         if isinstance(v, float):
             dt = torch.float32
         else:
             dt = torch.int32 if -2 ** 31 <= v < 2 ** 31 else torch.int64
         pname = self.kernel_name_for(name)
         sa = ScalarArg(pname, v, dt)
-        sa.source = name
+        sa.source = name if source is None else source
         self.prog.scalars[pname] = sa
         n = Node("param", dims=(), dtype=dt, attrs={"name": pname}, weak=True)
         n.host_value = v
-        n.guards = ((("local", name), v),)
+        n.guards = ((("local", name) if source is None else source, v),)
         n.src = self.current_src
         return n
 
@@ -429,12 +439,16 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
 
     def stmt(self, s):
         prev = self.current_src
-        self.current_src = s
+        self.current_src = s if self._foreign_call is None else self._foreign_call
         try:
             m = getattr(self, "stmt_" + type(s).__name__, None)
             if m is None:
                 raise UnsupportedStatement(s, what=f"{type(s).__name__} statements")
             m(s)
+        except TraceError as err:
+            if err.node is None:  # raised where the node was not known: the statement
+                err.node = s
+            raise
         finally:
             self.current_src = prev
 

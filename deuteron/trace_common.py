@@ -10,7 +10,7 @@ import types
 import torch
 
 from . import language as L
-from .errors import DimensionArgument
+from .errors import DimensionArgument, HostValueOperand
 from . import ops
 from .program import (
     ONE, BlockDim, IfStmt, LoopStmt, Node, RInfo, TileInfo,
@@ -120,13 +120,17 @@ def _dummy(v):
                 return True
             return 1.0 if v.dtype.is_floating_point else 1
         return torch.empty((1,) if v.dims else (), dtype=v.dtype)
+    if not _is_py_number(v):
+        # a string, None, a dtype, a list... reaching an op's operands: the op's call (Hook) or the statement
+        # (Tracer.stmt) becomes the error's place
+        raise HostValueOperand(None, use="an operand", got=_describe(v))
     return v
 
 
 def result_type(*vals) -> torch.dtype:
     if len(vals) == 1:
         v = vals[0]
-        return v.dtype if isinstance(v, Node) else torch.tensor(v).dtype
+        return v.dtype if isinstance(v, Node) else torch.tensor(_dummy(v)).dtype
     d = _dummy(vals[0])
     for v in vals[1:]:
         d2 = _dummy(v)

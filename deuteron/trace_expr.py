@@ -27,6 +27,14 @@ from .trace_common import (
 )
 
 
+_NO_VALUE = object()
+
+
+def _is_library_module(m) -> bool:
+    return (getattr(m, "__name__", "") or "").split(".")[0] in (
+        "torch", "deuteron", "newt", "math", "builtins", "numpy", "triton", "functools", "operator", "helion")
+
+
 class ExprTracer:
     """Mixin of ``Tracer``: evaluating expressions of a tile loop body."""
 
@@ -52,23 +60,67 @@ class ExprTracer:
         if name in self.globals:
             v = self.globals[name]
             src = self._captured.get(name)
-            if src is not None and isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool):
-                key = ("captured",) + src
-                if key in self._host_cache:
-                    return self._host_cache[key]
+            if src is not None:  # captured by a callable argument: tensors become kernel arguments
                 if isinstance(v, torch.Tensor):
-                    out = self.tensor_arg(f"{src[1]}_{name}", v, src)
-                else:
-                    self.guard(src, v)
-                    out = v
-                self._host_cache[key] = out
-                return out
+                    key = ("captured",) + src
+                    if key not in self._host_cache:
+                        self._host_cache[key] = self.tensor_arg(f"{src[1]}_{name}", v, src)
+                    return self._host_cache[key]
+                return self.global_value(src, name, v, node)
             if isinstance(v, torch.Tensor):
                 raise CapturedTensor(node, name=name)
-            return v
+            # the kernel's own global (fetched by name from its module at each launch), or one of a module-level
+            # helper's globals / closure cells: a value baked into the code is guarded, a float is passed
+            src = ("local", name) if self._inline_depth == 0 else self._gcaptured.get(name)
+            if src is None:
+                return v
+            return self.global_value(src, name, v, node)
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise UnknownName(node, name=name)
+
+    def global_value(self, src, name, v, node):
+        """A value read from a global, a closure cell or a module attribute (``src`` says where it is fetched
+        from at each launch): numbers, strings, None, dtypes and tuples of them that the code depends on are
+        guarded (a changed value traces again), a float is a run-time scalar argument (a changed value is passed),
+        a user function is guarded by its code and what it reads is guarded through it; modules, classes and
+        library functions are taken as they are."""
+        hit = self._global_cache.get(src, _NO_VALUE)
+        if hit is not _NO_VALUE:
+            return hit
+        if isinstance(v, float):
+            out = self.scalar_param(name, v, src)
+        elif isinstance(v, (bool, int, str, torch.dtype, type(None))):
+            self.guard(src, v)
+            out = v
+        elif isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+            if all(isinstance(x, (int, float, bool, str, type(None), torch.dtype)) for x in v):
+                self.guard(src, tuple(v))
+            out = v
+        elif isinstance(v, types.FunctionType) and not _is_library(v):
+            self.guard(src, v)
+            if id(v) not in self._fn_origin:
+                self._fn_gorigin[id(v)] = (v, src)
+            out = v
+        else:
+            out = v
+        self._global_cache[src] = out
+        return out
+
+    def value_source(self, e):
+        """Where the value of expression ``e`` (a name, a module attribute of one) is fetched from at a launch
+        when it is a global of the kernel or of a module-level helper; None otherwise."""
+        if isinstance(e, ast.Name):
+            nm = e.id
+            if nm in self.env or nm in self.host or nm not in self.globals:
+                return None
+            if nm in self._captured:
+                return self._captured[nm]
+            return ("local", nm) if self._inline_depth == 0 else self._gcaptured.get(nm)
+        if isinstance(e, ast.Attribute):
+            base = self.value_source(e.value)
+            return None if base is None else ("attr", base, e.attr)
+        return None
 
     def ex_Name(self, e):
         return self.lookup(e.id, e)
@@ -116,12 +168,20 @@ class ExprTracer:
         if isinstance(base, _MaxResult) and a in ("values", "indices"):
             return getattr(base, a)
         try:
-            return getattr(base, a)
+            v = getattr(base, a)
         except AttributeError:
             if isinstance(base, types.ModuleType) and base.__name__.split(".")[0] == "deuteron" and \
                     a in ops.HELION_UNSUPPORTED:
                 raise UnsupportedConstruct(e, name=a, why=ops.HELION_UNSUPPORTED[a]) from None
             raise BadAttribute(e, what=_describe(base), attr=a) from None
+        if isinstance(base, types.ModuleType) and not _is_library_module(base):
+            # a value read off a user module (``cfg.SCALE``): guarded like a global, through the module's source
+            src = self.value_source(e)
+            if src is not None:
+                if isinstance(v, torch.Tensor):
+                    raise CapturedTensor(e, name=f"{_describe(base).split()[-1]}.{a}")
+                return self.global_value(src, a, v, e)
+        return v
 
     def dim_value(self, d):
         if isinstance(d, TileInfo):
@@ -322,7 +382,20 @@ class ExprTracer:
             raise TileAsNumber(e, what="a Python number", hint="use tile.begin / tile.end")
         if isinstance(func, types.FunctionType) and not _is_library(func):
             return self.inline(func, args, kwargs, e)
-        if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in list(args) + list(kwargs.values())):
+        allv = list(args) + list(kwargs.values())
+        if any(isinstance(a, Node) for a in allv) and \
+                all(not isinstance(a, Node) or (a.op == "param" and not a.dims and a.host_value is not None)
+                    for a in allv) and not any(isinstance(a, (TileInfo, HostTensor)) for a in allv):
+            # a host function of run-time scalars that came from the host (math.sqrt(scale)): called on their
+            # values, which the program then depends on (guarded: a changed value traces again)
+            for a in allv:
+                if isinstance(a, Node):
+                    for gd in a.guards:
+                        self.guard(*gd)
+            args = [a.host_value if isinstance(a, Node) else a for a in args]
+            kwargs = {k: a.host_value if isinstance(a, Node) else a for k, a in kwargs.items()}
+            allv = []
+        if any(isinstance(a, (Node, TileInfo, HostTensor)) for a in allv):
             name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
             raise HostCall(e, problem=f"{name}() cannot be called on values inside a tile loop")
         try:
@@ -352,9 +425,15 @@ class ExprTracer:
         self.host = {}
         self.globals = dict(fn.__globals__)
         origin = self._fn_origin.get(id(fn))
+        gorigin = self._fn_gorigin.get(id(fn))
+        gorigin = gorigin[1] if gorigin is not None and gorigin[0] is fn else None
+        saved_gcaptured = self._gcaptured
         self._captured = {}
+        self._gcaptured = {}
         if origin is not None:
             self._captured = {nm: ("fnglobal", origin, nm) for nm in fn.__code__.co_names}
+        elif gorigin is not None:  # a helper reached through a global: what it reads is fetched through it
+            self._gcaptured = {nm: ("fnglobal", gorigin, nm) for nm in fn.__code__.co_names}
         if fn.__closure__:
             for nm, cell in zip(fn.__code__.co_freevars, fn.__closure__):
                 try:
@@ -363,19 +442,35 @@ class ExprTracer:
                     continue
                 if origin is not None:
                     self._captured[nm] = ("cell", origin, nm)
+                elif gorigin is not None:
+                    self._gcaptured[nm] = ("cell", gorigin, nm)
         self._host_cache = {}
         self._inline_depth += 1
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
         result = None
+        # a helper of another file: its statements' line numbers are not the kernel file's, so what it emits is
+        # placed at the call (the generated code's `# line N:` comments) and its errors move there, naming it
+        foreign = self._foreign_call is None and not _same_file(fn, self.src)
+        if foreign:
+            self._foreign_call = e
         try:
             self.stmts(body)
         except _Return as r:
             result = r.value
+        except TraceError as err:
+            if foreign:
+                line = getattr(err.node, "lineno", None)
+                err.message += f" (in {fn.__qualname__}, {_source_path(fn)}" + (f":{line})" if line else ")")
+                err.node = e
+            raise
         finally:
+            if foreign:
+                self._foreign_call = None
             self._inline_depth -= 1
             self.env, self.host, self.globals, self._host_cache = saved_env, saved_host, saved_globals, saved_cache
             self._captured = saved_captured
+            self._gcaptured = saved_gcaptured
         return result
 
     def host_method(self, ht: HostTensor, name, args, kwargs, e):
@@ -678,6 +773,24 @@ def _is_op_name(tname) -> bool:
     kind, name = tname
     table = ops.FUNCTIONAL if kind == "F" else ops.TORCH_FUNCTIONS
     return name in table or name in ops.TENSOR_METHODS
+
+
+def _source_path(fn) -> str:
+    try:
+        return inspect.getsourcefile(fn) or fn.__code__.co_filename
+    except TypeError:
+        return fn.__code__.co_filename
+
+
+def _same_file(fn, src) -> bool:
+    """Whether helper ``fn`` is defined in the kernel's file (``src``: its SourceInfo)."""
+    import os
+    if src is None:
+        return True
+    try:
+        return os.path.realpath(_source_path(fn)) == os.path.realpath(src.path)
+    except (TypeError, ValueError):
+        return True
 
 
 def _function_body(fn):

@@ -8,7 +8,8 @@ import torch
 
 from . import ops
 from .errors import (
-    Broadcast, DimensionArgument, HostCall, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype, OperandKind,
+    Broadcast, DimensionArgument, HostCall, HostValueOperand, MatmulDtypes, MatmulOperands, MatmulShapes, OperandDtype,
+    OperandKind,
     ShapeArgument, SizeOneMatmul, TileArithmetic, TileAsNumber, UnsupportedExpression, WholeTensor,
 )
 from .program import (
@@ -327,6 +328,8 @@ class MathTracer:
             v = self.cast(value, dt) if value.dtype != dt else value
             n = Node("expand", [v], dims=dims, dtype=dt)
             return self.emit(n)
+        if not isinstance(value, (bool, int, float)):
+            raise HostValueOperand(src, use="the fill value", got=_describe(value))
         dt = dtype or torch.float32
         n = Node("full", dims=dims, dtype=dt, attrs={"value": value}, pad=value)
         self.prog.dims_used.add(dims)

@@ -21,7 +21,7 @@ from . import ops
 from .errors import (
     BadArguments, Broadcast, DimensionArgument, ExtraMask, ExtraMaskShape, MatmulDtypes, MemoryTarget, NotCompileTime,
     NotInTileLoop, OperandDtype, OperandKind, RandomShape, RangeLoop, ReshapeDims, TileAsNumber, TileNotIterated,
-    TileScan, UnknownOption, UnsupportedExpression, WholeTensor,
+    TileScan, TraceError, UnknownOption, UnsupportedExpression, WholeTensor,
 )
 from .program import (
     ONE, Node, RInfo, TileInfo,
@@ -51,7 +51,12 @@ class Hook:
         except TypeError as err:
             raise BadArguments(e, op=what, problem=str(err), signature=str(self.signature)) from None
         bound.apply_defaults()
-        return self.fn(tr, e, *self.lead, *bound.args, **bound.kwargs)
+        try:
+            return self.fn(tr, e, *self.lead, *bound.args, **bound.kwargs)
+        except TraceError as err:
+            if err.node is None:  # raised where the node was not known (result_type): the op's call
+                err.node = e
+            raise
 
 
 #: ``dt.<name>`` -> Hook (bound with the stub's signature)

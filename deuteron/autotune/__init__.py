@@ -491,7 +491,7 @@ class Tuner:
             self._add("check", t)
 
     def _check_and_time(self, cand: Candidate, timed_ms: float | None):
-        from ..errors import DeuteronError
+        from ..errors import DeuteronError, GeneratedKernelError
         from .worker import classify
         args, kwargs = self.expected.fresh_args(self.poison)
         b = self.kernel._bind(args, kwargs)
@@ -501,7 +501,11 @@ class Tuner:
                 from newt.runtime import synchronize
                 synchronize()
         except DeuteronError as e:
-            cand.status, cand.error = "invalid", str(e).splitlines()[-1]
+            if isinstance(e, GeneratedKernelError):  # newt's compile error, moved to the user's line
+                r = classify(e.__cause__ if e.__cause__ is not None else e)
+                cand.status, cand.error = r["status"], r["message"]
+            else:
+                cand.status, cand.error = "invalid", str(e).splitlines()[-1]
             return
         except Exception as e:  # noqa: BLE001
             r = classify(e)
