@@ -103,7 +103,8 @@ def test_the_end_event_says_where_the_time_went(monkeypatch):
     ph = end["phases"]
     for k in ("oracle", "generate", "check", "batches", "in_batches", "total", "main_other"):
         assert k in ph, k
-    assert ph["batches"] >= 1 and ph["generate"] > 0 and ph["check"] > 0
+    # (generating can round to 0.000 s: the kernel's programs are traced already when earlier tests tuned it)
+    assert ph["batches"] >= 1 and ph["generate"] >= 0 and ph["check"] > 0
     assert ph["total"] == pytest.approx(end["elapsed"], abs=0.25)
     main = sum(ph.get(k, 0) for k in ("oracle", "pool_start", "generate", "tasks", "check", "wait", "retime"))
     assert main + ph["main_other"] == pytest.approx(ph["total"], abs=0.01)
