@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "deuteron"
@@ -64,3 +67,15 @@ def raises_at(mod, call, code, line_text, col_text=None, contains=None):
     if contains:
         assert contains in d.message, d.message
     return e
+
+
+def nvrtc_available() -> bool:
+    """NVRTC (cuda-bindings) and newt's CUDA backend can be imported: the offline cubin / PTX / SASS tests run."""
+    try:
+        from cuda.bindings import nvrtc  # noqa: F401
+        return hasattr(importlib.import_module("newt.backend.cuda"), "compile_cuda")
+    except Exception:  # noqa: BLE001
+        return False
+
+
+needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cuda-bindings) is not installed")

@@ -3,14 +3,13 @@ ragged tiles included (newt's masked ``atomic_cas`` keeps the lanes past the end
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import pytest
 import torch
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
+from dt_helpers import raises_at, write_module, needs_nvrtc
 
 
 @dt.kernel
@@ -151,15 +150,8 @@ def test_value_of_the_wrong_shape_is_an_error_at_the_call(tmp_path):
     assert "k_cas_shape.py" in str(ei.value) and re.search(r"D00\d", str(ei.value)), str(ei.value)
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return hasattr(importlib.import_module("newt.backend.cuda"), "compile_cuda")
-    except Exception:  # noqa: BLE001
-        return False
 
-
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 def test_generated_cas_compiles_for_sm90a_with_the_cas_behind_the_mask():
     from deuteron.compile import compile_binary
     from deuteron.kernel import _HostRun, _runtime_args

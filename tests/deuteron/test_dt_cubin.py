@@ -9,17 +9,11 @@ import pytest
 
 from deuteron.compile import compile_binary
 from deuteron.kernel import Kernel, _HostRun, _runtime_args
+from dt_helpers import needs_nvrtc
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return hasattr(importlib.import_module("newt.backend.cuda"), "compile_cuda")
-    except Exception:  # noqa: BLE001
-        return False
 
-
-pytestmark = pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+pytestmark = needs_nvrtc
 
 EXAMPLES = ["add", "softmax", "layer_norm", "rms_norm", "matmul", "matmul_epilogue", "attention", "column_sum"]
 

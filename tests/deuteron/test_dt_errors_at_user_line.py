@@ -14,7 +14,7 @@ import torch
 import deuteron as dt
 from deuteron import codegen
 from deuteron.errors import GeneratedKernelError
-from dt_helpers import raises_at, write_module
+from dt_helpers import raises_at, write_module, needs_nvrtc
 
 BAD_HOST = """
 MODE = "fast"
@@ -216,15 +216,8 @@ def test_relocate_leaves_errors_of_other_files_alone():
     assert relocate(ValueError("x")) is None
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return True
-    except Exception:  # noqa: BLE001
-        return False
 
-
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 def test_a_backend_error_of_binaries_for_is_d008_at_the_asm_call():
     """ptxas rejecting inline asm for the target (B003, located in the generated file) is reported at the user's
     ``dt.inline_asm_elementwise`` call (in a helper of the kernel's file)."""

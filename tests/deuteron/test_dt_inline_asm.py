@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import asm_helpers_dt as K  # noqa: E402
 
 from deuteron.errors import DeuteronError  # noqa: E402
+from dt_helpers import needs_nvrtc
 
 HELPERS = os.path.join(os.path.dirname(__file__), "asm_helpers_dt.py")
 SRC = open(HELPERS).read().splitlines()
@@ -83,15 +84,8 @@ def test_outside_the_ptx_subset_in_ref_and_interpreter():
         K.asm_outside_subset(x)
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return True
-    except Exception:  # noqa: BLE001
-        return False
 
-
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 @pytest.mark.parametrize("kernel, args, ok", [
     ("scale_rows", (torch.randn(40, 96), torch.randn(40)), False),   # mul.f32x2: sm_100+
     ("fma_fixed", (torch.randn(64),) * 3, False),                     # fma.rn.f32x2: sm_100+

@@ -5,14 +5,13 @@ earlier one; waiting for a later one is the interpreter's located DeadlockError 
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import pytest
 import torch
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
+from dt_helpers import raises_at, write_module, needs_nvrtc
 
 
 @dt.kernel
@@ -143,15 +142,8 @@ def test_bad_arguments_are_d004_at_the_call(tmp_path):
               contains="unknown scope")
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return hasattr(importlib.import_module("newt.backend.cuda"), "compile_cuda")
-    except Exception:  # noqa: BLE001
-        return False
 
-
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 @pytest.mark.parametrize("which", ["chained", "block"])
 def test_signal_wait_compile_for_sm90a(which):
     from deuteron.compile import compile_binary

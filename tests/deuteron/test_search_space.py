@@ -6,12 +6,12 @@ from __future__ import annotations
 import importlib
 import random
 
-import pytest
 import torch
 
 from deuteron.autotune.search import Genome
 from deuteron.kernel import _HostRun, _runtime_args
 from deuteron.space import RANGE_CHOICES, count_tile_loops, normalize_ranges
+from dt_helpers import needs_nvrtc
 
 
 def _entry(name, *args):
@@ -94,13 +94,6 @@ def test_the_genome_carries_the_unroll_gene():
     assert g.decode(g.encode(d)).range_unroll_factors is None
 
 
-def _nvrtc() -> bool:
-    try:
-        from cuda.bindings import nvrtc  # noqa: F401
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
 
 def test_the_unroll_factor_changes_the_generated_newt():
     k, b, e = _matmul()
@@ -112,7 +105,7 @@ def test_the_unroll_factor_changes_the_generated_newt():
         assert f"loop_unroll_factor={v})" in src and src != base
 
 
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 def test_the_unroll_factor_changes_the_cuda_and_the_cubin():
     from deuteron.compile import compile_binary
     k, b, e = _matmul()
@@ -128,7 +121,7 @@ def test_the_unroll_factor_changes_the_cuda_and_the_cubin():
     assert len({out[v]["cubin"] for v in out}) == 3
 
 
-@pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 def test_range_num_stages_is_not_searched_because_newt_ignores_it():
     """The fact behind leaving ``range_num_stages`` out of the space: newt's pipeliner takes the kernel's
     ``num_stages`` for every loop, so a loop's own depth compiles to the very same cubin."""
