@@ -30,7 +30,7 @@ from .language import (  # noqa: F401
     specialize, tanh, wait,
     tile, zeros, tile_begin, tile_end, tile_index, tile_id, tile_block_size, cumsum, cumprod,
 )
-from .language import inline_asm_elementwise  # noqa: F401
+from .language import inline_asm_elementwise, subscript  # noqa: F401
 
 _LAZY = {
     "autotune": ("deuteron.autotune", None),

@@ -285,6 +285,12 @@ class SplitJoin(Cause):
     hint_template = "dt.split(x) takes a block whose last dimension has 2 elements; dt.join(a, b) adds one"
 
 
+class Subscript(Cause):
+    code = "D004"
+    template = "dt.subscript: {problem}"
+    hint_template = "dt.subscript(v, [slice(None), None]) is v[:, None] for a block v computed in the tile loop"
+
+
 class Einsum(Cause):
     code = "D004"
     template = "torch.einsum: {problem}"

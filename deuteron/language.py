@@ -20,6 +20,7 @@ import math as _math
 __all__ = [
     "tile", "grid", "jagged_tile", "Tile", "barrier", "tile_begin", "tile_end", "tile_index", "tile_id",
     "tile_block_size", "cumsum", "cumprod", "rand", "randint", "reduce", "associative_scan", "split", "join",
+    "subscript",
     "zeros", "full", "arange", "dot", "atomic_add", "atomic_cas", "signal", "wait",
     "register_block_size",
     "register_tunable", "specialize", "relu", "sigmoid", "silu", "gelu", "tanh", "exp", "cdiv",
@@ -741,6 +742,12 @@ def split(x):
     if x.shape[-1] != 2:
         raise DeuteronUsageError(f"dt.split needs a last dimension of 2 elements, not {x.shape[-1]}")
     return x[..., 0], x[..., 1]
+
+
+def subscript(tensor, index):
+    """``dt.subscript(v, [slice(None), None])``: Helion's spelling of ``v[:, None]`` for a block inside a tile loop
+    (``None`` adds a dimension of 1, ``slice(None)`` keeps one; ``...`` stands for the dimensions not named)."""
+    return tensor[tuple(index)]
 
 
 def join(a, b):

@@ -74,7 +74,7 @@ DT_DEVICE = {"zeros", "full", "arange", "rand", "randint", "reduce", "associativ
              "atomic_and", "atomic_cas", "signal", "wait",
              "atomic_or", "atomic_xor", "atomic_max", "atomic_min", "atomic_xchg", "relu", "sigmoid", "silu", "gelu",
              "tanh", "exp", "cdiv", "next_power_of_2", "tile", "grid",
-             "inline_asm_elementwise"}
+             "inline_asm_elementwise", "subscript"}
 
 #: ``dt.<name>`` callable only in host code
 DT_HOST_ONLY = {"register_block_size", "register_tunable", "specialize", "barrier"}

@@ -9,7 +9,7 @@ with it.  ``kernel.ref`` folds / scans eagerly with the same Python function (``
 from __future__ import annotations
 
 from . import language as L
-from .errors import CombineFunction, SplitJoin
+from .errors import CombineFunction, SplitJoin, Subscript
 from .program import Block, Node, RInfo
 from .trace_common import _broadcast_dims, _describe, _dims_text, _norm_axis, result_type
 from .trace_ops import DT_HOOKS, _check_scan_dim, dt_hook, torch_hook
@@ -114,6 +114,16 @@ def _dt_split(tr, e, x):
     dims = tuple(x.dims[:-1])
     pair = tr.emit(Node("split", [x], dims=dims, dtype=x.dtype))
     return tuple(tr.emit(Node("tuple_get", [pair], dims=dims, dtype=x.dtype, attrs={"index": i})) for i in (0, 1))
+
+
+@dt_hook(L.subscript)
+def _dt_subscript(tr, e, tensor, index):
+    if not isinstance(tensor, Node) or not tensor.dims:
+        raise Subscript(e, problem=f"it indexes a block inside a tile loop, not {_describe(tensor)} (index a host "
+                                   "tensor with x[tile, ...])")
+    if not isinstance(index, (list, tuple)):
+        raise Subscript(e, problem=f"the index is a list of slice(None), None and ..., not {_describe(index)}")
+    return tr.block_index_items(tensor, list(index), e)
 
 
 @dt_hook(L.join)

@@ -722,7 +722,10 @@ class ExprTracer:
 
     def block_index(self, v: Node, slice_node, e):
         raw = self.eval(slice_node)
-        idx = list(raw) if isinstance(raw, tuple) else [raw]
+        return self.block_index_items(v, list(raw) if isinstance(raw, tuple) else [raw], e)
+
+    def block_index_items(self, v: Node, idx: list, e):
+        """``v[idx]`` for a block: ``:`` keeps a dimension, None adds one of 1, ``...`` the ones not named."""
         real = [it for it in idx if it is not None and it is not Ellipsis]
         if any(not (isinstance(it, slice) and it == slice(None)) for it in real):
             raise BadIndex(e, problem="indexing a block inside the kernel: only `:` and None are supported",
