@@ -445,55 +445,45 @@ _SCOPES = ("gpu", "cta", "sys")
 @dt_hook(L.atomic_add, L.atomic_and, L.atomic_or, L.atomic_xor, L.atomic_max, L.atomic_min, L.atomic_xchg)
 def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     kind = op.split("_", 1)[1]
-    if not isinstance(target, HostTensor):
-        raise MemoryTarget(e, op=op, what=" as its target")
-    idx = list(index) if isinstance(index, (list, tuple)) else [index]
-    items = tr.items_for(target, idx, e)
-    dims = tr._items_dims(items)
-    if isinstance(value, Node):
-        tr._check_store_dims(value.dims, dims, target, e)
-    if sem not in _SEMS:
-        raise UnknownOption(e, op=f"dt.{op}", option="sem", value=sem, choices=", ".join(_SEMS))
-    if scope not in _SCOPES:
-        raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
-    if kind in ("and", "or", "xor") and (target.t.dtype.is_floating_point or target.t.dtype == torch.bool):
-        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype), why=" (bitwise atomics need an integer tensor)")
-    target.arg.atomic = True
-    tr._strides(target, items)
-    tr.prog.has_atomic = True
-    at = tr.emit(Node("atomic", [value], dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
-                                                          "sem": sem, "scope": scope, "kind": kind}))
-    # the values before the update (exact where positions do not repeat); assigned only where the kernel uses them
-    old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
-    at.attrs["old"] = old
-    return old
+
+    def check(dt):
+        if kind in ("and", "or", "xor") and (dt.is_floating_point or dt == torch.bool):
+            raise OperandDtype(e, op=f"dt.{op}", dtype=str(dt), why=" (bitwise atomics need an integer tensor)")
+    return _atomic(tr, e, op, kind, target, index, [value], sem, scope, check)
 
 
 @dt_hook(L.atomic_cas)
 def _dt_atomic_cas(tr, e, target, index, expected, value, sem="relaxed", scope="gpu"):
-    op = "atomic_cas"
+    def check(dt):
+        if dt.itemsize not in (2, 4, 8):
+            raise OperandDtype(e, op="dt.atomic_cas", dtype=str(dt),
+                               why=" (compare-and-swap works on 16-, 32- or 64-bit elements)")
+    # args: the new value first (as every atomic), then the expected one (deuteron.codegen_expr.emit_store)
+    return _atomic(tr, e, "atomic_cas", "cas", target, index, [value, expected], sem, scope, check)
+
+
+def _atomic(tr, e, op, kind, target, index, values, sem, scope, check):
+    """The atomic node of ``dt.<op>`` on ``target[index]`` and the values before the update (exact where
+    positions do not repeat; assigned only where the kernel uses them); ``check(dtype)``: the op's own rule on the
+    target's dtype."""
     if not isinstance(target, HostTensor):
         raise MemoryTarget(e, op=op, what=" as its target")
     idx = list(index) if isinstance(index, (list, tuple)) else [index]
     items = tr.items_for(target, idx, e)
     dims = tr._items_dims(items)
-    for v in (expected, value):
+    for v in values:
         if isinstance(v, Node):
             tr._check_store_dims(v.dims, dims, target, e)
     if sem not in _SEMS:
         raise UnknownOption(e, op=f"dt.{op}", option="sem", value=sem, choices=", ".join(_SEMS))
     if scope not in _SCOPES:
         raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
-    if target.t.dtype.itemsize not in (2, 4, 8):
-        raise OperandDtype(e, op=f"dt.{op}", dtype=str(target.t.dtype),
-                           why=" (compare-and-swap works on 16-, 32- or 64-bit elements)")
+    check(target.t.dtype)
     target.arg.atomic = True
     tr._strides(target, items)
     tr.prog.has_atomic = True
-    # args: the new value first (as every atomic), then the expected one (deuteron.codegen_expr.emit_store)
-    at = tr.emit(Node("atomic", [value, expected], dims=(), attrs={"tensor": target.arg, "items": items,
-                                                                    "dims": dims, "sem": sem, "scope": scope,
-                                                                    "kind": "cas"}))
+    at = tr.emit(Node("atomic", list(values), dims=(), attrs={"tensor": target.arg, "items": items, "dims": dims,
+                                                              "sem": sem, "scope": scope, "kind": kind}))
     old = tr.emit(Node("atomic_old", [at], dims=tuple(dims), dtype=target.t.dtype))
     at.attrs["old"] = old
     return old

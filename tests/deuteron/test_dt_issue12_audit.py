@@ -1,13 +1,13 @@
 """Issue 12's construct list, one check per bullet that had no test of its own (the others: test_dt_load_store,
 test_dt_slices, test_dt_split_join, test_dt_surface, test_dt_combine, test_dt_random, test_dt_atomics,
-test_dt_atomic_cas, test_dt_signal_wait, test_dt_moving_slice, test_dt_regroup_ops, test_dt_helion_options)."""
+test_dt_atomic_cas, test_dt_signal_wait, test_dt_moving_slice, test_dt_regroup_ops, test_dt_helion_options; control
+flow on tile values: test_dt_oracle)."""
 
 from __future__ import annotations
 
 import torch
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
 
 
 @dt.kernel
@@ -48,17 +48,3 @@ def test_a_branch_on_a_host_none_is_not_traced():
     s = torch.randn(20)
     torch.testing.assert_close(maybe_shift(x, s), x + s)
 
-
-def test_control_flow_on_tile_values_is_d004(tmp_path):
-    mod = write_module(tmp_path, "k_audit_cf", """
-    @dt.kernel
-    def f(x):
-        out = torch.empty_like(x)
-        for t in dt.tile(x.size(0)):
-            if x[t].sum() > 0:
-                out[t] = x[t]
-            else:
-                out[t] = -x[t]
-        return out
-    """)
-    raises_at(mod, lambda: mod.f(torch.randn(64)), "D004", "if x[t].sum() > 0:")
