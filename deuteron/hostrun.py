@@ -257,7 +257,7 @@ class _HostRun:
         token = L._CONTEXT.set(self)
         try:
             if self.prefill:
-                from .autotune.oracle import nan_allocations
+                from .oracle import nan_allocations
                 with nan_allocations():
                     return host(*bound.args, **bound.kwargs)
             return host(*bound.args, **bound.kwargs)

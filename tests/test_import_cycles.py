@@ -64,9 +64,22 @@ def imports_of(mod: str, path: str, mods) -> set[str]:
     return out
 
 
+def _ancestors(mod: str) -> set[str]:
+    parts = mod.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
 def graph() -> dict[str, set[str]]:
+    """Import edges, plus the package ``__init__`` edges Python adds: importing ``a.b.c`` first runs ``a/b/__init__``
+    (and ``a/__init__``), so a module importing ``newt.tune.tasks`` depends on ``newt.tune`` too. The packages the
+    importer itself lives in are initialised before it runs, so those edges are not counted."""
     mods = modules()
-    return {m: imports_of(m, p, mods) for m, p in mods.items()}
+    g = {}
+    for m, p in mods.items():
+        deps = imports_of(m, p, mods)
+        mine = _ancestors(m)
+        g[m] = deps | {a for d in deps for a in _ancestors(d) if a in mods and a not in mine and a != m}
+    return g
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -112,6 +125,20 @@ def test_the_graph_sees_function_local_and_relative_imports():
     # newt/frontend/__init__ re-exports from .check (relative, module level)
     assert "newt.frontend.check" in g["newt.frontend"]
     assert len(g) > 50
+
+
+def test_the_graph_counts_package_init_edges():
+    # newt.tune.tasks imports newt.runtime's modules, so it runs newt/runtime/__init__.py first
+    g = graph()
+    assert "newt.runtime" in g["newt.tune.tasks"]
+    # a module's own packages are initialised before it: no edge back to them
+    assert "newt.tune" not in g["newt.tune.tasks"]
+
+
+def test_the_init_edge_finds_a_cycle_through_a_package():
+    # a.x imports b.y; b.z imports a.w: no module cycle, but a/__init__ importing a.x closes one through b/__init__
+    g = {"a": {"a.x"}, "a.x": {"b.y", "b"}, "b": {"b.z"}, "b.y": set(), "b.z": {"a.w", "a"}, "a.w": set()}
+    assert cycles(g) == [["a", "a.x", "b", "b.z"]]
 
 
 #: cycles that remain (issue 14 removed all seven, counting function-local and string imports): a cycle may shrink or

@@ -22,6 +22,9 @@ NEVER = {
                       "lsp_server"),
     "newt/interpreter": ("newt.backend", "newt.runtime", "cuda", "deuteron", "lsp_server"),
     "newt/backend": ("newt.interpreter", "newt.runtime", "torch", "deuteron", "lsp_server"),
+    # the runtime compiles and launches one kernel; tuning (newt.tune, with the autotuner) drives it from above
+    "newt/runtime": ("newt.tune", "deuteron", "lsp_server"),
+    "newt/tune": ("deuteron", "lsp_server"),
 }
 
 

@@ -156,7 +156,7 @@ class Tuner:
     @property
     def expected(self):
         if self._expected is None:
-            from .oracle import Expected
+            from ..oracle import Expected
             t = time.perf_counter()
             self._expected = Expected(self.kernel, self.bound, tf32=self._tf32)
             self._add("oracle", t)
@@ -433,7 +433,7 @@ class Tuner:
         """Generate the candidate's kernels (no launch); invalid configs stop here."""
         from ..errors import DeuteronError
         from ..hostrun import _HostRun
-        from .oracle import nan_allocations
+        from ..oracle import nan_allocations
         t = time.perf_counter()
         try:
             self._prepare(cand, DeuteronError, _HostRun, nan_allocations)

@@ -317,7 +317,7 @@ class StaticEval:
                 kwargs[k.arg] = self.eval(k.value)
         if isinstance(fn, _Q):
             q = fn.q
-            if q in ("newt.Config", "newt.runtime.Config", "newt.runtime.autotuner.Config"):
+            if q in ("newt.Config", "newt.tune.autotuner.Config"):
                 kw = args[0] if args else kwargs.pop("kwargs", {})
                 if not isinstance(kw, dict):
                     raise NotStatic("config kwargs")
@@ -471,8 +471,8 @@ class KernelDef:
 
 
 NEWT_JIT = {"newt.jit", "newt.runtime.jit", "newt.runtime.jit.jit"}
-NEWT_AUTOTUNE = {"newt.autotune", "newt.runtime.autotune"}
-NEWT_HEURISTICS = {"newt.heuristics", "newt.runtime.heuristics"}
+NEWT_AUTOTUNE = {"newt.autotune", "newt.tune.autotuner.autotune"}
+NEWT_HEURISTICS = {"newt.heuristics", "newt.tune.autotuner.heuristics"}
 
 
 def triton_as_newt(qualname: str) -> str:

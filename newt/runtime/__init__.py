@@ -1,10 +1,10 @@
-"""The newt runtime: ``@newt.jit``, launching, caches, autotuning, ``newt.compile``.
+"""The newt runtime: ``@newt.jit``, launching, caches, ``newt.compile`` (autotuning is ``newt.tune.autotuner``,
+one layer up: it drives the tuning executor, which compiles and launches through this package).
 
 Importing this package is light; torch and the CUDA bindings are imported
 when a kernel is first compiled or launched.  See docs/runtime.md.
 """
 
-from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: F401
 from .compiler import CompiledKernel, compile  # noqa: F401
 from .errors import KernelFaultError, LaunchError, OutOfResources  # noqa: F401
 from .jit import JITFunction, jit  # noqa: F401

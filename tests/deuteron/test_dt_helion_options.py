@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import deuteron as dt
-from deuteron.autotune.oracle import Expected
+from deuteron.oracle import Expected
 from tests.deuteron.dt_helpers import check
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"

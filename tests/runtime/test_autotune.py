@@ -272,7 +272,7 @@ def test_config_api():
 def test_hot_path_key_matches_the_general_key(gpu):
     """The generated key function (used once a launch pattern is known) computes _tuning_key exactly,
     and declines (None) for any other argument types, so such launches take the general path."""
-    from newt.runtime.autotuner import _key_function
+    from newt.tune.autotuner import _key_function
     b = Bench()
     k = make(b)
     x, h = torch.randn(64), torch.randn(64).half()

@@ -334,7 +334,7 @@ def test_an_autotuned_hit_is_launched_in_c(gpu):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=ints, dt=st.sampled_from(DTYPES), other=st.one_of(st.none(), st.floats(), st.booleans(), ints))
 def test_the_compiled_tuning_key_is_the_python_one(gpu, n, dt, other):
-    from newt.runtime.autotuner import _c_tuner, _key_function
+    from newt.tune.autotuner import _c_tuner, _key_function
     k = newt.autotune([newt.Config({"BLOCK_SIZE": 64})], key=["n_elements", "y_ptr"])(newt.jit(K.add_kernel.fn))
     x = torch.zeros(8, dtype=dt)
     first = (x, other, x, n)

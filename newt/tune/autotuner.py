@@ -25,7 +25,7 @@ import time
 
 from newt.frontend.diagnostics import CompilationError
 
-from .errors import LaunchError, OutOfResources
+from newt.runtime.errors import LaunchError, OutOfResources
 
 log = logging.getLogger("newt.autotune")
 
@@ -295,8 +295,8 @@ class Autotuner(KernelInterface):
         return pruned
 
     def _disk_key(self, key) -> str:
-        from . import cache, compiler, driver
-        from .jit import default_target
+        from newt.runtime import cache, compiler, driver
+        from newt.runtime.jit import default_target
         target = default_target()
         if driver.has_gpu() and not self.is_interpreted():
             info = driver.device_info(driver.current_device_fn()())
@@ -308,7 +308,7 @@ class Autotuner(KernelInterface):
         })
 
     def _tune(self, key, args, kwargs, grid):
-        from . import cache
+        from newt.runtime import cache
         self._benchmarked = False
         if self.cache_results:
             dk = self._disk_key(key)
@@ -543,12 +543,12 @@ def _c_tuner(tuner, args):
     to ``tuner._launch``; None without the extension (``NEWT_C_LAUNCHER=0``, no C compiler)."""
     import sys
 
-    from . import clauncher
+    from newt.runtime import clauncher
     torch = sys.modules.get("torch")
     m = clauncher.module() if clauncher.enabled() and torch is not None else None
     if m is None or not hasattr(m, "TuneDispatcher") or len(args) > 128:
         return None
-    from .jit import install_c_getitem
+    from newt.runtime.jit import install_c_getitem
     install_c_getitem(Autotuner, "_c_launch", False)
     return m.TuneDispatcher(tuner, tuner._launch, tuner._launch_kw, tuple(type(a) for a in args),
                             tuple(i for i, _ in tuner._key_pos), torch.Tensor)
