@@ -29,3 +29,16 @@ def clear_cache(disk: bool = False):
     compiler.clear_memory_cache()
     if disk:
         get_cache().clear()
+
+
+#: names this package exported before the autotuner moved up to ``newt.tune.autotuner`` (issue 26); code written
+#: against them (``newt.runtime.Config``, ``newt.runtime.Autotuner``) still finds them, through newt's public
+#: facade, which loads them lazily -- the runtime itself never imports the tuning layer
+_MOVED_TO_TUNE = ("Autotuner", "Config", "Heuristics", "autotune", "heuristics")
+
+
+def __getattr__(name):
+    if name in _MOVED_TO_TUNE:
+        import newt
+        return getattr(newt, name)
+    raise AttributeError(f"module 'newt.runtime' has no attribute {name!r}")

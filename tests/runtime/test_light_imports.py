@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,3 +34,14 @@ def test_decorating_kernels_is_light(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stdout
+
+
+def test_the_autotuner_names_moved_to_tune_are_still_reachable_from_the_runtime():
+    import newt
+    import newt.runtime
+    from newt.tune import autotuner
+    assert newt.runtime.Autotuner is autotuner.Autotuner is newt.Autotuner
+    assert newt.runtime.Config is newt.Config is autotuner.Config
+    assert newt.runtime.autotune is newt.autotune
+    with pytest.raises(AttributeError):
+        newt.runtime.no_such_name  # noqa: B018
