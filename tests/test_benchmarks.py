@@ -33,6 +33,7 @@ GPU_ONLY = {
     "config_sweep.py": ["--out", "{tmp}"],
     "deuteron_bench.py": ["--out", "{tmp}"],
     "bench_tma.py": ["--out", "{tmp}"],
+    "helion_vs_deuteron.py": ["--examples", "{tmp}", "--out", "{tmp}"],
 }
 #: modules of the benchmarks that are not scripts
 LIBRARIES = {"common.py"}
