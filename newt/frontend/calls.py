@@ -105,6 +105,8 @@ class CallsMixin(_Base):
                 if args and isinstance(args[0], Const) and isinstance(args[0].value, lc.dtype):
                     return Const(lc.pointer_type(args[0].value))
                 raise SemError("N023", "nl.pointer_type expects a dtype")
+            if isinstance(obj, lc.dtype):
+                return self.dtype_call(obj, args, kwargs, node, arg_nodes)
             if obj in _PY_BUILTIN_FUNCS:
                 return self.call_pybuiltin(obj, args, kwargs, node, arg_nodes)
             if isinstance(obj, pytypes.BuiltinFunctionType) and getattr(obj, "__module__", "") == "math":
@@ -208,6 +210,9 @@ class CallsMixin(_Base):
                                      [node] * (len(rest) + 1), {})
         if fn in (pybuiltins.getattr, pybuiltins.hasattr):
             return self.getattr_call(fn, args, node, arg_nodes)
+        if fn in (pybuiltins.min, pybuiltins.max) and (
+                "propagate_nan" in kwargs or any(isinstance(a, TensorV) for a in args)):
+            return self.min_max_call(fn, args, kwargs, node, arg_nodes)
         if fn is pybuiltins.isinstance and len(args) == 2 and isinstance(args[1], (Const, TupleV, PyFunc)) and \
                 isinstance(args[0], (TensorV, TupleV, DescV)):
             return Const(self.isinstance_of(args[0], args[1]))
@@ -240,6 +245,48 @@ class CallsMixin(_Base):
         elif fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool):
             hint = f"use x.to(nl.{ {'int': 'int32', 'float': 'float32', 'bool': 'int1'}[name] })"
         raise SemError("N006", f"Python's {name}() only works on compile-time values inside a kernel", hint=hint)
+
+    def dtype_call(self, dt, args, kwargs, node, arg_nodes) -> AV:
+        """``nl.float32(x)``: a dtype called on one value makes a value of that type, as older Triton code does
+        (``m = tl.float32(-float("inf"))``): a number becomes a scalar of ``dt`` (``nl.full([], x, dt)``), a
+        run-time value is converted (``x.to(dt)``)."""
+        if kwargs or len(args) != 1:
+            raise SemError("N005", f"{dt!r}(x) takes one value")
+        x = args[0]
+        if isinstance(x, (Opaque, Undef)):
+            return Opaque()
+        if isinstance(x, TensorV):
+            return self.call_builtin("cast", [x, Const(dt)], {}, node, [arg_nodes[0], node], {})
+        if isinstance(x, (Const, Sym)) and (isinstance(x, Sym) or isinstance(x.value, (bool, int, float))):
+            return self.call_builtin("full", [Const(()), x, Const(dt)], {}, node, [node, arg_nodes[0], node], {})
+        raise SemError("N023", f"{dt!r}(x) needs a number or a scalar value", node=arg_nodes[0])
+
+    def min_max_call(self, fn, args, kwargs, node, arg_nodes) -> AV:
+        """``min(a, b, ...)`` / ``max(...)`` with a run-time value among the arguments, as Triton's code generator
+        reads them (its ``builtin_min``/``builtin_max``): a left-to-right chain of ``nl.minimum`` /
+        ``nl.maximum`` (any arity, constants mixed in, promoted as those are), NaN not propagated unless the
+        deprecated ``propagate_nan=`` says so."""
+        name = fn.__name__
+        extra = set(kwargs) - {"propagate_nan"}
+        if extra:
+            raise SemError("N005", f"{name}() got an unexpected keyword argument {sorted(extra)[0]!r}")
+        if len(args) < 2:
+            raise SemError("N005", f"{name}() on run-time values needs at least 2 arguments, got {len(args)}",
+                           hint=f"use nl.{name}(x, axis) to reduce a block")
+        if any(isinstance(a, (Opaque, Undef)) for a in args):
+            return Opaque()
+        op = "minimum" if fn is pybuiltins.min else "maximum"
+        kw = {"propagate_nan": kwargs["propagate_nan"]} if "propagate_nan" in kwargs else {}
+        kw_nodes = {"propagate_nan": node} if kw else {}
+        acc = args[0]
+        for a, an in zip(args[1:], arg_nodes[1:]):
+            acc = self.call_builtin(op, [acc, a], kw, node, [node, an], kw_nodes)
+        if isinstance(acc, TensorV) and acc.shape:
+            from .diagnostics import Severity
+            self.report("N008", f"Python's {name}() on blocks is deprecated in Triton: use nl.{op}", node,
+                        hint=f"use nl.{op}(a, b) for elementwise, or nl.{name}(x, axis) to reduce",
+                        severity=Severity.WARNING)
+        return acc
 
     def getattr_call(self, fn, args, node, arg_nodes) -> AV:
         """``getattr(obj, "name"[, default])`` and ``hasattr(obj, "name")`` with a compile-time name."""

@@ -95,16 +95,21 @@ class StaticEnv(GlobalEnv):
         if name in scan.constants:
             return self._convert(scan.constants[name])
         if name in scan.aliases:
+            q = scan.aliases[name]
             try:
-                return from_python(resolve_qualname(scan.aliases[name]))
+                return from_python(resolve_qualname(q))
             except (LookupError, AttributeError, ImportError):
-                return Opaque(scan.aliases[name])
+                # a name of our own modules that does not exist is an object we cannot use; another package's
+                # (the user's, torch's) may be anything, a jit function included: unknown, and silent
+                return Opaque(q) if q.split(".")[0] in _TRUSTED_ROOTS + trusted_roots() else Opaque()
+        if name in scan.relative_imports or name in scan.conditional:
+            return Opaque()  # exists, value unknown to a file-at-a-time analysis (a relative import, an if/else alias)
         if name in scan.plain_functions:
             return PyFunc(name)
         if name in scan.other_names:
             return PyFunc(name)
         if name in scan.assigned:
-            return Opaque(name)
+            return Opaque()
         return None
 
     def _convert(self, v):

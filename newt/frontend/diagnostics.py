@@ -94,6 +94,7 @@ CODES: dict[str, tuple[str, str]] = {
     "N005": ("bad-call", "wrong number of arguments or an unknown keyword in a call"),
     "N006": ("non-jit-call", "a plain Python function called inside a kernel"),
     "N007": ("possibly-undefined", "a variable defined on only some paths"),
+    "N008": ("deprecated", "a construct Triton still accepts but deprecates (Python's min/max on blocks)"),
     # constexpr and shapes
     "N010": ("constexpr-required", "a value that must be known at compile time is not"),
     "N011": ("not-power-of-two", "a block dimension is not a power of two"),

@@ -1,0 +1,145 @@
+"""Triton code as people write it: each false-error class the front end once reported on valid library kernels
+has a minimal kernel here (written for this test), which must analyze with no error, and, where the construct
+has a wrong use, the error that use still gets."""
+
+from __future__ import annotations
+
+import textwrap
+
+from newt.frontend import analyze_source
+
+TRITON = "import triton\nimport triton.language as tl\n"
+
+
+def _diags(body: str, path="lib/kernels.py", header=TRITON):
+    fa = analyze_source(header + textwrap.dedent(body).lstrip("\n"), path)
+    return fa.diagnostics
+
+
+def _errors(body: str, **kw):
+    return [d for d in _diags(body, **kw) if str(d.severity) == "error"]
+
+
+def _fmt(ds):
+    return "\n".join(d.format() for d in ds)
+
+
+def test_python_min_max_on_run_time_scalars():
+    ds = _diags("""
+    @triton.jit
+    def k(out_ptr, M, N, BM: tl.constexpr, G: tl.constexpr):
+        pid = tl.program_id(0)
+        n_m = tl.cdiv(M, BM)
+        first = (pid // G) * G
+        size = min(n_m - first, G)
+        hi = max(size, N, 1, 2.0)
+        tl.store(out_ptr + pid, hi)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_python_min_max_on_blocks_warns_only():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, max(x, 0.0, x * 2))
+    """)
+    assert [(d.code, str(d.severity)) for d in ds] == [("N008", "warning")], _fmt(ds)
+    assert "tl.maximum" in ds[0].message
+
+
+def test_python_min_with_one_run_time_argument_is_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, BLOCK))
+        tl.store(x_ptr, min(x))
+    """)
+    assert [d.code for d in ds] == ["N005"], _fmt(ds)
+
+
+def test_dtype_called_as_a_constructor():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        m = tl.float32(-float("inf"))
+        d = tl.float32(0.0)
+        c = tl.float32(n)
+        x = tl.load(x_ptr + tl.arange(0, BLOCK))
+        tl.store(x_ptr + tl.arange(0, BLOCK), tl.float16(x) + m + d + c)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_dtype_constructor_needs_one_value():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr):
+        tl.store(x_ptr, tl.float32(1.0, 2.0))
+    """)
+    assert [d.code for d in ds] == ["N005"], _fmt(ds)
+
+
+def test_names_from_relative_imports_are_not_undefined():
+    ds = _diags("""
+    from .utils import helper, scale as sc
+    from . import activations
+    from ..common.math import rsqrt_fn
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        y = helper(x) * sc + activations.relu(x) + rsqrt_fn(x)
+        tl.store(x_ptr + offs, y)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_module_level_conditional_aliases_are_not_undefined():
+    ds = _diags("""
+    import os
+
+    if os.environ.get("FAST"):
+        fast_exp = tl.math.exp2
+    else:
+        fast_exp = tl.exp
+    try:
+        act = tl.math.tanh
+    except AttributeError:
+        act = tl.sigmoid
+    chosen = tl.math.tanh if os.environ.get("X") else tl.sigmoid
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, fast_exp(x) + act(x) + chosen(x))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_functions_imported_from_other_packages_are_silent():
+    ds = _diags("""
+    from mylib.kernels.utils import jit_helper
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, jit_helper(tl.load(x_ptr + offs)))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_truly_undefined_name_is_still_reported():
+    ds = _errors("""
+    from .utils import helper
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, helperr(tl.load(x_ptr + offs)))
+    """)
+    assert [d.code for d in ds] == ["N003"], _fmt(ds)
