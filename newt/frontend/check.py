@@ -259,9 +259,11 @@ def _additive_names(node, out: set):
     """Names that appear as bare terms of a +/- chain (candidates for the pointer)."""
     if isinstance(node, ast.Name):
         out.add(node.id)
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         _additive_names(node.left, out)
         _additive_names(node.right, out)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        _additive_names(node.left, out)  # ptr - offset: what is subtracted is never the pointer
     elif isinstance(node, ast.Subscript):
         _additive_names(node.value, out)
     elif isinstance(node, ast.IfExp):

@@ -278,6 +278,11 @@ class StatementsMixin(_Base):
                         continue
                     plan.append((name, None, a if not isinstance(a, Undef) else None,
                                  b if not isinstance(b, Undef) else None))
+                elif speculative:
+                    # a branch on a constexpr whose value the generic check does not know: the path that misses
+                    # the assignment may be one no specialization takes (an if/elif chain over the values a
+                    # kernel accepts), so the name is unknown here, not "maybe undefined"
+                    merged[name] = Opaque()
                 else:
                     merged[name] = Undef(name)
                 continue

@@ -143,3 +143,117 @@ def test_a_truly_undefined_name_is_still_reported():
         tl.store(x_ptr + offs, helperr(tl.load(x_ptr + offs)))
     """)
     assert [d.code for d in ds] == ["N003"], _fmt(ds)
+
+
+def test_if_elif_chain_over_a_constexpr_string_assigns_in_every_branch_taken():
+    ds = _diags("""
+    @triton.jit
+    def act(x, ACT: tl.constexpr):
+        if ACT == "relu":
+            y = tl.maximum(x, 0.0)
+        elif ACT == "sigmoid":
+            y = tl.sigmoid(x)
+        elif ACT == "gelu":
+            y = 0.5 * x * (1 + tl.erf(x * 0.7071067811865476))
+        return y
+
+    @triton.jit
+    def k(x_ptr, MODE: tl.constexpr, ACT: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        if MODE == 0:
+            out = act(x, ACT)
+        elif MODE == 1:
+            out = x * 2
+        tl.store(x_ptr + offs, out)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_maybe_undefined_is_still_reported_when_every_path_that_runs_can_miss_it():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        if n > 0:
+            y = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, y)
+    """)
+    assert [d.code for d in ds] == ["N007"], _fmt(ds)
+
+
+def test_a_launch_with_a_value_no_branch_takes_reports_it_for_that_launch():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        if MODE == 0:
+            out = tl.load(x_ptr + offs)
+        elif MODE == 1:
+            out = tl.load(x_ptr + offs) * 2
+        tl.store(x_ptr + offs, out)
+
+    def run(x):
+        k[(1,)](x, MODE=0, BLOCK=16)
+        k[(1,)](x, MODE=2, BLOCK=16)
+    """)
+    assert [d.code for d in ds] == ["N003"] and "MODE=2" in ds[0].context, _fmt(ds)
+
+
+def test_a_scalar_subtracted_inside_a_pointer_expression_is_not_taken_for_a_pointer():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, idx_ptr, start, n_cols, out_ptr):
+        pid = tl.program_id(0)
+        y = tl.load(idx_ptr + pid)
+        off_rank = (y < start) | (y >= start + n_cols)
+        local = y - start
+        v = tl.load(x_ptr + local)
+        tl.store(out_ptr + pid, tl.where(off_rank, 0.0, v))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_misuse_of_a_guessed_pointer_is_not_certain():
+    # `a` flows into a load, so the generic check takes it for a pointer; it could be an integer offset
+    # (`tl.load(base + a)`), so comparing it with a scalar or negating it is not reported
+    ds = _diags("""
+    @triton.jit
+    def k(base, a, out_ptr):
+        v = tl.load(base + a)
+        tl.store(out_ptr, tl.where(a > 3, v, 0.0))
+        tl.store(out_ptr + 1, v * (10 - a))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_misuse_of_an_annotated_pointer_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr: "*fp32", n):
+        tl.store(x_ptr, tl.load(x_ptr + 1.5))
+    """)
+    assert [d.code for d in ds] == ["N022"], _fmt(ds)
+
+
+def test_attributes_of_a_parameter_of_unknown_kind_are_unknown():
+    # a host-side TensorDescriptor arrives as a parameter the file does not annotate
+    ds = _diags("""
+    @triton.jit
+    def k(desc_in, desc_out, M, BLOCK_M: tl.constexpr):
+        pid = tl.program_id(0)
+        tile = desc_in.load([pid * BLOCK_M, 0])
+        desc_out.store([pid * BLOCK_M, 0], tile.to(desc_out.dtype))
+        z = tl.zeros([BLOCK_M], dtype=desc_in.dtype.element_ty)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_an_unknown_attribute_of_a_block_is_still_reported():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, BLOCK))
+        tl.store(x_ptr, x.lod())
+    """)
+    assert [d.code for d in ds] == ["N004"], _fmt(ds)
