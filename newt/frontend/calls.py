@@ -134,13 +134,30 @@ class CallsMixin(_Base):
                             raise SemError("N023", f"{func.name}: {e}") from None
                 if any(isinstance(a, (Sym, Opaque)) for a in args):
                     return Opaque()
-            has_block = any(isinstance(a, TensorV) for a in list(args) + list(kwargs.values()))
+            has_block = any(isinstance(a, (TensorV, DescV)) for a in list(args) + list(kwargs.values()))
+            if not has_block:
+                # Triton's code generator calls any other Python function as it is, on the compile-time values
+                # (``triton.cdiv(H, BLOCK)``, a helper of the user's module): so do we where we hold the function,
+                # and where the analysis only knows its name the result is unknown
+                return self.call_plain_function(func, args, kwargs)
             raise SemError("N006", f"{func.name!r} is a plain Python function and cannot be called inside a kernel"
                            + (" on block values" if has_block else ""),
                            hint=f"decorate {func.name} with @newt.jit to call it from a kernel")
         if isinstance(func, TensorV):
             raise SemError("N023", "a block value is not callable")
         raise SemError("N023", "this value is not callable")
+
+    def call_plain_function(self, func: PyFunc, args, kwargs) -> AV:
+        if not isinstance(func.obj, pytypes.FunctionType):
+            return Opaque()
+        vals = [_to_python(a) for a in args]
+        kv = {k: _to_python(v) for k, v in kwargs.items()}
+        if _NO in vals or _NO in kv.values():
+            return Opaque()
+        try:
+            return _from_py_result(func.obj(*vals, **kv))
+        except Exception as e:  # noqa: BLE001 - the user's function failed at compile time: say how
+            raise SemError("N023", f"{func.name}() raised {type(e).__name__}: {e}") from None
 
     @staticmethod
     def isinstance_of(v: AV, cls: AV) -> bool:

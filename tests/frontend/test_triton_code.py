@@ -257,3 +257,56 @@ def test_an_unknown_attribute_of_a_block_is_still_reported():
         tl.store(x_ptr, x.lod())
     """)
     assert [d.code for d in ds] == ["N004"], _fmt(ds)
+
+
+def test_plain_python_functions_run_on_compile_time_values():
+    ds = _diags("""
+    def pow2_at_least(n):
+        return 1 << (n - 1).bit_length()
+
+    @triton.jit
+    def k(x_ptr, H, K: tl.constexpr, BLOCK_H: tl.constexpr):
+        for h in tl.static_range(triton.cdiv(K, BLOCK_H)):
+            offs = h * BLOCK_H + tl.arange(0, BLOCK_H)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) * triton.next_power_of_2(K))
+        P: tl.constexpr = pow2_at_least(K)
+        tl.store(x_ptr + tl.arange(0, P), tl.zeros([P], dtype=tl.float32))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_plain_python_function_on_a_block_is_still_an_error():
+    ds = _errors("""
+    def double(x):
+        return x * 2
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, double(tl.load(x_ptr + offs)))
+    """)
+    assert [d.code for d in ds] == ["N006"], _fmt(ds)
+
+
+def test_python_range_keywords_are_ignored_with_a_warning():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, N: tl.constexpr, FLAT: tl.constexpr):
+        for i in range(N, flatten=FLAT):
+            tl.store(x_ptr + i, 1.0)
+        for j in tl.range(0, N, flatten=FLAT, disable_licm=True, warp_specialize=False):
+            tl.store(x_ptr + j, 2.0)
+    """)
+    assert [(d.code, str(d.severity)) for d in ds] == [("N005", "warning")], _fmt(ds)
+    assert "flatten" in ds[0].message
+
+
+def test_sizes_from_unknown_constexprs_are_not_errors_in_the_generic_check():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, K_POW2: tl.constexpr):
+        offs = tl.arange(0, K_POW2)
+        v = tl.sort(tl.load(x_ptr + offs), 0)
+        tl.store(x_ptr + offs, v)
+    """)
+    assert not ds, _fmt(ds)
