@@ -350,6 +350,8 @@ class CallsMixin(_Base):
                 raise SemError("N005", f"{fn.name}() got multiple values for argument {k!r}")
             bound[k] = v
         call_span = self.span(node)
+        if not fn.lib:
+            self.sources.setdefault(fn.src.path, fn.src.text)
         frame = Frame(fn, call_span, is_kernel=False)
         self.frames.append(frame)
         try:
@@ -363,18 +365,10 @@ class CallsMixin(_Base):
                             raise SemError("N005", f"{fn.name}() missing required argument {p.arg!r}")
                         finally:
                             self.frames.append(frame)
-                is_cx, _ = self._param_annotation(p)
+                # a helper's parameters take the values they are given, whatever their annotation: Triton binds a
+                # run-time block passed to a parameter annotated nl.constexpr as that block (tutorial 06 passes
+                # offs_m / offs_n so); only a kernel's own constexpr parameters must be compile-time values
                 v = bound[p.arg]
-                if is_cx and isinstance(v, TensorV):
-                    self.frames.pop()
-                    try:
-                        idx = pnames.index(p.arg)
-                        n = arg_nodes[idx] if idx < len(arg_nodes) else kw_nodes.get(p.arg, node)
-                        self.report("N010", f"argument {p.arg!r} of {fn.name} is nl.constexpr but the value is only "
-                                    "known at run time", n)
-                    finally:
-                        self.frames.append(frame)
-                    v = Opaque()
                 frame.scope[p.arg] = v
                 self.note(p, v)
             frame.scope[FLAG_RET] = Const(False)

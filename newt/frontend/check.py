@@ -661,9 +661,9 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
         # the first error as the cause, as Triton's CompilationError carries the error that stopped it
         first = errors[0]
         cause = SemError(first.code, first.message, first.hint, first.data,
-                         location=Loc(js.src.path, first.span.line, first.span.col, first.span.end_line,
-                                      first.span.end_col))
-        raise CompilationError(errors, js.src.text, kernel=js.name) from cause
+                         location=Loc(first.file if first.file != "<unknown>" else js.src.path, first.span.line,
+                                      first.span.col, first.span.end_line, first.span.end_col))
+        raise CompilationError(errors, js.src.text, kernel=js.name, sources=b.sources) from cause
     if verify:
         from newt.ir import verify as _verify
         _verify(irfn, concrete=True)

@@ -310,3 +310,43 @@ def test_sizes_from_unknown_constexprs_are_not_errors_in_the_generic_check():
         tl.store(x_ptr + offs, v)
     """)
     assert not ds, _fmt(ds)
+
+
+def test_a_run_time_block_passed_to_a_helper_parameter_annotated_constexpr():
+    # tutorial 06 passes offs_m / offs_n (blocks) and N_CTX to parameters annotated tl.constexpr
+    ds = _diags("""
+    @triton.jit
+    def inner(acc, q, k_ptr, offs_m: tl.constexpr, offs_n: tl.constexpr, N_CTX: tl.constexpr,
+              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+        for start_n in range(0, N_CTX, BLOCK_N):
+            k = tl.load(k_ptr + start_n + offs_n)
+            s = q * k[None, :]
+            if CAUSAL:
+                s = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), s, -1.0e6)
+            acc += s
+        return acc
+
+    @triton.jit
+    def k(q_ptr, k_ptr, o_ptr, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        q = tl.load(q_ptr + offs_m)[:, None]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc = inner(acc, q, k_ptr, offs_m, offs_n, N_CTX, BLOCK_N, True)
+        tl.store(o_ptr + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_block_used_as_a_compile_time_value_inside_the_helper_is_reported_there():
+    ds = _errors("""
+    @triton.jit
+    def make(n: tl.constexpr):
+        return tl.arange(0, n)
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, make(offs))
+    """)
+    assert [d.code for d in ds] == ["N010"] and ds[0].span.line == 5, _fmt(ds)
