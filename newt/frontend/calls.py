@@ -11,7 +11,7 @@ import difflib
 import types as pytypes
 from typing import TYPE_CHECKING
 
-from newt.ir.types import SymDim
+from newt.ir.types import SymDim, SymDType
 from newt.language import core as lc
 
 from .exprs import _PY_BUILTIN_FUNCS
@@ -170,6 +170,8 @@ class CallsMixin(_Base):
             raise SemError("N023", "isinstance() needs a class (or a tuple of classes) as its second argument")
         if isinstance(v, TensorV):
             return c is lc.tensor or c is object
+        if isinstance(v, DescV):
+            return c in (lc.tensor_descriptor, lc.tensor_descriptor_base, object)
         if isinstance(v, TupleV):
             if getattr(c, "__newt_tuple__", False) or c in (tuple, object):
                 return True
@@ -232,6 +234,10 @@ class CallsMixin(_Base):
             return self.min_max_call(fn, args, kwargs, node, arg_nodes)
         if fn is pybuiltins.isinstance and len(args) == 2 and isinstance(args[1], (Const, TupleV, PyFunc)) and \
                 isinstance(args[0], (TensorV, TupleV, DescV)):
+            if isinstance(args[0], TensorV) and not self.spec.concrete and args[0].dtype == SymDType("?"):
+                # a parameter of unknown kind (the generic check): a descriptor or a block, each specialization
+                # knows which
+                return Sym("isinstance(...)", True)
             return Const(self.isinstance_of(args[0], args[1]))
         if any(isinstance(a, (Opaque, Undef)) for a in args):
             return Opaque()

@@ -224,7 +224,8 @@ def from_python(obj, lib: bool = False) -> AV:
         return Const(obj)
     if getattr(obj, "__newt_builtin__", None):
         return Const(obj)
-    if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan):
+    if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan,
+               lc.tensor_descriptor, lc.tensor_descriptor_base):
         return Const(obj)
     if isinstance(obj, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
         mod = getattr(obj, "__module__", "") or ""
