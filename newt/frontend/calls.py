@@ -261,6 +261,9 @@ class CallsMixin(_Base):
             return self.call_builtin("abs", args, {}, node, arg_nodes, {})
         if fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool) and args and isinstance(args[0], Sym):
             return args[0]
+        if any(isinstance(a, Sym) for a in args) and all(isinstance(a, (Const, Sym, TupleV)) for a in args):
+            # a compile-time value the generic check does not know (``len(SHAPE)`` of a constexpr parameter)
+            return Sym(f"{name}(...)", fn in (pybuiltins.bool, pybuiltins.isinstance))
         hint = None
         if fn in (pybuiltins.min, pybuiltins.max):
             hint = f"use nl.{'minimum' if fn is pybuiltins.min else 'maximum'}(a, b) for elementwise, " \

@@ -350,3 +350,21 @@ def test_a_block_used_as_a_compile_time_value_inside_the_helper_is_reported_ther
         tl.store(x_ptr + offs, make(offs))
     """)
     assert [d.code for d in ds] == ["N010"] and ds[0].span.line == 5, _fmt(ds)
+
+
+def test_the_rest_of_tritons_builtin_namespace_in_a_triton_file():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, SHAPE: tl.constexpr, DEBUG: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        n = len(SHAPE) + int(2.5) + float(BLOCK)
+        if isinstance(x, tl.tensor) and hasattr(x, "dtype"):
+            x = x.to(getattr(x, "dtype"))
+        if DEBUG:
+            print("x", x)
+        for i in range(len(SHAPE)):
+            x += i
+        tl.store(x_ptr + offs, x * n)
+    """)
+    assert not ds, _fmt(ds)
