@@ -368,3 +368,24 @@ def test_the_rest_of_tritons_builtin_namespace_in_a_triton_file():
         tl.store(x_ptr + offs, x * n)
     """)
     assert not ds, _fmt(ds)
+
+
+def test_compile_time_int_arguments_from_unknown_constexprs():
+    ds = _diags("""
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr, VEC: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        offs = tl.max_contiguous(tl.multiple_of(offs, VEC), BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_run_time_value_as_a_compile_time_int_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.max_contiguous(tl.arange(0, BLOCK), n)
+        tl.store(x_ptr + offs, 1.0)
+    """)
+    assert [d.code for d in ds] == ["N010"], _fmt(ds)
