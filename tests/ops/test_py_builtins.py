@@ -143,3 +143,24 @@ def test_builtins_on_compile_time_values(backend):
     out = backend.zeros(2)
     backend.launch(compile_time_builtins_kernel, (1,), out, SHAPE=(2, 3, 4), SCALE=1.5)
     assert backend.get(out).tolist() == [9 * 3.0, 3 + 1 + 1 + 1 + 1]
+
+
+@newt.jit
+def print_abs_kernel(x_ptr, out_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs)
+    print("v=", min(x, 1.0))  # Python's print is nl.device_print, as in Triton
+    nl.store(out_ptr + offs, abs(x))
+
+
+def test_print_and_abs_through_the_interpreter():
+    import io
+
+    from newt.runtime.interpret import launch_jit
+    x = torch.tensor([0.5, -2.0, 3.0, -0.25])
+    out = torch.zeros(4)
+    buf = io.StringIO()
+    launch_jit(print_abs_kernel, (1,), (x, out), {"BLOCK": 4}, stdout=buf)
+    assert out.tolist() == [0.5, 2.0, 3.0, 0.25]
+    assert buf.getvalue().splitlines() == [f"pid (0, 0, 0) idx ({i}) v={v}" for i, v in
+                                           enumerate(["0.5", "-2", "1", "-0.25"])]
