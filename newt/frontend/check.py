@@ -45,6 +45,8 @@ _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "
 # ---------------------------------------------------------------------------
 
 _TRUSTED_ROOTS = ("newt", "math")
+#: packages whose functions are host code, never kernel code: calling one of their names in a kernel is an error
+_HOST_ONLY_ROOTS = ("torch", "numpy")
 
 
 def resolve_qualname(q: str):
@@ -101,7 +103,8 @@ class StaticEnv(GlobalEnv):
             except (LookupError, AttributeError, ImportError):
                 # a name of our own modules that does not exist is an object we cannot use; another package's
                 # (the user's, torch's) may be anything, a jit function included: unknown, and silent
-                return Opaque(q) if q.split(".")[0] in _TRUSTED_ROOTS + trusted_roots() else Opaque()
+                known = _TRUSTED_ROOTS + trusted_roots() + _HOST_ONLY_ROOTS
+                return Opaque(q) if q.split(".")[0] in known else Opaque()
         if name in scan.relative_imports or name in scan.conditional:
             return Opaque()  # exists, value unknown to a file-at-a-time analysis (a relative import, an if/else alias)
         if name in scan.plain_functions:

@@ -389,3 +389,15 @@ def test_a_run_time_value_as_a_compile_time_int_is_still_an_error():
         tl.store(x_ptr + offs, 1.0)
     """)
     assert [d.code for d in ds] == ["N010"], _fmt(ds)
+
+
+def test_a_torch_function_called_in_a_kernel_is_still_an_error():
+    ds = _errors("""
+    from torch import exp
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, exp(tl.load(x_ptr + offs)))
+    """)
+    assert [d.code for d in ds] == ["N006"], _fmt(ds)
