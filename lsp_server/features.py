@@ -347,7 +347,7 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_constexpr(a, d, ld))
             elif d.code in ("N020", "N031", "N022", "N021"):
                 out.extend(_fix_cast(a, d, ld))
-            if d.code in ("N006", "N023"):
+            if d.code in ("N006", "N008", "N023"):
                 out.extend(_fix_mechanical(a, d, ld))
             if d.hint and "did you mean " in d.hint:
                 out.extend(_fix_did_you_mean(a, d, ld))

@@ -327,6 +327,8 @@ class _Run:
                 items.append((u, "c", _fp_value(scan.constants[u])))
             elif u in scan.aliases:
                 items.append((u, "a", scan.aliases[u]))
+            elif u in scan.relative_imports or u in scan.conditional:
+                items.append((u, "r"))
             elif u in scan.plain_functions:
                 items.append((u, "f"))
             elif u in scan.other_names:

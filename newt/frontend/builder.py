@@ -42,6 +42,8 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
         self.speculative = 0
         self.user_file = user_file
         self.static_prints: list[str] = []
+        #: path -> text of every user file read (the kernel's, and those of jit helpers defined elsewhere)
+        self.sources: dict[str, str] = {}
 
     # ------------------------------------------------------------------
     # frames, spans, diagnostics
@@ -122,6 +124,7 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
     # entry point
     # ------------------------------------------------------------------
     def build_function(self, fn: JitSource, is_kernel: bool = True) -> ir.Function:
+        self.sources.setdefault(fn.src.path, fn.src.text)
         frame = Frame(fn, None, is_kernel=is_kernel)
         self.frames.append(frame)
         body = ir.Region()

@@ -30,6 +30,7 @@ class BuilderAPI(Protocol):
     region: ir.Region  # where emit() appends
     speculative: int  # > 0 while checking a branch whose condition is unknown (diagnostics muted)
     static_prints: list[str]
+    sources: dict[str, str]  # path -> text of every user file read (kernel, helpers in other files)
 
     @property
     def frame(self) -> Frame: ...

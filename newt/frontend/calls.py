@@ -11,7 +11,7 @@ import difflib
 import types as pytypes
 from typing import TYPE_CHECKING
 
-from newt.ir.types import SymDim
+from newt.ir.types import SymDim, SymDType
 from newt.language import core as lc
 
 from .exprs import _PY_BUILTIN_FUNCS
@@ -105,6 +105,8 @@ class CallsMixin(_Base):
                 if args and isinstance(args[0], Const) and isinstance(args[0].value, lc.dtype):
                     return Const(lc.pointer_type(args[0].value))
                 raise SemError("N023", "nl.pointer_type expects a dtype")
+            if isinstance(obj, lc.dtype):
+                return self.dtype_call(obj, args, kwargs, node, arg_nodes)
             if obj in _PY_BUILTIN_FUNCS:
                 return self.call_pybuiltin(obj, args, kwargs, node, arg_nodes)
             if isinstance(obj, pytypes.BuiltinFunctionType) and getattr(obj, "__module__", "") == "math":
@@ -132,13 +134,30 @@ class CallsMixin(_Base):
                             raise SemError("N023", f"{func.name}: {e}") from None
                 if any(isinstance(a, (Sym, Opaque)) for a in args):
                     return Opaque()
-            has_block = any(isinstance(a, TensorV) for a in list(args) + list(kwargs.values()))
+            has_block = any(isinstance(a, (TensorV, DescV)) for a in list(args) + list(kwargs.values()))
+            if not has_block:
+                # Triton's code generator calls any other Python function as it is, on the compile-time values
+                # (``triton.cdiv(H, BLOCK)``, a helper of the user's module): so do we where we hold the function,
+                # and where the analysis only knows its name the result is unknown
+                return self.call_plain_function(func, args, kwargs)
             raise SemError("N006", f"{func.name!r} is a plain Python function and cannot be called inside a kernel"
                            + (" on block values" if has_block else ""),
                            hint=f"decorate {func.name} with @newt.jit to call it from a kernel")
         if isinstance(func, TensorV):
             raise SemError("N023", "a block value is not callable")
         raise SemError("N023", "this value is not callable")
+
+    def call_plain_function(self, func: PyFunc, args, kwargs) -> AV:
+        if not isinstance(func.obj, pytypes.FunctionType):
+            return Opaque()
+        vals = [_to_python(a) for a in args]
+        kv = {k: _to_python(v) for k, v in kwargs.items()}
+        if _NO in vals or _NO in kv.values():
+            return Opaque()
+        try:
+            return _from_py_result(func.obj(*vals, **kv))
+        except Exception as e:  # noqa: BLE001 - the user's function failed at compile time: say how
+            raise SemError("N023", f"{func.name}() raised {type(e).__name__}: {e}") from None
 
     @staticmethod
     def isinstance_of(v: AV, cls: AV) -> bool:
@@ -151,6 +170,8 @@ class CallsMixin(_Base):
             raise SemError("N023", "isinstance() needs a class (or a tuple of classes) as its second argument")
         if isinstance(v, TensorV):
             return c is lc.tensor or c is object
+        if isinstance(v, DescV):
+            return c in (lc.tensor_descriptor, lc.tensor_descriptor_base, object)
         if isinstance(v, TupleV):
             if getattr(c, "__newt_tuple__", False) or c in (tuple, object):
                 return True
@@ -208,8 +229,15 @@ class CallsMixin(_Base):
                                      [node] * (len(rest) + 1), {})
         if fn in (pybuiltins.getattr, pybuiltins.hasattr):
             return self.getattr_call(fn, args, node, arg_nodes)
+        if fn in (pybuiltins.min, pybuiltins.max) and (
+                "propagate_nan" in kwargs or any(isinstance(a, TensorV) for a in args)):
+            return self.min_max_call(fn, args, kwargs, node, arg_nodes)
         if fn is pybuiltins.isinstance and len(args) == 2 and isinstance(args[1], (Const, TupleV, PyFunc)) and \
                 isinstance(args[0], (TensorV, TupleV, DescV)):
+            if isinstance(args[0], TensorV) and not self.spec.concrete and args[0].dtype == SymDType("?"):
+                # a parameter of unknown kind (the generic check): a descriptor or a block, each specialization
+                # knows which
+                return Sym("isinstance(...)", True)
             return Const(self.isinstance_of(args[0], args[1]))
         if any(isinstance(a, (Opaque, Undef)) for a in args):
             return Opaque()
@@ -233,6 +261,9 @@ class CallsMixin(_Base):
             return self.call_builtin("abs", args, {}, node, arg_nodes, {})
         if fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool) and args and isinstance(args[0], Sym):
             return args[0]
+        if any(isinstance(a, Sym) for a in args) and all(isinstance(a, (Const, Sym, TupleV)) for a in args):
+            # a compile-time value the generic check does not know (``len(SHAPE)`` of a constexpr parameter)
+            return Sym(f"{name}(...)", fn in (pybuiltins.bool, pybuiltins.isinstance))
         hint = None
         if fn in (pybuiltins.min, pybuiltins.max):
             hint = f"use nl.{'minimum' if fn is pybuiltins.min else 'maximum'}(a, b) for elementwise, " \
@@ -240,6 +271,48 @@ class CallsMixin(_Base):
         elif fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool):
             hint = f"use x.to(nl.{ {'int': 'int32', 'float': 'float32', 'bool': 'int1'}[name] })"
         raise SemError("N006", f"Python's {name}() only works on compile-time values inside a kernel", hint=hint)
+
+    def dtype_call(self, dt, args, kwargs, node, arg_nodes) -> AV:
+        """``nl.float32(x)``: a dtype called on one value makes a value of that type, as older Triton code does
+        (``m = tl.float32(-float("inf"))``): a number becomes a scalar of ``dt`` (``nl.full([], x, dt)``), a
+        run-time value is converted (``x.to(dt)``)."""
+        if kwargs or len(args) != 1:
+            raise SemError("N005", f"{dt!r}(x) takes one value")
+        x = args[0]
+        if isinstance(x, (Opaque, Undef)):
+            return Opaque()
+        if isinstance(x, TensorV):
+            return self.call_builtin("cast", [x, Const(dt)], {}, node, [arg_nodes[0], node], {})
+        if isinstance(x, (Const, Sym)) and (isinstance(x, Sym) or isinstance(x.value, (bool, int, float))):
+            return self.call_builtin("full", [Const(()), x, Const(dt)], {}, node, [node, arg_nodes[0], node], {})
+        raise SemError("N023", f"{dt!r}(x) needs a number or a scalar value", node=arg_nodes[0])
+
+    def min_max_call(self, fn, args, kwargs, node, arg_nodes) -> AV:
+        """``min(a, b, ...)`` / ``max(...)`` with a run-time value among the arguments, as Triton's code generator
+        reads them (its ``builtin_min``/``builtin_max``): a left-to-right chain of ``nl.minimum`` /
+        ``nl.maximum`` (any arity, constants mixed in, promoted as those are), NaN not propagated unless the
+        deprecated ``propagate_nan=`` says so."""
+        name = fn.__name__
+        extra = set(kwargs) - {"propagate_nan"}
+        if extra:
+            raise SemError("N005", f"{name}() got an unexpected keyword argument {sorted(extra)[0]!r}")
+        if len(args) < 2:
+            raise SemError("N005", f"{name}() on run-time values needs at least 2 arguments, got {len(args)}",
+                           hint=f"use nl.{name}(x, axis) to reduce a block")
+        if any(isinstance(a, (Opaque, Undef)) for a in args):
+            return Opaque()
+        op = "minimum" if fn is pybuiltins.min else "maximum"
+        kw = {"propagate_nan": kwargs["propagate_nan"]} if "propagate_nan" in kwargs else {}
+        kw_nodes = {"propagate_nan": node} if kw else {}
+        acc = args[0]
+        for a, an in zip(args[1:], arg_nodes[1:]):
+            acc = self.call_builtin(op, [acc, a], kw, node, [node, an], kw_nodes)
+        if isinstance(acc, TensorV) and acc.shape:
+            from .diagnostics import Severity
+            self.report("N008", f"Python's {name}() on blocks is deprecated in Triton: use nl.{op}", node,
+                        hint=f"use nl.{op}(a, b) for elementwise, or nl.{name}(x, axis) to reduce",
+                        severity=Severity.WARNING)
+        return acc
 
     def getattr_call(self, fn, args, node, arg_nodes) -> AV:
         """``getattr(obj, "name"[, default])`` and ``hasattr(obj, "name")`` with a compile-time name."""
@@ -286,6 +359,8 @@ class CallsMixin(_Base):
                 raise SemError("N005", f"{fn.name}() got multiple values for argument {k!r}")
             bound[k] = v
         call_span = self.span(node)
+        if not fn.lib:
+            self.sources.setdefault(fn.src.path, fn.src.text)
         frame = Frame(fn, call_span, is_kernel=False)
         self.frames.append(frame)
         try:
@@ -299,18 +374,10 @@ class CallsMixin(_Base):
                             raise SemError("N005", f"{fn.name}() missing required argument {p.arg!r}")
                         finally:
                             self.frames.append(frame)
-                is_cx, _ = self._param_annotation(p)
+                # a helper's parameters take the values they are given, whatever their annotation: Triton binds a
+                # run-time block passed to a parameter annotated nl.constexpr as that block (tutorial 06 passes
+                # offs_m / offs_n so); only a kernel's own constexpr parameters must be compile-time values
                 v = bound[p.arg]
-                if is_cx and isinstance(v, TensorV):
-                    self.frames.pop()
-                    try:
-                        idx = pnames.index(p.arg)
-                        n = arg_nodes[idx] if idx < len(arg_nodes) else kw_nodes.get(p.arg, node)
-                        self.report("N010", f"argument {p.arg!r} of {fn.name} is nl.constexpr but the value is only "
-                                    "known at run time", n)
-                    finally:
-                        self.frames.append(frame)
-                    v = Opaque()
                 frame.scope[p.arg] = v
                 self.note(p, v)
             frame.scope[FLAG_RET] = Const(False)

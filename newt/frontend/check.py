@@ -45,6 +45,8 @@ _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "
 # ---------------------------------------------------------------------------
 
 _TRUSTED_ROOTS = ("newt", "math")
+#: packages whose functions are host code, never kernel code: calling one of their names in a kernel is an error
+_HOST_ONLY_ROOTS = ("torch", "numpy")
 
 
 def resolve_qualname(q: str):
@@ -95,16 +97,22 @@ class StaticEnv(GlobalEnv):
         if name in scan.constants:
             return self._convert(scan.constants[name])
         if name in scan.aliases:
+            q = scan.aliases[name]
             try:
-                return from_python(resolve_qualname(scan.aliases[name]))
+                return from_python(resolve_qualname(q))
             except (LookupError, AttributeError, ImportError):
-                return Opaque(scan.aliases[name])
+                # a name of our own modules that does not exist is an object we cannot use; another package's
+                # (the user's, torch's) may be anything, a jit function included: unknown, and silent
+                known = _TRUSTED_ROOTS + trusted_roots() + _HOST_ONLY_ROOTS
+                return Opaque(q) if q.split(".")[0] in known else Opaque()
+        if name in scan.relative_imports or name in scan.conditional:
+            return Opaque()  # exists, value unknown to a file-at-a-time analysis (a relative import, an if/else alias)
         if name in scan.plain_functions:
             return PyFunc(name)
         if name in scan.other_names:
             return PyFunc(name)
         if name in scan.assigned:
-            return Opaque(name)
+            return Opaque()
         return None
 
     def _convert(self, v):
@@ -254,9 +262,11 @@ def _additive_names(node, out: set):
     """Names that appear as bare terms of a +/- chain (candidates for the pointer)."""
     if isinstance(node, ast.Name):
         out.add(node.id)
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         _additive_names(node.left, out)
         _additive_names(node.right, out)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        _additive_names(node.left, out)  # ptr - offset: what is subtracted is never the pointer
     elif isinstance(node, ast.Subscript):
         _additive_names(node.value, out)
     elif isinstance(node, ast.IfExp):
@@ -654,9 +664,9 @@ def build_ir(fn, arg_types: dict, constexprs: dict, divisibility: dict | None = 
         # the first error as the cause, as Triton's CompilationError carries the error that stopped it
         first = errors[0]
         cause = SemError(first.code, first.message, first.hint, first.data,
-                         location=Loc(js.src.path, first.span.line, first.span.col, first.span.end_line,
-                                      first.span.end_col))
-        raise CompilationError(errors, js.src.text, kernel=js.name) from cause
+                         location=Loc(first.file if first.file != "<unknown>" else js.src.path, first.span.line,
+                                      first.span.col, first.span.end_line, first.span.end_col))
+        raise CompilationError(errors, js.src.text, kernel=js.name, sources=b.sources) from cause
     if verify:
         from newt.ir import verify as _verify
         _verify(irfn, concrete=True)

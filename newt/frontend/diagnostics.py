@@ -94,6 +94,7 @@ CODES: dict[str, tuple[str, str]] = {
     "N005": ("bad-call", "wrong number of arguments or an unknown keyword in a call"),
     "N006": ("non-jit-call", "a plain Python function called inside a kernel"),
     "N007": ("possibly-undefined", "a variable defined on only some paths"),
+    "N008": ("deprecated", "a construct Triton still accepts but deprecates (Python's min/max on blocks)"),
     # constexpr and shapes
     "N010": ("constexpr-required", "a value that must be known at compile time is not"),
     "N011": ("not-power-of-two", "a block dimension is not a power of two"),
@@ -212,19 +213,29 @@ class CompilationError(Exception):
     """
 
     def __init__(self, diagnostics: list[Diagnostic], source: str | None = None, kernel: str | None = None,
-                 extra: str | None = None):
+                 extra: str | None = None, sources: dict[str, str] | None = None):
         self.diagnostics = list(diagnostics)
         self.source = source
+        #: the text of every file the diagnostics may name (a helper defined in another module), by path
+        self.sources = dict(sources or {})
         self.kernel = kernel
         self.extra = extra
         super().__init__(self._message())
+
+    def _source_of(self, d: Diagnostic) -> str | None:
+        """The text of the file ``d`` names: a helper in another file quotes its own line, never the kernel's."""
+        if d.file in self.sources:
+            return self.sources[d.file]
+        if not self.sources or d.file in ("<unknown>", None):
+            return self.source
+        return None
 
     def _message(self) -> str:
         parts = []
         if self.kernel:
             parts.append(f"in kernel {self.kernel!r}:")
         for d in self.diagnostics:
-            parts.append(render(d, self.source))
+            parts.append(render(d, self._source_of(d)))
         if self.extra:
             parts.append(self.extra)
         return "\n".join(parts)

@@ -13,7 +13,7 @@ import types as pytypes
 from typing import TYPE_CHECKING, Any
 
 from newt import ir
-from newt.ir.types import numel, block_of, dims_equal, scalar_of, shape_of, type_str
+from newt.ir.types import SymDType, numel, block_of, dims_equal, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from . import semantic
@@ -140,6 +140,8 @@ class ExpressionsMixin(_Base):
                     return PyFunc(attr, getattr(obj, attr), trusted=True)
                 if attr == "scalar":
                     return Const(obj)
+                if _unknown_kind(obj):
+                    return Opaque()  # the type of a parameter of unknown kind (maybe a pointer: .element_ty)
                 self.report("N004", f"dtype {obj!r} has no attribute {attr!r}", node)
                 return Opaque()
             if obj is lc.PropagateNan and attr in ("NONE", "ALL"):
@@ -171,6 +173,10 @@ class ExpressionsMixin(_Base):
                 return self.call_builtin("trans", [base], {}, node, [node.value], {})
             if attr in lc.TENSOR_METHODS:
                 return Method(attr, base)
+            if _unknown_kind(base.dtype):
+                # a parameter the generic check knows nothing about (no annotation, not used as a pointer): it may
+                # be a tensor descriptor or another object a launch passes; its attributes are unknown, not wrong
+                return Opaque()
             names = sorted(set(lc.TENSOR_METHODS) | {"dtype", "shape", "T", "numel"})
             sugg = difflib.get_close_matches(attr, names, n=1)
             self.report("N004", f"block values have no attribute {attr!r}", node,
@@ -541,3 +547,9 @@ class ExpressionsMixin(_Base):
     # ------------------------------------------------------------------
     # calls
     # ------------------------------------------------------------------
+
+
+def _unknown_kind(dt) -> bool:
+    """The element type of a value whose kind the generic check does not know (``SymDType("?")``: an
+    unannotated parameter that no load or store shows to be a pointer)."""
+    return isinstance(dt, SymDType) and dt.label == "?"

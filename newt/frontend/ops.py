@@ -223,8 +223,12 @@ def const_int(av: AV, what: str, node=None, allow_sym=True):
     _poison(av)
     if isinstance(av, Const) and isinstance(av.value, int) and not isinstance(av.value, bool):
         return av.value
-    if isinstance(av, Sym) and allow_sym:
-        return av
+    if isinstance(av, Sym):
+        if allow_sym:
+            return av
+        # a constexpr whose value the generic check does not know: each specialization checks the real int
+        from .values import Poison as _Poison
+        raise _Poison()
     hint = None
     data = {}
     if isinstance(av, TensorV):

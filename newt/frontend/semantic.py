@@ -11,7 +11,7 @@ import operator
 
 from newt.ir.core import Loc
 from newt.ir.errors import LocatedError
-from newt.ir.types import ANY_DTYPE, SymDim, block_of, dims_equal, is_pow2, shape_of
+from newt.ir.types import ANY_DTYPE, SymDim, SymDType, block_of, dims_equal, is_pow2, shape_of
 from newt.language import core as lc
 
 from .values import AV, Const, Opaque, Sym, TensorV, TupleV, Undef
@@ -482,7 +482,19 @@ def tensor_binary(bld, opname, a, b, node) -> AV:
     return TensorV(bld.emit(opname, [av_, bv_], [rt], node=node).result)
 
 
+def _guessed_pointer(bld, t) -> bool:
+    """A pointer the generic check assumed (an unannotated parameter that flows into a load or store), whose
+    element type it does not know: the file does not say it is one, so misuse is not certain."""
+    return not bld.spec.concrete and t.is_ptr() and isinstance(t.element_ty, SymDType)
+
+
 def pointer_binary(bld, opname, a, b, ta, tb, shape, node):
+    if _guessed_pointer(bld, ta) or _guessed_pointer(bld, tb):
+        offset = tb if ta.is_ptr() else ta
+        valid = (opname == "add" or (opname == "sub" and ta.is_ptr())) and not offset.is_ptr() and \
+            not offset.is_floating()
+        if not valid:  # an error only if the guess were right: say nothing
+            return Opaque()
     if opname in CMP_SET:
         if ta.is_ptr() and tb.is_ptr():
             av_ = bld.as_tensor(a, ta, shape, node)

@@ -502,6 +502,11 @@ class ModuleScan:
         self.assigned: set[str] = set()
         self.launches: list[LaunchSite] = []
         self.other_names: set[str] = set()  # classes and unknown imports
+        #: names bound by relative imports (``from .utils import helper``): alias -> ``.utils.helper``
+        self.relative_imports: dict[str, str] = {}
+        #: module-level names assigned inside an ``if``/``try`` (``f = a if c else b`` counts too): their value
+        #: depends on how the module ran, so the analysis knows they exist but not what they are
+        self.conditional: set[str] = set()
         #: named tuple classes of the file (``class P(NamedTuple)``, ``P = namedtuple("P", [...])``), made here
         #: from their literal field names: kernels build and read them as the compile path does
         self.namedtuples: dict[str, type] = {}
@@ -534,6 +539,13 @@ class ModuleScan:
                     if a.name == "*":
                         continue
                     self.imports[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.ImportFrom):
+                # a relative import (``from .utils import helper``): another module of the user's package, which a
+                # file-at-a-time analysis does not read; its names are known to exist, their values are not
+                for a in node.names:
+                    if a.name != "*":
+                        self.relative_imports[a.asname or a.name] = \
+                            f"{'.' * node.level}{node.module + '.' if node.module else ''}{a.name}"
         self.aliases.update((k, triton_as_newt(q)) for k, q in self.imports.items())
 
     @property
@@ -550,6 +562,15 @@ class ModuleScan:
 
     # -- definitions ---------------------------------------------------------
     def _defs(self, body):
+        top = {id(n) for n in body}
+        for node in _walk_module_level(body):
+            if id(node) not in top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in fast_walk(t):
+                        if isinstance(n, ast.Name):
+                            self.assigned.add(n.id)
+                            self.conditional.add(n.id)
         # constants first (configs may use them)
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -580,6 +601,9 @@ class ModuleScan:
                     self.namedtuples[node.name] = nt
                 else:
                     self.other_names.add(node.name)
+        for name in self.conditional:  # also assigned under an if/try: its value is not the top-level one
+            self.constants.pop(name, None)
+            self.constant_nodes.pop(name, None)
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 kd = self._kernel_def(node)

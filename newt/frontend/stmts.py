@@ -14,6 +14,7 @@ from newt import ir
 from newt.ir.types import numel, block_of, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
+from .diagnostics import Severity
 from .frame import FLAG_BRK, FLAG_CNT, FLAG_RET, LOOPIV, MAX_UNROLL, RETVAL, LoopCtx
 from .semantic import BINOP_NAMES, SemError, computation_type, fmt_shape, is_number, literal_type, shapes_maybe_equal
 from .source import fast_walk
@@ -278,6 +279,11 @@ class StatementsMixin(_Base):
                         continue
                     plan.append((name, None, a if not isinstance(a, Undef) else None,
                                  b if not isinstance(b, Undef) else None))
+                elif speculative:
+                    # a branch on a constexpr whose value the generic check does not know: the path that misses
+                    # the assignment may be one no specialization takes (an if/elif chain over the values a
+                    # kernel accepts), so the name is unknown here, not "maybe undefined"
+                    merged[name] = Opaque()
                 else:
                     merged[name] = Undef(name)
                 continue
@@ -415,8 +421,15 @@ class StatementsMixin(_Base):
             self.report("N005", f"range expects 1 to 3 arguments, got {len(args)}", it)
             return
         allowed = {"nl.range": {"num_stages", "loop_unroll_factor", "disallow_acc_multi_buffer", "flatten",
-                                "warp_specialize", "step"},
+                                "warp_specialize", "disable_licm", "step"},
                    "static": {"step"}, "range": set()}[kind]
+        if kind == "range" and kwargs:
+            # Triton's code generator reads Python's range(...) by its positional arguments and drops every
+            # keyword: the code compiles, but what the keyword asks for does not happen
+            for k in kwargs:
+                self.report("N005", f"range() ignores the keyword {k!r} (as Triton does)", it,
+                            hint=f"use nl.range(..., {k}=...) for a loop option", severity=Severity.WARNING)
+            kwargs = {}
         for k in kwargs:
             if k not in allowed:
                 self.report("N005", f"unknown keyword argument {k!r} for {'nl.' if kind != 'range' else ''}"

@@ -224,11 +224,14 @@ def from_python(obj, lib: bool = False) -> AV:
         return Const(obj)
     if getattr(obj, "__newt_builtin__", None):
         return Const(obj)
-    if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan):
+    if obj in (lc.constexpr, lc.pointer_type, lc.tensor, lc.dtype, lc.block_type, lc.PropagateNan,
+               lc.tensor_descriptor, lc.tensor_descriptor_base):
         return Const(obj)
     if isinstance(obj, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
         mod = getattr(obj, "__module__", "") or ""
-        return PyFunc(getattr(obj, "__name__", "function"), obj, trusted=mod.startswith("newt.language"))
+        # newt's own helpers run at compile time (``nl.*`` functions, ``newt.cdiv`` / ``newt.next_power_of_2``)
+        trusted = mod.startswith("newt.language") or mod == "newt"
+        return PyFunc(getattr(obj, "__name__", "function"), obj, trusted=trusted)
     if isinstance(obj, type) and getattr(obj, "__newt_tuple__", False):  # nl.tuple
         return Const(obj)
     if isinstance(obj, type):

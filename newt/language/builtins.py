@@ -562,7 +562,7 @@ class range:  # noqa: A001 - mirrors triton.language.range
     __newt_builtin__ = "range"
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):
         pass
 
 

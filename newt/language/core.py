@@ -13,7 +13,8 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
-    "dtype", "pointer_type", "block_type", "constexpr", "tensor", "PropagateNan",
+    "dtype", "pointer_type", "block_type", "constexpr", "tensor", "tensor_descriptor", "tensor_descriptor_base",
+    "PropagateNan",
     "builtin", "inline_jit", "BUILTINS", "TENSOR_METHODS", "tensor_methods", "NewtUsageError",
 ]
 
@@ -430,6 +431,20 @@ class tensor:
 
     def __init__(self, *args, **kwargs):  # pragma: no cover - surface only
         raise NewtUsageError("nl.tensor values only exist inside @newt.jit functions")
+
+
+class tensor_descriptor_base:
+    """A tensor descriptor inside a kernel (``nl.make_tensor_descriptor``, or a host-side ``TensorDescriptor``
+    passed as an argument): the class ``isinstance`` tests, resolved when the kernel is compiled
+    (``isinstance(desc_or_ptr, nl.tensor_descriptor)`` tells a descriptor argument from a pointer)."""
+
+    def __init__(self, *args, **kwargs):  # pragma: no cover - surface only
+        raise NewtUsageError("nl.tensor_descriptor values only exist inside @newt.jit functions")
+
+
+class tensor_descriptor(tensor_descriptor_base):
+    """A tensor descriptor with its block type (every descriptor a kernel holds is one); see
+    :class:`tensor_descriptor_base`."""
 
 
 def _mk(name: str) -> dtype:

@@ -252,13 +252,14 @@ def test_non_jit_function_on_block(expect):
     """, "N006", hint="@newt.jit")
 
 
-def test_python_min_on_block(expect):
+def test_python_min_on_block_is_a_deprecation_warning(expect):
+    # Triton compiles min() on blocks (a chain of minimum) and warns that it is deprecated
     expect("""
     @newt.jit
     def k(x_ptr: "*fp32"):
         x = nl.load(x_ptr + nl.arange(0, 16))
         y = «min(x, 0.0)
-    """, "N006", hint="nl.minimum")
+    """, "N008", severity="warning", hint="nl.minimum")
 
 
 def test_program_id_axis(expect):

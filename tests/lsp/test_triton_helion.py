@@ -73,21 +73,21 @@ def test_triton_diagnostics_hints_and_fixes_say_tl():
     text = fixture_text("triton_errors.py")
     a = _a("triton_errors.py")
     diags = lsp_diagnostics(a)
-    assert {d.code for d in diags} >= {"N011", "N006", "N010"}, [(d.code, d.message) for d in diags]
+    assert {d.code for d in diags} >= {"N011", "N008", "N010"}, [(d.code, d.message) for d in diags]
     for d in diags:
         assert not NL.search(_all_text(d)), d.message
     by = {d.code: d for d in diags}
     assert "tl.arange length 1000 is not a power of two" in by["N011"].message
-    assert "use tl.minimum(a, b)" in by["N006"].message
+    assert "use tl.minimum(a, b)" in by["N008"].message
     assert "tl.arange end must be a compile-time constant (tl.constexpr)" in by["N010"].message
     assert "`N: tl.constexpr`" in by["N010"].message
-    fixes = dict(_fix_texts(a, by["N006"]))
+    fixes = dict(_fix_texts(a, by["N008"]))
     assert fixes.get("Replace min(x, 1.0) with tl.minimum(x, 1.0)") == ["tl.minimum(x, 1.0)"], fixes
     fixes = dict(_fix_texts(a, by["N010"]))
     assert fixes.get("Declare N as N: tl.constexpr") == [": tl.constexpr"], fixes
-    # the positions are the user's: the N006 squiggle is on min(x, 1.0)
+    # the positions are the user's: the N008 squiggle is on min(x, 1.0)
     at = pos_of(text, "min(x, 1.0)")
-    assert (by["N006"].range.start.line, by["N006"].range.start.character) == (at.line, at.character)
+    assert (by["N008"].range.start.line, by["N008"].range.start.character) == (at.line, at.character)
 
 
 def test_the_same_file_in_newt_spelling_keeps_nl():
@@ -96,7 +96,7 @@ def test_the_same_file_in_newt_spelling_keeps_nl():
                  .replace("import triton\n", "import newt\n").replace("tl.", "nl.").replace("triton.", "newt."))
     a = _a("triton_errors.py", newt_text)
     msgs = {d.code: d.message for d in lsp_diagnostics(a)}
-    assert "nl.arange length 1000" in msgs["N011"] and "use nl.minimum(a, b)" in msgs["N006"]
+    assert "nl.arange length 1000" in msgs["N011"] and "use nl.minimum(a, b)" in msgs["N008"]
     assert "tl." not in "".join(msgs.values())
 
 
@@ -260,7 +260,7 @@ async def test_a_triton_file_through_the_protocol(client):
     uri, text = fixture_uri("triton_errors.py"), fixture_text("triton_errors.py")
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "python", 1, text)))
     diags = await diagnostics_of(client, uri, version=1)
-    assert {d.code for d in diags} >= {"N011", "N006", "N010"}
+    assert {d.code for d in diags} >= {"N011", "N008", "N010"}
     assert all(not NL.search(d.message) for d in diags), [d.message for d in diags]
     h = await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri),
                                                                 pos_of(text, "clip_kernel(x_ptr", delta=2)))

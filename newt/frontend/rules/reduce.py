@@ -8,7 +8,7 @@ from newt.language import core as lc
 
 from ..ops import Bound, _poison, const_dtype, const_int, need_block, need_tensor, rule
 from ..semantic import SemError, check_block_shape, fmt_shape, normalize_axis
-from ..values import Const, JitRef, Opaque, TensorV, TupleV
+from ..values import Const, JitRef, Opaque, Poison, TensorV, TupleV
 
 
 def _reduce_setup(b, a: Bound, node, key="input"):
@@ -265,6 +265,8 @@ def _sort_dim(b, a: Bound, x, what):
             raise SemError("N032", f"nl.{what} sorts along the last dimension only (dim={dv})", node=a.node("dim"),
                            hint="permute the block so the dimension to sort is the last one")
     n = x.shape[-1]
+    if not isinstance(n, int) and not b.spec.concrete:
+        raise Poison()  # a size from a constexpr the generic check does not know: each specialization knows it
     if not isinstance(n, int):
         raise SemError("N010", f"nl.{what} needs a last dimension of known size", node=a.node("x"))
     return n
