@@ -8,7 +8,7 @@ from newt.language import core as lc
 from ..diagnostics import Severity
 from ..ops import Bound, _describe, _poison, const_int, const_str, need_tensor, rule
 from ..semantic import SemError, broadcast_shapes, check_block_shape, fmt_shape
-from ..values import Const, DescV, Opaque, TensorV, TupleV
+from ..values import Const, DescV, Opaque, Sym, TensorV, TupleV
 
 
 def _pointer(b, av, fname, node):
@@ -36,6 +36,11 @@ def _mask(b, av, node):
 
 @rule("load")
 def _load(b, a: Bound, node):
+    from .blockptr import BlockPtrV, load_block, possibly_block_pointer
+    if isinstance(a["pointer"], BlockPtrV):
+        return load_block(b, a, node)
+    if possibly_block_pointer(a):  # a helper's parameter of unknown kind: may be a block pointer
+        return Opaque()
     p = _pointer(b, a["pointer"], "load", a.node("pointer"))
     cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".ca", ".cg", ".cv", ".cs", ".lu"),
                       a.node("cache_modifier"))
@@ -43,8 +48,12 @@ def _load(b, a: Bound, node):
                       a.node("eviction_policy"))
     vol = a["volatile"]
     if a.given("boundary_check") and not (isinstance(a["boundary_check"], TupleV) and not a["boundary_check"].items):
-        raise SemError("N023", "boundary_check applies to block pointers, which newt does not support; use mask=",
+        raise SemError("N023", "boundary_check applies to block pointers (nl.make_block_ptr), not to a pointer or "
+                       "a block of pointers: the bounds are not known here", hint="use mask= instead",
                        node=a.node("boundary_check"))
+    if a.given("padding_option") and not (isinstance(a["padding_option"], Const) and not a["padding_option"].value):
+        raise SemError("N023", "padding_option applies to block pointers (nl.make_block_ptr) only",
+                       hint="use other= with mask=", node=a.node("padding_option"))
     mask = _mask(b, a["mask"], a.node("mask"))
     other = a["other"]
     _poison(other)
@@ -75,7 +84,17 @@ def _load(b, a: Bound, node):
 
 @rule("store")
 def _store(b, a: Bound, node):
+    from .blockptr import BlockPtrV, possibly_block_pointer, store_block
+    if isinstance(a["pointer"], BlockPtrV):
+        return store_block(b, a, node)
+    if possibly_block_pointer(a):
+        return Const(None)
     p = _pointer(b, a["pointer"], "store", a.node("pointer"))
+    if p is not None and a.given("boundary_check") and \
+            not (isinstance(a["boundary_check"], TupleV) and not a["boundary_check"].items):
+        raise SemError("N023", "boundary_check applies to block pointers (nl.make_block_ptr), not to a pointer or "
+                       "a block of pointers: the bounds are not known here", hint="use mask= instead",
+                       node=a.node("boundary_check"))
     cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".wb", ".cg", ".cs", ".wt"),
                       a.node("cache_modifier"))
     evict = const_str(a["eviction_policy"], "eviction_policy", ("", "evict_first", "evict_last", "evict_normal"),
@@ -255,24 +274,35 @@ def _make_desc(b, a: Bound, node):
     return DescV(base, shape, strides, block, pad or "zero")
 
 
+def block_address(b, base, shape, strides, block_shape, offs, checked, node):
+    """(pointers, mask) of the block of ``block_shape`` at ``offs`` of the tensor at ``base`` with ``shape``
+    and ``strides``; the mask (None when no dimension is checked) keeps the elements whose index along each
+    dimension of ``checked`` lies in ``[0, shape)``.  Descriptors check every dimension, block pointers the
+    ``boundary_check`` ones."""
+    call = b.call_builtin
+    rank = len(block_shape)
+    ptr, mask = base, None
+    for d, (off, n, size, stride) in enumerate(zip(offs, block_shape, shape, strides)):
+        end = Const(n) if isinstance(n, int) else Sym(n.expr)  # a block dimension the generic analysis lacks
+        idx = call("arange", [Const(0), end], {}, node, [node, node], {})
+        for e in range(rank):
+            if e != d:
+                idx = call("expand_dims", [idx, Const(e)], {}, node, [node, node], {})
+        idx = b.binop("add", idx, off, node)
+        ptr = b.binop("add", ptr, b.binop("mul", idx, stride, node), node)
+        if d in checked:
+            inb = b.binop("and", b.binop("ge", idx, Const(0), node), b.binop("lt", idx, size, node), node)
+            mask = inb if mask is None else b.binop("and", mask, inb, node)
+    return ptr, mask
+
+
 def desc_address(b, desc, offsets_av, node):
     """(pointers, in-bounds mask) of the descriptor's block at ``offsets``."""
     offs = _scalar_list(b, offsets_av, "descriptor offsets", node)
     rank = len(desc.block_shape)
     if len(offs) != rank:
         raise SemError("N030", f"a descriptor of rank {rank} needs {rank} offsets, got {len(offs)}", node=node)
-    call = b.call_builtin
-    ptr, mask = desc.base, None
-    for d, (off, n, size, stride) in enumerate(zip(offs, desc.block_shape, desc.shape, desc.strides)):
-        idx = call("arange", [Const(0), Const(n)], {}, node, [node, node], {})
-        for e in range(rank):
-            if e != d:
-                idx = call("expand_dims", [idx, Const(e)], {}, node, [node, node], {})
-        idx = b.binop("add", idx, off, node)
-        ptr = b.binop("add", ptr, b.binop("mul", idx, stride, node), node)
-        inb = b.binop("and", b.binop("ge", idx, Const(0), node), b.binop("lt", idx, size, node), node)
-        mask = inb if mask is None else b.binop("and", mask, inb, node)
-    return ptr, mask
+    return block_address(b, desc.base, desc.shape, desc.strides, desc.block_shape, offs, range(rank), node)
 
 
 def desc_load(b, desc, offsets_av, node):

@@ -12,8 +12,6 @@ torch references and the CUDA backend's calls all read ``LIBDEVICE``.
 
 from __future__ import annotations
 
-import inspect
-
 from newt.language.core import builtin
 
 __all__ = ["LIBDEVICE", "Variant", "variants", "variant_for"]
@@ -148,17 +146,31 @@ def _signature_text(v: Variant) -> str:
     return f"({', '.join(v[0])}) -> {v[1]}  [{v[2]}]"
 
 
+def _stub_of_arity(n: int, opname: str):
+    """The stub's body: its rule (``_semantic.<opname>``) on its arguments, named as Triton names them
+    (``arg0``, ``arg1``, ...).  Written per arity: no ``inspect`` at import (``import newt`` stays light)."""
+    if n == 1:
+        def stub(arg0, _semantic=None):
+            return getattr(_semantic, opname)(arg0)
+    elif n == 2:
+        def stub(arg0, arg1, _semantic=None):
+            return getattr(_semantic, opname)(arg0, arg1)
+    elif n == 3:
+        def stub(arg0, arg1, arg2, _semantic=None):
+            return getattr(_semantic, opname)(arg0, arg1, arg2)
+    else:
+        assert n == 4, n
+
+        def stub(arg0, arg1, arg2, arg3, _semantic=None):
+            return getattr(_semantic, opname)(arg0, arg1, arg2, arg3)
+    return stub
+
+
 def _make(name: str, vs: tuple[Variant, ...]):
     opname = f"libdevice.{name}"
-
-    def stub(*args, _semantic=None):
-        return getattr(_semantic, opname)(*args)
-
+    stub = _stub_of_arity(len(vs[0][0]), opname)
     stub.__name__ = stub.__qualname__ = name
     stub.__module__ = __name__
-    stub.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(len(vs[0][0]))]
-        + [inspect.Parameter("_semantic", inspect.Parameter.KEYWORD_ONLY, default=None)])
     stub.__doc__ = (f"libdevice ``{name}``, elementwise over blocks or scalars of exactly one of these "
                     f"dtype combinations (convert others first, e.g. ``x.to(nl.float32)``):\n\n"
                     + "\n".join(f"* ``{_signature_text(v)}``" for v in vs))
