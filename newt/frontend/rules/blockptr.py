@@ -18,7 +18,7 @@ from newt.ir.types import dims_equal
 from ..ops import Bound, _poison, const_int, const_str, parse_shape, rule
 from ..semantic import SemError, fmt_shape
 from ..values import AV, Const, Opaque, Sym, TensorV, TupleV
-from .memory import _pointer, _scalar_list, block_address
+from .addressing import _pointer, _scalar_list, block_address
 
 DEPRECATED = "N080"
 

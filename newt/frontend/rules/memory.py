@@ -6,20 +6,10 @@ from newt.ir.types import block_of, dims_equal, shape_of
 from newt.language import core as lc
 
 from ..diagnostics import Severity
-from ..ops import Bound, _describe, _poison, const_int, const_str, need_tensor, rule
+from ..ops import Bound, _poison, const_int, const_str, need_tensor, rule
 from ..semantic import SemError, broadcast_shapes, check_block_shape, fmt_shape
-from ..values import Const, DescV, Opaque, Sym, TensorV, TupleV
-
-
-def _pointer(b, av, fname, node):
-    _poison(av)
-    if isinstance(av, TensorV) and av.dtype.is_ptr():
-        return av
-    if isinstance(av, TensorV) and av.dtype.is_symbolic():
-        return None  # unknown parameter kind in the generic check
-    got = _describe(av)
-    raise SemError("N043", f"nl.{fname} needs a pointer (or a block of pointers), got {got}", node=node,
-                   hint="pass a pointer parameter plus offsets, e.g. x_ptr + offsets")
+from ..values import Const, DescV, Opaque, TensorV, TupleV
+from .addressing import _pointer, _scalar_list, block_address
 
 
 def _mask(b, av, node):
@@ -227,16 +217,6 @@ def _atomic_poll(b, a: Bound, node):
 # ---------------------------------------------------------------------------
 
 
-def _scalar_list(b, av, what, node):
-    items = av.items if isinstance(av, TupleV) else None
-    if items is None:
-        raise SemError("N023", f"{what} must be a list of scalars", node=node)
-    for x in items:
-        if isinstance(x, TensorV) and x.shape:
-            raise SemError("N023", f"{what} must be scalars, not blocks", node=node)
-    return items
-
-
 @rule("make_tensor_descriptor")
 def _make_desc(b, a: Bound, node):
     base = _pointer(b, a["base"], "make_tensor_descriptor", a.node("base"))
@@ -272,28 +252,6 @@ def _make_desc(b, a: Bound, node):
                        "at least 16 bytes in the last dimension", node=a.node("block_shape"))
     pad = const_str(a["padding_option"], "padding_option", ("zero", "nan"), a.node("padding_option"))
     return DescV(base, shape, strides, block, pad or "zero")
-
-
-def block_address(b, base, shape, strides, block_shape, offs, checked, node):
-    """(pointers, mask) of the block of ``block_shape`` at ``offs`` of the tensor at ``base`` with ``shape``
-    and ``strides``; the mask (None when no dimension is checked) keeps the elements whose index along each
-    dimension of ``checked`` lies in ``[0, shape)``.  Descriptors check every dimension, block pointers the
-    ``boundary_check`` ones."""
-    call = b.call_builtin
-    rank = len(block_shape)
-    ptr, mask = base, None
-    for d, (off, n, size, stride) in enumerate(zip(offs, block_shape, shape, strides)):
-        end = Const(n) if isinstance(n, int) else Sym(n.expr)  # a block dimension the generic analysis lacks
-        idx = call("arange", [Const(0), end], {}, node, [node, node], {})
-        for e in range(rank):
-            if e != d:
-                idx = call("expand_dims", [idx, Const(e)], {}, node, [node, node], {})
-        idx = b.binop("add", idx, off, node)
-        ptr = b.binop("add", ptr, b.binop("mul", idx, stride, node), node)
-        if d in checked:
-            inb = b.binop("and", b.binop("ge", idx, Const(0), node), b.binop("lt", idx, size, node), node)
-            mask = inb if mask is None else b.binop("and", mask, inb, node)
-    return ptr, mask
 
 
 def desc_address(b, desc, offsets_av, node):
