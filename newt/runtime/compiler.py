@@ -250,6 +250,8 @@ class CompiledKernel:
         self.rebuild: tuple | None = None
         self.module = None                # the loaded module and function handles (``_init_handles``)
         self.function = None
+        #: launch through the interpreter even with a GPU (the warmup of an interpreted kernel)
+        self.interpreted = False
 
     # Triton-compatible spellings
     @property
@@ -284,7 +286,7 @@ class CompiledKernel:
         and ``metadata.shared`` come from the ptxas report of the NVRTC build either way, and
         ``kernel[grid](...)`` runs through the interpreter."""
         from . import driver
-        if self.module is not None or not driver.has_gpu():
+        if self.module is not None or self.interpreted or not driver.has_gpu():
             return
         ln = self.launcher(driver.current_device_fn()())
         self.module, self.function = getattr(ln, "module", None), getattr(ln, "function", None)
@@ -316,7 +318,7 @@ class CompiledKernel:
         if len(args) != len(rt):
             raise TypeError(f"{self.metadata.kernel_name}: the compiled kernel takes {len(rt)} run-time arguments "
                             f"({', '.join(rt)}) but {len(args)} were given")
-        if not driver.has_gpu():
+        if self.interpreted or not driver.has_gpu():
             return self._interpret(grid, args)
         vals = []
         for p, a in zip(self.params, args):

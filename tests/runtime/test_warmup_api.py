@@ -95,3 +95,19 @@ def test_tutorial_02_wrapper_on_the_gpu():
     kernel = _tutorial_02_host(x, y)
     torch.testing.assert_close(y, torch.softmax(x, dim=1))
     assert kernel.module is not None and kernel.function is not None
+
+
+def test_warmup_of_an_interpreted_kernel_gives_the_same_api(monkeypatch):
+    """NEWT_INTERPRET=1 (a CPU CI, the drop-in mode): warmup still compiles through NVRTC for the numbers the
+    host code reads, and the compiled kernel launches through the interpreter even where a GPU exists."""
+    monkeypatch.setenv("NEWT_INTERPRET", "1")
+    k = newt.jit(row_softmax.fn)
+    assert k.is_interpreted()
+    x = torch.randn(9, 40)
+    y = torch.empty_like(x)
+    ck = k.warmup(y, x, 40, 40, 9, 40, BLOCK=64, num_stages=2, num_warps=4, grid=(1,))
+    ck._init_handles()
+    assert ck.n_regs == cubin_register_count(ck.asm["cubin"], ck.metadata.name) > 0
+    assert ck.interpreted and ck.module is None
+    ck[(2, 1, 1)](y, x, 40, 40, 9, 40, 64, 2)  # all arguments, constexprs included (tutorial 02's call)
+    torch.testing.assert_close(y, torch.softmax(x, dim=1))
