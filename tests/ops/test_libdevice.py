@@ -18,7 +18,11 @@ import numpy as np
 import pytest
 import torch
 
+import newt
+import newt.language as nl
 from newt.language.extra.cuda.libdevice import LIBDEVICE
+from newt.language.extra.libdevice import erf as ld_erf
+from newt.language.extra.libdevice import tanh as ld_tanh
 
 scipy_special = pytest.importorskip("scipy.special")
 
@@ -435,7 +439,6 @@ def _all_variants_source() -> str:
 def test_every_variant_compiles_to_cubin(tmp_path, target):
     """Each variant's ``__nv_*`` function is declared and NVRTC links its libdevice definition: the cubin
     and the generated CUDA declares and calls each symbol once."""
-    import newt
     path = tmp_path / "libdevice_all.py"
     path.write_text(_all_variants_source())
     spec = importlib.util.spec_from_file_location("libdevice_all", path)
@@ -452,3 +455,30 @@ def test_every_variant_compiles_to_cubin(tmp_path, target):
         assert cuda.count(f" {sym}(") == 1, sym  # declared once
         assert f"{sym}((" in cuda, sym  # and called
     assert c.metadata["n_regs"] > 0
+
+
+# ---------------------------------------------------------------------------
+# kernels in the style of published code (GELU with libdevice's tanh / erf, fp16 storage, fp32 math)
+# ---------------------------------------------------------------------------
+
+@newt.jit
+def gelu_fwd(x_ptr, y_ptr, n, APPROX: nl.constexpr, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + offs, mask=mask, other=0.0).to(nl.float32)
+    if APPROX:
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        y = 0.5 * x * (1 + ld_tanh(inner))
+    else:
+        y = 0.5 * x * (1 + ld_erf(x * 0.7071067811865476))
+    nl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@pytest.mark.parametrize("approx", [True, False])
+def test_gelu_with_libdevice(backend, approx):
+    n = 1000
+    x = torch.randn(n, dtype=torch.float16)
+    y = backend.zeros(n, dtype=torch.float16)
+    backend.launch(gelu_fwd, (newt.cdiv(n, 256),), backend.put(x), y, n, APPROX=approx, BLOCK=256)
+    want = torch.nn.functional.gelu(x.float(), approximate="tanh" if approx else "none").half()
+    torch.testing.assert_close(backend.get(y), want, rtol=2e-3, atol=2e-3)
