@@ -12,11 +12,11 @@ torch references and the CUDA backend's calls all read ``LIBDEVICE``.
 
 from __future__ import annotations
 
-from newt.language.core import builtin
+from newt.language.core import builtin as _builtin
 
 __all__ = ["LIBDEVICE", "Variant", "variants", "variant_for"]
 
-F32, F64, I32, I64, U32, U64 = "fp32", "fp64", "int32", "int64", "uint32", "uint64"
+_F32, _F64, _I32, _I64, _U32, _U64 = "fp32", "fp64", "int32", "int64", "uint32", "uint64"
 
 #: one variant of a function: (argument dtypes, result dtype, libdevice symbol)
 Variant = tuple  # tuple[tuple[str, ...], str, str]
@@ -32,8 +32,8 @@ def _add(name: str, *variants: Variant) -> None:
 
 def _fl(name: str, nargs: int = 1, f32: str | None = None, f64: str | None = None, ret=None) -> None:
     """A float function with an fp32 variant ``__nv_<name>f`` and an fp64 one ``__nv_<name>``."""
-    r32, r64 = ret or (F32, F64)
-    _add(name, ((F32,) * nargs, r32, f32 or f"__nv_{name}f"), ((F64,) * nargs, r64, f64 or f"__nv_{name}"))
+    r32, r64 = ret or (_F32, _F64)
+    _add(name, ((_F32,) * nargs, r32, f32 or f"__nv_{name}f"), ((_F64,) * nargs, r64, f64 or f"__nv_{name}"))
 
 
 def _rounded(op: str, nargs: int, f32: str, f64: str) -> None:
@@ -43,19 +43,19 @@ def _rounded(op: str, nargs: int, f32: str, f64: str) -> None:
 
 
 # -- integers -----------------------------------------------------------------------------------------
-_add("clz", ((I32,), I32, "__nv_clz"), ((I64,), I32, "__nv_clzll"))
-_add("popc", ((I32,), I32, "__nv_popc"), ((I64,), I32, "__nv_popcll"))
-_add("ffs", ((I32,), I32, "__nv_ffs"), ((I64,), I32, "__nv_ffsll"))
-_add("brev", ((I32,), I32, "__nv_brev"), ((I64,), I64, "__nv_brevll"))
-_add("byte_perm", ((I32, I32, I32), I32, "__nv_byte_perm"))
-_add("mulhi", ((I32, I32), I32, "__nv_mulhi"), ((U32, U32), U32, "__nv_umulhi"),
-     ((I64, I64), I64, "__nv_mul64hi"), ((U64, U64), U64, "__nv_umul64hi"))
-_add("mul24", ((I32, I32), I32, "__nv_mul24"), ((U32, U32), U32, "__nv_umul24"))
-_add("sad", ((I32, I32, U32), I32, "__nv_sad"), ((U32, U32, U32), U32, "__nv_usad"))
-_add("hadd", ((I32, I32), I32, "__nv_hadd"), ((U32, U32), U32, "__nv_uhadd"))
-_add("rhadd", ((I32, I32), I32, "__nv_rhadd"), ((U32, U32), U32, "__nv_urhadd"))
-_add("abs", ((I32,), I32, "__nv_abs"), ((I64,), I64, "__nv_llabs"), ((F32,), F32, "__nv_fabsf"),
-     ((F64,), F64, "__nv_fabs"))
+_add("clz", ((_I32,), _I32, "__nv_clz"), ((_I64,), _I32, "__nv_clzll"))
+_add("popc", ((_I32,), _I32, "__nv_popc"), ((_I64,), _I32, "__nv_popcll"))
+_add("ffs", ((_I32,), _I32, "__nv_ffs"), ((_I64,), _I32, "__nv_ffsll"))
+_add("brev", ((_I32,), _I32, "__nv_brev"), ((_I64,), _I64, "__nv_brevll"))
+_add("byte_perm", ((_I32, _I32, _I32), _I32, "__nv_byte_perm"))
+_add("mulhi", ((_I32, _I32), _I32, "__nv_mulhi"), ((_U32, _U32), _U32, "__nv_umulhi"),
+     ((_I64, _I64), _I64, "__nv_mul64hi"), ((_U64, _U64), _U64, "__nv_umul64hi"))
+_add("mul24", ((_I32, _I32), _I32, "__nv_mul24"), ((_U32, _U32), _U32, "__nv_umul24"))
+_add("sad", ((_I32, _I32, _U32), _I32, "__nv_sad"), ((_U32, _U32, _U32), _U32, "__nv_usad"))
+_add("hadd", ((_I32, _I32), _I32, "__nv_hadd"), ((_U32, _U32), _U32, "__nv_uhadd"))
+_add("rhadd", ((_I32, _I32), _I32, "__nv_rhadd"), ((_U32, _U32), _U32, "__nv_urhadd"))
+_add("abs", ((_I32,), _I32, "__nv_abs"), ((_I64,), _I64, "__nv_llabs"), ((_F32,), _F32, "__nv_fabsf"),
+     ((_F64,), _F64, "__nv_fabs"))
 
 # -- rounding, classification, bits --------------------------------------------------------------------
 for _n in ("floor", "ceil", "trunc", "rint", "nearbyint", "round", "exp2", "rsqrt", "sqrt", "sin", "cos", "tan",
@@ -71,23 +71,23 @@ _fl("rnorm3d", 3)
 _fl("norm4d", 4)
 _fl("rnorm4d", 4)
 _fl("fma", 3)
-_fl("llrint", ret=(I64, I64))
-_fl("llround", ret=(I64, I64))
-_fl("ilogb", ret=(I32, I32))
-_fl("isnan", f64="__nv_isnand", ret=(I32, I32))
-_fl("isinf", f64="__nv_isinfd", ret=(I32, I32))
-_fl("signbit", f64="__nv_signbitd", ret=(I32, I32))
-_add("finitef", ((F32,), I32, "__nv_finitef"))
-_add("isfinited", ((F64,), I32, "__nv_isfinited"))
-_add("saturatef", ((F32,), F32, "__nv_saturatef"))
-_add("rcp64h", ((F64,), F64, "__nv_rcp64h"))
-_add("rsqrt_rn", ((F32,), F32, "__nv_frsqrt_rn"))
-_add("yn", ((I32, F32), F32, "__nv_ynf"), ((I32, F64), F64, "__nv_yn"))
-_add("jn", ((I32, F32), F32, "__nv_jnf"), ((I32, F64), F64, "__nv_jn"))
-_add("ldexp", ((F32, I32), F32, "__nv_ldexpf"), ((F64, I32), F64, "__nv_ldexp"))
-_add("scalbn", ((F32, I32), F32, "__nv_scalbnf"), ((F64, I32), F64, "__nv_scalbn"))
-_add("pow", ((F32, I32), F32, "__nv_powif"), ((F64, I32), F64, "__nv_powi"), ((F32, F32), F32, "__nv_powf"),
-     ((F64, F64), F64, "__nv_pow"))
+_fl("llrint", ret=(_I64, _I64))
+_fl("llround", ret=(_I64, _I64))
+_fl("ilogb", ret=(_I32, _I32))
+_fl("isnan", f64="__nv_isnand", ret=(_I32, _I32))
+_fl("isinf", f64="__nv_isinfd", ret=(_I32, _I32))
+_fl("signbit", f64="__nv_signbitd", ret=(_I32, _I32))
+_add("finitef", ((_F32,), _I32, "__nv_finitef"))
+_add("isfinited", ((_F64,), _I32, "__nv_isfinited"))
+_add("saturatef", ((_F32,), _F32, "__nv_saturatef"))
+_add("rcp64h", ((_F64,), _F64, "__nv_rcp64h"))
+_add("rsqrt_rn", ((_F32,), _F32, "__nv_frsqrt_rn"))
+_add("yn", ((_I32, _F32), _F32, "__nv_ynf"), ((_I32, _F64), _F64, "__nv_yn"))
+_add("jn", ((_I32, _F32), _F32, "__nv_jnf"), ((_I32, _F64), _F64, "__nv_jn"))
+_add("ldexp", ((_F32, _I32), _F32, "__nv_ldexpf"), ((_F64, _I32), _F64, "__nv_ldexp"))
+_add("scalbn", ((_F32, _I32), _F32, "__nv_scalbnf"), ((_F64, _I32), _F64, "__nv_scalbn"))
+_add("pow", ((_F32, _I32), _F32, "__nv_powif"), ((_F64, _I32), _F64, "__nv_powi"), ((_F32, _F32), _F32, "__nv_powf"),
+     ((_F64, _F64), _F64, "__nv_pow"))
 
 # -- IEEE operations with a rounding mode ----------------------------------------------------------------
 _rounded("fma", 3, "__nv_fmaf_{m}", "__nv_fma_{m}")
@@ -100,35 +100,35 @@ _rounded("mul", 2, "__nv_fmul_{m}", "__nv_dmul_{m}")
 
 # -- fast approximations (fp32 only) --------------------------------------------------------------------
 for _n in ("sinf", "cosf", "log2f", "logf", "expf", "tanf", "exp10f", "log10f"):
-    _add(f"fast_{_n}", ((F32,), F32, f"__nv_fast_{_n}"))
-_add("fast_powf", ((F32, F32), F32, "__nv_fast_powf"))
-_add("fast_dividef", ((F32, F32), F32, "__nv_fast_fdividef"))
+    _add(f"fast_{_n}", ((_F32,), _F32, f"__nv_fast_{_n}"))
+_add("fast_powf", ((_F32, _F32), _F32, "__nv_fast_powf"))
+_add("fast_dividef", ((_F32, _F32), _F32, "__nv_fast_fdividef"))
 
 # -- conversions ------------------------------------------------------------------------------------------
 for _m in ("rn", "rz", "rd", "ru"):
-    _add(f"double2float_{_m}", ((F64,), F32, f"__nv_double2float_{_m}"))
-    for _src, _s, _sym in ((F64, "double", "double"), (F32, "float", "float")):
-        _add(f"{_s}2int_{_m}", ((_src,), I32, f"__nv_{_sym}2int_{_m}"))
-        _add(f"{_s}2uint_{_m}", ((_src,), I32, f"__nv_{_sym}2uint_{_m}"))
-        _add(f"{_s}2ll_{_m}", ((_src,), I64, f"__nv_{_sym}2ll_{_m}"))
-        _add(f"{_s}2ull_{_m}", ((_src,), I64, f"__nv_{_sym}2ull_{_m}"))
-    _add(f"int2float_{_m}", ((I32,), F32, f"__nv_int2float_{_m}"))
-    _add(f"uint2float_{_m}", ((U32,), F32, f"__nv_uint2float_{_m}"))
-    _add(f"ll2float_{_m}", ((I64,), F32, f"__nv_ll2float_{_m}"))
-    _add(f"ull2float_{_m}", ((U64,), F32, f"__nv_ull2float_{_m}"))
-    _add(f"ll2double_{_m}", ((I64,), F64, f"__nv_ll2double_{_m}"))
-    _add(f"ull2double_{_m}", ((U64,), F64, f"__nv_ull2double_{_m}"))
-_add("int2double_rn", ((I32,), F64, "__nv_int2double_rn"))
-_add("uint2double_rn", ((U32,), F64, "__nv_uint2double_rn"))
-_add("hiloint2double", ((I32, I32), F64, "__nv_hiloint2double"))
-_add("double2loint", ((F64,), I32, "__nv_double2loint"))
-_add("double2hiint", ((F64,), I32, "__nv_double2hiint"))
-_add("int_as_float", ((I32,), F32, "__nv_int_as_float"))
-_add("float_as_int", ((F32,), I32, "__nv_float_as_int"))
-_add("uint_as_float", ((U32,), F32, "__nv_uint_as_float"))
-_add("float_as_uint", ((F32,), I32, "__nv_float_as_uint"))
-_add("longlong_as_double", ((I64,), F64, "__nv_longlong_as_double"))
-_add("double_as_longlong", ((F64,), I64, "__nv_double_as_longlong"))
+    _add(f"double2float_{_m}", ((_F64,), _F32, f"__nv_double2float_{_m}"))
+    for _src, _s, _sym in ((_F64, "double", "double"), (_F32, "float", "float")):
+        _add(f"{_s}2int_{_m}", ((_src,), _I32, f"__nv_{_sym}2int_{_m}"))
+        _add(f"{_s}2uint_{_m}", ((_src,), _I32, f"__nv_{_sym}2uint_{_m}"))
+        _add(f"{_s}2ll_{_m}", ((_src,), _I64, f"__nv_{_sym}2ll_{_m}"))
+        _add(f"{_s}2ull_{_m}", ((_src,), _I64, f"__nv_{_sym}2ull_{_m}"))
+    _add(f"int2float_{_m}", ((_I32,), _F32, f"__nv_int2float_{_m}"))
+    _add(f"uint2float_{_m}", ((_U32,), _F32, f"__nv_uint2float_{_m}"))
+    _add(f"ll2float_{_m}", ((_I64,), _F32, f"__nv_ll2float_{_m}"))
+    _add(f"ull2float_{_m}", ((_U64,), _F32, f"__nv_ull2float_{_m}"))
+    _add(f"ll2double_{_m}", ((_I64,), _F64, f"__nv_ll2double_{_m}"))
+    _add(f"ull2double_{_m}", ((_U64,), _F64, f"__nv_ull2double_{_m}"))
+_add("int2double_rn", ((_I32,), _F64, "__nv_int2double_rn"))
+_add("uint2double_rn", ((_U32,), _F64, "__nv_uint2double_rn"))
+_add("hiloint2double", ((_I32, _I32), _F64, "__nv_hiloint2double"))
+_add("double2loint", ((_F64,), _I32, "__nv_double2loint"))
+_add("double2hiint", ((_F64,), _I32, "__nv_double2hiint"))
+_add("int_as_float", ((_I32,), _F32, "__nv_int_as_float"))
+_add("float_as_int", ((_F32,), _I32, "__nv_float_as_int"))
+_add("uint_as_float", ((_U32,), _F32, "__nv_uint_as_float"))
+_add("float_as_uint", ((_F32,), _I32, "__nv_float_as_uint"))
+_add("longlong_as_double", ((_I64,), _F64, "__nv_longlong_as_double"))
+_add("double_as_longlong", ((_F64,), _I64, "__nv_double_as_longlong"))
 
 
 def variants(name: str) -> tuple[Variant, ...]:
@@ -174,7 +174,7 @@ def _make(name: str, vs: tuple[Variant, ...]):
     stub.__doc__ = (f"libdevice ``{name}``, elementwise over blocks or scalars of exactly one of these "
                     f"dtype combinations (convert others first, e.g. ``x.to(nl.float32)``):\n\n"
                     + "\n".join(f"* ``{_signature_text(v)}``" for v in vs))
-    return builtin(stub, name=opname)
+    return _builtin(stub, name=opname)
 
 
 for _name, _vs in LIBDEVICE.items():
