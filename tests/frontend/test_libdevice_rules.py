@@ -120,3 +120,30 @@ def test_wrong_arity_and_pointer_arguments():
     with pytest.raises(Exception, match="libdevice.sin takes numbers, not pointers"):
         build_ir(_compile(src.replace("libdevice.atan2(a)", "a")), {"x_ptr": nl.pointer_type(nl.float32),
                                                                    "y_ptr": nl.pointer_type(nl.float32)}, {})
+
+
+def test_the_table_matches_the_installed_triton():
+    """Names, argument dtypes, result dtypes and __nv_ symbols, against Triton's own libdevice module (read as
+    text where Triton is installed: the yardstick, not a dependency)."""
+    import ast
+    import importlib.util
+
+    from newt.language.extra.cuda.libdevice import LIBDEVICE
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("Triton is not installed")
+    import os
+    path = os.path.join(spec.submodule_search_locations[0], "language", "extra", "cuda", "libdevice.py")
+    if not os.path.exists(path):
+        pytest.skip("this Triton has no extra/cuda/libdevice.py")
+    ref = {}
+    for f in ast.parse(open(path, encoding="utf-8").read()).body:
+        if not isinstance(f, ast.FunctionDef):
+            continue
+        call = next(c for c in ast.walk(f) if isinstance(c, ast.Call) and getattr(c.func, "attr", "") ==
+                    "extern_elementwise")
+        table = call.args[3]
+        ref[f.name] = sorted((tuple(e.args[0].value for e in k.elts), v.elts[1].args[0].value, v.elts[0].value)
+                             for k, v in zip(table.keys, table.values))
+    assert set(ref) == set(LIBDEVICE)
+    assert {k: sorted(v) for k, v in LIBDEVICE.items()} == ref
