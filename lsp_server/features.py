@@ -349,6 +349,9 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(_fix_cast(a, d, ld))
             if d.code in ("N006", "N008", "N023"):
                 out.extend(_fix_mechanical(a, d, ld))
+            if d.code == "N080" and d.data.get("construct") == "make_block_ptr":
+                from .blockptr_fix import block_ptr_fix
+                out.extend(block_ptr_fix(a, d, ld))
             if d.hint and "did you mean " in d.hint:
                 out.extend(_fix_did_you_mean(a, d, ld))
         except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered

@@ -121,6 +121,7 @@ CODES: dict[str, tuple[str, str]] = {
     "N050": ("static-assert", "nl.static_assert failed"),
     "N051": ("static-print", "output of nl.static_print"),
     # specialization
+    "N080": ("deprecated", "a construct Triton deprecated or removed that newt still accepts (block pointers)"),
     "N070": ("inline-asm", "an nl.inline_asm_elementwise call whose constraints, operands, dtypes or pack disagree"),
     "N060": ("bad-specialization", "a launch, config or annotation that does not fit the kernel's parameters"),
     # internal

@@ -517,6 +517,8 @@ class StatementsMixin(_Base):
     def scf_for(self, node, lb, ub, st, attrs):
         target = node.target.id
         carried = self.loop_carried(node.body, exclude=(target,))
+        from .rules.blockptr import join_carried, resplit_carried, split_carried
+        bps = split_carried(self, carried)  # block pointers: their run-time parts are carried
         inits, keep = [], []
         for n in carried:
             v = self._carried_init(n, node)
@@ -533,10 +535,12 @@ class StatementsMixin(_Base):
         self.note(node.target, self.scope[target])
         for n, arg in zip(keep, body.args[1:]):
             self.scope[n] = TensorV(arg)
+        join_carried(self, bps)
         self.scope[FLAG_CNT] = Const(False)
         self.frame.loops.append(LoopCtx(False))
         self.stmts(node.body)
         self.frame.loops.pop()
+        resplit_carried(self, bps, node)
         yields, bad = self._loop_yields(keep, inits, node)
         self.emit("yield", yields, [], node=None)
         body_scope = self.scope
@@ -545,6 +549,7 @@ class StatementsMixin(_Base):
         self.scope = pre
         for n, r in zip(keep, op.results):
             self.scope[n] = Opaque() if n in bad else TensorV(r)
+        join_carried(self, bps)
         self._loop_locals(body_scope, pre, target)
 
     def _loop_locals(self, body_scope, pre, target):
@@ -646,6 +651,8 @@ class StatementsMixin(_Base):
                 carried.append(n)
         if _has_return(body_stmts) and FLAG_RET not in carried:
             carried.append(FLAG_RET)
+        from .rules.blockptr import join_carried, resplit_carried, split_carried
+        bps = split_carried(self, carried)  # block pointers: their run-time parts are carried
         keep, inits = [], []
         for n in carried:
             v = self._carried_init(n, node)
@@ -687,12 +694,14 @@ class StatementsMixin(_Base):
         self.scope = dict(pre)
         for n, a in zip(keep, after.args):
             self.scope[n] = TensorV(a)
+        join_carried(self, bps)
         self.scope[FLAG_CNT] = Const(False)
         if pre_body is not None:
             pre_body()
         self.frame.loops.append(LoopCtx(FLAG_BRK in keep))
         self.stmts(body_stmts)
         self.frame.loops.pop()
+        resplit_carried(self, bps, node)
         yields, bad = self._loop_yields(keep, inits, node)
         self.emit("yield", yields, [], node=None)
         body_scope = self.scope
@@ -701,6 +710,7 @@ class StatementsMixin(_Base):
         self.scope = pre
         for n, r in zip(keep, op.results):
             self.scope[n] = Opaque() if n in bad else TensorV(r)
+        join_carried(self, bps)
         self._loop_locals(body_scope, pre, "$none")
 
     def speculative_loop(self, node):

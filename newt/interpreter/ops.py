@@ -967,3 +967,10 @@ def _inline_asm(o, plan):
                                         "assembly'); on a GPU the asm runs as written") from None
         return tuple(res) if len(res) > 1 else res[0]
     return f
+
+
+@op("libdevice")
+def _libdevice(o, plan):
+    from .libdevice import reference  # the torch references of newt.language.extra.libdevice
+    f = reference(o.attrs["fn"], [elem(x).name for x in o.operands], elem(o.results[0]).name)
+    return lambda ex, args: f(*args)

@@ -207,6 +207,25 @@ def _no_check(op):
     return ()
 
 
+def _libdevice(op):
+    """Same shapes; the operand dtypes are one variant of the function's in the libdevice table, the result
+    its result dtype (symbolic dtypes of the generic analysis match any)."""
+    from newt.language.extra.cuda.libdevice import LIBDEVICE
+    yield from _same_shape(op)
+    fn = op.attrs.get("fn")
+    if fn not in LIBDEVICE:
+        yield f"no libdevice function {fn!r}"
+        return
+    ts = [scalar_of(o.type) for o in op.operands] + [scalar_of(op.results[0].type)]
+    if len(ts) - 1 != len(LIBDEVICE[fn][0][0]):
+        yield f"libdevice.{fn} takes {len(LIBDEVICE[fn][0][0])} operands, got {len(ts) - 1}"
+        return
+    names = [getattr(t, "name", "?") for t in ts]
+    if not any(all(t.is_symbolic() or n == w for t, n, w in zip(ts, names, list(v[0]) + [v[1]]))
+               for v in LIBDEVICE[fn]):
+        yield f"libdevice.{fn} has no variant ({', '.join(names[:-1])}) -> {names[-1]}"
+
+
 def _scalar_i32(op):
     if shape_of(op.results[0].type) != () or scalar_of(op.results[0].type).name != "int32":
         yield f"result {type_str(op.results[0].type)} is not an i32 scalar"
@@ -425,6 +444,8 @@ for _n in ("neg", "invert", "abs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_r
 _def("where", ("cond", "x", "y"), {}, (P, E, FW), _where, data=("x", "y"))
 _def("cast", ("x",), {"rounding": "rtne"}, (P, E), _same_shape)
 _def("bitcast", ("x",), {}, (P, E, FW), _same_shape)
+_def("libdevice", ("*args",), {"fn": REQUIRED}, (P, E), _libdevice,
+     doc="a libdevice function (newt.language.extra.libdevice) of the table's variant for its operand dtypes")
 _def("addptr", ("ptr", "offset"), {}, (P, E, FW), _addptr, data=("ptr",))
 
 # memory

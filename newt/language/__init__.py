@@ -5,7 +5,7 @@ the same.  Everything here is a stub or a type; kernels are read by the front
 end (``newt.frontend``), never executed as Python.
 """
 
-from . import math, random, standard  # noqa: F401
+from . import extra, math, random, standard  # noqa: F401
 from .asm import inline_asm_elementwise  # noqa: F401
 from .builtins import *  # noqa: F401,F403
 from .builtins import range, static_range  # noqa: F401

@@ -172,6 +172,26 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
 
 
 @builtin
+def make_block_ptr(base, shape, strides, offsets, block_shape, order, *, _semantic=None):
+    """A block pointer (deprecated by Triton 3.7, removed in 3.9; prefer ``nl.make_tensor_descriptor``).
+
+    Points at the block of ``block_shape`` (constexpr powers of two) at ``offsets`` of the tensor at
+    ``base`` with ``shape`` and ``strides`` (in elements); ``order`` (the dimensions from fastest to
+    slowest varying) is checked and otherwise ignored.  ``nl.load(bp, boundary_check=(0, 1),
+    padding_option="zero")`` reads the block, masking the listed dimensions at the tensor's bounds;
+    ``nl.store(bp, value, boundary_check=...)`` writes it; ``nl.advance(bp, deltas)`` moves it.
+    newt lowers them to masked pointer loads and stores, as it does tensor descriptors.
+    """
+    return _semantic.make_block_ptr(base, shape, strides, offsets, block_shape, order)
+
+
+@builtin
+def advance(base, offsets, *, _semantic=None):
+    """The block pointer ``base`` moved by ``offsets`` (one per dimension, in elements)."""
+    return _semantic.advance(base, offsets)
+
+
+@builtin
 def atomic_cas(pointer, cmp, val, sem=None, scope=None, mask=None, *, _semantic=None):
     """Atomic compare-and-swap: where the value at ``pointer`` equals ``cmp``, store ``val``.
 

@@ -245,6 +245,13 @@ class CompiledKernel:
         self._launchers: dict[int, object] = {}
         self.ir = None                    # the ir.Function (set when built in this process)
         self.warnings: list = []          # front-end warnings of the build
+        #: how to build ``ir`` again (kernel, arg types, constexprs, hints, num_warps, num_stages), set by
+        #: ``compile_specialization``: a kernel from the disk cache has no IR, and interpreting it needs one
+        self.rebuild: tuple | None = None
+        self.module = None                # the loaded module and function handles (``_init_handles``)
+        self.function = None
+        #: launch through the interpreter even with a GPU (the warmup of an interpreted kernel)
+        self.interpreted = False
 
     # Triton-compatible spellings
     @property
@@ -262,6 +269,27 @@ class CompiledKernel:
     @property
     def num_warps(self):
         return self.metadata.num_warps
+
+    @property
+    def n_max_threads(self) -> int:
+        """The most threads per block this kernel can launch with: its ``__launch_bounds__`` (32 x
+        num_warps; 1024 under ``maxnreg``) and what its registers allow (64K per SM, allocated per warp in
+        units of 256), as CUDA's ``MAX_THREADS_PER_BLOCK`` attribute reports it."""
+        md = self.metadata
+        bound = 1024 if md.get("maxnreg") else 32 * int(md.num_warps)
+        per_warp = -(-max(int(md.n_regs or 0), 1) * 32 // 256) * 256
+        return min(bound, 65536 // per_warp * 32, 1024)
+
+    def _init_handles(self):
+        """Triton's ``CompiledKernel._init_handles()``: load the cubin on the current device (once), so that
+        ``module`` / ``function`` are set.  With no GPU there is nothing to load: ``n_regs``, ``n_spills``
+        and ``metadata.shared`` come from the ptxas report of the NVRTC build either way, and
+        ``kernel[grid](...)`` runs through the interpreter."""
+        from . import driver
+        if self.module is not None or self.interpreted or not driver.has_gpu():
+            return
+        ln = self.launcher(driver.current_device_fn()())
+        self.module, self.function = getattr(ln, "module", None), getattr(ln, "function", None)
 
     def describe(self) -> str:
         md = self.metadata
@@ -284,14 +312,14 @@ class CompiledKernel:
     def run(self, grid, *args, stream=None):
         from . import driver
         from .grid import normalize_grid
-        if not driver.has_gpu():
-            return driver.NoDeviceLauncher(self).launch()
         rt = [p.name for p in self.params]
         if len(args) == len(self.arg_names) and len(args) != len(rt):
             args = [a for n, a in zip(self.arg_names, args) if n in rt]
         if len(args) != len(rt):
             raise TypeError(f"{self.metadata.kernel_name}: the compiled kernel takes {len(rt)} run-time arguments "
                             f"({', '.join(rt)}) but {len(args)} were given")
+        if self.interpreted or not driver.has_gpu():
+            return self._interpret(grid, args)
         vals = []
         for p, a in zip(self.params, args):
             if hasattr(a, "data_ptr"):
@@ -308,6 +336,26 @@ class CompiledKernel:
 
     def __getitem__(self, grid):
         return lambda *args, stream=None: self.run(grid, *args, stream=stream)
+
+    def _interpret(self, grid, args):
+        """``kernel[grid](*args)`` with no GPU: this specialization's IR through the interpreter (CPU tensors)."""
+        from newt import interpreter
+
+        from .grid import check_grid, normalize_grid
+        from .specialize import unwrap
+        if self.ir is None:
+            if self.rebuild is None:  # (a kernel made from a cache entry by hand): nothing to interpret
+                from .driver import NoDeviceLauncher
+                return NoDeviceLauncher(self).launch()
+            from newt.frontend import build_ir
+            fn, arg_types, constexprs, hints, num_warps, num_stages = self.rebuild
+            self.ir = build_ir(fn, arg_types, constexprs, hints, num_warps=num_warps, num_stages=num_stages)
+        name = self.metadata.kernel_name
+        if callable(grid):
+            grid = grid(dict(zip([p.name for p in self.params], args)))
+        check_grid(normalize_grid(grid, None, name), name)
+        interpreter.launch(self.ir, grid, [unwrap(a) for a in args], num_warps=int(self.metadata.num_warps))
+        return self
 
     # -- disk format ------------------------------------------------------------
     def to_entry(self):
@@ -368,12 +416,12 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
     if use_cache:
         hit = _MEMORY.get(key)
         if hit is not None:
-            return hit
+            return _with_rebuild(hit, fn, arg_types, constexprs, hints, num_warps, num_stages)
     with _key_lock(key):
         if use_cache:
             hit = _MEMORY.get(key)
             if hit is not None:
-                return hit
+                return _with_rebuild(hit, fn, arg_types, constexprs, hints, num_warps, num_stages)
             disk = _cache.get_cache()
             entry = disk.get(key)
             if entry is not None:
@@ -383,12 +431,18 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
                     ck = None
                 if ck is not None:
                     _MEMORY[key] = ck
-                    return ck
+                    return _with_rebuild(ck, fn, arg_types, constexprs, hints, num_warps, num_stages)
         ck = build(fn, arg_types, constexprs, hints, target, num_warps, num_stages, debug, key, maxnreg)
         if use_cache:
             _MEMORY[key] = ck
             _cache.get_cache().put(key, *ck.to_entry())
-        return ck
+        return _with_rebuild(ck, fn, arg_types, constexprs, hints, num_warps, num_stages)
+
+
+def _with_rebuild(ck: CompiledKernel, fn, arg_types, constexprs, hints, num_warps, num_stages) -> CompiledKernel:
+    if ck.rebuild is None:
+        ck.rebuild = (fn, dict(arg_types), dict(constexprs), dict(hints or {}), num_warps, num_stages)
+    return ck
 
 
 def _backend():

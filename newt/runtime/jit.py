@@ -218,8 +218,13 @@ class JITFunction:
         """Compile (and load, when there is a GPU) without launching; returns the CompiledKernel.
 
         Tensors may be replaced by their ``torch.dtype``.  Without a GPU it compiles for
-        ``NEWT_TARGET`` (default ``sm_90a``).
+        ``NEWT_TARGET`` (default ``sm_90a``).  An interpreted kernel compiles too (for ``n_regs`` & co.) and
+        its compiled kernel launches through the interpreter.
         """
+        if self.is_interpreted():
+            if self.fn.__code__ is not self._code:
+                self._code_changed()
+            return self._run_interpreted(*args, grid=grid, warmup="compiled", **kwargs)
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
     def _install_fast(self):
@@ -334,6 +339,8 @@ class JITFunction:
                             num_stages=num_stages)
             self._ir_cache[key] = irfn
         if warmup:
+            if warmup == "compiled":  # the public kernel.warmup(...): what Triton's host code inspects
+                return _interpreted_warmup(self, spec, irfn, num_warps, num_stages, maxnreg) or irfn
             return irfn
         for n, v in zip(spec.runtime_names, spec.runtime_args):
             if sp._is_torch_dtype(v):  # (tuple elements are named x.0.1 here)
@@ -348,6 +355,28 @@ class JITFunction:
         from newt import interpreter
         interpreter.launch(irfn, g, [sp.unwrap(v) for v in spec.runtime_args], num_warps=num_warps)
         return irfn
+
+
+def _interpreted_warmup(kernel, spec, irfn, num_warps, num_stages, maxnreg):
+    """``kernel.warmup(...)`` of an interpreted kernel: the compiled kernel Triton's host code inspects
+    (``n_regs`` from NVRTC's ptxas report, ``metadata.shared``, ``_init_handles()``), whose ``[grid](...)``
+    runs through the interpreter.  None where the CUDA build cannot be had (no NVRTC, or a kernel the
+    interpreter runs but the backend refuses, e.g. too much shared memory for the target): the caller then
+    returns the IR, as before."""
+    import copy
+
+    from . import compiler
+    try:
+        ck = compiler.compile_specialization(kernel, spec.arg_types, spec.constexprs, spec.divisibility,
+                                             default_target(), num_warps, num_stages, bool(kernel.debug),
+                                             fingerprint=kernel.fingerprint(), maxnreg=maxnreg)
+    except Exception:  # noqa: BLE001 - the interpreter does not need the CUDA build
+        return None
+    ck = copy.copy(ck)  # (the cached one stays as it is: only this one is bound to the interpreter)
+    ck.interpreted = True
+    ck.ir = irfn
+    return ck
+
 
 
 def _scalar_annotation(ann) -> str | None:

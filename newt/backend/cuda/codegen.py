@@ -14,6 +14,7 @@ from . import lower_basic, lower_dot, lower_memory, lower_reduce  # noqa: F401  
 from . import lower_asm, lower_gather, lower_histogram, lower_poll  # noqa: F401  (register lowerings)
 from .axisinfo import analyze_axis_info
 from .ctypes import ctype
+from .elementwise import libdevice_declaration
 from .dot import select_dot_lowering
 from .emitter import BackendError, Chunk, Emitter
 from .pipeline import plan_pipelines
@@ -153,6 +154,10 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     em.top = body.sub(0)
     main = body.sub(0)
     em.emit_region(fn.body, main)
+    for op in fn.walk():  # libdevice functions: declared, NVRTC links their definitions
+        if op.name == "libdevice":
+            sym, decl = libdevice_declaration(op.attrs["fn"], [o.type for o in op.operands])
+            em.helpers.setdefault(sym, decl)
     tmap_decls, tmaps = tma_params(em)  # TMA tensor maps: parameters after the ordinary ones (tma.py)
     sig += tmap_decls
     # shared memory: pipeline buffers first; scratch outside pipelined loops overlaps them

@@ -14,7 +14,7 @@ from newt.ir.types import scalar_of
 
 from .ctypes import compute_ctype, const_literal, ctype, from_compute, is_lowp_float, to_compute
 
-__all__ = ["ELEMENTWISE", "scalar_expr", "cast_expr", "is_elementwise"]
+__all__ = ["ELEMENTWISE", "scalar_expr", "cast_expr", "is_elementwise", "libdevice_declaration"]
 
 
 def _unsigned_of(t) -> str:
@@ -91,6 +91,10 @@ def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict
         return f"bit_cast<{ctype(rt)}>({args[0]})"
     if name == "addptr":
         return f"({args[0]} + {args[1]})"
+    if name == "libdevice":
+        variant = _libdevice_variant(attrs["fn"], arg_types)
+        xs = ", ".join(f"({ctype(scalar_of(t))})({a})" for a, t in zip(args, arg_types))
+        return f"(({ctype(rt)}){variant[2]}({xs}))"
     if name == "where":
         return f"({args[0]} ? {args[1]} : {args[2]})"
     if name in _CMP:
@@ -102,6 +106,23 @@ def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict
     xs = [to_compute(x, t) for x in args]
     e = _compute(name, xs, t, attrs)
     return from_compute(e, t) if lowp else e
+
+
+def _libdevice_variant(fn: str, arg_types):
+    from newt.language.extra.cuda.libdevice import variant_for
+    v = variant_for(fn, [scalar_of(t) for t in arg_types])
+    if v is None:  # the front end and the verifier accept only the table's variants
+        raise ValueError(f"libdevice.{fn} has no variant for {[str(scalar_of(t)) for t in arg_types]}")
+    return v
+
+
+def libdevice_declaration(fn: str, arg_types) -> tuple[str, str]:
+    """(symbol, C++ declaration) of the libdevice function a ``libdevice`` op calls: NVRTC links libdevice,
+    whose ``__nv_*`` functions need only a declaration."""
+    from newt.language import core as lc
+    args, ret, sym = _libdevice_variant(fn, arg_types)
+    cargs = ", ".join(ctype(lc.dtype_from_name(a)) for a in args)
+    return sym, f'extern "C" __device__ {ctype(lc.dtype_from_name(ret))} {sym}({cargs});'
 
 
 def _compute(name, xs, t, attrs):  # noqa: C901

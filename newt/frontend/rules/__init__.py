@@ -3,4 +3,4 @@
 Importing this package registers every rule in ``newt.frontend.ops.RULES``.
 """
 
-from . import asm, creation, debug, dot, elementwise, memory, reduce, shape  # noqa: F401
+from . import asm, blockptr, creation, debug, dot, elementwise, libdevice, memory, reduce, shape  # noqa: F401

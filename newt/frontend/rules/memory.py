@@ -6,20 +6,10 @@ from newt.ir.types import block_of, dims_equal, shape_of
 from newt.language import core as lc
 
 from ..diagnostics import Severity
-from ..ops import Bound, _describe, _poison, const_int, const_str, need_tensor, rule
+from ..ops import Bound, _poison, const_int, const_str, need_tensor, rule
 from ..semantic import SemError, broadcast_shapes, check_block_shape, fmt_shape
 from ..values import Const, DescV, Opaque, TensorV, TupleV
-
-
-def _pointer(b, av, fname, node):
-    _poison(av)
-    if isinstance(av, TensorV) and av.dtype.is_ptr():
-        return av
-    if isinstance(av, TensorV) and av.dtype.is_symbolic():
-        return None  # unknown parameter kind in the generic check
-    got = _describe(av)
-    raise SemError("N043", f"nl.{fname} needs a pointer (or a block of pointers), got {got}", node=node,
-                   hint="pass a pointer parameter plus offsets, e.g. x_ptr + offsets")
+from .addressing import _pointer, _scalar_list, block_address
 
 
 def _mask(b, av, node):
@@ -36,6 +26,11 @@ def _mask(b, av, node):
 
 @rule("load")
 def _load(b, a: Bound, node):
+    from .blockptr import BlockPtrV, load_block, possibly_block_pointer
+    if isinstance(a["pointer"], BlockPtrV):
+        return load_block(b, a, node)
+    if possibly_block_pointer(a):  # a helper's parameter of unknown kind: may be a block pointer
+        return Opaque()
     p = _pointer(b, a["pointer"], "load", a.node("pointer"))
     cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".ca", ".cg", ".cv", ".cs", ".lu"),
                       a.node("cache_modifier"))
@@ -43,8 +38,12 @@ def _load(b, a: Bound, node):
                       a.node("eviction_policy"))
     vol = a["volatile"]
     if a.given("boundary_check") and not (isinstance(a["boundary_check"], TupleV) and not a["boundary_check"].items):
-        raise SemError("N023", "boundary_check applies to block pointers, which newt does not support; use mask=",
+        raise SemError("N023", "boundary_check applies to block pointers (nl.make_block_ptr), not to a pointer or "
+                       "a block of pointers: the bounds are not known here", hint="use mask= instead",
                        node=a.node("boundary_check"))
+    if a.given("padding_option") and not (isinstance(a["padding_option"], Const) and not a["padding_option"].value):
+        raise SemError("N023", "padding_option applies to block pointers (nl.make_block_ptr) only",
+                       hint="use other= with mask=", node=a.node("padding_option"))
     mask = _mask(b, a["mask"], a.node("mask"))
     other = a["other"]
     _poison(other)
@@ -75,7 +74,17 @@ def _load(b, a: Bound, node):
 
 @rule("store")
 def _store(b, a: Bound, node):
+    from .blockptr import BlockPtrV, possibly_block_pointer, store_block
+    if isinstance(a["pointer"], BlockPtrV):
+        return store_block(b, a, node)
+    if possibly_block_pointer(a):
+        return Const(None)
     p = _pointer(b, a["pointer"], "store", a.node("pointer"))
+    if p is not None and a.given("boundary_check") and \
+            not (isinstance(a["boundary_check"], TupleV) and not a["boundary_check"].items):
+        raise SemError("N023", "boundary_check applies to block pointers (nl.make_block_ptr), not to a pointer or "
+                       "a block of pointers: the bounds are not known here", hint="use mask= instead",
+                       node=a.node("boundary_check"))
     cache = const_str(a["cache_modifier"], "cache_modifier", ("", ".wb", ".cg", ".cs", ".wt"),
                       a.node("cache_modifier"))
     evict = const_str(a["eviction_policy"], "eviction_policy", ("", "evict_first", "evict_last", "evict_normal"),
@@ -208,16 +217,6 @@ def _atomic_poll(b, a: Bound, node):
 # ---------------------------------------------------------------------------
 
 
-def _scalar_list(b, av, what, node):
-    items = av.items if isinstance(av, TupleV) else None
-    if items is None:
-        raise SemError("N023", f"{what} must be a list of scalars", node=node)
-    for x in items:
-        if isinstance(x, TensorV) and x.shape:
-            raise SemError("N023", f"{what} must be scalars, not blocks", node=node)
-    return items
-
-
 @rule("make_tensor_descriptor")
 def _make_desc(b, a: Bound, node):
     base = _pointer(b, a["base"], "make_tensor_descriptor", a.node("base"))
@@ -261,18 +260,7 @@ def desc_address(b, desc, offsets_av, node):
     rank = len(desc.block_shape)
     if len(offs) != rank:
         raise SemError("N030", f"a descriptor of rank {rank} needs {rank} offsets, got {len(offs)}", node=node)
-    call = b.call_builtin
-    ptr, mask = desc.base, None
-    for d, (off, n, size, stride) in enumerate(zip(offs, desc.block_shape, desc.shape, desc.strides)):
-        idx = call("arange", [Const(0), Const(n)], {}, node, [node, node], {})
-        for e in range(rank):
-            if e != d:
-                idx = call("expand_dims", [idx, Const(e)], {}, node, [node, node], {})
-        idx = b.binop("add", idx, off, node)
-        ptr = b.binop("add", ptr, b.binop("mul", idx, stride, node), node)
-        inb = b.binop("and", b.binop("ge", idx, Const(0), node), b.binop("lt", idx, size, node), node)
-        mask = inb if mask is None else b.binop("and", mask, inb, node)
-    return ptr, mask
+    return block_address(b, desc.base, desc.shape, desc.strides, desc.block_shape, offs, range(rank), node)
 
 
 def desc_load(b, desc, offsets_av, node):
