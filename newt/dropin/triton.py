@@ -71,7 +71,10 @@ def module_for(fullname: str) -> types.ModuleType:
     if make is not None:
         return make()
     if _aliased(fullname) and _newt_has(_newt_name(fullname)):
-        return importlib.import_module(_newt_name(fullname))
+        mod = importlib.import_module(_newt_name(fullname))
+        if fullname == "triton.language" and _newt_has("newt.language.extra"):
+            importlib.import_module("newt.language.extra")  # Triton's ``tl.extra`` is there without an import
+        return mod
     raise ModuleNotFoundError(f"No module named {fullname!r} (newt's drop-in for Triton does not provide it)",
                               name=fullname)
 
@@ -396,10 +399,17 @@ def _make_runtime_errors():
                    {"OutOfResources": er.OutOfResources})
 
 
+def triton_key() -> str:
+    """``triton.compiler.compiler.triton_key()``: what compiled code depends on (torch keys its caches on it)."""
+    import newt
+    from newt.dropin import TRITON_API_VERSION
+    return f"newt-{newt.__version__}-triton-api-{TRITON_API_VERSION}"
+
+
 def _compiler_attrs() -> dict:
     import newt
     from newt.runtime.compiler import CompiledKernel
-    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError}
+    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError, "triton_key": triton_key}
 
 
 def _make_compiler():
