@@ -43,8 +43,12 @@ __all__ = ["module_for", "has_module", "interpret_rule", "GPUTarget", "KernelPar
 _ALIASED = ("triton.language", "triton.tools")
 
 
+#: Triton modules whose newt counterpart has another path (Triton's ``language.core`` holds the whole language)
+_RENAMED = {"triton.language.core": "newt.language"}
+
+
 def _newt_name(fullname: str) -> str:
-    return "newt" + fullname[len("triton"):]
+    return _RENAMED.get(fullname) or "newt" + fullname[len("triton"):]
 
 
 def _aliased(fullname: str) -> bool:
