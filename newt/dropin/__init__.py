@@ -7,8 +7,8 @@
 or, from Python, ``newt.dropin.install()`` before the project's first ``import triton``.
 
 ``install()`` puts one import hook (a meta-path finder) in front of ``sys.meta_path``: from then on
-``import triton`` and every ``triton.*`` module come from newt (``triton.language`` *is*
-``newt.language``; ``triton.jit`` makes a newt kernel; ``triton.runtime.driver.active``,
+``import triton`` and every ``triton.*`` module come from newt (``triton.language`` holds
+``newt.language``'s objects; ``triton.jit`` makes a newt kernel; ``triton.runtime.driver.active``,
 ``triton.testing``, ``triton.backends.compiler`` ... answer what torch and libraries ask of them), even
 when Triton itself is installed.  Nothing is written anywhere: ``uninstall()`` removes the hook and the
 modules it served.

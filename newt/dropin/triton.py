@@ -1,9 +1,10 @@
 """The ``triton`` package as newt serves it in drop-in mode (``newt.dropin.install()``).
 
-``triton.language`` and ``triton.tools`` (and everything below them) are newt's own modules under Triton's
-names: ``triton.language`` *is* ``newt.language``, ``triton.language.extra.libdevice`` is
-``newt.language.extra.libdevice`` where newt has it.  The other modules are small facades built here,
-each answering what Triton code, torch and libraries ask of it:
+The modules below ``triton.language`` and ``triton.tools`` are newt's own modules under Triton's names
+(``triton.language.extra.libdevice`` is ``newt.language.extra.libdevice`` where newt has it, ``triton.tools.
+tensor_descriptor`` is ``newt.tools.tensor_descriptor``); ``triton.language`` itself holds newt.language's
+objects (``tl.constexpr is nl.constexpr``) in Triton's layout (``tl.core``, ``tl.extra``).  The other
+modules are small facades built here, each answering what Triton code, torch and libraries ask of it:
 
 ========================================  ===================================================================
 ``triton``                                ``__version__`` (:data:`~newt.dropin.TRITON_API_VERSION`), ``jit``,
@@ -43,12 +44,8 @@ __all__ = ["module_for", "has_module", "interpret_rule", "GPUTarget", "KernelPar
 _ALIASED = ("triton.language", "triton.tools")
 
 
-#: Triton modules whose newt counterpart has another path (Triton's ``language.core`` holds the whole language)
-_RENAMED = {"triton.language.core": "newt.language"}
-
-
 def _newt_name(fullname: str) -> str:
-    return _RENAMED.get(fullname) or "newt" + fullname[len("triton"):]
+    return "newt" + fullname[len("triton"):]
 
 
 def _aliased(fullname: str) -> bool:
@@ -75,10 +72,7 @@ def module_for(fullname: str) -> types.ModuleType:
     if make is not None:
         return make()
     if _aliased(fullname) and _newt_has(_newt_name(fullname)):
-        mod = importlib.import_module(_newt_name(fullname))
-        if fullname == "triton.language" and _newt_has("newt.language.extra"):
-            importlib.import_module("newt.language.extra")  # Triton's ``tl.extra`` is there without an import
-        return mod
+        return importlib.import_module(_newt_name(fullname))
     raise ModuleNotFoundError(f"No module named {fullname!r} (newt's drop-in for Triton does not provide it)",
                               name=fullname)
 
@@ -104,6 +98,27 @@ def _facade(name: str, doc: str, attrs: dict, lazy: dict | None = None) -> types
         return val
 
     m.__getattr__ = __getattr__
+    return m
+
+
+def _make_language():
+    """``triton.language``: newt's language namespace (the same objects: ``tl.constexpr is nl.constexpr``)
+    under Triton's module layout: ``tl.core`` is the whole language as in Triton, ``tl.extra`` is there
+    without an import; anything else newt.language has (its submodules included) is looked up there."""
+    import newt.language as nl
+    if _newt_has("newt.language.extra"):
+        importlib.import_module("newt.language.extra")
+    attrs = {k: v for k, v in vars(nl).items() if not k.startswith("__")}
+    m = _facade("triton.language", nl.__doc__, attrs)
+    m.core = m
+    lazy_get = m.__getattr__
+
+    def getattr_(attr):
+        if hasattr(nl, attr):
+            return getattr(nl, attr)
+        return lazy_get(attr)
+
+    m.__getattr__ = getattr_
     return m
 
 
@@ -467,6 +482,8 @@ def _once(make):
 
 _FACADES = {
     "triton": _once(_make_triton),
+    "triton.language": _once(_make_language),
+    "triton.language.core": _once(_make_language),
     "triton.runtime": _once(_make_runtime),
     "triton.runtime.jit": _once(_make_runtime_jit),
     "triton.runtime.autotuner": _once(_make_autotuner),
