@@ -59,6 +59,14 @@ def _newt_has(name: str) -> bool:
         return False
 
 
+def _make_extra():
+    """``triton.language.extra``: newt's ``newt.language.extra`` where newt has it, else an empty package
+    (Triton always has one; code probes ``hasattr(tl.extra, "cuda")``)."""
+    if _newt_has("newt.language.extra"):
+        return importlib.import_module("newt.language.extra")
+    return _facade("triton.language.extra", "triton.language.extra (newt drop-in; newt has no extra modules)", {})
+
+
 def has_module(fullname: str) -> bool:
     """Whether the drop-in serves module ``fullname`` (a ``triton`` module)."""
     if fullname in _FACADES:
@@ -106,11 +114,10 @@ def _make_language():
     under Triton's module layout: ``tl.core`` is the whole language as in Triton, ``tl.extra`` is there
     without an import; anything else newt.language has (its submodules included) is looked up there."""
     import newt.language as nl
-    if _newt_has("newt.language.extra"):
-        importlib.import_module("newt.language.extra")
     attrs = {k: v for k, v in vars(nl).items() if not k.startswith("__")}
     m = _facade("triton.language", nl.__doc__, attrs)
     m.core = m
+    m.extra = importlib.import_module("triton.language.extra")
     lazy_get = m.__getattr__
 
     def getattr_(attr):
@@ -484,6 +491,7 @@ _FACADES = {
     "triton": _once(_make_triton),
     "triton.language": _once(_make_language),
     "triton.language.core": _once(_make_language),
+    "triton.language.extra": _make_extra,
     "triton.runtime": _once(_make_runtime),
     "triton.runtime.jit": _once(_make_runtime_jit),
     "triton.runtime.autotuner": _once(_make_autotuner),
