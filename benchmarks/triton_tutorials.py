@@ -5,8 +5,10 @@
 
 DIR holds Triton's tutorial files as Triton ships them (``01-vector-add.py`` ... ``06-fused-attention.py``;
 nothing of them is kept in this project).  Each file runs in a subprocess of its own under
-``python -m newt.dropin`` (so ``import triton`` is newt's): on a machine without a GPU every kernel runs on
-newt's interpreter, with a GPU they compile to CUDA.  The files are executed as they are; this script only
+``python -m newt.dropin --capability 9.0`` (so ``import triton`` is newt's): on a machine without a GPU every
+kernel runs on newt's interpreter, and ``torch.cuda.get_device_capability()``, which the tutorials ask to
+pick their code path (06 at import), says 9.0 (the sm_90 target kernels are built for); with a GPU they
+compile to CUDA and the real capability is used.  The files are executed as they are; this script only
 watches: it captures what they print and where an exception leaves them, and judges each tutorial's own
 checks from that.
 
@@ -244,11 +246,11 @@ def child(path: str, gpu_section: str) -> dict:
 
 # ---- the parent ---------------------------------------------------------------------------------------------------
 
-def run_one(path: str, gpu_section: str, timeout: int) -> dict:
+def run_one(path: str, gpu_section: str, timeout: int, capability: str = "9.0") -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "newt.dropin", os.path.abspath(__file__), "--child", path,
-           "--gpu-section", gpu_section]
+    cmd = [sys.executable, "-m", "newt.dropin", "--capability", capability, os.path.abspath(__file__), "--child",
+           path, "--gpu-section", gpu_section]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
@@ -271,6 +273,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-section", choices=("skip", "run", "auto"), default="auto")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per tutorial")
+    ap.add_argument("--capability", default="9.0",
+                    help="without a GPU, the compute capability torch.cuda.get_device_capability() reports "
+                         "(python -m newt.dropin --capability; the tutorials pick their path by it)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -289,7 +294,7 @@ def main(argv=None) -> int:
         if not os.path.exists(path):
             print(f"{name}: missing")
             continue
-        r = run_one(path, a.gpu_section, a.timeout)
+        r = run_one(path, a.gpu_section, a.timeout, a.capability)
         results.append(r)
         ok = sum(1 for c in r["checks"] if c["ok"])
         print(f"{name:30s} {ok}/{len(r['checks'])} checks  ({r['seconds']} s)"

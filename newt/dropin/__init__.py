@@ -119,12 +119,20 @@ def _forget(top: str) -> list[str]:
     return gone
 
 
-def install() -> DropinFinder:
+def install(capability: tuple[int, int] | None = None) -> DropinFinder:
     """Activate the drop-in mode in this process (idempotent): put the finder first in ``sys.meta_path``
     and forget any module already imported under a served name (a real ``triton`` torch may have imported),
-    so the next import comes from newt.  Returns the finder."""
+    so the next import comes from newt.  Returns the finder.
+
+    ``capability=(9, 0)`` (``python -m newt.dropin --capability 9.0``), on a machine where torch sees no
+    GPU, makes ``torch.cuda.get_device_capability()`` answer that compute capability, the one kernels are
+    built for, so code that picks its path by the GPU generation (``capability[0] >= 9``) runs its branch
+    for that GPU on the interpreter; nothing else of ``torch.cuda`` changes (``is_available()`` stays
+    False).  With a GPU it is ignored."""
     global _finder
     with _lock:
+        if capability is not None:
+            _emulate_capability(tuple(capability))
         _load_kind_providers()
         if _finder is None:
             _finder = DropinFinder()
@@ -139,10 +147,33 @@ def install() -> DropinFinder:
         return _finder
 
 
+_saved_capability = None
+
+
+def _emulate_capability(cap: tuple[int, int]) -> None:
+    global _saved_capability
+    from newt.runtime.driver import has_gpu
+    if has_gpu():
+        return
+    import torch
+    if _saved_capability is None:
+        _saved_capability = torch.cuda.get_device_capability
+
+    def get_device_capability(device=None) -> tuple[int, int]:
+        return cap
+
+    get_device_capability.__doc__ = f"(newt drop-in, no GPU: the emulated compute capability {cap})"
+    torch.cuda.get_device_capability = get_device_capability
+
+
 def uninstall() -> None:
-    """Leave the drop-in mode: remove the finder and the modules it served."""
-    global _finder
+    """Leave the drop-in mode: remove the finder and the modules it served (and an emulated capability)."""
+    global _finder, _saved_capability
     with _lock:
+        if _saved_capability is not None:
+            import torch
+            torch.cuda.get_device_capability = _saved_capability
+            _saved_capability = None
         if _finder is not None and _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
         for top in _PROVIDERS:

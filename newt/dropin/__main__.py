@@ -3,6 +3,7 @@
     python -m newt.dropin script.py [args...]
     python -m newt.dropin -m module [args...]      # e.g. -m pytest tests/
     python -m newt.dropin -c "code" [args...]
+    python -m newt.dropin --capability 9.0 ...     # no GPU: torch.cuda.get_device_capability() says 9.0
 
 ``sys.argv`` is what the program would see under ``python`` itself.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 import runpy
 import sys
 
-USAGE = ("usage: python -m newt.dropin script.py [args...] | -m module [args...] | -c code [args...]\n"
+USAGE = ("usage: python -m newt.dropin [--capability X.Y] script.py [args...] | -m module [args...] | "
+         "-c code [args...]\n"
          "Runs an unmodified Triton (or Helion) program on newt: 'import triton' comes from newt.")
 
 
@@ -21,8 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
+    capability = None
+    if argv[0] == "--capability":
+        if len(argv) < 3:
+            print(USAGE, file=sys.stderr)
+            return 2
+        major, _, minor = argv[1].partition(".")
+        capability = (int(major), int(minor or 0))
+        argv = argv[2:]
     from newt.dropin import install
-    install()
+    install(capability=capability)
     first = argv[0]
     if first == "-m":
         if len(argv) < 2:
