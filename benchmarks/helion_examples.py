@@ -1,24 +1,27 @@
-"""Helion's own examples, ported to deuteron by renaming APIs only, run on the CPU interpreter.
+"""Helion's own examples, unmodified, through newt's drop-in mode (``import helion`` is deuteron), on the CPU.
 
     python benchmarks/helion_examples.py MIRROR [--only add,softmax] [--json out.json] [--timeout 240]
 
 MIRROR is a local copy of github.com/pytorch/helion: a checkout (a folder with ``examples/``) or a bare git
-directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept:
-each example is read from the mirror, renamed in memory, written to a temporary folder and imported from there.
-Without a mirror the script says so and exits 0 (it is a measurement, not a test).
+directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept.
+This script turns the drop-in mode on (``newt.dropin.install()``, what ``python -m newt.dropin`` does) and
+imports each example file as it is (from the checkout, or its text written unchanged to a temporary folder):
+``import helion``, ``import helion.language as hl``, ``helion.kernel(...)``, ``hl.*``,
+``from helion._testing import run_example, DEVICE`` all come from deuteron's drop-in module
+(``deuteron/dropin.py``). Nothing is renamed.
 
-The port is textual and renames only:
-``import helion.language as hl`` -> ``import deuteron as dt`` and ``hl.X`` -> ``dt.X`` (``hl`` is kept as the
-alias where a file already uses the name ``dt``, as the mamba2 examples do for a tensor), ``helion.X`` ->
-``deuteron.X``, ``from helion.autotuner... import`` -> ``from deuteron import``. Helion's test harness
-(``helion._testing``: ``run_example``, ``DEVICE``, ``HALF_DTYPE``; and the private backend probes
-``_get_backend``/``use_tileir_tunables``) is replaced by this script's ``_helion_harness`` module, where
-``run_example`` compares every kernel with the first baseline at the example's own tolerances (Helion's
-defaults rtol 1e-2, atol 1e-1), forward and, with ``bwd=True``, backward, and times nothing.
+What this script adds is instrumentation only: it records which kernels each check calls (a wrapper on
+``deuteron.Kernel.__call__``) and replaces ``helion._testing.run_example`` by a recording version that
+compares every kernel with the first baseline that runs at the example's own tolerances (Helion's defaults
+rtol 1e-2, atol 1e-1), forward and, with ``bwd=True``, backward, and times nothing; the timers the examples
+call (``helion._testing.do_bench``, ``helion.autotuner.benchmarking.do_bench_generic``,
+``triton.testing.do_bench``) run the function once.
 
 Sizes: each example's ``check(...)``/``test(...)`` is called with small sizes (``DRIVERS``) since the CPU
-interpreter runs every program; where an example builds its inputs inline in ``main()``, ``main()`` runs with
-the size literals replaced (``SIZES``). Kernels, references and tolerances are the example's own.
+interpreter runs every program; where an example builds its inputs inline in ``main()``, the driver runs the
+text of ``main()`` with the size literals replaced (``SIZES``) in the example module's namespace (the module
+itself, its kernels and references, is imported unmodified). Kernels, references and tolerances are the
+example's own.
 
 Counted: each ``@helion.kernel`` function an example's checks call. It runs correctly when every check that
 called it passed; a check that raises blames the kernel that raised (or every kernel it called, for a wrong
@@ -41,7 +44,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 
 # example file -> the statements its check runs, in the module's namespace (small sizes; see the docstring)
 DRIVERS: dict[str, list[str]] = {
@@ -131,7 +133,7 @@ SKIPPED = {"__init__.py": "package marker", "aot_compile_example.py": "AOT tooli
 def list_examples(mirror: str) -> dict[str, str]:
     """file name -> source text of every examples/*.py in the mirror."""
     out: dict[str, str] = {}
-    if os.path.isdir(os.path.join(mirror, "examples")):
+    if os.path.isdir(os.path.join(mirror, "examples")):  # (a checkout: run_file imports the files in place)
         folder = os.path.join(mirror, "examples")
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py"):
@@ -148,42 +150,7 @@ def list_examples(mirror: str) -> dict[str, str]:
     return out
 
 
-def _uses_name(src: str, name: str) -> bool:
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name:
-            return True
-        if isinstance(node, ast.arg) and node.arg == name:
-            return True
-    return False
-
-
-def port(src: str) -> str:
-    """Helion -> deuteron by renaming APIs only."""
-    alias = "hl" if _uses_name(src, "dt") else "dt"
-    src = re.sub(r"^(\s*)from helion\._testing import", r"\1from _helion_harness import", src, flags=re.M)
-    src = re.sub(r"^(\s*)from helion\.runtime\.settings import _get_backend", r"\1from _helion_harness import "
-                 r"_get_backend", src, flags=re.M)
-    src = re.sub(r"^(\s*)from helion\._compat import", r"\1from _helion_harness import", src, flags=re.M)
-    src = re.sub(r"^(\s*)from helion\.autotuner\.benchmarking import", r"\1from _helion_harness import", src,
-                 flags=re.M)
-    # triton.testing.do_bench times on a GPU: the harness's runs the function once, like Helion's benchmarking
-    src = re.sub(r"^(\s*)from triton\.testing import do_bench\s*$", r"\1from _helion_harness import do_bench", src,
-                 flags=re.M)
-    src = re.sub(r"^(\s*)from helion\.autotuner(\.[a-z_]+)? import", r"\1from deuteron import", src, flags=re.M)
-    src = re.sub(r"^(\s*)import helion\.language as hl\s*$", rf"\1import deuteron as {alias}", src, flags=re.M)
-    src = re.sub(r"^(\s*)import helion\s*$", r"\1import deuteron", src, flags=re.M)
-    src = re.sub(r"^(\s*)import helion\.(\w+)\s*$", r"\1import deuteron.\2", src, flags=re.M)
-    if alias != "hl":
-        src = re.sub(r"(?<![\w.])hl\.", f"{alias}.", src)
-    src = re.sub(r"(?<![\w.])helion\.", "deuteron.", src)
-    return src
-
-
-# ---- the harness module the ported examples import ------------------------------------------------------------
+# ---- the instrumentation: a recording run_example and one-shot timers ------------------------------------
 
 class Recorder:
     def __init__(self):
@@ -300,23 +267,26 @@ def cause_of(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {code}{msg}"
 
 
-def make_harness():
-    import torch
-    m = types.ModuleType("_helion_harness")
-    m.DEVICE = torch.device("cpu")
-    m.HALF_DTYPE = torch.float16
-    m.LONG_INT_TYPE = torch.int64
-    m.run_example = run_example
-    m._get_backend = lambda: "triton"
-    m.use_tileir_tunables = lambda: False
+def _once(fn, *a, **k):
+    """A timer that runs ``fn`` once: the CPU time in ms (never 0: examples divide by it for TFLOPS)."""
+    t0 = time.perf_counter()
+    fn()
+    return max((time.perf_counter() - t0) * 1e3, 1e-6)
 
-    def do_bench(fn, *a, **k):  # runs once; the CPU time in ms (never 0: examples divide by it for TFLOPS)
-        t0 = time.perf_counter()
-        fn()
-        return max((time.perf_counter() - t0) * 1e3, 1e-6)
-    m.do_bench = do_bench
-    m.do_bench_generic = do_bench
-    return m
+
+def instrument():
+    """Turn the drop-in mode on and put the recording ``run_example`` and the one-shot timers in place of the
+    served ones (before any example imports them)."""
+    import newt.dropin
+    newt.dropin.install()
+    import helion._testing
+    import helion.autotuner.benchmarking
+    import triton.testing
+    helion._testing.run_example = run_example
+    helion._testing.do_bench = _once
+    helion.autotuner.benchmarking.do_bench = _once
+    helion.autotuner.benchmarking.do_bench_generic = _once
+    triton.testing.do_bench = _once
 
 
 def watch_kernels():
@@ -362,22 +332,31 @@ def _alarm(signum, frame):
     raise Timeout("the check ran past the time limit")
 
 
-def run_file(name: str, src: str, tmp: str, timeout: int) -> dict:
-    ported = port(src)
-    for old, new in SIZES.get(name, []):
-        if old not in ported:
-            raise SystemExit(f"{name}: size literal {old!r} not found (the example changed)")
-        ported = ported.replace(old, new)
-    path = os.path.join(tmp, "dtx_" + name)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(ported)
+def _main_with_sizes(name: str, src: str) -> str | None:
+    """The text of the example's ``main()`` with its inline size literals made small (``SIZES``), or None."""
+    if name not in SIZES:
+        return None
+    node = next((n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "main"), None)
+    if node is None:
+        raise SystemExit(f"{name}: no main() (the example changed)")
+    text = ast.get_source_segment(src, node)
+    for old, new in SIZES[name]:
+        if old not in text:
+            raise SystemExit(f"{name}: size literal {old!r} not found in main() (the example changed)")
+        text = text.replace(old, new)
+    return text
+
+
+def run_file(name: str, src: str, path: str, tmp: str, timeout: int) -> dict:
+    """Import the example at ``path`` as it is and run its checks."""
+    small_main = _main_with_sizes(name, src)
     declared = kernel_names(src)
     checks_before = len(REC.checks)
     file_errors = []
     t0 = time.time()
     mod = None
     try:
-        spec = importlib.util.spec_from_file_location("dtx_" + name[:-3], path)
+        spec = importlib.util.spec_from_file_location("helion_example_" + name[:-3], path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
@@ -390,12 +369,19 @@ def run_file(name: str, src: str, tmp: str, timeout: int) -> dict:
             drv = os.path.join(tmp, f"drv_{name[:-3]}_{i}.py")
             with open(drv, "w", encoding="utf-8") as f:
                 f.write(stmt + "\n")
+            ns = vars(mod)
+            if small_main is not None and stmt == "main()":  # main() with small sizes, in the module's globals
+                ns = dict(vars(mod))
+                main_file = os.path.join(tmp, f"main_{name[:-3]}.py")
+                with open(main_file, "w", encoding="utf-8") as f:
+                    f.write(small_main + "\n")
+                exec(compile(small_main + "\n", main_file, "exec"), ns)
             REC.mark()
             n_before = len(REC.checks)
             signal.signal(signal.SIGALRM, _alarm)
             signal.alarm(timeout)
             try:
-                exec(compile(stmt + "\n", drv, "exec"), vars(mod))
+                exec(compile(stmt + "\n", drv, "exec"), ns)
                 if len(REC.checks) == n_before:   # a check with its own asserts (no run_example)
                     REC.checks.append({"check": stmt, "ok": True, "cause": None, "kernels": sorted(set(REC.called))})
             except BaseException as exc:  # noqa: BLE001
@@ -497,15 +483,20 @@ def main(argv=None) -> int:
     os.environ.setdefault("DEUTERON_AUTOTUNE_EFFORT", "none")
     examples = list_examples(a.mirror)
     only = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",")} if a.only else None
-    sys.modules["_helion_harness"] = make_harness()
+    instrument()
     watch_kernels()
+    folder = os.path.join(a.mirror, "examples") if os.path.isdir(os.path.join(a.mirror, "examples")) else None
     results = []
     with tempfile.TemporaryDirectory(prefix="helion_examples_") as tmp:
         sys.path.insert(0, tmp)
         for name, src in examples.items():
             if name in SKIPPED or (only and name not in only):
                 continue
-            r = run_file(name, src, tmp, a.timeout)
+            path = os.path.join(folder, name) if folder else os.path.join(tmp, name)
+            if not folder:  # a bare git mirror: the file's text, unchanged, in a folder of its own
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(src)
+            r = run_file(name, src, path, tmp, a.timeout)
             results.append(r)
             oks = sum(1 for s in r["kernels"].values() if s["ok"])
             tot = sum(1 for s in r["kernels"].values() if s["ok"] is not None)

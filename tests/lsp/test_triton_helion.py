@@ -265,3 +265,29 @@ async def test_a_triton_file_through_the_protocol(client):
     h = await client.text_document_hover_async(lsp.HoverParams(lsp.TextDocumentIdentifier(uri),
                                                                 pos_of(text, "clip_kernel(x_ptr", delta=2)))
     assert "@triton.jit" in h.contents.value and not NL.search(h.contents.value)
+
+
+# --- the files the drop-in mode runs (python -m newt.dropin) are the files the editor reads ----------------------
+
+
+def test_drop_in_programs_are_read_as_newt_and_deuteron_kernels_without_diagnostics():
+    """A Triton program and a Helion program that ``python -m newt.dropin`` runs unmodified
+    (tests/dropin/test_cli.py): the editor takes ``@triton.jit`` for newt's kernel kind and ``@helion.kernel``
+    (with ``config=``, ``static_shapes=``, ``autotune_effort=``) for deuteron's, and reports nothing."""
+    from tests.dropin.samples import HELION, SCRIPT, TEST_FILE
+    for name, text, kinds in [("add.py", SCRIPT, [("add_kernel", "jit")]),
+                              ("test_relu.py", TEST_FILE, [("relu_kernel", "jit")]),
+                              ("k.py", HELION, [("add", "deuteron"), ("row_sum", "deuteron")])]:
+        a = analyze(text, f"file:///w/{name}")
+        assert [(k.name, k.kind) for k in a.kernels] == kinds, name
+        assert lsp_diagnostics(a) == [], (name, [(d.code, d.message) for d in lsp_diagnostics(a)])
+
+
+def test_a_mistake_in_a_drop_in_helion_program_is_reported_in_helions_spelling():
+    from tests.dropin.samples import HELION
+    text = HELION.replace("out[tile] = x[tile] + y[tile]", "out[tile] = x[tile] + y[tile] * (tile / 2)")
+    a = analyze(text, "file:///w/k.py")
+    diags = lsp_diagnostics(a)
+    assert [(d.code, d.range.start.line) for d in diags] == [("D003", pos_of(text, "tile / 2").line)], \
+        [(d.code, d.message) for d in diags]
+    assert diags[0].severity == lsp.DiagnosticSeverity.Error and "dt." not in diags[0].message

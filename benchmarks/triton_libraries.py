@@ -1,0 +1,305 @@
+"""A Triton library's own tests, unmodified, through newt's drop-in mode, per kernel.
+
+    python benchmarks/triton_libraries.py LIBRARY [--tests test/transformers] [--only rms_norm,swiglu]
+                                          [--per-test 2] [--timeout 120] [--json out.json] [--md]
+
+LIBRARY is a checkout of a Triton library (nothing of it is kept in this project).  Its test files run
+under ``python -m newt.dropin --capability 9.0 -m pytest`` (so ``import triton`` is newt's; without a GPU every
+kernel runs on newt's interpreter), one pytest process per test file, with the library's own tests and torch references,
+forward and backward as the tests have them.
+
+Which tests: the interpreter runs every program of a launch, so the largest parametrizations of a test take
+minutes; ``--per-test K`` (default 2) keeps, of each test function, the K parametrizations with the
+smallest sizes (the sum of the integer parameters and shape tuples; a pytest plugin in this file does the
+selection, the tests themselves are untouched).  ``--timeout`` bounds one test (pytest-timeout).
+``--cuda-as-cpu``, for a library whose tests create their tensors on device ``cuda`` by name (attorch), reads
+that device as the CPU (a torch function mode the plugin enters: factory functions' ``device=``,
+``Tensor.to``, ``Tensor.cuda``); without a GPU those tests could not run at all otherwise.
+
+Per kernel: each ``@triton.jit`` function of the library module a test file exercises (``test_rms_norm.py``
+-> ``<package>/ops/rms_norm.py``, or ``--map test_x.py=module.py``) gets the result of that file: "pass" when
+every selected test passed, "fail" with the first failure's cause (exception class and first line, with the
+newt diagnostic code when there is one), "skip" when the library's tests skip every case on this machine.
+Known layouts: Liger-Kernel (``test/transformers`` -> ``src/liger_kernel/ops``) and attorch
+(``tests`` -> ``attorch/*_kernels.py``); ``--md`` prints the table rows for docs/triton-compat.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- the pytest plugin (loaded in the child with ``-p triton_libraries``) -------------------------------------
+
+def _size(v) -> float:
+    if isinstance(v, bool) or v is None:
+        return 0
+    if isinstance(v, (int, float)):
+        return abs(v)
+    if isinstance(v, (tuple, list)):
+        total = 1
+        ints = [x for x in v if isinstance(x, int) and not isinstance(x, bool)]
+        for x in ints:
+            total *= max(abs(x), 1)
+        return total if ints else sum(_size(x) for x in v)
+    return 0
+
+
+def _cpu_device(d):
+    import torch
+    if isinstance(d, str) and d.startswith("cuda"):
+        return "cpu"
+    if isinstance(d, torch.device) and d.type == "cuda":
+        return torch.device("cpu")
+    if isinstance(d, int) and not isinstance(d, bool):
+        return "cpu"
+    return d
+
+
+def _cuda_as_cpu_mode():
+    """A torch function mode that reads device ``cuda`` as the CPU (``--cuda-as-cpu``): factory functions'
+    ``device=``, ``Tensor.to("cuda")`` / ``.to(device=...)`` and ``Tensor.cuda()``."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class CudaAsCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = _cpu_device(kwargs["device"])
+            if func in (torch.Tensor.cuda,):
+                return args[0]
+            if func is torch.Tensor.to and len(args) > 1:
+                args = (args[0], _cpu_device(args[1])) + tuple(args[2:])
+            return func(*args, **kwargs)
+
+    return CudaAsCpu()
+
+
+def pytest_configure(config):
+    if os.environ.get("TRITON_LIBRARIES_CUDA_AS_CPU") == "1":
+        mode = _cuda_as_cpu_mode()
+        mode.__enter__()
+        config._triton_libraries_mode = mode
+
+
+def pytest_collection_modifyitems(config, items):
+    k = int(os.environ.get("TRITON_LIBRARIES_PER_TEST", "0") or 0)
+    if k <= 0:
+        return
+    by_fn: dict = {}
+    for it in items:
+        key = (it.fspath, getattr(it, "originalname", it.name))
+        by_fn.setdefault(key, []).append(it)
+    keep = set()
+    for group in by_fn.values():
+        def size(it):
+            cs = getattr(it, "callspec", None)
+            return sum(_size(v) for v in cs.params.values()) if cs else 0
+        for it in sorted(group, key=size)[:k]:
+            keep.add(id(it))
+    deselected = [it for it in items if id(it) not in keep]
+    items[:] = [it for it in items if id(it) in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+
+
+# ---- the layouts: test file -> the library module whose kernels it exercises ------------------------------------
+
+def layout(lib: str) -> dict:
+    if os.path.isdir(os.path.join(lib, "src", "liger_kernel")):
+        return {"name": "Liger-Kernel", "tests": "test/transformers", "pythonpath": ["src", "."],
+                "module": lambda t: os.path.join("src", "liger_kernel", "ops", t[len("test_"):])}
+    if os.path.isdir(os.path.join(lib, "attorch")):
+        return {"name": "attorch", "tests": "tests", "pythonpath": ["."],
+                "module": lambda t: os.path.join("attorch", t[len("test_"):].replace("_layers.py", "_kernels.py")
+                                                 .replace("_layer.py", "_kernels.py"))}
+    return {"name": os.path.basename(os.path.abspath(lib)), "tests": "tests", "pythonpath": ["."],
+            "module": lambda t: t[len("test_"):]}
+
+
+def launched_names(lib: str) -> set:
+    """Every name launched as ``name[grid](...)`` (or ``wrap_triton(name)[grid](...)``) in the library."""
+    out = set()
+    for dirpath, dirs, files in os.walk(lib):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            try:
+                tree = ast.parse(open(os.path.join(dirpath, f), encoding="utf-8").read())
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+                    v = node.func.value
+                    if isinstance(v, ast.Call) and v.args:  # wrap_triton(k)[grid](...)
+                        v = v.args[0]
+                    if isinstance(v, ast.Name):
+                        out.add(v.id)
+                    elif isinstance(v, ast.Attribute):
+                        out.add(v.attr)
+    return out
+
+
+def jit_kernels(path: str, launched: set) -> list[str]:
+    """The kernels of a file: its ``@triton.jit`` functions (under ``autotune``/``heuristics`` too) that the
+    library launches (``@triton.jit`` helpers called from other kernels are not counted)."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in launched:
+            for d in node.decorator_list:
+                text = ast.unparse(d.func if isinstance(d, ast.Call) else d)
+                if text.split(".")[-1] == "jit":
+                    out.append(node.name)
+                    break
+    return out
+
+
+# ---- running ------------------------------------------------------------------------------------------------------
+
+def _cause(text: str) -> str:
+    m = re.search(r"error\[([A-Z]\d+)\] ([^\n]*)", text)
+    if m:
+        return f"CompilationError {m.group(1)}: {m.group(2)[:120]}"
+    first = (text.strip().splitlines() or [""])[0]
+    return first[:160]
+
+
+def run_file(lib: str, lay: dict, test: str, per_test: int, timeout: int, file_timeout: int,
+             cuda_as_cpu: bool = False, capability: str = "9.0") -> dict:
+    env = dict(os.environ)
+    if cuda_as_cpu:
+        env["TRITON_LIBRARIES_CUDA_AS_CPU"] = "1"
+    paths = [ROOT, HERE] + [os.path.join(lib, p) for p in lay["pythonpath"]] + \
+        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["TRITON_LIBRARIES_PER_TEST"] = str(per_test)
+    with tempfile.TemporaryDirectory(prefix="tlib_") as tmp:
+        xml = os.path.join(tmp, "junit.xml")
+        cmd = [sys.executable, "-m", "newt.dropin", "--capability", capability, "-m", "pytest",
+               os.path.join(lay["tests"], test), "-q",
+               "-p", "no:cacheprovider", "-p", "triton_libraries", f"--junitxml={xml}", f"--timeout={timeout}",
+               "-o", "addopts=", "-n", "0"]
+        t0 = time.time()
+        try:
+            p = subprocess.run(cmd, cwd=lib, env=env, capture_output=True, text=True, timeout=file_timeout)
+            tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
+        except subprocess.TimeoutExpired:
+            return {"test": test, "seconds": file_timeout, "cases": [], "error": f"timed out after {file_timeout} s"}
+        cases = []
+        if os.path.exists(xml):
+            for tc in ET.parse(xml).getroot().iter("testcase"):
+                res, cause = "pass", None
+                for tag in ("failure", "error", "skipped"):
+                    el = tc.find(tag)
+                    if el is not None:
+                        res = "skip" if tag == "skipped" else "fail"
+                        cause = _cause((el.get("message") or "") + "\n" + (el.text or ""))
+                        break
+                cases.append({"name": tc.get("name"), "result": res, "cause": cause,
+                              "seconds": float(tc.get("time") or 0)})
+        return {"test": test, "seconds": round(time.time() - t0, 1), "cases": cases,
+                "error": None if cases else "no test ran: " + " | ".join(tail)}
+
+
+def summarize(lib: str, lay: dict, r: dict, launched: set) -> list[dict]:
+    """One row per kernel of the module the test file exercises."""
+    mod = lay["module"](r["test"])
+    kernels = jit_kernels(os.path.join(lib, mod), launched) or [f"({os.path.basename(mod)})"]
+    cases = r["cases"]
+    fails = [c for c in cases if c["result"] == "fail"]
+    passes = [c for c in cases if c["result"] == "pass"]
+    if r.get("error"):
+        res, cause = "fail", r["error"]
+    elif fails:
+        res, cause = "fail", fails[0]["cause"]
+    elif passes:
+        res, cause = "pass", None
+    else:
+        res, cause = "skip", (cases[0]["cause"] if cases else None)
+    note = f"{len(passes)}/{len(cases)} tests"
+    return [{"kernel": k, "module": mod, "test": r["test"], "result": res, "cause": cause, "tests": note}
+            for k in kernels]
+
+
+def commit_of(lib: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", lib, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("library", nargs="?", help="a checkout of a Triton library")
+    ap.add_argument("--tests", help="the folder of test files (default: the layout's)")
+    ap.add_argument("--only", help="comma-separated test names (rms_norm,swiglu or test_rms_norm.py)")
+    ap.add_argument("--per-test", type=int, default=2, help="parametrizations kept per test function (smallest)")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    ap.add_argument("--file-timeout", type=int, default=900, help="seconds per test file")
+    ap.add_argument("--cuda-as-cpu", action="store_true",
+                    help="the tests name device 'cuda' (attorch's do): read it as the CPU (a torch function mode)")
+    ap.add_argument("--capability", default="9.0",
+                    help="without a GPU, what torch.cuda.get_device_capability() reports (python -m newt.dropin "
+                         "--capability): libraries pick configs by it at import")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--md", action="store_true", help="print markdown table rows")
+    a = ap.parse_args(argv)
+    if not a.library or not os.path.isdir(a.library):
+        print(f"triton_libraries: no library checkout at {a.library!r}; nothing measured")
+        return 0
+    lib = os.path.abspath(a.library)
+    lay = layout(lib)
+    if a.tests:
+        lay["tests"] = a.tests
+    folder = os.path.join(lib, lay["tests"])
+    tests = sorted(f for f in os.listdir(folder) if f.startswith("test_") and f.endswith(".py"))
+    if a.only:
+        want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
+        want = {w if w.endswith(".py") else w + ".py" for w in want}
+        tests = [t for t in tests if t in want]
+    commit = commit_of(lib)
+    launched = launched_names(lib)
+    rows, results = [], []
+    for t in tests:
+        r = run_file(lib, lay, t, a.per_test, a.timeout, a.file_timeout, a.cuda_as_cpu, a.capability)
+        results.append(r)
+        rs = summarize(lib, lay, r, launched)
+        rows += rs
+        ok = sum(1 for c in r["cases"] if c["result"] == "pass")
+        print(f"{t:45s} {ok}/{len(r['cases'])} tests  {len(rs)} kernels {rs[0]['result'] if rs else ''}  "
+              f"({r['seconds']} s)" + (f"  {rs[0]['cause']}" if rs and rs[0]["cause"] else ""), flush=True)
+    counted = [x for x in rows if x["result"] != "skip"]
+    passed = [x for x in counted if x["result"] == "pass"]
+    print(f"\n{lay['name']} at {commit[:10]}: {len(passed)} of {len(counted)} kernels pass their tests "
+          f"({len(rows) - len(counted)} skipped by the library on this machine)")
+    if a.md:
+        for x in rows:
+            print(f"| {lay['name']} | {commit[:10]} | `{x['kernel']}` ({os.path.basename(x['module'])}) | "
+                  f"{x['result']} ({x['tests']}) | {x['cause'] or ''} |")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"library": lay["name"], "commit": commit, "rows": rows, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Drop-in mode: run an unmodified Triton (or Helion) project on newt.
+
+    python -m newt.dropin script.py [args]          # a script
+    python -m newt.dropin -m pytest tests/          # a module (its test suite)
+    python -m newt.dropin -c "import triton; ..."   # a command
+
+or, from Python, ``newt.dropin.install()`` before the project's first ``import triton``.
+
+``install()`` puts one import hook (a meta-path finder) in front of ``sys.meta_path``: from then on
+``import triton`` and every ``triton.*`` module come from newt (``triton.language`` holds
+``newt.language``'s objects; ``triton.jit`` makes a newt kernel; ``triton.runtime.driver.active``,
+``triton.testing``, ``triton.backends.compiler`` ... answer what torch and libraries ask of them), even
+when Triton itself is installed.  Nothing is written anywhere: ``uninstall()`` removes the hook and the
+modules it served.
+
+The same hook serves the other foreign languages a package built on newt implements: such a package
+registers a module alias for its kernel kind (``newt.frontend.register_module_alias(foreign, own)``, the
+alias the editor already reads files through) and serves the foreign package at run time from its own
+``<own>.dropin`` module (a ``module_for(fullname)`` function).  ``install()`` loads the installed kernel
+kinds (entry-point group ``newt.kernel_kinds``), so ``import helion`` works the same way as
+``import triton`` once the Helion-like package is installed.
+
+Where kernels run: a kernel of the drop-in runs on newt's interpreter when ``NEWT_INTERPRET`` or
+``TRITON_INTERPRET`` is set to 1 or when torch sees no CUDA device (decided at its first launch);
+otherwise it is compiled to CUDA as ``@newt.jit`` kernels are.  See docs/triton-compat.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+
+__all__ = ["install", "uninstall", "is_installed", "register_provider", "providers", "TRITON_API_VERSION",
+           "DropinFinder"]
+
+#: the Triton API level newt implements (what ``triton.__version__`` reports in drop-in mode)
+TRITON_API_VERSION = "3.4.0"
+
+#: foreign top-level package -> the module that serves it (``module_for(fullname)``)
+_PROVIDERS: dict[str, str] = {"triton": "newt.dropin.triton"}
+_lock = threading.RLock()
+_finder: DropinFinder | None = None
+
+
+def register_provider(foreign: str, provider: str) -> None:
+    """Serve the top-level package ``foreign`` (and its submodules) from module ``provider``, which defines
+    ``module_for(fullname) -> module`` (raising ``ModuleNotFoundError`` for a module it does not have)."""
+    if not foreign or "." in foreign:
+        raise ValueError(f"register_provider: a top-level package name expected, got {foreign!r}")
+    with _lock:
+        _PROVIDERS[foreign] = provider
+
+
+def providers() -> dict[str, str]:
+    """The registered ``{foreign package: provider module}`` (a copy); after ``install()`` this includes the
+    packages built on newt that registered a module alias for their kernel kind."""
+    return dict(_PROVIDERS)
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads a foreign module by asking its provider; the module the provider returns replaces the
+    placeholder in ``sys.modules`` (so an alias such as ``triton.language`` is ``newt.language`` itself,
+    its own ``__spec__`` untouched)."""
+
+    def __init__(self, provider: str):
+        self.provider = provider
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        name = module.__name__
+        prov = importlib.import_module(self.provider)
+        target = prov.module_for(name)
+        sys.modules[name] = target
+
+
+class DropinFinder(importlib.abc.MetaPathFinder):
+    """The meta-path finder of the drop-in mode (first in ``sys.meta_path`` while installed)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        top = fullname.partition(".")[0]
+        provider = _PROVIDERS.get(top)
+        if provider is None:
+            return None
+        prov = importlib.import_module(provider)
+        has = getattr(prov, "has_module", None)
+        if has is not None and not has(fullname):
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: newt's drop-in {top!r} ({provider}) does not provide it",
+                name=fullname)
+        spec = importlib.machinery.ModuleSpec(fullname, _AliasLoader(provider), is_package=True)
+        spec.submodule_search_locations = []
+        return spec
+
+
+def _load_kind_providers() -> None:
+    """The foreign packages that installed kernel kinds read (``register_module_alias``) are served by the
+    kind's own ``<own>.dropin`` module."""
+    from newt.frontend import load_installed_kinds
+    from newt.frontend.kinds import module_aliases
+    load_installed_kinds()
+    for foreign, own in module_aliases().items():
+        if foreign in _PROVIDERS:
+            continue
+        name = own + ".dropin"
+        if importlib.util.find_spec(name) is not None:
+            _PROVIDERS[foreign] = name
+
+
+def _forget(top: str) -> list[str]:
+    gone = [m for m in list(sys.modules) if m == top or m.startswith(top + ".")]
+    for m in gone:
+        del sys.modules[m]
+    return gone
+
+
+def install(capability: tuple[int, int] | None = None) -> DropinFinder:
+    """Activate the drop-in mode in this process (idempotent): put the finder first in ``sys.meta_path``
+    and forget any module already imported under a served name (a real ``triton`` torch may have imported),
+    so the next import comes from newt.  Returns the finder.
+
+    ``capability=(9, 0)`` (``python -m newt.dropin --capability 9.0``), on a machine where torch sees no
+    GPU, makes ``torch.cuda.get_device_capability()`` answer that compute capability, the one kernels are
+    built for, so code that picks its path by the GPU generation (``capability[0] >= 9``) runs its branch
+    for that GPU on the interpreter; nothing else of ``torch.cuda`` changes (``is_available()`` stays
+    False).  With a GPU it is ignored."""
+    global _finder
+    with _lock:
+        if capability is not None:
+            _emulate_capability(tuple(capability))
+        _load_kind_providers()
+        if _finder is None:
+            _finder = DropinFinder()
+        if _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        sys.meta_path.insert(0, _finder)
+        for top in _PROVIDERS:
+            mod = sys.modules.get(top)
+            if mod is not None and not getattr(mod, "__newt_dropin__", False):
+                _forget(top)
+        _reset_torch_probes()
+        return _finder
+
+
+_saved_capability = None
+
+
+def _emulate_capability(cap: tuple[int, int]) -> None:
+    global _saved_capability
+    from newt.runtime.driver import has_gpu
+    if has_gpu():
+        return
+    import torch
+    if _saved_capability is None:
+        _saved_capability = torch.cuda.get_device_capability
+
+    def get_device_capability(device=None) -> tuple[int, int]:
+        return cap
+
+    get_device_capability.__doc__ = f"(newt drop-in, no GPU: the emulated compute capability {cap})"
+    torch.cuda.get_device_capability = get_device_capability
+
+
+def uninstall() -> None:
+    """Leave the drop-in mode: remove the finder and the modules it served (and an emulated capability)."""
+    global _finder, _saved_capability
+    with _lock:
+        if _saved_capability is not None:
+            import torch
+            torch.cuda.get_device_capability = _saved_capability
+            _saved_capability = None
+        if _finder is not None and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        for top in _PROVIDERS:
+            mod = sys.modules.get(top)
+            if mod is not None and getattr(mod, "__newt_dropin__", False):
+                _forget(top)
+        _reset_torch_probes()
+
+
+def is_installed() -> bool:
+    return _finder is not None and _finder in sys.meta_path
+
+
+def _reset_torch_probes() -> None:
+    """torch caches what it learnt of ``triton`` (``functools.cache`` on its probes): forget it, so torch
+    asks again and sees the package now served."""
+    mod = sys.modules.get("torch.utils._triton")
+    if mod is None:
+        return
+    for name in dir(mod):
+        f = getattr(mod, name, None)
+        clear = getattr(f, "cache_clear", None)
+        if callable(clear):
+            clear()
