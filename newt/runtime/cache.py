@@ -20,15 +20,65 @@ miss, so the entry is rebuilt.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 MAGIC = b"NEWT-CACHE-1\n"
+
+
+class UnsafePathError(PermissionError):
+    """A directory or file that code is built in or loaded from is not private to this user."""
+
+
+def _check_private(st: os.stat_result, path, what: str) -> None:
+    if st.st_uid != os.geteuid():
+        raise UnsafePathError(f"{what} {path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafePathError(f"{what} {path} is writable by its group or by others "
+                              f"(mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def private_dir(path: str | os.PathLike) -> Path:
+    """``path`` as a directory that only this user can change: created with its missing parents (mode 0700)
+    when it does not exist; an existing one must be a real directory (not a symbolic link) owned by this
+    user and not writable by its group or others.  ``UnsafePathError`` otherwise: another local user who
+    creates the directory first (in a shared temporary directory) must not get to plant files in it."""
+    p = Path(path)
+    try:
+        os.makedirs(p, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # a non-directory (or a dangling link) there: reported below
+    st = os.lstat(p)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{p} is not a directory" + (" (a symbolic link)" if stat.S_ISLNK(st.st_mode)
+                                                           else ""))
+    _check_private(st, p, "the directory")
+    return p
+
+
+def check_private_file(path: str | os.PathLike) -> None:
+    """``UnsafePathError`` unless ``path`` is a regular file (not a symbolic link) owned by this user and not
+    writable by its group or others: checked before a shared object is loaded from it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path} is a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(f"{path} is not a regular file")
+    _check_private(st, path, "the file")
 
 
 def default_cache_dir() -> Path | None:
