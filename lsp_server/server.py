@@ -28,6 +28,7 @@ from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
 from .documents import Documents, change_json
 from .engine_host import EngineHost, EngineUnavailable, engines_supported
+from .files import UnreadableDocument, read_document
 from .hover import hover as hover_fn
 from .settings import Settings, _apply_log_level, _convert_args
 
@@ -253,16 +254,22 @@ class NewtLanguageServer(LanguageServer):
         self.folder_settings = fresh
         return sorted(changed)
 
-    def doc_text(self, uri: str) -> tuple[str, int | None]:
-        """The document's current text and version (open documents), else the file on disk (version None)."""
+    def doc_text(self, uri: str, strict: bool = False) -> tuple[str, int | None]:
+        """The document's current text and version (open documents), else the file on disk (version None):
+        a regular file only, under a size cap (``files.read_document``: a FIFO, ``/dev/stdin`` or
+        ``/dev/zero`` would hang the server or fill its memory).  A file that cannot be read gives ``""``;
+        with ``strict`` one that must not be read (not a regular file, too large, not UTF-8) raises
+        ``files.UnreadableDocument`` (commands say why)."""
         got = self.texts.get(uri)
         if got is not None:
             return got
-        path = uri_to_path(uri)
         try:
-            with open(path, encoding="utf-8", newline="") as f:
-                return f.read(), None
-        except (OSError, UnicodeDecodeError, ValueError):
+            return read_document(uri_to_path(uri)), None
+        except UnreadableDocument:
+            if strict:
+                raise
+            return "", None
+        except (OSError, ValueError):
             return "", None
 
     @property
