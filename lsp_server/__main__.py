@@ -61,10 +61,9 @@ def main(argv=None) -> int:
             port_n = int(port)
         except ValueError:
             p.error(f"--tcp expects HOST:PORT, got {args.tcp!r}")
-        server.start_tcp(host or "127.0.0.1", port_n)
-    else:
-        server.start_io()
-    return 0
+        return server.start_tcp(host or "127.0.0.1", port_n)
+    # 0 after shutdown and exit (or at the end of the input), 1 for an exit without shutdown
+    return server.start_io()
 
 
 if __name__ == "__main__":
