@@ -15,7 +15,11 @@ directory and ``os.replace`` it into place, so readers see either nothing or
 a complete entry; many processes may write the same key at once (the last
 rename wins; the contents are identical).  A reader that finds a truncated
 or corrupt file (bad magic, checksum or header) deletes it and reports a
-miss, so the entry is rebuilt.
+miss, so the entry is rebuilt.  A right checksum says only that the file is
+whole: ``get(..., validate=)`` also checks the entry against its kind's schema
+(``compiler.check_entry`` for kernels: metadata fields, parameters, blobs and
+the build options; ``autotuner._check_tuning_entry`` for tuning results), and
+an entry that fails it is treated the same way (removed, a miss, rebuilt).
 """
 
 from __future__ import annotations
@@ -121,8 +125,10 @@ class DiskCache:
         return self.root / kind / key[:2] / f"{key}.bin"
 
     # -- reading ------------------------------------------------------------
-    def get(self, key: str, kind: str = "kernels"):
-        """``(meta, blobs)`` for ``key``, or None (missing, or corrupt and now removed)."""
+    def get(self, key: str, kind: str = "kernels", validate=None):
+        """``(meta, blobs)`` for ``key``, or None (missing, or corrupt and now removed).  ``validate(meta,
+        blobs)``: the schema of this kind's entries; an entry it refuses (``ValueError``, ``TypeError``,
+        ``KeyError``) counts as corrupt: removed, and a miss."""
         if self.root is None:
             return None
         p = self.path(key, kind)
@@ -133,6 +139,11 @@ class DiskCache:
             return None
         try:
             entry = decode(data, key)
+            if validate is not None:
+                try:
+                    validate(*entry)
+                except (TypeError, KeyError) as e:
+                    raise ValueError(f"malformed metadata: {e}") from None
         except ValueError as e:
             self.stats.corrupt += 1
             self.stats.misses += 1
@@ -178,8 +189,9 @@ class DiskCache:
                 except OSError:
                     pass
 
-    def get_json(self, key: str, kind: str):
-        e = self.get(key, kind)
+    def get_json(self, key: str, kind: str, validate=None):
+        """The JSON value stored by ``put_json``; ``validate(value)`` as ``get``'s."""
+        e = self.get(key, kind, None if validate is None else (lambda meta, blobs: validate(meta)))
         return None if e is None else e[0]
 
     def put_json(self, key: str, value, kind: str) -> bool:

@@ -265,7 +265,10 @@ def install(result: dict, key: str | None = None) -> str | None:
     if key is None:
         return None
     if key not in compiler._MEMORY:
-        ck = compiler.CompiledKernel.from_entry(key, meta, blobs)
+        try:
+            ck = compiler.CompiledKernel.from_entry(key, meta, blobs)
+        except (ValueError, TypeError, KeyError):  # not a kernel entry (compiler.check_entry): compile here
+            return None
         compiler._MEMORY[key] = ck
         d = cache.get_cache()
         if d.enabled and not d.path(key).exists():
