@@ -1,20 +1,19 @@
-"""``python -m lsp_server`` / ``newt-lsp``: run the newt language server."""
+"""``python -m lsp_server`` / ``newt-lsp``: run the newt language server.
 
-from __future__ import annotations
+The guard that drops the working directory from ``sys.path`` runs first, before any import that could be
+shadowed: Python puts the working directory (the workspace, when an editor starts the server there) first on
+``sys.path`` for ``-m``, and a workspace ``argparse.py``, ``logging.py`` or ``threading.py`` would otherwise run
+inside the server.  Only ``os`` and ``sys`` are used before it (both loaded by the interpreter at start-up)."""
 
-import argparse
-import logging
 import os
 import sys
-
-from . import __version__
 
 
 def _drop_working_directory_from_path():
     """Python puts the working directory first on ``sys.path`` for ``-m`` (unless ``-P``/``PYTHONSAFEPATH``);
-    an editor that starts the server in the workspace would make every later import (``newt``, ``json``
-    inside a library...) prefer the workspace's files. Drop it, unless it is where this package lives (a
-    checkout run as ``python -m lsp_server``), and keep it off for the workers (``PYTHONSAFEPATH``)."""
+    an editor that starts the server in the workspace would make every later import (``argparse``, ``newt``,
+    ``json`` inside a library...) prefer the workspace's files. Drop it, unless it is where this package lives
+    (a checkout run as ``python -m lsp_server``), and keep it off for the workers (``PYTHONSAFEPATH``)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cwd = os.getcwd()
     if sys.path and sys.path[0] in ("", cwd) and os.path.abspath(sys.path[0] or cwd) != here:
@@ -22,8 +21,15 @@ def _drop_working_directory_from_path():
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
+_drop_working_directory_from_path()
+
+import argparse  # noqa: E402 - after the guard above, on purpose
+import logging  # noqa: E402
+
+from . import __version__  # noqa: E402
+
+
 def main(argv=None) -> int:
-    _drop_working_directory_from_path()
     p = argparse.ArgumentParser(prog="newt-lsp", description="The newt kernel language server (LSP over stdio).")
     p.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
     p.add_argument("--tcp", metavar="HOST:PORT", nargs="?", const="127.0.0.1:2087",
@@ -55,10 +61,9 @@ def main(argv=None) -> int:
             port_n = int(port)
         except ValueError:
             p.error(f"--tcp expects HOST:PORT, got {args.tcp!r}")
-        server.start_tcp(host or "127.0.0.1", port_n)
-    else:
-        server.start_io()
-    return 0
+        return server.start_tcp(host or "127.0.0.1", port_n)
+    # 0 after shutdown and exit (or at the end of the input), 1 for an exit without shutdown
+    return server.start_io()
 
 
 if __name__ == "__main__":

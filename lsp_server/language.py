@@ -193,9 +193,9 @@ def _package_root(top: str) -> str | None:
 
 @functools.lru_cache(maxsize=256)
 def _parse_file(path: str, mtime: float):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return ast.parse(f.read(), filename=path)
+    from .files import read_document
+    try:  # (a regular file under the size cap only: an imported ``x.py`` of the workspace may be a FIFO)
+        return ast.parse(read_document(path), filename=path)
     except (OSError, SyntaxError, ValueError):
         return None
 

@@ -16,6 +16,7 @@ import gc
 import hashlib
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,7 @@ from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
 from .documents import Documents, change_json
 from .engine_host import EngineHost, EngineUnavailable, engines_supported
+from .files import UnreadableDocument, read_document
 from .hover import hover as hover_fn
 from .settings import Settings, _apply_log_level, _convert_args
 
@@ -54,6 +56,9 @@ STATUS = "newt/status"
 
 #: what ``structure_message`` returns for a message it answered itself (malformed params)
 _ANSWERED = object()
+#: the base protocol's lifecycle errors
+SERVER_NOT_INITIALIZED = -32002
+INVALID_REQUEST = -32600
 
 
 def _validation_detail(exc: BaseException) -> str:
@@ -99,9 +104,40 @@ class NewtProtocol(LanguageServerProtocol):
             return _ANSWERED
 
     def handle_message(self, message):
+        """The lifecycle of the base protocol: before ``initialize`` a request is answered ``-32002``
+        (ServerNotInitialized) at once and a notification other than ``exit`` is dropped; after ``shutdown``
+        a request is answered ``-32600`` (InvalidRequest) and a notification other than ``exit`` is dropped
+        (pygls 2 left both unanswered)."""
         if message is _ANSWERED:
             return None
-        return super().handle_message(message)
+        method = getattr(message, "method", None)
+        is_request = method is not None and hasattr(message, "id")
+        if not getattr(self, "_newt_initialize_seen", False):
+            if method == lsp.INITIALIZE and is_request:
+                self._newt_initialize_seen = True
+            elif is_request:
+                self._lifecycle_error(message.id, SERVER_NOT_INITIALIZED,
+                                      f"the server is not initialized: {method} before initialize")
+                return None
+            elif method != lsp.EXIT:
+                log.warning("dropped %s: it came before initialize", method or "a response")
+                return None
+        elif self._shutdown and method != lsp.EXIT:
+            if is_request:
+                self._lifecycle_error(message.id, INVALID_REQUEST,
+                                      f"the server is shutting down: {method} after shutdown (only exit is "
+                                      "accepted)")
+            return None
+        got = super().handle_message(message)
+        if method == lsp.SHUTDOWN and is_request:
+            # shut down from now on (pygls sets this only once the async shutdown handler is done): later
+            # requests are refused, and an ``exit`` sent without waiting for the answer still exits with 0
+            self._shutdown = True
+        return got
+
+    def _lifecycle_error(self, msg_id, code: int, message: str):
+        log.warning("%s", message)
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams):
@@ -187,6 +223,53 @@ class NewtLanguageServer(LanguageServer):
         self._gc_task = None
         self.commands = None  # set in create_server (commands.Commands)
 
+    # -- transport (the base protocol: transport.py) ------------------------------------
+    def start_io(self, stdin=None, stdout=None) -> int:
+        """Serve LSP over stdin/stdout with ``transport.run_async`` (case-insensitive headers, LF-only lines,
+        ``-32700``...) and return the process's exit code: 0 after ``shutdown`` and ``exit`` or at the end of
+        the input, 1 for an ``exit`` without ``shutdown`` (pygls 2 swallowed that ``SystemExit``)."""
+        import sys
+
+        from pygls.io_ import StdoutWriter
+
+        from .transport import StdinReader, run_async
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
+        return self._serve(lambda: run_async(self._stop_event, reader, self.protocol, log, self.report_server_error))
+
+    def start_tcp(self, host: str, port: int) -> int:
+        """Serve one LSP connection at a time on ``host:port`` (the same reader as ``start_io``)."""
+        from .transport import run_async
+        self._stop_event = stop = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await run_async(stop, reader, self.protocol, log, self.report_server_error)
+            self.shutdown()
+
+        async def serve():
+            self._server = await asyncio.start_server(connection, host, port)
+            log.info("serving on %s", ", ".join(str(s.getsockname()) for s in self._server.sockets))
+            async with self._server:
+                await self._server.serve_forever()
+
+        return self._serve(serve)
+
+    def _serve(self, main) -> int:
+        code = 0
+        try:
+            asyncio.run(main())
+        except SystemExit as e:  # the ``exit`` notification
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; shutting down")
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            pass
+        finally:
+            self.shutdown()
+        return code
+
     # -- helpers -------------------------------------------------------------------
     def touch(self):
         self._last_activity = time.monotonic()
@@ -253,16 +336,22 @@ class NewtLanguageServer(LanguageServer):
         self.folder_settings = fresh
         return sorted(changed)
 
-    def doc_text(self, uri: str) -> tuple[str, int | None]:
-        """The document's current text and version (open documents), else the file on disk (version None)."""
+    def doc_text(self, uri: str, strict: bool = False) -> tuple[str, int | None]:
+        """The document's current text and version (open documents), else the file on disk (version None):
+        a regular file only, under a size cap (``files.read_document``: a FIFO, ``/dev/stdin`` or
+        ``/dev/zero`` would hang the server or fill its memory).  A file that cannot be read gives ``""``;
+        with ``strict`` one that must not be read (not a regular file, too large, not UTF-8) raises
+        ``files.UnreadableDocument`` (commands say why)."""
         got = self.texts.get(uri)
         if got is not None:
             return got
-        path = uri_to_path(uri)
         try:
-            with open(path, encoding="utf-8", newline="") as f:
-                return f.read(), None
-        except (OSError, UnicodeDecodeError, ValueError):
+            return read_document(uri_to_path(uri)), None
+        except UnreadableDocument:
+            if strict:
+                raise
+            return "", None
+        except (OSError, ValueError):
             return "", None
 
     @property

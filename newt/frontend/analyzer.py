@@ -452,6 +452,9 @@ def _reuse(entry: _Entry, segs: dict, spec: Spec) -> SpecResult:
         data = dict(d.data)
         if moved and isinstance(data.get("called_from"), int):
             data["called_from"] = mv_line(data["called_from"])
+        if moved and data.get("call_chain"):
+            data["call_chain"] = [dict(c, line=mv_line(c["line"])) if c.get("file") == d.file else c
+                                  for c in data["call_chain"]]
         diags.append(dataclasses.replace(d, span=mv(d.span), data=data,
                                          context=spec.context if d.context is not None else None))
     notes: Mapping = entry.notes if not moved else _MovedNotes(entry.notes, mv)

@@ -97,7 +97,23 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
         # a diagnostic inside a helper defined in the same file: say where it was called from
         if len(self.frames) > 1 and not self.frame.fn.lib and self.frame.call_span is not None:
             d.data.setdefault("called_from", self.frame.call_span.line)
+        chain = self.call_chain()
+        if chain:
+            d.data.setdefault("call_chain", chain)
         self.diags.append(d)
+
+    def call_chain(self) -> list[dict]:
+        """The calls of ``@jit`` helpers that led to the current point, innermost first: ``{"callee",
+        "caller", "file", "line", "col"}`` per call (the call's place in the caller's file).  Calls made inside
+        the language's own functions are left out (their diagnostics point at the user's call already)."""
+        out = []
+        for i in range(len(self.frames) - 1, 0, -1):
+            fr, caller = self.frames[i], self.frames[i - 1]
+            if fr.fn.lib or caller.fn.lib or fr.call_span is None:
+                continue
+            out.append({"callee": fr.fn.name, "caller": caller.fn.name, "file": caller.fn.src.path,
+                        "line": fr.call_span.line, "col": fr.call_span.col})
+        return out
 
     def report_sem(self, e: SemError, node):
         self.report(e.code, e.message, e.node if e.node is not None else node, hint=e.hint, data=e.data)

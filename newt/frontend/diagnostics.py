@@ -191,6 +191,9 @@ class Diagnostic:
             d["context"] = self.context
         if self.kernel:
             d["kernel"] = self.kernel
+        notes = call_notes(self)
+        if notes:
+            d["notes"] = notes
         return d
 
 
@@ -204,7 +207,20 @@ def render(diag: Diagnostic, source: str | None) -> str:
             out.append(caret_excerpt(lines[sp.line - 1], sp.col, sp.end_col if sp.end_line == sp.line else None))
     if diag.hint:
         out.append(f"  hint: {diag.hint}")
+    out.extend(f"  note: {n}" for n in call_notes(diag))
     return "\n".join(out)
+
+
+def call_notes(diag: Diagnostic) -> list[str]:
+    """``data["call_chain"]`` (the ``@jit`` helper calls that led to the diagnostic, innermost first) as
+    lines: ``helper() was called from kernel() at file.py:12:9``."""
+    out = []
+    for c in diag.data.get("call_chain") or ():
+        try:
+            out.append(f"{c['callee']}() was called from {c['caller']}() at {c['file']}:{c['line']}:{c['col']}")
+        except (KeyError, TypeError):
+            continue
+    return out
 
 
 class CompilationError(Exception):

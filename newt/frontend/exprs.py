@@ -471,6 +471,10 @@ class ExpressionsMixin(_Base):
                 val = bool(val)
             elif dtype.is_int():
                 if isinstance(val, float):
+                    if not math.isfinite(val):  # (int() would raise a bare OverflowError / ValueError)
+                        raise SemError("N023", f"the constant {val!r} has no value of type {dtype!r}: an integer "
+                                       "is needed here", node=node,
+                                       hint="use a finite value, or a floating-point dtype")
                     val = int(val)
                 val = wrap_int(val, dtype)
             return self.constant(val, block_of(dtype, shape), node)

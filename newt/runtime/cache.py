@@ -15,20 +15,74 @@ directory and ``os.replace`` it into place, so readers see either nothing or
 a complete entry; many processes may write the same key at once (the last
 rename wins; the contents are identical).  A reader that finds a truncated
 or corrupt file (bad magic, checksum or header) deletes it and reports a
-miss, so the entry is rebuilt.
+miss, so the entry is rebuilt.  A right checksum says only that the file is
+whole: ``get(..., validate=)`` also checks the entry against its kind's schema
+(``compiler.check_entry`` for kernels: metadata fields, parameters, blobs and
+the build options; ``autotuner._check_tuning_entry`` for tuning results), and
+an entry that fails it is treated the same way (removed, a miss, rebuilt).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 MAGIC = b"NEWT-CACHE-1\n"
+
+
+class UnsafePathError(PermissionError):
+    """A directory or file that code is built in or loaded from is not private to this user."""
+
+
+def _check_private(st: os.stat_result, path, what: str) -> None:
+    if st.st_uid != os.geteuid():
+        raise UnsafePathError(f"{what} {path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafePathError(f"{what} {path} is writable by its group or by others "
+                              f"(mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def private_dir(path: str | os.PathLike) -> Path:
+    """``path`` as a directory that only this user can change: created with its missing parents (mode 0700)
+    when it does not exist; an existing one must be a real directory (not a symbolic link) owned by this
+    user and not writable by its group or others.  ``UnsafePathError`` otherwise: another local user who
+    creates the directory first (in a shared temporary directory) must not get to plant files in it."""
+    p = Path(path)
+    try:
+        os.makedirs(p, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # a non-directory (or a dangling link) there: reported below
+    st = os.lstat(p)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{p} is not a directory" + (" (a symbolic link)" if stat.S_ISLNK(st.st_mode)
+                                                           else ""))
+    _check_private(st, p, "the directory")
+    return p
+
+
+def check_private_file(path: str | os.PathLike) -> None:
+    """``UnsafePathError`` unless ``path`` is a regular file (not a symbolic link) owned by this user and not
+    writable by its group or others: checked before a shared object is loaded from it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path} is a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(f"{path} is not a regular file")
+    _check_private(st, path, "the file")
 
 
 def default_cache_dir() -> Path | None:
@@ -71,8 +125,10 @@ class DiskCache:
         return self.root / kind / key[:2] / f"{key}.bin"
 
     # -- reading ------------------------------------------------------------
-    def get(self, key: str, kind: str = "kernels"):
-        """``(meta, blobs)`` for ``key``, or None (missing, or corrupt and now removed)."""
+    def get(self, key: str, kind: str = "kernels", validate=None):
+        """``(meta, blobs)`` for ``key``, or None (missing, or corrupt and now removed).  ``validate(meta,
+        blobs)``: the schema of this kind's entries; an entry it refuses (``ValueError``, ``TypeError``,
+        ``KeyError``) counts as corrupt: removed, and a miss."""
         if self.root is None:
             return None
         p = self.path(key, kind)
@@ -83,6 +139,11 @@ class DiskCache:
             return None
         try:
             entry = decode(data, key)
+            if validate is not None:
+                try:
+                    validate(*entry)
+                except (TypeError, KeyError) as e:
+                    raise ValueError(f"malformed metadata: {e}") from None
         except ValueError as e:
             self.stats.corrupt += 1
             self.stats.misses += 1
@@ -128,8 +189,9 @@ class DiskCache:
                 except OSError:
                     pass
 
-    def get_json(self, key: str, kind: str):
-        e = self.get(key, kind)
+    def get_json(self, key: str, kind: str, validate=None):
+        """The JSON value stored by ``put_json``; ``validate(value)`` as ``get``'s."""
+        e = self.get(key, kind, None if validate is None else (lambda meta, blobs: validate(meta)))
         return None if e is None else e[0]
 
     def put_json(self, key: str, value, kind: str) -> bool:

@@ -1,8 +1,10 @@
 """The compiled launcher (``_launch.c``): built on first use, optional.
 
 ``module()`` returns the extension module, compiling ``_launch.c`` with the system C compiler the
-first time (into the newt cache directory, content-addressed by the source, the Python version and
-the platform; written to a temporary file and moved into place), or None when it cannot be had: no
+first time (into the newt cache directory -- or ``$TMPDIR/newt-<uid>`` with the disk cache off --, each
+directory checked to be private to this user; content-addressed by the source, the Python version and
+the platform; written to a temporary file and moved into place; its owner and mode checked before it is
+loaded), or None when it cannot be had: no
 compiler or Python headers, a failed build, ``NEWT_C_LAUNCHER=0``.  ``status()`` says which and why.
 Everything works without it: ``driver.Launcher`` then launches through ``cuda.bindings`` from Python.
 
@@ -67,10 +69,38 @@ def enabled() -> bool:
     return os.environ.get("NEWT_C_LAUNCHER", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+_session_dir: list = []  # a private directory of this process (made when the shared one is not safe)
+
+
+def _private_session_dir() -> Path:
+    """A fresh ``mkdtemp`` directory (mode 0700, removed at exit), made once per process."""
+    if not _session_dir:
+        import atexit
+        d = tempfile.mkdtemp(prefix="newt-launcher-")
+        atexit.register(shutil.rmtree, d, True)
+        _session_dir.append(Path(d))
+    return _session_dir[0]
+
+
 def _build_dir() -> Path:
-    from .cache import default_cache_dir
+    """Where the extension is built and loaded from: ``<cache>/launcher``, or with the disk cache off
+    ``$TMPDIR/newt-<uid>/launcher``; each directory of the two levels must be private to this user
+    (``cache.private_dir``: owned by the user, not writable by group or others, not a link -- a shared
+    object found there is loaded into this process).  When one is not (another user created it first), the
+    extension is built in a private ``mkdtemp`` directory of this process instead, with a warning."""
+    from .cache import UnsafePathError, default_cache_dir, private_dir
     d = default_cache_dir()
-    return (d if d is not None else Path(tempfile.gettempdir()) / f"newt-{os.getuid()}") / "launcher"
+    root = d if d is not None else Path(tempfile.gettempdir()) / f"newt-{os.geteuid()}"
+    try:
+        private_dir(root)
+        return private_dir(root / "launcher")
+    except UnsafePathError as e:
+        import warnings
+        warnings.warn(f"newt: not building the compiled launcher in {root / 'launcher'} ({e}); using a private "
+                      "temporary directory instead", RuntimeWarning, stacklevel=2)
+    except OSError:
+        pass  # cannot create it (a read-only cache directory...): a private directory
+    return _private_session_dir()
 
 
 def _tag(src: bytes) -> str:
@@ -99,13 +129,13 @@ def compiler_command(src: Path, out: Path) -> list[str] | None:
 
 def build(out_dir: Path | None = None) -> Path:
     """Compile ``_launch.c`` (if not already there) and return the shared object's path; raises on failure."""
+    from .cache import private_dir
     src = SOURCE.read_bytes()
-    out_dir = out_dir or _build_dir()
+    out_dir = private_dir(out_dir if out_dir is not None else _build_dir())
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     so = out_dir / f"{MODULE_NAME}_{_tag(src)}{suffix}"
     if so.exists():
         return so
-    out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=so.name + ".", suffix=".tmp", dir=out_dir)
     os.close(fd)
     try:
@@ -115,6 +145,7 @@ def build(out_dir: Path | None = None) -> Path:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
+        os.chmod(tmp, 0o755)  # (whatever the umask: load() refuses a file its group could change)
         os.replace(tmp, so)
     finally:
         if os.path.exists(tmp):
@@ -123,7 +154,10 @@ def build(out_dir: Path | None = None) -> Path:
 
 
 def load(path: Path):
-    """Import the extension from ``path``."""
+    """Import the extension from ``path``, which must be a regular file owned by this user and writable by
+    no one else (``cache.check_private_file``; ``UnsafePathError`` otherwise)."""
+    from .cache import check_private_file
+    check_private_file(path)
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
     assert spec is not None

@@ -365,9 +365,88 @@ class CompiledKernel:
         return meta, blobs
 
     @classmethod
-    def from_entry(cls, key: str, meta: dict, blobs: dict):
+    def from_entry(cls, key: str, meta: dict, blobs: dict, expect: dict | None = None):
+        """The kernel of a cache entry; ``ValueError`` when the entry does not follow ``check_entry``'s
+        schema (or, with ``expect``, was built with other options)."""
+        check_entry(meta, blobs, expect)
         params = [Param(**p) for p in meta["params"]]
         return cls(AsmDict(blobs), KernelMetadata(meta["metadata"]), params, key, meta.get("arg_names"))
+
+
+#: the metadata fields of a cache entry every launch or report reads, with the types they must have
+_MD_INTS = ("num_warps", "num_stages", "n_regs", "n_spills", "shared", "dynamic_shared", "static_shared")
+_MD_STRS = ("name", "kernel_name", "target")
+_PARAM_CODES = frozenset(("?", "b", "B", "h", "H", "i", "I", "q", "Q", "f", "d", "e", "bf16"))
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def check_entry(meta, blobs, expect: dict | None = None) -> None:
+    """``ValueError`` unless a kernel's cache entry ``(meta, blobs)`` is one ``to_entry`` writes: the
+    metadata's launch fields of the right types and ranges (``num_warps`` a power of 2 up to 32, the shared
+    sizes adding up, ``name`` an identifier), every parameter a ``{name, type, ctype, code}`` record with a
+    known struct code, the argument names strings that include the parameters, the ``cubin`` bytes and the
+    texts strings.  ``expect`` (``target``, ``num_warps``, ``num_stages``, ``debug``, ``maxnreg``): the
+    options the entry must have been built with.  An entry whose checksum is right can still have been
+    written by another program or another version: such an entry is a miss, never launched."""
+    if not isinstance(meta, dict) or not isinstance(blobs, dict):
+        raise ValueError("malformed metadata: not an object")
+    md = meta.get("metadata")
+    if not isinstance(md, dict):
+        raise ValueError("malformed metadata: no 'metadata' object")
+    for k in _MD_INTS:
+        if not _is_int(md.get(k)) or md[k] < 0:
+            raise ValueError(f"malformed metadata: {k} = {md.get(k)!r} (a non-negative integer expected)")
+    for k in _MD_STRS:
+        if not isinstance(md.get(k), str) or not md[k]:
+            raise ValueError(f"malformed metadata: {k} = {md.get(k)!r} (a string expected)")
+    if not _IDENT.fullmatch(md["name"]):
+        raise ValueError(f"malformed metadata: the kernel's symbol {md['name']!r} is not an identifier")
+    nw = md["num_warps"]
+    if not 1 <= nw <= 32 or nw & (nw - 1):
+        raise ValueError(f"malformed metadata: num_warps = {nw} (a power of 2 from 1 to 32 expected)")
+    if md["shared"] != md["static_shared"] + md["dynamic_shared"]:
+        raise ValueError("malformed metadata: shared is not static_shared + dynamic_shared")
+    if md.get("maxnreg") is not None and (not _is_int(md["maxnreg"]) or md["maxnreg"] <= 0):
+        raise ValueError(f"malformed metadata: maxnreg = {md['maxnreg']!r}")
+    if "debug" in md and not isinstance(md["debug"], bool):
+        raise ValueError(f"malformed metadata: debug = {md['debug']!r}")
+    for k in ("file",):
+        if md.get(k) is not None and not isinstance(md[k], str):
+            raise ValueError(f"malformed metadata: {k} = {md[k]!r}")
+    if md.get("line") is not None and not _is_int(md["line"]):
+        raise ValueError(f"malformed metadata: line = {md['line']!r}")
+    for k in ("signature", "constexprs", "hints"):
+        if k in md and not isinstance(md[k], dict):
+            raise ValueError(f"malformed metadata: {k} is not an object")
+    tms = md.get("tensormaps", [])
+    if not isinstance(tms, list) or not all(isinstance(t, dict) for t in tms):
+        raise ValueError("malformed metadata: tensormaps is not a list of objects")
+    params = meta.get("params")
+    if not isinstance(params, list):
+        raise ValueError("malformed metadata: no parameter list")
+    for p in params:
+        if not (isinstance(p, dict) and set(p) == {"name", "type", "ctype", "code"}
+                and isinstance(p["name"], str) and isinstance(p["type"], str)
+                and (p["ctype"] is None or isinstance(p["ctype"], str)) and p["code"] in _PARAM_CODES):
+            raise ValueError(f"malformed metadata: bad parameter record {p!r}")
+    names = meta.get("arg_names", md.get("arg_names"))
+    if names is not None:
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError("malformed metadata: arg_names is not a list of strings")
+        if not {p["name"] for p in params} <= set(names):
+            raise ValueError("malformed metadata: a parameter is missing from arg_names")
+    if not isinstance(blobs.get("cubin"), (bytes, bytearray)) or not blobs["cubin"]:
+        raise ValueError("malformed entry: no cubin")
+    for k in ("ir", "cuda", "ptx"):
+        if k in blobs and not isinstance(blobs[k], str):
+            raise ValueError(f"malformed entry: the {k} blob is not text")
+    for k, want in (expect or {}).items():
+        if md.get(k) != want:
+            raise ValueError(f"the entry was built with {k} = {md.get(k)!r}, not {want!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -423,11 +502,14 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
             if hit is not None:
                 return _with_rebuild(hit, fn, arg_types, constexprs, hints, num_warps, num_stages)
             disk = _cache.get_cache()
-            entry = disk.get(key)
+            expect = {"target": target, "num_warps": int(num_warps), "num_stages": int(num_stages),
+                      "debug": bool(debug), "maxnreg": maxnreg}
+            # an entry that does not follow the schema is removed and reported as a miss (then rebuilt)
+            entry = disk.get(key, validate=lambda meta, blobs: check_entry(meta, blobs, expect))
             if entry is not None:
                 try:
-                    ck = CompiledKernel.from_entry(key, *entry)
-                except (KeyError, TypeError, ValueError, AttributeError):  # a malformed entry: rebuild
+                    ck = CompiledKernel.from_entry(key, *entry, expect=expect)
+                except (KeyError, TypeError, ValueError, AttributeError):  # (checked above: not expected)
                     ck = None
                 if ck is not None:
                     _MEMORY[key] = ck

@@ -33,9 +33,13 @@ def build(kernel, args=(), kwargs=None):
 
     kwargs = dict(kwargs or {})
     opts = {k: kwargs.pop(k) for k in list(kwargs) if k in _LAUNCH_OPTIONS}
-    spec = specialize(kernel, tuple(args), kwargs)
     num_warps = opts.get("num_warps")
     num_stages = opts.get("num_stages")
+    from .grid import check_options  # (the GPU launch's checks: num_warps=3 is refused here too)
+    check_options(getattr(kernel, "__name__", "kernel"), 4 if num_warps is None else num_warps,
+                  3 if num_stages is None else num_stages, 1 if opts.get("num_ctas") is None else opts["num_ctas"],
+                  opts.get("maxnreg"))
+    spec = specialize(kernel, tuple(args), kwargs)
     key = (spec.key, num_warps, num_stages)
     try:
         per_kernel = _IR_CACHE.setdefault(kernel, {})

@@ -30,6 +30,19 @@ from newt.runtime.errors import LaunchError, OutOfResources
 log = logging.getLogger("newt.autotune")
 
 
+
+def _check_tuning_entry(value) -> None:
+    """``ValueError`` unless a disk-cached tuning result is ``{"index": int >= 0, "config": str, "timings":
+    {str: number | None}}`` (what ``_tune`` writes); anything else is removed from the cache and tuned again."""
+    if not isinstance(value, dict):
+        raise ValueError("malformed tuning entry: not an object")
+    idx = value.get("index")
+    if type(idx) is not int or idx < 0 or not isinstance(value.get("config"), str):
+        raise ValueError("malformed tuning entry: no index or no config")
+    t = value.get("timings", {})
+    if not isinstance(t, dict) or not all(v is None or type(v) in (int, float) for v in t.values()):
+        raise ValueError("malformed tuning entry: bad timings")
+
 class Config:
     """One autotuning configuration: constexpr values plus launch options.
 
@@ -312,7 +325,7 @@ class Autotuner(KernelInterface):
         self._benchmarked = False
         if self.cache_results:
             dk = self._disk_key(key)
-            hit = cache.get_cache().get_json(dk, "autotune")
+            hit = cache.get_cache().get_json(dk, "autotune", validate=_check_tuning_entry)
             if hit is not None:
                 idx = hit.get("index")
                 if isinstance(idx, int) and 0 <= idx < len(self.configs) and str(self.configs[idx]) == hit.get(

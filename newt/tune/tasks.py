@@ -90,6 +90,27 @@ class KernelRef:
 
 
 _MODULES: dict = {}
+_SHIPPED_DIR: list = []  # this process's private directory for shipped kernel files
+
+
+def _write_shipped(ref: KernelRef) -> str:
+    """Write a shipped kernel text to a file of a private directory of this process (``mkdtemp``: mode 0700,
+    an unpredictable name; removed at exit) and return its path.  The file is created exclusively and never
+    through a symbolic link, so nothing another local user plants in the temporary directory is followed,
+    overwritten or imported."""
+    if not _SHIPPED_DIR:
+        import atexit
+        import shutil
+        d = tempfile.mkdtemp(prefix="newt-tune-src-")
+        atexit.register(shutil.rmtree, d, True)
+        _SHIPPED_DIR.append(d)
+    sub = tempfile.mkdtemp(prefix=(ref.sha or "x")[:16] + "-", dir=_SHIPPED_DIR[0])
+    name = os.path.basename(ref.file)
+    path = os.path.join(sub, name if name.endswith(".py") and not name.startswith(".") else "kernel.py")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(ref.text or "")
+    return path
 
 
 def _load_module(ref: KernelRef):
@@ -108,11 +129,7 @@ def _load_module(ref: KernelRef):
         if ref.text is None:
             raise FileNotFoundError(f"newt tuning worker: {path} is missing here or differs from the main "
                                     "process's (ship its text: KernelRef.of(fn, with_text=True))")
-        d = os.path.join(tempfile.gettempdir(), f"newt-tune-src-{(ref.sha or 'x')[:16]}")
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, os.path.basename(ref.file))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(ref.text)
+        path = _write_shipped(ref)
     # the module's own name when it imports cleanly as that file (so its imports of siblings work);
     # else a private name, so that ``if __name__ == "__main__":`` blocks do not run
     m = None
@@ -126,7 +143,7 @@ def _load_module(ref: KernelRef):
     if m is None:
         name = "__newt_tune__" + hashlib.sha256(path.encode()).hexdigest()[:12]
         d = os.path.dirname(path)
-        if d not in sys.path:
+        if ok and d not in sys.path:  # (the shipped text's private directory holds no siblings to import)
             sys.path.insert(0, d)
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -248,7 +265,10 @@ def install(result: dict, key: str | None = None) -> str | None:
     if key is None:
         return None
     if key not in compiler._MEMORY:
-        ck = compiler.CompiledKernel.from_entry(key, meta, blobs)
+        try:
+            ck = compiler.CompiledKernel.from_entry(key, meta, blobs)
+        except (ValueError, TypeError, KeyError):  # not a kernel entry (compiler.check_entry): compile here
+            return None
         compiler._MEMORY[key] = ck
         d = cache.get_cache()
         if d.enabled and not d.path(key).exists():

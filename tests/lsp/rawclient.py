@@ -18,6 +18,7 @@ class RawClient:
         self.pending: dict = {}  # id -> (future, method, sent_at)
         self.notifications: list = []  # (method, params, time)
         self.server_requests: list = []
+        self.unmatched: list = []  # responses whose id is no pending request's (null for a parse error)
         self._reader: asyncio.Task | None = None
         self.on_notification = None
         self.stderr = bytearray()
@@ -59,6 +60,8 @@ class RawClient:
                 got = self.pending.pop(body["id"], None)
                 if got is not None and not got[0].done():
                     got[0].set_result((body, now))
+                elif got is None:  # an answer to no request of ours ("id": null: a parse error...)
+                    self.unmatched.append(body)
             elif "id" in body and "method" in body:  # a request from the server: answer it
                 self.server_requests.append(body)
                 result = None

@@ -60,3 +60,33 @@ def test_tcp():
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def _frame(msg: dict) -> bytes:
+    import json
+    body = json.dumps(msg).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.mark.parametrize("shadow", ["argparse", "logging", "threading"])
+def test_workspace_stdlib_shadows_never_run_from_the_working_directory(tmp_path, shadow):
+    """Issue 22, item 3: ``python -m lsp_server`` started in the workspace (no ``PYTHONSAFEPATH``) must drop
+    the working directory from ``sys.path`` before its first import that a workspace file could shadow."""
+    marker = tmp_path / "RAN"
+    (tmp_path / f"{shadow}.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                           "raise ImportError('workspace shadow module')\n", encoding="utf-8")
+    env = server_env(None)
+    env.pop("PYTHONSAFEPATH", None)
+    r = subprocess.run([sys.executable, "-m", "lsp_server", "--version"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("newt-lsp "), r.stderr
+    session = b"".join(_frame(m) for m in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None,
+                                                                       "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "shutdown"},
+        {"jsonrpc": "2.0", "method": "exit"}))
+    r = subprocess.run([sys.executable, "-m", "lsp_server"], input=session, capture_output=True, env=env,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 0 and b'"capabilities"' in r.stdout, r.stderr.decode(errors="replace")[-2000:]
+    assert not marker.exists(), f"the workspace's {shadow}.py ran inside the server"

@@ -239,7 +239,7 @@ def test_jit_kernel_uses_the_disk_cache(fake_backend, fake_gpu, cuda_ok, isolate
     k2 = newt.jit(K.add_kernel.fn)  # a fresh process would look like this
     k2[(1,)](x, x, x, 64, BLOCK_SIZE=64)
     assert fake_backend.compiled == 1 and len(fake_gpu.launches) == 2
-    assert len(entries(isolated_cache)) == 1
+    assert len(entries(isolated_cache / "kernels")) == 1  # (the compiled launcher may be built under launcher/)
 
 
 # --- many processes ------------------------------------------------------------------------
@@ -296,3 +296,77 @@ def test_cache_dir_env_is_followed(fake_backend, monkeypatch, tmp_path):
     newt.compile(K.add_kernel, signature=SIG, constexprs={"BLOCK_SIZE": 64})
     assert len(entries(other)) == 1
     assert os.path.commonpath([str(entries(other)[0]), str(other)]) == str(other)
+
+
+# --- issue 22, item 17: an entry whose checksum is right but whose metadata is malformed is a miss ---------
+
+def _set(path, value):
+    def mutate(meta, blobs):
+        *head, last = path
+        d = {"meta": meta, "blobs": blobs}
+        for k in head:
+            d = d[k]
+        if value is _DELETE:
+            del d[last]
+        else:
+            d[last] = value(d[last]) if callable(value) else value
+    return mutate
+
+
+_DELETE = object()
+MALFORMED = {
+    "num_warps a string": _set(("meta", "metadata", "num_warps"), "4"),
+    "num_warps not a power of 2": _set(("meta", "metadata", "num_warps"), 3),
+    "num_warps of another build": _set(("meta", "metadata", "num_warps"), 8),
+    "target of another build": _set(("meta", "metadata", "target"), "sm_80"),
+    "negative dynamic shared": _set(("meta", "metadata", "dynamic_shared"), -1),
+    "dynamic shared a bool": _set(("meta", "metadata", "dynamic_shared"), True),
+    "shared sizes disagree": _set(("meta", "metadata", "shared"), lambda v: v + 4096),
+    "symbol not an identifier": _set(("meta", "metadata", "name"), "k(); system"),
+    "kernel_name a number": _set(("meta", "metadata", "kernel_name"), 5),
+    "no n_regs": _set(("meta", "metadata", "n_regs"), _DELETE),
+    "line a string": _set(("meta", "metadata", "line"), "12"),
+    "debug a string": _set(("meta", "metadata", "debug"), "no"),
+    "maxnreg zero": _set(("meta", "metadata", "maxnreg"), 0),
+    "tensormaps a string": _set(("meta", "metadata", "tensormaps"), "x"),
+    "unknown struct code": _set(("meta", "params"), lambda ps: [dict(ps[0], code="x"), *ps[1:]]),
+    "extra parameter field": _set(("meta", "params"), lambda ps: [dict(ps[0], extra=1), *ps[1:]]),
+    "parameter name a number": _set(("meta", "params"), lambda ps: [dict(ps[0], name=1), *ps[1:]]),
+    "arg_names not strings": _set(("meta", "arg_names"), [1, 2]),
+    "arg_names miss a parameter": _set(("meta", "arg_names"), lambda ns: ns[1:]),
+    "no cubin": _set(("blobs", "cubin"), _DELETE),
+    "cubin as text": _set(("blobs", "cubin"), "not bytes"),
+    "cuda source as bytes": _set(("blobs", "cuda"), b"bytes"),
+}
+
+
+@pytest.mark.parametrize("mutate", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_metadata_with_a_valid_checksum_is_a_miss(fake_backend, isolated_cache, mutate):
+    ck1 = newt.compile(K.add_kernel, signature=SIG, constexprs={"BLOCK_SIZE": 128})
+    (p,) = entries(isolated_cache)
+    meta, blobs = C.decode(p.read_bytes(), ck1.cache_key)
+    compiler.check_entry(meta, blobs)  # what the compiler writes passes
+    mutate(meta, blobs)
+    p.write_bytes(C.encode(ck1.cache_key, meta, blobs))  # a right checksum
+    compiler.clear_memory_cache()
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        ck2 = newt.compile(K.add_kernel, signature=SIG, constexprs={"BLOCK_SIZE": 128})
+    assert fake_backend.compiled == 2, "the malformed entry was used"
+    assert dict(ck2.metadata) == dict(ck1.metadata) and ck2.params == ck1.params
+    meta2, blobs2 = C.decode(p.read_bytes(), ck1.cache_key)  # replaced by a good one
+    compiler.check_entry(meta2, blobs2)
+
+
+@pytest.mark.parametrize("value", [[1], {"index": "0", "config": "c"}, {"index": True, "config": "c"},
+                                   {"index": -1, "config": "c"}, {"index": 0}, {"index": 0, "config": "c",
+                                                                                "timings": {"c": "fast"}}])
+def test_malformed_tuning_entries_are_removed(tmp_path, value):
+    from newt.runtime.autotuner import _check_tuning_entry
+    dc = C.DiskCache(tmp_path)
+    dc.put_json("ab" * 32, value, "autotune")
+    with pytest.warns(RuntimeWarning, match="malformed"):
+        assert dc.get_json("ab" * 32, "autotune", validate=_check_tuning_entry) is None
+    assert not dc.path("ab" * 32, "autotune").exists()
+    good = {"index": 1, "config": "BLOCK: 64", "timings": {"BLOCK: 64": 0.5, "BLOCK: 32": None}}
+    dc.put_json("cd" * 32, good, "autotune")
+    assert dc.get_json("cd" * 32, "autotune", validate=_check_tuning_entry) == good

@@ -3,6 +3,12 @@ every launch test through both launchers)."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import os
+import stat
+import sys
+import tempfile
+
 import pytest
 import torch
 
@@ -52,3 +58,76 @@ def test_without_a_driver_entry_the_python_launcher_is_used(fake_gpu, fake_backe
     assert ln.compiled is None and ln.launch is ln.py_launch
     assert fake_gpu.launches[-1].values == (x.data_ptr(),) * 3 + (16,)
     K.add_kernel.clear_cache()
+
+
+# -- issue 22, item 1: with the disk cache off the launcher is built under the shared temporary directory;
+# -- a directory or shared object planted there by another user is never used
+
+def _fake_compiler(src, out):
+    return [sys.executable, "-c", "import sys; open(sys.argv[1], 'wb').write(b'built here')", str(out)]
+
+
+def _planted(tmp_path, fresh, mode=0o777, uid=None):
+    launcher = tmp_path / f"newt-{os.geteuid()}" / "launcher"
+    launcher.mkdir(parents=True)
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    so = launcher / f"{fresh.MODULE_NAME}_{fresh._tag(fresh.SOURCE.read_bytes())}{suffix}"
+    so.write_bytes(b"planted by another user")
+    for p in (launcher.parent, launcher):
+        os.chmod(p, mode)
+        if uid is not None:
+            os.chown(p, uid, uid)
+    return launcher, so
+
+
+@pytest.fixture
+def cache_off(fresh, monkeypatch, tmp_path):
+    monkeypatch.setenv("NEWT_DISABLE_CACHE", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(fresh, "_session_dir", [], raising=False)
+    monkeypatch.setattr(fresh, "compiler_command", _fake_compiler)
+    return fresh
+
+
+@pytest.mark.parametrize("how", ["world-writable", "another owner"])
+def test_a_planted_launcher_directory_is_not_used(cache_off, tmp_path, how):
+    if how == "another owner" and os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    launcher, so = _planted(tmp_path, cache_off, **({"mode": 0o755, "uid": 12345} if how == "another owner" else {}))
+    with pytest.warns(RuntimeWarning, match="private temporary directory"):
+        built = cache_off.build()
+    assert built != so and launcher not in built.parents
+    assert built.read_bytes() == b"built here" and so.read_bytes() == b"planted by another user"
+    st = built.parent.stat()
+    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_the_shared_launcher_directory_is_made_private(cache_off, tmp_path):
+    built = cache_off.build()
+    assert built.parent == tmp_path / f"newt-{os.geteuid()}" / "launcher"
+    for d in (built.parent, built.parent.parent):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert stat.S_IMODE(built.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("bad", ["group-writable", "symlink", "another owner", "fifo"])
+def test_load_refuses_a_shared_object_others_could_change(fresh, tmp_path, bad):
+    target = tmp_path / "real.so"
+    target.write_bytes(b"x")
+    os.chmod(target, 0o644)
+    so = tmp_path / "ext.so"
+    if bad == "group-writable":
+        so.write_bytes(b"x")
+        os.chmod(so, 0o664)
+    elif bad == "symlink":
+        so.symlink_to(target)
+    elif bad == "fifo":
+        os.mkfifo(so)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        so.write_bytes(b"x")
+        os.chown(so, 12345, 12345)
+    from newt.runtime.cache import UnsafePathError
+    with pytest.raises(UnsafePathError):
+        fresh.load(so)

@@ -182,3 +182,18 @@ def test_print_autotuning_through_the_interpreter(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "newt autotuning: k key (100, torch.int32)" in r.stdout and "best config {B:" in r.stdout
+
+
+@pytest.mark.parametrize("opts, match", [({"num_warps": 3}, "num_warps must be a power of two"),
+                                         ({"num_warps": 64}, "num_warps must be a power of two"),
+                                         ({"num_warps": 0}, "num_warps must be a power of two"),
+                                         ({"num_stages": 0}, "num_stages must be an int >= 1"),
+                                         ({"maxnreg": 300}, "maxnreg must be an int from 1 to 255")])
+def test_launch_jit_refuses_the_options_a_gpu_launch_refuses(opts, match):
+    """Issue 22, item 16: ``launch_jit(..., num_warps=3)`` ran (Triton, and newt's GPU launch, refuse it)."""
+    from newt.runtime.interpret import launch_jit
+    x, out = torch.randn(64), torch.empty(64)
+    with pytest.raises(ValueError, match=f"add_kernel: {match}"):
+        launch_jit(K.add_kernel, (1,), (x, x, out, 64), {"BLOCK_SIZE": 64, **opts})
+    launch_jit(K.add_kernel, (1,), (x, x, out, 64), {"BLOCK_SIZE": 64, "num_warps": 2})  # a valid one runs
+    torch.testing.assert_close(out, x + x)

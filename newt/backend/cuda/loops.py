@@ -69,7 +69,10 @@ def bind_var(em, v, name, lay, chunk):
             em.for_regs(lay.nregs, f"{p}[i] = {name}_b + {name}_o[i];", chunk)
             name = p
         em.blocks[(v, lay)] = name
-    em.def_chunk[v] = chunk
+    # conversions of ``v`` to other layouts go where it is bound (a loop-carried block: at the top of each
+    # iteration, before the body's uses), not at the end of ``chunk``: a body's uses are emitted into ``chunk``'s
+    # later sub-chunks, and a conversion appended after them was read before it was written (issue 22, item 13)
+    em.def_chunk[v] = chunk.sub(0)
 
 
 def assign(em, targets, values, chunk):

@@ -71,6 +71,8 @@ def _sum(b, a: Bound, node):
             v = b.cast_value(v, rt, node)
         combine = "add"
     else:
+        if t.is_ptr():
+            raise SemError("N023", "nl.xor_sum is not defined for pointers")
         if t.is_floating():
             raise SemError("N021", f"nl.xor_sum needs integers, got {t!r}")
         rt = t
@@ -116,6 +118,8 @@ def _arg_reduce(b, x, ax, combine, tie_left, node):
 def _argmax(b, a: Bound, node):
     x, ax, flat = _reduce_setup(b, a, node)
     keep = bool(getattr(a["keep_dims"], "value", False))
+    if x.dtype.is_ptr():
+        raise SemError("N023", f"nl.{a.name} is not defined for pointers")
     tie = bool(getattr(a["tie_break_left"], "value", True))
     v, i = _arg_reduce(b, x, ax, a.name, tie, node)
     return _keep(b, i, ax, keep and not flat, node)
@@ -212,6 +216,8 @@ def _cum(b, a: Bound, node):
         raise SemError("N032", f"nl.{a.name} needs a block, got a scalar")
     ax = normalize_axis(const_int(a["axis"], f"nl.{a.name} axis", a.node("axis"), allow_sym=False),
                         len(x.shape), f"nl.{a.name} axis")
+    if x.dtype.is_ptr():  # (as nl.sum: a sum or product of addresses is no address)
+        raise SemError("N023", f"nl.{a.name} is not defined for pointers", node=a.node("input"))
     rev = bool(getattr(a["reverse"], "value", False))
     explicit = None
     if a.name == "cumsum":

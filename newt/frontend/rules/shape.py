@@ -196,12 +196,16 @@ def _flip(b, a: Bound, node):
     else:
         d = _dim(b, a, "dim", rank, "nl.flip dim")
     n = x.shape[d]
-    if not isinstance(n, int):
-        raise SemError("N010", "nl.flip needs a dimension of known size", node=a.node("x"))
+    src = x.dtype
+    if not isinstance(n, int) or src.is_symbolic():
+        # the generic check of a kernel: a dimension of an unknown constexpr (``BLOCK``) or the element type
+        # of an unannotated pointer -- known at every launch, so nothing to report; the result has x's type
+        # (an identity reshape stands for the permutation: code is generated only from launches)
+        return TensorV(b.emit("reshape", [x.v], [x.v.type], {"shape": list(x.shape), "can_reorder": False},
+                              node=node).result)
     steps = n.bit_length() - 1
     if steps == 0:
         return x
-    src = x.dtype
     if src.is_bool():
         bits = b.cast_value(x.v, lc.int8, node)
     elif src.is_int():
