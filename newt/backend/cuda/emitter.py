@@ -99,6 +99,7 @@ class Emitter:
         self.scalars: dict = {}                  # Value -> C++ expression
         self.blocks: dict = {}                   # (Value, Layout) -> array name
         self.def_chunk: dict = {}                # Value -> Chunk where it is defined
+        self.def_smem: dict = {}                 # Value -> len(smem_uses) when its op was emitted
         self.thread_flats: dict = {}             # (lane bases, warp bases) -> var
         self.smem_uses: list[SmemUse] = []
         self.cur: Chunk | None = None
@@ -675,6 +676,7 @@ class Emitter:
         chunk = outer.sub(0, op.loc)
         for r in op.results:
             self.def_chunk[r] = chunk
+            self.def_smem[r] = len(self.smem_uses)
         self.cur = chunk
         try:
             if op.results and all(r in self.plan.poly for r in op.results):
