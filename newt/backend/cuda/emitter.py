@@ -10,6 +10,7 @@ comments that map CUDA lines back to the user's source.
 
 from __future__ import annotations
 
+import os
 import linecache
 from dataclasses import dataclass
 
@@ -228,6 +229,26 @@ class Emitter:
             self.top.line(f"const int {var} = {expr};  // this thread's offset in {_short(lay)}")
         return var
 
+    def in_loop_fresh(self, chunk) -> bool:
+        """Shared-memory addresses of a conversion in ``chunk`` are recomputed where they are used (from
+        an opaque copy of the thread's offset) rather than hoisted: inside a loop body of a kernel with
+        tensor-core dots.  Hoisted, they are loop-invariant, one register each for the whole loop (the
+        persistent matmul's epilogue inside its tile loop: 64 addresses live across the K loop spilled
+        the 128x256 tile)."""
+        return getattr(chunk, "indent", 1) > 1 and bool(self.plan.dot) and \
+            os.environ.get("NEWT_FRESH_CONVERT", "1") != "0"
+
+    def fresh_flat(self, fe: str, lay: Layout, c) -> str:
+        """``fe`` (a flat-index expression of ``lay``) with the thread's offset replaced by a copy the
+        compiler may not hoist out of the loop (``fresh_int``)."""
+        import re
+        tfv = self.thread_flat(lay)
+        self.helper("fresh_int", "__device__ __forceinline__ int fresh_int(int x) { asm volatile(\"\" : \"+r\"(x)); "
+                                 "return x; }  // a value the compiler may not hoist out of a loop\n")
+        tl = self.tmp(tfv + "_l")
+        c.line(f"const int {tl} = fresh_int({tfv});")
+        return re.sub(rf"\b{tfv}\b", tl, fe)
+
     def flat_expr(self, lay: Layout, reg: str = "i") -> str:
         r = bit_index_expr(reg, list(lay.reg)) if lay.reg else "0"
         t = self.thread_flat(lay)
@@ -373,6 +394,9 @@ class Emitter:
         c.line(f"{ct}* {sh} = reinterpret_cast<{ct}*>(smem + {off});")
         c.line("__syncthreads();")
         fe = self.flat_expr(have)
+        fe2 = self.flat_expr(want)
+        if self.in_loop_fresh(chunk):
+            fe, fe2 = self.fresh_flat(fe, have, c), self.fresh_flat(fe2, want, c)
         own = self.owner_pred(have) if owner_only else None
         if vs == 1:
             store = f"{{ const int f = {fe}; {sh}[{at('f')}] = {src}[i]; }}"
@@ -385,7 +409,6 @@ class Emitter:
             store = f"if ({own}) {store}"
         self._for_step(have.nregs, vs, store, c)
         c.line("__syncthreads();")
-        fe2 = self.flat_expr(want)
         if vw == 1:
             self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[{at('f')}]; }}", c)
         else:
