@@ -39,6 +39,15 @@ for part in "$@"; do
       timeout ${TEST_T:-110} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
         tests/backend/test_persistent.py tests/backend/test_gpu.py -k "persistent or unaligned_big_tiles" \
         > "$R/hopper24_tests.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/hopper24_tests.log" | tail -15 ;;
+    stmatrix)
+      # the stmatrix epilogue (NEWT_STMATRIX=1, off by default): its GPU tests, then the fp16/bf16 matmul rows
+      # without and with it, each against Triton in its own run (make it the default only if every cell gains)
+      timeout 90 python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
+        tests/backend/test_stmatrix.py > "$R/stmatrix_tests.log" 2>&1; tail -3 "$R/stmatrix_tests.log"
+      timeout ${BENCH_T:-210} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 --out "$R/stm_off" \
+        --budget ${BENCH_BUDGET:-190} 2>&1 | tail -30 > "$R/stm_off.log"; tail -14 "$R/stm_off.log"
+      NEWT_STMATRIX=1 timeout ${BENCH_T:-210} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
+        --out "$R/stm_on" --budget ${BENCH_BUDGET:-190} 2>&1 | tail -30 > "$R/stm_on.log"; tail -14 "$R/stm_on.log" ;;
     tma)
       # issue 13's default-on decision for TMA: the matmul rows without and with NEWT_TMA=1, each run its own
       # same-run ratio to Triton (then flip newt/backend/cuda/tma.py's _DEFAULT_ON only if every cell gains)
