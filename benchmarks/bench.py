@@ -68,6 +68,28 @@ def matmul_configs(fp32=False, fp8=False):
             for m, n, k, s, w in shapes]
 
 
+def num_sms():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_properties(0).multi_processor_count
+    except Exception:  # noqa: BLE001
+        pass
+    return 132
+
+
+def persistent_configs():
+    # the programs loop over the tiles: NUM_SMS programs (one per SM), or two per SM for tiles whose
+    # shared memory lets two blocks share an SM
+    sms = num_sms()
+    shapes = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, programs per SM
+        (128, 256, 64, 3, 8, 1), (256, 128, 64, 3, 8, 1), (128, 128, 64, 3, 8, 1), (128, 128, 64, 4, 4, 1),
+        (128, 256, 32, 3, 8, 1), (128, 128, 32, 4, 4, 2), (128, 64, 32, 4, 4, 2),
+    ]
+    return [$P.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "NUM_SMS": sms * per},
+                      num_stages=s, num_warps=w) for m, n, k, s, w, per in shapes]
+
+
 @$P.autotune(configs=add_configs(), key=["n"])
 @$P.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: $L.constexpr):
@@ -137,7 +159,44 @@ def _matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, 
     $L.store(c_tile, c, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@$P.jit
+def _tile_coords(tile, tiles_m, tiles_n, GROUP_M: $L.constexpr):
+    per_group = GROUP_M * tiles_n
+    first_m = (tile // per_group) * GROUP_M
+    rows = $L.minimum(tiles_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows, (tile % per_group) // rows
+
+
+@$P.jit
+def _matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                       stride_cn, BLOCK_M: $L.constexpr, BLOCK_N: $L.constexpr, BLOCK_K: $L.constexpr,
+                       GROUP_M: $L.constexpr, NUM_SMS: $L.constexpr):
+    # persistent: each program walks the tiles start, start + NUM_SMS, ... (a grid of at most NUM_SMS)
+    start = $L.program_id(0)
+    tiles_m = $L.cdiv(M, BLOCK_M)
+    tiles_n = $L.cdiv(N, BLOCK_N)
+    k_tiles = $L.cdiv(K, BLOCK_K)
+    rk = $L.arange(0, BLOCK_K)
+    for tile in $L.range(start, tiles_m * tiles_n, NUM_SMS, flatten=True):
+        tile_m, tile_n = _tile_coords(tile, tiles_m, tiles_n, GROUP_M)
+        rm = tile_m * BLOCK_M + $L.arange(0, BLOCK_M)
+        rn = tile_n * BLOCK_N + $L.arange(0, BLOCK_N)
+        a_tile = a_ptr + (rm % M)[:, None] * stride_am + rk[None, :] * stride_ak
+        b_tile = b_ptr + rk[:, None] * stride_bk + (rn % N)[None, :] * stride_bn
+        acc = $L.zeros((BLOCK_M, BLOCK_N), dtype=$L.float32)
+        for k in range(0, k_tiles):
+            a = $L.load(a_tile, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
+            b = $L.load(b_tile, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+            acc = $L.dot(a, b, acc)
+            a_tile += BLOCK_K * stride_ak
+            b_tile += BLOCK_K * stride_bk
+        c = acc.to(c_ptr.dtype.element_ty)
+        c_tile = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+        $L.store(c_tile, c, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
 matmul_kernel = $P.autotune(configs=matmul_configs(), key=["M", "N", "K"])(_matmul_tile)
+matmul_kernel_persistent = $P.autotune(configs=persistent_configs(), key=["M", "N", "K"])(_matmul_persistent)
 matmul_kernel_fp32 = $P.autotune(configs=matmul_configs(fp32=True), key=["M", "N", "K"])(_matmul_tile)
 matmul_kernel_fp8 = $P.autotune(configs=matmul_configs(fp8=True), key=["M", "N", "K"])(_matmul_tile)
 ''' + ATTN_TEMPLATE
@@ -177,6 +236,14 @@ def run_matmul(m, a, b, c):
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
 
 
+def run_matmul_persistent(m, a, b, c):
+    M, K = a.shape
+    N = b.shape[1]
+    grid = lambda meta: (min(meta["NUM_SMS"], cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])),)  # noqa: E731
+    m.matmul_kernel_persistent[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                     c.stride(0), c.stride(1))
+
+
 def run_attention(m, q, k, v, o, causal):
     Z, H, N, D = q.shape
     grid = lambda meta: (N // meta["BLOCK_M"], Z * H)  # noqa: E731
@@ -187,12 +254,16 @@ def run_attention(m, q, k, v, o, causal):
 def best_config(m, kind, dtype_size=2) -> str | None:
     attr = {"add": "add_kernel", "softmax": "softmax_kernel", "layernorm": "layernorm_kernel",
             "matmul": {4: "matmul_kernel_fp32", 1: "matmul_kernel_fp8"}.get(dtype_size, "matmul_kernel"),
+            "matmul_masked": "matmul_kernel", "matmul_persistent": "matmul_kernel_persistent",
             "attention": "attn_fwd"}[kind]
     cfg = getattr(getattr(m, attr), "best_config", None)
     return str(cfg) if cfg is not None else None
 
 
 # --- cells -------------------------------------------------------------------------------------------
+
+
+MATMUL_KINDS = ("matmul", "matmul_masked", "matmul_persistent")
 
 
 def cells(quick: bool, only=None, dtypes=None) -> list:
@@ -208,6 +279,13 @@ def cells(quick: bool, only=None, dtypes=None) -> list:
                 out += [(kind, (8192, c), dt) for c in (1024, 2048, 4096, 8192, 16384)]
         for dt in ("float16", "bfloat16", "float8_e4m3fn", "float32"):
             out += [("matmul", (s, s, s), dt) for s in (1024, 2048, 4096, 8192)]
+        # matmul variants, only when --only names them: the persistent kernel (a tile loop over NUM_SMS
+        # programs), and the masked K loop with K - 1 (nothing divisible by 16: 2-byte loads, staged every
+        # iteration)
+        if only and "matmul_persistent" in only:
+            out += [("matmul_persistent", (s, s, s), dt) for dt in ("float16", "bfloat16") for s in (2048, 4096, 8192)]
+        if only and "matmul_masked" in only:
+            out += [("matmul_masked", (s, s, s - 1), dt) for dt in ("float16", "bfloat16") for s in (2048, 4096)]
         out += [("attention", (z, h, n, d, causal), "float16") for (z, h, n) in ((4, 32, 4096), (16, 16, 1024))
                 for d in (64, 128) for causal in (0, 1)]
     if only:
@@ -251,7 +329,7 @@ def make_case(kind, shape, dtype):
                  "torch": lambda m: outs.__setitem__("torch", F.layer_norm(x, (N,), w, b, 1e-5))}
         ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5).to(dt)
         work = ("GBps", 2 * x.numel() * x.element_size())
-    elif kind == "matmul":
+    elif kind in MATMUL_KINDS:
         M, N, K = shape
         fp8 = dt.itemsize == 1
         a = torch.randn(M, K, device=dev).to(dt) if fp8 else torch.randn(M, K, device=dev, dtype=dt)
@@ -267,8 +345,9 @@ def make_case(kind, shape, dtype):
         else:
             def torch_call(m):
                 torch.matmul(a, bm, out=outs["torch"])
-        calls = {"newt": lambda m: run_matmul(m, a, bm, outs["newt"]),
-                 "triton": lambda m: run_matmul(m, a, bm, outs["triton"]), "torch": torch_call}
+        run = run_matmul_persistent if kind == "matmul_persistent" else run_matmul
+        calls = {"newt": lambda m: run(m, a, bm, outs["newt"]),
+                 "triton": lambda m: run(m, a, bm, outs["triton"]), "torch": torch_call}
         ref = (a.float() @ bm.float())
         work = ("TFLOPs", 2 * M * N * K)
     elif kind == "attention":
@@ -288,12 +367,13 @@ def make_case(kind, shape, dtype):
 
 def error_of(kind, out, ref) -> float:
     import torch
-    if kind == "matmul":  # relative Frobenius error (K-long sums: elementwise tolerances mislead)
+    if kind in MATMUL_KINDS:  # relative Frobenius error (K-long sums: elementwise tolerances mislead)
         return float(torch.linalg.norm(out.float() - ref.float()) / torch.linalg.norm(ref.float()))
     return float((out.float() - ref.float()).abs().max())
 
 
-TOLERANCE = {"add": 1e-5, "softmax": 1e-2, "layernorm": 3e-2, "matmul": 2e-2, "attention": 2e-2}
+TOLERANCE = {"add": 1e-5, "softmax": 1e-2, "layernorm": 3e-2, "matmul": 2e-2, "matmul_masked": 2e-2,
+             "matmul_persistent": 2e-2, "attention": 2e-2}
 
 
 def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
@@ -398,6 +478,8 @@ def score(results, anchors) -> dict:
     mem = [c for c in results if c["kind"] in MEMORY_BOUND and c.get("vs_triton")]
     mm = [c for c in results if c["kind"] == "matmul" and c.get("vs_triton")]
     at = [c for c in results if c["kind"] == "attention" and c.get("vs_triton")]
+    pers = [c for c in results if c["kind"] == "matmul_persistent" and c.get("vs_triton")]
+    masked = [c for c in results if c["kind"] == "matmul_masked" and c.get("vs_triton")]
     summary = {
         "memory_bound_geomean_vs_triton": geomean([c["vs_triton"] for c in mem]),
         "memory_bound_min_vs_triton": min((c["vs_triton"] for c in mem), default=None),
@@ -406,6 +488,9 @@ def score(results, anchors) -> dict:
                                                           if c.get("vs_anchor_triton")]),
         "matmul_geomean_vs_triton": geomean([c["vs_triton"] for c in mm]),
         "matmul_geomean_vs_torch": geomean([c["vs_torch"] for c in mm if c.get("vs_torch")]),
+        "persistent_geomean_vs_triton": geomean([c["vs_triton"] for c in pers]),
+        "persistent_geomean_vs_torch": geomean([c["vs_torch"] for c in pers if c.get("vs_torch")]),
+        "masked_k_geomean_vs_triton": geomean([c["vs_triton"] for c in masked]),
         "attention_geomean_vs_triton": geomean([c["vs_triton"] for c in at]),
         "attention_geomean_vs_torch": geomean([c["vs_torch"] for c in at if c.get("vs_torch")]),
         "cells": len(results), "cells_measured": sum(1 for c in results if c.get("impls")),
@@ -457,6 +542,13 @@ def render_md(data) -> str:
              f"transposed in shared memory; tf32 on wgmma k8 too): newt/Triton geomean "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_triton'))}, newt/cuBLAS "
              f"{fmt_ratio(summary.get('matmul_geomean_vs_torch'))}.")
+    if summary.get("persistent_geomean_vs_triton"):
+        L.append(f"- Persistent matmul (a tile loop over NUM_SMS programs, same source): newt/Triton geomean "
+                 f"{fmt_ratio(summary.get('persistent_geomean_vs_triton'))}, newt/cuBLAS "
+                 f"{fmt_ratio(summary.get('persistent_geomean_vs_torch'))}.")
+    if summary.get("masked_k_geomean_vs_triton"):
+        L.append(f"- Masked-K matmul with K = s - 1 (nothing divisible by 16): newt/Triton geomean "
+                 f"{fmt_ratio(summary.get('masked_k_geomean_vs_triton'))}.")
     if summary.get("attention_geomean_vs_triton"):
         L.append(f"- Attention forward (same source): newt/Triton geomean "
                  f"{fmt_ratio(summary.get('attention_geomean_vs_triton'))}, newt/SDPA "
@@ -473,6 +565,8 @@ def render_md(data) -> str:
     for kind, title, unit in (("add", "Vector add", "GBps"), ("softmax", "Softmax (8192 rows)", "GBps"),
                               ("layernorm", "Layer norm forward (8192 rows)", "GBps"),
                               ("matmul", "Matmul (M = N = K)", "TFLOPs"),
+                              ("matmul_persistent", "Persistent matmul (M = N = K)", "TFLOPs"),
+                              ("matmul_masked", "Masked-K matmul (K = M - 1)", "TFLOPs"),
                               ("attention", "Attention forward (Z x H x N x D, causal)", "TFLOPs")):
         rows = [c for c in results if c["kind"] == kind]
         if not rows:
@@ -520,6 +614,7 @@ def plot(results, path: Path):
         return None, "nothing measured: no plot"
     labels = [f"{c['kind']} {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in rows]
     colors = {"add": "#4c72b0", "softmax": "#55a868", "layernorm": "#c44e52", "matmul": "#8172b2",
+              "matmul_persistent": "#64b5cd", "matmul_masked": "#937860",
               "attention": "#ccb974"}
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
     y = list(range(len(rows)))
@@ -549,7 +644,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(Path(__file__).resolve().parent), help="directory for the reports")
     p.add_argument("--quick", action="store_true", help="a small subset of the cells")
-    p.add_argument("--only", default="", help="comma-separated kinds: add,softmax,layernorm,matmul,attention")
+    p.add_argument("--only", default="", help="comma-separated kinds: add,softmax,layernorm,matmul,attention, "
+                   "matmul_persistent, matmul_masked (the last two only when named)")
     p.add_argument("--dtypes", default="", help="comma-separated torch dtypes of the cells (float16,float8_e4m3fn,...)")
     p.add_argument("--budget", type=float, default=330.0, help="seconds; later cells are skipped (default 330)")
     p.add_argument("--anchors", default=None, help="directory of the anchor JSON files")

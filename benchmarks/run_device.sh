@@ -30,6 +30,24 @@ for part in "$@"; do
     dots)
       # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
       timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
+    hopper24)
+      # issue 24 in one call (< 540 s): the persistent matmul (fp16/bf16 2048^3..8192^3), the masked-K matmul
+      # with K = s - 1 (2048, 4096) and the attention rows, newt vs Triton (same source) vs torch; then the
+      # GPU tests of the persistent kernel and of the unaligned big-tile masked-K matmul
+      timeout ${BENCH_T:-400} python3 benchmarks/bench.py --only matmul_persistent,matmul_masked,attention \
+        --out "$R/hopper24" --budget ${BENCH_BUDGET:-360} 2>&1 | tail -50 > "$R/hopper24.log"; tail -30 "$R/hopper24.log"
+      timeout ${TEST_T:-110} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
+        tests/backend/test_persistent.py tests/backend/test_gpu.py -k "persistent or unaligned_big_tiles" \
+        > "$R/hopper24_tests.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/hopper24_tests.log" | tail -15 ;;
+    stmatrix)
+      # the stmatrix epilogue (NEWT_STMATRIX=1, off by default): its GPU tests, then the fp16/bf16 matmul rows
+      # without and with it, each against Triton in its own run (make it the default only if every cell gains)
+      timeout 90 python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
+        tests/backend/test_stmatrix.py > "$R/stmatrix_tests.log" 2>&1; tail -3 "$R/stmatrix_tests.log"
+      timeout ${BENCH_T:-210} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 --out "$R/stm_off" \
+        --budget ${BENCH_BUDGET:-190} 2>&1 | tail -30 > "$R/stm_off.log"; tail -14 "$R/stm_off.log"
+      NEWT_STMATRIX=1 timeout ${BENCH_T:-210} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
+        --out "$R/stm_on" --budget ${BENCH_BUDGET:-190} 2>&1 | tail -30 > "$R/stm_on.log"; tail -14 "$R/stm_on.log" ;;
     tma)
       # issue 13's default-on decision for TMA: the matmul rows without and with NEWT_TMA=1, each run its own
       # same-run ratio to Triton (then flip newt/backend/cuda/tma.py's _DEFAULT_ON only if every cell gains)

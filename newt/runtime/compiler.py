@@ -480,8 +480,10 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "num_warps": int(num_warps),
         "num_stages": int(num_stages),
         "debug": bool(debug),
-        # wgmma | mma_sync on sm_90a, and wgmma's N-split tiles
-        "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", ""),
+        # wgmma | mma_sync on sm_90a, wgmma's N-split tiles, staging dot operands at their loads
+        "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", "")
+        + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
+        + os.environ.get("NEWT_STMATRIX", ""),
         "tma": os.environ.get("NEWT_TMA", ""),
     })
 

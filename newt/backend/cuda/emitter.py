@@ -10,6 +10,7 @@ comments that map CUDA lines back to the user's source.
 
 from __future__ import annotations
 
+import os
 import linecache
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ class Emitter:
         self.scalars: dict = {}                  # Value -> C++ expression
         self.blocks: dict = {}                   # (Value, Layout) -> array name
         self.def_chunk: dict = {}                # Value -> Chunk where it is defined
+        self.def_smem: dict = {}                 # Value -> len(smem_uses) when its op was emitted
         self.thread_flats: dict = {}             # (lane bases, warp bases) -> var
         self.smem_uses: list[SmemUse] = []
         self.cur: Chunk | None = None
@@ -226,6 +228,26 @@ class Emitter:
             self.thread_flats[key] = var
             self.top.line(f"const int {var} = {expr};  // this thread's offset in {_short(lay)}")
         return var
+
+    def in_loop_fresh(self, chunk) -> bool:
+        """Shared-memory addresses of a conversion in ``chunk`` are recomputed where they are used (from
+        an opaque copy of the thread's offset) rather than hoisted: inside a loop body of a kernel with
+        tensor-core dots.  Hoisted, they are loop-invariant, one register each for the whole loop (the
+        persistent matmul's epilogue inside its tile loop: 64 addresses live across the K loop spilled
+        the 128x256 tile)."""
+        return getattr(chunk, "indent", 1) > 1 and bool(self.plan.dot) and \
+            os.environ.get("NEWT_FRESH_CONVERT", "1") != "0"
+
+    def fresh_flat(self, fe: str, lay: Layout, c) -> str:
+        """``fe`` (a flat-index expression of ``lay``) with the thread's offset replaced by a copy the
+        compiler may not hoist out of the loop (``fresh_int``)."""
+        import re
+        tfv = self.thread_flat(lay)
+        self.helper("fresh_int", "__device__ __forceinline__ int fresh_int(int x) { asm volatile(\"\" : \"+r\"(x)); "
+                                 "return x; }  // a value the compiler may not hoist out of a loop\n")
+        tl = self.tmp(tfv + "_l")
+        c.line(f"const int {tl} = fresh_int({tfv});")
+        return re.sub(rf"\b{tfv}\b", tl, fe)
 
     def flat_expr(self, lay: Layout, reg: str = "i") -> str:
         r = bit_index_expr(reg, list(lay.reg)) if lay.reg else "0"
@@ -372,19 +394,25 @@ class Emitter:
         c.line(f"{ct}* {sh} = reinterpret_cast<{ct}*>(smem + {off});")
         c.line("__syncthreads();")
         fe = self.flat_expr(have)
+        fe2 = self.flat_expr(want)
+        if self.in_loop_fresh(chunk):
+            fe, fe2 = self.fresh_flat(fe, have, c), self.fresh_flat(fe2, want, c)
         own = self.owner_pred(have) if owner_only else None
-        if vs == 1:
+        if self.stmatrix_ok(have, st, eb, owner_only):
+            self._stmatrix_store(c, have, src, st, sh, at)
+            vs = 0  # stored
+        elif vs == 1:
             store = f"{{ const int f = {fe}; {sh}[{at('f')}] = {src}[i]; }}"
         else:
             vt = _VEC_T[vs * eb]
             words = pack_words([f"{src}[i + {j}]" for j in range(vs)], st, vs * eb)
             val = words[0] if len(words) == 1 else f"make_{vt}({', '.join(words)})"
             store = f"{{ const int f = {fe}; *reinterpret_cast<{vt}*>({sh} + {at('f')}) = {val}; }}"
-        if own:
+        if own and vs:
             store = f"if ({own}) {store}"
-        self._for_step(have.nregs, vs, store, c)
+        if vs:
+            self._for_step(have.nregs, vs, store, c)
         c.line("__syncthreads();")
-        fe2 = self.flat_expr(want)
         if vw == 1:
             self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[{at('f')}]; }}", c)
         else:
@@ -396,6 +424,40 @@ class Emitter:
             self._for_step(want.nregs, vw, f"{{ const int f = {fe2}; const {vt} w = "
                            f"*reinterpret_cast<const {vt}*>({sh} + {at('f')}); {body} }}", c)
         chunk.line("}")
+
+    def stmatrix_ok(self, have: Layout, st, eb: int, owner_only: bool) -> bool:
+        """``NEWT_STMATRIX=1`` on sm_90a: a conversion's store side as ``stmatrix.m8n8.x4`` when the source
+        is an MMA accumulator-shaped layout of 16-bit values: register bit 0 and lane bits 0-1 are the
+        flat index's bits 0-2 (each quad of lanes holds 8 consecutive elements, two a lane, one 8x8 matrix
+        row), every basis a distinct single bit, and at least 8 registers (registers 2j, 2j + 1 of each
+        group of 8 are matrix j)."""
+        if os.environ.get("NEWT_STMATRIX") != "1" or not self.target.wgmma or owner_only or eb != 2:
+            return False
+        if st.is_ptr() or st.name == "int1" or have.nregs % 8 or len(have.lane) != 5 or len(have.reg) < 3:
+            return False
+        bases = list(have.reg) + list(have.lane) + list(have.warp)
+        if any(b <= 0 or b & (b - 1) for b in bases) or len(set(bases)) != len(bases):
+            return False
+        return have.reg[0] == 1 and have.lane[0] == 2 and have.lane[1] == 4
+
+    def _stmatrix_store(self, c: Chunk, have: Layout, src: str, st, sh: str, at):
+        """Each warp stores four 8x8 matrices per instruction: matrix j is registers 2j, 2j + 1 (packed
+        in one word) of a group of 8; lane 8j + r gives the address of row r of matrix j, i.e. of the
+        element lane 4r holds in register 2j (its first column)."""
+        self.helper("stmatrix_x4", "__device__ __forceinline__ void stmatrix_x4(unsigned a, unsigned w0, unsigned w1, "
+                                   "unsigned w2, unsigned w3) {\n  asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared"
+                                   ".b16 [%0], {%1, %2, %3, %4};\" :: \"r\"(a), \"r\"(w0), \"r\"(w1), \"r\"(w2), "
+                                   "\"r\"(w3) : \"memory\");\n}\n")
+        lj, lr = self.tmp("stm_j"), self.tmp("stm_r")
+        c.line(f"const int {lj} = lane_id >> 3, {lr} = (lane_id & 7) << 2;  // stmatrix: matrix, row lane")
+        parts = [bit_index_expr(f"(i | ({lj} << 1))", list(have.reg)), bit_index_expr(lr, list(have.lane))]
+        if have.warp:
+            parts.append(bit_index_expr("warp_id", list(have.warp)))
+        fe = " | ".join(p for p in parts if p != "0") or "0"
+        words = [pack_words([f"{src}[i + {2 * j}]", f"{src}[i + {2 * j + 1}]"], st, 4)[0] for j in range(4)]
+        c.line("#pragma unroll")
+        c.line(f"for (int i = 0; i < {have.nregs}; i += 8) {{ const int f = {fe}; "
+               f"stmatrix_x4(smem_u32({sh} + {at('f')}), {', '.join(words)}); }}")
 
     def _for_step(self, n: int, step: int, stmt: str, c: Chunk):
         if step == 1:
@@ -675,6 +737,7 @@ class Emitter:
         chunk = outer.sub(0, op.loc)
         for r in op.results:
             self.def_chunk[r] = chunk
+            self.def_smem[r] = len(self.smem_uses)
         self.cur = chunk
         try:
             if op.results and all(r in self.plan.poly for r in op.results):

@@ -202,6 +202,9 @@ def _while(em, op):
     for r in op.results:
         name, lay = _declare_var(em, r, em.cur)
         results.append((name, lay, r.type))
+    unroll = op.attrs.get("loop_unroll_factor")
+    if unroll:  # a for loop with break/return, lowered as a while loop
+        em.line(f"#pragma unroll {int(unroll)}")
     em.line("while (true) {")
     body = em.cur.sub(1)
     for a, (name, lay, _) in zip(before.args, args):

@@ -78,7 +78,10 @@ class PipelinePlan:
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
     """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc)."""
-    if num_stages < 2 or not target.mma_sync:
+    # ``nl.range(..., num_stages=n)`` overrides the kernel's ``num_stages`` for its loop (Triton's per-loop
+    # knob); n < 2 leaves that loop unpipelined
+    asked = [loop_stages(op, num_stages) for op in fn.walk() if op.name == "scf.for"]
+    if max(asked, default=num_stages) < 2 or not target.mma_sync:
         n = standalone_loads(fn, axis, {}) if tma_enabled(target) else 0
         return PipelinePlan(tma_barriers=n if n <= 32 else -1)
     budget = target.max_shared - 16 * 1024
@@ -90,7 +93,8 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
     for op in fn.walk():
         if op.name != "scf.for" or _inside_pipeline(loops, op):
             continue
-        p = _plan_loop(layouts, axis, num_stages, op, budget, buffers, tma_fn)
+        stages = loop_stages(op, num_stages)
+        p = _plan_loop(layouts, axis, stages, op, budget, buffers, tma_fn) if stages >= 2 else None
         if p is not None:
             loops[op] = p
             if any(pl.tma is not None for pl in p.loads):
@@ -124,6 +128,13 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         buffers = [("SMEM_PIPE0", top)]
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars)
+
+
+def loop_stages(loop, num_stages: int) -> int:
+    """The pipeline depth of ``loop``: its own ``num_stages`` (``nl.range(..., num_stages=)``) if given,
+    else the kernel's."""
+    n = loop.attrs.get("num_stages")
+    return int(n) if n is not None else num_stages
 
 
 def _without_tma(p: Pipeline) -> Pipeline:
@@ -326,6 +337,9 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     rd, wr = em.tmp("rd"), em.tmp("wr")
     c.line(f"int {rd} = 0, {wr} = {S - 1};")
     iv = em.vname(ivv)
+    unroll = op.attrs.get("loop_unroll_factor")
+    if unroll:  # nl.range(..., loop_unroll_factor=n)
+        c.line(f"#pragma unroll {int(unroll)}")
     c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv)}; {iv} += {em.scalar(step)}) {{")
     inner = c.sub(1)
     em.scalars[ivv] = iv

@@ -9,7 +9,7 @@ from newt.ir.types import scalar_of, shape_of
 from ..ctypes import ctype
 from ..layout import Layout, SwizzledShared, log2
 
-__all__ = ["DotLowering", "OperandTile", "stage_to_smem"]
+__all__ = ["DotLowering", "OperandTile", "stage_to_smem", "stage_where_loaded"]
 
 
 @dataclass
@@ -141,6 +141,35 @@ def stage_to_smem(em, value, lay: Layout, tile: OperandTile, chunk=None, fresh=F
     b.line(f"*reinterpret_cast<{vt}*>({tile.base} + {tile.offset('r', 'cc')}) = {val};")
     c.line("}")
     del ct
+
+
+def stage_where_loaded(em, op, todo) -> list:
+    """The operands (``todo`` in program order) to stage right after their loads instead of at the
+    dot, or [] to stage at the dot.  Only inside a loop body, for plain loads of the dot's own region
+    kept in their load layout, when nothing emitted since the first of them used scratch shared
+    memory (which the staging tiles overlap).  ``NEWT_STAGE_AT_LOAD=0`` stages at the dot (as before)."""
+    import os
+    if os.environ.get("NEWT_STAGE_AT_LOAD", "1") == "0":
+        return []
+    if not todo or getattr(em.cur, "indent", 1) <= 1:
+        return []
+    body = em.parent_op.get(op)
+    if body is None:
+        return []
+    vals = [op.operands[i] for i in todo]
+    for v in vals:
+        d = em.defining_op.get(v)
+        if d is None or d.name != "load" or em.parent_op.get(d) is not body or v not in em.def_chunk \
+                or v in em.plan.poly or em.layout_of(v) is None or len(em.users.get(v, ())) != 1:
+            return []
+    region = next(r for r in body.regions if op in r.ops)
+    pos = {o: k for k, o in enumerate(region.ops)}
+    if any(em.defining_op[v] not in pos for v in vals):
+        return []
+    order = sorted(todo, key=lambda i: pos[em.defining_op[op.operands[i]]])
+    if em.def_smem.get(op.operands[order[0]], -1) != len(em.smem_uses):
+        return []
+    return order
 
 
 def staging_layout(em, v):

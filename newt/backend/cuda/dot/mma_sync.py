@@ -14,7 +14,7 @@ from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
 from ..layout import SwizzledShared, in_thread_map, log2, mma_a_fragment, mma_accumulator
-from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
+from .base import DotLowering, OperandTile, stage_to_smem, stage_where_loaded, staging_layout
 
 #: most A-fragment elements per thread kept in registers for a loop-invariant A
 _A_REGS_MAX = 32
@@ -207,8 +207,13 @@ class MmaSyncLowering(DotLowering):
         if not todo:
             return out
         sws = {i: self.tile_for(op, i, self.preferred_inner(op, i)) for i in todo}
+        early = stage_where_loaded(em, op, todo)
         off = em.smem_scratch(sum(sw.size_bytes for sw in sws.values()), em.cur)
-        em.cur.line("__syncthreads();")
+        if early:
+            em.def_chunk[op.operands[early[0]]].items.insert(0, "__syncthreads();  // the previous iteration's "
+                                                             "reads of the staging tiles are done")
+        else:
+            em.cur.line("__syncthreads();")
         base = 0
         for i in todo:
             v = op.operands[i]
@@ -216,8 +221,10 @@ class MmaSyncLowering(DotLowering):
             tile = OperandTile(f"(smem + {off} + {base})", sw, self.preferred_inner(op, i))
             base += sw.size_bytes
             lay = compact(em.layout_of(v) or staging_layout(em, v))
-            em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
-            stage_to_smem(em, v, lay, tile)
+            c = em.def_chunk[v] if early else em.cur
+            where = " where it is loaded" if early else ""
+            c.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory{where}")
+            stage_to_smem(em, v, lay, tile, chunk=c)
             out[i] = tile
         em.cur.line("__syncthreads();")
         return out

@@ -51,7 +51,7 @@ from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
 from ..layout import Layout, SwizzledShared, dim_bits, in_thread_map, log2, mma_a_fragment
-from .base import DotLowering, OperandTile, stage_to_smem, staging_layout
+from .base import DotLowering, OperandTile, stage_to_smem, stage_where_loaded, staging_layout
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
 
@@ -697,15 +697,26 @@ class WgmmaLowering(DotLowering):
         for i in sorted(todo, key=lambda j: -sws[j].align):  # most-aligned first: both stay aligned
             offs[i] = total
             total += sws[i].size_bytes
+        early = stage_where_loaded(em, op, todo)
         off = em.smem_scratch(total, em.cur)
-        em.cur.line("__syncthreads();")
+        if early:
+            # each operand is written to shared memory right after its load, so its registers are free
+            # before the next load (the masked K loop that cannot use cp.async: both operands' 32 loaded
+            # values a thread were live together at the barrier, and the kernel spilled); one barrier
+            # before the first load orders the writes after the previous iteration's wgmma reads
+            first = em.def_chunk[op.operands[early[0]]]
+            first.items.insert(0, "__syncthreads();  // the previous iteration's wgmma has read the staging tiles")
+        else:
+            em.cur.line("__syncthreads();")
         for i in todo:
             v = op.operands[i]
             sw = sws[i]
             tile = OperandTile(f"(smem + {off} + {offs[i]})", sw, self.preferred_inner(op, i))
             lay = compact(em.layout_of(v) or staging_layout(em, v))
-            em.cur.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory")
-            stage_to_smem(em, v, lay, tile, fresh=True)
+            c = em.def_chunk[v] if early else em.cur
+            c.line(f"// stage operand {'ab'[i]} ({em.vname(v)}) in shared memory"
+                   + (" where it is loaded" if early else ""))
+            stage_to_smem(em, v, lay, tile, chunk=c, fresh=True)
             out[i] = tile
         em.cur.line("fence_proxy_async();  // plain stores, read by the tensor cores (async proxy)")
         em.cur.line("__syncthreads();")
