@@ -515,6 +515,8 @@ class ModuleScan:
             bodies.extend(ch.tree.body)
             if ch.repaired:
                 self.repaired_lines.update(range(ch.first_line, ch.last_line + 1))
+        #: the module's statements (of every chunk that parsed): the host code launches are traced through
+        self.body = bodies
         self._imports(bodies)
         self._defs(bodies)
         self._launches(bodies)

@@ -15,9 +15,8 @@ import sys
 
 import pytest
 
-from lsp_server import hostvalues
-from lsp_server.analysis import KernelCache, analyze
-from lsp_server.launchtypes import launch_diagnostics
+from lsp_server.analysis import KernelCache, analyze, lsp_diagnostics
+from newt.frontend import hostvalues
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -108,7 +107,7 @@ def test_one_parse_and_one_walk_per_analysis(monkeypatch):
     text = _big_file()
     cache = KernelCache(max_entries=4096)
     a = analyze(text, "file:///t.py", 1, cache=cache)
-    launch_diagnostics(a)
+    lsp_diagnostics(a)
     parses, walked = [], [0]
     real_parse, real_walk = ast.parse, ast.walk
 
@@ -132,7 +131,7 @@ def test_one_parse_and_one_walk_per_analysis(monkeypatch):
         parses.clear()
         walked[0] = 0
         a = analyze("\n".join(lines), "file:///t.py", v, cache=cache)
-        launch_diagnostics(a)
+        lsp_diagnostics(a)
         # the front end parses the edited top-level statement only (its tree of the others is kept), and the
         # launch dtypes read the front end's tree: no parse of the whole text at all
         assert len(parses) == 1 and parses[0] < len(text) // 4, parses
