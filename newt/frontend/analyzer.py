@@ -351,7 +351,7 @@ class _Run:
         first, last = self.segs[kd.name]
         ka = KernelAnalysis(kd.name, "jit", node, Span.of_def_name(node, src.lines), Span(first, 1, last, 1),
                             kernel_def=kd)
-        launched = any(ls.kernel == kd.name for ls in scan.launches)
+        launched = bool(self.launches_of(kd.name))
         ka.launched = launched
         ka.helper = (kd.name in called or self.facts[kd.name].returns_value) and not launched
         js = env.jit_source(kd.name)
@@ -372,7 +372,7 @@ class _Run:
         # editor and in `newt check` alike
         host = launch_types(scan, kd, ptrs, self.launches_of(kd.name)) if ptrs else None
         ka.host_types = dict(host.agreed) if host is not None else {}
-        specs = discover_specs(kd, scan, src, diags, host)
+        specs = discover_specs(kd, scan, src, diags, host, self.launches_of(kd.name))
         # what the results depend on: the kernel's code and the launches' dtypes
         ka.content_key = base_key if host is None or not host.per_launch else _h(base_key, host.key())
         generic = Spec(label="generic", launched=launched, pointer_params=ptrs)

@@ -350,11 +350,13 @@ def _fmt_cx(d: dict) -> str:
     return ", ".join(f"{k}={v!r}" if not isinstance(v, lc.dtype) else f"{k}={v!r}" for k, v in d.items())
 
 
-def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list, host=None) -> list[Spec]:
+def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list, host=None,
+                   launches: list | None = None) -> list[Spec]:
     """The specializations the file reveals (autotune configs, launches with constexpr values, defaults), with
     N060 for launches and configs that do not fit the signature.  ``host``: the launches' pointer dtypes
     (``hostvalues.LaunchTypes``): every spec gets the agreed ones, a launch's spec its own, and a launch that
-    passes dtypes the others do not gets a spec of its own even without constexpr values."""
+    passes dtypes the others do not gets a spec of its own even without constexpr values.  ``launches``: the
+    kernel's launch sites, when the caller has them grouped (else read from ``scan``)."""
     fdef = kd.node
     agreed_types = host.arg_types(host.agreed) if host is not None else {}
     plist = [a for a in fdef.args.posonlyargs + fdef.args.args]
@@ -363,7 +365,9 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
     defaults = dict(zip(pnames[len(pnames) - len(fdef.args.defaults):], fdef.args.defaults))
     provided_by_decorators = set()
     specs: list[Spec] = []
-    launched = any(ls.kernel == kd.name for ls in scan.launches)
+    if launches is None:
+        launches = [ls for ls in scan.launches if ls.kernel == kd.name]
+    launched = bool(launches)
 
     for i, cfg in enumerate(kd.configs):
         vals = {}
@@ -407,9 +411,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                     f"heuristics set {k!r}, which is not a parameter of {kd.name}",
                                     file=src.path, kernel=kd.name))
 
-    for ls in scan.launches:
-        if ls.kernel != kd.name:
-            continue
+    for ls in launches:
         vals, origins = {}, {}
         given = set()
         if ls.nargs > len(pnames):

@@ -519,9 +519,25 @@ def launch_dtypes(index: HostIndex, launch, pnames: list, pointer_params) -> tup
             dt = None
         if dt is not None:
             out[name] = dt
-            where = getattr(launch, "what", None) or f"the launch at line {node.lineno}"
-            why[name] = f"{where} passes {ast.unparse(arg)}"
+            why[name] = _Why(launch, arg)
     return out, why
+
+
+class _Why:
+    """How a launch gives a pointer its dtype, spelled out only when asked (``str``): most are never shown,
+    and ``ast.unparse`` of every argument of every launch cost more than the rest of the lookup."""
+
+    __slots__ = ("launch", "arg")
+
+    def __init__(self, launch, arg):
+        self.launch, self.arg = launch, arg
+
+    def __str__(self) -> str:
+        where = getattr(self.launch, "what", None) or f"the launch at line {self.launch.node.lineno}"
+        return f"{where} passes {ast.unparse(self.arg)}"
+
+    def __contains__(self, s) -> bool:
+        return s in str(self)
 
 
 def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params, index: HostIndex | None = None
@@ -541,7 +557,7 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params, index
         got, w = launch_dtypes(index, ls, pnames, pointer_params)
         for k, v in got.items():
             if k not in out:
-                out[k], why[k] = v, w[k]
+                out[k], why[k] = v, str(w[k])
     return out, why
 
 
@@ -625,7 +641,7 @@ def _decorated_index(funcs) -> dict:
 def _newt_dtype(name: str):
     from newt.language import core as lc
     try:
-        return lc.dtype(name)
+        return lc.dtype_from_name(name)  # fp16, i32, i1 ... (lc.dtype takes int32, not i32)
     except Exception:  # noqa: BLE001 - a name newt lacks: nothing is said about that pointer
         return None
 
@@ -648,10 +664,10 @@ class LaunchTypes:
                         conflict.add(p)
                         del agreed[p]
                 else:
-                    agreed[p] = (dt, whys[p])
+                    agreed[p] = (dt, str(whys[p]))
         self.agreed, self.conflict = agreed, conflict
-        self._own = {id(ls.node): {p: (dt, whys[p]) for p, dt in dts.items() if p in conflict}
-                     for ls, dts, whys in per_launch}
+        self._own = {id(ls.node): {p: (dt, str(whys[p])) for p, dt in dts.items() if p in conflict}
+                     for ls, dts, whys in per_launch if conflict.intersection(dts)}
 
     def own(self, launch) -> dict:
         """{param: (dtype, why)} of ``launch`` for the parameters the launches disagree on."""

@@ -7,6 +7,7 @@ Nothing here imports or executes the user's module.
 from __future__ import annotations
 
 import ast
+import bisect
 import inspect
 import itertools
 import linecache
@@ -651,46 +652,65 @@ class ModuleScan:
 
     # -- launches --------------------------------------------------------------
     def _launches(self, body):
+        """Every ``kernel[grid](...)`` of the module (module level, ``__main__``, functions, lambdas), in source
+        order.  Only the statements whose lines name a kernel followed by ``[`` are walked, and a function's
+        single assignments are read from its statements (not every expression node): linear in the file, with
+        a small constant (a 5 MB file of host code spent most of its analysis here)."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
         pattern = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")\s*\[")
         lines = self.src.lines
+        found: list = []
         for top in body:
             first = getattr(top, "lineno", 1)
             last = getattr(top, "end_lineno", first) or first
-            if not any(pattern.search(lines[i - 1]) for i in range(first, min(last, len(lines)) + 1)):
+            hits = [i for i in range(first, min(last, len(lines)) + 1) if pattern.search(lines[i - 1])]
+            if not hits:
                 continue  # no `kernel[` in this statement: skip the walk
             local_env = None
-            for node in fast_walk(top):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
-                    if local_env is None:
-                        local_env = (self._single_assignments(top)
-                                     if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
-                    ev = StaticEval(self, local_env)
-                    args = []
-                    for a in node.args:
-                        try:
-                            args.append(ev.eval(a))
-                        except Exception:  # noqa: BLE001
-                            args.append(_NOT_STATIC)
-                    kwargs, kw_nodes = {}, {}
-                    for k in node.keywords:
-                        if k.arg is None:
-                            continue
-                        kw_nodes[k.arg] = k
-                        try:
-                            kwargs[k.arg] = ev.eval(k.value)
-                        except Exception:  # noqa: BLE001
-                            kwargs[k.arg] = _NOT_STATIC
-                    self.launches.append(LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes,
-                                                    len(node.args)))
+            for part in _parts_with_lines(top, hits):
+                for node in fast_walk(part):
+                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
+                        if local_env is None:
+                            local_env = (self._single_assignments(top)
+                                         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
+                        if callable(local_env):
+                            used = [x.id for a in [*node.args, *(k.value for k in node.keywords)]
+                                    for x in fast_walk(a) if isinstance(x, ast.Name)]
+                            found.append(self._launch_site(node, local_env(used)))
+                        else:
+                            found.append(self._launch_site(node, local_env))
+        found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
+        self.launches.extend(found)
 
-    def _single_assignments(self, fdef) -> dict:
+    def _launch_site(self, node, local_env) -> LaunchSite:
+        ev = StaticEval(self, local_env)
+        args = []
+        for a in node.args:
+            try:
+                args.append(ev.eval(a))
+            except Exception:  # noqa: BLE001
+                args.append(_NOT_STATIC)
+        kwargs, kw_nodes = {}, {}
+        for k in node.keywords:
+            if k.arg is None:
+                continue
+            kw_nodes[k.arg] = k
+            try:
+                kwargs[k.arg] = ev.eval(k.value)
+            except Exception:  # noqa: BLE001
+                kwargs[k.arg] = _NOT_STATIC
+        return LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes, len(node.args))
+
+    def _single_assignments(self, fdef):
+        """The static values of the names ``fdef`` assigns once, as a function of the names a launch uses:
+        only those (and what their values use) are evaluated (a host function's other assignments, its
+        ``torch.randn(...)`` calls, are never tried)."""
         counts: dict[str, int] = {}
         values: dict[str, ast.AST] = {}
-        for node in fast_walk(fdef):
+        for node in _statements(fdef):  # assignments, for and with are statements: no expression is visited
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     for n in fast_walk(t):
@@ -698,22 +718,83 @@ class ModuleScan:
                             counts[n.id] = counts.get(n.id, 0) + 1
                 if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     values[node.targets[0].id] = node.value
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
-                tgt = getattr(node, "target", None)
-                if tgt is not None:
-                    for n in fast_walk(tgt):
-                        if isinstance(n, ast.Name):
-                            counts[n.id] = counts.get(n.id, 2) + 2
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                tgts = [getattr(node, "target", None)] + [it.optional_vars for it in getattr(node, "items", ())]
+                for tgt in tgts:
+                    if tgt is not None:
+                        for n in fast_walk(tgt):
+                            if isinstance(n, ast.Name):
+                                counts[n.id] = counts.get(n.id, 2) + 2
         for a in fdef.args.args + fdef.args.kwonlyargs:
             counts[a.arg] = 99
-        env: dict = {}
-        for name, v in values.items():
-            if counts.get(name) == 1:
+        ev = StaticEval(self, {})  # one evaluator whose environment grows (not a copy of it per assignment)
+        tried: set = set()
+        order = {name: i for i, name in enumerate(values)}
+
+        def env_for(names=None) -> dict:
+            todo = list(values) if names is None else [n for n in names if n in values]
+            need: set = set()
+            while todo:
+                n = todo.pop()
+                if n in need or n in tried or counts.get(n) != 1:
+                    continue
+                need.add(n)
+                todo.extend(x.id for x in fast_walk(values[n]) if isinstance(x, ast.Name))
+            for n in sorted(need, key=order.__getitem__):
+                tried.add(n)
                 try:
-                    env[name] = StaticEval(self, env).eval(v)
+                    ev.env[n] = ev.eval(values[n])
                 except Exception:  # noqa: BLE001
                     pass
-        return env
+            return ev.env
+
+        return env_for
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(node):
+    """``node`` and every statement (and except handler, match case) nested in it, in no particular order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for f in _BLOCK_FIELDS:
+            sub = getattr(n, f, None)
+            if sub.__class__ is list:
+                stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
+def _parts_with_lines(top, hits: list):
+    """The pieces of statement ``top`` to walk for expressions on the ``hits`` lines: a simple statement
+    whole; of a compound one, its own expressions (header, decorators: everything but its nested blocks) and
+    the nested statements that contain a hit."""
+    todo = [top]
+    while todo:
+        st = todo.pop()
+        blocks = [getattr(st, f, None) for f in _BLOCK_FIELDS]
+        blocks = [b for b in blocks if b.__class__ is list and b]
+        if not blocks:
+            yield st
+            continue
+        for f in st._fields:
+            if f in _BLOCK_FIELDS:
+                continue
+            v = getattr(st, f, None)
+            for x in (v if v.__class__ is list else [v]):
+                if isinstance(x, ast.AST):
+                    yield x
+        for b in blocks:
+            for sub in b:
+                lo = getattr(sub, "lineno", None)
+                hi = getattr(sub, "end_lineno", lo)
+                if lo is None:  # a match case: its pattern and guard have lines, the case does not
+                    todo.append(sub)
+                    continue
+                i = bisect.bisect_left(hits, lo)
+                if i < len(hits) and hits[i] <= (hi or lo):
+                    todo.append(sub)
 
 
 class _NotStaticMarker:
