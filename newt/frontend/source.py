@@ -736,7 +736,7 @@ class ModuleScan:
             need: set = set()
             while todo:
                 n = todo.pop()
-                if n in need or n in tried or counts.get(n) != 1:
+                if n in need or n in tried or counts.get(n) != 1 or n not in values:
                     continue
                 need.add(n)
                 todo.extend(x.id for x in fast_walk(values[n]) if isinstance(x, ast.Name))
