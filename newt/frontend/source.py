@@ -21,6 +21,7 @@ from .diagnostics import Span
 from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery
+from .staticcall import NotStatic, call_function
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
@@ -99,10 +100,6 @@ class SourceFile:
 # ---------------------------------------------------------------------------
 
 
-class NotStatic(Exception):
-    pass
-
-
 @dataclass
 class ConfigLit:
     """A ``newt.Config(...)`` found in the source."""
@@ -112,6 +109,9 @@ class ConfigLit:
     num_stages: int | None = None
     node: ast.AST | None = None
     key_nodes: dict = field(default_factory=dict)
+    #: listed on a path the text cannot decide (``if is_cuda(): ... else: ...``): used for specializations,
+    #: but a key that is no parameter of the kernel is not an error (it may be another backend's option)
+    speculative: bool = False
 
 
 _SAFE_BUILTINS = {
@@ -147,12 +147,17 @@ class StaticEval:
     """
 
     MAX_ITEMS = 20000
+    MAX_STEPS = 5000
 
-    def __init__(self, scan: "ModuleScan", local_env: dict | None = None):
+    def __init__(self, scan: "ModuleScan", local_env: dict | None = None, all_paths: bool = False):
         self.scan = scan
         self.env = dict(local_env or {})
         self.items = 0
         self.depth = 0
+        self.steps = 0
+        #: autotune configs: a function of the file whose ``if`` test the text cannot decide gives the
+        #: configs of both paths (marked ``speculative``), where a plain evaluation gives up
+        self.all_paths = all_paths
 
     def eval(self, node):
         self.depth += 1
@@ -361,34 +366,8 @@ class StaticEval:
         raise NotStatic("call")
 
     def _call_simple(self, fdef: ast.FunctionDef, args, kwargs):
-        params = [a.arg for a in fdef.args.args]
-        defaults = fdef.args.defaults
-        env = {}
-        for i, p in enumerate(params):
-            if i < len(args):
-                env[p] = args[i]
-            elif p in kwargs:
-                env[p] = kwargs[p]
-            else:
-                di = i - (len(params) - len(defaults))
-                if di < 0:
-                    raise NotStatic("missing arg")
-                env[p] = self.eval(defaults[di])
-        sub = StaticEval(self.scan, env)
-        sub.items = self.items
-        sub.depth = self.depth
-        body = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        # allow simple assignments before the final return
-        for s in body[:-1]:
-            if isinstance(s, ast.Assign) and len(s.targets) == 1:
-                sub._bind(s.targets[0], sub.eval(s.value))
-            else:
-                raise NotStatic("function body")
-        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-            raise NotStatic("function body")
-        out = sub.eval(body[-1].value)
-        self.items = sub.items
-        return out
+        """Call a function of the file that only builds values from literals (``staticcall``)."""
+        return call_function(self, fdef, args, kwargs)
 
 
 class JitName:
@@ -496,6 +475,8 @@ class ModuleScan:
         self.imports: dict[str, str] = {}  # alias -> the module or name as written (triton.language ...)
         self.constants: dict[str, object] = {}
         self.constant_nodes: dict[str, ast.AST] = {}
+        #: the value expression of each module-level ``name = ...`` (the last one), static or not
+        self.module_values: dict[str, ast.AST] = {}
         self.simple_functions: dict[str, ast.FunctionDef] = {}
         self.plain_functions: dict[str, ast.FunctionDef] = {}
         self.kernels: dict[str, KernelDef] = {}
@@ -570,6 +551,7 @@ class ModuleScan:
                         self.namedtuples[name] = nt
                         self.constants.pop(name, None)
                         continue
+                    self.module_values[name] = node.value
                     try:
                         self.constants[name] = StaticEval(self).eval(node.value)
                         self.constant_nodes[name] = node
@@ -591,9 +573,8 @@ class ModuleScan:
                     self.kernel_order.append(node.name)
                 else:
                     self.plain_functions[node.name] = node
-                    stmts = [s for s in node.body
-                             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-                    if stmts and isinstance(stmts[-1], ast.Return):
+                    if isinstance(node, ast.FunctionDef):
+                        # callable by StaticEval, which runs only literal-building statements of it
                         self.simple_functions[node.name] = node
         for kd in self.kernels.values():
             self._configs(kd)
@@ -635,8 +616,11 @@ class ModuleScan:
                 if k.arg == "configs":
                     cfg_node = k.value
             if cfg_node is not None:
+                if (isinstance(cfg_node, ast.Name) and cfg_node.id not in self.constants
+                        and cfg_node.id in self.module_values):
+                    cfg_node = self.module_values[cfg_node.id]  # configs = get_configs() at module level
                 try:
-                    val = StaticEval(self).eval(cfg_node)
+                    val = StaticEval(self, all_paths=True).eval(cfg_node)
                     kd.configs = [c for c in val if isinstance(c, ConfigLit)]
                 except Exception:  # noqa: BLE001
                     kd.configs_static = False
