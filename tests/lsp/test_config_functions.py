@@ -115,7 +115,7 @@ def test_a_function_that_does_more_than_build_literals_is_not_run():
 
 def test_compile_on_the_examples_asks_only_for_run_time_values():
     """examples/matmul.py (configs=configs(), `if INTERPRET:` undecidable): no pick; fused_softmax's
-    BLOCK_SIZE = next_power_of_2(n_cols) of a tensor's shape: still asked for, with the reason."""
+    BLOCK_SIZE = next_power_of_2(n_cols) of a tensor's shape: from its harness example, else asked for."""
     path = ROOT / "examples" / "matmul.py"
     a = analyze(path.read_text(encoding="utf-8"), path.as_uri())
     ka = a.kernel_named("matmul_kernel")
@@ -123,7 +123,13 @@ def test_compile_on_the_examples_asks_only_for_run_time_values():
     c = concrete_spec(a, ka)
     assert set(c.constexprs) >= {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"}
     path = ROOT / "examples" / "fused_softmax.py"
-    a = analyze(path.read_text(encoding="utf-8"), path.as_uri())
+    text = path.read_text(encoding="utf-8")
+    a = analyze(text, path.as_uri())
+    # the file's harness example gives BLOCK_SIZE: Compile uses it
+    assert concrete_spec(a, a.kernel_named("softmax_kernel")).constexprs["BLOCK_SIZE"] == 1024
+    # without it, the launch's next_power_of_2(n_cols) of a tensor's shape is asked for, with the reason
+    start, end = text.index("@nh.example(softmax_kernel)"), text.index("def main(")
+    a = analyze(text[:start] + text[end:], path.as_uri())
     with pytest.raises(SpecError) as ei:
         concrete_spec(a, a.kernel_named("softmax_kernel"))
     assert "BLOCK_SIZE" in ei.value.data["missing"] and "only known at run time" in str(ei.value)
