@@ -28,6 +28,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
 import newt  # noqa: E402
+import newt.harness as nh  # noqa: E402
 import newt.language as nl  # noqa: E402
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
@@ -123,6 +124,26 @@ def reference(q, k, v, causal: bool, sm_scale: float):
         n = q.shape[2]
         s = s.masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool, device=q.device)), float("-inf"))
     return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)
+
+
+@nh.reference(attention_fwd)
+def attention_fwd_reference(q, k, v, o, sm_scale, *strides_h_n, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL):
+    return {"Out": reference(q, k, v, CAUSAL, sm_scale)}
+
+
+@nh.example(attention_fwd, atol=2e-2, rtol=2e-2)
+def small_heads(device):
+    """What the editor's Verify runs: 2 heads of 32 tokens x 16, causal and not (16 x 16 blocks)."""
+    cases = []
+    for causal in (False, True):
+        q, k, v = (torch.randn(1, 2, 32, 16, device=device, dtype=torch.float16) for _ in range(3))
+        o = torch.empty_like(q)
+        args = (q, k, v, o, 0.25, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), 2, 32)
+        cases.append(nh.Case(grid=(2, 2), args=args,
+                             kwargs={"HEAD_DIM": 16, "BLOCK_M": 16, "BLOCK_N": 16, "CAUSAL": causal},
+                             name="causal" if causal else "full"))
+    return cases
 
 
 def main(argv=None) -> int:

@@ -23,6 +23,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
 import newt  # noqa: E402
+import newt.harness as nh  # noqa: E402
 import newt.language as nl  # noqa: E402
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
@@ -80,6 +81,23 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         grid = (_num_programs(kernel, n_rows, num_warps),)
     softmax_kernel[grid](*args, BLOCK_SIZE=block, num_stages=num_stages, num_warps=num_warps)
     return y
+
+
+@nh.reference(softmax_kernel)
+def softmax_reference(out, x, in_row_stride, out_row_stride, n_rows, n_cols, BLOCK_SIZE, num_stages):
+    return {"out_ptr": torch.softmax(x.float(), dim=-1).to(x.dtype)}
+
+
+@nh.example(softmax_kernel)
+def rows(device):
+    """What the editor's Verify runs: 37 rows of 781 columns (a ragged block), fp32 and fp16."""
+    cases = []
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(37, 781, device=device, dtype=dtype)
+        y = torch.empty_like(x)
+        cases.append(nh.Case(grid=(8,), args=(y, x, x.stride(0), y.stride(0), 37, 781),
+                             kwargs={"BLOCK_SIZE": 1024, "num_stages": 2}, name=str(dtype).removeprefix("torch.")))
+    return cases
 
 
 def main(argv=None) -> int:

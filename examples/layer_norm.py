@@ -26,6 +26,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
 import newt  # noqa: E402
+import newt.harness as nh  # noqa: E402
 import newt.language as nl  # noqa: E402
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
@@ -130,6 +131,76 @@ class LayerNorm(torch.autograd.Function):
 
 def layer_norm(x, normalized_shape, weight, bias, eps=1e-5):
     return LayerNorm.apply(x, normalized_shape, weight, bias, eps)
+
+
+# --- what the editor's Verify and Autotune run: one example and reference per kernel -----------------------
+
+
+def _stats(x, eps):
+    x = x.float()
+    mean = x.mean(dim=-1)
+    rstd = 1.0 / torch.sqrt(x.var(dim=-1, unbiased=False) + eps)
+    return mean, rstd
+
+
+@nh.reference(layer_norm_fwd)
+def layer_norm_fwd_reference(X, Y, W, B, Mean, Rstd, row_stride, N, eps, BLOCK_N):
+    mean, rstd = _stats(X, eps)
+    y = (X.float() - mean[:, None]) * rstd[:, None] * W.float() + B.float()
+    return {"Y": y.to(Y.dtype), "Mean": mean, "Rstd": rstd}
+
+
+@nh.example(layer_norm_fwd)
+def fwd_rows(device):
+    M, N = 19, 300
+    x = torch.randn(M, N, device=device, dtype=torch.float16)
+    w, b = torch.randn(N, device=device, dtype=torch.float16), torch.randn(N, device=device, dtype=torch.float16)
+    y = torch.empty_like(x)
+    mean = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    return nh.Case(grid=(M,), args=(x, y, w, b, mean, rstd, x.stride(0), N, 1e-5), kwargs={"BLOCK_N": 512})
+
+
+@nh.reference(layer_norm_bwd_dx)
+def layer_norm_bwd_dx_reference(DX, DY, PartialDW, PartialDB, X, W, Mean, Rstd, row_stride, N, GROUP, BLOCK_N):
+    xhat = (X.float() - Mean[:, None]) * Rstd[:, None]
+    wdy = W.float() * DY.float()
+    c1 = (xhat * wdy).sum(dim=-1, keepdim=True) / N
+    c2 = wdy.sum(dim=-1, keepdim=True) / N
+    dx = (wdy - (xhat * c1 + c2)) * Rstd[:, None]
+    groups = torch.arange(X.shape[0], device=X.device) % GROUP
+    pdw = PartialDW.index_add(0, groups, DY.float() * xhat)
+    pdb = PartialDB.index_add(0, groups, DY.float())
+    return {"DX": dx.to(DX.dtype), "PartialDW": pdw, "PartialDB": pdb}
+
+
+@nh.example(layer_norm_bwd_dx, atol=2e-2, rtol=2e-2)
+def bwd_dx_rows(device):
+    M, N, group = 19, 300, 4
+    x = torch.randn(M, N, device=device, dtype=torch.float16)
+    dy = torch.randn(M, N, device=device, dtype=torch.float16)
+    w = torch.randn(N, device=device, dtype=torch.float16)
+    mean, rstd = _stats(x, 1e-5)
+    pdw = torch.zeros(group, N, device=device, dtype=torch.float32)
+    pdb = torch.zeros(group, N, device=device, dtype=torch.float32)
+    dx = torch.empty_like(x)
+    return nh.Case(grid=(M,), args=(dx, dy, pdw, pdb, x, w, mean, rstd, x.stride(0), N),
+                   kwargs={"GROUP": group, "BLOCK_N": 512})
+
+
+@nh.reference(layer_norm_bwd_dwdb)
+def layer_norm_bwd_dwdb_reference(PartialDW, PartialDB, DW, DB, N, GROUP, BLOCK_N):
+    return {"DW": PartialDW.sum(0).to(DW.dtype), "DB": PartialDB.sum(0).to(DB.dtype)}
+
+
+@nh.example(layer_norm_bwd_dwdb)
+def bwd_dwdb_columns(device):
+    group, N = 4, 300
+    pdw = torch.randn(group, N, device=device, dtype=torch.float32)
+    pdb = torch.randn(group, N, device=device, dtype=torch.float32)
+    dw = torch.empty(N, device=device, dtype=torch.float32)
+    db = torch.empty(N, device=device, dtype=torch.float32)
+    return nh.Case(grid=(newt.cdiv(N, 128),), args=(pdw, pdb, dw, db, N), kwargs={"GROUP": group, "BLOCK_N": 128})
 
 
 def _check(M, N, dtype) -> None:

@@ -26,6 +26,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
 import newt  # noqa: E402
+import newt.harness as nh  # noqa: E402
 import newt.language as nl  # noqa: E402
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
@@ -95,6 +96,30 @@ def matmul(a: torch.Tensor, b: torch.Tensor, activation=None) -> torch.Tensor:
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                         c.stride(1), EPILOGUE=activation)
     return c
+
+
+@nh.reference(matmul_kernel)
+def matmul_reference(a, b, c, M, N, K, *strides, EPILOGUE=None, **config):
+    out = a.float() @ b.float()
+    if EPILOGUE is leaky_relu:
+        out = torch.where(out >= 0, out, 0.01 * out)
+    return {"c_ptr": out.to(c.dtype)}
+
+
+@nh.example(matmul_kernel, atol=2e-2, rtol=2e-2)
+def ragged(device):
+    """What the editor's Verify and Autotune run: shapes that are no multiple of any block, with and without
+    the fused leaky ReLU (the autotuned BLOCK_* and GROUP_M come from the configs)."""
+    cases = []
+    for epilogue in (None, leaky_relu):
+        a = torch.randn(100, 72, device=device, dtype=torch.float16)
+        b = torch.randn(72, 90, device=device, dtype=torch.float16)
+        c = torch.empty(100, 90, device=device, dtype=torch.float16)
+        grid = lambda meta: (newt.cdiv(100, meta["BLOCK_M"]) * newt.cdiv(90, meta["BLOCK_N"]),)  # noqa: E731
+        cases.append(nh.Case(grid=grid, args=(a, b, c, 100, 90, 72, a.stride(0), a.stride(1), b.stride(0),
+                                             b.stride(1), c.stride(0), c.stride(1)),
+                             kwargs={"EPILOGUE": epilogue}, name="leaky_relu" if epilogue else "plain"))
+    return cases
 
 
 def main(argv=None) -> int:

@@ -21,6 +21,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
 import newt  # noqa: E402
+import newt.harness as nh  # noqa: E402
 import newt.language as nl  # noqa: E402
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
@@ -43,6 +44,24 @@ def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tenso
     n = out.numel()
     add_kernel[lambda meta: (newt.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n, BLOCK_SIZE=block_size)
     return out
+
+
+@nh.reference(add_kernel)
+def add_reference(x, y, out, n_elements, BLOCK_SIZE):
+    return {"out_ptr": x + y}
+
+
+@nh.example(add_kernel)
+def ragged(device):
+    """What the editor's Verify and Autotune run: a size that is no multiple of the block, fp32 and fp16."""
+    cases = []
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(1000, device=device, dtype=dtype)
+        y = torch.randn(1000, device=device, dtype=dtype)
+        out = torch.empty_like(x)
+        cases.append(nh.Case(grid=(4,), args=(x, y, out, 1000), kwargs={"BLOCK_SIZE": 256},
+                             name=f"n=1000 {str(dtype).removeprefix('torch.')}"))
+    return cases
 
 
 def main(argv=None) -> int:

@@ -111,7 +111,7 @@ def analyze(text: str, uri: str, version: int | None = None, encoding: str = UTF
     fa = Analyzer(cache=cache).analyze(text, path)
     tree = getattr(fa.scan, "tree", None)
     if tree is not None:  # the launches' host code is read from the same tree (hostvalues): one parse per text
-        from .hostvalues import remember_tree
+        from newt.frontend.hostvalues import remember_tree
         remember_tree(text, tree)
     elapsed = (time.perf_counter() - t0) * 1000
     return Analysis(uri, text, version, fa, LineIndex(text, encoding), elapsed, fa.reused)

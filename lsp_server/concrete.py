@@ -188,7 +188,6 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
     missing = []
     host: dict | None = None
     host_why: dict = {}
-    host_ptr = None
     for p in params:
         is_cx, ann_ty = _annotation(p.annotation, aliases)
         name = p.arg
@@ -224,13 +223,14 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
             constexprs[name] = None  # a None default becomes a constexpr, like at a launch
             continue
         if name in pointer_params:
-            if host_ptr is None:
-                host_ptr = _host_pointer_dtypes(analysis, ka, [q.arg for q in params], pointer_params)
-            dt = host_ptr[0].get(name)
-            ty = _dtype_named(dt) if dt else None
+            # the launches' dtypes, as the front end's analysis read them (newt.frontend.hostvalues): this
+            # specialization's own launch first, else the ones every launch agrees on
+            ty = (spec.arg_types.get(name) if spec is not None else None) or \
+                (generic.arg_types.get(name) if generic is not None else None)
             if ty is not None:
-                arg_types[name] = lc.pointer_type(ty)
-                assumed[name] = f"*{dt} (from the host code: {host_ptr[1][name]})"
+                arg_types[name] = ty
+                why = (ka.host_types.get(name) or (None, getattr(spec, "context", None) or "its launch"))[1]
+                assumed[name] = f"{ty} (from the host code: {why})"
             else:
                 arg_types[name] = lc.pointer_type(lc.float32)
                 assumed[name] = "*fp32 (assumed: the file does not say which dtype this pointer has)"
@@ -256,48 +256,18 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
     return Concrete(ka.name, spec_index, label, arg_types, constexprs, int(num_warps), int(num_stages), div, assumed)
 
 
-def _dtype_named(name: str):
-    try:
-        return lc.dtype(name)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _host_pointer_dtypes(analysis, ka, names, pointer_params) -> tuple[dict, dict]:
-    scan = analysis.file.scan
-    if scan is None:
-        return {}, {}
-    from .hostvalues import host_pointer_dtypes
-    key = ("host-pointer-dtypes", ka.name, tuple(sorted(pointer_params)))
-    extra = getattr(analysis, "extra", None)
-    if extra is not None and key in extra:  # once per analysis (hovers and layouts ask for every spec)
-        return extra[key]
-    try:
-        from .hostvalues import example_launches
-        launches = [ls for ls in scan.launches if ls.kernel == ka.name]
-        launches += example_launches(analysis.text, ka.name, scan.resolve)  # newt.harness cases (item 11)
-        got = host_pointer_dtypes(analysis.text, launches, names, set(pointer_params))
-    except Exception:  # noqa: BLE001
-        log.debug("host pointer dtypes of %s failed", ka.name, exc_info=True)
-        got = ({}, {})
-    if extra is not None:
-        extra[key] = got
-    return got
-
-
 def _host_values(analysis, ka, names) -> tuple[dict, dict]:
     scan = analysis.file.scan
     if scan is None:
         return {}, {}
-    from .hostvalues import host_constexprs
+    from newt.frontend.hostvalues import example_launches, host_constexprs, host_index
     key = ("host-constexprs", ka.name, tuple(names))
     extra = getattr(analysis, "extra", None)
     if extra is not None and key in extra:
         return extra[key]
-    from .hostvalues import example_launches
     launches = [ls for ls in scan.launches if ls.kernel == ka.name]
     try:
-        launches += example_launches(analysis.text, ka.name, scan.resolve)  # newt.harness cases' kwargs
+        launches += example_launches(analysis.text, ka.name, scan.resolve, host_index(scan))  # harness cases
         got = host_constexprs(analysis.text, launches, names)
     except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
         log.debug("host values of %s failed", ka.name, exc_info=True)

@@ -208,8 +208,7 @@ class Engine:
         text, version = got
         a = analyze(text, uri, version, self.docs.encoding, self.cache)
         self.analyses[uri] = a
-        from .launchtypes import launch_diagnostics
-        diags = self.conv.unstructure(lsp_diagnostics(a) + launch_diagnostics(a))
+        diags = self.conv.unstructure(lsp_diagnostics(a))
         self.send({"op": "analyzed", "job": self.job, "uri": uri, "version": version, "length": len(text),
                    "diagnostics": diags, "elapsed_ms": a.elapsed_ms, "reused": a.reused,
                    "kernels": len(a.kernels)})
@@ -378,10 +377,8 @@ def _preload():
         from . import features
         from .analysis import KernelCache, analyze, lsp_diagnostics
         from .hover import hover, warm_layouts
-        from .launchtypes import launch_diagnostics
         a = analyze(_WARMUP, "untitled:newt-engine-warmup.py", 0, cache=KernelCache(max_entries=16))
         lsp_diagnostics(a)
-        launch_diagnostics(a)
         line = next(i for i, ln in enumerate(_WARMUP.split("\n")) if ln.strip().startswith("x = "))
         pos = lsp.Position(line, 4)
         hover(a, pos, True, "sm_90a", False)

@@ -57,7 +57,6 @@ def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, 
         if not ka.results or ka.def_span.end_line < lo or ka.def_span.line > hi:
             continue
         seen = set()
-        lt = _UNSET
         for name in _assign_targets(ka.node):
             if not lo <= name.lineno <= hi:
                 continue
@@ -71,18 +70,8 @@ def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, 
                 if v is not None and not isinstance(v, Opaque):
                     av = v
                     break
+            # (the generic check has the launches' / examples' pointer dtypes: newt.frontend.hostvalues)
             label = _hint_label(av, shapes, dtypes)
-            if dtypes and label is not None and _unknown_dtype(av):
-                # the generic check does not know the element type: the launches' / examples' does (item 11)
-                if lt is _UNSET:
-                    from .launchtypes import launch_typed
-                    lt = launch_typed(a, ka)
-                    lt = lt if lt is not None and lt.complete else None
-                known = (lt.notes or {}).get(span) if lt is not None else None
-                parts = value_parts(known) if isinstance(known, TensorV) else None
-                if parts is not None and "?" not in parts[0] and "T[" not in parts[0]:
-                    shp = value_parts(av)[1] if shapes else ""
-                    label = f": {parts[0]}{shp or ''}"
             if label is None:
                 continue
             out.append(lsp.InlayHint(position=a.index.position(span.end_line, span.end_col), label=label,
@@ -91,12 +80,6 @@ def inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, 
     return out
 
 
-_UNSET = object()
-
-
-def _unknown_dtype(av) -> bool:
-    parts = value_parts(av) if isinstance(av, TensorV) else None
-    return parts is not None and ("?" in parts[0] or "T[" in parts[0])
 
 
 def _hint_label(av, shapes: bool, dtypes: bool) -> str | None:

@@ -11,7 +11,6 @@ from newt.frontend.values import Const, JitRef, Opaque, PyFunc, Sym, TensorV, Tu
 
 from . import language
 from .analysis import Analysis
-from .launchtypes import launch_typed
 from .concrete import SpecError, backend, build_concrete, concrete_spec, generate
 from .textutil import dotted_at, spelling_of
 from .vdocs import make_uri
@@ -277,10 +276,6 @@ def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at, cached_lay
     layouts = _layouts(a, ka, best, rows, target, cached_layouts)
     head = f"{expr}" if len(expr) <= 60 else expr[:57] + "..."
     descs = [(i, r, av, describe_value(av), layouts.get(i)) for i, r, av in rows]
-    lt = launch_typed(a, ka)  # unannotated pointers: the dtypes the file's launches pass
-    lav = lt.notes.get(best) if lt is not None else None
-    if lav is not None and describe_value(lav) not in {d for _, _, _, d, _ in descs}:
-        descs.insert(0, (-1, lt, lav, describe_value(lav), None))
     distinct = {d for _, _, _, d, _ in descs}
     if len(distinct) == 1 and not any(lay for *_, lay in descs):
         out.code(f"{head}: {descs[0][3]}")
@@ -302,6 +297,8 @@ def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at, cached_lay
         else:
             for i, r, _av, d, lay in descs:
                 out.text(f"- {_label(r, i)}: {d}" + (f"  layout: {lay}" if lay else ""))
+    if ka.host_types and ka.results and ka.results[0].spec.context:
+        out.text(ka.results[0].spec.context)  # unannotated pointers: the dtypes the file's launches pass
     _links(a, ka, out)
     out.span = best
     return True
@@ -327,8 +324,6 @@ def _md_cell(s: str) -> str:
 
 
 def _label(r, i) -> str:
-    if i < 0:
-        return r.label  # the build with the launches' dtypes
     return "generic" if i == 0 else r.spec.label
 
 

@@ -582,8 +582,7 @@ class NewtLanguageServer(LanguageServer):
     def publish(self, a: Analysis):
         if self.pull_diagnostics:
             return
-        from .launchtypes import launch_diagnostics
-        diags = lsp_diagnostics(a) + launch_diagnostics(a)
+        diags = lsp_diagnostics(a)
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=a.uri, diagnostics=diags,
                                                                             version=a.version))
         self._state(a.uri).published = a.version
@@ -792,8 +791,7 @@ def create_server() -> NewtLanguageServer:
         result_id = f"{a.version}:{hash(a.text) & 0xFFFFFFFF:x}"
         if params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-        from .launchtypes import launch_diagnostics
-        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a) + launch_diagnostics(a),
+        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a),
                                                        result_id=result_id)
 
     # -- language features -------------------------------------------------------------

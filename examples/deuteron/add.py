@@ -28,6 +28,7 @@ def make_args(device: str, size: str = "small"):
     return (x, y)
 
 
+@nh.reference(add)
 def reference(x, y):
     return x + y
 

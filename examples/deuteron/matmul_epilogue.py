@@ -34,6 +34,7 @@ def make_args(device: str, size: str = "small"):
     return (x, y, b)
 
 
+@nh.reference(matmul_bias_act)
 def reference(x, y, b, activation="gelu"):
     acc = x.float() @ y.float() + b.float()
     if activation == "gelu":

@@ -26,6 +26,7 @@ def make_args(device: str, size: str = "small"):
     return (x, w)
 
 
+@nh.reference(rms_norm)
 def reference(x, w, eps=1e-6):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)

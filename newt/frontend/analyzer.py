@@ -42,6 +42,7 @@ from .builder import Builder, Spec
 from .check import (FileAnalysis, KernelAnalysis, SpecResult, StaticEnv, build_generic, dedupe_diagnostics,
                     discover_specs, failed_kind_analysis, infer_pointer_params, merge_spec_diagnostics, no_gc)
 from .diagnostics import Diagnostic, Severity, Span
+from .hostvalues import launch_types
 from .kinds import analyzer_for
 from .source import _Q, ConfigLit, KernelDef, ModuleScan, SourceFile, parse_with_recovery
 
@@ -298,6 +299,15 @@ class _Run:
         respell(scan.spelling, diags, kernels)
         return FileAnalysis(path, src, kernels, dedupe_diagnostics(diags), scan, reused=self.reused)
 
+    def launches_of(self, name: str) -> list:
+        """The launch sites of kernel ``name`` (grouped once per analysis: not one scan of them per kernel)."""
+        by = self.__dict__.get("_launches_by")
+        if by is None:
+            by = self.__dict__["_launches_by"] = {}
+            for ls in self.scan.launches:
+                by.setdefault(ls.kernel, []).append(ls)
+        return by.get(name, [])
+
     def deps(self, name: str) -> list[str]:
         """The kernel and every jit function of the file it may inline (transitively), sorted."""
         seen = {name}
@@ -343,25 +353,34 @@ class _Run:
         first, last = self.segs[kd.name]
         ka = KernelAnalysis(kd.name, "jit", node, Span.of_def_name(node, src.lines), Span(first, 1, last, 1),
                             kernel_def=kd)
-        launched = any(ls.kernel == kd.name for ls in scan.launches)
+        launched = bool(self.launches_of(kd.name))
         ka.launched = launched
         ka.helper = (kd.name in called or self.facts[kd.name].returns_value) and not launched
         js = env.jit_source(kd.name)
         ka.jit_source = js
         diags: list[Diagnostic] = []
-        specs = discover_specs(kd, scan, src, diags)
         dep_names = self.deps(kd.name)
         segs = {n: self.segs[n] for n in dep_names}
         base_key = _h(src.path, self.record_notes, [(n, self.texts[n]) for n in dep_names],
                       self.env_fingerprint(dep_names))
-        ka.content_key = base_key
         if ka.helper:
             ptrs: set[str] = set()
         elif cache is not None:
             ptrs = set(cache.ptrs(base_key, lambda: infer_pointer_params(node, scan)))
         else:
             ptrs = infer_pointer_params(node, scan)
+        # the dtypes of the tensors the host code passes to unannotated pointers (every launch form: module
+        # level, __main__, functions, lambdas; newt.harness examples): the dtype rules then fire in the
+        # editor and in `newt check` alike
+        host = launch_types(scan, kd, ptrs, self.launches_of(kd.name)) if ptrs else None
+        ka.host_types = dict(host.agreed) if host is not None else {}
+        specs = discover_specs(kd, scan, src, diags, host, self.launches_of(kd.name))
+        # what the results depend on: the kernel's code and the launches' dtypes
+        ka.content_key = base_key if host is None or not host.per_launch else _h(base_key, host.key())
         generic = Spec(label="generic", launched=launched, pointer_params=ptrs)
+        if host is not None and host.agreed:
+            generic.arg_types = host.arg_types(host.agreed)
+            generic.context = host.describe(host.agreed)
         for s in specs:
             s.pointer_params = ptrs
         results = []

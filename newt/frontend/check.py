@@ -190,9 +190,13 @@ class KernelAnalysis:
     helper: bool = False
     kernel_def: KernelDef | None = None
     jit_source: JitSource | None = None
-    #: what the kernel's results depend on (its text, its callees' texts, the module names they read); equal
-    #: keys mean equal results, so callers may key their own caches of derived data on it (jit kernels only)
+    #: what the kernel's results depend on (its text, its callees' texts, the module names they read, the
+    #: dtypes its launches pass); equal keys mean equal results, so callers may key their own caches of
+    #: derived data on it (jit kernels only)
     content_key: str | None = None
+    #: unannotated pointer parameter -> (dtype name, how the host code says it) where every launch (and
+    #: ``newt.harness`` example) that says agrees: the generic check and every specialization use them
+    host_types: dict = field(default_factory=dict)
 
     @property
     def generic(self) -> SpecResult | None:
@@ -356,15 +360,24 @@ def _fmt_cx(d: dict) -> str:
     return ", ".join(f"{k}={v!r}" if not isinstance(v, lc.dtype) else f"{k}={v!r}" for k, v in d.items())
 
 
-def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list) -> list[Spec]:
+def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list, host=None,
+                   launches: list | None = None) -> list[Spec]:
+    """The specializations the file reveals (autotune configs, launches with constexpr values, defaults), with
+    N060 for launches and configs that do not fit the signature.  ``host``: the launches' pointer dtypes
+    (``hostvalues.LaunchTypes``): every spec gets the agreed ones, a launch's spec its own, and a launch that
+    passes dtypes the others do not gets a spec of its own even without constexpr values.  ``launches``: the
+    kernel's launch sites, when the caller has them grouped (else read from ``scan``)."""
     fdef = kd.node
+    agreed_types = host.arg_types(host.agreed) if host is not None else {}
     plist = [a for a in fdef.args.posonlyargs + fdef.args.args]
     pnames = [a.arg for a in plist]
     cx = [a.arg for a in plist if _is_constexpr_ann(a.annotation, scan)]
     defaults = dict(zip(pnames[len(pnames) - len(fdef.args.defaults):], fdef.args.defaults))
     provided_by_decorators = set()
     specs: list[Spec] = []
-    launched = any(ls.kernel == kd.name for ls in scan.launches)
+    if launches is None:
+        launches = [ls for ls in scan.launches if ls.kernel == kd.name]
+    launched = bool(launches)
 
     for i, cfg in enumerate(kd.configs):
         vals = {}
@@ -373,6 +386,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             provided_by_decorators.add(k)
             v = _resolve_value(v)
             if k not in pnames:
+                if cfg.speculative:
+                    continue  # another path's config (a HIP option, say): not known to apply here
                 node = cfg.key_nodes.get(k, cfg.node)
                 diags.append(Diagnostic("N060", Severity.ERROR, src.span(node),
                                         f"autotune config sets {k!r}, which is not a parameter of {kd.name}",
@@ -390,7 +405,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                     origins[k] = src.span(d.values[idx])
         ctx = f"autotune config #{i + 1} at line {cfg.node.lineno}: {_fmt_cx(vals)}"
         specs.append(Spec(label=f"config #{i + 1} ({_fmt_cx(vals)})", constexprs=vals, num_warps=cfg.num_warps,
-                          num_stages=cfg.num_stages, origins=origins, context=ctx, launched=launched))
+                          num_stages=cfg.num_stages, origins=origins, context=ctx, launched=launched,
+                          arg_types=dict(agreed_types)))
     if kd.autotune is not None:
         for k in kd.autotune.keywords:
             if k.arg == "key" and isinstance(k.value, (ast.List, ast.Tuple)):
@@ -407,9 +423,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                     f"heuristics set {k!r}, which is not a parameter of {kd.name}",
                                     file=src.path, kernel=kd.name))
 
-    for ls in scan.launches:
-        if ls.kernel != kd.name:
-            continue
+    for ls in launches:
         vals, origins = {}, {}
         given = set()
         if ls.nargs > len(pnames):
@@ -456,11 +470,14 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                     f"the launch of {kd.name} is missing argument(s): {', '.join(missing)}",
                                     file=src.path, kernel=kd.name))
         nw = ls.kwargs.get("num_warps")
-        if vals:
-            ctx = f"launch at line {ls.node.lineno}: {_fmt_cx(vals)}"
-            specs.append(Spec(label=f"launch at line {ls.node.lineno} ({_fmt_cx(vals)})", constexprs=vals,
+        own = host.own(ls) if host is not None else {}  # this launch's dtypes where they differ from the agreed
+        if vals or own:
+            what = ", ".join(x for x in (_fmt_cx(vals), host.describe_types(own) if own else "") if x)
+            ctx = f"launch at line {ls.node.lineno}: {what}"
+            specs.append(Spec(label=f"launch at line {ls.node.lineno} ({what})", constexprs=vals,
                               num_warps=nw if isinstance(nw, int) else None, origins=origins, context=ctx,
-                              launched=True))
+                              launched=True, arg_types={**agreed_types, **host.arg_types(own)} if own
+                              else dict(agreed_types)))
     if not specs and cx:
         dvals = {}
         for p in cx:
@@ -476,12 +493,13 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
         if dvals and all(p in dvals for p in cx):
             specs.append(Spec(label=f"defaults ({_fmt_cx(dvals)})", constexprs=dvals,
                               context=f"default values: {_fmt_cx(dvals)}", launched=launched,
-                              origins={p: src.span(defaults[p]) for p in dvals}))
+                              origins={p: src.span(defaults[p]) for p in dvals}, arg_types=dict(agreed_types)))
     # de-duplicate
     seen = set()
     out = []
     for s in specs:
-        key = tuple(sorted((k, repr(v)) for k, v in s.constexprs.items()))
+        key = (tuple(sorted((k, repr(v)) for k, v in s.constexprs.items())),
+               tuple(sorted((k, str(t)) for k, t in s.arg_types.items())))
         if key in seen:
             continue
         seen.add(key)
@@ -604,7 +622,14 @@ def dedupe_diagnostics(diags: list) -> list:
             continue
         seen.add(k)
         out.append(d)
-    return out
+    # the same error from a check with the launches' pointer dtypes and from one without (a jit helper
+    # checked on its own, another kernel): once, without the dtypes' context, which it does not depend on
+    plain = {(d.code, d.span, d.message) for d in out if not _dtype_context(d.context)}
+    return [d for d in out if not (_dtype_context(d.context) and (d.code, d.span, d.message) in plain)]
+
+
+def _dtype_context(ctx) -> bool:
+    return bool(ctx) and ctx.startswith("pointer dtypes from the ")
 
 
 # ---------------------------------------------------------------------------

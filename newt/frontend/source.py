@@ -7,6 +7,7 @@ Nothing here imports or executes the user's module.
 from __future__ import annotations
 
 import ast
+import bisect
 import inspect
 import itertools
 import linecache
@@ -20,6 +21,7 @@ from .diagnostics import Span
 from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery
+from .staticcall import NotStatic, call_function
 
 __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "KernelDef", "LaunchSite",
            "ConfigLit", "StaticEval", "NotStatic", "qualname_of", "function_source", "register_source",
@@ -98,10 +100,6 @@ class SourceFile:
 # ---------------------------------------------------------------------------
 
 
-class NotStatic(Exception):
-    pass
-
-
 @dataclass
 class ConfigLit:
     """A ``newt.Config(...)`` found in the source."""
@@ -111,6 +109,9 @@ class ConfigLit:
     num_stages: int | None = None
     node: ast.AST | None = None
     key_nodes: dict = field(default_factory=dict)
+    #: listed on a path the text cannot decide (``if is_cuda(): ... else: ...``): used for specializations,
+    #: but a key that is no parameter of the kernel is not an error (it may be another backend's option)
+    speculative: bool = False
 
 
 _SAFE_BUILTINS = {
@@ -146,12 +147,17 @@ class StaticEval:
     """
 
     MAX_ITEMS = 20000
+    MAX_STEPS = 5000
 
-    def __init__(self, scan: "ModuleScan", local_env: dict | None = None):
+    def __init__(self, scan: "ModuleScan", local_env: dict | None = None, all_paths: bool = False):
         self.scan = scan
         self.env = dict(local_env or {})
         self.items = 0
         self.depth = 0
+        self.steps = 0
+        #: autotune configs: a function of the file whose ``if`` test the text cannot decide gives the
+        #: configs of both paths (marked ``speculative``), where a plain evaluation gives up
+        self.all_paths = all_paths
 
     def eval(self, node):
         self.depth += 1
@@ -360,34 +366,8 @@ class StaticEval:
         raise NotStatic("call")
 
     def _call_simple(self, fdef: ast.FunctionDef, args, kwargs):
-        params = [a.arg for a in fdef.args.args]
-        defaults = fdef.args.defaults
-        env = {}
-        for i, p in enumerate(params):
-            if i < len(args):
-                env[p] = args[i]
-            elif p in kwargs:
-                env[p] = kwargs[p]
-            else:
-                di = i - (len(params) - len(defaults))
-                if di < 0:
-                    raise NotStatic("missing arg")
-                env[p] = self.eval(defaults[di])
-        sub = StaticEval(self.scan, env)
-        sub.items = self.items
-        sub.depth = self.depth
-        body = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        # allow simple assignments before the final return
-        for s in body[:-1]:
-            if isinstance(s, ast.Assign) and len(s.targets) == 1:
-                sub._bind(s.targets[0], sub.eval(s.value))
-            else:
-                raise NotStatic("function body")
-        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-            raise NotStatic("function body")
-        out = sub.eval(body[-1].value)
-        self.items = sub.items
-        return out
+        """Call a function of the file that only builds values from literals (``staticcall``)."""
+        return call_function(self, fdef, args, kwargs)
 
 
 class JitName:
@@ -495,6 +475,8 @@ class ModuleScan:
         self.imports: dict[str, str] = {}  # alias -> the module or name as written (triton.language ...)
         self.constants: dict[str, object] = {}
         self.constant_nodes: dict[str, ast.AST] = {}
+        #: the value expression of each module-level ``name = ...`` (the last one), static or not
+        self.module_values: dict[str, ast.AST] = {}
         self.simple_functions: dict[str, ast.FunctionDef] = {}
         self.plain_functions: dict[str, ast.FunctionDef] = {}
         self.kernels: dict[str, KernelDef] = {}
@@ -520,6 +502,8 @@ class ModuleScan:
             bodies.extend(ch.tree.body)
             if ch.repaired:
                 self.repaired_lines.update(range(ch.first_line, ch.last_line + 1))
+        #: the module's statements (of every chunk that parsed): the host code launches are traced through
+        self.body = bodies
         self._imports(bodies)
         self._defs(bodies)
         self._launches(bodies)
@@ -588,6 +572,7 @@ class ModuleScan:
                         self.namedtuples[name] = nt
                         self.constants.pop(name, None)
                         continue
+                    self.module_values[name] = node.value
                     try:
                         self.constants[name] = StaticEval(self).eval(node.value)
                         self.constant_nodes[name] = node
@@ -612,9 +597,8 @@ class ModuleScan:
                     self.kernel_order.append(node.name)
                 else:
                     self.plain_functions[node.name] = node
-                    stmts = [s for s in node.body
-                             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-                    if stmts and isinstance(stmts[-1], ast.Return):
+                    if isinstance(node, ast.FunctionDef):
+                        # callable by StaticEval, which runs only literal-building statements of it
                         self.simple_functions[node.name] = node
         for kd in self.kernels.values():
             self._configs(kd)
@@ -656,8 +640,11 @@ class ModuleScan:
                 if k.arg == "configs":
                     cfg_node = k.value
             if cfg_node is not None:
+                if (isinstance(cfg_node, ast.Name) and cfg_node.id not in self.constants
+                        and cfg_node.id in self.module_values):
+                    cfg_node = self.module_values[cfg_node.id]  # configs = get_configs() at module level
                 try:
-                    val = StaticEval(self).eval(cfg_node)
+                    val = StaticEval(self, all_paths=True).eval(cfg_node)
                     kd.configs = [c for c in val if isinstance(c, ConfigLit)]
                 except Exception:  # noqa: BLE001
                     kd.configs_static = False
@@ -673,46 +660,65 @@ class ModuleScan:
 
     # -- launches --------------------------------------------------------------
     def _launches(self, body):
+        """Every ``kernel[grid](...)`` of the module (module level, ``__main__``, functions, lambdas), in source
+        order.  Only the statements whose lines name a kernel followed by ``[`` are walked, and a function's
+        single assignments are read from its statements (not every expression node): linear in the file, with
+        a small constant (a 5 MB file of host code spent most of its analysis here)."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
         pattern = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")\s*\[")
         lines = self.src.lines
+        found: list = []
         for top in body:
             first = getattr(top, "lineno", 1)
             last = getattr(top, "end_lineno", first) or first
-            if not any(pattern.search(lines[i - 1]) for i in range(first, min(last, len(lines)) + 1)):
+            hits = [i for i in range(first, min(last, len(lines)) + 1) if pattern.search(lines[i - 1])]
+            if not hits:
                 continue  # no `kernel[` in this statement: skip the walk
             local_env = None
-            for node in fast_walk(top):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
-                    if local_env is None:
-                        local_env = (self._single_assignments(top)
-                                     if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
-                    ev = StaticEval(self, local_env)
-                    args = []
-                    for a in node.args:
-                        try:
-                            args.append(ev.eval(a))
-                        except Exception:  # noqa: BLE001
-                            args.append(_NOT_STATIC)
-                    kwargs, kw_nodes = {}, {}
-                    for k in node.keywords:
-                        if k.arg is None:
-                            continue
-                        kw_nodes[k.arg] = k
-                        try:
-                            kwargs[k.arg] = ev.eval(k.value)
-                        except Exception:  # noqa: BLE001
-                            kwargs[k.arg] = _NOT_STATIC
-                    self.launches.append(LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes,
-                                                    len(node.args)))
+            for part in _parts_with_lines(top, hits):
+                for node in fast_walk(part):
+                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
+                        if local_env is None:
+                            local_env = (self._single_assignments(top)
+                                         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
+                        if callable(local_env):
+                            used = [x.id for a in [*node.args, *(k.value for k in node.keywords)]
+                                    for x in fast_walk(a) if isinstance(x, ast.Name)]
+                            found.append(self._launch_site(node, local_env(used)))
+                        else:
+                            found.append(self._launch_site(node, local_env))
+        found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
+        self.launches.extend(found)
 
-    def _single_assignments(self, fdef) -> dict:
+    def _launch_site(self, node, local_env) -> LaunchSite:
+        ev = StaticEval(self, local_env)
+        args = []
+        for a in node.args:
+            try:
+                args.append(ev.eval(a))
+            except Exception:  # noqa: BLE001
+                args.append(_NOT_STATIC)
+        kwargs, kw_nodes = {}, {}
+        for k in node.keywords:
+            if k.arg is None:
+                continue
+            kw_nodes[k.arg] = k
+            try:
+                kwargs[k.arg] = ev.eval(k.value)
+            except Exception:  # noqa: BLE001
+                kwargs[k.arg] = _NOT_STATIC
+        return LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes, len(node.args))
+
+    def _single_assignments(self, fdef):
+        """The static values of the names ``fdef`` assigns once, as a function of the names a launch uses:
+        only those (and what their values use) are evaluated (a host function's other assignments, its
+        ``torch.randn(...)`` calls, are never tried)."""
         counts: dict[str, int] = {}
         values: dict[str, ast.AST] = {}
-        for node in fast_walk(fdef):
+        for node in _statements(fdef):  # assignments, for and with are statements: no expression is visited
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     for n in fast_walk(t):
@@ -720,22 +726,83 @@ class ModuleScan:
                             counts[n.id] = counts.get(n.id, 0) + 1
                 if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     values[node.targets[0].id] = node.value
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
-                tgt = getattr(node, "target", None)
-                if tgt is not None:
-                    for n in fast_walk(tgt):
-                        if isinstance(n, ast.Name):
-                            counts[n.id] = counts.get(n.id, 2) + 2
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                tgts = [getattr(node, "target", None)] + [it.optional_vars for it in getattr(node, "items", ())]
+                for tgt in tgts:
+                    if tgt is not None:
+                        for n in fast_walk(tgt):
+                            if isinstance(n, ast.Name):
+                                counts[n.id] = counts.get(n.id, 2) + 2
         for a in fdef.args.args + fdef.args.kwonlyargs:
             counts[a.arg] = 99
-        env: dict = {}
-        for name, v in values.items():
-            if counts.get(name) == 1:
+        ev = StaticEval(self, {})  # one evaluator whose environment grows (not a copy of it per assignment)
+        tried: set = set()
+        order = {name: i for i, name in enumerate(values)}
+
+        def env_for(names=None) -> dict:
+            todo = list(values) if names is None else [n for n in names if n in values]
+            need: set = set()
+            while todo:
+                n = todo.pop()
+                if n in need or n in tried or counts.get(n) != 1 or n not in values:
+                    continue
+                need.add(n)
+                todo.extend(x.id for x in fast_walk(values[n]) if isinstance(x, ast.Name))
+            for n in sorted(need, key=order.__getitem__):
+                tried.add(n)
                 try:
-                    env[name] = StaticEval(self, env).eval(v)
+                    ev.env[n] = ev.eval(values[n])
                 except Exception:  # noqa: BLE001
                     pass
-        return env
+            return ev.env
+
+        return env_for
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(node):
+    """``node`` and every statement (and except handler, match case) nested in it, in no particular order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for f in _BLOCK_FIELDS:
+            sub = getattr(n, f, None)
+            if sub.__class__ is list:
+                stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
+def _parts_with_lines(top, hits: list):
+    """The pieces of statement ``top`` to walk for expressions on the ``hits`` lines: a simple statement
+    whole; of a compound one, its own expressions (header, decorators: everything but its nested blocks) and
+    the nested statements that contain a hit."""
+    todo = [top]
+    while todo:
+        st = todo.pop()
+        blocks = [getattr(st, f, None) for f in _BLOCK_FIELDS]
+        blocks = [b for b in blocks if b.__class__ is list and b]
+        if not blocks:
+            yield st
+            continue
+        for f in st._fields:
+            if f in _BLOCK_FIELDS:
+                continue
+            v = getattr(st, f, None)
+            for x in (v if v.__class__ is list else [v]):
+                if isinstance(x, ast.AST):
+                    yield x
+        for b in blocks:
+            for sub in b:
+                lo = getattr(sub, "lineno", None)
+                hi = getattr(sub, "end_lineno", lo)
+                if lo is None:  # a match case: its pattern and guard have lines, the case does not
+                    todo.append(sub)
+                    continue
+                i = bisect.bisect_left(hits, lo)
+                if i < len(hits) and hits[i] <= (hi or lo):
+                    todo.append(sub)
 
 
 class _NotStaticMarker:

@@ -60,7 +60,26 @@ def test_cli_clean_file_exits_zero(tmp_path):
     p.write_text(BAD.replace("1000", "1024"))
     r = run_cli("check", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout == ""
+    assert r.stdout == "checked 1 file, 1 kernel: 0 errors, 0 warnings\n"
+
+
+def test_cli_summary_hints_and_version(tmp_path):
+    """Issue 23: a one-line summary, the hints in the default format (--no-hints leaves them out), --version."""
+    (tmp_path / "a.py").write_text(BAD)
+    (tmp_path / "b.py").write_text(BAD.replace("1000", "1024"))
+    (tmp_path / "c.py").write_text("x = 1\n")
+    r = run_cli("check", str(tmp_path))
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    at = lines.index(f"{tmp_path / 'a.py'}:7:25: error[N011] nl.arange length 1000 is not a power of two")
+    assert lines[at + 1] == "  hint: round 1000 up to 1024 and mask the extra elements"
+    assert lines[-1] == "checked 3 files, 2 kernels: 1 error, 0 warnings"
+    r = run_cli("check", "--no-hints", "--min-severity", "info", str(tmp_path / "a.py"))
+    assert "hint:" not in r.stdout and r.stdout.splitlines()[-1].endswith("1 error, 0 warnings, 0 notes")
+    import newt
+    for args in (("--version",), ("check", "--version")):
+        r = run_cli(*args)
+        assert r.returncode == 0 and r.stdout.strip() == f"newt {newt.__version__}"
 
 
 def test_cli_full_format_shows_caret(tmp_path):

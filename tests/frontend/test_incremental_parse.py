@@ -191,3 +191,33 @@ def test_cached_syntax_errors_keep_no_earlier_analysis_alive():
     gc.collect()
     alive = [r for r in refs if r() is not None]
     assert not alive, f"{len(alive)} of {len(refs)} analyses of earlier texts are still alive"
+
+
+def _timed(fn) -> float:
+    import time
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_parse_is_linear_in_the_number_of_top_level_statements(broken):
+    """Issue 22 item 6: each statement was parsed behind a prefix of as many newlines as lines above it, so
+    40k one-line statements took 12-23 s.  The budget is relative to ``ast.parse`` of the same text (this
+    machine is shared): the recovering parse may cost a few whole parses, never thousands."""
+    text = "\n".join(f"v{i} = f({i}, 'a')  # c" for i in range(40_000)) + "\n"
+    if broken:
+        text += "def g(:\n    pass\n"
+    whole = _timed(lambda: ast.parse(text.replace("def g(:", "def g():")))
+    S._CHUNKS.clear()
+    S._REPAIRS.clear()
+    took = _timed(lambda: S.parse_with_recovery(SourceFile(text, "big.py")))
+    assert took < 8 * whole + 1.0, (took, whole)
+    if not broken:
+        assert took < 1.0 or took < 3 * whole, (took, whole)  # the issue's target: 40k lines in under 1 s
+    chunks, diags = S.parse_with_recovery(SourceFile(text, "big.py"))
+    assert [d.span.line for d in diags] == ([40_001] if broken else [])
+    names = [n.targets[0].id for ch in chunks for n in ch.tree.body if isinstance(n, ast.Assign)]
+    assert len(names) == 40_000 and names[-1] == "v39999"
+    last = next(n for ch in chunks for n in ch.tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "v39999")
+    assert last.lineno == 40_000 and last.value.lineno == 40_000

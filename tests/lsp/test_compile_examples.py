@@ -13,7 +13,7 @@ from pytest_lsp import make_test_lsp_client
 
 from lsp_server.analysis import analyze
 from lsp_server.concrete import SpecError, concrete_spec
-from lsp_server.hostvalues import host_constexprs
+from newt.frontend.hostvalues import host_constexprs
 
 from .conftest import ROOT, fixture_uri, init_params, server_env
 

@@ -19,7 +19,6 @@ from pytest_lsp import make_test_lsp_client
 from lsp_server.analysis import KernelCache, analyze, lsp_diagnostics
 from lsp_server.features import code_actions, completion, inlay_hints, signature_help
 from lsp_server.hover import hover
-from lsp_server.launchtypes import launch_diagnostics
 from newt.frontend.spelling import Spelling
 
 from .conftest import diagnostics_of, fixture_text, fixture_uri, init_params, pos_of, server_env
@@ -127,9 +126,9 @@ def test_triton_inlay_hints_show_shapes_and_dtypes():
     hints = {(h.position.line, h.label if isinstance(h.label, str) else "".join(p.value for p in h.label))
              for h in inlay_hints(a)}
     assert (pos_of(text, "offs = pid").line, ": i32[BLOCK]") in hints
-    # the generic check does not know x's element type, and the launch's BLOCK=1000 breaks the build with
-    # the launch's dtypes (N011): the shape only
-    assert (pos_of(text, "x = tl.load").line, ": [BLOCK]") in hints, hints
+    # the launch passes float16: the generic check knows x's element type even though the launch's
+    # BLOCK=1000 is an error of its own (N011) (issue 23: the front end reads the launches' dtypes)
+    assert (pos_of(text, "x = tl.load").line, ": fp16[BLOCK]") in hints, hints
     text = fixture_text("launch_dtypes.py")
     hints = {(h.position.line, h.label) for h in inlay_hints(_a("launch_dtypes.py"))}
     # here the launch passes float16 and builds: the element type from the launch, the generic shape (item 11)
@@ -220,19 +219,21 @@ def test_a_changed_named_tuple_is_rechecked_with_the_cache(edit, code):
 def test_pointer_dtypes_come_from_the_files_examples():
     text = fixture_text("example_dtypes.py")
     a = _a("example_dtypes.py")
-    extra = launch_diagnostics(a)
+    extra = [d for d in lsp_diagnostics(a) if d.code == "N021"]
     assert [(d.code, d.range.start.line) for d in extra] == [("N021", pos_of(text, "x | 1").line)]
-    assert "from the examples (out_ptr: *fp16, x_ptr: *fp16)" in extra[0].message
+    assert "pointer dtypes from the examples (out_ptr: *fp16, x_ptr: *fp16)" in extra[0].message
     md = hover(a, pos_of(text, "x = nl.load")).contents.value
-    assert "x: fp16[1024]" in md and "| from the examples (out_ptr: *fp16, x_ptr: *fp16) | `fp16[1024]` |" in md
+    assert "x: fp16[BLOCK]" in md and "pointer dtypes from the examples (out_ptr: *fp16, x_ptr: *fp16)" in md
 
 
-def test_an_assumed_pointer_dtype_is_named_and_gives_no_diagnostics():
+def test_a_pointer_the_file_does_not_type_stays_unknown_and_the_others_still_check():
+    """out_ptr gets a tensor the file does not say the dtype of: it stays unknown (no *fp32 made up), while
+    x_ptr's fp16 from the example still makes ``x | 1`` an error (the generic check has it)."""
     text = fixture_text("example_dtypes.py").replace("out = torch.empty_like(x)", "out = make_out(x)")
     a = _a("example_dtypes.py", text)
     md = hover(a, pos_of(text, "x = nl.load")).contents.value
-    assert "from the examples (x_ptr: *fp16; assumed out_ptr: *fp32)" in md
-    assert launch_diagnostics(a) == []
+    assert "pointer dtypes from the examples (x_ptr: *fp16)" in md and "out_ptr" not in md.split("examples")[1]
+    assert [d.code for d in lsp_diagnostics(a) if d.code == "N021"] == ["N021"]
 
 
 # --- through the protocol ----------------------------------------------------------------------------------

@@ -1,6 +1,13 @@
-"""Constexpr values from the host code that launches a kernel, evaluated statically (issue 15, item 1).
+"""What the host code that launches a kernel says, read statically: constexpr values (issue 15, item 1) and
+the dtypes of the tensors passed to unannotated pointers (issue 23).
 
-Nothing of the workspace runs here. For each launch of a kernel (``kernel[grid](..., BLOCK=expr)``) the
+The front end's analysis (``Analyzer``: the editor and ``newt check`` alike) gives every kernel the pointer
+dtypes its launches pass (``launch_types``), wherever the launch is: module level, under ``if __name__ ==
+"__main__":``, in a function or a lambda given to a helper, in a ``newt.harness`` example; ``torch.empty(...,
+dtype=)``, ``.to(dtype)``, ``x.half()``, ``torch.empty_like(x)`` are followed through the assignments
+(``HostIndex``: one pass over the module's statements).  Nothing of the workspace runs here.
+
+Constexprs (Compile): for each launch of a kernel (``kernel[grid](..., BLOCK=expr)``) the
 expression is evaluated over what the enclosing host function says: literals, its parameters' defaults or
 the literal arguments of a call of that function in the file, earlier straight-line assignments (``block =
 newt.next_power_of_2(n_cols)``), module constants, and a few pure functions (``next_power_of_2``, ``cdiv``,
@@ -14,7 +21,8 @@ import ast
 import operator
 import re
 
-__all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown"]
+__all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown", "HostIndex", "host_index",
+           "launch_dtypes", "launch_types", "LaunchTypes"]
 
 
 class Unknown(Exception):
@@ -314,62 +322,242 @@ _KEEPS_DTYPE = {"empty_like", "zeros_like", "ones_like", "randn_like", "rand_lik
                 "detach", "cuda", "cpu", "abs", "neg"}
 
 
-def _dtype_of(node, env_nodes: dict, depth: int = 0):
-    """The element type (newt's name: fp16, i32 ...) of a tensor expression of the host code, or None."""
+_DEFAULT_FP32 = {"randn", "rand", "empty", "zeros", "ones", "randn_like", "empty_strided", "normal"}
+
+
+def _torch_dtype(node, look, depth: int):
+    """The dtype (newt's name) a ``dtype`` expression names: ``torch.float16``, ``dt`` bound to one, ``x.dtype``."""
     if depth > 8 or node is None:
         return None
+    if isinstance(node, ast.Attribute):
+        if node.attr == "dtype":
+            return _dtype_of(node.value, look, depth + 1)
+        return _TORCH_DTYPES.get(node.attr)
     if isinstance(node, ast.Name):
-        return _dtype_of(env_nodes.get(node.id), env_nodes, depth + 1)
-    if isinstance(node, ast.Call):
-        for kw in node.keywords:
-            if kw.arg == "dtype" and isinstance(kw.value, ast.Attribute):
-                return _TORCH_DTYPES.get(kw.value.attr)
-        f = node.func
-        if isinstance(f, ast.Attribute):
-            if f.attr == "to" and node.args and isinstance(node.args[0], ast.Attribute):
-                return _TORCH_DTYPES.get(node.args[0].attr)
-            if f.attr in _METHOD_DTYPES and not node.args:
-                return _METHOD_DTYPES[f.attr]
-            if f.attr in _KEEPS_DTYPE:
-                # torch.empty_like(x) / x.clone(): the dtype of x
-                src = node.args[0] if isinstance(f.value, ast.Name) and f.value.id == "torch" and node.args \
-                    else f.value
-                return _dtype_of(src, env_nodes, depth + 1)
-            if f.attr in ("randn", "rand", "empty", "zeros", "ones", "full", "randn_like"):
-                return "fp32"  # torch's default dtype (no dtype= given)
+        got = look(node.id, node.lineno)
+        return _torch_dtype(got, look, depth + 1) if got is not None else None
     return None
 
 
-def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params) -> tuple[dict, dict]:
+def _dtype_of(node, look, depth: int = 0):
+    """The element type (newt's name: fp16, i32 ...) of a tensor expression of the host code, or None.
+
+    ``look(name, line)`` is the expression last assigned to ``name`` before ``line`` in the scope of that line
+    (``HostIndex.lookup``), or None."""
+    if depth > 8 or node is None:
+        return None
+    if isinstance(node, ast.Name):
+        return _dtype_of(look(node.id, node.lineno), look, depth + 1)
+    if isinstance(node, ast.Call):
+        for kw in node.keywords:
+            if kw.arg == "dtype":
+                return _torch_dtype(kw.value, look, depth + 1)
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            is_torch = isinstance(f.value, ast.Name) and f.value.id == "torch"
+            if f.attr in ("to", "type") and not is_torch and node.args:
+                a0 = node.args[0]
+                dt = _torch_dtype(a0, look, depth + 1)
+                if dt is not None:
+                    return dt
+                if isinstance(a0, ast.Constant) or (isinstance(a0, ast.Attribute) and a0.attr == "device"):
+                    return _dtype_of(f.value, look, depth + 1)  # x.to("cuda"), x.to(y.device): x's dtype
+                if isinstance(a0, ast.Name) and isinstance(look(a0.id, a0.lineno), ast.Constant):
+                    return _dtype_of(f.value, look, depth + 1)  # x.to(DEVICE)
+                return _dtype_of(a0, look, depth + 1)  # x.to(other): other's dtype
+            if f.attr in _METHOD_DTYPES and not node.args and not is_torch:
+                return _METHOD_DTYPES[f.attr]
+            if f.attr in _KEEPS_DTYPE:
+                # torch.empty_like(x) / x.clone(): the dtype of x
+                src = node.args[0] if is_torch and node.args else f.value
+                return _dtype_of(src, look, depth + 1)
+            if is_torch and f.attr in _DEFAULT_FP32:
+                return "fp32"  # torch's default dtype (no dtype= given)
+            if is_torch and f.attr in ("randint", "randperm"):
+                return "i64"
+            if is_torch and f.attr == "full" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                v = node.args[1].value
+                return "i1" if isinstance(v, bool) else "i64" if isinstance(v, int) else "fp32" \
+                    if isinstance(v, float) else None
+    if isinstance(node, ast.Subscript):  # x[1:], x[:, 0]: a view keeps the dtype
+        return _dtype_of(node.value, look, depth + 1)
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "data"):
+        return _dtype_of(node.value, look, depth + 1)
+    return None
+
+
+_UNBOUND = ast.Constant(value=None)  # a parameter without a default: shadows the module's names, says nothing
+
+
+class HostIndex:
+    """Where the host code assigns what, read once per module (statements only, not every expression): a
+    launch's arguments are looked up in its scope (the function, lambda's function or module it is in, then
+    the enclosing functions, then the module), each at the last assignment before the line that uses it.
+    Building it is linear in the file, and a lookup costs a bisection: the launch dtypes of every kernel of a
+    5 MB file cost one pass, not one walk of the file per kernel (issue 22, item 6)."""
+
+    def __init__(self, body: list):
+        self.funcs: list = []  # function definitions, in the order they start
+        self.parent: dict = {}  # id(function) -> the function it is nested in (or None)
+        self.scopes: dict = {None: {}}  # id(function) or None (the module) -> {name: [(line, value node)]}
+        self._visit(body, None)
+        self.funcs.sort(key=lambda f: f.lineno)
+        self._starts = [f.lineno for f in self.funcs]
+        for sc in self.scopes.values():
+            for lst in sc.values():
+                lst.sort(key=lambda t: t[0])
+        self._owner_cache: dict = {}
+
+    def _visit(self, stmts, fn) -> None:
+        scope = self.scopes[id(fn) if fn is not None else None]
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.funcs.append(st)
+                self.parent[id(st)] = fn
+                inner: dict = {}
+                self.scopes[id(st)] = inner
+                a = st.args
+                params = list(a.posonlyargs) + list(a.args)
+                dflt = dict(zip([p.arg for p in params][len(params) - len(a.defaults):], a.defaults))
+                dflt.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+                for p in params + list(a.kwonlyargs):
+                    inner[p.arg] = [(st.lineno, dflt.get(p.arg, _UNBOUND))]
+                self._visit(st.body, st)
+                continue
+            if isinstance(st, ast.ClassDef):
+                self._visit([b for b in st.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))], fn)
+                continue
+            if isinstance(st, ast.Assign):
+                for t in st.targets:
+                    self._bind(scope, t, st.value, st.lineno)
+            elif isinstance(st, ast.AnnAssign) and st.value is not None:
+                self._bind(scope, st.target, st.value, st.lineno)
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(st, field, None)
+                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                    self._visit(sub, fn)
+            for h in getattr(st, "handlers", None) or ():
+                self._visit(h.body, fn)
+            for c in getattr(st, "cases", None) or ():
+                self._visit(c.body, fn)
+
+    @staticmethod
+    def _bind(scope, target, value, line) -> None:
+        if isinstance(target, ast.Name):
+            scope.setdefault(target.id, []).append((line, value))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(
+                target.elts) else None
+            for i, t in enumerate(target.elts):
+                HostIndex._bind(scope, t, vals[i] if vals is not None else _UNBOUND, line)
+
+    def owner(self, line: int):
+        """The innermost function definition containing ``line``, or None (module level)."""
+        got = self._owner_cache.get(line, 0)
+        if got != 0:
+            return got
+        import bisect
+        i = bisect.bisect_right(self._starts, line) - 1
+        best = None
+        while i >= 0:  # the nearest definition above that contains the line; else its parent's chain
+            f = self.funcs[i]
+            if f.lineno <= line <= (f.end_lineno or f.lineno):
+                best = f
+                break
+            # f ends above the line: a function containing the line starts before f and contains f, so walk
+            # f's parents (nested definitions are skipped without visiting each)
+            p = self.parent.get(id(f))
+            while p is not None and not (p.lineno <= line <= (p.end_lineno or p.lineno)):
+                p = self.parent.get(id(p))
+            best = p
+            break
+        self._owner_cache[line] = best
+        return best
+
+    def lookup(self, name: str, line: int):
+        """The value node last assigned to ``name`` before ``line`` in the scopes around that line, or None."""
+        import bisect
+        fn = self.owner(line)
+        while True:
+            lst = self.scopes[id(fn) if fn is not None else None].get(name)
+            if lst:
+                i = bisect.bisect_left(lst, line, key=lambda t: t[0]) - 1
+                if i >= 0:
+                    v = lst[i][1]
+                    return None if v is _UNBOUND else v
+                if fn is None:
+                    return None if lst[0][1] is _UNBOUND else lst[0][1]  # a global assigned below its use
+            if fn is None:
+                return None
+            fn = self.parent.get(id(fn))
+
+
+def host_index(scan) -> HostIndex:
+    """The module scan's ``HostIndex`` (built on first use, kept on the scan)."""
+    got = scan.__dict__.get("_host_index")
+    if got is None:
+        got = scan.__dict__["_host_index"] = HostIndex(list(getattr(scan, "body", ()) or ()))
+    return got
+
+
+def launch_dtypes(index: HostIndex, launch, pnames: list, pointer_params) -> tuple[dict, dict]:
+    """({pointer parameter: dtype name}, {parameter: how it was found}) of one launch (a ``LaunchSite`` or an
+    ``ExampleLaunch``): the tensors it passes, traced through the host code's assignments."""
+    out, why = {}, {}
+    node = launch.node
+    argn = [a for a in node.args if not isinstance(a, ast.Starred)]
+    if len(argn) != len(node.args):
+        argn = []  # *args: positions unknown
+    look = index.lookup
+    pairs = list(zip(pnames, argn)) + [(k.arg, k.value) for k in node.keywords if k.arg]
+    for name, arg in pairs:
+        if name in out or name not in pointer_params:
+            continue
+        try:
+            dt = _dtype_of(arg, look)
+        except RecursionError:
+            dt = None
+        if dt is not None:
+            out[name] = dt
+            why[name] = _Why(launch, arg)
+    return out, why
+
+
+class _Why:
+    """How a launch gives a pointer its dtype, spelled out only when asked (``str``): most are never shown,
+    and ``ast.unparse`` of every argument of every launch cost more than the rest of the lookup."""
+
+    __slots__ = ("launch", "arg")
+
+    def __init__(self, launch, arg):
+        self.launch, self.arg = launch, arg
+
+    def __str__(self) -> str:
+        where = getattr(self.launch, "what", None) or f"the launch at line {self.launch.node.lineno}"
+        return f"{where} passes {ast.unparse(self.arg)}"
+
+    def __contains__(self, s) -> bool:
+        return s in str(self)
+
+
+def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params, index: HostIndex | None = None
+                        ) -> tuple[dict, dict]:
     """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
-    kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``)."""
+    kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``), the first launch
+    that says winning; ``index``: the module's ``HostIndex`` (else ``text`` is parsed)."""
     out, why = {}, {}
     if not launches:
         return out, why
-    try:
-        tree = _parse(text)
-    except (SyntaxError, ValueError):
-        return out, why
+    if index is None:
+        try:
+            index = HostIndex(_parse(text).body)
+        except (SyntaxError, ValueError):
+            return out, why
     for ls in launches:
-        fn = _enclosing(tree, ls.node.lineno)
-        env_nodes: dict = {}
-        for st in ast.walk(fn) if fn is not None else []:
-            if isinstance(st, ast.Assign) and st.lineno < ls.node.lineno:
-                for t in st.targets:
-                    if isinstance(t, ast.Name):
-                        env_nodes[t.id] = st.value
-        argn = [a for a in ls.node.args if not isinstance(a, ast.Starred)]
-        if len(argn) != len(ls.node.args):
-            argn = []  # *args: positions unknown
-        pairs = list(zip(pnames, argn)) + [(k.arg, k.value) for k in ls.node.keywords if k.arg]
-        for name, node in pairs:
-            if name in out or name not in pointer_params:
-                continue
-            dt = _dtype_of(node, env_nodes)
-            if dt is not None:
-                out[name] = dt
-                where = getattr(ls, "what", None) or f"the launch at line {ls.node.lineno}"
-                why[name] = f"{where} passes {ast.unparse(node)}"
+        got, w = launch_dtypes(index, ls, pnames, pointer_params)
+        for k, v in got.items():
+            if k not in out:
+                out[k], why[k] = v, str(w[k])
     return out, why
 
 
@@ -383,17 +571,23 @@ class ExampleLaunch:
         self.kw_nodes = {k.arg: k.value for k in node.keywords if k.arg}  # as LaunchSite has them
 
 
-def example_launches(text: str, kernel: str, resolve) -> list:
+def example_launches(text: str, kernel: str, resolve, index: HostIndex | None = None) -> list:
     """The cases of the ``@newt.harness.example(kernel)`` functions of the file, as launches (their
     ``args`` tuple and literal-keyed ``kwargs`` dict); ``resolve(node)`` is the module scan's qualname of a
-    decorator.  Nothing runs: the example's body is read like a host function's."""
-    try:
-        tree = _parse(text)
-    except (SyntaxError, ValueError):
-        return []
+    decorator; ``index``: the module's ``HostIndex`` (else ``text`` is parsed).  Nothing runs: the example's
+    body is read like a host function's."""
+    if index is not None:
+        decorated = index.__dict__.get("_decorated_by")
+        if decorated is None:
+            decorated = index.__dict__["_decorated_by"] = _decorated_index(index.funcs)
+    else:
+        try:
+            decorated = _decorated_by_call_of(_parse(text))
+        except (SyntaxError, ValueError):
+            return []
     out = []
     seen: set = set()
-    for fn, dec in _decorated_by_call_of(tree).get(kernel, ()):
+    for fn, dec in decorated.get(kernel, ()):
         if id(fn) in seen or resolve(dec.func) != "newt.harness.example":
             continue
         seen.add(id(fn))
@@ -425,11 +619,100 @@ def _decorated_by_call_of(tree) -> dict:
     got = getattr(tree, "_newt_decorated_by", None)
     if got is not None and got[0] is text:  # (a tree given again for another text is walked again)
         return got[1]
-    idx: dict = {}
-    for fn in ast.walk(tree):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for dec in fn.decorator_list:
-                if isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Name):
-                    idx.setdefault(dec.args[0].id, []).append((fn, dec))
+    idx = _decorated_index(_functions(tree))
     tree._newt_decorated_by = (text, idx)
     return idx
+
+
+def _decorated_index(funcs) -> dict:
+    idx: dict = {}
+    for fn in funcs:
+        for dec in fn.decorator_list:
+            if isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Name):
+                idx.setdefault(dec.args[0].id, []).append((fn, dec))
+    return idx
+
+
+# ---------------------------------------------------------------------------
+# the launches' pointer dtypes, for the front end's analysis (the editor and `newt check`)
+# ---------------------------------------------------------------------------
+
+
+def _newt_dtype(name: str):
+    from newt.language import core as lc
+    try:
+        return lc.dtype_from_name(name)  # fp16, i32, i1 ... (lc.dtype takes int32, not i32)
+    except Exception:  # noqa: BLE001 - a name newt lacks: nothing is said about that pointer
+        return None
+
+
+class LaunchTypes:
+    """The pointer dtypes of one kernel's launches: ``per_launch`` [(launch, {param: dtype}, {param: why})];
+    ``agreed`` {param: (dtype, why)} where every launch that says agrees; ``conflict``: the parameters launches
+    pass different dtypes for (each such launch gets a specialization of its own)."""
+
+    def __init__(self, per_launch: list):
+        self.per_launch = per_launch
+        agreed: dict = {}
+        conflict: set = set()
+        for _ls, dts, whys in per_launch:
+            for p, dt in dts.items():
+                if p in conflict:
+                    continue
+                if p in agreed:
+                    if agreed[p][0] != dt:
+                        conflict.add(p)
+                        del agreed[p]
+                else:
+                    agreed[p] = (dt, str(whys[p]))
+        self.agreed, self.conflict = agreed, conflict
+        self._own = {id(ls.node): {p: (dt, str(whys[p])) for p, dt in dts.items() if p in conflict}
+                     for ls, dts, whys in per_launch if conflict.intersection(dts)}
+
+    def own(self, launch) -> dict:
+        """{param: (dtype, why)} of ``launch`` for the parameters the launches disagree on."""
+        return self._own.get(id(launch.node), {})
+
+    @staticmethod
+    def arg_types(d: dict) -> dict:
+        from newt.language import core as lc
+        out = {}
+        for p, (dt, _why) in d.items():
+            ty = _newt_dtype(dt)
+            if ty is not None:
+                out[p] = lc.pointer_type(ty)
+        return out
+
+    @staticmethod
+    def describe_types(d: dict) -> str:
+        return ", ".join(f"{p}: *{dt}" for p, (dt, _why) in sorted(d.items()))
+
+    def describe(self, d: dict) -> str:
+        """``pointer dtypes from the launches (x_ptr: *fp16, out_ptr: *fp16)``: a specialization's context."""
+        srcs = {"examples" if "the example " in why else "launches" for _dt, why in d.values()}
+        return "pointer dtypes from the " + " and ".join(sorted(srcs, reverse=True)) + f" ({self.describe_types(d)})"
+
+    def key(self) -> tuple:
+        return tuple(sorted((ls.node.lineno, tuple(sorted(dts.items()))) for ls, dts, _w in self.per_launch))
+
+
+def launch_types(scan, kd, pointer_params, launches) -> LaunchTypes | None:
+    """The pointer dtypes the host code passes to kernel ``kd``'s unannotated pointer parameters, at its
+    ``launches`` (``LaunchSite``: module level, under ``__main__``, in functions and lambdas) and in its
+    ``newt.harness`` examples; None when none says.  Read from the text alone (nothing runs)."""
+    text = scan.src.text
+    if not launches and "example" not in text:
+        return None
+    node = kd.node
+    pnames = [a.arg for a in list(node.args.posonlyargs) + list(node.args.args)]
+    ptrs = {p.arg for p in list(node.args.posonlyargs) + list(node.args.args)
+            if p.arg in pointer_params and p.annotation is None}
+    if not ptrs:
+        return None
+    index = host_index(scan)
+    per = []
+    for ls in list(launches) + example_launches(text, kd.name, scan.resolve, index):
+        dts, whys = launch_dtypes(index, ls, pnames, ptrs)
+        if dts:
+            per.append((ls, dts, whys))
+    return LaunchTypes(per) if per else None
