@@ -37,6 +37,7 @@ _LAZY = {
     "set_allocator": ("newt.runtime.allocator", "set_allocator"),
     "testing": ("newt.testing", None),
     "interpreter": ("newt.interpreter", None),
+    "library": ("newt.library", None),
 }
 
 
