@@ -39,6 +39,7 @@ _LAZY = {
     "set_allocator": ("newt.runtime.allocator", "set_allocator"),
     "testing": ("newt.testing", None),
     "interpreter": ("newt.interpreter", None),
+    "library": ("newt.library", None),
 }
 
 

@@ -1,10 +1,19 @@
-"""Test configuration: the ``gpu`` marker skips without a CUDA device."""
+"""Test configuration: the ``gpu`` marker skips without a CUDA device; ``slow`` tests run when asked for
+(``-m slow``, or any ``-m`` expression that selects them: ``./dev test`` runs ``-m "not e2e"``); and every
+test process -- each pytest-xdist worker, or the one process of a serial run -- gets caches of its own, so
+the suite runs in parallel (``-n auto``, the default in pyproject.toml) and never writes the user's caches."""
 
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 
 import pytest
+
+#: the cache folders a test process gets for itself (a fresh temporary folder per process, removed at the end)
+PRIVATE_CACHES = ("NEWT_CACHE_DIR", "DEUTERON_CACHE_DIR")
 
 
 @functools.lru_cache(maxsize=1)
@@ -19,7 +28,55 @@ def cuda_available() -> bool:
         return False
 
 
+def pytest_configure(config):
+    """Private caches for this process: two xdist workers compiling into one ``NEWT_CACHE_DIR`` would see
+    each other's entries (a test counting its cache files, or clearing the cache, would race), and a
+    developer's run would fill their ``~/.cache/newt``.  Set before collection (and before any test's
+    environment snapshot), restored at the end."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    root = tempfile.mkdtemp(prefix=f"newt-tests-{worker}-")
+    saved = {}
+    for var in PRIVATE_CACHES:
+        saved[var] = os.environ.get(var)
+        os.environ[var] = os.path.join(root, var.lower())
+    # inductor (tests/runtime/test_torch_compile.py) sets this variable itself on first use, to its default
+    # folder (shared between processes, with its own locks); set it first so that no test "changes" it
+    var = "TORCHINDUCTOR_CACHE_DIR"
+    saved[var] = os.environ.get(var)
+    if saved[var] is None:
+        import getpass
+        try:
+            user = getpass.getuser()
+        except Exception:  # noqa: BLE001 (no user name: a container with an unknown uid)
+            user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+        os.environ[var] = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    config._newt_private = (root, saved)
+
+
+def pytest_unconfigure(config):
+    root, saved = getattr(config, "_newt_private", (None, {}))
+    for var, value in saved.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+    if root:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _asked_for_slow(config) -> bool:
+    """``slow`` tests run when the command line gives a marker expression (``-m slow``, ``-m "not e2e"``: the
+    selection is then the user's) or with ``NEWT_SLOW=1``; a plain ``pytest`` skips them with that advice
+    (skipped, not deselected: a run of one slow file alone still ends with pytest's usual exit status)."""
+    return bool(getattr(config.option, "markexpr", "")) or os.environ.get("NEWT_SLOW") == "1"
+
+
 def pytest_collection_modifyitems(config, items):
+    if not _asked_for_slow(config):
+        skip_slow = pytest.mark.skip(reason="slow: runs with `python -m pytest -m slow` (and in `./dev test`)")
+        for item in items:
+            if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
+                item.add_marker(skip_slow)
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
@@ -36,9 +93,12 @@ def _environment_restored(request):
     ran its kernels through the interpreter because an earlier test had called the worker's code)."""
     import os
     import warnings
-    before = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # (pytest's own, per phase)
+    # pytest's own (per phase), and inductor's process-wide switches (it sets them once for its C++ wrappers)
+    def own(k):
+        return k == "PYTEST_CURRENT_TEST" or k.startswith("_TORCHINDUCTOR_")
+    before = {k: v for k, v in os.environ.items() if not own(k)}
     yield
-    after = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    after = {k: v for k, v in os.environ.items() if not own(k)}
     if after != before:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         for k in changed:

@@ -9,7 +9,11 @@
 #   NEWT_E2E_PYTHON  the interpreter that runs `python -m lsp_server` (default: .ci-venv, .venv, python3)
 #   NEWT_E2E_SCREENSHOT=1  also copy the workbench screenshot to docs/images and vscode-extension/images
 #   NEWT_E2E_ONLY    "vscode" or "nvim" to run one client (the build always runs)
+#   NEWT_E2E_LOCK_TIMEOUT  seconds to wait for another e2e run that uses the same cache (default 1800)
 # Exit status: 0 all passed, 1 a check failed, 77 the tooling could not be installed (the reason is printed).
+# One run at a time per cache folder (an exclusive flock on $C/.lock). The extension is built in a copy under
+# $C (its own node_modules, dist/, out/, the .vsix): the checkout's vscode-extension/ is only read, so a
+# .vsix or dist/ you built there stays as it is.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -20,12 +24,29 @@ say() { echo "[e2e $(( $(date +%s) - T0 ))s] $*"; }
 results=()   # "name:0|1"
 record() { results+=("$1:$2"); say "$([ "$2" = 0 ] && echo PASS || echo FAIL) $1"; }
 
+# -- 0. one run at a time per cache folder ---------------------------------------------------------
+mkdir -p "$C" || { echo "SKIP: the e2e cache folder $C cannot be made" >&2; exit 77; }
+if command -v flock >/dev/null; then
+  exec 9>"$C/.lock"
+  if ! flock -n 9; then
+    say "waiting for another e2e run that uses $C (up to ${NEWT_E2E_LOCK_TIMEOUT:-1800}s)"
+    if ! flock -w "${NEWT_E2E_LOCK_TIMEOUT:-1800}" 9; then
+      echo "SKIP: another e2e run held $C/.lock for ${NEWT_E2E_LOCK_TIMEOUT:-1800}s (set NEWT_E2E_CACHE to use another folder)" >&2
+      exit 77
+    fi
+  fi
+  export NEWT_E2E_LOCKED=1
+fi
+
 # -- 1. tooling ----------------------------------------------------------------------------------
 SETUP_LOG=$(mktemp)
 if ! bash "$HERE/setup.sh" >"$SETUP_LOG" 2>&1; then
   tail -40 "$SETUP_LOG" >&2
-  why=$(grep -v '^\[e2e setup' "$SETUP_LOG" | grep -v '^\s*$' | tail -1); rm -f "$SETUP_LOG"
-  echo "SKIP: the editor e2e tooling could not be installed into $C ($why); it needs apt-get (chromium, g++, libkrb5-dev) and the npm and PyPI registries" >&2
+  # setup.sh's last "CAUSE:" line names the step and the error it printed (not a warning that came last)
+  why=$(grep '^CAUSE: ' "$SETUP_LOG" | tail -1 | sed 's/^CAUSE: //')
+  [ -n "$why" ] || why=$(grep -vE '^\[e2e setup|^\s*$|WARNING' "$SETUP_LOG" | tail -1)
+  rm -f "$SETUP_LOG"
+  echo "SKIP: the editor e2e tooling could not be installed into $C: $why" >&2
   exit 77
 fi
 rm -f "$SETUP_LOG"
@@ -54,29 +75,38 @@ say "language server interpreter: $PY"
 
 # -- 2. the extension: npm ci, lint, unit tests, build, package ----------------------------------------
 EXT="$REPO/vscode-extension"
+BUILD="$C/extension-build"   # a copy of vscode-extension/ (sources only), with node_modules kept between runs
+mkdir -p "$C/runs"
+VSIX_DIR=$(mktemp -d "$C/runs/v.XXXXXX")
+VSIX="$VSIX_DIR/newt.vsix"
 build() {
-  cd "$EXT" || return 1
-  npm ci --no-audit --no-fund --loglevel=error >"$C/npm-ci.log" 2>&1 || { cat "$C/npm-ci.log"; return 1; }
+  mkdir -p "$BUILD" || return 1
+  find "$BUILD" -mindepth 1 -maxdepth 1 ! -name node_modules ! -name .lock-hash -exec rm -rf {} + || return 1
+  tar -C "$EXT" --exclude=./node_modules --exclude=./dist --exclude=./out --exclude='*.vsix' -cf - . \
+    | tar -C "$BUILD" -xf - || return 1
+  cd "$BUILD" || return 1
+  local lock_hash; lock_hash=$(sha256sum package-lock.json | cut -c1-16)
+  if [ ! -d node_modules ] || [ "$(cat .lock-hash 2>/dev/null)" != "$lock_hash" ]; then
+    npm ci --no-audit --no-fund --loglevel=error >"$C/npm-ci.log" 2>&1 || { cat "$C/npm-ci.log"; return 1; }
+    echo "$lock_hash" > .lock-hash
+  fi
   npm run -s lint || return 1
   local rc=0
   npm test >"$C/npm-test.log" 2>&1 || rc=$?
   grep -E '^(ℹ (tests|pass|fail)|✖)' "$C/npm-test.log" | sed 's/^/    /'
   [ "$rc" = 0 ] || { cat "$C/npm-test.log"; return 1; }
-  rm -f ./*.vsix
   # the documented command, offline: it runs vscode:prepublish (the production bundle) first
-  npx --no-install vsce package --no-dependencies --no-rewrite-relative-links --allow-missing-repository -o newt.vsix 2>&1 | tail -3
-  [ -f newt.vsix ]
+  npx --no-install vsce package --no-dependencies --no-rewrite-relative-links --allow-missing-repository -o "$VSIX" 2>&1 | tail -3
+  [ -f "$VSIX" ]
 }
-( build ); record "extension: npm ci, lint, unit tests, package" $?
-VSIX="$EXT/newt.vsix"
+( build ); record "extension: npm ci, lint, unit tests, package (in $BUILD)" $?
 if [ ! -f "$VSIX" ]; then
   echo "0 passed, 1 failed"; exit 1
 fi
 python3 -c 'import sys, zipfile; [print("    " + n) for n in zipfile.ZipFile(sys.argv[1]).namelist()]' "$VSIX"
 
-mkdir -p "$C/runs"
 # keep the last few run folders for debugging, drop older ones
-ls -1dt "$C"/runs/[rn].* 2>/dev/null | tail -n +9 | xargs -r rm -rf
+ls -1dt "$C"/runs/[rnv].* 2>/dev/null | tail -n +12 | xargs -r rm -rf
 
 # -- 3. VS Code (code-server) -----------------------------------------------------------------------
 vscode_session() {  # $1 = trusted | restricted

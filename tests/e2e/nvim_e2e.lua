@@ -331,6 +331,31 @@ check('autotune ' .. a.kernel .. ' with $/progress', function()
   }
 end)
 
+check("the plugin's server command: cmd, else python -m lsp_server, else newt-lsp on PATH", function()
+  local saved_cmd, saved_python, saved_path = newt.config.cmd, newt.config.python, vim.env.PATH
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, 'p')
+  vim.fn.writefile({ '#!/bin/sh', 'exit 0' }, dir .. '/newt-lsp')
+  vim.fn.setfperm(dir .. '/newt-lsp', 'rwxr-xr-x')
+  local got = {}
+  newt.config.cmd, newt.config.python = nil, nil
+  vim.env.PATH = '/nonexistent'
+  got.nothing = newt.server_cmd()
+  vim.env.PATH = dir .. ':' .. saved_path
+  got.on_path = newt.server_cmd()
+  newt.config.python = '/x/python'
+  got.python = newt.server_cmd()
+  newt.config.cmd = { '/y/newt-lsp', '--log-level', 'debug' }
+  got.cmd = newt.server_cmd()
+  newt.config.cmd, newt.config.python, vim.env.PATH = saved_cmd, saved_python, saved_path
+  return {
+    ok = vim.deep_equal(got.nothing, { 'python3', '-m', 'lsp_server' }) and vim.deep_equal(got.on_path, { 'newt-lsp' })
+      and vim.deep_equal(got.python, { '/x/python', '-m', 'lsp_server' })
+      and vim.deep_equal(got.cmd, { '/y/newt-lsp', '--log-level', 'debug' }),
+    got = got,
+  }
+end)
+
 write()
 vim.lsp.stop_client(client_id, true)
 vim.wait(5000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)

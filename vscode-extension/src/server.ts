@@ -25,8 +25,10 @@ import {
   InterpreterInfo,
   isNewtPyproject,
   launchOptions,
+  newtLspOnPath,
   parseImportCheck,
   ResolvedInterpreter,
+  ResolveInputs,
   resolveInterpreter,
 } from './core/interpreter';
 import { ServerLogParser } from './core/serverLog';
@@ -44,6 +46,21 @@ function isExecutable(file: string): boolean {
     return fs.statSync(file).isFile();
   } catch {
     return false;
+  }
+}
+
+/** The first bytes of a file (a `newt-lsp` script's `#!` line), or undefined. */
+function readHead(file: string): string | undefined {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(file, 'r');
+    const buf = Buffer.alloc(512);
+    const n = fs.readSync(fd, buf, 0, buf.length, 0);
+    return buf.subarray(0, n).toString('utf8');
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 
@@ -165,7 +182,7 @@ export class NewtServer implements vscode.Disposable {
 
     const folder = vscode.workspace.workspaceFolders?.[0];
     const config = vscode.workspace.getConfiguration('newt', folder?.uri);
-    const interp = await resolveInterpreter({
+    const inputs: ResolveInputs = {
       setting: config.get<string>('interpreter'),
       workspaceFolder: folder?.uri.fsPath,
       pythonExtension: () => pythonExtensionInterpreter(folder?.uri),
@@ -174,7 +191,9 @@ export class NewtServer implements vscode.Disposable {
       homedir: os.homedir(),
       isExecutable,
       trusted: vscode.workspace.isTrusted,
-    });
+      readHead,
+    };
+    let interp = await resolveInterpreter(inputs);
     const settings = this.settingsFor(folder?.uri);
     // Never the workspace as the working directory: Python would import a workspace json.py, argparse.py,
     // pygls/ or newt/ at start-up (Restricted Mode included). The extension's own folder holds no Python.
@@ -185,7 +204,18 @@ export class NewtServer implements vscode.Disposable {
 
     this.log.info(`starting the language server with ${interp.command} (from ${interp.description})`);
     const check = await runImportCheck(interp.command, cwd, env);
-    const info = parseImportCheck(check);
+    let info = parseImportCheck(check);
+    // An interpreter found on the way (the Python extension's, a workspace venv, python3) that lacks newt:
+    // newt-lsp on PATH (a wheel installed elsewhere) is the fallback. An explicit setting is kept.
+    const lsp = !info && interp.source !== 'setting' ? newtLspOnPath(inputs) : undefined;
+    if (lsp && lsp.command !== interp.command) {
+      const lspCheck = await runImportCheck(lsp.command, cwd, env);
+      const lspInfo = parseImportCheck(lspCheck);
+      if (lspInfo) {
+        this.log.info(`${interp.command} (from ${interp.description}) cannot import the server: using ${lsp.description}`);
+        [interp, info] = [lsp, lspInfo];
+      }
+    }
     if (!info) {
       const failure = describeImportFailure(interp, check, newtCheckout(folder?.uri.fsPath));
       this.interpreter = interp;

@@ -7,6 +7,8 @@ import {
   isNewtPyproject,
   lastErrorLine,
   launchOptions,
+  newtLspInterpreter,
+  newtLspOnPath,
   parseImportCheck,
   resolveInterpreter,
   ResolveInputs,
@@ -86,6 +88,48 @@ describe('resolveInterpreter', () => {
       isExecutable: (f) => win.has(f.replace(/\.exe$/i, '.exe')),
     });
     assert.equal(r.command, 'C:\\Py\\python.exe');
+  });
+});
+
+describe('newt-lsp on PATH (an install from a wheel)', () => {
+  const have = new Set(['/usr/bin/python3', '/opt/newt/bin/newt-lsp', '/opt/newt/bin/python3.12', '/opt/newt/bin/python']);
+  const heads: Record<string, string> = { '/opt/newt/bin/newt-lsp': '#!/opt/newt/bin/python3.12\n# -*- coding: utf-8 -*-\nimport re\n' };
+  const inputs: ResolveInputs = {
+    ...base,
+    env: { PATH: '/home/u/nothing:/opt/newt/bin:/usr/bin' },
+    isExecutable: (f) => have.has(f),
+    readHead: (f) => heads[f],
+  };
+
+  it('runs the server with the interpreter on newt-lsp\'s #! line, before python3 on PATH', async () => {
+    const r = await resolveInterpreter(inputs);
+    assert.deepEqual([r.command, r.source, r.description],
+      ['/opt/newt/bin/python3.12', 'newt-lsp', 'the interpreter of newt-lsp on PATH (/opt/newt/bin/newt-lsp)']);
+  });
+
+  it('comes after the setting, the Python extension and a workspace venv', async () => {
+    assert.equal((await resolveInterpreter({ ...inputs, setting: '/usr/bin/python3' })).source, 'setting');
+    assert.equal((await resolveInterpreter({ ...inputs, pythonExtension: async () => '/x/py' })).source, 'python-extension');
+    const withVenv = new Set([...have, '/ws/.venv/bin/python']);
+    const r = await resolveInterpreter({ ...inputs, isExecutable: (f) => withVenv.has(f), trusted: true });
+    assert.equal(r.source, 'workspace-venv');
+    // ... and is what newtLspOnPath offers when that one cannot import the server
+    assert.equal(newtLspOnPath(inputs)?.command, '/opt/newt/bin/python3.12');
+    assert.equal(newtLspOnPath({ ...inputs, env: { PATH: '/usr/bin' } }), undefined);
+  });
+
+  it('reads pip\'s /bin/sh form for long paths, and falls back to a python beside the script', () => {
+    const long = '/very/long/path/env/bin/python3';
+    const sh = `#!/bin/sh\n'''exec' "${long}" "$0" "$@"\n' '''\n`;
+    const exe = (f: string) => f === long || f === '/opt/newt/bin/python';
+    assert.equal(newtLspInterpreter('/opt/newt/bin/newt-lsp', 'linux', exe, () => sh), long);
+    // #!/usr/bin/env python3 names no environment: the python beside the script
+    assert.equal(newtLspInterpreter('/opt/newt/bin/newt-lsp', 'linux', exe, () => '#!/usr/bin/env python3\n'), '/opt/newt/bin/python');
+    assert.equal(newtLspInterpreter('/opt/newt/bin/newt-lsp', 'linux', exe, () => undefined), '/opt/newt/bin/python');
+    assert.equal(newtLspInterpreter('/opt/newt/bin/newt-lsp', 'linux', () => false, () => sh), undefined);
+    // Windows: newt-lsp.exe is a launcher; python.exe sits beside it in Scripts
+    const win = (f: string) => f === 'C:\\env\\Scripts\\python.exe';
+    assert.equal(newtLspInterpreter('C:\\env\\Scripts\\newt-lsp.exe', 'win32', win), 'C:\\env\\Scripts\\python.exe');
   });
 });
 

@@ -1,13 +1,16 @@
 /**
  * Which Python runs the language server: the `newt.interpreter` setting, else the interpreter selected
  * in the Python extension (when it is installed), else a virtual environment in the first workspace
- * folder (`.venv`, `venv`; trusted workspaces only: it is the workspace's own binary), else `python3` on
- * PATH. No VS Code here: the caller passes the setting, the Python extension's answer and the
+ * folder (`.venv`, `venv`; trusted workspaces only: it is the workspace's own binary), else the
+ * interpreter of `newt-lsp` on PATH (an install from a wheel: `pip install newt-*.whl` puts the
+ * `newt-lsp` script in the environment's bin folder), else `python3` on PATH. When the chosen one cannot
+ * import the server (and was not set explicitly), `newt-lsp`'s interpreter is the fallback
+ * (`newtLspOnPath`). No VS Code here: the caller passes the setting, the Python extension's answer and the
  * environment in. `launchOptions` says how it is started so that nothing of the workspace is imported.
  */
 import * as path from 'path';
 
-export type InterpreterSource = 'setting' | 'python-extension' | 'workspace-venv' | 'path';
+export type InterpreterSource = 'setting' | 'python-extension' | 'workspace-venv' | 'newt-lsp' | 'path';
 
 export interface ResolvedInterpreter {
   /** What is spawned: an absolute path when one could be found, else the bare command. */
@@ -30,6 +33,8 @@ export interface ResolveInputs {
   isExecutable: (file: string) => boolean;
   /** Whether the workspace is trusted: only then is a workspace `.venv`/`venv` interpreter used. */
   trusted?: boolean;
+  /** The first bytes of a file (for a `newt-lsp` script's `#!` line); undefined when it cannot be read. */
+  readHead?: (file: string) => string | undefined;
 }
 
 /** The virtual environment folders looked for in the first workspace folder, in this order. */
@@ -101,6 +106,46 @@ export function findOnPath(
   return undefined;
 }
 
+/**
+ * The Python a `newt-lsp` console script runs with: the interpreter on its `#!` line (pip writes the
+ * environment's python there, or, for a long path, `#!/bin/sh` and `'''exec' "<python>" "$0" "$@"` on the
+ * next line), else a `python3`/`python` (`python.exe` on Windows: the script is an .exe launcher) beside it.
+ */
+export function newtLspInterpreter(
+  script: string,
+  platform: NodeJS.Platform,
+  isExecutable: (file: string) => boolean,
+  readHead?: (file: string) => string | undefined,
+): string | undefined {
+  const win = platform === 'win32';
+  const dir = win ? path.win32.dirname(script) : path.posix.dirname(script);
+  if (!win && readHead) {
+    const [first = '', second = ''] = (readHead(script) ?? '').split(/\r?\n/);
+    let py: string | undefined;
+    if (first.startsWith('#!')) {
+      const words = first.slice(2).trim().split(/\s+/);
+      if (words[0] === '/bin/sh') py = /^'''exec' "([^"]+)"/.exec(second)?.[1];
+      else if (path.posix.basename(words[0]) !== 'env') py = words[0];
+    }
+    if (py && isExecutable(py)) return py;
+  }
+  const join = win ? path.win32.join : path.posix.join;
+  for (const name of win ? ['python.exe'] : ['python3', 'python']) {
+    const candidate = join(dir, name);
+    if (isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+/** `newt-lsp` on PATH and the interpreter it runs with, as a ResolvedInterpreter; undefined when absent. */
+export function newtLspOnPath(inputs: ResolveInputs): ResolvedInterpreter | undefined {
+  const script = findOnPath('newt-lsp', inputs.env, inputs.platform, inputs.isExecutable);
+  if (!script) return undefined;
+  const py = newtLspInterpreter(script, inputs.platform, inputs.isExecutable, inputs.readHead);
+  if (!py) return undefined;
+  return { command: py, source: 'newt-lsp', description: `the interpreter of newt-lsp on PATH (${script})` };
+}
+
 function hasSeparator(p: string): boolean {
   return p.includes('/') || p.includes('\\');
 }
@@ -135,6 +180,8 @@ export async function resolveInterpreter(inputs: ResolveInputs): Promise<Resolve
       return { command: venv, source: 'workspace-venv', description: `the workspace's virtual environment (${rel})` };
     }
   }
+  const lsp = newtLspOnPath(inputs);
+  if (lsp) return lsp;
   const names = platform === 'win32' ? ['python', 'py'] : ['python3', 'python'];
   for (const name of names) {
     const found = findOnPath(name, env, platform, isExecutable);

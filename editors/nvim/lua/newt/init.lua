@@ -3,14 +3,19 @@
 -- `newt/virtualDocument`).
 --
 --   vim.opt.rtp:append('<your newt clone>/editors/nvim')
---   require('newt').setup({ python = '<a python with newt installed>' })
+--   require('newt').setup()   -- starts `newt-lsp` (on PATH, e.g. an activated venv)
+--   require('newt').setup({ cmd = { '/path/to/newt/.venv/bin/newt-lsp' } })   -- or name it
+--   require('newt').setup({ python = '<a python with newt installed>' })       -- or `python -m lsp_server`
 --
 -- Commands: :NewtCompile, :NewtVerify, :NewtAutotune, :NewtShow [cuda|ptx|sass|ir] (the kernel at the
 -- cursor); the code lenses (Compile · Verify · Autotune · Show CUDA) run the same functions.
 local M = {}
 
 M.config = {
-  python = 'python3',
+  -- the server command: `cmd` if given, else `python -m lsp_server` with `python` if given, else `newt-lsp`
+  -- when it is on PATH, else `python3 -m lsp_server` (see M.server_cmd)
+  cmd = nil,
+  python = nil,
   init_options = { trusted = true, target = 'auto', diagnosticsOn = 'type', inlayHints = { shapes = true, dtypes = true } },
 }
 
@@ -151,12 +156,22 @@ local function lens_handler(fn)
   end
 end
 
+--- The language server's command line (docs/editor.md): `newt-lsp` is what `pip install` of newt puts in the
+--- environment's bin folder (`./dev setup` makes `<clone>/.venv/bin/newt-lsp`).
+function M.server_cmd()
+  local c = M.config
+  if c.cmd then return type(c.cmd) == 'string' and { c.cmd } or c.cmd end
+  if c.python then return { c.python, '-m', 'lsp_server' } end
+  if vim.fn.executable('newt-lsp') == 1 then return { 'newt-lsp' } end
+  return { 'python3', '-m', 'lsp_server' }
+end
+
 function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', M.config, opts or {})
   local neutral = vim.fn.stdpath('cache') .. '/newt-lsp-cwd'
   vim.fn.mkdir(neutral, 'p')
   vim.lsp.config('newt', {
-    cmd = { M.config.python, '-m', 'lsp_server' },
+    cmd = M.server_cmd(),
     -- never the workspace as the working directory, and PYTHONSAFEPATH: a workspace json.py or newt/ must
     -- not be imported when the server starts
     cmd_cwd = neutral,
