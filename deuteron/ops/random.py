@@ -1,7 +1,5 @@
-"""Random numbers: ``dt.rand`` / ``dt.randint`` (Philox, the same stream as ``kernel.ref``'s
+"""Random numbers: ``dt.rand`` / ``dt.randint`` / ``dt.rand4x`` (Philox, the same stream as ``kernel.ref``'s
 ``deuteron.rng``).
-
-Node kinds ``rand`` and ``randint``.
 """
 
 from __future__ import annotations
@@ -9,7 +7,7 @@ from __future__ import annotations
 from .. import language as L
 from .._torch import torch
 from ..errors import RandomShape
-from ..optable import node, op
+from ..optable import NAMED, node, op
 from ..program import ONE, Node, RInfo, TileInfo
 from ..trace_common import _describe, _is_int_dtype
 from .creation import arange, full
@@ -98,3 +96,60 @@ def _dt_randint(tr, e, shape, low, high, seed, device=None):
     args = [off] + ([seed] if isinstance(seed, Node) else [])
     return tr.emit(Node("randint", args, dims=tuple(dims), dtype=torch.int32,
                         attrs={"seed": None if isinstance(seed, Node) else int(seed), "low": lo, "high": hi}))
+
+
+# ---------------------------------------------------------------------------- dt.rand4x (Helion's hl.rand4x)
+
+
+def rand4x(seed, offsets, device=None):
+    """``r0, r1, r2, r3 = dt.rand4x(seed, offsets)``: four independent uniform float32 blocks in ``[0, 1)``, each
+    of ``offsets``' shape, from one Philox round per element (about 4x cheaper than four ``dt.rand``); Helion's
+    ``hl.rand4x``, Triton's ``tl.rand4x``.
+
+    ``seed`` is an int (or an int argument), ``offsets`` an int32 or int64 block (an int64 offset is the counter's
+    low and high halves, an int32 one its low half); ``kernel.ref`` draws the same numbers::
+
+        for tile in dt.tile(n):
+            r0, r1, r2, _ = dt.rand4x(42, tile.index.to(torch.int64))
+            out[tile] = x[tile] * ((r0 > 0.1) & (r1 > 0.2) & (r2 > 0.3)).to(x.dtype)
+    """
+    import torch as _t
+
+    from ..rng import _KEY_A, _KEY_B, _M32, _ROUND_A, _ROUND_B, _mul32, uniform
+    L._context("rand4x")
+    if not isinstance(offsets, _t.Tensor) or offsets.dtype not in (_t.int32, _t.int64):
+        raise L.DeuteronUsageError(f"dt.rand4x: offsets must be an int32 or int64 tensor, not {offsets!r}")
+    off = offsets.to(_t.int64)
+    c0 = off & _M32
+    c1 = (off >> 32) & _M32 if offsets.dtype == _t.int64 else _t.zeros_like(c0)
+    c2, c3 = _t.zeros_like(c0), _t.zeros_like(c0)
+    s = int(seed) & 0xFFFFFFFFFFFFFFFF
+    k0, k1 = s & _M32, (s >> 32) & _M32
+    for _ in range(10):
+        hb, lb = _mul32(_ROUND_B, c2)
+        ha, la = _mul32(_ROUND_A, c0)
+        c0, c1, c2, c3 = hb ^ c1 ^ k0, lb, ha ^ c3 ^ k1, la
+        k0, k1 = (k0 + _KEY_A) & _M32, (k1 + _KEY_B) & _M32
+    return tuple(uniform(c) for c in (c0, c1, c2, c3))
+
+
+def render_rand4x(g, n) -> str:
+    seed = g.expr(n.args[1]) if len(n.args) > 1 else str(n.attrs["seed"])
+    return f"nl.rand4x({seed}, {g.expr(n.args[0])})"
+
+
+node("rand4x", NAMED, render=render_rand4x, family="random",
+     doc="dt.rand4x: a tuple of four uniform float32 blocks of Philox (attrs: seed)")
+
+
+@op("dt.rand4x", family="random", stub=rand4x, nodes=("rand4x", "tuple_get"))
+def _dt_rand4x(tr, e, seed, offsets, device=None):
+    if not isinstance(offsets, Node) or not offsets.dims or offsets.dtype not in (torch.int32, torch.int64):
+        raise RandomShape(e, op="dt.rand4x", problem=f"offsets must be an int32 or int64 block, not "
+                                                     f"{_describe(offsets)}")
+    seed = _rng_seed(tr, e, seed, "dt.rand4x")
+    args = [offsets] + ([seed] if isinstance(seed, Node) else [])
+    four = tr.emit(Node("rand4x", args, dims=offsets.dims, dtype=torch.float32,
+                        attrs={"seed": None if isinstance(seed, Node) else int(seed)}))
+    return tuple(tr.emit(Node("tuple_get", [four], dims=offsets.dims, dtype=torch.float32, attrs={"index": i}))
+                 for i in range(4))
