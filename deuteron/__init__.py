@@ -31,6 +31,12 @@ from .language import (  # noqa: F401
     tile, zeros, tile_begin, tile_end, tile_index, tile_id, tile_block_size, cumsum, cumprod,
 )
 from .language import inline_asm_elementwise, subscript  # noqa: F401
+from .ops import dt_stubs as _dt_stubs
+
+# every dt.* op of the op table (deuteron/ops/) is public: an op added there needs no line here
+for _name, _stub in _dt_stubs().items():
+    globals().setdefault(_name, _stub)
+del _name, _stub
 
 _LAZY = {
     "autotune": ("deuteron.autotune", None),

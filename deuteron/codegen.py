@@ -14,8 +14,11 @@ import keyword
 
 
 from .config import Config, ConfigError
-from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _identity, _lit, _paren, binary
+from .codegen_rolled import count_uses, emit_segment
+from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _lit, _paren, binary
+from .optable import EFFECT, NAMED, NODE_KINDS, PRODUCED_BY_EFFECT, VARIABLE, has
 from .program import ONE, IfStmt, LoopStmt, Node, Program, RInfo, TileInfo
+from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
 
 __all__ = ["generate", "Generated", "NL_DTYPE"]
 
@@ -204,22 +207,14 @@ class _Gen(ExprRenderer):
     def node_name(self, n: Node) -> str:
         nm = self.alloc.get(n.id)
         if nm is None:
-            if n.name:
-                base = n.name
-            elif n.op == "load":
-                base = f"load_{n.attrs['tensor'].name}"
-            elif n.op == "reduce":
-                base = n.attrs["kind"]
-            elif n.op == "dot":
-                base = "dot"
-            else:
-                base = "v"
+            hint = NODE_KINDS[n.op].name_hint
+            base = n.name or (hint(n) if hint is not None else "v")
             nm = self.names.fresh(base)
             self.alloc[n.id] = nm
         return nm
 
     def needs_name(self, n: Node) -> bool:
-        if n.op in ("load", "reduce", "dot", "scan", "full", "combine", "split", "inline_asm"):
+        if has(n, NAMED):
             return True
         if n.name:
             return True
@@ -230,11 +225,11 @@ class _Gen(ExprRenderer):
         return False
 
     def emit_node(self, n: Node, indent: int):
-        if n.op in ("store", "atomic"):
+        if has(n, EFFECT):
             self.origin(indent, n.src)
-            self.emit_store(n, indent, atomic=n.op == "atomic")
+            NODE_KINDS[n.op].emit(self, n, indent)
             return
-        if n.id in self.var or n.op == "atomic_old":  # named by its atomic (deuteron.codegen_expr.emit_store)
+        if n.id in self.var or has(n, PRODUCED_BY_EFFECT):  # named by its effect (deuteron.ops.memory.emit_store)
             return
         if not self.needs_name(n):
             return  # rendered inline at its single use
@@ -253,156 +248,13 @@ class _Gen(ExprRenderer):
             if isinstance(s, Node):
                 seg.append(s)
                 continue
-            self.emit_segment(seg, indent)
+            emit_segment(self, seg, indent)
             seg = []
             if isinstance(s, LoopStmt):
                 self.emit_loop(s, indent)
             elif isinstance(s, IfStmt):
                 self.emit_if(s, indent)
-        self.emit_segment(seg, indent)
-
-    def _rolled(self, n: Node):
-        for d in n.dims:
-            if isinstance(d, RInfo) and d.id in self.looped:
-                return d
-        if n.op in ("store", "atomic"):
-            for d in n.attrs["dims"]:
-                if isinstance(d, RInfo) and d.id in self.looped:
-                    return d
-        return None
-
-    def emit_segment(self, nodes, indent):
-        if not nodes:
-            return
-        if not self.looped or not any(self._rolled(n) is not None or self._sink(n) is not None for n in nodes):
-            for n in nodes:
-                self.emit_node(n, indent)
-            return
-        done = set()
-        deferred_stores = []
-        for i, n in enumerate(nodes):
-            if n.id in done:
-                continue
-            r = self._sink(n)
-            if r is not None:
-                group = [n]
-                for m in nodes[i + 1:]:
-                    if m.id in done or self._sink(m) is not r:
-                        continue
-                    if self._ready(m, r, set(self.var) | {g.id for g in group}, group):
-                        group.append(m)
-                for g in group:
-                    done.add(g.id)
-                self.emit_chunk_loop(r, group, [], indent)
-                continue
-            if self._rolled(n) is not None:
-                if n.op in ("store", "atomic"):
-                    deferred_stores.append(n)
-                continue
-            self.emit_node(n, indent)
-        by_r: dict = {}
-        for s in deferred_stores:
-            by_r.setdefault(self._rolled(s).id, []).append(s)
-        for rid, stores in by_r.items():
-            r = next(x for x in self.prog.rdims if x.id == rid)
-            self.emit_chunk_loop(r, [], stores, indent)
-
-    def _sink(self, n: Node):
-        if n.op == "reduce":
-            d = n.attrs["dim"]
-            if isinstance(d, RInfo) and d.id in self.looped:
-                return d
-        return None
-
-    def _closure(self, roots, r) -> list:
-        """The nodes with dim ``r`` that ``roots`` need, in program order."""
-        out = {}
-        stack = list(roots)
-        while stack:
-            n = stack.pop()
-            for o in n.operands():
-                if o.id in out:
-                    continue
-                if any(d is r for d in o.dims) and o.op not in ("param", "const"):
-                    out[o.id] = o
-                    stack.append(o)
-        return sorted(out.values(), key=lambda x: x.id)
-
-    def _ready(self, m, r, emitted, group) -> bool:
-        group_ids = {g.id for g in group}
-        for c in self._closure([m], r) + [m]:
-            for o in c.operands():
-                if any(d is r for d in o.dims):
-                    continue
-                if o.id in group_ids:
-                    return False
-                if o.op in ("param", "const", "carried", "loopout", "phi") or o.op.startswith("tile_") \
-                        or o.op in ("grid_index", "loop_index"):
-                    continue
-                if o.id not in emitted and self.needs_name(o):
-                    return False
-                if o.id not in emitted and not self._inline_ready(o, emitted):
-                    return False
-        return True
-
-    def _inline_ready(self, o, emitted) -> bool:
-        for x in o.operands():
-            if x.id in emitted or x.op in ("param", "const", "carried", "loopout", "phi") or \
-                    x.op.startswith("tile_") or x.op in ("grid_index", "loop_index"):
-                continue
-            if self.needs_name(x) or not self._inline_ready(x, emitted):
-                return False
-        return True
-
-    def emit_chunk_loop(self, r: RInfo, sinks, stores, indent):
-        chunk = self.looped[r.id]
-        rn = self.rd_names[r.id]
-        accs = []
-        for s in sinks:
-            (a,) = s.args
-            kind = s.attrs["kind"]
-            acc = self.names.fresh(f"{self.node_name(s)}_acc")
-            ident = _identity(kind, a.dtype)
-            self.origin(indent, s.src)
-            self.w(indent, f"{acc} = nl.full({self.shape_tuple(a.dims)}, {_lit(ident)}, {_dt(a.dtype)})")
-            accs.append(acc)
-        size = self.scalar_expr(r.size_expr)
-        self.w(indent, f"for {rn['off']} in range(0, {size}, {self.block_expr(r)}):  # looped reduction "
-                       f"over {r.size} elements, {chunk} at a time")
-        inner = indent + 1
-        self.w(inner, f"{rn['offs']} = {rn['off']} + nl.arange(0, {self.block_expr(r)})")
-        if self.rdim_mask_needed(r):
-            self.w(inner, f"{rn['mask']} = {rn['offs']} < {size}")
-        saved_var = dict(self.var)
-        body = self._closure(sinks + stores, r)
-        for n in body:
-            self.emit_node(n, inner)
-        for s, acc in zip(sinks, accs):
-            (a,) = s.args
-            kind = s.attrs["kind"]
-            x = self.masked(a, s.attrs["axis"], _identity(kind, a.dtype), s.attrs["dim"])
-            if kind == "sum":
-                self.w(inner, f"{acc} = {acc} + {_paren(x)}")
-            elif kind == "prod":
-                self.w(inner, f"{acc} = {acc} * {_paren(x)}")
-            else:
-                self.w(inner, f"{acc} = nl.{'maximum' if kind == 'max' else 'minimum'}({acc}, {x})")
-        for st in stores:
-            self.origin(inner, st.src)
-            self.emit_store(st, inner, atomic=st.op == "atomic")
-        self.var = saved_var
-        self.last_line = None
-        for s, acc in zip(sinks, accs):
-            kind = s.attrs["kind"]
-            kd = ", keep_dims=True" if s.attrs["keepdim"] else ""
-            fn = {"sum": "nl.sum", "max": "nl.max", "min": "nl.min"}.get(kind)
-            nm = self.node_name(s)
-            ax = self.rpos(s.args[0].dims, s.attrs["axis"])
-            if fn is None:
-                self.w(indent, f"{nm} = nl.reduce({acc}, {ax}, _dt_mul{kd})")
-            else:
-                self.w(indent, f"{nm} = {fn}({acc}, axis={ax}{kd})")
-            self.var[s.id] = nm
+        emit_segment(self, seg, indent)
 
     def emit_loop(self, loop: LoopStmt, indent: int):
         self.origin(indent, loop.src)
@@ -418,8 +270,8 @@ class _Gen(ExprRenderer):
             self.var[c.arg.id] = nm
             self.var[c.out.id] = nm
             self.alloc[c.arg.id] = nm
-            if isinstance(c.result, Node) and c.result.block is loop.body and c.result.op not in (
-                    "carried", "loopout", "phi") and self._last_use_before(c, loop.body):
+            if isinstance(c.result, Node) and c.result.block is loop.body and not has(c.result, VARIABLE) and \
+                    self._last_use_before(c, loop.body):
                 self.alloc[c.result.id] = nm
         if loop.kind == "tile":
             t = loop.tiles[0]
@@ -514,71 +366,7 @@ class _Gen(ExprRenderer):
         return e
 
     # ------------------------------------------------------------------ analysis before emission
-    def count_uses(self):
-        from .trace_common import all_nodes
-        for n, blk in all_nodes(self.prog.body):
-            for o in n.operands():
-                self.use_count[o.id] = self.use_count.get(o.id, 0) + 1
-                if o.block is not None and o.block is not blk:
-                    self.cross_block.add(o.id)
-                if self.looped and self._rolled(n) is not None and self._rolled(o) is None:
-                    self.cross_block.add(o.id)
-                if self._sink(n) is not None:
-                    self.cross_block.add(o.id)
-
-        def visit(block):
-            for s in block.stmts:
-                if isinstance(s, LoopStmt):
-                    for c in s.carried:
-                        for v in (c.init, c.result):
-                            if isinstance(v, Node):
-                                self.use_count[v.id] = self.use_count.get(v.id, 0) + 1
-                                self.cross_block.add(v.id)
-                    visit(s.body)
-                elif isinstance(s, IfStmt):
-                    if isinstance(s.cond, Node):
-                        self.use_count[s.cond.id] = self.use_count.get(s.cond.id, 0) + 1
-                    for m in s.merged:
-                        for v in (m.then_val[0], m.else_val[0]):
-                            if isinstance(v, Node):
-                                self.use_count[v.id] = self.use_count.get(v.id, 0) + 1
-                                self.cross_block.add(v.id)
-                    visit(s.then_block)
-                    visit(s.else_block)
-        visit(self.prog.body)
-        for t in self.prog.tiles:  # read by every masked access along a jagged tile: always a named variable
-            if t.jagged_mask is not None:
-                self.use_count[t.jagged_mask.id] = self.use_count.get(t.jagged_mask.id, 0) + 2
-
     # ------------------------------------------------------------------ the kernel
-    def render_combine(self, n: Node) -> str:
-        """``nl.reduce`` / ``nl.associative_scan`` with the combine function traced into ``n.attrs["block"]``,
-        written as a ``@newt.jit`` helper of its own."""
-        a = n.attrs
-        fname = self.names.fresh("_dt_combine")
-        args = [self.names.fresh(f"{'ab'[j // a['arity']]}{j % a['arity']}") for j in range(2 * a["arity"])]
-        saved = (self.lines, self.var, self.last_line)
-        self.lines, self.var, self.last_line = [], {p.id: nm for p, nm in zip(a["params"], args)}, None
-        try:
-            self.emit_block(a["block"], 1) if a["block"].stmts else None
-            rets = [self.expr(r) for r in a["results"]]
-            self.w(1, "return " + ", ".join(rets))
-            body = self.lines
-        finally:
-            self.lines, self.var, self.last_line = saved
-        self.helpers += ["@newt.jit", f"def {fname}({', '.join(args)}):"] + body + ["", ""]
-        rank = len(self.rd(n.args[0].dims))
-        ax = self.rpos(n.args[0].dims, a["axis"])
-        if a["kind"] == "reduce":
-            xs = [self.masked(x, a["axis"], o, a["dim"]) for x, o in zip(n.args, a["others"])]
-        else:
-            xs = [self.aligned(x, rank, x.dims) for x in n.args]
-        x = xs[0] if len(xs) == 1 else "(" + ", ".join(xs) + ")"
-        if a["kind"] == "reduce":
-            kd = ", keep_dims=True" if a["keep"] else ""
-            return f"nl.reduce({x}, {ax}, {fname}{kd})"
-        return f"nl.associative_scan({x}, {ax}, {fname})"
-
     def range_call(self, start, end, step) -> str:
         """``range(...)``, or ``nl.range(..., num_stages=, loop_unroll_factor=, ...)`` where the config's
         ``range_*`` entry for this tile loop (the n-th inside the kernel, in source order) sets something."""
@@ -651,7 +439,7 @@ class _Gen(ExprRenderer):
             self.rd_names[r.id] = {"offs": self.names.fresh(f"offs_{r.name}"),
                                    "mask": self.names.fresh(f"mask_{r.name}"),
                                    "off": self.names.fresh(f"roff_{r.name}")}
-        self.count_uses()
+        count_uses(self)
         num_warps = cfg.num_warps or 4
         num_stages = cfg.num_stages or 3
         pid_type = cfg.pid_type or "flat"

@@ -13,25 +13,52 @@ from __future__ import annotations
 
 import math
 
-import torch
-
+from ._torch import torch
 from .config import ConfigError
+from .optable import FOLDS, NODE_KINDS
 from .program import ONE, Node, TileInfo
 
 __all__ = ["NL_DTYPE", "Ex", "ExprRenderer", "binary"]
 
-NL_DTYPE = {
-    torch.float16: "nl.float16", torch.bfloat16: "nl.bfloat16", torch.float32: "nl.float32",
-    torch.float64: "nl.float64", torch.int8: "nl.int8", torch.int16: "nl.int16", torch.int32: "nl.int32",
-    torch.int64: "nl.int64", torch.uint8: "nl.uint8", torch.bool: "nl.int1",
-}
-for _n, _v in (("uint16", "nl.uint16"), ("uint32", "nl.uint32"), ("uint64", "nl.uint64"),
-               ("float8_e4m3fn", "nl.float8e4nv"), ("float8_e5m2", "nl.float8e5")):
-    if hasattr(torch, _n):
-        NL_DTYPE[getattr(torch, _n)] = _v
+class _DtypeNames(dict):
+    """torch dtype -> its newt spelling, filled on first use (torch is imported then)."""
 
-#: node op -> renderer ``f(renderer, node) -> str``, registered by the module that traces the op
-NODE_RENDER: dict = {}
+    def _fill(self):
+        if not dict.__len__(self):
+            for n, v in (("float16", "nl.float16"), ("bfloat16", "nl.bfloat16"), ("float32", "nl.float32"),
+                         ("float64", "nl.float64"), ("int8", "nl.int8"), ("int16", "nl.int16"), ("int32", "nl.int32"),
+                         ("int64", "nl.int64"), ("uint8", "nl.uint8"), ("bool", "nl.int1"), ("uint16", "nl.uint16"),
+                         ("uint32", "nl.uint32"), ("uint64", "nl.uint64"), ("float8_e4m3fn", "nl.float8e4nv"),
+                         ("float8_e5m2", "nl.float8e5")):
+                if hasattr(torch, n):
+                    dict.__setitem__(self, getattr(torch, n), v)
+
+    def __getitem__(self, k):
+        self._fill()
+        return dict.__getitem__(self, k)
+
+    def __contains__(self, k):
+        self._fill()
+        return dict.__contains__(self, k)
+
+    def get(self, k, default=None):
+        self._fill()
+        return dict.get(self, k, default)
+
+    def __iter__(self):
+        self._fill()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        self._fill()
+        return dict.__len__(self)
+
+    def items(self):
+        self._fill()
+        return dict.items(self)
+
+
+NL_DTYPE = _DtypeNames()
 
 _BINOP_SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
               "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -121,36 +148,6 @@ def call(fn: str, *args) -> str:
     return f"{fn}({', '.join(args)})"
 
 
-#: elementwise unary math: ``ops.UNARY`` name -> the newt expression of its operand
-UNARY_RENDER = {
-    "exp": lambda x: call("nl.exp", x),
-    "exp2": lambda x: call("nl.exp2", x),
-    "log": lambda x: call("nl.log", x),
-    "log2": lambda x: call("nl.log2", x),
-    "sqrt": lambda x: call("nl.sqrt_rn", x),
-    "rsqrt": lambda x: call("nl.rsqrt", x),
-    "sin": lambda x: call("nl.sin", x),
-    "cos": lambda x: call("nl.cos", x),
-    "tanh": lambda x: call("nl.tanh", x),
-    "erf": lambda x: call("nl.erf", x),
-    "floor": lambda x: call("nl.floor", x),
-    "ceil": lambda x: call("nl.ceil", x),
-    "abs": lambda x: call("nl.abs", x),
-    "neg": neg,
-    "sigmoid": lambda x: call("nl.sigmoid", x),
-    "relu": lambda x: call("nl.maximum", x, "0"),
-    "reciprocal": lambda x: binary("1.0", "/", x),
-    "square": lambda x: binary(x, "*", x),
-    "silu": lambda x: binary(x, "*", call("nl.sigmoid", x)),
-    "log1p": lambda x: call("nl.log", binary("1.0", "+", x)),
-    "expm1": lambda x: binary(call("nl.exp", _atom(x)), "-", "1.0"),
-    "logical_not": lambda x: binary(x, "==", "0"),
-    "invert": invert,
-}
-
-
-
-
 class ExprRenderer:
     """Mixin of the generator: rendering values as newt expressions."""
 
@@ -195,19 +192,6 @@ class ExprRenderer:
             return _lit(n)
         if n.id in self.var:
             return self.var[n.id]
-        op = n.op
-        if op == "const":
-            v = n.attrs["value"]
-            if n.weak or (n.dtype == torch.float32 and isinstance(v, float)) or \
-                    (n.dtype == torch.int32 and isinstance(v, int) and not isinstance(v, bool)):
-                return _lit(float(v) if n.dtype == torch.float32 else v)
-            return f"nl.full((), {_lit(v)}, {_dt(n.dtype)})"
-        if op == "param":
-            return n.attrs["name"]
-        if op in ("carried", "loopout", "phi"):
-            return self.var.get(n.id) or self.carried_name(n)
-        if op.startswith("tile_") or op == "grid_index" or op == "loop_index":
-            return self.tile_attr_expr(n)
         return self.render(n)
 
     def is_constexpr(self, n) -> bool:
@@ -220,7 +204,7 @@ class ExprRenderer:
             return True
         if n.op == "tile_count":
             return n.attrs["tile"].extent is not None
-        if n.op in ("binary", "unary"):
+        if FOLDS in NODE_KINDS[n.op].traits:
             return all(self.is_constexpr(a) for a in n.args)
         return False
 
@@ -262,111 +246,8 @@ class ExprRenderer:
         raise AssertionError(op)
 
     def render(self, n: Node) -> str:
-        op = n.op
-        rank = len(self.rd(n.dims))
-        if op == "binary":
-            a, b = n.args
-            o = n.attrs["op"]
-            if o in ("minimum", "maximum"):
-                return f"nl.{o}({self.aligned(a, rank, n.dims)}, {self.aligned(b, rank, n.dims)})"
-            if o == "pow":
-                return f"nl.pow({self.aligned(a, rank, n.dims)}, {self.aligned(b, rank, n.dims)})"
-            return binary(self.aligned(a, rank, n.dims), _BINOP_SYM[o], self.aligned(b, rank, n.dims))
-        if op == "unary":
-            (a,) = n.args
-            fn = n.attrs["fn"]
-            x = self.expr(a)
-            return UNARY_RENDER[fn](x)
-        if op == "cast":
-            (a,) = n.args
-            if isinstance(a, Node) and self.is_constexpr(a):
-                return f"nl.full((), {self.expr(a)}, {_dt(n.dtype)})"  # a compile-time constant
-            return f"{_atom(self.expr(a))}.to({_dt(n.dtype)})"
-        if op == "combine":
-            return self.render_combine(n)
-        if op == "split":
-            return f"nl.split({self.expr(n.args[0])})"
-        if op == "join":
-            a, b = n.args
-            r = len(self.rd(n.dims)) - 1
-            return f"nl.join({self.aligned(a, r, n.dims[:-1])}, {self.aligned(b, r, n.dims[:-1])})"
-        if op in NODE_RENDER:  # ops whose tracing module renders them (deuteron/trace_asm.py)
-            return NODE_RENDER[op](self, n)
-        if op == "tuple_get":
-            return f"{self.expr(n.args[0])}[{n.attrs['index']}]"
-        if op in ("rand", "randint"):
-            seed = self.expr(n.args[1]) if len(n.args) > 1 else str(n.attrs["seed"])
-            off = self.expr(n.args[0])
-            if op == "rand":
-                return f"nl.rand({seed}, {off})"
-            lo, span = n.attrs["low"], n.attrs["high"] - n.attrs["low"]
-            bits = f"nl.randint({seed}, {off}).to(nl.int64) % {span}"  # uint32 bits, zero-extended
-            return f"({bits} + {lo}).to(nl.int32)" if lo else f"({bits}).to(nl.int32)"
-        if op == "where":
-            c, a, b = n.args
-            parts = [self.aligned(x, rank, n.dims) for x in (c, a, b)]
-            return f"nl.where({', '.join(parts)})"
-        if op == "expand_dims":
-            (a,) = n.args
-            ax = self.rpos(n.dims, n.attrs["axis"])
-            k = len(self.rd(a.dims))
-            idx = [":"] * k
-            idx.insert(ax, "None")
-            return f"{_atom(self.expr(a))}[{', '.join(idx)}]"
-        if op == "reshape":
-            (a,) = n.args
-            if self.rd(n.dims) == self.rd(a.dims):
-                return self.expr(a)
-            if not self.rd(n.dims):
-                return f"nl.reshape({self.expr(a)}, ())" if self.rd(a.dims) else self.expr(a)
-            return f"nl.reshape({self.expr(a)}, {self.shape_tuple(n.dims)})"
-        if op == "permute":
-            (a,) = n.args
-            kept = [i for i, d in enumerate(a.dims) if not self.is_unit(d)]
-            order = [kept.index(i) for i in n.attrs["order"] if i in kept]
-            if order == list(range(len(order))):
-                return self.expr(a)
-            if order == [1, 0]:
-                return f"nl.trans({self.expr(a)})"
-            return f"nl.permute({self.expr(a)}, {tuple(order)})"
-        if op == "expand":
-            (a,) = n.args
-            if isinstance(a, Node) and self.rd(a.dims):
-                if self.rd(a.dims) == self.rd(n.dims):
-                    return self.expr(a)
-                return f"nl.broadcast_to({self.aligned(a, rank, n.dims)}, {self.shape_tuple(n.dims)})"
-            if not self.rd(n.dims):
-                return self.expr(a)
-            return f"nl.full({self.shape_tuple(n.dims)}, {self.expr(a)}, {_dt(n.dtype)})"
-        if op == "full":
-            v = n.attrs["value"]
-            if not self.rd(n.dims):
-                return f"nl.full((), {_lit(v)}, {_dt(n.dtype)})"
-            if v == 0 and not isinstance(v, bool):
-                return f"nl.zeros({self.shape_tuple(n.dims)}, dtype={_dt(n.dtype)})"
-            return f"nl.full({self.shape_tuple(n.dims)}, {_lit(v)}, {_dt(n.dtype)})"
-        if op == "arange":
-            r = n.attrs["rdim"]
-            start = n.attrs["start"]
-            if r is None:
-                return f"nl.full((1,), {start}, nl.int32)"
-            base = self.rd_names[r.id]["offs"]
-            return base if start == 0 else f"({base} + {start})"
-        if op == "load":
-            return self.render_load(n)
-        if op == "reduce":
-            return self.render_reduce(n)
-        if op == "dot":
-            return self.render_dot(n)
-        if op == "scan":
-            (a,) = n.args
-            ax = n.attrs["axis"]
-            d = a.dims[ax]
-            if self.is_unit(d):
-                return self.expr(a)
-            x = self.masked(a, ax, 0 if n.attrs["kind"] == "cumsum" else 1, d)
-            return f"nl.{n.attrs['kind']}({x}, axis={self.rpos(a.dims, ax)})"
-        raise AssertionError(f"cannot render {n}")
+        """``n``'s newt expression: its node kind's renderer (``deuteron/ops/<family>.py``)."""
+        return NODE_KINDS[n.op].render(self, n)
 
     # ------------------------------------------------------------------ memory
     def pointer(self, ta, items, dims, keep_shape=False):
@@ -450,91 +331,6 @@ class ExprRenderer:
         mask = " & ".join(seen) if seen else None
         return ptr, mask
 
-    def render_load(self, n: Node) -> str:
-        ta = n.attrs["tensor"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], n.dims)
-        if n.args:  # dt.load(..., extra_mask=)
-            extra = self.aligned(n.args[0], len(self.rd(n.dims)), n.dims)
-            mask = extra if mask is None else f"{mask} & {_atom(extra)}"
-        ev = f", eviction_policy={n.attrs['eviction']!r}" if n.attrs.get("eviction") else ""
-        if mask is None:
-            return f"nl.load({ptr}{ev})"
-        return f"nl.load({ptr}, mask={mask}, other=0{ev})"
-
-    def emit_store(self, n: Node, indent: int, atomic=False):
-        ta = n.attrs["tensor"]
-        dims = n.attrs["dims"]
-        ptr, mask = self.pointer(ta, n.attrs["items"], dims, keep_shape=True)
-        if atomic and n.attrs.get("kind") in ("wait", "signal"):
-            self.emit_sync(n, ptr, mask, indent)
-            return
-        v = n.args[0]
-        cas = atomic and n.attrs.get("kind") == "cas"
-        if len(n.args) > 1 and not cas:  # dt.store(..., extra_mask=)
-            extra = self.aligned(n.args[1], len(self.rd(dims)), dims)
-            mask = extra if mask is None else f"{mask} & {_atom(extra)}"
-
-        def value_of(x):
-            r = self.aligned(x, len(self.rd(dims)), dims) if isinstance(x, Node) else _lit(x)
-            if isinstance(x, Node) and x.dtype != ta.dtype:
-                r = f"{_atom(r)}.to({_dt(ta.dtype)})"
-            return r
-        val = value_of(v)
-        if atomic:
-            scope = n.attrs.get("scope", "gpu")
-            order = f", sem={n.attrs['sem']!r}" + (f", scope={scope!r}" if scope != "gpu" else "")
-            if cas:  # newt's atomic_cas: mask= is its extension over Triton's
-                args = f"{ptr}, {value_of(n.args[1])}, {val}" + order + (f", mask={mask}" if mask else "")
-            else:
-                args = f"{ptr}, {val}" + (f", mask={mask}" if mask else "") + order
-            old = n.attrs.get("old")
-            call = f"nl.atomic_{n.attrs.get('kind', 'add')}({args})"
-            if old is not None and self.use_count.get(old.id, 0) > 0:
-                nm = self.names.fresh(f"old_{ta.name}")
-                self.var[old.id] = nm
-                self.w(indent, f"{nm} = {call}")
-            else:
-                self.w(indent, call)
-        else:
-            self.w(indent, f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"))
-
-    def emit_sync(self, n: Node, ptr: str, mask, indent: int):
-        """``dt.wait`` / ``dt.signal``: spin loops of newt's (masked) ``atomic_cas``, or one ``atomic_xchg``."""
-        a = n.attrs
-        ta = a["tensor"]
-        order = f"sem={a['sem']!r}" + (f", scope={a['scope']!r}" if a["scope"] != "gpu" else "")
-        old = a.get("old")
-        keep = old is not None and self.use_count.get(old.id, 0) > 0
-        nm = self.names.fresh(f"old_{ta.name}") if keep else None
-        if a["kind"] == "signal" and a["sync"]:
-            self.w(indent, "nl.debug_barrier()  # the block's earlier stores come before the signal")
-        if a["kind"] == "signal" and a["expect"] is None:
-            call = f"nl.atomic_xchg({ptr}, {a['new']}" + (f", mask={mask}" if mask else "") + f", {order})"
-            self.w(indent, f"{nm} = {call}" if keep else call)
-        else:
-            expect, new = a["expect"], a["new"]
-            rank = len(self.rd(a["dims"]))
-            if rank == 0:
-                m = f"({mask}) & " if mask else ""
-                cas = f"nl.atomic_cas({ptr}, {expect}, {new}, {order}" + (f", mask={mask}" if mask else "") + ")"
-                self.w(indent, f"while {m}({cas} != {expect}):")
-                self.w(indent + 1, "pass")
-            else:
-                p = self.names.fresh("pending")
-                o = self.names.fresh("seen")
-                shape = self.shape_tuple(a["dims"])
-                self.w(indent, f"{p} = " + (f"nl.broadcast_to({mask}, {shape})" if mask else
-                                            f"nl.full({shape}, True, nl.int1)"))
-                self.w(indent, f"while nl.max({p}.to(nl.int32)) > 0:")
-                self.w(indent + 1, f"{o} = nl.atomic_cas({ptr}, {expect}, {new}, {order}, mask={p})")
-                self.w(indent + 1, f"{p} = {p} & ({o} != {expect})")
-            if keep:  # a signal that waited: every flag held wait_for
-                self.w(indent, f"{nm} = nl.full({self.shape_tuple(a['dims'])}, {expect}, {_dt(ta.dtype)})")
-        if a["kind"] == "wait" and a["sync"]:
-            self.w(indent, "nl.debug_barrier()  # the block's later loads come after the wait")
-        if keep:
-            self.var[old.id] = nm
-
     # ------------------------------------------------------------------ reductions and dots
     def masked(self, a: Node, ax: int, identity, d) -> str:
         """``a`` with the masked-off lanes of its dim ``ax`` set to ``identity``."""
@@ -575,46 +371,3 @@ class ExprRenderer:
         if not taken:
             return e  # a scalar (every dim a block-size-1 tile)
         return f"{_atom(e)}[{', '.join(':' if i in taken else 'None' for i in range(rank))}]"
-
-    def render_reduce(self, n: Node) -> str:
-        (a,) = n.args
-        kind = n.attrs["kind"]
-        ax = n.attrs["axis"]
-        d = n.attrs["dim"]
-        keep = n.attrs["keepdim"]
-        if self.is_unit(d):
-            # a block-size-1 tile: nothing to reduce (a jagged one still leaves out its parents' missing lanes)
-            x = self.masked(a, ax, _identity(kind, a.dtype), d) if d.jagged_mask is not None else self.expr(a)
-            if kind in ("argmax", "argmin"):
-                x = f"nl.zeros({self.shape_tuple(n.dims)}, dtype=nl.int64)" if self.rd(n.dims) else \
-                    "nl.full((), 0, nl.int64)"
-            return x
-        x = self.masked(a, ax, _identity(kind, a.dtype), d)
-        kd = ", keep_dims=True" if keep else ""
-        ax = self.rpos(a.dims, ax)
-        if kind == "sum":
-            return f"nl.sum({x}, axis={ax}{kd})"
-        if kind in ("max", "min"):
-            return f"nl.{kind}({x}, axis={ax}{kd})"
-        if kind == "prod":
-            return f"nl.reduce({x}, {ax}, _dt_mul{kd})"
-        if kind in ("argmax", "argmin"):
-            return f"nl.{kind}({x}, axis={ax}{kd}).to(nl.int64)"
-        raise AssertionError(kind)
-
-    def render_dot(self, n: Node) -> str:
-        a, b = n.args[0], n.args[1]
-        acc = n.args[2] if len(n.args) > 2 else None
-        k = a.dims[-1]
-        xa = self.masked(a, len(a.dims) - 1, 0, k) if not (a.pad == 0) else self.expr(a)
-        xb = self.masked(b, len(b.dims) - 2, 0, k) if not (b.pad == 0) else self.expr(b)
-        ra, rb = len(self.rd(a.dims)), len(self.rd(b.dims))
-        if ra != rb:  # a batch of one on one side only: broadcast it away
-            xa = f"nl.reshape({xa}, {self.shape_tuple(a.dims[-2:])})" if ra > 2 else xa
-            xb = f"nl.reshape({xb}, {self.shape_tuple(b.dims[-2:])})" if rb > 2 else xb
-        args = [xa, xb]
-        if acc is not None:
-            args.append(self.expr(acc))
-        prec = n.attrs.get("precision")
-        extra = f", input_precision={prec!r}" if prec in ("ieee", "tf32x3") else ""
-        return f"nl.dot({', '.join(args)}{extra})"

@@ -244,6 +244,7 @@ class DeviceChecker:
                            hint="see docs/deuteron.md for what tile loops support")
             elif dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
                 st.problem("D004", e.func, f"dt.{dtn} cannot be used inside a tile loop")
+            self._op_check(ops.OPS.get(f"dt.{dtn}"), e, f"dt.{dtn}")
             for a in e.args:
                 self.expr(a, parent="shape" if dtn in _INDEX_ARGS or dtn.startswith("atomic_") else "arg")
             for k in e.keywords:
@@ -259,6 +260,9 @@ class DeviceChecker:
                 prefix = "torch.nn.functional." if kind == "F" else "torch."
                 st.problem("D004", e.func, f"{prefix}{fname} is not supported inside a tile loop",
                            hint="see docs/deuteron.md for the supported ops")
+            else:
+                self._op_check(ops.find(("torch.nn.functional." if kind == "F" else "torch.") + fname), e,
+                               ("torch.nn.functional." if kind == "F" else "torch.") + fname)
             shape_call = fname in ("zeros", "ones", "full", "empty")
             for a in e.args:
                 self.expr(a, parent="shape" if shape_call else None)
@@ -293,6 +297,8 @@ class DeviceChecker:
             elif device_value and m in ops.TENSOR_METHODS and ops.TENSOR_METHODS[m] is None:
                 st.problem("D004", e.func, f".{m}() is not supported inside a tile loop",
                            hint="in-place methods cannot be compiled; assign the result instead")
+            elif device_value and m in ops.TENSOR_METHODS:
+                self._op_check(ops.find(f"Tensor.{m}"), e, f"Tensor.{m}")
             if isinstance(recv, ast.Name) and recv.id in self.tiles and recv.id not in self.tile_tuples:
                 st.problem("D003", e.func, f"a tile has no method {m!r}",
                            hint="tiles have " + ", ".join("." + a for a in ops.TILE_ATTRS))
@@ -307,6 +313,11 @@ class DeviceChecker:
         self.expr(e.func)
         for a in e.args:
             self.expr(a)
+
+    def _op_check(self, o, e: ast.Call, spelling: str):
+        """The op entry's static check (``deuteron.optable.Op.check``: by default, the arguments bind)."""
+        if o is not None:
+            o.check(o, e, spelling, lambda node, message, hint: self.st.problem("D004", node, message, hint=hint))
 
     def subscript(self, e: ast.Subscript, store: bool):
         st = self.st

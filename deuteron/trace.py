@@ -26,23 +26,22 @@ from .program import (
     BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
 )
 from .trace_common import (
-    _is_library,
-    BlockSizeInt, HostTensor, SHAPE_CODE, SpecializedInt, TunableValue, _BINOPS, _Return, _all_nodes,
-    _all_structured, _broadcast_dims, _cse_key, _describe, _dims_text, _guard_value, _is_int_dtype, _is_pow2,
-    result_type,
+    BlockSizeInt, HostTensor, SHAPE_CODE, SpecializedInt, TunableValue, _BINOPS, _Return, _broadcast_dims,
+    _cse_key, _describe, _dims_text, _guard_value, _is_int_dtype, _is_library, _is_pow2, result_type,
 )
-from .trace_expr import ExprTracer
-from .trace_math import MathTracer
-from .trace_ops import OpsTracer
-from . import trace_combine as _trace_combine  # noqa: F401  (registers dt.reduce / dt.associative_scan)
-from . import trace_shapes as _trace_shapes  # noqa: F401  (registers torch.cat / einsum / repeat_interleave)
-from . import trace_asm as _trace_asm  # noqa: F401  (registers dt.inline_asm_elementwise)
+from .optable import BOUND, PURE, TILE_ATTR, has
+from .ops.elementwise import binop, cast
+from .ops.memory import index_items, load, store
+from .ops.reduce import reduce
+from .ops.shape import expand_dims
+from .trace_expr import Evaluator
+from .trace_finalize import finalize
 
 __all__ = ["Tracer", "HostTensor", "BlockSizeInt", "SpecializedInt", "TunableValue", "SHAPE_CODE"]
 
 
 
-class Tracer(ExprTracer, MathTracer, OpsTracer):
+class Tracer:
     """Traces one outermost tile loop (``loop.node``) into a ``Program``."""
 
     def __init__(self, kernel, loop, host_locals: dict, fn_globals: dict, src, *, static_shapes: bool,
@@ -88,6 +87,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         except Exception:  # noqa: BLE001
             allow_tf32 = False
         self.prog.dot_precision = getattr(kernel, "dot_precision", None) or ("tf32" if allow_tf32 else "ieee")
+        self.ev = Evaluator(self)  # expressions and calls (their op entries get this tracer as context)
 
     # ------------------------------------------------------------------ entry
     def run(self) -> Program:
@@ -100,16 +100,13 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             t.grid_axis = ax
         self.assign(node.target, bound)
         self.stmts(node.body)
-        self.finalize()
+        finalize(self.prog, self.rdim_slots)
         return self.prog
 
     # ------------------------------------------------------------------ nodes
-    _PURE = ("binary", "unary", "cast", "where", "expand_dims", "reshape", "permute", "expand", "reduce", "full",
-             "arange", "scan")
-
     def emit(self, node: Node) -> Node:
         node.src = node.src or self.current_src
-        if node.op in self._PURE:
+        if has(node, PURE):  # equal pure values in this block or its parents are one
             key = _cse_key(node)
             if key is not None:
                 b = self.block
@@ -272,8 +269,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if site.jagged:
             return self.make_jagged_tile(site, call, target, depth)
         kind = site.kind
-        args = [self.eval(a) for a in call.args]
-        kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
+        args = [self.ev.eval(a) for a in call.args]
+        kwargs = {k.arg: self.ev.eval(k.value) for k in call.keywords}
         first = args[0] if args else kwargs.pop("begin_or_sizes", kwargs.pop("sizes", None))
         end = args[1] if len(args) > 1 else kwargs.pop("end", None)
         third = args[2] if len(args) > 2 else None
@@ -357,7 +354,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
     def make_jagged_tile(self, site, call: ast.Call, target, depth: int):
         """``dt.jagged_tile(lengths)``: a tile loop over ``[0, max(lengths))`` whose lane ``k`` of parent lane
         ``b`` is masked off where ``k >= lengths[b]`` (Helion's jagged_tile)."""
-        args = [self.eval(a) for a in call.args] + [self.eval(k.value) for k in call.keywords]
+        args = [self.ev.eval(a) for a in call.args] + [self.ev.eval(k.value) for k in call.keywords]
         parent = args[0] if len(args) == 1 else None
         if not isinstance(parent, Node) or not parent.dims:
             raise JaggedTile(call, problem=f"the lengths must be a block over enclosing tiles, got "
@@ -368,7 +365,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                                            f"{_dims_text(parent.dims)}")
         if not _is_int_dtype(parent.dtype):
             raise JaggedTile(call, problem=f"the lengths must be integers, not {str(parent.dtype)[6:]}")
-        end = self.reduce("amax", parent, None, False, call)
+        end = reduce(self, "amax", parent, None, False, call)
         slot = self.slot_of(site, 0, None)
         names = self._tile_names(target, 1, False, "tile")
         t = TileInfo(len(self.prog.tiles), names[0], "tile", depth, 0, end, slot, None, site.index, 0, src=call)
@@ -379,8 +376,8 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
     def jagged_mask(self, t: TileInfo, src) -> Node:
         """``t.index < lengths`` with dims (the lengths' tiles..., t): which lanes of a jagged tile exist."""
         idx = self.tile_attr(t, "index", src)
-        par = self.expand_dims(t.jagged_parent, len(t.jagged_parent.dims), src)
-        return self.binop("lt", idx, par, src)
+        par = expand_dims(self, t.jagged_parent, len(t.jagged_parent.dims), src)
+        return binop(self, "lt", idx, par, src)
 
     def _tile_names(self, target, ndim, as_list, kind):
         if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts) \
@@ -458,43 +455,43 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
     def stmt_Expr(self, s):
         if isinstance(s.value, ast.Constant):
             return
-        self.eval(s.value)
+        self.ev.eval(s.value)
 
     def stmt_Assign(self, s):
-        v = self.eval(s.value)
+        v = self.ev.eval(s.value)
         for t in s.targets:
             self.assign(t, v)
 
     def stmt_AnnAssign(self, s):
         if s.value is not None:
-            self.assign(s.target, self.eval(s.value))
+            self.assign(s.target, self.ev.eval(s.value))
 
     def stmt_AugAssign(self, s):
         op = _BINOPS.get(type(s.op))
         if isinstance(s.target, ast.Name):
-            cur = self.eval(s.target)
-            self.assign(s.target, self.binop(op, cur, self.eval(s.value), s))
+            cur = self.ev.eval(s.target)
+            self.assign(s.target, binop(self, op, cur, self.ev.eval(s.value), s))
         elif isinstance(s.target, ast.Subscript):
-            base = self.eval(s.target.value)
+            base = self.ev.eval(s.target.value)
             if not isinstance(base, HostTensor):
                 raise ItemAssignment(s.target)
-            items = self.index_items(base, s.target.slice, s.target)
-            cur = self.load(base, items, s.target)
-            self.store(base, items, self.binop(op, cur, self.eval(s.value), s), s.target)
+            items = index_items(self, base, s.target.slice, s.target)
+            cur = load(self, base, items, s.target)
+            store(self, base, items, binop(self, op, cur, self.ev.eval(s.value), s), s.target)
         else:
             raise UnsupportedStatement(s.target, what="this augmented assignment target")
 
     def stmt_Assert(self, s):
-        v = self.eval(s.test)
+        v = self.ev.eval(s.test)
         if isinstance(v, Node):
             return  # a device-side check: ignored in the kernel (kernel.ref checks it)
         if not v:
-            msg = self.eval(s.msg) if s.msg is not None else "assertion failed"
+            msg = self.ev.eval(s.msg) if s.msg is not None else "assertion failed"
             raise CompileTimeAssert(s, msg=msg)
 
     def stmt_Return(self, s):
         if self._inline_depth:
-            raise _Return(self.eval(s.value) if s.value is not None else None)
+            raise _Return(self.ev.eval(s.value) if s.value is not None else None)
         raise UnsupportedStatement(s, what="return",
                          hint="return after the outermost tile loop (the host code)")
 
@@ -502,7 +499,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         raise RaiseInTileLoop(s)
 
     def stmt_If(self, s):
-        cond = self.eval(s.test)
+        cond = self.ev.eval(s.test)
         if isinstance(cond, Node):
             if cond.dims:
                 raise BlockDecision(s.test, what="an `if`", dims=_dims_text(cond.dims),
@@ -512,7 +509,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                     self.guard(*g)
                 cond = cond.host_value
             else:
-                self.check_not_per_tile(cond, s.test, "an `if`")
+                self.ev.check_not_per_tile(cond, s.test, "an `if`")
                 self.device_if(s, cond)
                 return
         if isinstance(cond, (HostTensor, TileInfo)):
@@ -527,13 +524,13 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             return
         if s.orelse:
             raise UnsupportedStatement(s.orelse[0], what="for/else")
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and self.lookup(it.func.id, it.func) is range:
-            args = [self.eval(a) for a in it.args]
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and self.ev.lookup(it.func.id, it.func) is range:
+            args = [self.ev.eval(a) for a in it.args]
             if all(isinstance(a, int) for a in args) and len(range(*args)) <= 0:
                 return
             self.range_loop(s, args)
             return
-        seq = self.eval(it)
+        seq = self.ev.eval(it)
         if isinstance(seq, (list, tuple, range)):
             for v in seq:
                 self.assign(s.target, v)
@@ -548,8 +545,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
     # ------------------------------------------------------------------ assignment
     def assign(self, target, v):
         if isinstance(target, ast.Name):
-            if isinstance(v, Node) and v.name is None and v.op not in ("param", "const", "carried", "loopout",
-                                                                        "phi") and not v.op.startswith("tile_"):
+            if isinstance(v, Node) and v.name is None and not has(v, BOUND) and not has(v, TILE_ATTR):
                 v.name = target.id
             self.env[target.id] = v
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -564,11 +560,11 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
             for t, x in zip(target.elts, vals):
                 self.assign(t, x)
         elif isinstance(target, ast.Subscript):
-            base = self.eval(target.value)
+            base = self.ev.eval(target.value)
             if not isinstance(base, HostTensor):
                 raise ItemAssignment(target)
-            items = self.index_items(base, target.slice, target)
-            self.store(base, items, v, target)
+            items = index_items(self, base, target.slice, target)
+            store(self, base, items, v, target)
         elif isinstance(target, ast.Attribute):
             raise UnsupportedStatement(target, what="assigning to an attribute")
         else:
@@ -688,7 +684,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
                         dtype = res.dtype
                     new_init = self.materialize(inits[c.name], dims, dtype, s)
                     if new_init.dims == c.arg.dims and new_init.dtype == c.arg.dtype and not c.arg.weak:
-                        res = self.cast(res, c.arg.dtype)
+                        res = cast(self, res, c.arg.dtype)
                         c.result = res
                         continue
                     overrides[c.name] = new_init
@@ -704,8 +700,7 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         # after the loop: carried variables hold the loop's results; loop-locals are gone
         self.env = saved_env
         for c in loop.carried:
-            if c.init.block is None and c.init.op not in ("const", "param", "carried", "loopout", "phi") \
-                    and not c.init.op.startswith("tile_"):
+            if c.init.block is None and not has(c.init, BOUND) and not has(c.init, TILE_ATTR):
                 self.emit(c.init)
             out = Node("loopout", dims=c.arg.dims, dtype=c.arg.dtype, attrs={"name": c.name, "carried": c})
             out.src = s
@@ -719,14 +714,14 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         if v.op == "const" and not dims:
             return self.const_node(v.attrs["value"], dtype)
         if v.dims == tuple(dims):
-            return self.cast(v, dtype) if v.dtype != dtype else v
-        n = Node("expand", [self.cast(v, dtype) if v.dtype != dtype else v], dims=dims, dtype=dtype, pad=v.pad)
+            return cast(self, v, dtype) if v.dtype != dtype else v
+        n = Node("expand", [cast(self, v, dtype) if v.dtype != dtype else v], dims=dims, dtype=dtype, pad=v.pad)
         n.src = src
         return n
 
     def device_if(self, s, cond: Node):
         if cond.dtype != torch.bool:
-            cond = self.binop("ne", cond, 0, s.test)
+            cond = binop(self, "ne", cond, 0, s.test)
         ifs = IfStmt(cond, src=s)
         saved = dict(self.env)
         parent = self.block
@@ -773,93 +768,6 @@ class Tracer(ExprTracer, MathTracer, OpsTracer):
         parent.add(ifs)
 
     # ------------------------------------------------------------------ finishing
-    def finalize(self):
-        prog = self.prog
-        for n, _blk in _all_nodes(prog.body):
-            for o in n.operands():
-                o.users.append(n)
-        # whole dimensions that can be looped over (reduction_loops)
-        for n, _blk in _all_nodes(prog.body):
-            rd = [d for d in n.dims if isinstance(d, RInfo)]
-            seen = set()
-            for r in rd:
-                if r.id in seen:
-                    r.not_rollable("appears twice in one value")
-                seen.add(r.id)
-            if len(seen) > 1:
-                for r in rd:
-                    r.not_rollable("appears together with another whole dimension")
-            if n.op in ("full", "expand") and rd:
-                for r in rd:
-                    r.not_rollable("a block is created with it (dt.zeros / expand)")
-        for stmt, _blk in _all_structured(prog.body):
-            vals = []
-            if isinstance(stmt, LoopStmt):
-                vals = [c.init for c in stmt.carried] + [c.result for c in stmt.carried]
-            elif isinstance(stmt, IfStmt):
-                vals = [stmt.cond] + [m.then_val[0] for m in stmt.merged] + [m.else_val[0] for m in stmt.merged]
-            for v in vals:
-                if isinstance(v, Node):
-                    for d in v.dims:
-                        if isinstance(d, RInfo):
-                            d.not_rollable("carried through a loop or an if")
-        seg_of = {}
-
-        def number(block):
-            seg = 0
-            for st in block.stmts:
-                if isinstance(st, Node):
-                    seg_of[st.id] = seg
-                else:
-                    seg += 1
-                    for sub in ([st.body] if isinstance(st, LoopStmt) else [st.then_block, st.else_block]):
-                        number(sub)
-        number(prog.body)
-        for n, blk in _all_nodes(prog.body):
-            for o in n.operands():
-                if o.block is blk and seg_of.get(o.id) != seg_of.get(n.id):
-                    for d in o.dims:
-                        if isinstance(d, RInfo):
-                            d.not_rollable("used after a nested loop or if")
-                if o.block is not None and o.block is not blk:
-                    for d in o.dims:
-                        if isinstance(d, RInfo):
-                            d.not_rollable("used inside a nested loop or if")
-            if n.op in ("scan", "permute", "reshape", "expand_dims"):
-                pass
-            if n.op == "reduce" and n.attrs["kind"] in ("argmax", "argmin") and isinstance(n.attrs["dim"], RInfo):
-                n.attrs["dim"].not_rollable("argmax/argmin over it")
-        self._check_jagged(prog)
-        if self.rdim_slots is not None:
-            for r in prog.rdims:
-                if r.rollable:
-                    r.slot = self.rdim_slots.get(r.id)
-        for t in prog.tiles:
-            if t.kind == "tile" and t.slot is None and t.fixed is None:
-                t.fixed = 1
-
-
-    def _check_jagged(self, prog):
-        """Every masked access or reduction along a jagged tile also spans the tiles its lengths are over (the
-        mask ``index < lengths`` needs them): Helion's rule, and what makes the masked lanes well defined."""
-        jagged = [t for t in prog.tiles if t.jagged_parent is not None]
-        if not jagged:
-            return
-        for n, _blk in _all_nodes(prog.body):
-            if n.op in ("load", "store", "atomic"):
-                spans = [n.attrs["dims"] if n.op != "load" else n.dims]
-            elif n.op in ("reduce", "scan", "combine") or n.op == "dot":
-                spans = [a.dims for a in n.args if isinstance(a, Node)]
-            else:
-                continue
-            for dims in spans:
-                for t in jagged:
-                    if any(d is t for d in dims):
-                        missing = [p.name for p in t.jagged_parent.dims if not any(d is p for d in dims)]
-                        if missing:
-                            raise JaggedTile(n.src, problem=f"a value along the jagged tile {t.name!r} without "
-                                                            f"its parent tile(s) {', '.join(missing)} (dims "
-                                                            f"{_dims_text(dims)})")
 
 
 def _has_continue(s) -> bool:

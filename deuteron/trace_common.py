@@ -7,11 +7,8 @@ import math
 import operator
 import types
 
-import torch
-
-from . import language as L
+from ._torch import torch
 from .errors import DimensionArgument, HostValueOperand
-from . import ops
 from .program import (
     ONE, BlockDim, IfStmt, LoopStmt, Node, RInfo, TileInfo,
 )
@@ -21,8 +18,29 @@ from .program import (
 #: the code of shape errors (blocks that do not broadcast, a value stored into a differently shaped index)
 SHAPE_CODE = "D006"
 
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+class _Dtypes:
+    """A tuple of torch dtypes named here, made on first use (torch is imported then)."""
+
+    def __init__(self, *names):
+        self.names = names
+        self._t = None
+
+    def _tuple(self):
+        if self._t is None:
+            self._t = tuple(getattr(torch, n) for n in self.names)
+        return self._t
+
+    def __contains__(self, x):
+        return x in self._tuple()
+
+    def __iter__(self):
+        return iter(self._tuple())
+
+
+_FLOAT_DTYPES = _Dtypes("float16", "bfloat16", "float32", "float64")
+_LOW_PRECISION = _Dtypes("float16", "bfloat16")
 
 
 class BlockSizeInt(int):
@@ -358,53 +376,6 @@ def _guard_value(v):
 def _is_library(fn) -> bool:
     mod = getattr(fn, "__module__", "") or ""
     return mod.split(".")[0] in ("torch", "deuteron", "newt", "math", "builtins", "numpy", "triton", "functools")
-
-
-_DT_FUNCS: dict = {}
-
-
-def _init_dt_funcs():
-    for name in sorted(ops.DT_DEVICE | ops.DT_HOST_ONLY):
-        _DT_FUNCS[id(getattr(L, name))] = name
-
-
-_init_dt_funcs()
-
-_TORCH_NAMES: dict = {}
-
-
-def _init_torch_names():
-    import torch.nn.functional as F
-    for name in ops.TORCH_FUNCTIONS:
-        f = getattr(torch, name, None)
-        if f is not None:
-            _TORCH_NAMES.setdefault(id(f), ("torch", name))
-    for name in ops.FUNCTIONAL:
-        f = getattr(F, name, None)
-        if f is not None:
-            _TORCH_NAMES.setdefault(id(f), ("F", name))
-    for name in ops.TENSOR_METHODS:
-        f = getattr(torch.Tensor, name, None)
-        if f is not None and name in ops.TORCH_FUNCTIONS:
-            _TORCH_NAMES.setdefault(id(f), ("torch", name))
-
-
-_init_torch_names()
-
-
-def _torch_name(func):
-    r = _TORCH_NAMES.get(id(func))
-    if r is not None:
-        return r
-    mod = getattr(func, "__module__", None) or ""
-    name = getattr(func, "__name__", None)
-    if name and (mod.startswith("torch") or mod == "torch._C._nn" or mod == "torch._C._VariableFunctions"):
-        if mod.startswith("torch.nn.functional") or mod == "torch._C._nn":
-            return ("F", name)
-        if name in ops.TORCH_FUNCTIONS:
-            return ("torch", name)
-        return ("torch", name)
-    return None
 
 
 def _per_tile_source(v: Node):

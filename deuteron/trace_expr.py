@@ -1,4 +1,5 @@
-"""The tracer's expressions: names, attributes, indexing, loads and stores, calls and inlining."""
+"""The tracer's expressions: names, attributes, calls (dispatched to the op entries of ``deuteron/ops/``) and
+inlining of helpers."""
 
 from __future__ import annotations
 
@@ -10,21 +11,74 @@ import types
 
 import torch
 
+from . import language as L
 from . import ops
 from .errors import (
-    BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, IndexRank, NotInTileLoop,
-    MovingSlice, OperandDtype, OperandKind, PerTileDecision, SliceBound, StoreShape, TileArithmetic, TileAsNumber,
-    TileBoundDecision, TileIndexing, TilePastEnd, TraceError, UnknownName, Unpack, UnsupportedConstruct,
-    UnsupportedExpression, WholeTensor,
+    BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, NotInTileLoop, OperandDtype,
+    OperandKind, PerTileDecision, TileArithmetic, TileAsNumber, TileBoundDecision, TileIndexing, TileNotIterated,
+    TraceError, UnknownName, Unpack, UnsupportedConstruct, UnsupportedExpression, WholeTensor,
 )
+from .optable import OPS, TILE_ATTR, has
 from .program import (
-    ONE, Node, RInfo, TileInfo, same_dim,
+    Node, RInfo, TileInfo,
 )
 from .trace_common import (
     _per_tile_source,
-    HostTensor, _BINOPS, _CMPOPS, _DT_FUNCS, _HostMethod, _MaxResult, _Method, _Return, _describe,
-    _dims_text, _index_text, _is_int_dtype, _is_library, _torch_name,
+    HostTensor, _BINOPS, _CMPOPS, _HostMethod, _MaxResult, _Method, _Return, _describe,
+    _dims_text, _is_library,
 )
+from .ops.elementwise import binop, cast, logical, unary, where
+from .ops.memory import index_items, load
+from .ops.shape import block_index, permute
+
+
+_DT_FUNCS: dict = {}
+
+
+def _init_dt_funcs():
+    stubs = ops.dt_stubs()
+    for name in sorted(ops.DT_DEVICE | ops.DT_HOST_ONLY):
+        _DT_FUNCS[id(stubs[name] if name in stubs else getattr(L, name))] = name
+
+
+_init_dt_funcs()
+
+_TORCH_NAMES: dict = {}
+
+
+def _init_torch_names():
+    import torch.nn.functional as F
+    for name in ops.TORCH_FUNCTIONS:
+        f = getattr(torch, name, None)
+        if f is not None:
+            _TORCH_NAMES.setdefault(id(f), ("torch", name))
+    for name in ops.FUNCTIONAL:
+        f = getattr(F, name, None)
+        if f is not None:
+            _TORCH_NAMES.setdefault(id(f), ("F", name))
+    for name in ops.TENSOR_METHODS:
+        f = getattr(torch.Tensor, name, None)
+        if f is not None and name in ops.TORCH_FUNCTIONS:
+            _TORCH_NAMES.setdefault(id(f), ("torch", name))
+
+
+_init_torch_names()
+
+
+def _torch_name(func):
+    r = _TORCH_NAMES.get(id(func))
+    if r is not None:
+        return r
+    mod = getattr(func, "__module__", None) or ""
+    name = getattr(func, "__name__", None)
+    if name and (mod.startswith("torch") or mod == "torch._C._nn" or mod == "torch._C._VariableFunctions"):
+        if mod.startswith("torch.nn.functional") or mod == "torch._C._nn":
+            return ("F", name)
+        if name in ops.TORCH_FUNCTIONS:
+            return ("torch", name)
+        return ("torch", name)
+    return None
+
 
 
 _NO_VALUE = object()
@@ -35,8 +89,13 @@ def _is_library_module(m) -> bool:
         "torch", "deuteron", "newt", "math", "builtins", "numpy", "triton", "functools", "operator", "helion")
 
 
-class ExprTracer:
-    """Mixin of ``Tracer``: evaluating expressions of a tile loop body."""
+class Evaluator:
+    """Evaluates the expressions of a tile loop body for its ``Tracer`` (``self.tr``, the shared state: the
+    program being built, the environment, the host values): names, attributes, operators and calls, each call
+    dispatched to its op entry (``deuteron/ops/``) with the tracer as the ops' context."""
+
+    def __init__(self, tr):
+        self.tr = tr
 
     # ------------------------------------------------------------------ expressions
     def eval(self, e):
@@ -53,25 +112,25 @@ class ExprTracer:
         return e.value
 
     def lookup(self, name, node):
-        if name in self.env:
-            return self.env[name]
-        if name in self.host:
-            return self.host_value(name, self.host[name], node)
-        if name in self.globals:
-            v = self.globals[name]
-            src = self._captured.get(name)
+        if name in self.tr.env:
+            return self.tr.env[name]
+        if name in self.tr.host:
+            return self.tr.host_value(name, self.tr.host[name], node)
+        if name in self.tr.globals:
+            v = self.tr.globals[name]
+            src = self.tr._captured.get(name)
             if src is not None:  # captured by a callable argument: tensors become kernel arguments
                 if isinstance(v, torch.Tensor):
                     key = ("captured",) + src
-                    if key not in self._host_cache:
-                        self._host_cache[key] = self.tensor_arg(f"{src[1]}_{name}", v, src)
-                    return self._host_cache[key]
+                    if key not in self.tr._host_cache:
+                        self.tr._host_cache[key] = self.tr.tensor_arg(f"{src[1]}_{name}", v, src)
+                    return self.tr._host_cache[key]
                 return self.global_value(src, name, v, node)
             if isinstance(v, torch.Tensor):
                 raise CapturedTensor(node, name=name)
             # the kernel's own global (fetched by name from its module at each launch), or one of a module-level
             # helper's globals / closure cells: a value baked into the code is guarded, a float is passed
-            src = ("local", name) if self._inline_depth == 0 else self._gcaptured.get(name)
+            src = ("local", name) if self.tr._inline_depth == 0 else self.tr._gcaptured.get(name)
             if src is None:
                 return v
             return self.global_value(src, name, v, node)
@@ -85,26 +144,26 @@ class ExprTracer:
         guarded (a changed value traces again), a float is a run-time scalar argument (a changed value is passed),
         a user function is guarded by its code and what it reads is guarded through it; modules, classes and
         library functions are taken as they are."""
-        hit = self._global_cache.get(src, _NO_VALUE)
+        hit = self.tr._global_cache.get(src, _NO_VALUE)
         if hit is not _NO_VALUE:
             return hit
         if isinstance(v, float):
-            out = self.scalar_param(name, v, src)
+            out = self.tr.scalar_param(name, v, src)
         elif isinstance(v, (bool, int, str, torch.dtype, type(None))):
-            self.guard(src, v)
+            self.tr.guard(src, v)
             out = v
         elif isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
             if all(isinstance(x, (int, float, bool, str, type(None), torch.dtype)) for x in v):
-                self.guard(src, tuple(v))
+                self.tr.guard(src, tuple(v))
             out = v
         elif isinstance(v, types.FunctionType) and not _is_library(v):
-            self.guard(src, v)
-            if id(v) not in self._fn_origin:
-                self._fn_gorigin[id(v)] = (v, src)
+            self.tr.guard(src, v)
+            if id(v) not in self.tr._fn_origin:
+                self.tr._fn_gorigin[id(v)] = (v, src)
             out = v
         else:
             out = v
-        self._global_cache[src] = out
+        self.tr._global_cache[src] = out
         return out
 
     def value_source(self, e):
@@ -112,11 +171,11 @@ class ExprTracer:
         when it is a global of the kernel or of a module-level helper; None otherwise."""
         if isinstance(e, ast.Name):
             nm = e.id
-            if nm in self.env or nm in self.host or nm not in self.globals:
+            if nm in self.tr.env or nm in self.tr.host or nm not in self.tr.globals:
                 return None
-            if nm in self._captured:
-                return self._captured[nm]
-            return ("local", nm) if self._inline_depth == 0 else self._gcaptured.get(nm)
+            if nm in self.tr._captured:
+                return self.tr._captured[nm]
+            return ("local", nm) if self.tr._inline_depth == 0 else self.tr._gcaptured.get(nm)
         if isinstance(e, ast.Attribute):
             base = self.value_source(e.value)
             return None if base is None else ("attr", base, e.attr)
@@ -147,7 +206,7 @@ class ExprTracer:
         base = self.eval(e.value)
         a = e.attr
         if isinstance(base, TileInfo):
-            return self.tile_attr(base, a, e)
+            return self.tr.tile_attr(base, a, e)
         if isinstance(base, HostTensor):
             return self.host_tensor_attr(base, a, e)
         if isinstance(base, Node):
@@ -158,9 +217,9 @@ class ExprTracer:
             if a == "ndim":
                 return len(base.dims)
             if a == "device":  # where the kernel runs (what `device=x.device` in a creation op means)
-                return next((ta.tensor.device for ta in self.prog.tensors.values()), torch.device("cpu"))
+                return next((ta.tensor.device for ta in self.tr.prog.tensors.values()), torch.device("cpu"))
             if a in ("T", "mT"):
-                return self.permute(base, list(range(len(base.dims)))[::-1] if a == "T" else
+                return permute(self.tr, base, list(range(len(base.dims)))[::-1] if a == "T" else
                                     list(range(len(base.dims) - 2)) + [len(base.dims) - 1, len(base.dims) - 2], e)
             if a in ops.TENSOR_METHODS:
                 return _Method(base, a)
@@ -193,7 +252,7 @@ class ExprTracer:
     def host_tensor_attr(self, ht: HostTensor, a, e):
         t = ht.t
         if a == "shape":
-            return tuple(self.size_of(ht, d) for d in range(t.dim()))
+            return tuple(self.tr.size_of(ht, d) for d in range(t.dim()))
         if a == "dtype":
             return t.dtype
         if a == "device":
@@ -208,15 +267,15 @@ class ExprTracer:
     def ex_Subscript(self, e):
         base = self.eval(e.value)
         if isinstance(base, HostTensor):
-            items = self.index_items(base, e.slice, e)
-            return self.load(base, items, e)
+            items = index_items(self.tr, base, e.slice, e)
+            return load(self.tr, base, items, e)
         if isinstance(base, Node):
-            return self.block_index(base, e.slice, e)
+            return block_index(self.tr, base, e.slice, e)
         if isinstance(base, TileInfo):
             raise TileIndexing(e, problem="a tile cannot be indexed", hint="index a tensor with the tile: x[tile]")
         idx = self.eval(e.slice)
         if isinstance(idx, Node):
-            idx = self.static_int(idx, e.slice, "an index into a Python sequence")
+            idx = self.tr.static_int(idx, e.slice, "an index into a Python sequence")
         try:
             return base[idx]
         except Exception as ex:  # noqa: BLE001
@@ -226,14 +285,14 @@ class ExprTracer:
         op = _BINOPS.get(type(e.op))
         a = self.eval(e.left)
         b = self.eval(e.right)
-        return self.binop(op, a, b, e)
+        return binop(self.tr, op, a, b, e)
 
     def ex_UnaryOp(self, e):
         v = self.eval(e.operand)
         if isinstance(v, TileInfo):
             if not isinstance(e.op, (ast.USub, ast.UAdd)):
                 raise TileArithmetic(e, what="a tile")
-            v = self.tile_attr(v, "index", e)  # -tile: its indices negated, like tile + start
+            v = self.tr.tile_attr(v, "index", e)  # -tile: its indices negated, like tile + start
         if not isinstance(v, Node):
             if isinstance(e.op, ast.Not):
                 return not v
@@ -245,17 +304,17 @@ class ExprTracer:
         if isinstance(e.op, ast.UAdd):
             return v
         if isinstance(e.op, ast.USub):
-            return self.unary("neg", v, e)
+            return unary(self.tr, "neg", v, e)
         if isinstance(e.op, ast.Not):
             if v.dims:
                 raise BlockDecision(e, what="`not`", dims=_dims_text(v.dims), hint="use ~mask or torch.logical_not")
-            return self.binop("eq", v, 0 if v.dtype != torch.bool else False, e)
+            return binop(self.tr, "eq", v, 0 if v.dtype != torch.bool else False, e)
         if v.dtype == torch.bool:
-            return self.binop("eq", v, False, e)
+            return binop(self.tr, "eq", v, False, e)
         if v.dtype.is_floating_point:
             raise OperandDtype(e, op="~", dtype="floating-point", why="")
         n = Node("unary", [v], dims=v.dims, dtype=v.dtype, attrs={"fn": "invert"}, weak=v.weak)
-        return self.emit(n)
+        return self.tr.emit(n)
 
     def ex_Compare(self, e):
         left = self.eval(e.left)
@@ -268,8 +327,8 @@ class ExprTracer:
                 r = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
                      ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
             else:
-                r = self.binop(_CMPOPS[type(op)], left, right, e)
-            result = r if result is None else self.logical("and", result, r, e)
+                r = binop(self.tr, _CMPOPS[type(op)], left, right, e)
+            result = r if result is None else logical(self.tr, "and", result, r, e)
             left = right
         return result
 
@@ -292,32 +351,20 @@ class ExprTracer:
             return vals[-1] if vals else (True if is_and else False)
         out = nodes[0]
         for v in nodes[1:]:
-            out = self.logical("and" if is_and else "or", out, v, e)
+            out = logical(self.tr, "and" if is_and else "or", out, v, e)
         return out
-
-    def logical(self, kind, a, b, src):
-        if not isinstance(a, Node) and not isinstance(b, Node):
-            return (a and b) if kind == "and" else (a or b)
-        a = self.to_bool(a, src)
-        b = self.to_bool(b, src)
-        return self.binop(kind, a, b, src)
-
-    def to_bool(self, v, src):
-        if isinstance(v, Node):
-            return v if v.dtype == torch.bool else self.binop("ne", v, 0, src)
-        return bool(v)
 
     def ex_IfExp(self, e):
         c = self.eval(e.test)
         if isinstance(c, Node) and c.host_value is not None:
             for g in c.guards:
-                self.guard(*g)
+                self.tr.guard(*g)
             c = c.host_value
         if not isinstance(c, Node):
             return self.eval(e.body) if c else self.eval(e.orelse)
         if not c.dims:
             self.check_not_per_tile(c, e.test, "a conditional expression (`a if cond else b`)")
-        return self.where(c, self.eval(e.body), self.eval(e.orelse), e)
+        return where(self.tr, c, self.eval(e.body), self.eval(e.orelse), e)
 
     def ex_Call(self, e):
         func = self.eval(e.func)
@@ -336,6 +383,53 @@ class ExprTracer:
                 raise UnsupportedExpression(k, what="**kwargs")
             kwargs[k.arg] = self.eval(k.value)
         return self.call(func, args, kwargs, e)
+
+
+    # ------------------------------------------------------------------ calls of ops (deuteron/ops/)
+    def dt_call(self, name, args, kwargs, e):
+        o = OPS.get(f"dt.{name}")
+        if o is not None:
+            return o.trace(self.tr, e, f"dt.{name}", args, kwargs)
+        if name in ("tile", "grid"):
+            raise TileNotIterated(e, op=name)
+        if name in ops.DT_HOST_ONLY:
+            raise NotInTileLoop(e, op=f"dt.{name}", why=": it belongs in the host code, before the tile loops",
+                                hint="call it before the outermost `for ... in dt.tile(...)` and use the result")
+        raise NotInTileLoop(e, op=f"dt.{name}", why="", hint="see docs/deuteron.md for the supported ops")
+
+    def torch_call(self, tname, args, kwargs, e):
+        kind, name = tname
+        table = ops.FUNCTIONAL if kind == "F" else ops.TORCH_FUNCTIONS
+        o = OPS.get(table.get(name))
+        prefix = "torch.nn.functional." if kind == "F" else "torch."
+        if o is None:
+            raise NotInTileLoop(e, op=f"{prefix}{name}", why="", hint="see docs/deuteron.md for the supported ops")
+        if not o.host_args and any(isinstance(a, HostTensor) for a in list(args) + list(kwargs.values())):
+            ht = next(a for a in list(args) + list(kwargs.values()) if isinstance(a, HostTensor))
+            raise WholeTensor(e, name=ht.name, what="")
+        if o.first != "any":
+            if args:
+                args = [self._check_operand(args[0], name, o, e), *args[1:]]
+            elif "input" in kwargs:
+                kwargs = {**kwargs, "input": self._check_operand(kwargs["input"], name, o, e)}
+        return o.trace(self.tr, e, f"{prefix}{name}", args, kwargs)
+
+    def method(self, x, name, args, kwargs, e, canonical=False):
+        """A tensor op on ``x`` (a Node) by canonical name or method name."""
+        o = OPS.get(name if canonical else ops.TENSOR_METHODS.get(name))
+        if o is None or o.stub is not None:
+            raise NotInTileLoop(e, op=f".{name}()", why="", hint="see docs/deuteron.md for the supported ops")
+        x = self._check_operand(x, name, o, e)
+        return o.trace(self.tr, e, f".{name}()", [x, *args], kwargs)
+
+    def _check_operand(self, x, name, o, e):
+        if isinstance(x, TileInfo):
+            raise TileAsNumber(e, what=f"the operand of {name}()", hint="use tile.index")
+        if not isinstance(x, Node) and o.first != "number":
+            if isinstance(x, (int, float)):
+                return self.tr.const_node(x)
+            raise OperandKind(e, op=f"{name}()", got=_describe(x))
+        return x
 
     # ------------------------------------------------------------------ calls
     def call(self, func, args, kwargs, e):
@@ -367,13 +461,13 @@ class ExprTracer:
             vals = list(args[0]) if len(args) == 1 else list(args)
             out = vals[0]
             for v in vals[1:]:
-                out = self.binop("minimum" if func is min else "maximum", out, v, e)
+                out = binop(self.tr, "minimum" if func is min else "maximum", out, v, e)
             return out
         if func is abs and args and isinstance(args[0], Node):
-            return self.unary("abs", args[0], e)
+            return unary(self.tr, "abs", args[0], e)
         if func in (float, int, bool) and args and isinstance(args[0], Node):
             self.check_not_per_tile(args[0], e, f"{func.__name__}()")
-            return self.cast(args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
+            return cast(self.tr, args[0], {float: torch.float32, int: torch.int32, bool: torch.bool}[func])
         if func is len and args and isinstance(args[0], TileInfo):
             raise TileAsNumber(e, what="len()'s argument", hint="use tile.end - tile.begin or tile.block_size")
         if isinstance(func, type) and issubclass(func, BaseException):
@@ -391,7 +485,7 @@ class ExprTracer:
             for a in allv:
                 if isinstance(a, Node):
                     for gd in a.guards:
-                        self.guard(*gd)
+                        self.tr.guard(*gd)
             args = [a.host_value if isinstance(a, Node) else a for a in args]
             kwargs = {k: a.host_value if isinstance(a, Node) else a for k, a in kwargs.items()}
             allv = []
@@ -408,7 +502,7 @@ class ExprTracer:
 
     def inline(self, fn, args, kwargs, e):
         """A user helper: its body is traced at the call site."""
-        if self._inline_depth > 16:
+        if self.tr._inline_depth > 16:
             raise HelperFunction(e, name=getattr(fn, "__name__", "?"),
                                  problem="helper functions nest too deeply (recursion?)")
         body = _function_body(fn)
@@ -419,43 +513,44 @@ class ExprTracer:
         except TypeError as ex:
             raise HelperFunction(e, name=fn.__name__, problem=str(ex)) from None
         bound.apply_defaults()
-        saved_env, saved_host, saved_globals, saved_cache = self.env, self.host, self.globals, self._host_cache
-        saved_captured = self._captured
-        self.env = dict(bound.arguments)
-        self.host = {}
-        self.globals = dict(fn.__globals__)
-        origin = self._fn_origin.get(id(fn))
-        gorigin = self._fn_gorigin.get(id(fn))
+        tr = self.tr
+        saved_env, saved_host, saved_globals, saved_cache = tr.env, tr.host, tr.globals, tr._host_cache
+        saved_captured = self.tr._captured
+        self.tr.env = dict(bound.arguments)
+        self.tr.host = {}
+        self.tr.globals = dict(fn.__globals__)
+        origin = self.tr._fn_origin.get(id(fn))
+        gorigin = self.tr._fn_gorigin.get(id(fn))
         gorigin = gorigin[1] if gorigin is not None and gorigin[0] is fn else None
-        saved_gcaptured = self._gcaptured
-        self._captured = {}
-        self._gcaptured = {}
+        saved_gcaptured = self.tr._gcaptured
+        self.tr._captured = {}
+        self.tr._gcaptured = {}
         if origin is not None:
-            self._captured = {nm: ("fnglobal", origin, nm) for nm in fn.__code__.co_names}
+            self.tr._captured = {nm: ("fnglobal", origin, nm) for nm in fn.__code__.co_names}
         elif gorigin is not None:  # a helper reached through a global: what it reads is fetched through it
-            self._gcaptured = {nm: ("fnglobal", gorigin, nm) for nm in fn.__code__.co_names}
+            self.tr._gcaptured = {nm: ("fnglobal", gorigin, nm) for nm in fn.__code__.co_names}
         if fn.__closure__:
             for nm, cell in zip(fn.__code__.co_freevars, fn.__closure__):
                 try:
-                    self.globals[nm] = cell.cell_contents
+                    self.tr.globals[nm] = cell.cell_contents
                 except ValueError:
                     continue
                 if origin is not None:
-                    self._captured[nm] = ("cell", origin, nm)
+                    self.tr._captured[nm] = ("cell", origin, nm)
                 elif gorigin is not None:
-                    self._gcaptured[nm] = ("cell", gorigin, nm)
-        self._host_cache = {}
-        self._inline_depth += 1
+                    self.tr._gcaptured[nm] = ("cell", gorigin, nm)
+        self.tr._host_cache = {}
+        self.tr._inline_depth += 1
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
         result = None
         # a helper of another file: its statements' line numbers are not the kernel file's, so what it emits is
         # placed at the call (the generated code's `# line N:` comments) and its errors move there, naming it
-        foreign = self._foreign_call is None and not _same_file(fn, self.src)
+        foreign = self.tr._foreign_call is None and not _same_file(fn, self.tr.src)
         if foreign:
-            self._foreign_call = e
+            self.tr._foreign_call = e
         try:
-            self.stmts(body)
+            self.tr.stmts(body)
         except _Return as r:
             result = r.value
         except TraceError as err:
@@ -466,25 +561,25 @@ class ExprTracer:
             raise
         finally:
             if foreign:
-                self._foreign_call = None
-            self._inline_depth -= 1
-            self.env, self.host, self.globals, self._host_cache = saved_env, saved_host, saved_globals, saved_cache
-            self._captured = saved_captured
-            self._gcaptured = saved_gcaptured
+                self.tr._foreign_call = None
+            self.tr._inline_depth -= 1
+            tr.env, tr.host, tr.globals, tr._host_cache = saved_env, saved_host, saved_globals, saved_cache
+            self.tr._captured = saved_captured
+            self.tr._gcaptured = saved_gcaptured
         return result
 
     def host_method(self, ht: HostTensor, name, args, kwargs, e):
         t = ht.t
         if name == "size":
             if not args:
-                return tuple(self.size_of(ht, d) for d in range(t.dim()))
-            d = self.static_int(args[0], e, "a dimension")
-            return self.size_of(ht, d % t.dim())
+                return tuple(self.tr.size_of(ht, d) for d in range(t.dim()))
+            d = self.tr.static_int(args[0], e, "a dimension")
+            return self.tr.size_of(ht, d % t.dim())
         if name == "stride":
             if not args:
-                return tuple(self.size_of(ht, d, "stride") for d in range(t.dim()))
-            d = self.static_int(args[0], e, "a dimension")
-            return self.size_of(ht, d % t.dim(), "stride")
+                return tuple(self.tr.size_of(ht, d, "stride") for d in range(t.dim()))
+            d = self.tr.static_int(args[0], e, "a dimension")
+            return self.tr.size_of(ht, d % t.dim(), "stride")
         if name == "dim":
             return t.dim()
         if name == "numel":
@@ -497,149 +592,6 @@ class ExprTracer:
         raise WholeTensor(e, name=f"{ht.name}.{name}()", what="", hint=f"index it with tiles first: {ht.name}[tile]")
 
     # ------------------------------------------------------------------ indexing
-    def index_items(self, ht: HostTensor, slice_node, e):
-        raw = self.eval(slice_node)
-        idx = list(raw) if isinstance(raw, tuple) else [raw]
-        flat = []
-        for it in idx:
-            if isinstance(it, (tuple, list)) and all(isinstance(x, (TileInfo, Node, int, slice, type(None)))
-                                                     for x in it):
-                flat.extend(it)
-            else:
-                flat.append(it)
-        return self.items_for(ht, flat, e)
-
-    def items_for(self, ht: HostTensor, flat: list, e, clip: bool = False):
-        """The index items of ``ht[flat]``; ``clip``: a tile may run past the end (``dt.load``: read as 0 there,
-        an item ``("tile", t, d, size)``)."""
-        self._clip = clip
-        try:
-            return self._items_for(ht, flat, e)
-        finally:
-            self._clip = False
-
-    def _items_for(self, ht: HostTensor, flat: list, e):
-        rank = ht.t.dim()
-        n_real = sum(1 for it in flat if it is not None and it is not Ellipsis)
-        if any(it is Ellipsis for it in flat):
-            pos = flat.index(Ellipsis)
-            flat = flat[:pos] + [slice(None)] * (rank - n_real) + flat[pos + 1:]
-            n_real = rank
-        if n_real != rank:
-            parts = []
-            for it in flat:
-                parts.append(_index_text(it))
-            raise IndexRank(e, what=ht.name, rank=rank, shape=f" (shape {tuple(ht.t.shape)})", count=n_real,
-                            plural="ex" if n_real == 1 else "ices", items=f" [{', '.join(parts)}]")
-        items = []
-        d = 0
-        for it in flat:
-            if it is None:
-                items.append(("none",))
-                continue
-            size = ht.t.shape[d]
-            if isinstance(it, TileInfo):
-                items.append(self._tile_item(ht, it, d, size, e))
-            elif isinstance(it, slice):
-                if it.start is None and it.stop is None and it.step is None:
-                    sz = self.size_of(ht, d)
-                    r = self.rdim(int(ht.t.shape[d]), sz, e)
-                    items.append(("red", r, d))
-                else:
-                    items.append(self._bounded_slice(ht, it, d, e))
-            elif isinstance(it, bool):
-                raise BadIndex(e, problem="indexing with a bool")
-            elif isinstance(it, int):
-                if not -size <= it < max(size, 1):
-                    raise BadIndex(e, problem=f"index {it} is out of range for dimension {d} of {ht.name} "
-                                              f"(size {size})")
-                items.append(("scalar", it % size if size else it, d))
-            elif isinstance(it, Node):
-                if not _is_int_dtype(it.dtype):
-                    raise BadIndex(e, problem=f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
-                if it.op == "tile_index":
-                    items.append(self._tile_item(ht, it.attrs["tile"], d, size, e))
-                elif it.dims:
-                    items.append(("vec", it, d))
-                else:
-                    items.append(("scalar", it, d))
-            elif isinstance(it, HostTensor):
-                raise BadIndex(e, problem=f"indexing with the tensor {it.name}: load it with tiles first")
-            else:
-                raise BadIndex(e, problem=f"cannot index {ht.name} with {_describe(it)}")
-            d += 1
-        return items
-
-    def _bounded_slice(self, ht: HostTensor, it: slice, d: int, e):
-        """``x[tile, a:b]``: a whole dimension of ``b - a`` elements starting at ``a`` (bounds known when compiling:
-        ints, sizes with static shapes); ``("red", rdim, d, a)``.  ``x[tile, s:s + C]`` with a scalar ``s`` of the
-        kernel (``tile.begin * 2``) and ``C`` known when compiling: ``("red", rdim, d, s, size)``, masked by the
-        dimension's ``size`` (lanes past the end read 0 and are not written)."""
-        moving = self._moving_slice(ht, it, d, e)
-        if moving is not None:
-            return moving
-        bounds = []
-        for what, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-                raise SliceBound(e, tensor=ht.name, what=what, value=_describe(v))
-            bounds.append(v)
-        if not self.static:
-            raise SliceBound(e, tensor=ht.name, what="bounds", value="sizes passed at run time (static_shapes=False)")
-        size = int(ht.t.shape[d])
-        start, stop, step = slice(*bounds).indices(size)
-        if step != 1:
-            raise SliceBound(e, tensor=ht.name, what="step", value=str(step))
-        n = stop - start
-        if n < 1:
-            raise SliceBound(e, tensor=ht.name, what="range", value=f"{start}:{stop} (empty)")
-        r = self.rdim(n, n, e)
-        return ("red", r, d, start) if start else ("red", r, d)
-
-    def _moving_slice(self, ht: HostTensor, it: slice, d: int, e):
-        """``x[..., s + c0 : s + c1]`` with the same scalar ``s`` of the kernel in both bounds and ints ``c0 < c1``:
-        ``c1 - c0`` elements from ``s + c0`` (None when neither bound is a kernel value)."""
-        if not isinstance(it.start, Node) and not isinstance(it.stop, Node):
-            return None
-        if it.step not in (None, 1):
-            raise SliceBound(e, tensor=ht.name, what="step", value=_describe(it.step))
-        for what, v in (("start", it.start), ("stop", it.stop)):
-            if isinstance(v, Node) and (v.dims or not _is_int_dtype(v.dtype)):
-                raise SliceBound(e, tensor=ht.name, what=what,
-                                 value=f"a {'block' if v.dims else v.dtype} value of the kernel")
-        if it.start is None or it.stop is None:  # x[t, s:] / x[t, :s]: a length that moves too
-            what = "start" if isinstance(it.start, Node) else "stop"
-            raise SliceBound(e, tensor=ht.name, what=what, value=f"{_describe(getattr(it, what))} with an open "
-                                                                  f"{'stop' if what == 'start' else 'start'} (a "
-                                                                  f"moving slice is s : s + C)")
-        b0, c0 = _linear(it.start)
-        b1, c1 = _linear(it.stop)
-        if b0 is None or b1 is not b0:
-            raise MovingSlice(e, tensor=ht.name, problem=f"start {_describe(it.start)} and stop "
-                                                         f"{_describe(it.stop)} do not differ by an int known "
-                                                         f"when compiling")
-        n = c1 - c0
-        if n < 1:
-            raise SliceBound(e, tensor=ht.name, what="range", value=f"of {n} elements (empty)")
-        start = it.start if isinstance(it.start, Node) else self.binop("add", b0, c0, e)
-        r = self.rdim(n, n, e)
-        return ("red", r, d, start, self.size_of(ht, d))
-
-    def _tile_item(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
-        if getattr(self, "_clip", False):
-            end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
-            if not (isinstance(end, int) and not isinstance(end, bool) and end <= size):
-                return ("tile", t, d, self.size_of(ht, d))  # masked by the tensor's own bound too
-            return ("tile", t, d)
-        self._check_tile_fits(ht, t, d, size, e)
-        return ("tile", t, d)
-
-    def _check_tile_fits(self, ht: HostTensor, t: TileInfo, d: int, size: int, e):
-        """A tile running past the end of the dimension it indexes: eager PyTorch would get a shorter slice
-        (and fail to broadcast it), the kernel would read past the tensor."""
-        end = t.end if isinstance(t.end, int) else getattr(t.end, "host_value", None)
-        if isinstance(end, int) and not isinstance(end, bool) and end > size:
-            raise TilePastEnd(e, tensor=ht.name, size=size, dim=d, tile=t.name, end=end)
-
     def check_not_per_tile(self, v, src, what: str):
         """``what`` decides in Python on a value computed from tiles: the kernel would decide per tile, PyTorch
         on the whole tensor -- a D004 (use torch.where)."""
@@ -653,122 +605,7 @@ class ExprTracer:
         if t is not None:
             raise TileBoundDecision(src, what=what, tile=t.name)
 
-    def _strides(self, ht: HostTensor, items):
-        """Dynamic shapes: the strides the access uses are run-time parameters."""
-        if self.static:
-            return
-        for it in items:
-            if it[0] != "none":
-                self.size_of(ht, it[2], "stride")
-
-    def _items_dims(self, items):
-        dims = []
-        for it in items:
-            k = it[0]
-            if k == "none":
-                dims.append(ONE)
-            elif k in ("tile", "red"):
-                dims.append(it[1])
-            elif k == "vec":
-                dims.extend(it[1].dims)
-        return tuple(dims)
-
-    def load(self, ht: HostTensor, items, e, extra_mask=None, eviction=None) -> Node:
-        dims = self._items_dims(items)
-        self._check_unique_dims(dims, e)
-        ht.arg.loaded = True
-        self._strides(ht, items)
-        attrs = {"tensor": ht.arg, "items": items}
-        if eviction:
-            attrs["eviction"] = eviction
-        n = Node("load", [extra_mask] if extra_mask is not None else [], dims=dims, dtype=ht.t.dtype, attrs=attrs,
-                 pad=0)
-        self.prog.dims_used.add(dims)
-        return self.emit(n)
-
-    def _check_unique_dims(self, dims, e):
-        seen = set()
-        for d in dims:
-            if isinstance(d, TileInfo):
-                if d.id in seen:
-                    raise TileIndexing(e, problem=f"tile {d.name!r} indexes two dimensions of the same access")
-                seen.add(d.id)
-
-    def store(self, ht: HostTensor, items, v, e, extra_mask=None):
-        dims = self._items_dims(items)
-        if isinstance(v, TileInfo):
-            raise TileIndexing(e, problem="storing a tile", hint="store tile.index")
-        if isinstance(v, HostTensor):
-            raise WholeTensor(e, name=v.name, what=" (stored as a value)")
-        if not isinstance(v, (Node, bool, int, float)):
-            raise OperandKind(e, op="a store", got=_describe(v))
-        if isinstance(v, Node):
-            self._check_store_dims(v.dims, dims, ht, e)
-        ht.arg.stored = True
-        self._strides(ht, items)
-        n = Node("store", [v] if extra_mask is None else [v, extra_mask], dims=(), dtype=None,
-                 attrs={"tensor": ht.arg, "items": items, "dims": dims})
-        self.prog.dims_used.add(dims)
-        self.emit(n)
-
-    def _check_store_dims(self, vdims, dims, ht, e):
-        if len(vdims) > len(dims):
-            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]",
-                             hint="the value has more dimensions than the indexed region")
-        for a, b in zip(reversed(vdims), reversed(dims)):
-            if a is ONE or same_dim(a, b):
-                continue
-            raise StoreShape(e, value=_dims_text(vdims), target=f"{ht.name}[{_dims_text(dims)[1:-1]}]")
-
-    def block_index(self, v: Node, slice_node, e):
-        raw = self.eval(slice_node)
-        return self.block_index_items(v, list(raw) if isinstance(raw, tuple) else [raw], e)
-
-    def block_index_items(self, v: Node, idx: list, e):
-        """``v[idx]`` for a block: ``:`` keeps a dimension, None adds one of 1, ``...`` the ones not named."""
-        real = [it for it in idx if it is not None and it is not Ellipsis]
-        if any(not (isinstance(it, slice) and it == slice(None)) for it in real):
-            raise BadIndex(e, problem="indexing a block inside the kernel: only `:` and None are supported",
-                             hint="e.g. v[:, None]")
-        if Ellipsis in idx:
-            pos = idx.index(Ellipsis)
-            idx = idx[:pos] + [slice(None)] * (len(v.dims) - len(real)) + idx[pos + 1:]
-            real = [it for it in idx if it is not None]
-        if len(real) > len(v.dims):
-            raise IndexRank(e, what="a block", rank=len(v.dims), shape="", count=len(real),
-                            plural="ex" if len(real) == 1 else "ices", items="")
-        idx = idx + [slice(None)] * (len(v.dims) - len(real))
-        out = v
-        pos = 0
-        for it in idx:
-            if it is None:
-                out = self.expand_dims(out, pos, e)
-            pos += 1
-        return out
-
     # ------------------------------------------------------------------ elementwise
-
-
-def _linear(v):
-    """``v`` as ``(base, c)``: ``base + c`` with ``base`` a scalar Node (or None) and ``c`` an int, through the
-    additions and subtractions of ints the tracer keeps as nodes."""
-    if isinstance(v, bool):
-        return None, None
-    if isinstance(v, int):
-        return None, int(v)
-    if not isinstance(v, Node):
-        return None, None
-    if v.op == "binary" and v.attrs.get("op") in ("add", "sub") and len(v.args) == 2:
-        a, b = v.args
-        if isinstance(b, int) and not isinstance(b, bool):
-            base, c = _linear(a)
-            if base is not None:
-                return base, c + (b if v.attrs["op"] == "add" else -b)
-        if isinstance(a, int) and not isinstance(a, bool) and v.attrs["op"] == "add":
-            base, c = _linear(b)
-            if base is not None:
-                return base, c + a
-    return v, 0
 
 
 def _is_op_name(tname) -> bool:
@@ -854,7 +691,7 @@ def _tunable_tile_bound(v: Node):
         if n.id in seen:
             continue
         seen.add(n.id)
-        if n.op in ("tile_begin", "tile_end", "tile_id", "tile_count", "tile_block_size"):
+        if has(n, TILE_ATTR) and not n.dims:  # begin / end / id / count / block_size
             t = n.attrs["tile"]
             if t.kind == "tile" and t.slot is not None:
                 return t

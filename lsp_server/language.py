@@ -443,9 +443,12 @@ def lookup(qualname: str) -> Member | None:
             except ImportError:
                 return None
     try:
-        return _static_member(qualname)
+        found = _static_member(qualname)
     except RecursionError:  # pragma: no cover
         return None
+    if found is None and qualname.startswith("deuteron.") and qualname.count(".") == 1:
+        return _deuteron_ops().get(qualname.split(".", 1)[1])
+    return found
 
 
 def members(modq: str) -> list[Member]:
@@ -455,4 +458,23 @@ def members(modq: str) -> list[Member]:
             return list(_nl_members(modq).values())
         except ImportError:
             return []
-    return list(_static_members(modq).values())
+    out = _static_members(modq)
+    if modq == "deuteron":
+        out = {**_deuteron_ops(), **out}
+    return list(out.values())
+
+
+@functools.cache
+def _deuteron_ops() -> dict[str, Member]:
+    """``dt.<name>`` of every ``dt.*`` op, from deuteron's op table (``deuteron/ops/``; importing it never imports
+    torch): an op added there is completed and hovered with no list of names kept here."""
+    try:
+        from deuteron.ops import dt_stubs
+    except ImportError:  # pragma: no cover (deuteron not installed)
+        return {}
+    out = {}
+    for name, stub in sorted(dt_stubs().items()):
+        m = _member_from_object(name, f"deuteron.{name}", stub)
+        if m is not None:
+            out[name] = m
+    return out

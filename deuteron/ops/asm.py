@@ -10,16 +10,13 @@ end on the generated call (N070, reported at the generated line) and, first, her
 
 from __future__ import annotations
 
-import torch
-
-from . import language as L
-from .codegen_expr import NODE_RENDER, _dt
-from .errors import Cause
-from .program import Node
-from .trace_common import _broadcast_dims, _describe, _dims_text
-from .trace_ops import dt_hook
-
-__all__ = ["InlineAsmArguments", "render_inline_asm"]
+from .. import language as L
+from .._torch import torch
+from ..codegen_expr import _dt
+from ..errors import Cause
+from ..optable import NAMED, node, op
+from ..program import Node
+from ..trace_common import _broadcast_dims, _describe, _dims_text
 
 
 class InlineAsmArguments(Cause):
@@ -33,7 +30,7 @@ def _dtypes(dtype):
     return dts, many
 
 
-@dt_hook(L.inline_asm_elementwise)
+@op("dt.inline_asm_elementwise", family="asm", stub=L.inline_asm_elementwise, nodes=("inline_asm", "tuple_get"))
 def _dt_inline_asm(tr, e, asm, constraints, args, dtype, is_pure, pack):
     for what, v, kind in (("the asm", asm, str), ("the constraints", constraints, str), ("is_pure", is_pure, bool),
                           ("pack", pack, int)):
@@ -122,4 +119,5 @@ def render_inline_asm(r, n) -> str:
             f"{n.attrs['pure']!r}, {n.attrs['pack']!r})")
 
 
-NODE_RENDER["inline_asm"] = render_inline_asm
+node("inline_asm", NAMED, render=render_inline_asm, family="asm",
+     doc="dt.inline_asm_elementwise (attrs: asm, constraints, pure, pack, dtypes)")

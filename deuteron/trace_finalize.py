@@ -1,0 +1,99 @@
+"""The pass after tracing: the facts about a finished ``Program`` the code generator needs (users, which
+whole dimensions can be rolled into loops) and the checks only a whole program allows (jagged tiles)."""
+
+from __future__ import annotations
+
+from .errors import JaggedTile
+from .optable import ALONG, CREATES, MEMORY, has
+from .program import IfStmt, LoopStmt, Node, Program, RInfo
+from .trace_common import _all_nodes, _all_structured, _dims_text
+
+__all__ = ["finalize"]
+
+
+def finalize(prog: Program, rdim_slots) -> None:
+    """After tracing: users of each node, which whole dimensions can be looped over (and their config slots),
+    the jagged tiles' rule, tiles without a block size fixed to 1."""
+    for n, _blk in _all_nodes(prog.body):
+        for o in n.operands():
+            o.users.append(n)
+    # whole dimensions that can be looped over (reduction_loops)
+    for n, _blk in _all_nodes(prog.body):
+        rd = [d for d in n.dims if isinstance(d, RInfo)]
+        seen = set()
+        for r in rd:
+            if r.id in seen:
+                r.not_rollable("appears twice in one value")
+            seen.add(r.id)
+        if len(seen) > 1:
+            for r in rd:
+                r.not_rollable("appears together with another whole dimension")
+        if has(n, CREATES) and rd:
+            for r in rd:
+                r.not_rollable("a block is created with it (dt.zeros / expand)")
+    for stmt, _blk in _all_structured(prog.body):
+        vals = []
+        if isinstance(stmt, LoopStmt):
+            vals = [c.init for c in stmt.carried] + [c.result for c in stmt.carried]
+        elif isinstance(stmt, IfStmt):
+            vals = [stmt.cond] + [m.then_val[0] for m in stmt.merged] + [m.else_val[0] for m in stmt.merged]
+        for v in vals:
+            if isinstance(v, Node):
+                for d in v.dims:
+                    if isinstance(d, RInfo):
+                        d.not_rollable("carried through a loop or an if")
+    seg_of = {}
+
+    def number(block):
+        seg = 0
+        for st in block.stmts:
+            if isinstance(st, Node):
+                seg_of[st.id] = seg
+            else:
+                seg += 1
+                for sub in ([st.body] if isinstance(st, LoopStmt) else [st.then_block, st.else_block]):
+                    number(sub)
+    number(prog.body)
+    for n, blk in _all_nodes(prog.body):
+        for o in n.operands():
+            if o.block is blk and seg_of.get(o.id) != seg_of.get(n.id):
+                for d in o.dims:
+                    if isinstance(d, RInfo):
+                        d.not_rollable("used after a nested loop or if")
+            if o.block is not None and o.block is not blk:
+                for d in o.dims:
+                    if isinstance(d, RInfo):
+                        d.not_rollable("used inside a nested loop or if")
+        if n.op == "reduce" and n.attrs["kind"] in ("argmax", "argmin") and isinstance(n.attrs["dim"], RInfo):
+            n.attrs["dim"].not_rollable("argmax/argmin over it")
+    _check_jagged(prog)
+    if rdim_slots is not None:
+        for r in prog.rdims:
+            if r.rollable:
+                r.slot = rdim_slots.get(r.id)
+    for t in prog.tiles:
+        if t.kind == "tile" and t.slot is None and t.fixed is None:
+            t.fixed = 1
+
+
+def _check_jagged(prog):
+    """Every masked access or reduction along a jagged tile also spans the tiles its lengths are over (the
+    mask ``index < lengths`` needs them): Helion's rule, and what makes the masked lanes well defined."""
+    jagged = [t for t in prog.tiles if t.jagged_parent is not None]
+    if not jagged:
+        return
+    for n, _blk in _all_nodes(prog.body):
+        if has(n, MEMORY):
+            spans = [n.attrs.get("dims", n.dims)]
+        elif has(n, ALONG):
+            spans = [a.dims for a in n.args if isinstance(a, Node)]
+        else:
+            continue
+        for dims in spans:
+            for t in jagged:
+                if any(d is t for d in dims):
+                    missing = [p.name for p in t.jagged_parent.dims if not any(d is p for d in dims)]
+                    if missing:
+                        raise JaggedTile(n.src, problem=f"a value along the jagged tile {t.name!r} without "
+                                                        f"its parent tile(s) {', '.join(missing)} (dims "
+                                                        f"{_dims_text(dims)})")
