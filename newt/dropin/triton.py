@@ -377,7 +377,7 @@ def _make_testing():
 # ---- the other facades ----------------------------------------------------------------------------------------
 
 def _runtime_attrs() -> dict:
-    from newt.runtime import autotuner as at
+    from newt.tune import autotuner as at
     from newt.runtime import errors as er
     from newt.runtime.jit import JITFunction
     return {"JITFunction": JITFunction, "KernelInterface": at.KernelInterface, "Autotuner": at.Autotuner,
@@ -407,7 +407,7 @@ def _make_runtime():
 
 def _make_runtime_jit():
     from newt.runtime.jit import JITFunction, constexpr_function
-    from newt.runtime.autotuner import KernelInterface
+    from newt.tune.autotuner import KernelInterface
     attrs = {"JITFunction": JITFunction, "KernelInterface": KernelInterface, "jit": jit,
              "constexpr_function": constexpr_function, "KernelParam": KernelParam}
     lazy = {"TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),

@@ -73,7 +73,7 @@ def test_runtime_jit_and_params_as_torch_reads_them(dropin):
                                                                    (2, "BLOCK", True)]
     assert k.fn.__name__ == "k" and k.constexprs == [2]
     from triton.runtime.autotuner import Autotuner, Config, Heuristics
-    assert Autotuner.__module__ == "newt.runtime.autotuner" and Heuristics and Config
+    assert Autotuner.__module__ == "newt.tune.autotuner" and Heuristics and Config
 
 
 def test_top_level_names(dropin):

@@ -361,7 +361,7 @@ def test_malformed_metadata_with_a_valid_checksum_is_a_miss(fake_backend, isolat
                                    {"index": -1, "config": "c"}, {"index": 0}, {"index": 0, "config": "c",
                                                                                 "timings": {"c": "fast"}}])
 def test_malformed_tuning_entries_are_removed(tmp_path, value):
-    from newt.runtime.autotuner import _check_tuning_entry
+    from newt.tune.autotuner import _check_tuning_entry
     dc = C.DiskCache(tmp_path)
     dc.put_json("ab" * 32, value, "autotune")
     with pytest.warns(RuntimeWarning, match="malformed"):
