@@ -31,14 +31,21 @@ for part in "$@"; do
       # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
       timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
     hopper24)
-      # issue 24 in one call (< 540 s): the persistent matmul (fp16/bf16 2048^3..8192^3), the masked-K matmul
-      # with K = s - 1 (2048, 4096) and the attention rows, newt vs Triton (same source) vs torch; then the
-      # GPU tests of the persistent kernel and of the unaligned big-tile masked-K matmul
-      timeout ${BENCH_T:-400} python3 benchmarks/bench.py --only matmul_persistent,matmul_masked,attention \
-        --out "$R/hopper24" --budget ${BENCH_BUDGET:-360} 2>&1 | tail -50 > "$R/hopper24.log"; tail -30 "$R/hopper24.log"
-      timeout ${TEST_T:-110} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
-        tests/backend/test_persistent.py tests/backend/test_gpu.py -k "persistent or unaligned_big_tiles" \
-        > "$R/hopper24_tests.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/hopper24_tests.log" | tail -15 ;;
+      # issue 24 in one call (timeouts add up to 520 s; the device compiles a matmul cell's configs in ~10 s):
+      # fp16/bf16 matmul rows (1024^3..8192^3), the persistent matmul (2048^3..8192^3), the masked-K matmul
+      # with K = s - 1 (2048, 4096) and the attention rows, newt vs Triton (same source) vs torch in one run;
+      # the GPU tests of the persistent kernel, the unaligned big-tile masked-K matmul and the stmatrix
+      # epilogue; then the matmul rows again with NEWT_STMATRIX=1 (their own same-run ratios)
+      timeout ${BENCH_T:-300} python3 benchmarks/bench.py --only matmul,matmul_persistent,matmul_masked,attention \
+        --dtypes float16,bfloat16 --out "$R/hopper24" --budget ${BENCH_BUDGET:-270} 2>&1 | tail -60 > "$R/hopper24.log"
+      tail -32 "$R/hopper24.log"
+      timeout ${TEST_T:-100} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \
+        tests/backend/test_persistent.py tests/backend/test_stmatrix.py tests/backend/test_gpu.py \
+        -k "persistent or unaligned_big_tiles or stmatrix" > "$R/hopper24_tests.log" 2>&1
+      grep -E "^(FAILED|ERROR)|passed|failed" "$R/hopper24_tests.log" | tail -15
+      NEWT_STMATRIX=1 timeout ${STM_T:-120} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
+        --out "$R/hopper24_stm" --budget ${STM_BUDGET:-105} 2>&1 | tail -30 > "$R/hopper24_stm.log"
+      tail -14 "$R/hopper24_stm.log" ;;
     stmatrix)
       # the stmatrix epilogue (NEWT_STMATRIX=1, off by default): its GPU tests, then the fp16/bf16 matmul rows
       # without and with it, each against Triton in its own run (make it the default only if every cell gains)

@@ -305,9 +305,14 @@ def _triton_spills(impl_mod, cfg) -> int:
     ce = {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "STAGE": stage}
     sig.update({n: "constexpr" for n in ce})
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if n not in ce and n != "sm_scale"}
+    had = os.environ.get("TRITON_DEFAULT_FP_FUSION")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    tk = triton.compile(ASTSource(k, sig, ce, attrs), target=GPUTarget("cuda", 90, 32),
-                        options={"num_warps": w, "num_stages": s})
+    try:
+        tk = triton.compile(ASTSource(k, sig, ce, attrs), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": w, "num_stages": s})
+    finally:  # leave the environment as it was (tests/conftest.py warns otherwise)
+        if had is None:
+            os.environ.pop("TRITON_DEFAULT_FP_FUSION", None)
     with tempfile.TemporaryDirectory() as tmp:
         p = os.path.join(tmp, "k.ptx")
         Path(p).write_text(tk.asm["ptx"])
