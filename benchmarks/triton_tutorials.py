@@ -282,6 +282,8 @@ def main(argv=None) -> int:
         r = child(a.child, a.gpu_section)
         print("@@RESULT " + json.dumps(r), flush=True)
         return 0
+    if a.dir:
+        a.dir = os.path.abspath(a.dir)  # the children run in that folder: a relative path would not name it
     if not a.dir or not os.path.isdir(a.dir):
         print(f"triton_tutorials: no tutorial folder at {a.dir!r}; nothing measured")
         return 0
