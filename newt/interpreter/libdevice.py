@@ -164,10 +164,11 @@ def _brev(u, bits: int):
 
 
 def _byte_perm(x, y, s):
+    x, y, s = torch.broadcast_tensors(x, y, s)  # (a uniform operand has one program row, others several)
     src = [(_u32(x) >> (8 * k)) & 0xFF for k in range(4)] + [(_u32(y) >> (8 * k)) & 0xFF for k in range(4)]
-    table = torch.stack(torch.broadcast_tensors(*src), -1)
+    table = torch.stack(src, -1)
     out = torch.zeros(table.shape[:-1], dtype=torch.int64)
-    sel = torch.broadcast_to(_u32(s), out.shape)
+    sel = _u32(s)
     for n in range(4):
         idx = ((sel >> (4 * n)) & 7).unsqueeze(-1)
         out = out | (torch.gather(table, -1, idx).squeeze(-1) << (8 * n))
@@ -245,6 +246,7 @@ def _ilogb(x):
 
 
 def _remainder(x, y):
+    x, y = torch.broadcast_tensors(x, y)
     flat = [math.remainder(a, b) if not (math.isinf(a) or b == 0 or math.isnan(a) or math.isnan(b))
             else math.nan for a, b in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist())]
     return torch.tensor(flat, dtype=F64).reshape(x.shape)

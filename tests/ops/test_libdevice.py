@@ -22,6 +22,7 @@ import torch
 import newt
 import newt.language as nl
 from newt.language.extra.cuda.libdevice import LIBDEVICE
+from newt.language.extra import libdevice as libdevice_mod
 from newt.language.extra.libdevice import erf as ld_erf
 from newt.language.extra.libdevice import tanh as ld_tanh
 
@@ -485,3 +486,25 @@ def test_gelu_with_libdevice(backend, approx):
     backend.launch(gelu_fwd, (newt.cdiv(n, 256),), backend.put(x), y, n, APPROX=approx, BLOCK=256)
     want = torch.nn.functional.gelu(x.float(), approximate="tanh" if approx else "none").half()
     torch.testing.assert_close(backend.get(y), want, rtol=2e-3, atol=2e-3)
+
+
+@newt.jit
+def mixed_uniform(x_ptr, out_ptr, y, sel, BLOCK: nl.constexpr):
+    # per-program operands meet uniform ones (scalar arguments): the interpreter holds those with one row
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs)
+    r = libdevice_mod.remainder(x, y.to(nl.float64))
+    nl.store(out_ptr + offs, r + libdevice_mod.byte_perm(offs, 0x01020304, sel).to(nl.float64))
+
+
+def test_uniform_and_per_program_operands(backend):
+    x = torch.randn(3 * 16, dtype=torch.float64) * 10
+    out = backend.zeros(48, dtype=torch.float64)
+    backend.launch(mixed_uniform, (3,), backend.put(x), out, 2.5, 0x3210 + 0x4000, BLOCK=16)
+    variant_r = LIBDEVICE["remainder"][1]
+    want_r = reference("remainder", variant_r, [x, torch.full((48,), 2.5, dtype=torch.float64)])
+    offs = torch.arange(48, dtype=torch.int32)
+    want_b = reference("byte_perm", LIBDEVICE["byte_perm"][0],
+                       [offs, torch.full((48,), 0x01020304, dtype=torch.int32),
+                        torch.full((48,), 0x7210, dtype=torch.int32)])
+    torch.testing.assert_close(backend.get(out), want_r + want_b.to(torch.float64))
