@@ -141,3 +141,22 @@ def test_block_pointer_matmul_compiles_to_cubin(target):
     assert ("wgmma.mma_async" in ptx) if target == "sm_90a" else ("mma.sync" in ptx)
     # the front end's warning travels with the compiled kernel, not as an error
     assert any(w.code == "N080" for w in ck.warnings)
+
+
+@newt.jit
+def bp_branch(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    pid = nl.program_id(0)
+    bp = nl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    if pid % 2 == 1:  # a run-time condition: the two branches' block pointers merge
+        bp = nl.advance(bp, (BLOCK,))
+    v = nl.load(bp, boundary_check=(0,), padding_option="zero")
+    nl.store(out_ptr + pid * BLOCK + nl.arange(0, BLOCK), v)
+
+
+def test_block_pointer_advanced_on_one_branch(backend):
+    x = torch.arange(24, dtype=torch.float32)
+    out = backend.zeros(4 * 16)
+    backend.launch(bp_branch, (4,), backend.put(x), out, 24, BLOCK=16)
+    got = backend.get(out).view(4, 16)
+    second = torch.cat([x[16:], torch.zeros(8)])
+    torch.testing.assert_close(got, torch.stack([x[:16], second, x[:16], second]))
