@@ -133,6 +133,8 @@ def _compile_dt(params, ctx):
     dev = _device()
     import newt.harness as harness
     from newt.backend import cuda as be
+
+    from .concrete import display_name
     mod = _load_user_module(params["path"], params.get("text"))
     kname = params["kernel"]
     kernel = _kernel_object(mod, kname)
@@ -171,7 +173,7 @@ def _compile_dt(params, ctx):
            "sass": "\n# ----- next generated kernel -----\n\n", "ir": "\n// ----- next generated kernel -----\n\n"}
     return {
         "kernel": kname,
-        "specialization": {"label": f"example {case.name}", "constexprs": {k: repr(v) if not isinstance(
+        "specialization": {"label": f"example {case.name}", "constexprs": {display_name(k): repr(v) if not isinstance(
             v, (int, float, str, bool)) else v for k, v in (fn.constexprs or {}).items()},
             "num_warps": nw, "num_stages": ns, "arg_types": {p.name: str(p.type) for p in fn.params if not p.constexpr},
             "assumed": {}},

@@ -184,6 +184,7 @@ export class NewtServer implements vscode.Disposable {
     const cwd = launch.cwd;
 
     this.log.info(`starting the language server with ${interp.command} (from ${interp.description})`);
+    if (interp.note) this.log.warn(`Newt: ${interp.note}`);
     const check = await runImportCheck(interp.command, cwd, env);
     const info = parseImportCheck(check);
     if (!info) {
