@@ -325,6 +325,16 @@ def _launch_values(analysis, ka, spec) -> dict:
         for k, v in ls.kwargs.items():
             if k in pnames and _scalar_type(v) is not None:
                 out.setdefault(k, v)
+    try:  # the file's newt.harness examples: their literal arguments (sm_scale=0.25 is an fp32)
+        from newt.frontend.hostvalues import example_launches, host_index
+        for ex in example_launches(analysis.text, ka.name, scan.resolve, host_index(scan)):
+            pairs = list(zip(pnames, ex.node.args)) + [(k.arg, k.value) for k in ex.node.keywords]
+            for name, arg in pairs:
+                v = _literal(arg)
+                if v is not _NOPE and _scalar_type(v) is not None:
+                    out.setdefault(name, v)
+    except Exception:  # noqa: BLE001 - only a better guess of a scalar's type is lost
+        log.debug("example values of %s failed", ka.name, exc_info=True)
     return out
 
 

@@ -109,6 +109,16 @@ def _assignments(body, upto_line: int, env: dict):
                 env[st.target.id] = Unknown(str(e)) if isinstance(e, Unknown) else Unknown(st.target.id)
         elif isinstance(st, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
             # a branch may not run: names it assigns become unknown unless the test is static
+            if isinstance(st, ast.For) and st.lineno < upto_line <= (st.end_lineno or st.lineno):
+                # the launch is in a loop over literals (`for causal in (False, True):`): its first
+                # iteration is one of the launch's specializations
+                try:
+                    first = next(iter(_ev(st.iter, env)))
+                    _bind(st.target, ast.Constant(value=first), env)
+                    _assignments(st.body, upto_line, env)
+                    continue
+                except Exception:  # noqa: BLE001 - not static: as any other branch
+                    pass
             if isinstance(st, ast.If):
                 try:
                     taken = st.body if _ev(st.test, env) else st.orelse
@@ -301,7 +311,7 @@ def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
             except Exception as e:  # noqa: BLE001
                 why.setdefault(n, f"{n}={src} at line {line}: {type(e).__name__}: {e}")
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float, str)) and v is not None:
+            if not isinstance(v, (bool, int, float, str)) and v is not None:  # (a bool flag is a constexpr too)
                 why.setdefault(n, f"{n}={src} at line {line} is not a constant")
                 continue
             values[n] = v
