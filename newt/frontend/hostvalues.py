@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from typing import Any
 
 __all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown", "HostIndex", "host_index",
            "launch_dtypes", "launch_types", "LaunchTypes"]
@@ -34,7 +35,7 @@ def _next_power_of_2(n):
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-_FUNCS = {"next_power_of_2": _next_power_of_2, "cdiv": lambda a, b: -(-int(a) // int(b)), "min": min,
+_FUNCS: dict[str, Any] = {"next_power_of_2": _next_power_of_2, "cdiv": lambda a, b: -(-int(a) // int(b)), "min": min,
           "max": max, "int": int, "abs": abs, "bool": bool}
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
@@ -262,6 +263,7 @@ def _parse(text: str):
     if t is None or t[0] != text:
         if len(_TREES) > 4:
             _TREES.clear()
+        tree: Any
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError) as e:
@@ -278,7 +280,8 @@ def _parse(text: str):
 def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
     """({constexpr: value}, {constexpr: how it was found, or why not}) for ``names`` over the kernel's
     ``launches`` (LaunchSite: ``.node`` the call, ``.kw_nodes`` the keyword argument nodes)."""
-    values, why = {}, {}
+    values: dict = {}
+    why: dict = {}
     if not launches:
         return values, why
     try:
@@ -555,7 +558,8 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params, index
     """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
     kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``), the first launch
     that says winning; ``index``: the module's ``HostIndex`` (else ``text`` is parsed)."""
-    out, why = {}, {}
+    out: dict = {}
+    why: dict = {}
     if not launches:
         return out, why
     if index is None:
