@@ -15,7 +15,7 @@ from ..program import Node
 from ..trace_common import (
     HostTensor,
 )
-from .memory import _check_store_dims, _items_dims, _strides, items_for
+from .memory import check_not_aliased, _check_store_dims, _items_dims, _strides, items_for
 
 
 from .memory import emit_store
@@ -132,6 +132,7 @@ def _atomic(tr, e, op, kind, target, index, values, sem, scope, check):
     if scope not in _SCOPES:
         raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
     check(target.t.dtype)
+    check_not_aliased(target, e)
     target.arg.atomic = True
     _strides(tr, target, items)
     tr.prog.has_atomic = True
