@@ -354,7 +354,7 @@ def _extra_mask(tr, e, op, mask, dims):
     return mask
 
 
-@op("dt.load", family="memory", stub=L.load, nodes=("load",))
+@op("dt.load", family="memory", stub=L.load, nodes=("load",), tile_args=True)
 def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     if not isinstance(tensor, HostTensor):
         raise MemoryTarget(e, op="load", what="")
@@ -368,7 +368,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     return load(tr, tensor, items, e, extra_mask=mask, eviction=eviction_policy or None)
 
 
-@op("dt.store", family="memory", stub=L.store, nodes=("store",))
+@op("dt.store", family="memory", stub=L.store, nodes=("store",), tile_args=True)
 def _dt_store(tr, e, tensor, index, value, extra_mask=None):
     if not isinstance(tensor, HostTensor):
         raise MemoryTarget(e, op="store", what="")
