@@ -364,3 +364,41 @@ def test_random_float_reductions_with_nan_and_inf_agree_with_kernel_ref(prog, se
 @given(_program("int", reduced=True), st.integers(0, 2**16), _BLOCKS)
 def test_random_integer_reductions_agree_with_kernel_ref(prog, seed, blocks):
     _check_program(prog, seed, blocks)
+
+
+# ---------------------------------------------------------------------------- on the device
+
+
+@pytest.mark.gpu
+def test_the_same_on_cuda():
+    """The generated CUDA agrees with kernel.ref too (fmax_nan, the NaN combine of nl.reduce, the floor fix-up)."""
+    x = _special_rows().cuda()
+    _same(nan_ops(x), nan_ops.ref(x))
+    xl = torch.randn(8, 100, device="cuda")
+    xl[1, 3], xl[2, 99] = NAN, NAN
+    _same(looped_minmax.run_with(dict(block_sizes=[4], reduction_loops=[16]), xl), looped_minmax.ref(xl))
+    g = torch.Generator().manual_seed(3)
+    xi = torch.randint(-50, 50, (96,), generator=g, dtype=torch.int32).cuda()
+    yi = (torch.randint(1, 9, (96,), generator=g, dtype=torch.int32) * -1).cuda()
+    _same(divmod_(xi, yi), divmod_.ref(xi, yi))
+    a = (torch.rand(64, device="cuda") > 0.5)
+    _same(bools(a, ~a | a), bools.ref(a, ~a | a))
+
+
+@pytest.mark.gpu
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["float", "int", "bool"]).flatmap(lambda k: _program(k, reduced=k != "bool")),
+       st.integers(0, 2**16))
+def test_random_programs_agree_with_kernel_ref_on_cuda(prog, seed):
+    kind, e, red = prog
+    mod, src = _build(kind, e, red)
+    vals = [v.cuda() for v in _inputs(kind, seed).values()]
+    vals = vals if kind == "bool" else vals[:2]
+    try:
+        want = mod.k.ref(*vals)
+    except (RuntimeError, TypeError):
+        return
+    try:
+        _same(mod.k(*vals), want)
+    except AssertionError as ex:
+        raise AssertionError(f"the kernel and kernel.ref disagree on CUDA on\n{src}\n{ex}") from None
