@@ -127,12 +127,13 @@ def _nvrtc() -> bool:
 
 
 @pytest.mark.skipif(not _nvrtc(), reason="needs NVRTC (cuda-python)")
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_block_pointer_matmul_compiles_to_cubin(target):
+@pytest.mark.parametrize("target,block_k", [("sm_90a", 64), ("sm_80", 32)])
+def test_block_pointer_matmul_compiles_to_cubin(target, block_k):
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
            "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
            "stride_cm": "i32", "stride_cn": "constexpr"}
-    ce = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
+    ce = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": block_k,
+          "GROUP_M": 8}
     ck = newt.compile(bp_matmul, signature=sig, constexprs=ce, target=target, num_warps=8, num_stages=3,
                       cache=False)
     assert ck.asm["cubin"][:4] == b"\x7fELF"
