@@ -34,6 +34,34 @@ def _kernels(path) -> list[str]:
     return [ka.name for ka in a.kernels if not ka.helper]
 
 
+def _verify_all(path, device: str):
+    import newt.harness as nh
+    mod = _load(path)
+    names = _kernels(path)
+    assert names, path
+    for name in names:
+        report = nh.verify(getattr(mod, name), device, name=name)
+        assert report["device"] == ("cuda" if device == "cuda" else "interpreter")
+        assert report["ok"], (name, report["message"], [(c["name"], c["message"]) for c in report["cases"]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
+def test_every_example_kernel_verifies_on_the_gpu(path):
+    _verify_all(path, "cuda")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_autotune_runs_on_the_autotuned_example(device):
+    """Autotune (newt.harness.autotune, what the editor's command runs) on examples/matmul.py: every config
+    timed and checked against the reference, a best one chosen."""
+    import newt.harness as nh
+    mod = _load(ROOT / "examples" / "matmul.py")
+    report = nh.autotune(mod.matmul_kernel, device, name="matmul_kernel")
+    assert report["best"] is not None, report.get("message")
+    assert report["results"] and all(r.get("error") is None for r in report["results"]), report["results"]
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
 def test_every_example_kernel_has_an_example_and_a_reference_and_verifies(path):
     import newt.harness as nh
