@@ -107,6 +107,7 @@ def test_wrap_triton_triton_op_and_compiler_disable_on_cpu(cpu_dropin, tmp_path,
     import triton
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.library import triton_op, wrap_triton
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # (torch's inductor sets it)
     k = _add_kernel(tmp_path)
 
     @triton_op("newt_dropin_test::add", mutates_args={})
@@ -137,7 +138,6 @@ def test_wrap_triton_triton_op_and_compiler_disable_on_cpu(cpu_dropin, tmp_path,
         k[(2,)](x, y, out, 100, BLOCK=64)
         return out
 
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # (torch.compile sets it)
     compiled = torch.compile(lambda a, b: g(a, b) * 2, backend="eager")
     assert torch.equal(compiled(x, y), (x + y) * 2)
 
