@@ -107,6 +107,7 @@ def test_wrap_triton_triton_op_and_compiler_disable_on_cpu(cpu_dropin, tmp_path,
     import triton
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.library import triton_op, wrap_triton
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # (torch's inductor sets it)
     k = _add_kernel(tmp_path)
 
     @triton_op("newt_dropin_test::add", mutates_args={})
@@ -137,7 +138,6 @@ def test_wrap_triton_triton_op_and_compiler_disable_on_cpu(cpu_dropin, tmp_path,
         k[(2,)](x, y, out, 100, BLOCK=64)
         return out
 
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # (torch.compile sets it)
     compiled = torch.compile(lambda a, b: g(a, b) * 2, backend="eager")
     assert torch.equal(compiled(x, y), (x + y) * 2)
 
@@ -155,3 +155,24 @@ def test_capability_emulation_without_a_gpu(monkeypatch):
     finally:
         nd.uninstall()
     assert torch.cuda.get_device_capability is original
+
+
+@pytest.mark.gpu
+def test_with_a_gpu_kernels_compile_and_the_driver_is_cuda(dropin, tmp_path, monkeypatch):
+    import triton
+    monkeypatch.delenv("NEWT_INTERPRET", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    act = triton.runtime.driver.active
+    dev = act.get_active_torch_device()
+    assert dev.type == "cuda"
+    major, minor = torch.cuda.get_device_capability()
+    assert act.get_current_target().arch == major * 10 + minor
+    assert act.utils.get_device_properties(dev.index)["multiprocessor_count"] == \
+        torch.cuda.get_device_properties(dev.index).multi_processor_count
+    k = _add_kernel(tmp_path)
+    assert k.is_interpreted() is False
+    x, y = torch.randn(5000, device=dev), torch.randn(5000, device=dev)
+    out = torch.empty_like(x)
+    k[(triton.cdiv(5000, 1024),)](x, y, out, 5000, BLOCK=1024)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
