@@ -114,8 +114,8 @@ class ValueNote(Note):
 
 
 _DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-           "float64": "fp64", "double": "fp64", "int32": "int32", "int": "int32", "int64": "int64", "long": "int64",
-           "int8": "int8", "int16": "int16", "uint8": "uint8", "bool": "bool", "float8_e4m3fn": "fp8e4nv",
+           "float64": "fp64", "double": "fp64", "i32": "i32", "int": "i32", "i64": "i64", "long": "i64",
+           "int8": "i8", "int16": "i16", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv",
            "float8_e5m2": "fp8e5"}
 _FLOAT_RANK = {"fp64": 4, "fp32": 3, "fp16": 2, "bf16": 2, "fp8e4nv": 1, "fp8e5": 1}
 
@@ -128,8 +128,8 @@ _BOOL_UNARY = {"isnan", "isinf", "isfinite", "logical_not", "signbit"}
 _BINARY = {"add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "pow", "fmod", "remainder",
            "atan2", "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor"}
 _REDUCE = {"sum", "amax", "amin", "mean", "prod", "argmax", "argmin", "logsumexp", "any", "all", "var", "std"}
-_CONVERT = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp64", "int": "int32", "long": "int64",
-            "bool": "bool"}
+_CONVERT = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp64", "int": "i32", "long": "i64",
+            "bool": "i1"}
 _ALLOC = {"zeros", "ones", "full", "empty"}
 
 
@@ -138,9 +138,9 @@ def _binop_dtype(a, b):
     db = b.dtype if isinstance(b, (Block, Scalar)) else None
     if da == db:
         return da
-    if isinstance(a, Scalar) and isinstance(b, Block) and a.dtype in (None, "int32"):
+    if isinstance(a, Scalar) and isinstance(b, Block) and a.dtype in (None, "i32"):
         return db if db in _FLOAT_RANK else None
-    if isinstance(b, Scalar) and isinstance(a, Block) and b.dtype in (None, "int32"):
+    if isinstance(b, Scalar) and isinstance(a, Block) and b.dtype in (None, "i32"):
         return da if da in _FLOAT_RANK else None
     return None
 
@@ -187,7 +187,7 @@ class _Inference:
             if text.endswith("Tensor"):
                 return HostTensor(n.id, None)
             if text in ("int", "float", "bool"):
-                return Scalar({"int": "int32", "float": "fp32", "bool": "bool"}[text] if text != "float" else None)
+                return Scalar({"int": "i32", "float": "fp32", "bool": "i1"}[text] if text != "float" else None)
         if n.id in self.st.host_assigned:
             return Scalar(None)
         return UNKNOWN
@@ -248,7 +248,7 @@ class _Inference:
         tgt = for_node.target
         if site.kind == "grid":
             for nm in names:
-                self.env[nm] = Scalar("int32")
+                self.env[nm] = Scalar("i32")
             return True
         ndim = site.static_ndim
         if isinstance(tgt, ast.Name) and (not site.as_list or ndim == 1 and not site.as_list):
@@ -302,7 +302,7 @@ class _Inference:
         if not self.bind_site(s):
             self.expr(s.iter)
             for n in _names_of(s.target):
-                self.env[n] = Scalar("int32") if _is_range(s.iter) else UNKNOWN
+                self.env[n] = Scalar("i32") if _is_range(s.iter) else UNKNOWN
         self.stmts(s.body)
         self.stmts(s.orelse)
         # a loop-carried value keeps its shape only if one iteration did not change it (else: LoopShape, traced)
@@ -377,9 +377,9 @@ class _Inference:
     def _expr(self, e):
         if isinstance(e, ast.Constant):
             if isinstance(e.value, bool):
-                return Scalar("bool")
+                return Scalar("i1")
             if isinstance(e.value, (int, float)):
-                return Scalar("int32" if isinstance(e.value, int) else None)
+                return Scalar("i32" if isinstance(e.value, int) else None)
             return UNKNOWN
         if isinstance(e, ast.Name):
             v = self._name(e)
@@ -400,9 +400,9 @@ class _Inference:
             base = self.expr(e.value) if not isinstance(e.value, ast.Name) else self._name(e.value)
             if isinstance(base, Tile):
                 if e.attr == "index":
-                    return Block((base.dim,), "int32")
+                    return Block((base.dim,), "i32")
                 if e.attr in ("begin", "end", "id", "count", "block_size"):
-                    return Scalar("int32")
+                    return Scalar("i32")
                 return UNKNOWN
             if isinstance(base, Block) and base.dims is not None:
                 if e.attr == "T" and len(base.dims) <= 2:
@@ -414,7 +414,7 @@ class _Inference:
         if isinstance(e, ast.UnaryOp):
             v = self.expr(e.operand)
             if isinstance(v, Tile):
-                v = Block((v.dim,), "int32")
+                v = Block((v.dim,), "i32")
             if isinstance(e.op, ast.Not):
                 return UNKNOWN
             return v if isinstance(v, (Block, Scalar)) else UNKNOWN
@@ -422,9 +422,9 @@ class _Inference:
             vals = [self.expr(e.left)] + [self.expr(c) for c in e.comparators]
             if len(vals) != 2:
                 return UNKNOWN
-            a, b = (Block((v.dim,), "int32") if isinstance(v, Tile) else v for v in vals)
+            a, b = (Block((v.dim,), "i32") if isinstance(v, Tile) else v for v in vals)
             r = self.broadcast(a, b, e)
-            return Block(r.dims, "bool") if isinstance(r, Block) else r
+            return Block(r.dims, "i1") if isinstance(r, Block) else r
         if isinstance(e, ast.Call):
             return self.call(e)
         if isinstance(e, ast.IfExp):
@@ -438,9 +438,9 @@ class _Inference:
 
     def binop(self, op, a, b, node):
         if isinstance(a, Tile):
-            a = Block((a.dim,), "int32")
+            a = Block((a.dim,), "i32")
         if isinstance(b, Tile):
-            b = Block((b.dim,), "int32")
+            b = Block((b.dim,), "i32")
         if isinstance(op, ast.MatMult):
             return self.matmul(a, b, node)
         return self.broadcast(a, b, node)
@@ -554,7 +554,7 @@ class _Inference:
         if name in _UNARY and vals:
             v = vals[0]
             if isinstance(v, Block):
-                return Block(v.dims, "bool" if name in _BOOL_UNARY else v.dtype)
+                return Block(v.dims, "i1" if name in _BOOL_UNARY else v.dtype)
             return UNKNOWN
         if name in ("maximum", "minimum") and len(vals) == 2 and tn[0] == "torch":
             return self.broadcast(*vals, e)
@@ -585,7 +585,7 @@ class _Inference:
         if not isinstance(recv, Block):
             return UNKNOWN
         if m in _UNARY:
-            return Block(recv.dims, "bool" if m in _BOOL_UNARY else recv.dtype)
+            return Block(recv.dims, "i1" if m in _BOOL_UNARY else recv.dtype)
         if m in _CONVERT and not e.args:
             return Block(recv.dims, _CONVERT[m])
         if m == "to":
@@ -632,7 +632,7 @@ class _Inference:
             return UNKNOWN
         if len(rest_args) > 1 and name not in ("var", "std"):
             return UNKNOWN
-        dtype = "int64" if name in ("argmax", "argmin") else ("bool" if name in ("any", "all") else v.dtype)
+        dtype = "i64" if name in ("argmax", "argmin") else ("i1" if name in ("any", "all") else v.dtype)
         if dim_node is None:
             return Block((ONE,) * len(v.dims) if keepdim else (), dtype)
         axes = _ints(dim_node.elts if isinstance(dim_node, (ast.List, ast.Tuple)) else [dim_node])
