@@ -348,6 +348,8 @@ class _Inference:
             return
         target = f"{ht.name}[{region.text()[1:-1]}]"
         if len(v.dims) > len(region.dims):
+            if ht.rank is None:  # the tensor may have more dimensions: the tracer's D002 (partial indexing) then
+                return
             self._report(StoreShape, target_node, value=v.text(), target=target,
                          hint="the value has more dimensions than the indexed region")
             return

@@ -284,3 +284,21 @@ def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
                 kernels += 1
                 noted += any(getattr(v, "kind", None) == "value" for v in ka.results[0].notes.values())
     assert kernels >= 8 and noted >= kernels // 2, (kernels, noted)
+
+
+def test_a_store_into_a_tensor_of_unknown_rank_is_left_to_the_tracer():
+    # out's rank is unknown here: with rank 2 the tracer reports D002 (partial indexing), not D006
+    fa, _, _ = check("""
+    def make(m, n):
+        return torch.empty(m, n)
+
+
+    @dt.kernel
+    def k(x: torch.Tensor) -> torch.Tensor:
+        m, n = x.shape
+        out = make(m, n)
+        for tile_m in dt.tile(m):
+            out[tile_m] = x[tile_m, :]
+        return out
+    """)
+    assert not d006(fa)
