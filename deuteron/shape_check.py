@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from .errors import Broadcast, MatmulShapes, StoreShape
+from .errors import Broadcast, MatmulDtypes, MatmulShapes, StoreShape
 from .structure_base import Note
 
 __all__ = ["ValueNote", "infer_loop_shapes", "Dim", "Block"]
@@ -117,6 +117,7 @@ _DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16"
            "float64": "fp64", "double": "fp64", "i32": "i32", "int": "i32", "i64": "i64", "long": "i64",
            "int8": "i8", "int16": "i16", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv",
            "float8_e5m2": "fp8e5"}
+_TORCH_NAMES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16", "fp64": "torch.float64"}
 _FLOAT_RANK = {"fp64": 4, "fp32": 3, "fp16": 2, "bf16": 2, "fp8e4nv": 1, "fp8e5": 1}
 
 _UNARY = {"exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "abs", "neg", "sigmoid", "tanh", "relu",
@@ -198,8 +199,10 @@ class _Inference:
         if key in self._reported:
             return
         self._reported.add(key)
+        hint = fields.pop("hint", None)
         message = cls.template.format(**fields)
-        hint = fields.pop("hint", None) or cls.hint_template
+        if hint is None and cls.hint_template:
+            hint = cls.hint_template.format(**fields)
         self.problems.append((cls.code, node, message, hint))
 
     def _note(self, node, v):
@@ -447,8 +450,15 @@ class _Inference:
             return self.matmul(a, b, node)
         return self.broadcast(a, b, node)
 
-    def matmul(self, a, b, node, acc=UNKNOWN):
-        if not isinstance(a, Block) or not isinstance(b, Block) or a.dims is None or b.dims is None:
+    def matmul(self, a, b, node, acc=UNKNOWN, form="torch"):
+        """``a @ b`` (``form="torch"``: ``@``, torch.matmul / mm / bmm), ``dt.dot`` (``"dot"``) or addmm."""
+        if not isinstance(a, Block) or not isinstance(b, Block):
+            return UNKNOWN
+        if form == "torch" and a.dtype in _TORCH_NAMES and b.dtype in _TORCH_NAMES and a.dtype != b.dtype:
+            # the tracer's MatmulDtypes: eager torch.matmul refuses two dtypes (dt.dot accumulates them in fp32)
+            self._report(MatmulDtypes, node, a=_TORCH_NAMES[a.dtype], b=_TORCH_NAMES[b.dtype])
+            return UNKNOWN
+        if a.dims is None or b.dims is None:
             return UNKNOWN
         if len(a.dims) != len(b.dims) or len(a.dims) not in (2, 3):
             return UNKNOWN
@@ -465,7 +475,7 @@ class _Inference:
             dims = (ba if ba.same(bb) else _unknown_dim(), a.dims[1], b.dims[2])
         else:
             dims = (a.dims[0], b.dims[1])
-        dtype = a.dtype if a.dtype == b.dtype and a.dtype is not None else None
+        dtype = a.dtype if form == "torch" and a.dtype == b.dtype and a.dtype in _FLOAT_RANK else None
         if isinstance(acc, Block):
             dtype = acc.dtype
         return Block(dims, dtype)
@@ -542,10 +552,11 @@ class _Inference:
                     self.expr(v)
             if len(vals) < 2:
                 return UNKNOWN
-            return self.matmul(vals[0], vals[1], e, acc)
+            form = "dot" if dtn == "dot" or "out_dtype" in kw else "torch"
+            return self.matmul(vals[0], vals[1], e, acc, form)
         if tn is not None and tn[0] == "torch" and tn[1] == "addmm" and len(args) == 3:
             acc, a, b = (self.expr(x) for x in args)
-            r = self.matmul(a, b, e, acc)
+            r = self.matmul(a, b, e, acc, "addmm")
             return self.broadcast(acc, r, e) if isinstance(r, Block) else r
         if isinstance(f, ast.Attribute) and tn is None and dtn is None:
             return self.method(e, f)

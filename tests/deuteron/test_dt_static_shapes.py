@@ -95,6 +95,21 @@ def mm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 """
 
+MATMUL_DTYPES = """
+@dt.kernel
+def mmd(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.shape
+    k2, n = y.shape
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        acc = dt.zeros([tm, tn], dtype=torch.float32)
+        for tk in dt.tile(k):
+            a = x[tm, tk].to(torch.float16)
+            acc = acc + «a @ y[tk, tn].float()
+        out[tm, tn] = acc
+    return out
+"""
+
 
 def test_transposed_tiles_are_d006_at_the_operator():
     fa = expect_d006(TRANSPOSED, ["shapes [tm, tn] and [tn, tm] do not broadcast together"])
@@ -117,6 +132,18 @@ def test_equal_block_sizes_are_still_two_tiles():
 def test_transposed_store_and_matmul_inner_dims():
     expect_d006(TRANSPOSED_STORE, ["storing a value of shape [tm, tn] into out[tn, tm]"])
     expect_d006(MATMUL_INNER, ["matmul inner dimensions differ: [tm, tk] @ [tn, tk]"])
+
+
+def test_a_matmul_of_two_known_dtypes_is_d007():
+    fa, marks, _ = check(MATMUL_DTYPES)
+    got = [(d.span.line, d.span.col, d.message) for d in fa.diagnostics if d.code == "D007"]
+    assert [g[:2] for g in got] == marks
+    assert got[0][2] == ("matmul of torch.float16 and torch.float32 blocks: torch.matmul needs both operands of "
+                         "one dtype")
+    # dt.dot and addmm accumulate mixed inputs: no D007
+    for ok in ("dt.dot(a, y[tk, tn].float(), acc=acc)", "torch.addmm(acc, a, y[tk, tn].float())"):
+        fa, _, _ = check(MATMUL_DTYPES.replace("acc + «a @ y[tk, tn].float()", ok))
+        assert not [d for d in fa.diagnostics if d.code == "D007"], ok
 
 
 def test_helion_spelling_is_checked_the_same():
@@ -233,13 +260,14 @@ def _agrees_with_the_tracer(tmp_path, body, monkeypatch):
     return d.code, (d.span.line, d.span.col), d.message, marks
 
 
-@pytest.mark.parametrize("body", [TRANSPOSED, ROW_STORE, DOC_EXAMPLE, SAME_BLOCKS, TRANSPOSED_STORE, MATMUL_INNER],
-                         ids=["transposed", "row_store", "doc", "same_blocks", "tstore", "matmul"])
+@pytest.mark.parametrize("body", [TRANSPOSED, ROW_STORE, DOC_EXAMPLE, SAME_BLOCKS, TRANSPOSED_STORE, MATMUL_INNER,
+                                  MATMUL_DTYPES],
+                         ids=["transposed", "row_store", "doc", "same_blocks", "tstore", "matmul", "matmul_dtypes"])
 def test_the_static_report_is_where_the_tracer_reports(tmp_path, monkeypatch, body):
     fa, _, _ = check(body)
-    static = d006(fa)[0]
+    static = [d for d in fa.diagnostics if d.code in ("D006", "D007")][0]
     code, pos, message, marks = _agrees_with_the_tracer(tmp_path, body, monkeypatch)
-    assert code == "D006" and [pos] == marks == [(static.span.line, static.span.col)]
+    assert code == static.code and [pos] == marks == [(static.span.line, static.span.col)]
     # the same message, but for whole dimensions, which the tracer names by their size (:32) and we by symbol
     assert message.replace(":32", ":n") == static.message
 
