@@ -561,14 +561,19 @@ class _Inference:
         if isinstance(f, ast.Attribute) and tn is None and dtn is None:
             return self.method(e, f)
         vals = [self.expr(a) for a in args]
-        for v in kw.values():
-            self.expr(v)
+        kwvals = [self.expr(v) for v in kw.values()]
         name = tn[1] if tn is not None else None
         if name in _UNARY and vals:
             v = vals[0]
-            if isinstance(v, Block):
-                return Block(v.dims, "i1" if name in _BOOL_UNARY else v.dtype)
-            return UNKNOWN
+            if not isinstance(v, Block):
+                return UNKNOWN
+            r = Block(v.dims, "i1" if name in _BOOL_UNARY else v.dtype)
+            for other in vals[1:] + kwvals:  # clamp(x, lo, hi): blocks broadcast
+                if isinstance(other, Block) and isinstance(r, Block):
+                    r = self.broadcast(r, other, e, report=False)
+                    if isinstance(r, Block):
+                        r.dtype = None
+            return r
         if name in ("maximum", "minimum") and len(vals) == 2 and tn[0] == "torch":
             return self.broadcast(*vals, e)
         if name in _BINARY and len(vals) == 2:

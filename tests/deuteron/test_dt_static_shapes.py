@@ -330,3 +330,20 @@ def test_a_store_into_a_tensor_of_unknown_rank_is_left_to_the_tracer():
         return out
     """)
     assert not d006(fa)
+
+
+def test_clamp_with_block_bounds_broadcasts_them():
+    fa, _, src = check("""
+    @dt.kernel
+    def k(x: torch.Tensor, r: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+        m, n = x.shape
+        out = torch.empty_like(x)
+        for tm, tn in dt.tile([m, n]):
+            c = torch.clamp(r[tm, None], lo[None, tn])
+            out[tm, tn] = c
+        return out
+    """)
+    assert not d006(fa)
+    ka = fa.kernels[0]
+    assert any(str(v) == "block [tm, tn]" and sp.line == 10 for sp, v in ka.results[0].notes.items()
+               if getattr(v, "kind", None) == "value"), src
