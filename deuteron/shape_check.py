@@ -235,7 +235,9 @@ class _Inference:
                     self._report(Broadcast, node, shapes=f"{Block(da).text()} and {Block(db).text()}")
                 return UNKNOWN
             else:
-                out.append(_unknown_dim())
+                # a tile against a whole dimension (the tracer accepts size 1 only), a registered block size...:
+                # the trace decides, and may fail here; nothing after it is reported from this value
+                return UNKNOWN
         return Block(out, _binop_dtype(a, b))
 
     # -- statements ------------------------------------------------------------------------
@@ -463,16 +465,18 @@ class _Inference:
         if len(a.dims) != len(b.dims) or len(a.dims) not in (2, 3):
             return UNKNOWN
         ka, kb = a.dims[-1], b.dims[-2]
-        if ka.kind == "tile" and kb.kind == "tile" and not ka.same(kb):
-            self._report(MatmulShapes, node, problem=f"inner dimensions differ: {a.text()} @ {b.text()}")
-            return UNKNOWN
+        if not ka.same(kb):
+            if ka.kind == "tile" and kb.kind == "tile":
+                self._report(MatmulShapes, node, problem=f"inner dimensions differ: {a.text()} @ {b.text()}")
+            return UNKNOWN  # (two whole dimensions of unknown sizes: the trace decides)
         if len(a.dims) == 3:
             ba, bb = a.dims[0], b.dims[0]
-            if ba.kind == "tile" and bb.kind == "tile" and not ba.same(bb):
-                self._report(MatmulShapes, node, problem="batches differ (a batched matmul with different batch "
-                                                         "dimensions)")
+            if not ba.same(bb):
+                if ba.kind == "tile" and bb.kind == "tile":
+                    self._report(MatmulShapes, node, problem="batches differ (a batched matmul with different "
+                                                             "batch dimensions)")
                 return UNKNOWN
-            dims = (ba if ba.same(bb) else _unknown_dim(), a.dims[1], b.dims[2])
+            dims = (ba, a.dims[1], b.dims[2])
         else:
             dims = (a.dims[0], b.dims[1])
         dtype = a.dtype if form == "torch" and a.dtype == b.dtype and a.dtype in _FLOAT_RANK else None
@@ -516,6 +520,9 @@ class _Inference:
                 unknown = True
             d += 1
         if unknown or (ht.rank is not None and d != ht.rank):
+            return UNKNOWN
+        tiles = [x.key for x in dims if x.kind == "tile"]
+        if len(tiles) != len(set(tiles)):  # a tile indexing two dimensions: the tracer's D003 (TileIndexing)
             return UNKNOWN
         return Block(dims, None)
 

@@ -347,3 +347,74 @@ def test_clamp_with_block_bounds_broadcasts_them():
     ka = fa.kernels[0]
     assert any(str(v) == "block [tm, tn]" and sp.line == 10 for sp, v in ka.results[0].notes.items()
                if getattr(v, "kind", None) == "value"), src
+
+
+_ATOMS = ["x[tm, tn]", "x[tn, tm]", "y[tm, tn].T", "x[tm, tn].sum(1, keepdim=True)", "x[tm, tn].sum(0)",
+          "v1[tm, None]", "v1[None, tn]", "v1[tn]", "x[tm, :]", "torch.exp(y[tn, tm])", "2.0",
+          "dt.zeros([tn, tm], dtype=torch.float32)", "(x[tm, tn] @ y[tn, tn])", "x[tm, tn].permute(1, 0)",
+          "torch.amax(x[tn, tm], dim=0)", "v1[tm].unsqueeze(1)", "x[tm, tn].sum(1)[:, None]",
+          "torch.where(x[tm, tn] > 0, y[tn, tm], 0.0)", "tm.index[None, :]", "x[tm, tn].to(torch.float16)"]
+_STORES = ["out[tm, tn]", "out[tn, tm]", "o1[tm]", "o1[tn]"]
+
+
+def _random_kernels(seed: int, count: int):
+    import random
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        a, b = rnd.choice(_ATOMS), rnd.choice(_ATOMS)
+        op = rnd.choice(["+", "*", "-"])
+        target = rnd.choice(_STORES)
+        out.append(f"""
+@dt.kernel(config=dt.Config(block_sizes=[16, 16]))
+def k{i}(x: torch.Tensor, y: torch.Tensor, v1: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty_like(x)
+    o1 = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        v = {a} {op} {b}
+        {target} = v
+    return out
+""")
+    return out
+
+
+def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkeypatch):
+    """Random combinations of tiles, transposes, reductions, broadcasts and stores: whenever the static inference
+    reports D006/D007, the tracer alone (the inference switched off) fails with the same code at the same line and
+    column; where the tracer accepts a kernel, the inference reports nothing."""
+    import importlib.util
+
+    import deuteron.structure as structure
+    import torch
+    from deuteron.errors import DeuteronError
+    bodies = _random_kernels(seed=25, count=80)
+    text = HEADER + "".join(bodies)
+    fa = __import__("newt.frontend", fromlist=["analyze_source"]).analyze_source(text, "fuzz.py")
+    static, other = {}, set()
+    for d in fa.diagnostics:
+        if d.code in ("D006", "D007"):
+            static.setdefault(d.kernel, (d.code, d.span.line, d.span.col))
+        elif d.severity.name == "ERROR":
+            other.add(d.kernel)  # the call stops at the structure's own error (a tile twice in one access: D003)
+    static = {k: v for k, v in static.items() if k not in other}
+    p = tmp_path / "fuzz_kernels.py"
+    p.write_text(text)
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+    spec = importlib.util.spec_from_file_location("fuzz_kernels", str(p))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    n = 32
+    accepted = 0
+    for i in range(len(bodies)):
+        name = f"k{i}"
+        try:
+            getattr(mod, name)(torch.randn(n, n), torch.randn(n, n), torch.randn(n))
+            traced = None
+            accepted += 1
+        except DeuteronError as e:
+            d = e.diagnostics[0]
+            traced = (d.code, d.span.line, d.span.col)
+        if name in static:
+            assert traced == static[name], (name, static[name], traced, bodies[i])
+    assert static and accepted, (static, accepted)  # both kinds of kernels occur
