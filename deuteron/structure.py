@@ -16,6 +16,7 @@ import difflib
 from . import ops
 
 from .device_check import DeviceChecker
+from .shape_check import infer_loop_shapes
 from .structure_base import (
     CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver,
     StaticResolver, TileSite,
@@ -85,6 +86,7 @@ class KernelStructure:
         self._check_misplaced_calls()
         for loop in self.loops:
             self._check_device(loop)
+            self._infer_shapes(loop)
         self._check_host(body)
         self._check_escapes(body)
         self._static_slots()
@@ -392,6 +394,13 @@ class KernelStructure:
         for s in loop.node.orelse:
             self.problem("D004", s, "a for/else on a tile loop is not supported")
             break
+
+    def _infer_shapes(self, loop: DeviceLoop):
+        """D006 from the symbolic tile shapes (``deuteron.shape_check``), and the values' shape/dtype notes."""
+        problems, notes = infer_loop_shapes(self, loop)
+        for code, node, message, hint in problems:
+            self.problem(code, node, message, hint)
+        self.notes.extend(notes)
 
     def _site_text(self, site: TileSite, d: int | None = None, slot=None) -> str:
         if site.kind == "grid":

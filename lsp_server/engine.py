@@ -315,6 +315,7 @@ class Engine:
         elif method == "inlayHint":
             rng = self.conv.structure(p["range"], lsp.Range) if p.get("range") else None
             result = features.inlay_hints(a, rng, bool(p.get("shapes", True)), bool(p.get("dtypes", True)))
+            result = _with_deuteron_hints(result, a, rng, p)
         elif method == "codeLens":
             result = features.code_lenses(a)
         elif method == "codeAction":
@@ -416,3 +417,12 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _with_deuteron_hints(result, a, rng, p):
+    """newt's inlay hints plus deuteron kernels' (``lsp_server.deuteron_hints``), in position order."""
+    from .deuteron_hints import deuteron_inlay_hints
+    extra = deuteron_inlay_hints(a, rng, bool(p.get("shapes", True)), bool(p.get("dtypes", True)))
+    if not extra:
+        return result
+    return sorted(list(result or []) + extra, key=lambda h: (h.position.line, h.position.character))
