@@ -331,6 +331,7 @@ class CallBinder(BuilderPart):
             return args[2]
         return self.exprs.getattr(args[0], attr.value, node)
 
+    # -- inlining --------------------------------------------------------
     def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
         if len(self.ctx.frames) >= MAX_INLINE_DEPTH:
             raise SemError("N002", f"calls nest more than {MAX_INLINE_DEPTH} deep (recursion is not supported)")

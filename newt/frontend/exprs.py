@@ -411,6 +411,9 @@ class ExpressionBuilder(BuilderPart):
             cur = TensorV(self.ctx.emit("and" if is_and else "or", [a, b], [a.type], node=node).result)
         return cur
 
+    # ------------------------------------------------------------------
+    # operators: typed by the rules in semantic.py (as Triton's _apply_binary_method calls semantic.add)
+    # ------------------------------------------------------------------
     def expr_UnaryOp(self, node):
         v = self.expr(node.operand)
         return self.unop(type(node.op), v, node)

@@ -173,6 +173,7 @@ class StatementBuilder(BuilderPart):
         else:
             self.ctx.report("N002", "this assignment target is not supported inside a kernel", target)
 
+    # -- control flow --------------------------------------------------------
     def stmt_If(self, node):
         cond = self.exprs.expr(node.test)
         self.branch(cond, lambda: self.stmts(node.body), (lambda: self.stmts(node.orelse)) if node.orelse else None,
@@ -421,6 +422,7 @@ class StatementBuilder(BuilderPart):
             c = self.to_bool(cond, node)
             self.ctx.emit("assert", [c], [], {"msg": msg or ast.unparse(node.test)}, node=node)
 
+    # -- loops: LoopBuilder (loops.py) ----------------------------------------
     def stmt_For(self, node):
         return self.loops.stmt_For(node)
 
