@@ -85,12 +85,20 @@ def child(ns) -> int:
     """One implementation, one kernel, in this (fresh) process; prints one JSON line."""
     import torch
     if ns.impl == "deuteron":
+        import deuteron.frontend
         import newt.dropin
+        # run from a source tree (no installed entry point advertises deuteron's kernel kind): register it here,
+        # so the drop-in serves ``helion`` from deuteron even where the real package is on the path too
+        deuteron.frontend.register()
         newt.dropin.install()
     import helion  # noqa: F401  (the real package or deuteron through the drop-in)
     from newt.testing import do_bench
     file, fn_name, _ = CASES[ns.kernel]
     rec = {"impl": ns.impl, "kernel": ns.kernel, "helion_module": getattr(sys.modules["helion"], "__file__", "?")}
+    if ns.impl == "deuteron" and not getattr(sys.modules["helion"], "__newt_dropin__", False):
+        rec["error"] = "the drop-in did not serve helion (the real package was imported)"
+        print("RESULT " + json.dumps(rec), flush=True)
+        return 0
     try:
         fn = _load(Path(ns.examples), file, fn_name)
         args, kwargs, check, flops, nbytes = _args(ns.kernel, ns.small)

@@ -239,6 +239,63 @@ def summarize(lib: str, lay: dict, r: dict, launched: set) -> list[dict]:
             for k in kernels]
 
 
+# a stand-in library written for --smoke: one kernel, a jit helper of it, a test with three sizes
+_SMOKE_FILES = {
+    "scale.py": """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _times(x):
+    return x
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, _times(tl.load(x_ptr + offs, mask=m)) * factor, mask=m)
+
+
+def scale(x, factor):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
+    return out
+""",
+    "tests/test_scale.py": """
+import pytest
+import torch
+from scale import scale
+
+
+@pytest.mark.parametrize("n", [5, 100, 100000])
+def test_scale(n):
+    x = torch.randn(n)
+    torch.testing.assert_close(scale(x, 2.0), x * 2)
+""",
+}
+
+
+def smoke() -> int:
+    """The whole runner on the stand-in library: scale_kernel passes its two smallest cases (the 100000-element
+    case is not selected) and its ``@triton.jit`` helper is not counted as a kernel."""
+    with tempfile.TemporaryDirectory(prefix="tlib_smoke_") as lib:
+        for rel, text in _SMOKE_FILES.items():
+            os.makedirs(os.path.dirname(os.path.join(lib, rel)), exist_ok=True)
+            with open(os.path.join(lib, rel), "w", encoding="utf-8") as f:
+                f.write(text)
+        out = os.path.join(lib, "r.json")
+        main([lib, "--json", out])
+        with open(out, encoding="utf-8") as f:
+            rows = {r["kernel"]: r for r in json.load(f)["rows"]}
+    ok = set(rows) == {"scale_kernel"} and rows["scale_kernel"]["result"] == "pass" \
+        and rows["scale_kernel"]["tests"] == "2/2 tests"
+    print("smoke:", "ok" if ok else f"unexpected {rows}")
+    return 0 if ok else 1
+
+
 def commit_of(lib: str) -> str:
     try:
         return subprocess.run(["git", "-C", lib, "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -262,7 +319,10 @@ def main(argv=None) -> int:
                          "--capability): libraries pick configs by it at import")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--md", action="store_true", help="print markdown table rows")
+    ap.add_argument("--smoke", action="store_true", help="run on a built-in two-kernel stand-in library")
     a = ap.parse_args(argv)
+    if a.smoke:
+        return smoke()
     if not a.library or not os.path.isdir(a.library):
         print(f"triton_libraries: no library checkout at {a.library!r}; nothing measured")
         return 0

@@ -246,6 +246,72 @@ def child(path: str, gpu_section: str) -> dict:
 
 # ---- the parent ---------------------------------------------------------------------------------------------------
 
+# a stand-in for tutorial 01 written for --smoke (Triton's own files are not part of this project); it prints
+# a wrong maximum difference on purpose when SMOKE_WRONG is set
+_SMOKE_TUTORIAL = """
+import os
+import torch
+import triton
+import triton.language as tl
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(output_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+             mask=mask)
+
+
+def add(x, y):
+    output = torch.empty_like(x)
+    add_kernel[lambda meta: (triton.cdiv(output.numel(), meta['BLOCK_SIZE']), )](x, y, output, output.numel(),
+                                                                              BLOCK_SIZE=256)
+    return output
+
+
+x = torch.rand(1000, device=DEVICE)
+y = torch.rand(1000, device=DEVICE)
+output_torch = x + y
+output_triton = add(x, y)
+print(f'The maximum difference between torch and triton is '
+      f'{torch.max(torch.abs(output_torch - output_triton)) + (1 if os.environ.get("SMOKE_WRONG") else 0)}')
+
+
+@triton.testing.perf_report(triton.testing.Benchmark(x_names=['size'], x_vals=[2**20], line_arg='provider',
+                                                     line_vals=['triton'], line_names=['Triton'], plot_name='p'))
+def benchmark(size, provider):
+    raise AssertionError("the benchmark section must be skipped without a GPU")
+
+
+benchmark.run(print_data=True)
+"""
+
+
+def smoke() -> int:
+    """The whole runner on a stand-in for tutorial 01: it passes; with a wrong printout it fails."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tut_smoke_") as d:
+        path = os.path.join(d, "01-vector-add.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_SMOKE_TUTORIAL)
+        good = run_one(path, "auto", 300)
+        os.environ["SMOKE_WRONG"] = "1"
+        try:
+            bad = run_one(path, "auto", 300)
+        finally:
+            del os.environ["SMOKE_WRONG"]
+    ok = [c["ok"] for c in good["checks"]] == [True] and [c["ok"] for c in bad["checks"]] == [False] \
+        and "maximum difference 1.0" in (bad["checks"][0]["cause"] or "")
+    if not ok:
+        print("smoke: unexpected", good, bad)
+    else:
+        print("smoke: ok")
+    return 0 if ok else 1
+
 def run_one(path: str, gpu_section: str, timeout: int, capability: str = "9.0") -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -277,7 +343,10 @@ def main(argv=None) -> int:
                     help="without a GPU, the compute capability torch.cuda.get_device_capability() reports "
                          "(python -m newt.dropin --capability; the tutorials pick their path by it)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="run the runner on a built-in stand-in for tutorial 01")
     a = ap.parse_args(argv)
+    if a.smoke:
+        return smoke()
     if a.child:
         r = child(a.child, a.gpu_section)
         print("@@RESULT " + json.dumps(r), flush=True)

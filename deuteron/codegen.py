@@ -19,6 +19,7 @@ from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _lit, _paren, bina
 from .optable import EFFECT, NAMED, NODE_KINDS, PRODUCED_BY_EFFECT, VARIABLE, has
 from .program import ONE, IfStmt, LoopStmt, Node, Program, RInfo, TileInfo
 from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
+from .ops.reduce import COMBINE_HELPERS
 
 __all__ = ["generate", "Generated", "NL_DTYPE"]
 
@@ -185,7 +186,7 @@ class _Gen(ExprRenderer):
         b = self.rblock[r.id]
         if not isinstance(r.size_expr, int):
             return True
-        return r.size % b != 0
+        return r.size % b != 0 or r.size == 0  # a dimension of 0 elements: every lane is past its end
 
     def mask_of(self, d) -> str | None:
         if isinstance(d, TileInfo):
@@ -419,7 +420,8 @@ class _Gen(ExprRenderer):
             self.names.reserve(c)
         self.names.reserve(kname)
         self.names.reserve(lname)
-        self.names.reserve("_dt_mul")
+        for h in COMBINE_HELPERS:
+            self.names.reserve(h)
         self.names.reserve("virtual_pid")
         self.names.reserve("tiles_per_program")
         # tile and rdim variable names
@@ -457,7 +459,6 @@ class _Gen(ExprRenderer):
             v = getattr(cfg, field, None)
             if v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
                 head[1:1] = [f"# config {field}={v!r}: newt's generated {what} use pointer arithmetic for every one."]
-        uses_prod = "_dt_mul" in ""  # decided after the body is generated
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
         self.w(0, "@newt.jit")
         self.w(0, f"def {kname}({', '.join(sig)}):")
@@ -576,10 +577,10 @@ class _Gen(ExprRenderer):
         self.last_line = None
         self.emit_block(prog.body, body_indent)
         body = "\n".join(self.lines)
-        uses_prod = "_dt_mul" in body
         prelude = list(self.helpers)
-        if uses_prod:
-            prelude += ["@newt.jit", "def _dt_mul(a, b):", "    return a * b", "", ""]
+        for h, lines in COMBINE_HELPERS.items():  # the combine functions of nl.reduce the body calls
+            if h in body:
+                prelude += lines + ["", ""]
         # the launch function
         launch = ["", ""]
         largs = [nm for nm, _, _ in params]

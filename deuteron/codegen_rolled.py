@@ -6,6 +6,8 @@ values get names (read more than once, across blocks or chunk loops)."""
 from __future__ import annotations
 
 from .codegen_expr import _dt, _identity, _lit, _paren
+from .ops.elementwise import NAN_ALL
+from .ops.reduce import NAN_COMBINE
 from .optable import BOUND, EFFECT, INDEX, NODE_KINDS, TILE_ATTR, has
 from .program import IfStmt, LoopStmt, Node, RInfo
 
@@ -141,7 +143,8 @@ def emit_chunk_loop(g, r: RInfo, sinks, stores, indent):
         elif kind == "prod":
             g.w(inner, f"{acc} = {acc} * {_paren(x)}")
         else:
-            g.w(inner, f"{acc} = nl.{'maximum' if kind == 'max' else 'minimum'}({acc}, {x})")
+            nan = NAN_ALL if a.dtype.is_floating_point else ""
+            g.w(inner, f"{acc} = nl.{'maximum' if kind == 'max' else 'minimum'}({acc}, {x}{nan})")
     for st in stores:
         g.origin(inner, st.src)
         NODE_KINDS[st.op].emit(g, st, inner)
@@ -153,7 +156,9 @@ def emit_chunk_loop(g, r: RInfo, sinks, stores, indent):
         fn = {"sum": "nl.sum", "max": "nl.max", "min": "nl.min"}.get(kind)
         nm = g.node_name(s)
         ax = g.rpos(s.args[0].dims, s.attrs["axis"])
-        if fn is None:
+        if kind in NAN_COMBINE and s.args[0].dtype.is_floating_point:
+            g.w(indent, f"{nm} = nl.reduce({acc}, {ax}, {NAN_COMBINE[kind]}{kd})")
+        elif fn is None:
             g.w(indent, f"{nm} = nl.reduce({acc}, {ax}, _dt_mul{kd})")
         else:
             g.w(indent, f"{nm} = {fn}({acc}, axis={ax}{kd})")

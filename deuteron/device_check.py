@@ -36,10 +36,6 @@ _UNSUPPORTED_EXPR = {
 }
 
 
-#: dt.* calls whose arguments hold tiles as a shape or an index (not as values)
-_INDEX_ARGS = ("zeros", "full", "load", "store")
-
-
 #: operators where a tile operand stands for its indices
 _TILE_ARITH = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 
@@ -244,9 +240,10 @@ class DeviceChecker:
                            hint="see docs/deuteron.md for what tile loops support")
             elif dtn not in ops.DT_DEVICE and dtn not in ops.DT_HOST_ONLY and dtn not in ("Config", "Tile"):
                 st.problem("D004", e.func, f"dt.{dtn} cannot be used inside a tile loop")
-            self._op_check(ops.OPS.get(f"dt.{dtn}"), e, f"dt.{dtn}")
+            o = ops.OPS.get(f"dt.{dtn}")
+            self._op_check(o, e, f"dt.{dtn}")
             for a in e.args:
-                self.expr(a, parent="shape" if dtn in _INDEX_ARGS or dtn.startswith("atomic_") else "arg")
+                self.expr(a, parent="shape" if o is not None and o.tile_args else "arg")
             for k in e.keywords:
                 self.expr(k.value, parent="arg")
             return

@@ -39,8 +39,7 @@ HELION_NAMES = ("kernel", "Kernel", "Config", "ConfigError", "cdiv", "next_power
 
 def _facade(name: str, doc: str, attrs: dict, fallback=None) -> types.ModuleType:
     m = types.ModuleType(name, doc)
-    m.__newt_dropin__ = True
-    m.__path__ = []
+    m.__dict__.update(__newt_dropin__=True, __path__=[])
     m.__dict__.update(attrs)
 
     def getattr_(attr):
@@ -54,7 +53,7 @@ def _facade(name: str, doc: str, attrs: dict, fallback=None) -> types.ModuleType
         setattr(m, attr, val)
         return val
 
-    m.__getattr__ = getattr_
+    m.__dict__["__getattr__"] = getattr_
     return m
 
 

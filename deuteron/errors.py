@@ -513,6 +513,14 @@ class MemoryTarget(Cause):
     hint_template = "pass the tensor itself (a kernel argument or a host allocation), then the index list"
 
 
+class AliasedOutput(Cause):
+    code = "D004"
+    template = ("{name} is written by the kernel but its elements share memory (shape {shape}, strides {strides}: "
+                "an expand()ed or as_strided view): every program would write the same addresses")
+    hint_template = ("write into a tensor of its own (torch.empty(...), or .contiguous() / .clone() of the view) "
+                     "and expand it after the kernel; PyTorch refuses to write into such a view too")
+
+
 class ExtraMask(Cause):
     code = "D004"
     template = "dt.{op}: extra_mask must be a bool block (a comparison), not {got}"

@@ -126,7 +126,9 @@ class Op:
       arguments bind to the signature);
     - ``first``: what a torch op's first argument is -- ``"operand"`` (a value of the kernel; a number becomes a
       constant), ``"number"`` (a Python number stays one: ``torch.add(1, x)``) or ``"any"`` (a shape, a list of
-      blocks); ``host_args``: host tensors may appear among its arguments (``torch.zeros(x.shape)``).
+      blocks); ``host_args``: host tensors may appear among its arguments (``torch.zeros(x.shape)``);
+      ``tile_args``: its arguments may name tiles as a shape or an index (``dt.zeros([tm, tn])``, ``dt.load(x,
+      [t])``): the static checker reads tiles there as dimensions, not as numbers.
     """
 
     name: str
@@ -142,6 +144,7 @@ class Op:
     doc: str = ""
     first: str = "operand"
     host_args: bool = False
+    tile_args: bool = False
 
     @property
     def signature(self) -> inspect.Signature:
@@ -172,7 +175,8 @@ OPS: dict[str, Op] = {}
 
 
 def op(name: str, *, family: str, nodes=(), torch=(), functional=(), methods=(), stub=None, ref=None, check=None,
-       share_op: bool = False, first: str = "operand", host_args: bool = False, doc: str = ""):
+       share_op: bool = False, first: str = "operand", host_args: bool = False, tile_args: bool = False,
+       doc: str = ""):
     """Declare the op ``name`` with the decorated trace hook (decorators stack: ops may share one hook).
 
     A torch op's hook is ``fn(tr, e, op, input, ...)``: its parameters after ``(tr, e, op)`` are the op's
@@ -194,7 +198,7 @@ def op(name: str, *, family: str, nodes=(), torch=(), functional=(), methods=(),
         OPS[name] = Op(name=name, family=family, trace=hook, nodes=tuple(nodes), torch=tuple(torch),
                        functional=tuple(functional), methods=tuple(methods), stub=stub, ref=r,
                        check=check or static_binding_check, doc=doc or (fn.__doc__ or "").strip(), first=first,
-                       host_args=host_args)
+                       host_args=host_args, tile_args=tile_args)
         return fn
     return deco
 

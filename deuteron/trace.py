@@ -243,8 +243,8 @@ class Tracer:
         pname = f"{ht.name}_{what}_{d}"
         if pname not in self.prog.size_params:
             self.prog.size_params[pname] = (ht.name, what, d)
-        n = Node("param", dims=(), dtype=torch.int32 if val < 2 ** 31 else torch.int64, attrs={"name": pname},
-                 weak=True)
+        n = Node("param", dims=(), dtype=torch.int32 if val < 2 ** 31 else torch.int64,
+                 attrs={"name": pname, "nonneg": True}, weak=True)  # a size or a stride: never negative
         n.host_value = int(val)
         n.guards = (((what, ht.name, d), int(val)),)
         n.src = self.current_src

@@ -136,11 +136,12 @@ def small_heads(device):
     """What the editor's Verify runs: 2 heads of 32 tokens x 16, causal and not (16 x 16 blocks)."""
     cases = []
     for causal in (False, True):
-        q, k, v = (torch.randn(1, 2, 32, 16, device=device, dtype=torch.float16) for _ in range(3))
+        q = torch.randn(1, 2, 32, 16, device=device, dtype=torch.float16)
+        k, v = torch.randn_like(q), torch.randn_like(q)
         o = torch.empty_like(q)
-        args = (q, k, v, o, 0.25, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), 2, 32)
-        cases.append(nh.Case(grid=(2, 2), args=args,
+        cases.append(nh.Case(grid=(2, 2), args=(q, k, v, o, 0.25, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+                                                k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+                                                o.stride(0), o.stride(1), o.stride(2), 2, 32),
                              kwargs={"HEAD_DIM": 16, "BLOCK_M": 16, "BLOCK_N": 16, "CAUSAL": causal},
                              name="causal" if causal else "full"))
     return cases

@@ -394,11 +394,11 @@ class Commands:
             if kind != "config" or token is None:
                 return
             done_n["n"] += 1
-            cfg = ", ".join(f"{k}={v}" for k, v in (data.get("config") or {}).items())
+            cfg = config_label(data.get("config"))
             if data.get("ms") is not None:
-                msg = f"{{{cfg}}}: {data['ms']:.4g} ms"
+                msg = f"{cfg}: {data['ms']:.4g} ms"
             else:
-                msg = f"{{{cfg}}}: rejected: {(data.get('error') or 'failed').splitlines()[0][:200]}"
+                msg = f"{cfg}: rejected: {(data.get('error') or 'failed').splitlines()[0][:200]}"
             pct = int(100 * done_n["n"] / total) if total else None
             progress.report(token, lsp.WorkDoneProgressReport(message=msg, percentage=min(pct, 100)
                                                               if pct is not None else None, cancellable=True))
@@ -423,7 +423,7 @@ class Commands:
                 end_msg = "cancelled"
             elif rep.get("best"):
                 b = rep["best"]
-                end_msg = "best: {" + ", ".join(f"{k}={v}" for k, v in b["config"].items()) + f"}} ({b['ms']:.4g} ms)"
+                end_msg = f"best: {config_label(b['config'])} ({b['ms']:.4g} ms)"
             else:
                 end_msg = rep.get("message") or "no config ran"
             return rep
@@ -530,3 +530,20 @@ class Commands:
         head = f"{c} {ka.name} — {spec.get('label', 'traced')}; target {target}\n\n"
         return {"text": head + ((res.get("texts") or {}).get(vd.kind) or f"{c} no {vd.kind} output\n"),
                 "languageId": lang}
+
+
+_CONFIG_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\((.*)\)\s*$", re.S)
+
+
+def config_label(cfg) -> str:
+    """An autotune config as progress text: ``BLOCK_M=64, num_warps=4``; a config the worker could only
+    give as its repr (``{"config": "dt.Config(block_sizes=[64, 32], num_warps=4)"}``) without the wrapper."""
+    if isinstance(cfg, dict) and set(cfg) == {"config"} and isinstance(cfg["config"], str):
+        m = _CONFIG_CALL.match(cfg["config"])
+        return m.group(1) if m else cfg["config"]
+    if isinstance(cfg, dict):
+        return ", ".join(f"{k}={v}" for k, v in cfg.items()) or "defaults"
+    if isinstance(cfg, str):
+        m = _CONFIG_CALL.match(cfg)
+        return m.group(1) if m else cfg
+    return str(cfg) if cfg is not None else "defaults"

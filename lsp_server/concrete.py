@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
 from .textutil import spelling_of
 
-__all__ = ["Concrete", "SpecError", "concrete_spec", "build_concrete", "backend", "encode_value", "decode_value"]
+__all__ = ["Concrete", "SpecError", "concrete_spec", "build_concrete", "backend", "encode_value", "decode_value",
+           "display_name"]
 
 log = logging.getLogger("newt-lsp")
 
@@ -70,10 +72,11 @@ class Concrete:
     assumed: dict = field(default_factory=dict)  # parameter -> what was assumed
 
     def describe(self) -> str:
-        parts = [f"{k}={_fmt(v)}" for k, v in self.constexprs.items()]
+        parts = [f"{display_name(k)}={_fmt(v)}" for k, v in self.constexprs.items()]
         parts += [f"{k}: {t}" for k, t in self.arg_types.items()]
-        parts.append(f"num_warps={self.num_warps}")
-        parts.append(f"num_stages={self.num_stages}")
+        for opt, v in (("num_warps", self.num_warps), ("num_stages", self.num_stages)):
+            if self.constexprs.get(opt, object()) != v:  # a constexpr of that name is the option (once)
+                parts.append(f"{opt}={v}")
         return ", ".join(parts)
 
     def to_json(self) -> dict:
@@ -87,6 +90,22 @@ class Concrete:
             "assumed": dict(self.assumed),
             "text": self.describe(),
         }
+
+
+_DT_BLOCK = re.compile(r"_BLOCK_(\d+)$")
+_DT_RBLOCK = re.compile(r"_RBLOCK_(\d+)$")
+
+
+def display_name(name: str) -> str:
+    """A constexpr's name as the user knows it: deuteron's generated ``_BLOCK_0`` is its config's
+    ``block_sizes[0]``, ``_RBLOCK_1`` the block of its reduction #1; other names as they are."""
+    m = _DT_BLOCK.match(name)
+    if m:
+        return f"block_sizes[{m.group(1)}]"
+    m = _DT_RBLOCK.match(name)
+    if m:
+        return f"reduction block #{m.group(1)}"
+    return name
 
 
 def _fmt(v) -> str:
@@ -252,6 +271,11 @@ def concrete_spec(analysis, ka, spec_index: int | None = None, given: dict | Non
         _jit_option(ka, "num_warps") or 4
     num_stages = (spec.num_stages if spec is not None and spec.num_stages else None) or \
         _jit_option(ka, "num_stages") or 3
+    # a constexpr parameter named like a launch option is that option too (Triton passes it to both)
+    if isinstance(constexprs.get("num_warps"), int) and not isinstance(constexprs["num_warps"], bool):
+        num_warps = constexprs["num_warps"]
+    if isinstance(constexprs.get("num_stages"), int) and not isinstance(constexprs["num_stages"], bool):
+        num_stages = constexprs["num_stages"]
     label = spec.label if spec is not None and spec_index > 0 else "defaults"
     return Concrete(ka.name, spec_index, label, arg_types, constexprs, int(num_warps), int(num_stages), div, assumed)
 
@@ -301,6 +325,16 @@ def _launch_values(analysis, ka, spec) -> dict:
         for k, v in ls.kwargs.items():
             if k in pnames and _scalar_type(v) is not None:
                 out.setdefault(k, v)
+    try:  # the file's newt.harness examples: their literal arguments (sm_scale=0.25 is an fp32)
+        from newt.frontend.hostvalues import example_launches, host_index
+        for ex in example_launches(analysis.text, ka.name, scan.resolve, host_index(scan)):
+            pairs = list(zip(pnames, ex.node.args)) + [(k.arg, k.value) for k in ex.node.keywords]
+            for name, arg in pairs:
+                v = _literal(arg)
+                if v is not _NOPE and _scalar_type(v) is not None:
+                    out.setdefault(name, v)
+    except Exception:  # noqa: BLE001 - only a better guess of a scalar's type is lost
+        log.debug("example values of %s failed", ka.name, exc_info=True)
     return out
 
 

@@ -363,6 +363,19 @@ def _kernel_actions(a: Analysis, rng: lsp.Range) -> list[lsp.CodeAction]:
     return out
 
 
+def _output_params(fdef, params: set) -> list[str]:
+    """The parameters a kernel writes through (the pointer of ``store`` and the atomics), in order."""
+    out: list[str] = []
+    for node in ast.walk(fdef):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                and (node.func.attr == "store" or node.func.attr.startswith("atomic_"))):
+            for n in ast.walk(node.args[0]):
+                if isinstance(n, ast.Name) and n.id in params and n.id not in out:
+                    out.append(n.id)
+                    break
+    return out
+
+
 def _harness_alias(a: Analysis) -> tuple[str, lsp.TextEdit | None]:
     for name, q in a.aliases.items():
         if q == "newt.harness":
@@ -404,7 +417,15 @@ def _add_example(a: Analysis, ka) -> lsp.CodeAction:
                   ("BLOCK" in k.upper() or k.upper().endswith("_SIZE"))), None)
     grid = f"(({n} + {block} - 1) // {block},)" if block else "(1,)"
     end = ka.def_span.end_line
-    text = (f"\n\n@{nh}.example({ka.name})\ndef {ka.name}_example(device):\n"
+    outs = _output_params(node, {p.arg for p in params})
+    pnames = ", ".join(p.arg for p in params)
+    expected = ", ".join(f"{o!r}: ..." for o in outs) or "'out_ptr': ..."
+    reference = (f"\n\n@{nh}.reference({ka.name})\ndef {ka.name}_reference({pnames}):\n"
+                 "    # called with copies of the example's arguments before the launch: return the expected value\n"
+                 f"    # of each output the kernel writes, by parameter name ({{{expected}}}), computed with torch\n"
+                 f"    raise NotImplementedError(\"{ka.name}_reference: return {{{expected}}} computed from the "
+                 "inputs\")\n")
+    text = reference + (f"\n\n@{nh}.example({ka.name})\ndef {ka.name}_example(device):\n"
             f"    # inputs like real ones: Verify compares the launch with @{nh}.reference({ka.name}),\n"
             "    # Autotune times it\n"
             "    import torch\n" + "\n".join(body) + ("\n" if body else "")
@@ -417,7 +438,8 @@ def _add_example(a: Analysis, ka) -> lsp.CodeAction:
         edits[0] = lsp.TextEdit(lsp.Range(p, p), text[1:] + "\n")
     if imp is not None:
         edits.insert(0, imp)
-    return lsp.CodeAction(title=f"Add a newt.harness example for {ka.name} (Verify and Autotune need inputs)",
+    return lsp.CodeAction(title=f"Add a newt.harness example and reference for {ka.name} (Verify and Autotune "
+                                "need inputs and expected outputs)",
                           kind=lsp.CodeActionKind.QuickFix, edit=lsp.WorkspaceEdit(changes={a.uri: edits}))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import logging
+import re
 from collections import OrderedDict
 
 from lsprotocol import types as lsp
@@ -275,15 +277,22 @@ def _value_hover(a: Analysis, ka, line1, col1, out: _Out, target, at, cached_lay
     expr = _span_text(a, best)
     layouts = _layouts(a, ka, best, rows, target, cached_layouts)
     head = f"{expr}" if len(expr) <= 60 else expr[:57] + "..."
+    pm = re.match(r"\s*([A-Za-z_]\w*)\s*:", expr)
+    if pm and isinstance(getattr(ka, "node", None), ast.FunctionDef) and any(
+            p.arg == pm.group(1) for p in ka.node.args.args + ka.node.args.posonlyargs + ka.node.args.kwonlyargs):
+        head = pm.group(1)  # a parameter with its annotation: the name (not "BLOCK: nl.constexpr: ...")
     descs = [(i, r, av, describe_value(av), layouts.get(i)) for i, r, av in rows]
     distinct = {d for _, _, _, d, _ in descs}
+    first = descs[0][3]
+    if first == f"constexpr {head}":
+        first = "constexpr"  # the generic check's unknown value of this very constexpr: its name once
     if len(distinct) == 1 and not any(lay for *_, lay in descs):
-        out.code(f"{head}: {descs[0][3]}")
+        out.code(f"{head}: {first}")
         if len(descs) > 1:
             out.text(f"the same in all {len(descs)} specializations (generic and "
                      + ", ".join(_label(r, i) for i, r, *_ in descs[1:]) + ")")
     else:
-        out.code(f"{head}: {descs[0][3]}")
+        out.code(f"{head}: {first}")
         if out.md:
             with_layout = any(lay for *_, lay in descs)
             table = ["| specialization | type |" + (" layout (threads, registers, warps) |" if with_layout else ""),

@@ -13,7 +13,9 @@ too (issue 22, item 5).  :func:`run_async` replaces that loop for stdio and TCP:
 * a body that is not JSON (or not UTF-8) is answered with a ``-32700`` Parse error, a JSON value that is not a
   message object (an array, a number...) with ``-32600`` Invalid Request, both with ``"id": null``, as
   JSON-RPC 2.0 says;
-* header lines longer than :data:`MAX_HEADER_LINE` bytes are dropped without being kept in memory.
+* header lines longer than :data:`MAX_HEADER_LINE` bytes are dropped without being kept in memory; a body
+  is read in pieces (a ``Content-Length`` larger than what follows costs only what arrives), and one over
+  :data:`MAX_BODY` bytes is read and dropped.
 
 Everything else -- the lifecycle (``-32002`` before ``initialize``, ``-32600`` after ``shutdown``, the exit
 code) -- is ``server.NewtProtocol``'s.  docs/lsp-protocol.md describes both.
@@ -32,6 +34,8 @@ log = logging.getLogger("newt-lsp")
 
 #: the longest header line kept (longer lines are skipped: a header is ``Content-Length: <digits>``)
 MAX_HEADER_LINE = 8192
+#: the largest body handled; a larger one is read and dropped (logged): no editor sends a message that large
+MAX_BODY = 512 << 20
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
@@ -47,7 +51,19 @@ class StdinReader:
         return asyncio.get_running_loop().run_in_executor(self.executor, self.stream.readline, limit)
 
     def readexactly(self, n: int):
-        return asyncio.get_running_loop().run_in_executor(self.executor, self.stream.read, n)
+        return asyncio.get_running_loop().run_in_executor(self.executor, self._read, n)
+
+    def _read(self, n: int) -> bytes:
+        """``n`` bytes (fewer at the end of the stream), read in pieces: a ``Content-Length`` far larger than
+        what follows costs only what really arrives (``read(n)`` would allocate ``n`` bytes first)."""
+        parts, left = [], n
+        while left > 0:
+            b = self.stream.read(min(left, 1 << 20))
+            if not b:
+                break
+            parts.append(b)
+            left -= len(b)
+        return b"".join(parts)
 
 
 async def _readline(reader, limit: int) -> bytes:
@@ -130,6 +146,18 @@ async def run_async(stop_event, reader, protocol, logger: logging.Logger | None 
         if n is None:
             logger.warning("a frame without a valid Content-Length header was skipped (headers: %s)",
                            b" | ".join(lines)[:200])
+            continue
+        if n > MAX_BODY:
+            logger.warning("dropped a frame of %d bytes (more than %d)", n, MAX_BODY)
+            left = n
+            while left > 0:  # (read and dropped in pieces: the next frame starts after it)
+                try:
+                    got = await reader.readexactly(min(left, 1 << 24))
+                except asyncio.IncompleteReadError:
+                    return
+                if not got:
+                    return
+                left -= len(got)
             continue
         try:
             body = await reader.readexactly(n) if n else b""

@@ -133,6 +133,8 @@ def _compile_dt(params, ctx):
     dev = _device()
     import newt.harness as harness
     from newt.backend import cuda as be
+
+    from .concrete import display_name
     mod = _load_user_module(params["path"], params.get("text"))
     kname = params["kernel"]
     kernel = _kernel_object(mod, kname)
@@ -171,7 +173,7 @@ def _compile_dt(params, ctx):
            "sass": "\n# ----- next generated kernel -----\n\n", "ir": "\n// ----- next generated kernel -----\n\n"}
     return {
         "kernel": kname,
-        "specialization": {"label": f"example {case.name}", "constexprs": {k: repr(v) if not isinstance(
+        "specialization": {"label": f"example {case.name}", "constexprs": {display_name(k): repr(v) if not isinstance(
             v, (int, float, str, bool)) else v for k, v in (fn.constexprs or {}).items()},
             "num_warps": nw, "num_stages": ns, "arg_types": {p.name: str(p.type) for p in fn.params if not p.constexpr},
             "assumed": {}},
@@ -264,7 +266,22 @@ def _verify(params, ctx):
     report = harness.verify(kernel, dev, name=params["kernel"], on_case=lambda c: ctx.event("case", _clean(c)))
     if report.get("fatal"):
         ctx.fatal = True
-    return _clean(report)
+    return _clean(mark_missing_reference(report))
+
+
+def mark_missing_reference(report: dict) -> dict:
+    """A Verify report whose cases ran nothing because no reference says what to expect is not a failed
+    comparison: ``reason: "no_reference"`` and a message that says what to add (clients showed "FAILED ...
+    max abs err 0")."""
+    cases = report.get("cases") or []
+    failed = [c for c in cases if not c.get("ok")]
+    if failed and all((c.get("message") or "").startswith("no reference") for c in failed):
+        k = report.get("kernel", "the kernel")
+        report["reason"] = "no_reference"
+        report["message"] = (f"no reference for {k}: {len(failed)} of {len(cases)} example case(s) have nothing to "
+                             f"compare with; register one with @newt.harness.reference({k}) (the expected value "
+                             "of each output by parameter name) or give Case(reference=...)")
+    return report
 
 
 def run_autotune(kernel, device: str, *, name: str, on_config, should_stop) -> dict:

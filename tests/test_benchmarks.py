@@ -26,6 +26,8 @@ CPU_RUNS = {
     "autotune_scaling.py": ["cpu", "--configs", "4", "--workers", "1,2", "--no-dask"],
     "launch_overhead.py": ["--cpu", "--deuteron", "--windows", "2", "--rounds", "1", "--launches", "20"],
     "helion_examples.py": ["--smoke"],
+    "triton_tutorials.py": ["--smoke"],
+    "triton_libraries.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {

@@ -15,7 +15,7 @@ from ..program import Node
 from ..trace_common import (
     HostTensor,
 )
-from .memory import _check_store_dims, _items_dims, _strides, items_for
+from .memory import check_not_aliased, _check_store_dims, _items_dims, _strides, items_for
 
 
 from .memory import emit_store
@@ -89,13 +89,14 @@ _SEMS = ("relaxed", "acquire", "release", "acq_rel")
 _SCOPES = ("gpu", "cta", "sys")
 
 
-@op("dt.atomic_add", family="atomics", stub=L.atomic_add, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_and", family="atomics", stub=L.atomic_and, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_or", family="atomics", stub=L.atomic_or, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_xor", family="atomics", stub=L.atomic_xor, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_max", family="atomics", stub=L.atomic_max, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_min", family="atomics", stub=L.atomic_min, nodes=("atomic", "atomic_old"), share_op=True)
-@op("dt.atomic_xchg", family="atomics", stub=L.atomic_xchg, nodes=("atomic", "atomic_old"), share_op=True)
+@op("dt.atomic_add", family="atomics", stub=L.atomic_add, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_and", family="atomics", stub=L.atomic_and, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_or", family="atomics", stub=L.atomic_or, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_xor", family="atomics", stub=L.atomic_xor, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_max", family="atomics", stub=L.atomic_max, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_min", family="atomics", stub=L.atomic_min, nodes=("atomic", "atomic_old"), share_op=True, tile_args=True)
+@op("dt.atomic_xchg", family="atomics", stub=L.atomic_xchg, nodes=("atomic", "atomic_old"), share_op=True,
+    tile_args=True)
 def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     kind = op.split("_", 1)[1]
 
@@ -105,7 +106,7 @@ def _dt_atomic(tr, e, op, target, index, value, sem="relaxed", scope="gpu"):
     return _atomic(tr, e, op, kind, target, index, [value], sem, scope, check)
 
 
-@op("dt.atomic_cas", family="atomics", stub=L.atomic_cas, nodes=("atomic", "atomic_old"))
+@op("dt.atomic_cas", family="atomics", stub=L.atomic_cas, nodes=("atomic", "atomic_old"), tile_args=True)
 def _dt_atomic_cas(tr, e, target, index, expected, value, sem="relaxed", scope="gpu"):
     def check(dt):
         if dt.itemsize not in (2, 4, 8):
@@ -132,6 +133,7 @@ def _atomic(tr, e, op, kind, target, index, values, sem, scope, check):
     if scope not in _SCOPES:
         raise UnknownOption(e, op=f"dt.{op}", option="scope", value=scope, choices=", ".join(_SCOPES))
     check(target.t.dtype)
+    check_not_aliased(target, e)
     target.arg.atomic = True
     _strides(tr, target, items)
     tr.prog.has_atomic = True

@@ -91,12 +91,12 @@ def arange(tr, args, kwargs, src) -> Node:
 # ---------------------------------------------------------------------------- ops
 
 
-@op("dt.zeros", family="creation", stub=L.zeros, nodes=("full", "expand"))
+@op("dt.zeros", family="creation", stub=L.zeros, nodes=("full", "expand"), tile_args=True)
 def _dt_zeros(tr, e, shape, dtype=None, device=None):
     return full(tr, shape, 0, dtype, e)
 
 
-@op("dt.full", family="creation", stub=L.full, nodes=("full", "expand", "cast"))
+@op("dt.full", family="creation", stub=L.full, nodes=("full", "expand", "cast"), tile_args=True)
 def _dt_full(tr, e, shape, value, dtype=None, device=None):
     return full(tr, shape, value, dtype, e)
 

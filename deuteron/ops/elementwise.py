@@ -13,7 +13,7 @@ from ..errors import (
     Broadcast, HostCall, OperandDtype, OperandKind, TileArithmetic, TileAsNumber, UnknownOption,
     UnsupportedExpression, WholeTensor,
 )
-from ..optable import ELEMENTWISE, FOLDS, OPS, PURE, node, op
+from ..optable import ELEMENTWISE, FOLDS, OPS, PURE, TILE_ATTR, has, node, op
 from ..program import Node, TileInfo
 from ..trace_common import (
     HostTensor, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims, _dims_text, _fold_pad,
@@ -54,6 +54,9 @@ FLOAT_UNARY = {n for n, (_, fl) in UNARY_MATH.items() if fl} | {"gelu"}
 #: the ``unary`` node's renderers: the math above and ``~x``
 UNARY_RENDER = {**{n: r for n, (r, _) in UNARY_MATH.items()}, "invert": invert}
 
+#: the argument of newt's minimum / maximum that makes a NaN operand give NaN (PyTorch's semantics)
+NAN_ALL = ", propagate_nan=nl.PropagateNan.ALL"
+
 #: operators where a tile operand stands for its indices (``tile + start``)
 _TILE_ARITH = ("add", "sub", "mul", "floordiv", "mod")
 
@@ -65,8 +68,9 @@ def render_binary(g, n) -> str:
     a, b = n.args
     o = n.attrs["op"]
     rank = len(g.rd(n.dims))
-    if o in ("minimum", "maximum"):
-        return f"nl.{o}({g.aligned(a, rank, n.dims)}, {g.aligned(b, rank, n.dims)})"
+    if o in ("minimum", "maximum"):  # floats: NaN propagates, as torch.maximum / clamp / relu do (issue 22)
+        nan = NAN_ALL if n.dtype.is_floating_point else ""
+        return f"nl.{o}({g.aligned(a, rank, n.dims)}, {g.aligned(b, rank, n.dims)}{nan})"
     if o == "pow":
         return f"nl.pow({g.aligned(a, rank, n.dims)}, {g.aligned(b, rank, n.dims)})"
     return binary(g.aligned(a, rank, n.dims), _BINOP_SYM[o], g.aligned(b, rank, n.dims))
@@ -74,6 +78,8 @@ def render_binary(g, n) -> str:
 
 def render_unary(g, n) -> str:
     (a,) = n.args
+    if n.attrs["fn"] == "relu" and n.dtype.is_floating_point:  # torch.relu(nan) is nan
+        return call("nl.maximum", g.expr(a), "0" + NAN_ALL)
     return UNARY_RENDER[n.attrs["fn"]](g.expr(a))
 
 
@@ -101,7 +107,9 @@ node("where", PURE, ELEMENTWISE, render=render_where, family="elementwise", doc=
 
 # ---------------------------------------------------------------------------- tensor semantics
 
-def binop(tr, op, a, b, src):
+def binop(tr, op, a, b, src, trunc: bool = False):
+    """``a <op> b`` with torch's broadcasting and promotion (``trunc``: integer ``//`` / ``%`` truncating like C,
+    as ``torch.fmod`` does, where torch's operators floor)."""
     if op is None:
         raise UnsupportedExpression(src, what="this operator")
     if isinstance(a, TileInfo) or isinstance(b, TileInfo):
@@ -155,6 +163,11 @@ def binop(tr, op, a, b, src):
                  weak=weak)
         return tr.emit(n)
     rt = result_type(a, b)
+    if rt == torch.bool and op in ("add", "sub"):  # torch: bool + bool is a logical or, bool - bool an error
+        if op == "sub":
+            raise OperandDtype(src, op="-", dtype="bool", why=" (torch refuses to subtract bool tensors)",
+                               hint="use ^ or logical_xor, or convert first (.to(torch.int32))")
+        return binop(tr, "or", a, b, src)
     if weak and isinstance(a, Node) and isinstance(b, Node) or weak and (isinstance(a, Node) or
                                                                      isinstance(b, Node)):
         # scalars on both sides (tile.begin, parameters, literals): newt's scalar promotion, no casts
@@ -175,6 +188,8 @@ def binop(tr, op, a, b, src):
         if not rt.is_floating_point:
             raise OperandDtype(src, op="**", dtype="integer", why=" inside the kernel", hint="use a float exponent")
     a2, b2 = coerce(tr, a, rt), coerce(tr, b, rt)
+    if op in ("floordiv", "mod") and not trunc and not rt.is_floating_point and not (_nonneg(a2) and _nonneg(b2)):
+        return _floor_divmod(tr, op, a2, b2, dims, rt, src)
     if op in ("floordiv", "mod") and rt.is_floating_point:
         q = unary(tr, "floor", tr.emit(Node("binary", [a2, b2], dims=dims, dtype=rt, attrs={"op": "truediv"},
                                                weak=weak)), src)
@@ -208,6 +223,42 @@ def binop(tr, op, a, b, src):
     if n.host_value is not None and n.dims == ():
         return n  # a run-time scalar computed from parameters: rendered inline
     return tr.emit(n)
+
+
+def _nonneg(v) -> bool:
+    """Is ``v`` known to be >= 0 (a tile's indices, begin, end, block size; a tensor's size; a non-negative
+    constant; sums, products and quotients of those)?  There integer ``//`` and ``%`` truncate and floor alike."""
+    if isinstance(v, (bool, int)):
+        return v >= 0
+    if not isinstance(v, Node):
+        return False
+    if v.op == "const":
+        return isinstance(v.attrs["value"], (bool, int)) and v.attrs["value"] >= 0
+    if v.op == "param":
+        return bool(v.attrs.get("nonneg"))  # a tensor's size or stride (static_shapes=False)
+    if has(v, TILE_ATTR) or v.op == "grid_index" or (v.op == "arange" and v.attrs["start"] >= 0):
+        return True
+    if v.op == "binary" and v.attrs["op"] in ("add", "mul", "floordiv", "mod", "and", "shr"):
+        return all(_nonneg(x) for x in v.args)
+    if v.op == "cast" and not v.dtype.is_floating_point and v.dtype != torch.bool:
+        return all(_nonneg(x) for x in v.args) and v.args[0].dtype.itemsize <= v.dtype.itemsize
+    return False
+
+
+def _floor_divmod(tr, op, a, b, dims, rt, src):
+    """Integer ``a // b`` / ``a % b`` with PyTorch's (Python's) floor semantics from newt's, which truncate like C:
+    where the remainder is not 0 and its sign differs from the divisor's, the quotient is one less and the
+    remainder one divisor more (issue 22: the kernel and ``kernel.ref`` agree on negative operands)."""
+    q = tr.emit(Node("binary", [a, b], dims=dims, dtype=rt, attrs={"op": "floordiv"}))
+    r = tr.emit(Node("binary", [a, b], dims=dims, dtype=rt, attrs={"op": "mod"}))
+    if isinstance(b, int):  # the divisor's sign is known: the remainder's sign alone decides
+        fix = binop(tr, "lt", r, 0, src) if b > 0 else binop(tr, "gt", r, 0, src)
+    else:
+        fix = binop(tr, "and", binop(tr, "ne", r, 0, src),
+                    binop(tr, "ne", binop(tr, "lt", r, 0, src), binop(tr, "lt", b, 0, src), src), src)
+    if op == "floordiv":
+        return binop(tr, "sub", q, cast(tr, fix, rt), src)
+    return where(tr, fix, binop(tr, "add", r, b, src), r, src)
 
 
 def coerce(tr, v, dtype):
@@ -477,7 +528,7 @@ def _t_fmod(tr, e, op, input, other, *, out=None):
         q = binop(tr, "truediv", x, other, e)
         tq = where(tr, binop(tr, "lt", q, 0, e), unary(tr, "ceil", q, e), unary(tr, "floor", q, e), e)
         return binop(tr, "sub", x, binop(tr, "mul", tq, other, e), e)
-    return binop(tr, "mod", x, other, e)
+    return binop(tr, "mod", x, other, e, trunc=True)  # torch.fmod truncates
 
 
 @op("pow", family="elementwise", nodes=("binary", "unary"), torch=("pow",), methods=("pow",))

@@ -13,8 +13,8 @@ from .. import language as L
 from .._torch import torch
 from ..codegen_expr import _atom, _dt, _lit
 from ..errors import (
-    BadIndex, ExtraMask, ExtraMaskShape, IndexRank, MemoryTarget, MovingSlice, OperandKind, SliceBound, StoreShape,
-    TileIndexing, TilePastEnd, UnknownOption, WholeTensor,
+    AliasedOutput, BadIndex, ExtraMask, ExtraMaskShape, IndexRank, MemoryTarget, MovingSlice, OperandKind, SliceBound,
+    StoreShape, TileIndexing, TilePastEnd, UnknownOption, WholeTensor,
 )
 from ..optable import EFFECT, MEMORY, NAMED, node, op
 from ..program import ONE, Node, TileInfo, same_dim
@@ -289,12 +289,21 @@ def store(tr, ht: HostTensor, items, v, e, extra_mask=None):
         raise OperandKind(e, op="a store", got=_describe(v))
     if isinstance(v, Node):
         _check_store_dims(tr, v.dims, dims, ht, e)
+    check_not_aliased(ht, e)
     ht.arg.stored = True
     _strides(tr, ht, items)
     n = Node("store", [v] if extra_mask is None else [v, extra_mask], dims=(), dtype=None,
              attrs={"tensor": ht.arg, "items": items, "dims": dims})
     tr.prog.dims_used.add(dims)
     tr.emit(n)
+
+
+def check_not_aliased(ht: HostTensor, e):
+    """A tensor the kernel writes must not have elements that share memory (a stride of 0 along a dimension of
+    more than one element: ``x.expand(...)``): each program would write the same addresses (issue 22)."""
+    t = ht.t
+    if any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape)):
+        raise AliasedOutput(e, name=ht.name, shape=tuple(t.shape), strides=tuple(t.stride()))
 
 
 def _check_store_dims(tr, vdims, dims, ht, e):
@@ -345,7 +354,7 @@ def _extra_mask(tr, e, op, mask, dims):
     return mask
 
 
-@op("dt.load", family="memory", stub=L.load, nodes=("load",))
+@op("dt.load", family="memory", stub=L.load, nodes=("load",), tile_args=True)
 def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     if not isinstance(tensor, HostTensor):
         raise MemoryTarget(e, op="load", what="")
@@ -359,7 +368,7 @@ def _dt_load(tr, e, tensor, index, extra_mask=None, eviction_policy=None):
     return load(tr, tensor, items, e, extra_mask=mask, eviction=eviction_policy or None)
 
 
-@op("dt.store", family="memory", stub=L.store, nodes=("store",))
+@op("dt.store", family="memory", stub=L.store, nodes=("store",), tile_args=True)
 def _dt_store(tr, e, tensor, index, value, extra_mask=None):
     if not isinstance(tensor, HostTensor):
         raise MemoryTarget(e, op="store", what="")

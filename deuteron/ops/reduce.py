@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import language as L
 from .._torch import torch
-from ..codegen_expr import _identity
+from ..codegen_expr import _atom, _identity
 from ..errors import CombineFunction, DimensionArgument, OperandDtype, OperandKind
 from ..optable import ALONG, NAMED, PURE, node, op
 from ..program import ONE, Block, Node, RInfo, TileInfo
@@ -41,12 +41,18 @@ def render_reduce(g, n) -> str:
     ax = g.rpos(a.dims, ax)
     if kind == "sum":
         return f"nl.sum({x}, axis={ax}{kd})"
-    if kind in ("max", "min"):
-        return f"nl.{kind}({x}, axis={ax}{kd})"
+    floating = a.dtype.is_floating_point
+    if kind in ("max", "min"):  # floats: a NaN lane makes the result NaN, as in torch.amax / .max()
+        return f"nl.reduce({x}, {ax}, {NAN_COMBINE[kind]}{kd})" if floating else f"nl.{kind}({x}, axis={ax}{kd})"
     if kind == "prod":
         return f"nl.reduce({x}, {ax}, _dt_mul{kd})"
     if kind in ("argmax", "argmin"):
-        return f"nl.{kind}({x}, axis={ax}{kd}).to(nl.int64)"
+        if not floating:
+            return f"nl.{kind}({x}, axis={ax}{kd}).to(nl.int64)"
+        # torch: the index of the first NaN where there is one
+        nan = f"({_atom(x)} != {_atom(x)}).to(nl.int32)"
+        return (f"nl.where(nl.max({nan}, axis={ax}{kd}) > 0, nl.argmax({nan}, axis={ax}{kd}), "
+                f"nl.{kind}({x}, axis={ax}{kd})).to(nl.int64)")
     raise AssertionError(kind)
 
 
@@ -77,6 +83,18 @@ def render_combine(g, n: Node) -> str:
         kd = ", keep_dims=True" if a["keep"] else ""
         return f"nl.reduce({x}, {ax}, {fname}{kd})"
     return f"nl.associative_scan({x}, {ax}, {fname})"
+
+
+#: the combine helpers of NaN-propagating float max / min reductions -> their source (the generator writes a
+#: helper the kernel uses next to it, like ``_dt_mul``)
+NAN_COMBINE = {"max": "_dt_max_nan", "min": "_dt_min_nan"}
+COMBINE_HELPERS = {
+    "_dt_mul": ["@newt.jit", "def _dt_mul(a, b):", "    return a * b"],
+    "_dt_max_nan": ["@newt.jit", "def _dt_max_nan(a, b):",
+                    "    return nl.maximum(a, b, propagate_nan=nl.PropagateNan.ALL)"],
+    "_dt_min_nan": ["@newt.jit", "def _dt_min_nan(a, b):",
+                    "    return nl.minimum(a, b, propagate_nan=nl.PropagateNan.ALL)"],
+}
 
 
 def render_combine_arg(g, n) -> str:

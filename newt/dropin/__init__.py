@@ -132,7 +132,7 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
     global _finder
     with _lock:
         if capability is not None:
-            _emulate_capability(tuple(capability))
+            _emulate_capability((int(capability[0]), int(capability[1])))
         _load_kind_providers()
         if _finder is None:
             _finder = DropinFinder()

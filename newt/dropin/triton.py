@@ -87,8 +87,7 @@ def module_for(fullname: str) -> types.ModuleType:
 
 def _facade(name: str, doc: str, attrs: dict, lazy: dict | None = None) -> types.ModuleType:
     m = types.ModuleType(name, doc)
-    m.__newt_dropin__ = True
-    m.__path__ = []  # a package: its submodules come through the drop-in's finder
+    m.__dict__.update(__newt_dropin__=True, __path__=[])  # a package: its submodules come through the drop-in's finder
     m.__dict__.update(attrs)
     lazy = dict(lazy or {})
 
@@ -105,7 +104,7 @@ def _facade(name: str, doc: str, attrs: dict, lazy: dict | None = None) -> types
         setattr(m, attr, val)
         return val
 
-    m.__getattr__ = __getattr__
+    m.__dict__["__getattr__"] = __getattr__
     return m
 
 
@@ -118,14 +117,14 @@ def _make_language():
     m = _facade("triton.language", nl.__doc__, attrs)
     m.core = m
     m.extra = importlib.import_module("triton.language.extra")
-    lazy_get = m.__getattr__
+    lazy_get = m.__dict__["__getattr__"]
 
     def getattr_(attr):
         if hasattr(nl, attr):
             return getattr(nl, attr)
         return lazy_get(attr)
 
-    m.__getattr__ = getattr_
+    m.__dict__["__getattr__"] = getattr_
     return m
 
 
@@ -348,7 +347,7 @@ def _make_driver():
 
     m.set_active, m.reset_active = set_active, reset_active
     m.driver = m  # ``from triton.runtime.driver import driver``: the registry is this module
-    m.__getattr__ = getattr_
+    m.__dict__["__getattr__"] = getattr_
     return m
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from typing import Any
 
 __all__ = ["host_constexprs", "host_pointer_dtypes", "example_launches", "Unknown", "HostIndex", "host_index",
            "launch_dtypes", "launch_types", "LaunchTypes"]
@@ -34,7 +35,7 @@ def _next_power_of_2(n):
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-_FUNCS = {"next_power_of_2": _next_power_of_2, "cdiv": lambda a, b: -(-int(a) // int(b)), "min": min,
+_FUNCS: dict[str, Any] = {"next_power_of_2": _next_power_of_2, "cdiv": lambda a, b: -(-int(a) // int(b)), "min": min,
           "max": max, "int": int, "abs": abs, "bool": bool}
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
@@ -109,6 +110,16 @@ def _assignments(body, upto_line: int, env: dict):
                 env[st.target.id] = Unknown(str(e)) if isinstance(e, Unknown) else Unknown(st.target.id)
         elif isinstance(st, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
             # a branch may not run: names it assigns become unknown unless the test is static
+            if isinstance(st, ast.For) and st.lineno < upto_line <= (st.end_lineno or st.lineno):
+                # the launch is in a loop over literals (`for causal in (False, True):`): its first
+                # iteration is one of the launch's specializations
+                try:
+                    first = next(iter(_ev(st.iter, env)))
+                    _bind(st.target, ast.Constant(value=first), env)
+                    _assignments(st.body, upto_line, env)
+                    continue
+                except Exception:  # noqa: BLE001 - not static: as any other branch
+                    pass
             if isinstance(st, ast.If):
                 try:
                     taken = st.body if _ev(st.test, env) else st.orelse
@@ -252,6 +263,7 @@ def _parse(text: str):
     if t is None or t[0] != text:
         if len(_TREES) > 4:
             _TREES.clear()
+        tree: Any
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError) as e:
@@ -268,7 +280,8 @@ def _parse(text: str):
 def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
     """({constexpr: value}, {constexpr: how it was found, or why not}) for ``names`` over the kernel's
     ``launches`` (LaunchSite: ``.node`` the call, ``.kw_nodes`` the keyword argument nodes)."""
-    values, why = {}, {}
+    values: dict = {}
+    why: dict = {}
     if not launches:
         return values, why
     try:
@@ -301,7 +314,7 @@ def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
             except Exception as e:  # noqa: BLE001
                 why.setdefault(n, f"{n}={src} at line {line}: {type(e).__name__}: {e}")
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float, str)) and v is not None:
+            if not isinstance(v, (bool, int, float, str)) and v is not None:  # (a bool flag is a constexpr too)
                 why.setdefault(n, f"{n}={src} at line {line} is not a constant")
                 continue
             values[n] = v
@@ -545,7 +558,8 @@ def host_pointer_dtypes(text: str, launches, pnames: list, pointer_params, index
     """({pointer parameter: dtype name}, {parameter: how it was found}) from the tensors passed at the
     kernel's launches (``x = torch.randn(n, dtype=torch.float16)`` ... ``k[grid](x, ...)``), the first launch
     that says winning; ``index``: the module's ``HostIndex`` (else ``text`` is parsed)."""
-    out, why = {}, {}
+    out: dict = {}
+    why: dict = {}
     if not launches:
         return out, why
     if index is None:

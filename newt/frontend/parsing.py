@@ -179,8 +179,9 @@ def _parse_at(path: str, text: str, s: int) -> ast.Module:
         if s:
             if err.lineno is not None:
                 err.lineno += s
-            if getattr(err, "end_lineno", None) is not None:
-                err.end_lineno += s
+            end = getattr(err, "end_lineno", None)
+            if end is not None:
+                err.end_lineno = end + s
             err.args = (err.msg, (err.filename, err.lineno, err.offset, err.text, err.end_lineno, err.end_offset))
         raise
     if s:

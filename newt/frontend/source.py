@@ -476,7 +476,7 @@ class ModuleScan:
         self.constants: dict[str, object] = {}
         self.constant_nodes: dict[str, ast.AST] = {}
         #: the value expression of each module-level ``name = ...`` (the last one), static or not
-        self.module_values: dict[str, ast.AST] = {}
+        self.module_values: dict[str, ast.expr] = {}
         self.simple_functions: dict[str, ast.FunctionDef] = {}
         self.plain_functions: dict[str, ast.FunctionDef] = {}
         self.kernels: dict[str, KernelDef] = {}
@@ -794,7 +794,7 @@ def _parts_with_lines(top, hits: list):
                 if isinstance(x, ast.AST):
                     yield x
         for b in blocks:
-            for sub in b:
+            for sub in b or ():
                 lo = getattr(sub, "lineno", None)
                 hi = getattr(sub, "end_lineno", lo)
                 if lo is None:  # a match case: its pattern and guard have lines, the case does not

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import operator
+from typing import Any, cast
 
 __all__ = ["call_function", "NotStatic"]
 
@@ -62,7 +63,7 @@ def call_function(self, fdef: ast.FunctionDef, args, kwargs):
     for v, _ in outs:
         for c in v:
             if dataclasses.is_dataclass(c) and hasattr(c, "speculative"):  # a ConfigLit
-                c = dataclasses.replace(c, speculative=True)
+                c = dataclasses.replace(cast(Any, c), speculative=True)
             joined.append(c)
     return joined
 

@@ -252,6 +252,8 @@ class StatementBuilder(BuilderPart):
         if speculative:
             self.ctx.speculative -= 1
         then_s, else_s = scopes
+        from .rules.blockptr import join_carried, split_branches
+        bps = split_branches(then_s, else_s)  # block pointers on both branches: merged part by part
         names = []
         for name in list(then_s) + [n for n in else_s if n not in then_s]:
             a, b = then_s.get(name), else_s.get(name)
@@ -334,6 +336,7 @@ class StatementBuilder(BuilderPart):
                         isinstance(else_s.get(f), Const) and else_s[f].value is True:
                     merged[f] = Const(True)
         self.ctx.scope = merged
+        join_carried(self.api, bps)
 
     def merge_type(self, name, a: AV | None, b: AV | None, node):
         """The type a variable takes after two branches (or None when it cannot be a run-time value)."""

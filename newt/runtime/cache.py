@@ -49,11 +49,14 @@ def _check_private(st: os.stat_result, path, what: str) -> None:
                               f"(mode {stat.S_IMODE(st.st_mode):o})")
 
 
-def private_dir(path: str | os.PathLike) -> Path:
+def private_dir(path: str | os.PathLike, tighten: bool = True) -> Path:
     """``path`` as a directory that only this user can change: created with its missing parents (mode 0700)
     when it does not exist; an existing one must be a real directory (not a symbolic link) owned by this
-    user and not writable by its group or others.  ``UnsafePathError`` otherwise: another local user who
-    creates the directory first (in a shared temporary directory) must not get to plant files in it."""
+    user and not writable by its group or others -- with ``tighten``, one of ours that they may write (made
+    by an older newt under umask 002) loses those write bits here.  ``UnsafePathError`` otherwise: another
+    local user who creates the directory first (in a shared temporary directory) must not get to plant files
+    in it.  (Files already in such a directory are checked one by one where they are used:
+    ``check_private_file``.)"""
     p = Path(path)
     try:
         os.makedirs(p, mode=0o700, exist_ok=True)
@@ -63,6 +66,13 @@ def private_dir(path: str | os.PathLike) -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"{p} is not a directory" + (" (a symbolic link)" if stat.S_ISLNK(st.st_mode)
                                                            else ""))
+    if tighten and st.st_uid == os.geteuid() and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:  # (through the descriptor: the very directory checked above)
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
     _check_private(st, p, "the directory")
     return p
 

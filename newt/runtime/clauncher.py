@@ -86,18 +86,21 @@ def _build_dir() -> Path:
     """Where the extension is built and loaded from: ``<cache>/launcher``, or with the disk cache off
     ``$TMPDIR/newt-<uid>/launcher``; each directory of the two levels must be private to this user
     (``cache.private_dir``: owned by the user, not writable by group or others, not a link -- a shared
-    object found there is loaded into this process).  When one is not (another user created it first), the
-    extension is built in a private ``mkdtemp`` directory of this process instead, with a warning."""
+    object found there is loaded into this process; newt's own ``newt-<uid>`` and ``launcher`` directories
+    lose group/other write bits, the cache directory itself is left as it is).  When one is not (another user
+    created it first, a cache directory others may write), the extension is built in a private ``mkdtemp``
+    directory of this process instead, with a warning."""
     from .cache import UnsafePathError, default_cache_dir, private_dir
     d = default_cache_dir()
     root = d if d is not None else Path(tempfile.gettempdir()) / f"newt-{os.geteuid()}"
     try:
-        private_dir(root)
+        private_dir(root, tighten=d is None)
         return private_dir(root / "launcher")
     except UnsafePathError as e:
         import warnings
         warnings.warn(f"newt: not building the compiled launcher in {root / 'launcher'} ({e}); using a private "
-                      "temporary directory instead", RuntimeWarning, stacklevel=2)
+                      "temporary directory instead (a directory of yours: chmod go-w it)", RuntimeWarning,
+                      stacklevel=2)
     except OSError:
         pass  # cannot create it (a read-only cache directory...): a private directory
     return _private_session_dir()
@@ -129,13 +132,17 @@ def compiler_command(src: Path, out: Path) -> list[str] | None:
 
 def build(out_dir: Path | None = None) -> Path:
     """Compile ``_launch.c`` (if not already there) and return the shared object's path; raises on failure."""
-    from .cache import private_dir
+    from .cache import check_private_file, private_dir
     src = SOURCE.read_bytes()
     out_dir = private_dir(out_dir if out_dir is not None else _build_dir())
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     so = out_dir / f"{MODULE_NAME}_{_tag(src)}{suffix}"
-    if so.exists():
-        return so
+    if os.path.lexists(so):
+        try:
+            check_private_file(so)
+            return so
+        except OSError:  # another user's file (planted before the directory was private), a link: replace it
+            os.unlink(so)
     fd, tmp = tempfile.mkstemp(prefix=so.name + ".", suffix=".tmp", dir=out_dir)
     os.close(fd)
     try:

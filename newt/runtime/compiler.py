@@ -510,7 +510,8 @@ def compile_specialization(fn, arg_types: dict, constexprs: dict, hints: dict, t
             entry = disk.get(key, validate=lambda meta, blobs: check_entry(meta, blobs, expect))
             if entry is not None:
                 try:
-                    ck = CompiledKernel.from_entry(key, *entry, expect=expect)
+                    meta, blobs = entry
+                    ck = CompiledKernel.from_entry(key, meta, blobs, expect=expect)
                 except (KeyError, TypeError, ValueError, AttributeError):  # (checked above: not expected)
                     ck = None
                 if ck is not None:

@@ -134,7 +134,7 @@ def test_every_tracer_error_is_a_cause_class_documented_in_diagnostics():
 
     from deuteron import errors
     root = Path(__file__).resolve().parents[2]
-    for f in sorted((root / "deuteron").glob("trace*.py")):
+    for f in sorted((root / "deuteron").glob("trace*.py")) + sorted((root / "deuteron" / "ops").glob("*.py")):
         text = f.read_text()
         assert not re.search(r"\b(self|tr|tracer)\.error\(", text), f"{f.name} raises a plain TraceError"
         assert "TraceError(" not in text, f.name

@@ -1,5 +1,7 @@
 """The newt source deuteron generates for kernels over every op family, pinned byte for byte (golden/*.py.txt,
-generated before deuteron's op table replaced the tracer's and generator's name lists and if-chains).  A change
+generated before deuteron's op table replaced the tracer's and generator's name lists and if-chains; the
+NaN-propagating maximum / amax / argmax of issue 22 then changed elementwise, reductions and combine_scan, on
+purpose).  A change
 here is a change of every user's generated code: regenerate a file only on purpose
 (``python tests/deuteron/test_dt_golden_source.py``) and read its diff."""
 

@@ -173,3 +173,42 @@ async def test_exit_without_shutdown_is_1(tmp_path, initialized):
         await c.initialize()
     c.notify("exit")
     assert await _exit_code(c) == 1
+
+
+# -- the reader alone (no server process) ------------------------------------------------------------------------
+
+class _Proto:
+    def __init__(self):
+        self.handled, self.sent = [], []
+
+    def structure_message(self, d):
+        import types
+        return types.SimpleNamespace(**d) if "jsonrpc" in d else d
+
+    def handle_message(self, m):
+        self.handled.append(m.method)
+
+    def _send_data(self, data):
+        self.sent.append(data)
+
+
+def _run_reader(data: bytes) -> _Proto:
+    import io
+    import threading
+
+    from lsp_server.transport import StdinReader, run_async
+    proto = _Proto()
+    asyncio.run(asyncio.wait_for(run_async(threading.Event(), StdinReader(io.BytesIO(data)), proto), 30))
+    return proto
+
+
+def test_the_reader_dispatches_every_header_form():
+    frames = b"".join(_frame(_body({"jsonrpc": "2.0", "method": f"m{i}"}), h) for i, h in enumerate(HEADERS.values()))
+    proto = _run_reader(frames)
+    assert proto.handled == [f"m{i}" for i in range(len(HEADERS))] and proto.sent == []
+
+
+def test_a_huge_content_length_costs_only_what_arrives():
+    ok = _frame(_body({"jsonrpc": "2.0", "method": "first"}))
+    proto = _run_reader(ok + b"Content-Length: 1000000000000\r\n\r\n{\"jsonrpc\": \"2.0\"}")
+    assert proto.handled == ["first"]  # then the end of the input, no MemoryError

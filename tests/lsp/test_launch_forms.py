@@ -178,3 +178,15 @@ def test_newt_check_and_the_editor_report_the_same_diagnostics_on_examples_and_c
         assert sorted(editor) == sorted(by_file[f]), f
         compared += len(editor)
     assert compared > 20  # the corpus's bad files do have diagnostics
+
+
+def test_an_error_in_a_helper_is_reported_once_with_and_without_the_dtypes():
+    """A jit helper's error is found by its own check (no launch dtypes) and by the launched kernel's (with
+    them): one diagnostic, not two that differ only by the dtypes' context."""
+    helper = "@triton.jit\ndef helper(p):\n    return tl.no_such_op(p)\n\n\n"
+    text = KERNEL.replace("@triton.jit\ndef scale_kernel", helper + "@triton.jit\ndef scale_kernel")
+    text = text.replace("y = x & 1", "y = helper(x)")
+    text += "x = torch.randn(4096, dtype=torch.float16)\nscale_kernel[(4,)](x, x, 4096, BLOCK=1024)\n"
+    fa = analyze_source(text, "helper.py")
+    n004 = [d for d in fa.diagnostics if d.code == "N004"]
+    assert len(n004) == 1, [(d.code, d.span.line, d.context) for d in fa.diagnostics]

@@ -132,6 +132,8 @@ async def test_user_errors_are_not_logged_as_errors_with_tracebacks(tmp_path):
     await c.initialize(options={"trusted": True})
     path = ROOT / "examples" / "fused_softmax.py"
     text = path.read_text(encoding="utf-8")
+    # without its harness example, which gives the constexprs: then only run-time values give them
+    text = text[:text.index("@nh.reference(softmax_kernel)")] + text[text.index("def main("):]
     c.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1,
                                                        "text": text}})
     line = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("def softmax_kernel")))

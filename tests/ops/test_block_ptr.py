@@ -127,12 +127,13 @@ def _nvrtc() -> bool:
 
 
 @pytest.mark.skipif(not _nvrtc(), reason="needs NVRTC (cuda-python)")
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_block_pointer_matmul_compiles_to_cubin(target):
+@pytest.mark.parametrize("target,block_k", [("sm_90a", 64), ("sm_80", 32)])
+def test_block_pointer_matmul_compiles_to_cubin(target, block_k):
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
            "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
            "stride_cm": "i32", "stride_cn": "constexpr"}
-    ce = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
+    ce = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": block_k,
+          "GROUP_M": 8}
     ck = newt.compile(bp_matmul, signature=sig, constexprs=ce, target=target, num_warps=8, num_stages=3,
                       cache=False)
     assert ck.asm["cubin"][:4] == b"\x7fELF"
@@ -141,3 +142,22 @@ def test_block_pointer_matmul_compiles_to_cubin(target):
     assert ("wgmma.mma_async" in ptx) if target == "sm_90a" else ("mma.sync" in ptx)
     # the front end's warning travels with the compiled kernel, not as an error
     assert any(w.code == "N080" for w in ck.warnings)
+
+
+@newt.jit
+def bp_branch(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    pid = nl.program_id(0)
+    bp = nl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    if pid % 2 == 1:  # a run-time condition: the two branches' block pointers merge
+        bp = nl.advance(bp, (BLOCK,))
+    v = nl.load(bp, boundary_check=(0,), padding_option="zero")
+    nl.store(out_ptr + pid * BLOCK + nl.arange(0, BLOCK), v)
+
+
+def test_block_pointer_advanced_on_one_branch(backend):
+    x = torch.arange(24, dtype=torch.float32)
+    out = backend.zeros(4 * 16)
+    backend.launch(bp_branch, (4,), backend.put(x), out, 24, BLOCK=16)
+    got = backend.get(out).view(4, 16)
+    second = torch.cat([x[16:], torch.zeros(8)])
+    torch.testing.assert_close(got, torch.stack([x[:16], second, x[:16], second]))

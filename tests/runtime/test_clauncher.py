@@ -89,17 +89,50 @@ def cache_off(fresh, monkeypatch, tmp_path):
     return fresh
 
 
-@pytest.mark.parametrize("how", ["world-writable", "another owner"])
+@pytest.mark.parametrize("how", ["another owner", "a symbolic link"])
 def test_a_planted_launcher_directory_is_not_used(cache_off, tmp_path, how):
-    if how == "another owner" and os.geteuid() != 0:
-        pytest.skip("giving a directory to another user needs root")
-    launcher, so = _planted(tmp_path, cache_off, **({"mode": 0o755, "uid": 12345} if how == "another owner" else {}))
+    if how == "another owner":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        launcher, so = _planted(tmp_path, cache_off, mode=0o755, uid=12345)
+    else:  # $TMPDIR/newt-<uid> is a link to a directory the other user controls
+        elsewhere = tmp_path / "elsewhere"
+        launcher, so = _planted(elsewhere, cache_off)
+        (tmp_path / f"newt-{os.geteuid()}").symlink_to(launcher.parent)
     with pytest.warns(RuntimeWarning, match="private temporary directory"):
         built = cache_off.build()
-    assert built != so and launcher not in built.parents
+    assert built != so and launcher not in built.parents and launcher.resolve() not in built.resolve().parents
     assert built.read_bytes() == b"built here" and so.read_bytes() == b"planted by another user"
     st = built.parent.stat()
     assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_a_world_writable_directory_of_ours_is_closed_and_a_planted_object_replaced(cache_off, tmp_path):
+    """Our own ``newt-<uid>`` made world-writable (or by another newt under umask 0): the write bits go, and a
+    shared object someone else put there (another owner, or writable by others) is rebuilt, not loaded."""
+    launcher, so = _planted(tmp_path, cache_off, mode=0o777)
+    if os.geteuid() == 0:
+        os.chown(so, 12345, 12345)
+    else:
+        os.chmod(so, 0o666)
+    built = cache_off.build()
+    assert built == so and built.read_bytes() == b"built here"
+    assert built.stat().st_uid == os.geteuid() and stat.S_IMODE(built.stat().st_mode) == 0o755
+    for d in (launcher, launcher.parent):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o755  # 0o777 without the group/other write bits
+
+
+def test_a_cache_directory_others_may_write_is_left_alone(fresh, monkeypatch, tmp_path):
+    cache_dir = tmp_path / "shared-cache"
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o777)
+    monkeypatch.setenv("NEWT_CACHE_DIR", str(cache_dir))
+    monkeypatch.delenv("NEWT_DISABLE_CACHE", raising=False)
+    monkeypatch.setattr(fresh, "_session_dir", [], raising=False)
+    monkeypatch.setattr(fresh, "compiler_command", _fake_compiler)
+    with pytest.warns(RuntimeWarning, match="chmod go-w"):
+        built = fresh.build()
+    assert cache_dir not in built.parents and stat.S_IMODE(cache_dir.stat().st_mode) == 0o777
 
 
 def test_the_shared_launcher_directory_is_made_private(cache_off, tmp_path):

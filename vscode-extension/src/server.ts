@@ -203,6 +203,7 @@ export class NewtServer implements vscode.Disposable {
     const cwd = launch.cwd;
 
     this.log.info(`starting the language server with ${interp.command} (from ${interp.description})`);
+    if (interp.note) this.log.warn(`Newt: ${interp.note}`);
     const check = await runImportCheck(interp.command, cwd, env);
     let info = parseImportCheck(check);
     // An interpreter found on the way (the Python extension's, a workspace venv, python3) that lacks newt:

@@ -66,6 +66,13 @@ describe('verify results', () => {
     assert.match(d, /ok {3}n=1000/);
     assert.match(d, /FAIL n=4096 {2}max_abs_err=5.00e-1 max_rel_err=2.00e-7 {2}mismatch/);
   });
+  it('says "no reference" when nothing was compared, never "max abs err 0"', () => {
+    const none = { ...ok, ok: false, reason: 'no_reference', message: 'no reference for add_kernel: 2 of 2 ...',
+      cases: ok.cases.map((c) => ({ ...c, ok: false, max_abs_err: null, max_rel_err: null, message: 'no reference: ...' })) };
+    assert.equal(verifySummary(none), 'Newt: no reference for add_kernel: 2 of 2 ...');
+    const crashed = { ...none, reason: undefined, message: 'the kernel failed' };
+    assert.doesNotMatch(verifySummary(crashed), /max abs err/);
+  });
 });
 
 describe('autotune results', () => {

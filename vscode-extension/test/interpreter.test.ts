@@ -72,8 +72,11 @@ describe('resolveInterpreter', () => {
       ['/ws/.venv/bin/python', 'workspace-venv', "the workspace's virtual environment (.venv/bin/python)"]);
     have.delete('/ws/.venv/bin/python');
     assert.equal((await resolveInterpreter({ ...base, isExecutable, trusted: true })).command, '/ws/venv/bin/python3');
-    // Restricted Mode: the workspace's binary is not run
-    assert.deepEqual((await resolveInterpreter({ ...base, isExecutable, trusted: false })).source, 'path');
+    // Restricted Mode: the workspace's binary is not run, and the result says why (the server logs it)
+    const restricted = await resolveInterpreter({ ...base, isExecutable, trusted: false });
+    assert.deepEqual(restricted.source, 'path');
+    assert.match(restricted.note ?? '', /virtual environment \(venv\/bin\/python3\) is not used in Restricted Mode/);
+    assert.equal((await resolveInterpreter({ ...base, isExecutable, trusted: true })).note, undefined);
     // the Python extension's choice comes first
     assert.equal((await resolveInterpreter({ ...base, isExecutable, trusted: true, pythonExtension: async () => '/x/py' })).command, '/x/py');
     const win = new Set(['C:\\ws\\.venv\\Scripts\\python.exe']);

@@ -245,3 +245,21 @@ def join_carried(bld, parts: dict) -> None:
             bld.scope[n] = proto.with_parts(vals)
         for h in hidden:
             bld.scope.pop(h, None)
+
+
+def split_branches(then_s: dict, else_s: dict) -> dict:
+    """After the two branches of a run-time ``if``: a name holding block pointers of one block shape on both
+    becomes hidden names for their parts (merged like scalars; :func:`join_carried` rebuilds it)."""
+    out = {}
+    for n in [k for k in then_s if not k.startswith("$")]:
+        a, b = then_s.get(n), else_s.get(n)
+        if a is b or not (isinstance(a, BlockPtrV) and isinstance(b, BlockPtrV)) or a.block_shape != b.block_shape:
+            continue
+        pa, pb = a.parts(), b.parts()
+        idx = [i for i, (x, y) in enumerate(zip(pa, pb)) if x is not y]  # the others are the same value
+        hidden = [f"$bp:{n}:{i}" for i in idx]
+        for h, i in zip(hidden, idx):
+            then_s[h], else_s[h] = pa[i], pb[i]
+        del then_s[n], else_s[n]
+        out[n] = (hidden, idx, a)
+    return out

@@ -63,12 +63,15 @@ export const ADD_EXAMPLE = ' (the light bulb on the kernel\'s def line inserts o
 
 export function verifySummary(r: VerifyResult): string {
   if (r.reason === 'no_examples' && r.message) return `Newt: ${firstLine(r.message)}${ADD_EXAMPLE}`;
+  // nothing was compared (no reference): say so, not "FAILED ... max abs err 0"
+  if (r.reason === 'no_reference' && r.message) return `Newt: ${firstLine(r.message)}`;
   const cases = r.cases ?? [];
   const passed = cases.filter((c) => c.ok).length;
   const where = r.device === 'interpreter' ? 'the interpreter (no GPU)' : r.device === 'cuda' ? 'the GPU' : r.device;
   const count = cases.length ? `${passed}/${cases.length} cases passed` : r.ok ? 'passed' : 'failed';
-  const worst = cases.reduce((m, c) => Math.max(m, c.max_abs_err ?? 0), 0);
-  const errText = cases.length ? `, max abs err ${err(worst)}` : '';
+  const measured = cases.filter((c) => c.max_abs_err != null);
+  const worst = measured.reduce((m, c) => Math.max(m, c.max_abs_err ?? 0), 0);
+  const errText = measured.length ? `, max abs err ${err(worst)}` : '';
   const verdict = r.ok ? 'verified' : 'FAILED verification';
   const extra = !r.ok && r.message ? `: ${firstLine(r.message)}` : '';
   return `Newt: ${r.kernel} ${verdict} on ${where}: ${count}${errText}${extra}`;

@@ -18,6 +18,8 @@ export interface ResolvedInterpreter {
   source: InterpreterSource;
   /** For messages: e.g. "the newt.interpreter setting (.venv/bin/python)". */
   description: string;
+  /** Why an interpreter the workspace has was passed over (Restricted Mode and its `.venv`), for the log. */
+  note?: string;
 }
 
 export interface ResolveInputs {
@@ -173,21 +175,22 @@ export async function resolveInterpreter(inputs: ResolveInputs): Promise<Resolve
     }
     if (fromExt) return { command: fromExt, source: 'python-extension', description: 'the interpreter selected in the Python extension' };
   }
-  if (inputs.trusted) {
-    const venv = workspaceVenvInterpreter(inputs.workspaceFolder, platform, isExecutable);
-    if (venv) {
-      const rel = inputs.workspaceFolder ? path.relative(inputs.workspaceFolder, venv) : venv;
-      return { command: venv, source: 'workspace-venv', description: `the workspace's virtual environment (${rel})` };
-    }
+  const venv = workspaceVenvInterpreter(inputs.workspaceFolder, platform, isExecutable);
+  const rel = venv && inputs.workspaceFolder ? path.relative(inputs.workspaceFolder, venv) : venv;
+  if (venv && inputs.trusted) {
+    return { command: venv, source: 'workspace-venv', description: `the workspace's virtual environment (${rel})` };
   }
+  // Restricted Mode: the workspace's own binary is not run, and the user is told so (not silently passed over)
+  const note = venv ? `the workspace's virtual environment (${rel}) is not used in Restricted Mode (it is a program ` +
+    'from this workspace); trust the workspace, or set newt.interpreter, to use it' : undefined;
   const lsp = newtLspOnPath(inputs);
-  if (lsp) return lsp;
+  if (lsp) return { ...lsp, ...(note ? { note } : {}) };
   const names = platform === 'win32' ? ['python', 'py'] : ['python3', 'python'];
   for (const name of names) {
     const found = findOnPath(name, env, platform, isExecutable);
-    if (found) return { command: found, source: 'path', description: `${name} on PATH` };
+    if (found) return { command: found, source: 'path', description: `${name} on PATH`, ...(note ? { note } : {}) };
   }
-  return { command: names[0], source: 'path', description: `${names[0]} on PATH` };
+  return { command: names[0], source: 'path', description: `${names[0]} on PATH`, ...(note ? { note } : {}) };
 }
 
 /** Arguments that make an interpreter prove it can run the server: prints its executable and version. */
