@@ -9,6 +9,18 @@ lowered to flags carried by structured ``scf`` ops, so backends only ever see
 
 Errors never escape: each becomes a ``Diagnostic`` and the offending
 expression evaluates to ``Opaque``, which silences follow-on errors.
+
+The work is shared by collaborating objects over one explicit :class:`BuildContext` (``context.py``: spec,
+frames and scopes, diagnostics, notes, the IR insertion point):
+
+* ``ExpressionBuilder`` (``exprs.py``): an expression to an abstract value, conversions to IR values;
+* ``StatementBuilder`` (``stmts.py``): statements, ``if`` and the control-flow flags;
+* ``LoopBuilder`` (``loops.py``): ``for`` / ``while`` loops to ``scf`` ops, static unrolling;
+* ``CallBinder`` (``calls.py``): calls, bound to op rules, Python builtins or inlined ``@jit`` helpers.
+
+``Builder`` creates and links them, binds a kernel's parameters (:meth:`Builder.build_function`) and is the
+object op rules and ``semantic.py`` receive as ``b``: the surface ``builder_api.BuilderAPI`` declares, each
+member forwarded to the part that owns it.
 """
 
 from __future__ import annotations
@@ -20,156 +32,198 @@ from newt import ir
 from newt.ir.types import ANY_DTYPE, SymDType
 from newt.language import core as lc
 
-from .calls import CallsMixin
+from .calls import CallBinder
+from .context import BuildContext
 from .diagnostics import Diagnostic, Severity, Span
-from .exprs import ExpressionsMixin
+from .exprs import ExpressionBuilder
 from .frame import FLAG_RET, STRUCTURAL_CODES, Frame, LoopCtx, Spec  # noqa: F401  (re-exported)
+from .loops import LoopBuilder
 from .semantic import SemError
-from .stmts import StatementsMixin
+from .stmts import StatementBuilder
 from .values import AV, Const, JitSource, Method, Opaque, Poison, Sym, TensorV, Undef
 
-__all__ = ["Builder", "Frame", "LoopCtx", "Spec", "Undef", "Method", "Poison"]
+__all__ = ["Builder", "BuildContext", "Frame", "LoopCtx", "Spec", "Undef", "Method", "Poison"]
 
 
-class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
+class Builder:
+    """One kernel, one specialization: the parts, linked over one context, and the surface rules use."""
+
     def __init__(self, spec: Spec, diagnostics: list | None = None, notes: dict | None = None,
                  user_file: str | None = None):
-        self.spec = spec
-        self.diags: list[Diagnostic] = diagnostics if diagnostics is not None else []
-        self.notes = notes  # Span -> AV (None: do not record)
-        self.frames: list[Frame] = []
-        self.region = ir.Region()  # build_function and the statement builders set the current one
-        self.speculative = 0
-        self.user_file = user_file
-        self.static_prints: list[str] = []
-        #: path -> text of every user file read (the kernel's, and those of jit helpers defined elsewhere)
-        self.sources: dict[str, str] = {}
+        self.ctx = BuildContext(spec, diagnostics, notes, user_file)
+        self.exprs = ExpressionBuilder(self.ctx, self)
+        self.statements = StatementBuilder(self.ctx, self)
+        self.loops = LoopBuilder(self.ctx, self)
+        self.calls = CallBinder(self.ctx, self)
+        parts = (self.exprs, self.statements, self.loops, self.calls)
+        for part in parts:
+            part.link(*parts)
 
     # ------------------------------------------------------------------
-    # frames, spans, diagnostics
+    # the context's state (check.py and the rules read it; some set region / speculative / scope)
     # ------------------------------------------------------------------
     @property
+    def spec(self) -> Spec:
+        return self.ctx.spec
+
+    @property
+    def diags(self) -> list[Diagnostic]:
+        return self.ctx.diags
+
+    @property
+    def notes(self) -> dict | None:
+        return self.ctx.notes
+
+    @property
+    def frames(self) -> list[Frame]:
+        return self.ctx.frames
+
+    @property
     def frame(self) -> Frame:
-        return self.frames[-1]
+        return self.ctx.frame
 
     @property
     def scope(self) -> dict:
-        return self.frames[-1].scope
+        return self.ctx.scope
 
     @scope.setter
-    def scope(self, value):
-        self.frames[-1].scope = value
+    def scope(self, value) -> None:
+        self.ctx.scope = value
 
+    @property
+    def region(self) -> ir.Region:
+        return self.ctx.region
+
+    @region.setter
+    def region(self, value: ir.Region) -> None:
+        self.ctx.region = value
+
+    @property
+    def speculative(self) -> int:
+        return self.ctx.speculative
+
+    @speculative.setter
+    def speculative(self, value: int) -> None:
+        self.ctx.speculative = value
+
+    @property
+    def static_prints(self) -> list[str]:
+        return self.ctx.static_prints
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self.ctx.sources
+
+    # ------------------------------------------------------------------
+    # forwarded to the part that owns each job
+    # ------------------------------------------------------------------
     def span(self, node) -> Span:
-        f = self.frame
-        if f.fn.lib:
-            # inside a language function: point at the user's call site
-            for i in range(len(self.frames) - 1, 0, -1):
-                call_span = self.frames[i].call_span
-                if not self.frames[i - 1].fn.lib and call_span is not None:
-                    return call_span
-            return Span(1, 1, 1, 2)
-        return f.fn.src.span(node, f.fn.col_shift)
-
-    def loc(self, node) -> ir.Loc | None:
-        if node is None:
-            return None
-        sp = self.span(node)
-        file = self.frame.fn.src.path
-        if self.frame.fn.lib:
-            for fr in self.frames:
-                if not fr.fn.lib:
-                    file = fr.fn.src.path
-        return ir.Loc(file, sp.line, sp.col, sp.end_line, sp.end_col)
-
-    def user_path(self) -> str:
-        for fr in reversed(self.frames):
-            if not fr.fn.lib:
-                return fr.fn.src.path
-        return self.frames[0].fn.src.path
+        return self.ctx.span(node)
 
     def report(self, code, message, node, hint=None, data=None, severity=Severity.ERROR, span=None):
-        if self.speculative and code not in STRUCTURAL_CODES:
-            return
-        sp = span or (self.span(node) if node is not None else Span(1, 1, 1, 2))
-        d = Diagnostic(code, severity, sp, message, hint, file=self.user_path(),
-                       kernel=self.frames[0].fn.name, data=dict(data or {}), context=self.spec.context)
-        # a diagnostic inside a helper defined in the same file: say where it was called from
-        if len(self.frames) > 1 and not self.frame.fn.lib and self.frame.call_span is not None:
-            d.data.setdefault("called_from", self.frame.call_span.line)
-        chain = self.call_chain()
-        if chain:
-            d.data.setdefault("call_chain", chain)
-        self.diags.append(d)
-
-    def call_chain(self) -> list[dict]:
-        """The calls of ``@jit`` helpers that led to the current point, innermost first: ``{"callee",
-        "caller", "file", "line", "col"}`` per call (the call's place in the caller's file).  Calls made inside
-        the language's own functions are left out (their diagnostics point at the user's call already)."""
-        out = []
-        for i in range(len(self.frames) - 1, 0, -1):
-            fr, caller = self.frames[i], self.frames[i - 1]
-            if fr.fn.lib or caller.fn.lib or fr.call_span is None:
-                continue
-            out.append({"callee": fr.fn.name, "caller": caller.fn.name, "file": caller.fn.src.path,
-                        "line": fr.call_span.line, "col": fr.call_span.col})
-        return out
+        self.ctx.report(code, message, node, hint, data, severity, span)
 
     def report_sem(self, e: SemError, node):
-        self.report(e.code, e.message, e.node if e.node is not None else node, hint=e.hint, data=e.data)
+        self.ctx.report_sem(e, node)
 
     def note(self, node, av):
-        if self.notes is not None and not self.frame.fn.lib and not self.speculative_suppress_notes():
-            self.notes[self.span(node)] = av
+        self.ctx.note(node, av)
 
-    def speculative_suppress_notes(self) -> bool:
-        return False
-
-    # ------------------------------------------------------------------
-    # IR emission helpers
-    # ------------------------------------------------------------------
     def emit(self, name, operands, result_types, attrs=None, regions=None, node=None) -> ir.Op:
-        op = ir.Op(name, operands, result_types, attrs, regions, self.loc(node) if node is not None else None)
-        self.region.ops.append(op)
-        return op
+        return self.ctx.emit(name, operands, result_types, attrs, regions, node)
 
     def constant(self, value, ty, node=None) -> ir.Value:
-        return self.emit("constant", [], [ty], {"value": value}, node=node).result
+        return self.ctx.constant(value, ty, node)
+
+    def stmts(self, body: list):
+        self.statements.stmts(body)
+
+    def unsupported(self, node):
+        self.statements.unsupported(node)
+
+    def to_bool(self, av: AV, node) -> ir.Value:
+        return self.statements.to_bool(av, node)
+
+    def runtime_if(self, cond: ir.Value, then_fn, else_fn, node, clear_flags: bool = False,
+                   speculative: bool = False):
+        return self.statements.runtime_if(cond, then_fn, else_fn, node, clear_flags, speculative)
+
+    def expr(self, node, record: bool = True) -> AV:
+        return self.exprs.expr(node, record)
+
+    def getattr(self, base: AV, attr: str, node) -> AV:
+        return self.exprs.getattr(base, attr, node)
+
+    def has_attr(self, base: AV, attr: str) -> bool | None:
+        return self.exprs.has_attr(base, attr)
+
+    def unsplat(self, v: TensorV, node) -> TensorV:
+        return self.exprs.unsplat(v, node)
+
+    def binop(self, opname: str, a: AV, b: AV, node) -> AV:
+        return self.exprs.binop(opname, a, b, node)
+
+    def operand_info(self, av: AV):
+        return self.exprs.operand_info(av)
+
+    def as_value(self, av: AV, node) -> ir.Value:
+        return self.exprs.as_value(av, node)
+
+    def as_tensor(self, av: AV, dtype, shape, node) -> ir.Value:
+        return self.exprs.as_tensor(av, dtype, shape, node)
+
+    def convert(self, v: ir.Value, dtype, shape, node) -> ir.Value:
+        return self.exprs.convert(v, dtype, shape, node)
+
+    def broadcast_value(self, v: ir.Value, shape, node) -> ir.Value:
+        return self.exprs.broadcast_value(v, shape, node)
+
+    def cast_value(self, v: ir.Value, dst, node, bitcast: bool = False, rounding: str | None = None) -> ir.Value:
+        return self.exprs.cast_value(v, dst, node, bitcast, rounding)
+
+    def _expand_dims(self, v, axis, node):
+        return self.exprs._expand_dims(v, axis, node)
+
+    def call_builtin(self, name, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        return self.calls.call_builtin(name, args, kwargs, node, arg_nodes, kw_nodes)
+
+    def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
+        return self.calls.inline(fn, args, kwargs, node, arg_nodes, kw_nodes)
 
     # ------------------------------------------------------------------
-    # entry point
+    # entry point: a kernel's parameters, then its body
     # ------------------------------------------------------------------
     def build_function(self, fn: JitSource, is_kernel: bool = True) -> ir.Function:
-        self.sources.setdefault(fn.src.path, fn.src.text)
+        self.ctx.sources.setdefault(fn.src.path, fn.src.text)
         frame = Frame(fn, None, is_kernel=is_kernel)
-        self.frames.append(frame)
+        self.ctx.frames.append(frame)
         body = ir.Region()
-        self.region = body
+        self.ctx.region = body
         params: list[ir.Param] = []
         node = fn.node
         a = node.args
         if a.vararg or a.kwarg or a.kwonlyargs:
-            self.report("N002", "kernels take plain positional parameters only (no *args, **kwargs or keyword-only)",
-                        node)
+            self.ctx.report("N002",
+                            "kernels take plain positional parameters only (no *args, **kwargs or keyword-only)", node)
         plist = list(a.posonlyargs) + list(a.args)
         defaults = [None] * (len(plist) - len(a.defaults)) + list(a.defaults)
         constexprs = {}
         for p, dflt in zip(plist, defaults):
             name = p.arg
             is_cx, ann_ty = self._param_annotation(p)
-            if name in self.spec.constexprs and not is_cx:
+            if name in self.ctx.spec.constexprs and not is_cx:
                 is_cx = True  # ints equal to 1, or values the caller declared constexpr
             if is_cx:
-                if name in self.spec.constexprs:
-                    val = self.spec.constexprs[name]
+                if name in self.ctx.spec.constexprs:
+                    val = self.ctx.spec.constexprs[name]
                     av = val if isinstance(val, AV) else self._constexpr_value(val, name)
-                elif dflt is not None and self.spec.concrete:
-                    av = self.expr(dflt)
+                elif dflt is not None and self.ctx.spec.concrete:
+                    av = self.exprs.expr(dflt)
                 elif dflt is not None and isinstance(dflt, ast.Constant) and not self._value_overridable(name):
                     av = Const(dflt.value, origin=name)
                 else:
-                    if self.spec.concrete:
-                        self.report("N060", f"no value given for constexpr parameter {name!r}", p)
+                    if self.ctx.spec.concrete:
+                        self.ctx.report("N060", f"no value given for constexpr parameter {name!r}", p)
                         av = Opaque()
                     else:
                         av = Sym(name)
@@ -177,20 +231,20 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
                 params.append(ir.Param(name, None, None, constexpr=True,
                                        const_value=av.value if isinstance(av, Const) else repr(av)))
                 frame.scope[name] = av
-                self.note(p, av)
+                self.ctx.note(p, av)
                 continue
-            ty = ann_ty or self.spec.arg_types.get(name)
+            ty = ann_ty or self.ctx.spec.arg_types.get(name)
             if getattr(ty, "__newt_tuple_arg__", False):  # a tuple argument (newt/frontend/tuple_params.py)
                 from .tuple_params import bind_tuple_param
                 tup = bind_tuple_param(self, name, ty, body, params)
                 frame.scope[name] = tup
-                self.note(p, tup)
+                self.ctx.note(p, tup)
                 continue
             if ty is None:
-                if self.spec.concrete:
-                    self.report("N060", f"no type known for parameter {name!r}", p)
+                if self.ctx.spec.concrete:
+                    self.ctx.report("N060", f"no type known for parameter {name!r}", p)
                     ty = ANY_DTYPE
-                elif name in self.spec.pointer_params:
+                elif name in self.ctx.spec.pointer_params:
                     ty = lc.pointer_type(SymDType(name))
                 else:
                     ty = SymDType("?")
@@ -201,24 +255,24 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
             params.append(ir.Param(name, ty, v))
             tv = TensorV(v)
             frame.scope[name] = tv
-            self.note(p, tv)
+            self.ctx.note(p, tv)
         frame.scope[FLAG_RET] = Const(False)
-        self.stmts(node.body)
-        self.emit("return", [], [], node=None)
-        self.frames.pop()
+        self.statements.stmts(node.body)
+        self.ctx.emit("return", [], [], node=None)
+        self.ctx.frames.pop()
         irfn = ir.Function(fn.name, params, body, file=fn.src.path, constexprs=constexprs,
                            loc=ir.Loc(fn.src.path, node.lineno, node.col_offset + 1, node.lineno,
                                       node.col_offset + 4 + len(fn.name)))
-        irfn.hints = dict(self.spec.divisibility)
-        irfn.num_warps = self.spec.num_warps
-        irfn.num_stages = self.spec.num_stages
+        irfn.hints = dict(self.ctx.spec.divisibility)
+        irfn.num_warps = self.ctx.spec.num_warps
+        irfn.num_stages = self.ctx.spec.num_stages
         return irfn
 
     def _constexpr_value(self, val, name) -> AV:
         """A constexpr argument: a plain value, a dtype, or a jit function passed as a parameter."""
         from .source import JitName
         if isinstance(val, JitName):
-            av = self.frame.fn.env.lookup(val.name)
+            av = self.ctx.frame.fn.env.lookup(val.name)
             return av if av is not None else Opaque()
         if getattr(val, "__newt_jit__", False) or getattr(val, "__newt_inline__", False) or \
                 isinstance(val, (tuple, pytypes.FunctionType)):
@@ -227,7 +281,7 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
         return Const(val, origin=name)
 
     def _value_overridable(self, name) -> bool:
-        return not self.spec.concrete
+        return not self.ctx.spec.concrete
 
     def _param_annotation(self, p: ast.arg):
         """(is_constexpr, dtype or None) from ``x: nl.constexpr`` / ``x: "*fp16"`` / ``x: nl.int32``."""
@@ -241,21 +295,17 @@ class Builder(StatementsMixin, ExpressionsMixin, CallsMixin):
             try:
                 return False, lc.dtype_from_name(s)
             except ValueError:
-                self.report("N060", f"unknown type annotation {s!r}", ann,
-                            hint='use a signature type such as "*fp16", "i32" or "fp32"')
+                self.ctx.report("N060", f"unknown type annotation {s!r}", ann,
+                                hint='use a signature type such as "*fp16", "i32" or "fp32"')
                 return False, None
-        self.speculative += 1  # annotation lookups never produce type errors
+        self.ctx.speculative += 1  # annotation lookups never produce type errors
         try:
-            av = self.expr(ann, record=False)
+            av = self.exprs.expr(ann, record=False)
         finally:
-            self.speculative -= 1
+            self.ctx.speculative -= 1
         if isinstance(av, Const):
             if av.value is lc.constexpr:
                 return True, None
             if isinstance(av.value, lc.dtype):
                 return False, av.value
         return False, None
-
-    # ------------------------------------------------------------------
-    # statements
-    # ------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""What the builder's mixins may use of one another, for the type checker.
+"""The surface of a ``Builder`` that op rules, ``semantic.py`` and the checker use, for the type checker.
 
-``Builder`` (``builder.py``) is one class made of ``StatementsMixin`` (``stmts.py``), ``ExpressionsMixin``
-(``exprs.py``) and ``CallsMixin`` (``calls.py``); each calls methods another one defines (a statement
-evaluates expressions, a call runs statements) and reads the builder's state.  :class:`BuilderAPI` declares
-that shared surface once.  The mixins derive from it only while type checking (``if TYPE_CHECKING``); at run
-time they are plain classes and ``Builder`` provides every member.
+``Builder`` (``builder.py``) links collaborating parts over one ``BuildContext`` (``context.py``):
+``ExpressionBuilder`` (``exprs.py``), ``StatementBuilder`` (``stmts.py``), ``LoopBuilder`` (``loops.py``) and
+``CallBinder`` (``calls.py``).  The rules (``rules/``), ``semantic.py``, ``ops.py``, ``tuple_params.py`` and
+``check.py`` receive the ``Builder`` itself as ``b`` and use only what :class:`BuilderAPI` declares; ``Builder``
+forwards each member to the part that owns it.  The parts reach one another through their own attributes
+(``self.ctx``, ``self.exprs``, ``self.statements``, ``self.loops``, ``self.calls``), never through this surface.
 """
 
 from __future__ import annotations
@@ -17,20 +18,32 @@ from newt import ir
 from .diagnostics import Diagnostic, Severity, Span
 from .frame import Frame, Spec
 from .semantic import SemError
-from .values import AV, TensorV
+from .values import AV, JitSource, TensorV
 
 __all__ = ["BuilderAPI"]
 
 
 class BuilderAPI(Protocol):
-    spec: Spec
-    diags: list[Diagnostic]
-    notes: dict | None  # Span -> AV, None when not recording
-    frames: list[Frame]
     region: ir.Region  # where emit() appends
     speculative: int  # > 0 while checking a branch whose condition is unknown (diagnostics muted)
-    static_prints: list[str]
-    sources: dict[str, str]  # path -> text of every user file read (kernel, helpers in other files)
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def diags(self) -> list[Diagnostic]: ...
+
+    @property
+    def notes(self) -> dict | None: ...  # Span -> AV, None when not recording
+
+    @property
+    def frames(self) -> list[Frame]: ...
+
+    @property
+    def static_prints(self) -> list[str]: ...
+
+    @property
+    def sources(self) -> dict[str, str]: ...  # path -> text of every user file read (kernel, helpers elsewhere)
 
     @property
     def frame(self) -> Frame: ...
@@ -41,7 +54,7 @@ class BuilderAPI(Protocol):
     @scope.setter
     def scope(self, value) -> None: ...
 
-    # builder.py
+    # the context (context.py)
     def span(self, node) -> Span: ...
 
     def report(self, code, message, node, hint=None, data=None, severity=Severity.ERROR, span=None): ...
@@ -54,7 +67,12 @@ class BuilderAPI(Protocol):
 
     def constant(self, value, ty, node=None) -> ir.Value: ...
 
+    # the entry point (builder.py)
+    def build_function(self, fn: JitSource, is_kernel: bool = True) -> ir.Function: ...
+
     def _param_annotation(self, p: ast.arg): ...
+
+    def _constexpr_value(self, val, name) -> AV: ...
 
     # stmts.py
     def stmts(self, body: list): ...
@@ -81,5 +99,17 @@ class BuilderAPI(Protocol):
 
     def convert(self, v: ir.Value, dtype, shape, node) -> ir.Value: ...
 
+    def broadcast_value(self, v: ir.Value, shape, node) -> ir.Value: ...
+
+    def cast_value(self, v: ir.Value, dst, node, bitcast: bool = False, rounding: str | None = None) -> ir.Value: ...
+
+    def binop(self, opname: str, a: AV, b: AV, node) -> AV: ...
+
+    def operand_info(self, av: AV): ...
+
+    def _expand_dims(self, v, axis, node): ...
+
     # calls.py
     def call_builtin(self, name, args, kwargs, node, arg_nodes, kw_nodes) -> AV: ...
+
+    def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV: ...

@@ -1,6 +1,7 @@
 """Calls in a kernel body: ``nl.*`` builtins, Python builtins on compile-time values, inlined jit helpers.
 
-A mixin of ``Builder``.
+``CallBinder`` binds a call's arguments and dispatches it: to an op rule (``ops.py``), a Python
+builtin folded at compile time, a plain function, or a ``@jit`` helper it inlines in a new frame.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ import ast
 import builtins as pybuiltins
 import difflib
 import types as pytypes
-from typing import TYPE_CHECKING
 
 from newt.ir.types import SymDim, SymDType
 from newt.language import core as lc
 
+from .context import BuilderPart
 from .exprs import _PY_BUILTIN_FUNCS
 from .frame import FLAG_RET, MAX_INLINE_DEPTH, RETVAL, Frame
 from .semantic import SemError
@@ -21,19 +22,15 @@ from .values import (AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc
                      from_python, is_namedtuple_class)
 
 
-if TYPE_CHECKING:
-    from .builder_api import BuilderAPI as _Base
-else:
-    _Base = object
+class CallBinder(BuilderPart):
+    """Binds and dispatches calls: op rules, Python builtins, plain functions, inlined ``@jit`` helpers."""
 
-
-class CallsMixin(_Base):
     def expr_Call(self, node):
-        func = self.expr(node.func)
+        func = self.exprs.expr(node.func)
         args, arg_nodes = [], []
         for a in node.args:
             if isinstance(a, ast.Starred):
-                v = self.expr(a.value)
+                v = self.exprs.expr(a.value)
                 if isinstance(v, TupleV):
                     args.extend(v.items)
                     arg_nodes.extend([a] * len(v.items))
@@ -45,13 +42,13 @@ class CallsMixin(_Base):
                 if isinstance(v, Opaque):
                     return Opaque()
                 raise SemError("N002", "only tuples can be unpacked with * in a call")
-            args.append(self.expr(a))
+            args.append(self.exprs.expr(a))
             arg_nodes.append(a)
         kwargs, kw_nodes = {}, {}
         for k in node.keywords:
             if k.arg is None:
                 raise SemError("N002", "'**' arguments are not supported inside a kernel")
-            kwargs[k.arg] = self.expr(k.value)
+            kwargs[k.arg] = self.exprs.expr(k.value)
             kw_nodes[k.arg] = k.value
         return self.call(func, args, kwargs, node, arg_nodes, kw_nodes)
 
@@ -69,10 +66,10 @@ class CallsMixin(_Base):
             if func.name == "desc_load":
                 if len(args) != 1:
                     raise SemError("N005", "descriptor .load(offsets) takes one argument")
-                return desc_load(self, func.self_av, args[0], node)
+                return desc_load(self.api, func.self_av, args[0], node)
             if len(args) != 2:
                 raise SemError("N005", "descriptor .store(offsets, value) takes two arguments")
-            return desc_store(self, func.self_av, args[0], args[1], node)
+            return desc_store(self.api, func.self_av, args[0], args[1], node)
         if isinstance(func, Method):
             name = lc.TENSOR_METHODS[func.name]
             return self.call_any(name, [func.self_av] + args, kwargs, node, [node] + arg_nodes, kw_nodes)
@@ -164,7 +161,7 @@ class CallsMixin(_Base):
         """``isinstance(v, cls)`` for a run-time value: a block is an ``nl.tensor``, a tuple a ``tuple`` (or
         ``nl.tuple``, or its named tuple class)."""
         if isinstance(cls, TupleV):
-            return any(CallsMixin.isinstance_of(v, c) for c in cls.items)
+            return any(CallBinder.isinstance_of(v, c) for c in cls.items)
         c = cls.value if isinstance(cls, Const) else (cls.obj if isinstance(cls, PyFunc) else None)
         if not isinstance(c, type):
             raise SemError("N023", "isinstance() needs a class (or a tuple of classes) as its second argument")
@@ -214,7 +211,7 @@ class CallsMixin(_Base):
         if name not in RULES:
             raise SemError("N004", f"nl.{name} is not supported yet")
         bound = bind(name, args, kwargs, arg_nodes, kw_nodes, node)
-        return call_stub(self, name, bound, node)
+        return call_stub(self.api, name, bound, node)
 
     def call_pybuiltin(self, fn, args, kwargs, node, arg_nodes):
         name = fn.__name__
@@ -234,7 +231,7 @@ class CallsMixin(_Base):
             return self.min_max_call(fn, args, kwargs, node, arg_nodes)
         if fn is pybuiltins.isinstance and len(args) == 2 and isinstance(args[1], (Const, TupleV, PyFunc)) and \
                 isinstance(args[0], (TensorV, TupleV, DescV)):
-            if isinstance(args[0], TensorV) and not self.spec.concrete and args[0].dtype == SymDType("?"):
+            if isinstance(args[0], TensorV) and not self.ctx.spec.concrete and args[0].dtype == SymDType("?"):
                 # a parameter of unknown kind (the generic check): a descriptor or a block, each specialization
                 # knows which
                 return Sym("isinstance(...)", True)
@@ -309,9 +306,9 @@ class CallsMixin(_Base):
             acc = self.call_builtin(op, [acc, a], kw, node, [node, an], kw_nodes)
         if isinstance(acc, TensorV) and acc.shape:
             from .diagnostics import Severity
-            self.report("N008", f"Python's {name}() on blocks is deprecated in Triton: use nl.{op}", node,
-                        hint=f"use nl.{op}(a, b) for elementwise, or nl.{name}(x, axis) to reduce",
-                        severity=Severity.WARNING)
+            self.ctx.report("N008", f"Python's {name}() on blocks is deprecated in Triton: use nl.{op}", node,
+                            hint=f"use nl.{op}(a, b) for elementwise, or nl.{name}(x, axis) to reduce",
+                            severity=Severity.WARNING)
         return acc
 
     def getattr_call(self, fn, args, node, arg_nodes) -> AV:
@@ -327,18 +324,18 @@ class CallsMixin(_Base):
         if not (isinstance(attr, Const) and isinstance(attr.value, str)):
             raise SemError("N010", f"the attribute name of {name}() must be a compile-time string",
                            node=arg_nodes[1] if len(arg_nodes) > 1 else node)
-        has = self.has_attr(args[0], attr.value)
+        has = self.exprs.has_attr(args[0], attr.value)
         if fn is pybuiltins.hasattr:
             return Sym(f"hasattr(..., {attr.value!r})", True) if has is None else Const(has)
         if has is False and len(args) == 3:
             return args[2]
-        return self.getattr(args[0], attr.value, node)
+        return self.exprs.getattr(args[0], attr.value, node)
 
     # -- inlining --------------------------------------------------------
     def inline(self, fn: JitSource, args, kwargs, node, arg_nodes, kw_nodes) -> AV:
-        if len(self.frames) >= MAX_INLINE_DEPTH:
+        if len(self.ctx.frames) >= MAX_INLINE_DEPTH:
             raise SemError("N002", f"calls nest more than {MAX_INLINE_DEPTH} deep (recursion is not supported)")
-        if any(fr.fn.node is fn.node for fr in self.frames):
+        if any(fr.fn.node is fn.node for fr in self.ctx.frames):
             raise SemError("N002", f"{fn.name} calls itself; recursion is not supported inside kernels")
         params = fn.params
         fnode = fn.node
@@ -358,42 +355,36 @@ class CallsMixin(_Base):
             if k in bound:
                 raise SemError("N005", f"{fn.name}() got multiple values for argument {k!r}")
             bound[k] = v
-        call_span = self.span(node)
+        call_span = self.ctx.span(node)
         if not fn.lib:
-            self.sources.setdefault(fn.src.path, fn.src.text)
+            self.ctx.sources.setdefault(fn.src.path, fn.src.text)
         frame = Frame(fn, call_span, is_kernel=False)
-        self.frames.append(frame)
+        self.ctx.frames.append(frame)
         try:
             for i, p in enumerate(params):
                 if p.arg not in bound:
                     if i >= n_nodef:
-                        bound[p.arg] = self.expr(defaults[i - n_nodef], record=False)
+                        bound[p.arg] = self.exprs.expr(defaults[i - n_nodef], record=False)
                     else:
-                        self.frames.pop()
+                        self.ctx.frames.pop()
                         try:
                             raise SemError("N005", f"{fn.name}() missing required argument {p.arg!r}")
                         finally:
-                            self.frames.append(frame)
+                            self.ctx.frames.append(frame)
                 # a helper's parameters take the values they are given, whatever their annotation: Triton binds a
                 # run-time block passed to a parameter annotated nl.constexpr as that block (tutorial 06 passes
                 # offs_m / offs_n so); only a kernel's own constexpr parameters must be compile-time values
                 v = bound[p.arg]
                 frame.scope[p.arg] = v
-                self.note(p, v)
+                self.ctx.note(p, v)
             frame.scope[FLAG_RET] = Const(False)
-            self.stmts(fnode.body)
+            self.statements.stmts(fnode.body)
             rv = frame.scope.get(RETVAL)
         finally:
-            self.frames.pop()
+            self.ctx.frames.pop()
         if rv is None or isinstance(rv, Undef):
             return Const(None)
         return rv
-
-
-# ---------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------
-
 
 
 class _NoValue:

@@ -1,6 +1,7 @@
 """Expressions of a kernel body: names, attributes, subscripts, conditionals, conversions.
 
-A mixin of ``Builder``; operator typing is in ``semantic.py``.
+``ExpressionBuilder`` evaluates one expression to an abstract value; calls are ``CallBinder``'s
+(``calls.py``), operator typing is in ``semantic.py``.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import builtins as pybuiltins
 import difflib
 import math
 import types as pytypes
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from newt import ir
 from newt.ir.types import SymDType, numel, block_of, dims_equal, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from . import semantic
+from .context import BuilderPart
 from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, literal_type, sym_text, wrap_int
 from .values import AV, Const, DescV, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
@@ -34,13 +36,9 @@ def _is_none(e) -> bool:
     return e is None or (isinstance(e, ast.Constant) and e.value is None)
 
 
-if TYPE_CHECKING:
-    from .builder_api import BuilderAPI as _Base
-else:
-    _Base = object
+class ExpressionBuilder(BuilderPart):
+    """Evaluates expressions to abstract values (``values.py``) and converts them to IR values."""
 
-
-class ExpressionsMixin(_Base):
     def expr(self, node, record: bool = True) -> AV:
         try:
             meth = _EXPR_DISPATCH.get(node.__class__)
@@ -51,20 +49,20 @@ class ExpressionsMixin(_Base):
             if meth is not None:
                 meth = meth.__get__(self)
             if meth is None:
-                self.unsupported(node)
+                self.statements.unsupported(node)
                 v = Opaque()
             else:
                 v = meth(node)
         except SemError as e:
-            self.report_sem(e, node)
+            self.ctx.report_sem(e, node)
             v = Opaque()
         except Poison:
             v = Opaque()
         except RecursionError:
-            self.report("N002", "the expression is nested too deeply to analyze", node)
+            self.ctx.report("N002", "the expression is nested too deeply to analyze", node)
             v = Opaque()
         if record:
-            self.note(node, v)
+            self.ctx.note(node, v)
         return v
 
     def expr_Constant(self, node):
@@ -80,23 +78,23 @@ class ExpressionsMixin(_Base):
         return self.load_name(node.id, node)
 
     def load_name(self, name, node) -> AV:
-        v = self.scope.get(name)
+        v = self.ctx.scope.get(name)
         if v is not None:
             if isinstance(v, Undef):
-                self.report("N007", f"{name!r} may be undefined here: it is only assigned on some paths "
-                            "(or only inside a loop)", node,
-                            hint=f"assign {name} before the if/loop as well")
+                self.ctx.report("N007", f"{name!r} may be undefined here: it is only assigned on some paths "
+                                "(or only inside a loop)", node,
+                                hint=f"assign {name} before the if/loop as well")
                 return Opaque()
             return v
-        g = self.frame.fn.env.lookup(name)
+        g = self.ctx.frame.fn.env.lookup(name)
         if g is not None:
             return g
         if name in _PY_BUILTINS:
             return Const(_PY_BUILTINS[name])
-        cands = list(self.scope) + list(_PY_BUILTINS)
+        cands = list(self.ctx.scope) + list(_PY_BUILTINS)
         sugg = difflib.get_close_matches(name, [c for c in cands if not c.startswith("$")], n=1)
-        self.report("N003", f"name {name!r} is not defined", node,
-                    hint=f"did you mean {sugg[0]!r}?" if sugg else None)
+        self.ctx.report("N003", f"name {name!r} is not defined", node,
+                        hint=f"did you mean {sugg[0]!r}?" if sugg else None)
         return Opaque()
 
     def expr_Attribute(self, node):
@@ -113,8 +111,8 @@ class ExpressionsMixin(_Base):
                     names = [n for n in dir(obj) if not n.startswith("_")]
                     sugg = difflib.get_close_matches(attr, names, n=1)
                     modname = obj.__name__.replace("newt.language", "nl")
-                    self.report("N004", f"{modname} has no attribute {attr!r}", node,
-                                hint=f"did you mean {modname}.{sugg[0]}?" if sugg else None)
+                    self.ctx.report("N004", f"{modname} has no attribute {attr!r}", node,
+                                    hint=f"did you mean {modname}.{sugg[0]}?" if sugg else None)
                     return Opaque()
                 key = (obj.__name__, id(obj), attr)
                 hit = _MODULE_ATTR_CACHE.get(key)
@@ -142,16 +140,16 @@ class ExpressionsMixin(_Base):
                     return Const(obj)
                 if _unknown_kind(obj):
                     return Opaque()  # the type of a parameter of unknown kind (maybe a pointer: .element_ty)
-                self.report("N004", f"dtype {obj!r} has no attribute {attr!r}", node)
+                self.ctx.report("N004", f"dtype {obj!r} has no attribute {attr!r}", node)
                 return Opaque()
             if obj is lc.PropagateNan and attr in ("NONE", "ALL"):
                 return Const(getattr(lc.PropagateNan, attr))
             if attr == "dtype" and isinstance(obj, (int, float, bool)):
                 return Const(literal_type(obj))  # the type the literal takes as a value (Triton's rules)
             if isinstance(obj, (int, float, bool, str)) or obj is None:
-                self.report("N004", f"{type(obj).__name__} value has no attribute {attr!r}", node)
+                self.ctx.report("N004", f"{type(obj).__name__} value has no attribute {attr!r}", node)
                 return Opaque()
-            self.report("N004", f"{obj!r} has no attribute {attr!r}", node)
+            self.ctx.report("N004", f"{obj!r} has no attribute {attr!r}", node)
             return Opaque()
         if isinstance(base, Sym):
             return Opaque()
@@ -170,7 +168,7 @@ class ExpressionsMixin(_Base):
                     n *= d
                 return Const(n)
             if attr == "T":
-                return self.call_builtin("trans", [base], {}, node, [node.value], {})
+                return self.calls.call_builtin("trans", [base], {}, node, [node.value], {})
             if attr in lc.TENSOR_METHODS:
                 return Method(attr, base)
             if _unknown_kind(base.dtype):
@@ -179,8 +177,8 @@ class ExpressionsMixin(_Base):
                 return Opaque()
             names = sorted(set(lc.TENSOR_METHODS) | {"dtype", "shape", "T", "numel"})
             sugg = difflib.get_close_matches(attr, names, n=1)
-            self.report("N004", f"block values have no attribute {attr!r}", node,
-                        hint=f"did you mean .{sugg[0]}?" if sugg else None)
+            self.ctx.report("N004", f"block values have no attribute {attr!r}", node,
+                            hint=f"did you mean .{sugg[0]}?" if sugg else None)
             return Opaque()
         if isinstance(base, DescV):
             if attr in ("load", "store"):
@@ -191,8 +189,8 @@ class ExpressionsMixin(_Base):
                 return Const(base.dtype)
             if attr in ("shape", "strides"):
                 return TupleV(list(getattr(base, attr)))
-            self.report("N004", f"tensor descriptors have no attribute {attr!r}", node,
-                        hint="a descriptor has .load(offsets), .store(offsets, value), .block_shape, .dtype")
+            self.ctx.report("N004", f"tensor descriptors have no attribute {attr!r}", node,
+                            hint="a descriptor has .load(offsets), .store(offsets, value), .block_shape, .dtype")
             return Opaque()
         if isinstance(base, TupleV):
             hit = base.field(attr)
@@ -200,12 +198,13 @@ class ExpressionsMixin(_Base):
                 return hit
             if base.fields:
                 sugg = difflib.get_close_matches(attr, list(base.fields), n=1)
-                self.report("N004", f"this named tuple has no field {attr!r} (its fields: {', '.join(base.fields)})",
-                            node, hint=f"did you mean .{sugg[0]}?" if sugg else None)
+                self.ctx.report("N004",
+                                f"this named tuple has no field {attr!r} (its fields: {', '.join(base.fields)})",
+                                node, hint=f"did you mean .{sugg[0]}?" if sugg else None)
                 return Opaque()
-            self.report("N004", f"tuples have no attribute {attr!r}", node)
+            self.ctx.report("N004", f"tuples have no attribute {attr!r}", node)
             return Opaque()
-        self.report("N004", f"this value has no attribute {attr!r}", node)
+        self.ctx.report("N004", f"this value has no attribute {attr!r}", node)
         return Opaque()
 
     def unsplat(self, v: TensorV, node) -> TensorV:
@@ -219,9 +218,9 @@ class ExpressionsMixin(_Base):
                            f"{fmt_shape(shape)}", hint="reduce it (nl.max, nl.sum) or index it with nl.where first")
         x = v.v
         if len(shape) > 1:
-            x = self.emit("reshape", [x], [block_of(v.dtype, (1,))], {"shape": [1], "can_reorder": False},
-                          node=node).result
-        return TensorV(self.emit("reduce", [x], [v.dtype], {"axis": 0, "combine": "max"}, node=node).result)
+            x = self.ctx.emit("reshape", [x], [block_of(v.dtype, (1,))], {"shape": [1], "can_reorder": False},
+                              node=node).result
+        return TensorV(self.ctx.emit("reduce", [x], [v.dtype], {"axis": 0, "combine": "max"}, node=node).result)
 
     def has_attr(self, base: AV, attr: str) -> bool | None:
         """Python's ``hasattr`` on what the front end knows of ``base`` (None: unknown until specialized)."""
@@ -331,19 +330,19 @@ class ExpressionsMixin(_Base):
     def _expand_dims(self, v, axis, node):
         shape = list(shape_of(v.type))
         shape.insert(axis, 1)
-        return self.emit("expand_dims", [v], [block_of(scalar_of(v.type), shape)], {"axis": axis}, node=node).result
+        return self.ctx.emit("expand_dims", [v], [block_of(scalar_of(v.type), shape)], {"axis": axis}, node=node).result
 
     def expr_IfExp(self, node):
         cond = self.expr(node.test)
         if isinstance(cond, Const):
             return self.expr(node.body) if cond.value else self.expr(node.orelse)
         if isinstance(cond, (Sym, Opaque, Undef)):
-            self.speculative += 1
+            self.ctx.speculative += 1
             try:
                 a = self.expr(node.body)
                 b = self.expr(node.orelse)
             finally:
-                self.speculative -= 1
+                self.ctx.speculative -= 1
             if isinstance(a, TensorV) and isinstance(b, TensorV) and a.type == b.type:
                 return a
             if isinstance(a, Const) and isinstance(b, Const) and a.value == b.value:
@@ -359,24 +358,24 @@ class ExpressionsMixin(_Base):
                 return self.runtime_ifexp(cond, node)
             a = self.expr(node.body)
             b = self.expr(node.orelse)
-            return self.call_builtin("where", [cond, a, b], {}, node, [node.test, node.body, node.orelse], {})
+            return self.calls.call_builtin("where", [cond, a, b], {}, node, [node.test, node.body, node.orelse], {})
         raise SemError("N023", "this value cannot be used as a condition")
 
     def runtime_ifexp(self, cond: TensorV, node) -> AV:
         """``a if c else b`` with a run-time ``c`` and calls in a branch: only the taken branch runs (an
         ``scf.if``, as Triton builds it), so stores in the branches happen once; void branches give None."""
         tmp = f"$ifexp{id(node)}"
-        c = self.to_bool(cond, node.test)
+        c = self.statements.to_bool(cond, node.test)
 
         def branch(expr_node):
             def run():
                 v = self.expr(expr_node)
                 if not (isinstance(v, Const) and v.value is None):
-                    self.scope[tmp] = v
+                    self.ctx.scope[tmp] = v
             return run
 
-        self.runtime_if(c, branch(node.body), branch(node.orelse), node)
-        v = self.scope.pop(tmp, None)
+        self.statements.runtime_if(c, branch(node.body), branch(node.orelse), node)
+        v = self.ctx.scope.pop(tmp, None)
         if v is None:
             return Const(None)
         if isinstance(v, Undef):
@@ -403,12 +402,13 @@ class ExpressionsMixin(_Base):
             if isinstance(cur, Sym) and isinstance(nxt, (Sym, Const)):
                 cur = Sym(f"({cur.expr} {'and' if is_and else 'or'} {sym_text(nxt)})", True)
                 continue
-            a = self.to_bool(cur, node)
-            b = self.to_bool(nxt, node) if not isinstance(nxt, Const) else self.constant(bool(nxt.value), lc.int1)
+            a = self.statements.to_bool(cur, node)
+            b = self.statements.to_bool(nxt, node) if not isinstance(nxt, Const) else \
+                self.ctx.constant(bool(nxt.value), lc.int1)
             shape = broadcast_shapes(shape_of(a.type), shape_of(b.type))
             a = self.convert(a, lc.int1, shape, node)
             b = self.convert(b, lc.int1, shape, node)
-            cur = TensorV(self.emit("and" if is_and else "or", [a, b], [a.type], node=node).result)
+            cur = TensorV(self.ctx.emit("and" if is_and else "or", [a, b], [a.type], node=node).result)
         return cur
 
     # ------------------------------------------------------------------
@@ -419,7 +419,7 @@ class ExpressionsMixin(_Base):
         return self.unop(type(node.op), v, node)
 
     def unop(self, opty, v, node):
-        return semantic.unary(self, opty, v, node)
+        return semantic.unary(self.api, opty, v, node)
 
     def expr_BinOp(self, node):
         a = self.expr(node.left)
@@ -435,12 +435,12 @@ class ExpressionsMixin(_Base):
                 r = semantic.compare_identity(op, left, right)
             else:
                 r = self.binop(CMP_NAMES[type(op)], left, right, node)
-            result = r if result is None else semantic.logical_and(self, result, r, node)
+            result = r if result is None else semantic.logical_and(self.api, result, r, node)
             left = right
         return result
 
     def binop(self, opname: str, a: AV, b: AV, node) -> AV:
-        return semantic.binary(self, opname, a, b, node)
+        return semantic.binary(self.api, opname, a, b, node)
 
     def operand_info(self, av: AV):
         """(dtype, shape, is_literal)."""
@@ -477,9 +477,9 @@ class ExpressionsMixin(_Base):
                                        hint="use a finite value, or a floating-point dtype")
                     val = int(val)
                 val = wrap_int(val, dtype)
-            return self.constant(val, block_of(dtype, shape), node)
+            return self.ctx.constant(val, block_of(dtype, shape), node)
         if isinstance(av, Sym):
-            return self.constant(av, block_of(dtype, shape), node)
+            return self.ctx.constant(av, block_of(dtype, shape), node)
         if isinstance(av, TensorV):
             return self.convert(av.v, dtype, shape, node)
         raise SemError("N023", "this value cannot be used as a block value")
@@ -496,7 +496,7 @@ class ExpressionsMixin(_Base):
             return v
         el = scalar_of(v.type)
         if not cur:
-            return self.emit("splat", [v], [block_of(el, shape)], node=node).result
+            return self.ctx.emit("splat", [v], [block_of(el, shape)], node=node).result
         if len(cur) < len(shape):
             for _ in range(len(shape) - len(cur)):
                 v = self._expand_dims(v, 0, node)
@@ -508,7 +508,7 @@ class ExpressionsMixin(_Base):
         for c, s in zip(cur, shape):
             if c != 1 and dims_equal(c, s) is False:
                 raise SemError("N030", f"cannot broadcast shape {fmt_shape(cur)} to {fmt_shape(shape)}")
-        return self.emit("broadcast", [v], [block_of(el, shape)], node=node).result
+        return self.ctx.emit("broadcast", [v], [block_of(el, shape)], node=node).result
 
     def cast_value(self, v: ir.Value, dst, node, bitcast: bool = False, rounding: str | None = None) -> ir.Value:
         src = scalar_of(v.type)
@@ -517,27 +517,27 @@ class ExpressionsMixin(_Base):
             return v
         rt = block_of(dst, shape)
         if src.is_symbolic() or dst.is_symbolic():
-            return self.emit("cast", [v], [rt], node=node).result
+            return self.ctx.emit("cast", [v], [rt], node=node).result
         if bitcast:
             if src.primitive_bitwidth != dst.primitive_bitwidth:
                 raise SemError("N024", f"cannot bitcast {src!r} ({src.primitive_bitwidth} bits) to {dst!r} "
                                f"({dst.primitive_bitwidth} bits)", hint="bitcast needs types of the same width")
-            return self.emit("bitcast", [v], [rt], node=node).result
+            return self.ctx.emit("bitcast", [v], [rt], node=node).result
         if src.is_ptr() and dst.is_ptr():
-            return self.emit("bitcast", [v], [rt], node=node).result
+            return self.ctx.emit("bitcast", [v], [rt], node=node).result
         if src.is_ptr() or dst.is_ptr():
             other = dst if src.is_ptr() else src
             if not (other.is_int() and other.primitive_bitwidth == 64):
                 raise SemError("N024", f"cannot cast between {src!r} and {dst!r}",
                                hint="pointers convert only to and from 64-bit integers")
-            return self.emit("cast", [v], [rt], node=node).result
+            return self.ctx.emit("cast", [v], [rt], node=node).result
         if dst.is_bool():
-            zero = self.constant(0.0 if src.is_floating() else 0, v.type, node)
-            return self.emit("ne", [v, zero], [rt], node=node).result
+            zero = self.ctx.constant(0.0 if src.is_floating() else 0, v.type, node)
+            return self.ctx.emit("ne", [v, zero], [rt], node=node).result
         attrs = {}
         if rounding:
             attrs["rounding"] = rounding
-        return self.emit("cast", [v], [rt], attrs, node=node).result
+        return self.ctx.emit("cast", [v], [rt], attrs, node=node).result
 
     def cast_to(self, av: AV, dst, node, bitcast=False, rounding=None) -> ir.Value:
         if isinstance(av, TensorV):
@@ -548,9 +548,8 @@ class ExpressionsMixin(_Base):
         t, s, _ = self.operand_info(av)
         return self.as_tensor(av, dst, s, node)
 
-    # ------------------------------------------------------------------
-    # calls
-    # ------------------------------------------------------------------
+    def expr_Call(self, node):
+        return self.calls.expr_Call(node)
 
 
 def _unknown_kind(dt) -> bool:
