@@ -33,6 +33,9 @@ def pytest_configure(config):
     each other's entries (a test counting its cache files, or clearing the cache, would race), and a
     developer's run would fill their ``~/.cache/newt``.  Set before collection (and before any test's
     environment snapshot), restored at the end."""
+    for line in ("gpu: needs a CUDA GPU (skipped without one)", "slow: slow tests (run with -m slow)",
+                 "e2e: editor end-to-end tests (run with -m e2e)"):
+        config.addinivalue_line("markers", line)  # (also in pyproject.toml; here for a run without it)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     root = tempfile.mkdtemp(prefix=f"newt-tests-{worker}-")
     saved = {}
@@ -64,6 +67,23 @@ def pytest_unconfigure(config):
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: tests/slow_tests.txt: the tests that get the ``slow`` marker here, by node id (one per line, ``#`` comments):
+#: the default suite must stay within 5 minutes on 2 cores, and these are the ones whose CPU time buys the
+#: least there (the other parameters of a parametrized test stay fast). They still run in ``./dev test``
+#: and CI. Listed here rather than marked in each file: the measurement that chose them is one list.
+SLOW_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_tests.txt")
+
+
+@functools.lru_cache(maxsize=1)
+def listed_slow() -> frozenset[str]:
+    try:
+        with open(SLOW_LIST, encoding="utf-8") as f:
+            lines = [ln.split("#", 1)[0].strip() for ln in f]
+    except OSError:
+        return frozenset()
+    return frozenset(ln for ln in lines if ln)
+
+
 def _asked_for_slow(config) -> bool:
     """``slow`` tests run when the command line gives a marker expression (``-m slow``, ``-m "not e2e"``: the
     selection is then the user's) or with ``NEWT_SLOW=1``; a plain ``pytest`` skips them with that advice
@@ -71,7 +91,13 @@ def _asked_for_slow(config) -> bool:
     return bool(getattr(config.option, "markexpr", "")) or os.environ.get("NEWT_SLOW") == "1"
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
 def pytest_collection_modifyitems(config, items):
+    listed = listed_slow()
+    if listed:
+        for item in items:
+            if item.nodeid in listed:
+                item.add_marker(pytest.mark.slow)
     if not _asked_for_slow(config):
         skip_slow = pytest.mark.skip(reason="slow: runs with `python -m pytest -m slow` (and in `./dev test`)")
         for item in items:
