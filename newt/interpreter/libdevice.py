@@ -12,6 +12,8 @@ accurate value (the GPU's differ by their documented error).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -350,7 +352,7 @@ _UNARY = {
 }
 
 #: binary float functions computed on fp64 values
-_BINARY = {
+_BINARY: dict[str, Callable[..., Any]] = {
     "atan2": torch.atan2, "hypot": lambda x, y: _norm(x, y), "rhypot": lambda x, y: _norm(x, y, recip=True),
     "copysign": torch.copysign, "fmod": torch.fmod, "remainder": _remainder,
     "fdim": lambda x, y: torch.where(torch.isnan(x) | torch.isnan(y), x + y,

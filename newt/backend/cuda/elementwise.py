@@ -103,8 +103,8 @@ def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict
         return f"({a} {_CMP[name]} {b})"
     t = scalar_of(arg_types[0])
     lowp = is_lowp_float(t)
-    xs = [to_compute(x, t) for x in args]
-    e = _compute(name, xs, t, attrs)
+    computed = [to_compute(x, t) for x in args]
+    e = _compute(name, computed, t, attrs)
     return from_compute(e, t) if lowp else e
 
 

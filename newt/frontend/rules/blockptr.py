@@ -140,7 +140,8 @@ def _checked(a: Bound, rank: int, fname: str) -> set:
 
 def _no_mask(a: Bound, fname: str, names):
     for k in names:
-        if a.given(k) and not (isinstance(a[k], Const) and a[k].value is None):
+        v = a[k]
+        if a.given(k) and not (isinstance(v, Const) and v.value is None):
             raise SemError("N023", f"nl.{fname}: {k}= cannot be used with a block pointer",
                            hint="boundary_check= masks a block pointer's out-of-bounds elements", node=a.node(k))
 
@@ -148,6 +149,7 @@ def _no_mask(a: Bound, fname: str, names):
 def load_block(b, a: Bound, node):
     """``nl.load(block_ptr, boundary_check=..., padding_option=...)``."""
     bp = a["pointer"]
+    assert isinstance(bp, BlockPtrV)
     _no_mask(a, "load", ("mask", "other"))
     checked = _checked(a, len(bp.block_shape), "load")
     pad = const_str(a["padding_option"], "padding_option", ("", "zero", "nan"), a.node("padding_option"))
@@ -166,6 +168,7 @@ def load_block(b, a: Bound, node):
 def store_block(b, a: Bound, node):
     """``nl.store(block_ptr, value, boundary_check=...)``: the value broadcast to the block's shape."""
     bp = a["pointer"]
+    assert isinstance(bp, BlockPtrV)
     _no_mask(a, "store", ("mask",))
     checked = _checked(a, len(bp.block_shape), "store")
     val = a["value"]

@@ -149,21 +149,20 @@ def _signature_text(v: Variant) -> str:
 def _stub_of_arity(n: int, opname: str):
     """The stub's body: its rule (``_semantic.<opname>``) on its arguments, named as Triton names them
     (``arg0``, ``arg1``, ...).  Written per arity: no ``inspect`` at import (``import newt`` stays light)."""
-    if n == 1:
-        def stub(arg0, _semantic=None):
-            return getattr(_semantic, opname)(arg0)
-    elif n == 2:
-        def stub(arg0, arg1, _semantic=None):
-            return getattr(_semantic, opname)(arg0, arg1)
-    elif n == 3:
-        def stub(arg0, arg1, arg2, _semantic=None):
-            return getattr(_semantic, opname)(arg0, arg1, arg2)
-    else:
-        assert n == 4, n
+    def stub1(arg0, _semantic=None):
+        return getattr(_semantic, opname)(arg0)
 
-        def stub(arg0, arg1, arg2, arg3, _semantic=None):
-            return getattr(_semantic, opname)(arg0, arg1, arg2, arg3)
-    return stub
+    def stub2(arg0, arg1, _semantic=None):
+        return getattr(_semantic, opname)(arg0, arg1)
+
+    def stub3(arg0, arg1, arg2, _semantic=None):
+        return getattr(_semantic, opname)(arg0, arg1, arg2)
+
+    def stub4(arg0, arg1, arg2, arg3, _semantic=None):
+        return getattr(_semantic, opname)(arg0, arg1, arg2, arg3)
+
+    assert 1 <= n <= 4, n
+    return (stub1, stub2, stub3, stub4)[n - 1]
 
 
 def _make(name: str, vs: tuple[Variant, ...]):
