@@ -76,6 +76,10 @@ class _AliasLoader(importlib.abc.Loader):
         name = module.__name__
         prov = importlib.import_module(self.provider)
         target = prov.module_for(name)
+        if getattr(target, "__spec__", None) is None:
+            # a facade built in memory: it keeps the spec it was found by, so ``importlib.util.find_spec`` on an
+            # imported name answers (torch's CUDA initialisation asks ``find_spec("triton")``; None there raises)
+            target.__spec__ = module.__spec__
         sys.modules[name] = target
 
 

@@ -85,3 +85,18 @@ def test_register_provider_serves_another_package(dropin, tmp_path, monkeypatch)
             del sys.modules[k]
     with pytest.raises(ValueError):
         dropin.register_provider("a.b", "x")
+
+
+def test_served_modules_answer_find_spec_once_imported(dropin):
+    # torch's CUDA initialisation asks importlib.util.find_spec("triton"); a served module with no __spec__ made
+    # that raise ValueError ("triton.__spec__ is None") and every CUDA call of a drop-in program failed
+    import importlib.util
+
+    import triton
+    import triton.runtime.driver  # noqa: F401  (a facade built in memory)
+    import triton.language  # noqa: F401
+    import triton.testing  # noqa: F401
+    for name in ("triton", "triton.runtime", "triton.runtime.driver", "triton.testing", "triton.language"):
+        assert name in sys.modules
+        assert importlib.util.find_spec(name) is not None, name
+    assert triton.__spec__ is not None and triton.__spec__.name == "triton"
