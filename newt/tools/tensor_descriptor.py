@@ -53,18 +53,15 @@ class TensorDescriptor:
                              f"({rank}, {len(self.strides)}, {len(self.block_shape)})")
         if padding not in PADDINGS:
             raise ValueError(f"TensorDescriptor: padding must be 'zero' or 'nan', got {padding!r}")
-        for d in self.block_shape:
-            if d <= 0 or d & (d - 1):
-                raise ValueError(f"TensorDescriptor: block dimension {d} is not a power of two "
-                                 f"(block_shape {self.block_shape})")
+        check_block(self.block_shape, None)
         if self.strides[-1] != 1:
             raise ValueError(f"TensorDescriptor: the last stride must be 1, got {self.strides[-1]} "
                              "(the innermost dimension must be contiguous)")
         elem = _element_size(base)
         if elem is not None:
-            if self.block_shape[-1] * elem < 16:
-                raise ValueError(f"TensorDescriptor: the block's last dimension is {self.block_shape[-1] * elem} "
-                                 "bytes; it must be at least 16 bytes")
+            # the block's width in bytes is checked at the launch (``descriptor_parts``), not here: Triton's
+            # programs build a placeholder block (``block_shape=[1, 1]``) that the autotuner's ``pre_hook`` sets
+            # to the config's block before the launch (tutorial 06)
             for s in self.strides[:-1]:
                 if (s * elem) % 16:
                     raise ValueError(f"TensorDescriptor: strides {self.strides} are not all multiples of 16 bytes "
@@ -100,9 +97,23 @@ def is_descriptor(v) -> bool:
             and hasattr(v, "base") and hasattr(v, "shape"))
 
 
+def check_block(block_shape, elem: int | None) -> None:
+    """A descriptor's block: powers of two, and (``elem``: the element size, when known) at least 16 bytes in
+    the last dimension. Raises ValueError naming what is wrong."""
+    block = list(block_shape)
+    for d in block:
+        if d <= 0 or d & (d - 1):
+            raise ValueError(f"TensorDescriptor: block dimension {d} is not a power of two (block_shape {block})")
+    if elem is not None and block and block[-1] * elem < 16:
+        raise ValueError(f"TensorDescriptor: the block's last dimension is {block[-1] * elem} bytes; it must be "
+                         f"at least 16 bytes (block_shape {block})")
+
+
 def descriptor_parts(v):
-    """``((base, *shape, *strides), block_shape, padding)`` of a descriptor."""
+    """``((base, *shape, *strides), block_shape, padding)`` of a descriptor at its launch; the block is checked
+    here, after any ``pre_hook`` has set it."""
     shape = [int(x) for x in v.shape]
     strides = [int(x) for x in v.strides]
     block = tuple(int(x) for x in v.block_shape)
+    check_block(block, _element_size(v.base))
     return (v.base, *shape, *strides), block, getattr(v, "padding", "zero") or "zero"
