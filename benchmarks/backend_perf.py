@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, geomean, instantiate, median_ms, write_json  # noqa: E402
+from common import environment, geomean, instantiate, median_ms, write_json
 
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages) swept by both compilers
 ATTN_CONFIGS = [(128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)]
@@ -153,7 +153,7 @@ def _load_nvrtc(libdir: str):
 def _sass_counts(ck) -> dict:
     try:
         text = ck.asm["sass"]
-    except Exception as e:  # noqa: BLE001 (no cuobjdump: counts are skipped)
+    except Exception as e:  # (no cuobjdump: counts are skipped)
         return {"sass": f"unavailable ({type(e).__name__})"}
     ins = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?(\S+)", text, re.M)
 
@@ -188,7 +188,7 @@ def compile_all(target: str = "sm_90a", smoke: bool = False) -> int:
         try:
             ck = newt.compile(unwrap(kern), signature=sig, constexprs=cx, target=target, num_warps=w, num_stages=s,
                               cache=False)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             bad.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             print(f"{label:58s} FAILED {bad[-1]}", flush=True)
             return
@@ -321,7 +321,7 @@ def compare_triton(nvjitlink_lib: str | None = None) -> int:
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.backends.nvidia.compiler import get_ptxas
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"Triton cannot compile here: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     mn = instantiate(bench.TEMPLATE, "newt", "cmp")
@@ -410,7 +410,7 @@ def compare_attention() -> int:
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.backends.nvidia.compiler import get_ptxas
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"Triton cannot compile here: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     from newt.backend.cuda.compiler import nvrtc_version
@@ -480,7 +480,7 @@ def _attn_cell(mods, Z, H, N, D, causal) -> dict:
 
     def kernel_call(m, o):
         def call():
-            grid = lambda meta: (N // meta["BLOCK_M"], Z * H)  # noqa: E731
+            grid = lambda meta: (N // meta["BLOCK_M"], Z * H)
             m.attn_fwd[grid](q, k, v, sm_scale, o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), N,
                              HEAD_DIM=D, STAGE=3 if causal else 1)
         return call
@@ -509,7 +509,7 @@ def _attn_cell(mods, Z, H, N, D, causal) -> dict:
             ms = median_ms(call)
             e["ms"] = ms
             e["TFLOPs"] = flops / ms * 1e-9
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             e["failed"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:300]
         cell["impls"][impl] = e
     n, t = cell["impls"].get("newt", {}), cell["impls"].get("triton", {})
@@ -568,7 +568,7 @@ def run_matmul_configs(mods, deadline, log, size=4096) -> list:
                 err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref))
                 ms = median_ms(call)
                 row[impl] = {"ms": ms, "TFLOPs": 2 * size ** 3 / ms * 1e-9, "rel_err": err}
-            except Exception as ex:  # noqa: BLE001
+            except Exception as ex:
                 row[impl] = {"failed": f"{type(ex).__name__}: {ex}".splitlines()[0][:300]}
         n, t = row.get("newt", {}), row.get("triton", {})
         row["vs_triton"] = t["ms"] / n["ms"] if "ms" in n and "ms" in t else None
@@ -612,14 +612,14 @@ def main(argv=None) -> int:
         return 2
     t0 = time.time()
     deadline = t0 + args.budget
-    log = lambda s: print(f"{time.time() - t0:7.1f}s  {s}", flush=True)  # noqa: E731
+    log = lambda s: print(f"{time.time() - t0:7.1f}s  {s}", flush=True)
     import bench
     mods = {"newt": {"attn": instantiate(ATTN_TEMPLATE, "newt", "attn"), "bench": instantiate(bench.TEMPLATE, "newt",
                                                                                                "bperf")}}
     try:
         mods["triton"] = {"attn": instantiate(ATTN_TEMPLATE, "triton", "attn"),
                           "bench": instantiate(bench.TEMPLATE, "triton", "bperf")}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         log(f"Triton unavailable: {type(e).__name__}: {e}")
     data = {"info": environment()}
     data["attention"] = run_attention({k: v["attn"] for k, v in mods.items()}, deadline, log)

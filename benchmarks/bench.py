@@ -36,9 +36,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backend_perf import ATTN_TEMPLATE  # noqa: E402
-from common import (  # noqa: E402
-    environment, fmt_ms, fmt_ratio, geomean, instantiate, load_anchors, median_ms, norm_dtype, write_json,
+from backend_perf import ATTN_TEMPLATE
+from common import (
+    environment,
+    fmt_ms,
+    fmt_ratio,
+    geomean,
+    instantiate,
+    load_anchors,
+    median_ms,
+    norm_dtype,
+    write_json,
 )
 
 TEMPLATE = r'''
@@ -232,21 +240,21 @@ def run_matmul(m, a, b, c):
     M, K = a.shape
     N = b.shape[1]
     kernel = {4: m.matmul_kernel_fp32, 2: m.matmul_kernel, 1: m.matmul_kernel_fp8}[a.dtype.itemsize]
-    grid = lambda meta: (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+    grid = lambda meta: (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
 
 
 def run_matmul_persistent(m, a, b, c):
     M, K = a.shape
     N = b.shape[1]
-    grid = lambda meta: (min(meta["NUM_SMS"], cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])),)  # noqa: E731
+    grid = lambda meta: (min(meta["NUM_SMS"], cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])),)
     m.matmul_kernel_persistent[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                      c.stride(0), c.stride(1))
 
 
 def run_attention(m, q, k, v, o, causal):
     Z, H, N, D = q.shape
-    grid = lambda meta: (N // meta["BLOCK_M"], Z * H)  # noqa: E731
+    grid = lambda meta: (N // meta["BLOCK_M"], Z * H)
     m.attn_fwd[grid](q, k, v, 1.0 / D ** 0.5, o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), N,
                      HEAD_DIM=D, STAGE=3 if causal else 1)
 
@@ -390,7 +398,7 @@ def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
         t_cell = time.time()
         try:
             outs, calls, ref, (unit, work) = make_case(kind, shape, dtype)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             cell["error"] = f"{type(e).__name__}: {e}"
             results.append(cell)
             continue
@@ -422,7 +430,7 @@ def first_call(kind, dtype, impl, m, call, outs, ref) -> dict:
         entry["ok"] = bool(err <= TOLERANCE[kind] * (10 if dtype == "bfloat16" else 1))
         if impl != "torch":
             entry["config"] = best_config(m, kind, 4 if dtype == "float32" else 1 if "float8" in dtype else 2)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         entry["failed"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         entry["traceback"] = traceback.format_exc()[-2000:]
     return entry
@@ -437,7 +445,7 @@ def time_rounds(entries: dict, calls: dict, unit: str, work, rounds: int, rep: f
         for impl in list(live):
             try:
                 entries[impl].setdefault("rounds_ms", []).append(median_ms(calls[impl], warmup=10, rep=rep))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 entries[impl]["failed"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 entries[impl]["traceback"] = traceback.format_exc()[-2000:]
                 live.remove(impl)
@@ -668,12 +676,12 @@ def main(argv=None) -> int:
         print("bench.py needs a CUDA GPU", file=sys.stderr)
         return 2
     t_start = time.time()
-    log = lambda s: print(f"{time.time() - t_start:7.1f}s  {s}", flush=True)  # noqa: E731
+    log = lambda s: print(f"{time.time() - t_start:7.1f}s  {s}", flush=True)
     modules = {"newt": instantiate(TEMPLATE, "newt", "bench")}
     if not args.no_triton:
         try:
             modules["triton"] = instantiate(TEMPLATE, "triton", "bench")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log(f"Triton unavailable: {type(e).__name__}: {e}")
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None)

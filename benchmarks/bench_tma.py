@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, instantiate, median_ms, write_json  # noqa: E402
+from common import environment, instantiate, median_ms, write_json
 
 TEMPLATE = r'''
 import $P
@@ -78,7 +78,7 @@ def triton_alloc():
         def alloc(size, alignment, stream):
             return torch.empty(size, device="cuda", dtype=torch.int8)
         triton.set_allocator(alloc)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
 
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                             e["failed"] = f"wrong result: relative error {err:.3g}"
                             continue
                         calls[impl] = call
-                    except Exception as ex:  # noqa: BLE001
+                    except Exception as ex:
                         e["failed"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:300]
                         e["traceback"] = traceback.format_exc()[-2000:]
                     finally:

@@ -65,7 +65,7 @@ def _version(mod: str) -> str:
     try:
         from importlib.metadata import version
         return version(mod)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "not installed"
 
 

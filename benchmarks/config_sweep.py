@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench  # noqa: E402
-from common import environment, instantiate, write_json  # noqa: E402
+import bench
+from common import environment, instantiate, write_json
 
 DEFAULT_CELLS = "layernorm:8192x2048:float32,layernorm:8192x1024:float32,softmax:8192x2048:float32"
 
@@ -51,6 +51,7 @@ def launcher(kind, m, x, out, extra):
 
 def sweep(cell, modules, warps, rounds) -> dict:
     import torch
+
     from newt.testing import do_bench
     kind, shape, dtype = cell
     torch.manual_seed(0)
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
     modules = {"newt": instantiate(bench.TEMPLATE, "newt", "sweep")}
     try:
         modules["triton"] = instantiate(bench.TEMPLATE, "triton", "sweep")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"Triton unavailable: {type(e).__name__}: {e}")
     results = []
     for cell in cells:

@@ -314,7 +314,7 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
         log(f"             phases {phases} (tracing before the tuner: {tune_s - phases.get('total', 0):.2f} s)")
         if kernel in args_ns.full_kernels:
             res["full"] = full_vs_quick(kernel, case, k, cfg, args_ns, log)
-    except Exception as e:  # noqa: BLE001 - report and go on
+    except Exception as e:  # report and go on
         res["impls"]["deuteron"] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
         log(f"  deuteron   FAILED {type(e).__name__}: {str(e)[:300]}")
     # hand-written newt and Triton
@@ -330,7 +330,7 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
             ms = bench_ms(lambda fn=fn: fn(*case["args"]))
             res["impls"][impl] = {"ms": ms, **(throughput(case, ms) or {}), "tune_s": tune_s}
             log(f"  {impl:10s} {ms:8.4f} ms  (first call incl. autotune {tune_s:5.1f} s)")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             res["impls"][impl] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
             log(f"  {impl:10s} FAILED {type(e).__name__}: {str(e)[:300]}")
     try:
@@ -338,7 +338,7 @@ def run_cell(kernel, args_ns, out_dir: Path, log) -> dict:
         ms = bench_ms(fn)
         res["impls"]["torch"] = {"ms": ms, **(throughput(case, ms) or {})}
         log(f"  torch      {ms:8.4f} ms")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         res["impls"]["torch"] = {"error": str(e)}
     d = res["impls"].get("deuteron", {}).get("ms")
     for other in ("newt", "triton", "torch"):
@@ -456,7 +456,7 @@ def main(argv=None) -> int:
     if ns.budget:
         os.environ["DEUTERON_AUTOTUNE_SECONDS"] = str(ns.budget)
     os.environ.setdefault("DEUTERON_PROGRESS", "0")
-    logf = open(out / "deuteron_bench.log", "w")  # noqa: SIM115
+    logf = open(out / "deuteron_bench.log", "w")
 
     def log(msg):
         print(msg, flush=True)

@@ -199,7 +199,7 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_nam
         try:
             expected = _as_tensors(base(*args))
             break
-        except Exception:  # noqa: BLE001
+        except Exception:
             if base is list(baselines.values())[-1]:
                 raise
     for name, fn in kernels.items():
@@ -214,7 +214,7 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_nam
             if bwd:
                 _check_backward(fn, base, args, rtol, atol)
             entry["ok"] = True
-        except Exception as exc:  # noqa: BLE001 - every failure is recorded with its cause
+        except Exception as exc:  # every failure is recorded with its cause
             entry["cause"] = cause_of(exc)
             entry["trace"] = traceback.format_exc(limit=-6)
             entry["blamed"] = [REC.raised_in] if REC.raised_in else None
@@ -360,7 +360,7 @@ def run_file(name: str, src: str, path: str, tmp: str, timeout: int) -> dict:
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         file_errors.append({"stmt": "import", "cause": cause_of(exc), "trace": traceback.format_exc(limit=-4),
                             "kernels": []})
     if mod is not None:
@@ -384,7 +384,7 @@ def run_file(name: str, src: str, path: str, tmp: str, timeout: int) -> dict:
                 exec(compile(stmt + "\n", drv, "exec"), ns)
                 if len(REC.checks) == n_before:   # a check with its own asserts (no run_example)
                     REC.checks.append({"check": stmt, "ok": True, "cause": None, "kernels": sorted(set(REC.called))})
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 file_errors.append({"stmt": stmt, "cause": cause_of(exc), "trace": traceback.format_exc(limit=-6),

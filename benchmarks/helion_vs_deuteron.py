@@ -92,6 +92,7 @@ def child(ns) -> int:
         deuteron.frontend.register()
         newt.dropin.install()
     import helion  # noqa: F401  (the real package or deuteron through the drop-in)
+
     from newt.testing import do_bench
     file, fn_name, _ = CASES[ns.kernel]
     rec = {"impl": ns.impl, "kernel": ns.kernel, "helion_module": getattr(sys.modules["helion"], "__file__", "?")}
@@ -117,7 +118,7 @@ def child(ns) -> int:
             rec["TFLOPs"] = flops / ms / 1e9
         if nbytes:
             rec["GBps"] = nbytes / ms / 1e6
-    except Exception as e:  # noqa: BLE001 -- a failure is a row of the table, not the end of the run
+    except Exception as e:  # a failure is a row of the table, not the end of the run
         rec["error"] = f"{type(e).__name__}: {e}"[:500]
         rec["traceback"] = traceback.format_exc()[-2000:]
     print("RESULT " + json.dumps(rec), flush=True)
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
         import triton
         env = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {torch.cuda.get_device_name()}, torch "
                f"{torch.__version__}, Triton {triton.__version__}, effort {ns.effort} for both, fresh caches.")
-    except Exception:  # noqa: BLE001
+    except Exception:
         env = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     (out / "helion_vs_deuteron.json").write_text(json.dumps({k: {"helion": h, "deuteron": d}
                                                              for k, (h, d) in rows.items()}, indent=1))

@@ -24,18 +24,18 @@ import time
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # only affects triton, which reads it at import
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import instantiate  # noqa: E402
+from common import instantiate
 
-import newt  # noqa: E402,F401
-from newt.runtime.interpret import launch_jit  # noqa: E402
+import newt
+from newt.runtime.interpret import launch_jit
 
-try:  # noqa: SIM105
+try:
     import triton
     HAVE_TRITON = True
-except Exception as e:  # noqa: BLE001
+except Exception as e:
     HAVE_TRITON = False
     TRITON_ERROR = f"{type(e).__name__}: {e}"
 

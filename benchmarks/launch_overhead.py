@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, instantiate, write_json  # noqa: E402
+from common import environment, instantiate, write_json
 
 TEMPLATE = r'''
 import $P
@@ -84,7 +84,7 @@ def cases(modules):
     n = 128
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    grid_fn = lambda meta: ((n + meta["BLOCK"] - 1) // meta["BLOCK"],)  # noqa: E731
+    grid_fn = lambda meta: ((n + meta["BLOCK"] - 1) // meta["BLOCK"],)
     out_cases = {}
     for impl, m in modules.items():
         k, t = m.small_kernel, m.tuned_kernel
@@ -220,10 +220,8 @@ def cpu_run(args) -> int:
     import torch
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
+    from newt.runtime import clauncher, driver, specialize
     from tests.runtime.fakes import install_fake_c_launcher, install_fake_gpu
-
-    from newt.runtime import clauncher, specialize
-    from newt.runtime import driver
     jit_mod = sys.modules["newt.runtime.jit"]
     mp = pytest.MonkeyPatch()
     cu = install_fake_gpu(mp)
@@ -245,7 +243,7 @@ def cpu_run(args) -> int:
     n = 128
     x, y = torch.randn(n), torch.randn(n)
     out = torch.empty_like(x)
-    grid_fn = lambda meta: ((n + meta["BLOCK"] - 1) // meta["BLOCK"],)  # noqa: E731
+    grid_fn = lambda meta: ((n + meta["BLOCK"] - 1) // meta["BLOCK"],)
     cases = {"newt: tuple grid": lambda: m.small_kernel[(1,)](x, y, out, n, BLOCK=128),
              "newt: callable grid": lambda: m.small_kernel[grid_fn](x, y, out, n, BLOCK=128),
              "newt: autotuned": lambda: m.tuned_kernel[grid_fn](x, y, out, n)}
@@ -293,7 +291,7 @@ def main(argv=None) -> int:
     modules = {"newt": instantiate(TEMPLATE, "newt", "overhead")}
     try:
         modules["triton"] = instantiate(TEMPLATE, "triton", "overhead")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"Triton unavailable: {type(e).__name__}: {e}")
     from newt.runtime import clauncher
     results = time_cases(cases(modules), args.launches, args.windows, args.rounds, torch.cuda.synchronize)

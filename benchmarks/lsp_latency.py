@@ -314,7 +314,7 @@ async def run(args) -> dict:
 
 
 def report(r: dict, args) -> str:
-    ok = lambda v, aim: "yes" if v <= aim else "**no**"  # noqa: E731
+    ok = lambda v, aim: "yes" if v <= aim else "**no**"
     a95 = pct(r["analysis_ms"], 0.95)
     c95 = pct(r["change_ms"], 0.95)
     h95 = pct(r["hover_ms"], 0.95)
@@ -366,7 +366,7 @@ def _engine_memory(r: dict) -> str:
 
 
 def storm_report(r: dict, args) -> str:
-    ok = lambda v, aim: "yes" if v <= aim else "**no**"  # noqa: E731
+    ok = lambda v, aim: "yes" if v <= aim else "**no**"
     lat = r["latency_ms"]
     rows = []
     for kind, label in (("hover", "hover"), ("completion", "completion"), ("signatureHelp", "signature help")):
@@ -445,7 +445,7 @@ class _LoadProbe:
         self.after = None
 
     def describe(self) -> str:
-        la = lambda t: "/".join(f"{x:.1f}" for x in t) if t else "?"  # noqa: E731
+        la = lambda t: "/".join(f"{x:.1f}" for x in t) if t else "?"
         if self.after is None and hasattr(os, "getloadavg"):
             self.after = os.getloadavg()
         return (f"{self.n} busy process{'es' if self.n != 1 else ''} started by the benchmark; load average "

@@ -201,7 +201,7 @@ def child(path: str, gpu_section: str) -> dict:
     g = None
     try:
         g = runpy.run_path(path, run_name="__main__" if not name.startswith("06") else "tutorial06")
-    except BaseException as e:  # noqa: BLE001 - the tutorial's failure is what we measure
+    except BaseException as e:  # the tutorial's failure is what we measure
         if isinstance(e, KeyboardInterrupt):
             raise
         exc_line = _first_line_in(e.__traceback__, path, True)
@@ -236,7 +236,7 @@ def child(path: str, gpu_section: str) -> dict:
                 checks.append({"check": label, "ok": True, "cause": None, "seconds": round(time.time() - t1, 1)})
             except pytest.skip.Exception as e:
                 checks.append({"check": label, "ok": None, "cause": f"skipped by the tutorial: {e}"})
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 checks.append({"check": label, "ok": False, "cause": _cause(e, e.__traceback__, path),
                                "seconds": round(time.time() - t1, 1)})
     sys.stdout = tee.stream

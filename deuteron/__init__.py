@@ -16,21 +16,70 @@ Importing deuteron does not import torch (the language server loads it).
 
 from __future__ import annotations
 
-from ._version import __version__  # noqa: F401
-
 from . import frontend as _frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
+from ._version import __version__  # noqa: F401
 from .config import Config, ConfigError  # noqa: F401
 from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
-    Bool, BooleanFragment, Choice, DeuteronUsageError, EnumFragment, IntegerFragment, IntRange, PowerOfTwo,
-    PowerOfTwoFragment, Tile, arange, associative_scan, barrier,
-    atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg,
-    atomic_xor, cdiv, constexpr, join, load, split, static_range, store, dot, exp, full, gelu, grid, next_power_of_2,
-    jagged_tile, rand, randint, reduce, register_block_size, register_tunable, relu, sigmoid, signal, silu,
-    specialize, tanh, wait,
-    tile, zeros, tile_begin, tile_end, tile_index, tile_id, tile_block_size, cumsum, cumprod,
+    Bool,
+    BooleanFragment,
+    Choice,
+    DeuteronUsageError,
+    EnumFragment,
+    IntegerFragment,
+    IntRange,
+    PowerOfTwo,
+    PowerOfTwoFragment,
+    Tile,
+    arange,
+    associative_scan,
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_xchg,
+    atomic_xor,
+    barrier,
+    cdiv,
+    constexpr,
+    cumprod,
+    cumsum,
+    dot,
+    exp,
+    full,
+    gelu,
+    grid,
+    inline_asm_elementwise,
+    jagged_tile,
+    join,
+    load,
+    next_power_of_2,
+    rand,
+    randint,
+    reduce,
+    register_block_size,
+    register_tunable,
+    relu,
+    sigmoid,
+    signal,
+    silu,
+    specialize,
+    split,
+    static_range,
+    store,
+    subscript,
+    tanh,
+    tile,
+    tile_begin,
+    tile_block_size,
+    tile_end,
+    tile_id,
+    tile_index,
+    wait,
+    zeros,
 )
-from .language import inline_asm_elementwise, subscript  # noqa: F401
 from .ops import dt_stubs as _dt_stubs
 
 # every dt.* op of the op table (deuteron/ops/) is public: an op added there needs no line here

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import keyword
 
-
-from .config import Config, ConfigError
-from .codegen_rolled import count_uses, emit_segment
+from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
 from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _lit, _paren, binary
+from .codegen_rolled import count_uses, emit_segment
+from .config import Config, ConfigError
+from .ops.reduce import COMBINE_HELPERS
 from .optable import EFFECT, NAMED, NODE_KINDS, PRODUCED_BY_EFFECT, VARIABLE, has
 from .program import ONE, IfStmt, LoopStmt, Node, Program, RInfo, TileInfo
-from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
-from .ops.reduce import COMBINE_HELPERS
 
 __all__ = ["generate", "Generated", "NL_DTYPE"]
 

@@ -221,7 +221,7 @@ def _as_int(v, field: str) -> int:
             import numbers
             if isinstance(v, numbers.Integral):
                 return int(v)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         raise ConfigError(f"{field}: expected an int, got {v!r}")
     return int(v)

@@ -8,9 +8,10 @@ import difflib
 
 from . import ops
 from .structure_base import (
-    DeviceLoop, TileSite, _targets,
+    DeviceLoop,
+    TileSite,
+    _targets,
 )
-
 
 # ---------------------------------------------------------------------------
 # inside a tile loop
@@ -378,7 +379,7 @@ def _index_desc(it) -> str:
         return ":"
     try:
         return ast.unparse(it)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "?"
 
 

@@ -182,7 +182,7 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_nam
             expected = _as_tensors(b(*args))
             base = b
             break
-        except Exception:  # noqa: BLE001
+        except Exception:
             if i == len(items) - 1:
                 raise
     for _, fn in kernels.items():

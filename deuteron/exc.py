@@ -6,8 +6,8 @@ Errors are the per-cause classes of :mod:`deuteron.errors` (each with its D-code
 
 from __future__ import annotations
 
+from .errors import *  # noqa: F403  (every per-cause class)
 from .errors import Cause, DeuteronError, TraceError  # noqa: F401
-from .errors import *  # noqa: F401,F403  (every per-cause class)
 from .errors import __all__ as _errors_all
 
 __all__ = list(_errors_all) + ["DeuteronWarning", "TensorOperationInWrapper", "WARNINGS"]

@@ -65,7 +65,7 @@ def analyze_kernel(scan, src, kd) -> KernelAnalysis:
     for n, note in st.notes:
         try:
             notes[src.span(n)] = note
-        except Exception:  # noqa: BLE001 - a node without a position
+        except Exception:  # a node without a position
             continue
     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
     def_span = Span(first, 1, node.end_lineno or node.lineno, 1)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 
+from newt.frontend.diagnostics import CompilationError
+from newt.ir.errors import LocatedError
+
 from . import language as L
 from . import runtime as _rt
 from .config import Config
 from .errors import DeuteronError
 
-from newt.frontend.diagnostics import CompilationError
-from newt.ir.errors import LocatedError
 
 def _np2(n):
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
@@ -31,7 +32,7 @@ def _fetch(source, host_locals, g):
         base = host_locals.get(source[1], g.get(source[1], _MISSING))
         try:
             return base[source[2]]
-        except Exception:  # noqa: BLE001
+        except Exception:
             return _MISSING
     if kind in ("cell", "fnglobal"):  # a value captured by a function (a callable argument, a global helper)
         fn = _fetch(source[1], host_locals, g) if isinstance(source[1], tuple) else \
@@ -174,7 +175,7 @@ def guard_checker(prog, static: bool):
             val = f"t.shape[{int(d)}]" if what == "size" else f"t.stride({int(d)})"
             lines.append(f"    if _GV(int({val})) != {const(gv)}: return False")
     lines.append("    return True")
-    exec(compile("\n".join(lines) + "\n", f"<deuteron guards of {prog.name}>", "exec"), ns)  # noqa: S102
+    exec(compile("\n".join(lines) + "\n", f"<deuteron guards of {prog.name}>", "exec"), ns)
     return ns["check"]
 
 
@@ -213,7 +214,7 @@ def args_getter(gen, prog, launch=None):
             ns[f"_k{i}"] = v
             kws.append(f"{name}=_k{i}")
         src = f"def go(L, g):\n    _fn({', '.join(items + kws)})\n"
-    exec(compile(src, f"<deuteron arguments of {gen.kernel_name}>", "exec"), ns)  # noqa: S102
+    exec(compile(src, f"<deuteron arguments of {gen.kernel_name}>", "exec"), ns)
     return ns["go" if launch is not None else "get"]
 
 
@@ -406,7 +407,7 @@ class _CallRun(_HostRun):
     launched before with this config goes straight to the entry's cached launcher.  Anything else (a new
     program, a new config, ``runtime.launch`` replaced) is ``_HostRun.launch``."""
 
-    def __init__(self, entry, config: Config):  # noqa: D107  (no super().__init__: the discovery records)
+    def __init__(self, entry, config: Config):  # (no super().__init__: the discovery records)
         self.entry = entry
         self.kernel = entry.kernel
         self.config = config

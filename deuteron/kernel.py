@@ -18,7 +18,15 @@ from . import language as L
 from .config import Config, ConfigError
 from .errors import DeuteronError
 from .hostrun import (  # noqa: F401  (re-exported)
-    _CallRun, _guards_hold, _HostRun, _np2, _runtime_args, args_getter, constexpr_params, guard_checker)
+    _CallRun,
+    _guards_hold,
+    _HostRun,
+    _np2,
+    _runtime_args,
+    args_getter,
+    constexpr_params,
+    guard_checker,
+)
 from .structure import EFFORTS
 
 __all__ = ["Kernel", "kernel"]
@@ -448,7 +456,7 @@ def _make_binder(signature, fast_key: bool = False):
     src = (f"def bind({', '.join(sig)}):\n"
            f"    return ({''.join(n + ', ' for n in pos)}), {{{', '.join(f'{n!r}: {n}' for n in kw)}}}, "
            f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}" + (f", ({key})\n" if fast_key else "\n"))
-    exec(compile(src, "<deuteron binder>", "exec"), g)  # noqa: S102
+    exec(compile(src, "<deuteron binder>", "exec"), g)
     return g["bind"]
 
 

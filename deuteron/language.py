@@ -287,7 +287,7 @@ def dot(a, b, acc=None, out_dtype=None):
     return prod.to(out_dtype or default)
 
 
-class constexpr:  # noqa: N801 - spelled like Helion's hl.constexpr
+class constexpr:  # spelled like Helion's hl.constexpr
     """An annotation: ``def f(x, eps: dt.constexpr)`` makes ``eps`` a compile-time constant of the kernel (one
     program per value) instead of a run-time parameter."""
 
@@ -490,7 +490,7 @@ def _pad_positions(signal_pad, index):
 
 
 def wait(signal_pad, index=None, signal: int = 1, update=None, scope: str = "gpu",
-         hasSubsequentMemAccess: bool = True):  # noqa: N803  (Helion's spelling)
+         hasSubsequentMemAccess: bool = True):  # (Helion's spelling)
     """Spin until every flag ``signal_pad[index]`` equals ``signal``; with ``update``, then set it to ``update``
     (one compare-and-swap a flag, so of several waiters on one flag exactly one takes it).
 
@@ -511,7 +511,7 @@ def wait(signal_pad, index=None, signal: int = 1, update=None, scope: str = "gpu
 
 
 def signal(signal_pad, index=None, signal: int = 1, wait_for=None, scope: str = "gpu",
-           hasPreviousMemAccess: bool = True):  # noqa: N803
+           hasPreviousMemAccess: bool = True):
     """Set the flags ``signal_pad[index]`` to ``signal`` and return their old values; with ``wait_for``, first
     wait until each flag equals ``wait_for`` (a compare-and-swap loop).
 
@@ -574,6 +574,7 @@ def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
     (then a tuple of results).  The kernel calls ``nl.inline_asm_elementwise``; ``kernel.ref`` runs the PTX with
     newt's evaluator of a PTX subset (docs/interpreter.md)."""
     import torch
+
     from newt.interpreter import PtxError, inline_asm_torch
     many = isinstance(dtype, (tuple, list))
     xs = list(args) if isinstance(args, (tuple, list)) else [args]
@@ -591,7 +592,7 @@ def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
 # ---------------------------------------------------------------------------
 
 
-def register_block_size(min_or_max, max=None):  # noqa: A002
+def register_block_size(min_or_max, max=None):
     """A tunable block size (an entry of ``config.block_sizes``) to use with ``dt.tile(n, block_size=bs)``.
 
     ``dt.register_block_size(n)`` bounds it by ``n`` (rounded up to a power of

@@ -90,7 +90,7 @@ def has_gpu() -> bool:
     try:
         import torch
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

@@ -14,14 +14,29 @@ import ast
 import difflib
 
 from . import ops
-
 from .device_check import DeviceChecker
 from .shape_check import infer_loop_shapes
 from .structure_base import (
-    CONFIG_FIELDS, DeviceLoop, EFFORTS, HELION_IGNORED_OPTIONS, KERNEL_OPTIONS, Note, Problem, Resolver,
-    StaticResolver, TileSite,
-    _ALLOC_FNS, _LIKE_FNS, _NEW_METHODS, _SAME_RANK_METHODS, _VIEW_METHODS, _assigned_names, _is_pow2,
-    _pow2_near, _targets, _walk_in_order,
+    _ALLOC_FNS,
+    _LIKE_FNS,
+    _NEW_METHODS,
+    _SAME_RANK_METHODS,
+    _VIEW_METHODS,
+    CONFIG_FIELDS,
+    EFFORTS,
+    HELION_IGNORED_OPTIONS,
+    KERNEL_OPTIONS,
+    DeviceLoop,
+    Note,
+    Problem,
+    Resolver,
+    StaticResolver,
+    TileSite,
+    _assigned_names,
+    _is_pow2,
+    _pow2_near,
+    _targets,
+    _walk_in_order,
 )
 
 __all__ = ["Resolver", "StaticResolver", "KernelStructure", "TileSite", "DeviceLoop", "Problem", "Note",

@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-
-
 from .config import _FIELDS as CONFIG_FIELDS  # noqa: F401  (torch-free)
 
 KERNEL_OPTIONS = ("config", "configs", "autotune_effort", "static_shapes", "autotune_callback", "print_config",

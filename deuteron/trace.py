@@ -17,23 +17,67 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BlockDecision, BlockSizeValue, BranchShapes, CompileTimeAssert, ConditionOn, ForeignTile, HostValueOperand,
+    BlockDecision,
+    BlockSizeValue,
+    BranchShapes,
+    CompileTimeAssert,
+    ConditionOn,
+    ForeignTile,
+    HostValueOperand,
     ItemAssignment,
-    JaggedTile, LoopCarried, LoopOver, LoopShape, NotAValue, NotCompileTime, RaiseInTileLoop, RangeLoop, TensorDevice,
-    TileAsNumber, TileAttribute, TileLoopArguments, TraceError, Unpack, UnsupportedStatement,
+    JaggedTile,
+    LoopCarried,
+    LoopOver,
+    LoopShape,
+    NotAValue,
+    NotCompileTime,
+    RaiseInTileLoop,
+    RangeLoop,
+    TensorDevice,
+    TileAsNumber,
+    TileAttribute,
+    TileLoopArguments,
+    TraceError,
+    Unpack,
+    UnsupportedStatement,
 )
-from .program import (
-    BlockDim, Block, Carried, IfStmt, LoopStmt, Merged, Node, Program, RInfo, ScalarArg, TensorArg, TileInfo,
-)
-from .trace_common import (
-    BlockSizeInt, HostTensor, SHAPE_CODE, SpecializedInt, TunableValue, _BINOPS, _Return, _broadcast_dims,
-    _cse_key, _describe, _dims_text, _guard_value, _is_int_dtype, _is_library, _is_pow2, result_type,
-)
-from .optable import BOUND, PURE, TILE_ATTR, has
 from .ops.elementwise import binop, cast
 from .ops.memory import index_items, load, store
 from .ops.reduce import reduce
 from .ops.shape import expand_dims
+from .optable import BOUND, PURE, TILE_ATTR, has
+from .program import (
+    Block,
+    BlockDim,
+    Carried,
+    IfStmt,
+    LoopStmt,
+    Merged,
+    Node,
+    Program,
+    RInfo,
+    ScalarArg,
+    TensorArg,
+    TileInfo,
+)
+from .trace_common import (
+    _BINOPS,
+    SHAPE_CODE,
+    BlockSizeInt,
+    HostTensor,
+    SpecializedInt,
+    TunableValue,
+    _broadcast_dims,
+    _cse_key,
+    _describe,
+    _dims_text,
+    _guard_value,
+    _is_int_dtype,
+    _is_library,
+    _is_pow2,
+    _Return,
+    result_type,
+)
 from .trace_expr import Evaluator
 from .trace_finalize import finalize
 
@@ -84,7 +128,7 @@ class Tracer:
         self._global_cache: dict = {}  # source -> the traced value of a global (one guard or parameter each)
         try:
             allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-        except Exception:  # noqa: BLE001
+        except Exception:
             allow_tf32 = False
         self.prog.dot_precision = getattr(kernel, "dot_precision", None) or ("tf32" if allow_tf32 else "ieee")
         self.ev = Evaluator(self)  # expressions and calls (their op entries get this tracer as context)

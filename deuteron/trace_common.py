@@ -10,10 +10,14 @@ import types
 from ._torch import torch
 from .errors import DimensionArgument, HostValueOperand
 from .program import (
-    ONE, BlockDim, IfStmt, LoopStmt, Node, RInfo, TileInfo,
+    ONE,
+    BlockDim,
+    IfStmt,
+    LoopStmt,
+    Node,
+    RInfo,
+    TileInfo,
 )
-
-
 
 #: the code of shape errors (blocks that do not broadcast, a value stored into a differently shaped index)
 SHAPE_CODE = "D006"
@@ -300,7 +304,7 @@ def _fold_pad(op, a, b):
         if op in ("floordiv", "mod") and pb == 0:
             return None
         return _PYOPS[op](pa, pb)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

@@ -14,23 +14,50 @@ import torch
 from . import language as L
 from . import ops
 from .errors import (
-    BadAttribute, BadIndex, BlockDecision, CapturedTensor, HelperFunction, HostCall, NotInTileLoop, OperandDtype,
-    OperandKind, PerTileDecision, TileArithmetic, TileAsNumber, TileBoundDecision, TileIndexing, TileNotIterated,
-    TraceError, UnknownName, Unpack, UnsupportedConstruct, UnsupportedExpression, WholeTensor,
-)
-from .optable import OPS, TILE_ATTR, has
-from .program import (
-    Node, RInfo, TileInfo,
-)
-from .trace_common import (
-    _per_tile_source,
-    HostTensor, _BINOPS, _CMPOPS, _HostMethod, _MaxResult, _Method, _Return, _describe,
-    _dims_text, _is_library,
+    BadAttribute,
+    BadIndex,
+    BlockDecision,
+    CapturedTensor,
+    HelperFunction,
+    HostCall,
+    NotInTileLoop,
+    OperandDtype,
+    OperandKind,
+    PerTileDecision,
+    TileArithmetic,
+    TileAsNumber,
+    TileBoundDecision,
+    TileIndexing,
+    TileNotIterated,
+    TraceError,
+    UnknownName,
+    Unpack,
+    UnsupportedConstruct,
+    UnsupportedExpression,
+    WholeTensor,
 )
 from .ops.elementwise import binop, cast, logical, unary, where
 from .ops.memory import index_items, load
 from .ops.shape import block_index, permute
-
+from .optable import OPS, TILE_ATTR, has
+from .program import (
+    Node,
+    RInfo,
+    TileInfo,
+)
+from .trace_common import (
+    _BINOPS,
+    _CMPOPS,
+    HostTensor,
+    _describe,
+    _dims_text,
+    _HostMethod,
+    _is_library,
+    _MaxResult,
+    _Method,
+    _per_tile_source,
+    _Return,
+)
 
 _DT_FUNCS: dict = {}
 
@@ -278,7 +305,7 @@ class Evaluator:
             idx = self.tr.static_int(idx, e.slice, "an index into a Python sequence")
         try:
             return base[idx]
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             raise BadIndex(e, problem=f"cannot index {_describe(base)}: {ex}") from None
 
     def ex_BinOp(self, e):
@@ -496,7 +523,7 @@ class Evaluator:
             return func(*args, **kwargs)
         except TraceError:
             raise
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             raise HostCall(e, problem=f"calling {getattr(func, '__name__', func)!r} while compiling the kernel failed: "
                                        f"{type(ex).__name__}: {ex}") from None
 

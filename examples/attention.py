@@ -27,9 +27,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
-import newt  # noqa: E402
-import newt.harness as nh  # noqa: E402
-import newt.language as nl  # noqa: E402
+import newt
+import newt.harness as nh
+import newt.language as nl
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -22,9 +22,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
-import newt  # noqa: E402
-import newt.harness as nh  # noqa: E402
-import newt.language as nl  # noqa: E402
+import newt
+import newt.harness as nh
+import newt.language as nl
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -125,7 +125,7 @@ def bench(cols: int) -> None:
     x = torch.randn(8192, cols, device="cuda")
     t_newt = newt.testing.do_bench(lambda: softmax(x))
     t_torch = newt.testing.do_bench(lambda: torch.softmax(x, dim=1))
-    gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
+    gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6
     print(f"  8192x{cols}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 

@@ -25,9 +25,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
-import newt  # noqa: E402
-import newt.harness as nh  # noqa: E402
-import newt.language as nl  # noqa: E402
+import newt
+import newt.harness as nh
+import newt.language as nl
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -249,7 +249,7 @@ def bench(N: int) -> None:
     b = torch.rand(N, device="cuda", dtype=torch.float16)
     t_newt = newt.testing.do_bench(lambda: layer_norm(x, (N,), w, b))
     t_torch = newt.testing.do_bench(lambda: torch.nn.functional.layer_norm(x, (N,), w, b))
-    gbps = lambda ms: 2 * x.numel() * 2 / ms * 1e-6  # noqa: E731
+    gbps = lambda ms: 2 * x.numel() * 2 / ms * 1e-6
     print(f"  forward 8192x{N} fp16: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 

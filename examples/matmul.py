@@ -25,9 +25,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
-import newt  # noqa: E402
-import newt.harness as nh  # noqa: E402
-import newt.language as nl  # noqa: E402
+import newt
+import newt.harness as nh
+import newt.language as nl
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -92,7 +92,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, activation=None) -> torch.Tensor:
     M, K = a.shape
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    grid = lambda meta: (newt.cdiv(M, meta["BLOCK_M"]) * newt.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+    grid = lambda meta: (newt.cdiv(M, meta["BLOCK_M"]) * newt.cdiv(N, meta["BLOCK_N"]),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                         c.stride(1), EPILOGUE=activation)
     return c
@@ -115,7 +115,7 @@ def ragged(device):
         a = torch.randn(100, 72, device=device, dtype=torch.float16)
         b = torch.randn(72, 90, device=device, dtype=torch.float16)
         c = torch.empty(100, 90, device=device, dtype=torch.float16)
-        grid = lambda meta: (newt.cdiv(100, meta["BLOCK_M"]) * newt.cdiv(90, meta["BLOCK_N"]),)  # noqa: E731
+        grid = lambda meta: (newt.cdiv(100, meta["BLOCK_M"]) * newt.cdiv(90, meta["BLOCK_N"]),)
         cases.append(nh.Case(grid=grid, args=(a, b, c, 100, 90, 72, a.stride(0), a.stride(1), b.stride(0),
                                              b.stride(1), c.stride(0), c.stride(1)),
                              kwargs={"EPILOGUE": epilogue}, name="leaky_relu" if epilogue else "plain"))
@@ -156,7 +156,7 @@ def bench(size: int) -> None:
     b = torch.randn(size, size, device="cuda", dtype=torch.float16)
     t_newt = newt.testing.do_bench(lambda: matmul(a, b))
     t_torch = newt.testing.do_bench(lambda: a @ b)
-    tflops = lambda ms: 2 * size ** 3 / ms * 1e-9  # noqa: E731
+    tflops = lambda ms: 2 * size ** 3 / ms * 1e-9
     print(f"  {size}^3 fp16: newt {tflops(t_newt):6.1f} TFLOP/s   torch (cuBLAS) {tflops(t_torch):6.1f} "
           f"TFLOP/s   [{matmul_kernel.best_config}]")
 

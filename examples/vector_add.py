@@ -20,9 +20,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("NEWT_INTERPRET", "1")
 
-import newt  # noqa: E402
-import newt.harness as nh  # noqa: E402
-import newt.language as nl  # noqa: E402
+import newt
+import newt.harness as nh
+import newt.language as nl
 
 INTERPRET = os.environ.get("NEWT_INTERPRET", "").lower() in ("1", "true", "yes", "on")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -87,7 +87,7 @@ def bench(n: int) -> None:
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     t_newt = newt.testing.do_bench(lambda: add(x, y))
     t_torch = newt.testing.do_bench(lambda: x + y)
-    gbps = lambda ms: 3 * n * 4 / ms * 1e-6  # noqa: E731
+    gbps = lambda ms: 3 * n * 4 / ms * 1e-6
     print(f"  n=2^{n.bit_length() - 1}: newt {gbps(t_newt):7.0f} GB/s   torch {gbps(t_torch):7.0f} GB/s")
 
 

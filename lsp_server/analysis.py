@@ -176,7 +176,7 @@ def lsp_diagnostics(a: Analysis, docs_base: str | None = None, related: bool = T
     for d in a.file.diagnostics:
         try:
             out.append(_lsp_diagnostic(a, d, docs_base, related))
-        except Exception:  # noqa: BLE001 - one odd diagnostic must not hide the others
+        except Exception:  # one odd diagnostic must not hide the others
             log.exception("cannot convert diagnostic %r", d)
     return out
 

@@ -129,6 +129,6 @@ def cuda_text(a, ka, conc, target) -> str:
         mod = generate(built, target)
     except SpecError as e:
         return f"// {e}\n"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"// code generation failed: {type(e).__name__}: {e}\n"
     return header(ka.name, conc, target) + (getattr(mod, "source", "") or "")

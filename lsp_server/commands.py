@@ -136,7 +136,7 @@ class Commands:
     def send_status(self):
         try:
             self.ls.protocol.notify("newt/status", self.status())
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cannot send newt/status")
 
     async def settings_changed(self, changed: list):
@@ -155,7 +155,7 @@ class Commands:
         if any(c.startswith("inlayHints") for c in changed) and self.ls.refresh_inlay:
             try:
                 self.ls.workspace_inlay_hint_refresh(None)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("inlay hint refresh failed", exc_info=True)
         if "diagnosticsOn" in changed:
             for uri in list(self.ls.docs):
@@ -166,7 +166,7 @@ class Commands:
                 "diagnosticsOn" in changed or "target" in changed):
             try:
                 self.ls.workspace_diagnostic_refresh(None)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("diagnostic refresh failed", exc_info=True)
 
     def forget(self, uri: str):
@@ -384,7 +384,7 @@ class Commands:
             token = str(uuid.uuid4())
             try:
                 await asyncio.wait_for(progress.create_async(token), 5)
-            except Exception:  # noqa: BLE001 - no progress bar, still tune
+            except Exception:  # no progress bar, still tune
                 token = None
         cancel = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -440,7 +440,7 @@ class Commands:
             if token is not None:
                 try:
                     progress.end(token, lsp.WorkDoneProgressEnd(message=end_msg))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
                 progress.tokens.pop(token, None)
 

@@ -129,7 +129,7 @@ def decode_value(v):
         if "dtype" in v:
             return lc.dtype_from_name(v["dtype"])
         if "jit" in v:
-            from newt.frontend.source import JitName  # noqa: F401 - only when the front end has it
+            from newt.frontend.source import JitName  # only when the front end has it
             return JitName(v["jit"])
         raise ValueError(f"cannot decode constexpr {v!r}")
     return v
@@ -293,7 +293,7 @@ def _host_values(analysis, ka, names) -> tuple[dict, dict]:
     try:
         launches += example_launches(analysis.text, ka.name, scan.resolve, host_index(scan))  # harness cases
         got = host_constexprs(analysis.text, launches, names)
-    except Exception:  # noqa: BLE001 - a static evaluation problem must not stop Compile
+    except Exception:  # a static evaluation problem must not stop Compile
         log.debug("host values of %s failed", ka.name, exc_info=True)
         got = ({}, {})
     if extra is not None:
@@ -333,7 +333,7 @@ def _launch_values(analysis, ka, spec) -> dict:
                 v = _literal(arg)
                 if v is not _NOPE and _scalar_type(v) is not None:
                     out.setdefault(name, v)
-    except Exception:  # noqa: BLE001 - only a better guess of a scalar's type is lost
+    except Exception:  # only a better guess of a scalar's type is lost
         log.debug("example values of %s failed", ka.name, exc_info=True)
     return out
 
@@ -398,7 +398,7 @@ def build_concrete(analysis, ka, conc: Concrete) -> Built:
         try:
             from newt.ir import verify
             verify(fn, concrete=True)
-        except Exception as e:  # noqa: BLE001 - an IR the verifier rejects is reported, not fatal
+        except Exception as e:  # an IR the verifier rejects is reported, not fatal
             from newt.frontend.diagnostics import Diagnostic, Severity
             diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"IR verification failed: {e}",
                                     file=analysis.path, kernel=ka.name))
@@ -411,7 +411,7 @@ def backend():
     try:
         import importlib
         mod = importlib.import_module("newt.backend.cuda")
-    except Exception:  # noqa: BLE001 - absent or broken: degrade gracefully
+    except Exception:  # absent or broken: degrade gracefully
         return None
     return mod if hasattr(mod, "generate_cuda") else None
 

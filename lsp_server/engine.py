@@ -110,7 +110,7 @@ class Engine:
                 os._exit(0)  # the server went away or a newer engine took over: nothing to clean up
             try:
                 self.handle(msg)
-            except Exception as e:  # noqa: BLE001 - the engine answers every query
+            except Exception as e:  # the engine answers every query
                 log.exception("engine: %s failed", msg.get("op"))
                 if msg.get("op") == "query":
                     self.send({"op": "reply", "id": msg.get("id"), "error": f"{type(e).__name__}: {e}"})
@@ -159,7 +159,7 @@ class Engine:
                 self.warm(msg)
             else:
                 self.analyze(msg)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             log.exception("engine job %s failed", msg.get("job"))
             os._exit(1)
 
@@ -178,11 +178,11 @@ class Engine:
                 os._exit(0)
             try:
                 reply = {"op": "reply", "id": msg.get("id"), "result": self.command(msg)}
-            except Exception as e:  # noqa: BLE001 - the command gets an error, not silence
+            except Exception as e:  # the command gets an error, not silence
                 log.exception("engine command failed")
                 reply = {"op": "reply", "id": msg.get("id"), "error": f"{type(e).__name__}: {e}"}
             self.send(reply)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             log.exception("engine command %s failed", msg.get("id"))
         finally:
             os._exit(0)
@@ -385,7 +385,7 @@ def _preload():
         hover(a, pos, True, "sm_90a", False)
         features.completion(a, pos, a.index.line(line), True, False)
         warm_layouts(a, "sm_90a")
-    except Exception:  # noqa: BLE001 - a warm-up that fails only costs the first hover its imports
+    except Exception:  # a warm-up that fails only costs the first hover its imports
         log.debug("engine warm-up failed", exc_info=True)
     log.info("engine warm-up: %.0f ms", (time.perf_counter() - t) * 1e3)
 

@@ -202,7 +202,7 @@ class EngineHost:
                 self._dispatch(conn, msg)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass  # the engine exited, or the server is shutting down
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("engine connection failed")
         finally:
             conn.closed = True

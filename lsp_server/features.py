@@ -337,11 +337,11 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
                 out.extend(block_ptr_fix(a, d, ld))
             if d.hint and "did you mean " in d.hint:
                 out.extend(_fix_did_you_mean(a, d, ld))
-        except Exception:  # noqa: BLE001 - a quick fix that cannot be computed is just not offered
+        except Exception:  # a quick fix that cannot be computed is just not offered
             log.debug("quick fix for %s failed", d.code, exc_info=True)
     try:
         out.extend(_kernel_actions(a, rng))
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.debug("kernel code actions failed", exc_info=True)
     return out
 
@@ -394,7 +394,7 @@ def _add_example(a: Analysis, ka) -> lsp.CodeAction:
     except SpecError as e:
         cx = {m: suggested_values(m)[0] for m in (e.data or {}).get("missing", [])}
         types = {}
-    except Exception:  # noqa: BLE001
+    except Exception:
         cx, types = {}, {}
     n = 4096
     body, args, kwargs = [], [], []
@@ -581,7 +581,7 @@ def _dtype_at(a: Analysis, d, span: Span):
         if isinstance(av, TensorV):
             try:
                 return av.dtype
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
         if isinstance(av, Const) and isinstance(av.value, (int, float)):
             return None
@@ -614,7 +614,7 @@ def _fix_mechanical(a: Analysis, d, ld) -> list[lsp.CodeAction]:
     except SyntaxError:
         return []
     alias, imp = nl_alias(a)
-    seg = lambda n: ast.get_source_segment(text, n)  # noqa: E731
+    seg = lambda n: ast.get_source_segment(text, n)
     new = title = None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         f, args = node.func.id, node.args

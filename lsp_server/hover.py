@@ -41,7 +41,7 @@ def value_parts(av):
         try:
             dt = av.dtype
             shape = av.shape
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
         dts = f"*{dt.element_ty}" if getattr(dt, "is_ptr", lambda: False)() else str(dt)
         shp = "[" + ", ".join(_dim(d) for d in shape) + "]" if shape else None
@@ -83,7 +83,7 @@ def describe_value(av) -> str:
     if callable(d):  # other front ends' notes (deuteron)
         try:
             return str(d())
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     name = type(av).__name__
     if name == "Method":
@@ -99,7 +99,7 @@ def _layout_of(layouts, v) -> str | None:
     lay = None
     try:
         lay = layouts.get(v)
-    except Exception:  # noqa: BLE001 - unhashable keys: the backend keys on value names
+    except Exception:  # unhashable keys: the backend keys on value names
         lay = None
     if lay is None and getattr(v, "id", -1) is not None and getattr(v, "id", -1) >= 0:
         lay = layouts.get(f"%{v.id}")
@@ -108,7 +108,7 @@ def _layout_of(layouts, v) -> str | None:
     d = getattr(lay, "describe", None)
     try:
         return d() if callable(d) else str(lay)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -319,7 +319,7 @@ def _links(a: Analysis, ka, out: _Out):
         return
     try:
         idx = concrete_spec(a, ka, None).spec_index
-    except Exception:  # noqa: BLE001
+    except Exception:
         return
     links = [out.doc_link(a, ka, idx, kind, title)
              for kind, title in (("cuda", "CUDA"), ("ptx", "PTX"), ("sass", "SASS"), ("ir", "IR"))]
@@ -383,7 +383,7 @@ def layout_table(a: Analysis, ka, spec_index: int, target: str, cached_only: boo
     ``cached_only`` when it was not generated yet)."""
     try:
         conc = concrete_spec(a, ka, spec_index)
-    except Exception:  # noqa: BLE001 - no concrete specialization
+    except Exception:  # no concrete specialization
         return None
     ckey = getattr(ka, "content_key", None)
     key = (ckey, conc.describe(), target) if ckey is not None else None
@@ -407,7 +407,7 @@ def layout_table(a: Analysis, ka, spec_index: int, target: str, cached_only: boo
                     table[_rel(span, base)] = lay
     except SpecError:
         table = {}
-    except Exception:  # noqa: BLE001 - the backend is optional here; hover must still answer
+    except Exception:  # the backend is optional here; hover must still answer
         log.debug("layouts of %s failed", ka.name, exc_info=True)
         table = {}
     a.extra[("layouts", ka.name, spec_index, target)] = table
@@ -461,7 +461,7 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     try:
         import ast
         sig = f"{ka.name}({ast.unparse(node.args)})"
-    except Exception:  # noqa: BLE001
+    except Exception:
         sig = ka.name
     deco = "@dt.kernel" if ka.kind != "jit" else "@newt.jit"
     out.code(f"{deco}\ndef {sig}")
@@ -504,7 +504,7 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
     except SpecError as e:
         out.text(f"CUDA: {e}")
         return
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out.text(f"CUDA: cannot form a specialization ({type(e).__name__}: {e})")
         return
     links = [out.doc_link(a, ka, conc.spec_index, kind, title)
@@ -521,7 +521,7 @@ def kernel_summary(a: Analysis, ka, out: _Out, target: str):
         out.text(f"CUDA ({conc.label}): {e}")
         out.text(" · ".join(links) if out.md else "\n".join(links))
         return
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out.text(f"CUDA ({conc.label}): code generation failed: {type(e).__name__}: {e}")
         out.text(" · ".join(links) if out.md else "\n".join(links))
         return

@@ -90,7 +90,7 @@ class NewtProtocol(LanguageServerProtocol):
         ``line: "a"``) is answered InvalidParams naming the method; pygls 2 would drop it unanswered."""
         try:
             return super().structure_message(data)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if not (isinstance(data, dict) and "jsonrpc" in data and "method" in data):
                 raise
             method = data.get("method")
@@ -148,7 +148,7 @@ class NewtProtocol(LanguageServerProtocol):
                 cmds = list(caps.execute_command_provider.commands) if caps.execute_command_provider else []
                 cmds += [c for c in CLIENT_COMMAND_ALIASES if c not in cmds]
                 caps.execute_command_provider = lsp.ExecuteCommandOptions(commands=cmds)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cannot adjust the advertised commands")
         return result
 
@@ -489,7 +489,7 @@ class NewtLanguageServer(LanguageServer):
             st.warm = asyncio.ensure_future(self._warm(uri, a))
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("analysis of %s failed", uri)
 
     async def _engine_publish(self, uri: str, delay: float):
@@ -530,7 +530,7 @@ class NewtLanguageServer(LanguageServer):
             pass
         except EngineUnavailable as e:
             log.warning("no diagnostics for %s: %s", uri, e)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("analysis of %s failed", uri)
 
     async def _engine_warm(self, uri: str, version, idle: float = 0.3):
@@ -541,7 +541,7 @@ class NewtLanguageServer(LanguageServer):
             await self.engine.warm(uri, self.commands.target_for(uri), version)
         except (asyncio.CancelledError, EngineUnavailable):
             pass
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("warming layouts failed", exc_info=True)
 
     def publish_json(self, uri: str, msg: dict):
@@ -576,7 +576,7 @@ class NewtLanguageServer(LanguageServer):
                 await loop.run_in_executor(self._warm_executor, warm_layouts, a, target, [ka])
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("warming layouts failed", exc_info=True)
 
     def publish(self, a: Analysis):
@@ -634,7 +634,7 @@ def _safe(default=None):
                     return await fn(ls, *args, **kwargs)
                 except (asyncio.CancelledError, JsonRpcException):
                     raise  # a cancelled request, or an error meant for the client
-                except Exception:  # noqa: BLE001 - the server never dies
+                except Exception:  # the server never dies
                     log.exception("%s failed", fn.__name__)
                     return default() if callable(default) else default
         else:
@@ -645,7 +645,7 @@ def _safe(default=None):
                     return fn(ls, *args, **kwargs)
                 except JsonRpcException:
                     raise
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("%s failed", fn.__name__)
                     return default() if callable(default) else default
         return wrapper
@@ -702,7 +702,7 @@ def create_server() -> NewtLanguageServer:
         if ls.engine is not None:
             try:
                 await ls.engine.start()
-            except Exception:  # noqa: BLE001 - no engines here: analyze on the thread instead
+            except Exception:  # no engines here: analyze on the thread instead
                 log.exception("cannot start the analysis engine; analyzing in the server process")
                 ls.engine = None
         gc.disable()
@@ -710,7 +710,7 @@ def create_server() -> NewtLanguageServer:
             ls._gc_task = asyncio.ensure_future(ls._idle_gc())
         try:
             await ls.pull_folder_settings()
-        except Exception:  # noqa: BLE001 - a client that cannot answer keeps the global settings
+        except Exception:  # a client that cannot answer keeps the global settings
             log.debug("workspace/configuration per folder failed", exc_info=True)
         await ls.commands.detect_gpu()
         ls.commands.send_status()
@@ -978,7 +978,7 @@ def _rss_mb(field: str = "VmRSS:") -> float | None:
     try:
         import resource
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

@@ -156,7 +156,7 @@ class QuietUserErrors(logging.Filter):
             return logging.getLogger("newt-lsp").isEnabledFor(logging.INFO)
         try:
             text = record.getMessage()
-        except Exception:  # noqa: BLE001
+        except Exception:
             return True
         if len(text) > _MAX_LOGGED_BODY:
             record.msg, record.args = "%s ... (%d more characters)", (text[:_MAX_LOGGED_BODY],

@@ -171,7 +171,7 @@ async def run_async(stop_event, reader, protocol, logger: logging.Logger | None 
             logger.warning("a frame whose body is not JSON: %s", e)
             _error(protocol, PARSE_ERROR, f"Parse error: the body is not JSON text in UTF-8 ({e})")
             continue
-        except Exception as exc:  # noqa: BLE001 - pygls's own handling of a message it cannot structure
+        except Exception as exc:  # pygls's own handling of a message it cannot structure
             logger.exception("Unable to handle message")
             if error_handler:
                 error_handler(exc, JsonRpcException)
@@ -190,7 +190,7 @@ async def run_async(stop_event, reader, protocol, logger: logging.Logger | None 
             continue
         try:
             protocol.handle_message(message)
-        except Exception as exc:  # noqa: BLE001 - as pygls: one message never ends the loop
+        except Exception as exc:  # as pygls: one message never ends the loop
             logger.exception("Unable to handle message")
             if error_handler:
                 error_handler(exc, JsonRpcException)

@@ -108,7 +108,7 @@ def _compile(params, ctx):
     if cubin:
         try:
             sass_text = be.sass(cubin)
-        except Exception as e:  # noqa: BLE001 - cuobjdump may be missing; the rest is still useful
+        except Exception as e:  # cuobjdump may be missing; the rest is still useful
             sass_error = f"{type(e).__name__}: {e}"
     ir_text = built.fn.format() if hasattr(built.fn, "format") else str(built.fn)
     return {
@@ -160,7 +160,7 @@ def _compile_dt(params, ctx):
         binary = be.compile_cuda(cm, target)
         try:
             sass_text = be.sass(binary.cubin)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             sass_text = f"// SASS unavailable: {type(e).__name__}: {e}"
         texts["cuda"].append(cm.source)
         texts["ptx"].append(_text(binary.ptx) or "")
@@ -243,8 +243,8 @@ def _load_user_module(path: str, text: str | None):
     except SyntaxError as e:
         raise UserError(f"{path}:{e.lineno}:{e.offset}: syntax error: {e.msg}", "import") from None
     try:
-        exec(code, mod.__dict__)  # noqa: S102 - running the user's module is this process's purpose
-    except Exception as e:  # noqa: BLE001
+        exec(code, mod.__dict__)  # running the user's module is this process's purpose
+    except Exception as e:
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{fr.filename}:{fr.lineno}" for fr in reversed(tb) if fr.filename == path), path)
         raise UserError(f"importing {path} failed at {where}: {type(e).__name__}: {e}", "import") from e
@@ -359,7 +359,7 @@ def handle(payload) -> dict:
         return {"status": "ok", "result": _json(result), "fatal": ctx.fatal}
     except UserError as e:
         return {"status": "error", "error": {"message": str(e), "kind": e.kind}, "fatal": ctx.fatal}
-    except BaseException as e:  # noqa: BLE001 - report everything, then decide whether to live on
+    except BaseException as e:  # report everything, then decide whether to live on
         from newt.harness import is_fatal
         fatal = is_fatal(e) or isinstance(e, (MemoryError, SystemExit, KeyboardInterrupt))
         if fatal:

@@ -171,7 +171,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.shield(loop.run_in_executor(self._poller, pool.poll, 0))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if self._pool is not pool:  # stopped (a restart, new settings) while it was polled
                 raise WorkerError("the worker was stopped", "cancelled") from None
             raise WorkerError(f"the worker pool failed: {type(e).__name__}: {e}", "internal") from None
@@ -223,7 +223,7 @@ class Worker:
                         if on_event is not None:
                             try:
                                 on_event(kind, data)
-                            except Exception:  # noqa: BLE001
+                            except Exception:
                                 log.exception("worker event handler failed")
                     events.clear()
                     if done:

@@ -363,7 +363,7 @@ def verify(kernel, dev: str | None = None, name: str | None = None, on_case=None
     for ex in exs:
         try:
             cases = _cases_of(ex, dev)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             report["cases"].append({"name": ex.name, "ok": False, "max_abs_err": None, "max_rel_err": None,
                                     "message": f"building the example failed: {_short_error(e)}",
                                     "traceback": traceback.format_exc(limit=8)})
@@ -400,7 +400,7 @@ def _run_case(kernel, case: Case, dev: str) -> dict:
         return res
     try:
         expected = _expected_outputs(kernel, case, ref_fn)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         res["message"] = f"the reference failed: {_short_error(e)}"
         res["traceback"] = traceback.format_exc(limit=8)
         res["fatal"] = is_fatal(e)
@@ -409,7 +409,7 @@ def _run_case(kernel, case: Case, dev: str) -> dict:
     try:
         ret = _launch(kernel, case)
         _synchronize(dev)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         res["message"] = f"the kernel failed: {_short_error(e)}"
         res["traceback"] = traceback.format_exc(limit=8)
         res["fatal"] = is_fatal(e)
@@ -432,7 +432,7 @@ def _run_case(kernel, case: Case, dev: str) -> dict:
             continue
         try:
             c = compare(actual, exp, case.atol, case.rtol)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             ok = False
             msgs.append(f"{out_name}: cannot compare: {_short_error(e)}")
             continue
@@ -490,7 +490,7 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
         return out
     try:
         case = _cases_of(exs[0], dev)[0]
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["message"] = f"building the example failed: {_short_error(e)}"
         out["fatal"] = is_fatal(e)
         return out
@@ -500,13 +500,13 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     if ref_fn is not None:
         try:
             expected = _expected_outputs(at, case, ref_fn)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             out["message"] = f"the reference failed: {_short_error(e)}"
             return out
     nargs = _bind(at, args, kwargs)
     try:
         configs = list(at.prune_configs(kwargs, nargs))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["message"] = f"pruning the configs failed: {_short_error(e)}"
         return out
     if dev == "cuda" and len(configs) > 1:  # compile them all first on newt.tune's workers (in parallel)
@@ -514,7 +514,7 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
             for _ in at._compiled(configs, args, kwargs):
                 if should_stop is not None and should_stop():
                     break  # closing the generator cancels every worker
-        except Exception:  # noqa: BLE001 - each config's own error is reported by the loop below
+        except Exception:  # each config's own error is reported by the loop below
             pass
     timings = {}
     for cfg in configs:
@@ -531,7 +531,7 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
             if entry["error"] is None:
                 entry["ms"] = ms
                 timings[cfg] = ms
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             entry["error"] = _short_error(e)
             if is_fatal(e):
                 out["results"].append(entry)
@@ -569,7 +569,7 @@ def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> di
         return out
     try:
         case = _cases_of(exs[0], dev)[0]
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["message"] = f"building the example failed: {_short_error(e)}"
         out["fatal"] = is_fatal(e)
         return out
@@ -591,7 +591,7 @@ def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> di
         best = kernel.autotune(*case.args, callback=callback, force=True, **case.kwargs)
     except _Stop:
         return out
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["message"] = f"autotuning failed: {_short_error(e)}"
         out["fatal"] = is_fatal(e)
         return out
@@ -620,7 +620,7 @@ def _config_text(cfg) -> dict:
         if callable(f):
             try:
                 return _config_text(f())
-            except Exception:  # noqa: BLE001
+            except Exception:
                 break
     return {"config": str(cfg)}
 
@@ -673,7 +673,7 @@ def _interpreted(at) -> bool:
     f = getattr(at, "is_interpreted", None)
     try:
         return bool(f()) if callable(f) else False
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -702,7 +702,7 @@ def _store_best(at, args, kwargs, best, timings) -> dict:
         at.cache[key] = best
         getattr(at, "_launch_kw", {}).pop(key, None)
         info["memory"] = True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return info
     try:
         from newt.runtime import cache as rcache
@@ -711,6 +711,6 @@ def _store_best(at, args, kwargs, best, timings) -> dict:
                                          "timings": {str(c): t for c, t in timings.items()}}, "autotune")
         root = getattr(rcache.get_cache(), "root", None)
         info["disk"] = {"key": dk, "dir": str(root) if root is not None else None}
-    except Exception as e:  # noqa: BLE001 - the disk cache may be off; the in-memory winner still counts
+    except Exception as e:  # the disk cache may be off; the in-memory winner still counts
         info["disk_error"] = _short_error(e)
     return info

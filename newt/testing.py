@@ -25,7 +25,7 @@ def _torch():
 def cuda_available() -> bool:
     try:
         return bool(_torch().cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

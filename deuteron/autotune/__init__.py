@@ -78,7 +78,7 @@ def autotune(kernel, entry, bound, effort: str = "quick", configs=None, callback
                     cb({"kind": "end", "kernel": kernel.__name__, "best_config": str(cfg), "best_ms": hit.get("ms"),
                         "tested": 0, "failed": 0, "elapsed": 0.0, "message": "from the config cache"})
                 return cfg
-            except Exception:  # noqa: BLE001 - a stale entry: tune again
+            except Exception:  # a stale entry: tune again
                 pass
     tuner = Tuner(kernel, entry, bound, effort, configs, cb)
     best = tuner.run()
@@ -136,7 +136,7 @@ class Tuner:
         try:
             import torch
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self._tf32 = tf32
         self._expected = None  # the oracle's outputs: computed on first use (after the workers were started)
@@ -451,7 +451,7 @@ class Tuner:
             cand.status = "invalid"
             cand.error = str(e).splitlines()[-1] if str(e) else "invalid config"
             return
-        except Exception as e:  # noqa: BLE001 - the host code failed with this config
+        except Exception as e:  # the host code failed with this config
             cand.status = "error"
             cand.error = f"{type(e).__name__}: {e}"
             return
@@ -507,7 +507,7 @@ class Tuner:
             else:
                 cand.status, cand.error = "invalid", str(e).splitlines()[-1]
             return
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             r = classify(e)
             cand.status, cand.error = r["status"], r["message"]
             if r.get("fatal"):
@@ -633,7 +633,7 @@ class Tuner:
                     compiles.append(compile_spec_for(kernel, args, kw, gen.num_warps, gen.num_stages,
                                                      target=default_target(), maxnreg=gen.maxnreg,
                                                      ref=KernelRef(file, gen.kernel_name, sha, None, text)))
-                except Exception:  # noqa: BLE001 - the screening worker compiles it then (serially: counted)
+                except Exception:  # the screening worker compiles it then (serially: counted)
                     compiles.append(None)
                     self.phases["compiled_on_gpu_worker"] = self.phases.get("compiled_on_gpu_worker", 0) + 1
             if gen.needs_num_sms:

@@ -42,7 +42,7 @@ def versions(device) -> dict:
     try:
         from newt.runtime.compiler import nvrtc_version
         out["nvrtc"] = nvrtc_version()
-    except Exception:  # noqa: BLE001 - no NVRTC (CPU): not part of the key
+    except Exception:  # no NVRTC (CPU): not part of the key
         out["nvrtc"] = None
     from ..runtime import device_name
     out["device"] = device_name(device)

@@ -122,7 +122,7 @@ class Genome:
         genes = {g: self.domains[g][int(i)] for g, i in zip(self.genes, vec)}
         try:
             cfg = _unflat(genes, self.base)
-        except Exception:  # noqa: BLE001 - not a valid config
+        except Exception:  # not a valid config
             return None
         return cfg if self.space.feasible(cfg) else None
 

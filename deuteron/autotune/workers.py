@@ -35,8 +35,9 @@ def save_args(path: Path, args: list):
                         a.storage_offset()))
         else:
             out.append(("value", a))
-    from ..runtime import atomic_write
     import io
+
+    from ..runtime import atomic_write
     buf = io.BytesIO()
     torch.save(out, buf)
     atomic_write(path, buf.getvalue())

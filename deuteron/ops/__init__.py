@@ -12,18 +12,20 @@ op's entry.
 from __future__ import annotations
 
 from ..optable import NODE_KINDS, OPS, Op
-from . import elementwise  # noqa: F401  (the families declare their ops and node kinds on import)
-from . import shape  # noqa: F401
-from . import creation  # noqa: F401
-from . import reduce  # noqa: F401
-from . import scan  # noqa: F401
-from . import matmul  # noqa: F401
-from . import memory  # noqa: F401
-from . import atomics  # noqa: F401
-from . import random  # noqa: F401
-from . import asm  # noqa: F401
-from . import tiles  # noqa: F401
-from .elementwise import FLOAT_UNARY, UNARY  # noqa: F401
+from . import (
+    asm,  # noqa: F401
+    atomics,  # noqa: F401
+    creation,  # noqa: F401
+    elementwise,  # noqa: F401  (the families declare their ops and node kinds on import)
+    matmul,  # noqa: F401
+    memory,  # noqa: F401
+    random,  # noqa: F401
+    reduce,  # noqa: F401
+    scan,  # noqa: F401
+    shape,  # noqa: F401
+    tiles,  # noqa: F401
+)
+from .elementwise import FLOAT_UNARY, UNARY
 
 __all__ = ["OPS", "NODE_KINDS", "Op", "find", "FAMILIES", "TORCH_FUNCTIONS", "FUNCTIONAL", "TENSOR_METHODS",
            "DT_DEVICE", "DT_HOST_ONLY", "HELION_UNSUPPORTED", "TILE_ATTRS", "VALUE_ATTRS", "HOST_TORCH_OK",

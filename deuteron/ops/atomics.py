@@ -15,11 +15,7 @@ from ..program import Node
 from ..trace_common import (
     HostTensor,
 )
-from .memory import check_not_aliased, _check_store_dims, _items_dims, _strides, items_for
-
-
-from .memory import emit_store
-
+from .memory import _check_store_dims, _items_dims, _strides, check_not_aliased, emit_store, items_for
 
 # ---------------------------------------------------------------------------- node kinds
 
@@ -162,7 +158,7 @@ def _sync_target(tr, e, op, signal_pad, index, scope, ints):
 
 
 @op("dt.wait", family="atomics", stub=L.wait, nodes=("atomic",))
-def _dt_wait(tr, e, signal_pad, index=None, signal=1, update=None, scope="gpu", hasSubsequentMemAccess=True):  # noqa: N803
+def _dt_wait(tr, e, signal_pad, index=None, signal=1, update=None, scope="gpu", hasSubsequentMemAccess=True):
     items, dims, v = _sync_target(tr, e, "wait", signal_pad, index, scope, {"signal": signal, "update": update})
     sync = bool(tr.static_int(hasSubsequentMemAccess, e, "hasSubsequentMemAccess"))
     tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,
@@ -174,7 +170,7 @@ def _dt_wait(tr, e, signal_pad, index=None, signal=1, update=None, scope="gpu", 
 
 
 @op("dt.signal", family="atomics", stub=L.signal, nodes=("atomic", "atomic_old"))
-def _dt_signal(tr, e, signal_pad, index=None, signal=1, wait_for=None, scope="gpu", hasPreviousMemAccess=True):  # noqa: N803
+def _dt_signal(tr, e, signal_pad, index=None, signal=1, wait_for=None, scope="gpu", hasPreviousMemAccess=True):
     items, dims, v = _sync_target(tr, e, "signal", signal_pad, index, scope, {"signal": signal, "wait_for": wait_for})
     sync = bool(tr.static_int(hasPreviousMemAccess, e, "hasPreviousMemAccess"))
     at = tr.emit(Node("atomic", [], dims=(), attrs={"tensor": signal_pad.arg, "items": items, "dims": dims,

@@ -13,11 +13,11 @@ from ..errors import BadArguments, HostValueOperand, ShapeArgument, UnsupportedE
 from ..optable import CREATES, NAMED, PURE, node, op
 from ..program import ONE, Node
 from ..trace_common import (
-    BlockSizeInt, _describe,
+    BlockSizeInt,
+    _describe,
 )
 from .elementwise import binop, cast
 from .shape import shape_dims
-
 
 # ---------------------------------------------------------------------------- node kinds
 

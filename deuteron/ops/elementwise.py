@@ -10,16 +10,32 @@ from .. import language as L
 from .._torch import torch
 from ..codegen_expr import _BINOP_SYM, _atom, _dt, binary, call, invert, neg
 from ..errors import (
-    Broadcast, HostCall, OperandDtype, OperandKind, TileArithmetic, TileAsNumber, UnknownOption,
-    UnsupportedExpression, WholeTensor,
+    Broadcast,
+    HostCall,
+    OperandDtype,
+    OperandKind,
+    TileArithmetic,
+    TileAsNumber,
+    UnknownOption,
+    UnsupportedExpression,
+    WholeTensor,
 )
 from ..optable import ELEMENTWISE, FOLDS, OPS, PURE, TILE_ATTR, has, node, op
 from ..program import Node, TileInfo
 from ..trace_common import (
-    HostTensor, _LOW_PRECISION, _PYOPS, _all_weak, _broadcast_dims, _describe, _dims, _dims_text, _fold_pad,
-    _fold_unary, _is_py_number, result_type,
+    _LOW_PRECISION,
+    _PYOPS,
+    HostTensor,
+    _all_weak,
+    _broadcast_dims,
+    _describe,
+    _dims,
+    _dims_text,
+    _fold_pad,
+    _fold_unary,
+    _is_py_number,
+    result_type,
 )
-
 
 #: elementwise unary math: name -> (its newt expression of the operand's, floating point only?).  Each is an op
 #: (``torch.<name>``, ``Tensor.<name>``, ``F.<name>`` where torch has them) of the ``unary`` node kind.
@@ -129,7 +145,7 @@ def binop(tr, op, a, b, src, trunc: bool = False):
     if not isinstance(a, Node) and not isinstance(b, Node):
         try:
             return _PYOPS[op](a, b)
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             raise HostCall(src, problem=f"{op} of host values failed: {type(ex).__name__}: {ex}") from None
     if op == "matmul":
         return OPS["matmul"].trace.fn(tr, src, "matmul", a, b)
@@ -204,21 +220,21 @@ def binop(tr, op, a, b, src, trunc: bool = False):
         try:
             n.host_value = _PYOPS[op](a2.host_value, b2.host_value)
             n.guards = tuple(a2.guards) + tuple(b2.guards)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     elif isinstance(a2, Node) and a2.host_value is not None and _is_py_number(b2) and \
             op in ("add", "sub", "mul", "floordiv", "mod"):
         try:
             n.host_value = _PYOPS[op](a2.host_value, b2)
             n.guards = tuple(a2.guards)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     elif isinstance(b2, Node) and b2.host_value is not None and _is_py_number(a2) and \
             op in ("add", "sub", "mul", "floordiv", "mod"):
         try:
             n.host_value = _PYOPS[op](a2, b2.host_value)
             n.guards = tuple(b2.guards)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     if n.host_value is not None and n.dims == ():
         return n  # a run-time scalar computed from parameters: rendered inline
@@ -558,7 +574,7 @@ def _t_masked_fill(tr, e, op, input, mask, value):
 
 
 @op("clamp", family="elementwise", nodes=("binary",), torch=("clamp", "clip"), methods=("clamp", "clip"))
-def _t_clamp(tr, e, op, input, min=None, max=None):  # noqa: A002
+def _t_clamp(tr, e, op, input, min=None, max=None):
     return clamp(tr, input, min, max, e)
 
 

@@ -11,13 +11,15 @@ from ..errors import BadArguments, Einsum, MatmulDtypes, MatmulOperands, MatmulS
 from ..optable import ALONG, NAMED, node, op
 from ..program import ONE, Node, RInfo, TileInfo
 from ..trace_common import (
-    _broadcast_dims, _describe, _dims_text, result_type,
+    _broadcast_dims,
+    _describe,
+    _dims_text,
+    result_type,
 )
 from .creation import full
 from .elementwise import binop, cast
 from .reduce import reduce
 from .shape import expand_dims, permute
-
 
 # ---------------------------------------------------------------------------- node kinds
 

@@ -13,16 +13,32 @@ from .. import language as L
 from .._torch import torch
 from ..codegen_expr import _atom, _dt, _lit
 from ..errors import (
-    AliasedOutput, BadIndex, ExtraMask, ExtraMaskShape, IndexRank, MemoryTarget, MovingSlice, OperandKind, SliceBound,
-    StoreShape, TileIndexing, TilePastEnd, UnknownOption, WholeTensor,
+    AliasedOutput,
+    BadIndex,
+    ExtraMask,
+    ExtraMaskShape,
+    IndexRank,
+    MemoryTarget,
+    MovingSlice,
+    OperandKind,
+    SliceBound,
+    StoreShape,
+    TileIndexing,
+    TilePastEnd,
+    UnknownOption,
+    WholeTensor,
 )
 from ..optable import EFFECT, MEMORY, NAMED, node, op
 from ..program import ONE, Node, TileInfo, same_dim
 from ..trace_common import (
-    HostTensor, _broadcast_dims, _describe, _dims_text, _index_text, _is_int_dtype,
+    HostTensor,
+    _broadcast_dims,
+    _describe,
+    _dims_text,
+    _index_text,
+    _is_int_dtype,
 )
 from .elementwise import binop
-
 
 # ---------------------------------------------------------------------------- node kinds
 

@@ -14,7 +14,6 @@ from .creation import arange, full
 from .elementwise import binop
 from .shape import expand_dims, shape_dims
 
-
 # ---------------------------------------------------------------------------- node kinds
 
 

@@ -14,11 +14,10 @@ from ..codegen_expr import _atom, _identity
 from ..errors import CombineFunction, DimensionArgument, OperandDtype, OperandKind
 from ..optable import ALONG, NAMED, PURE, node, op
 from ..program import ONE, Block, Node, RInfo, TileInfo
-from ..trace_common import _LOW_PRECISION, _MaxResult, _describe, _is_int_dtype, _norm_axis
+from ..trace_common import _LOW_PRECISION, _describe, _is_int_dtype, _MaxResult, _norm_axis
 from .creation import full
 from .elementwise import binop, cast, minmax, unary, where
 from .shape import squeeze
-
 
 # ---------------------------------------------------------------------------- node kinds
 

@@ -13,10 +13,7 @@ from ..optable import ALONG, NAMED, OPS, PURE, node, op
 from ..program import Node, RInfo, TileInfo
 from ..trace_common import _LOW_PRECISION, _describe, _norm_axis
 from .elementwise import cast
-
-
 from .reduce import _emit, _inputs, _trace_combine
-
 
 # ---------------------------------------------------------------------------- node kinds
 

@@ -11,16 +11,27 @@ from .. import language as L
 from .._torch import torch
 from ..codegen_expr import _atom, _dt
 from ..errors import (
-    BadIndex, Broadcast, DimensionArgument, IndexRank, ReshapeDims, ShapeArgument, SplitJoin,
-    Subscript, UnsupportedExpression,
+    BadIndex,
+    Broadcast,
+    DimensionArgument,
+    IndexRank,
+    ReshapeDims,
+    ShapeArgument,
+    SplitJoin,
+    Subscript,
+    UnsupportedExpression,
 )
 from ..optable import CREATES, NAMED, OPS, PURE, node, op
 from ..program import ONE, Node, RInfo, TileInfo
 from ..trace_common import (
-    BlockSizeInt, _broadcast_dims, _describe, _dims_text, _norm_axis, result_type,
+    BlockSizeInt,
+    _broadcast_dims,
+    _describe,
+    _dims_text,
+    _norm_axis,
+    result_type,
 )
 from .elementwise import binop, cast, where
-
 
 # ---------------------------------------------------------------------------- node kinds
 

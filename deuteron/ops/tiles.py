@@ -12,10 +12,9 @@ from .. import language as L
 from .._torch import torch
 from ..codegen_expr import _dt, _lit
 from ..errors import BadArguments, NotCompileTime, RangeLoop
-from ..optable import VARIABLE, BOUND, INDEX, TILE_ATTR, node, op
+from ..optable import BOUND, INDEX, TILE_ATTR, VARIABLE, node, op
 from ..program import Node, TileInfo
 from ..trace_common import _describe
-
 
 # ---------------------------------------------------------------------------- node kinds
 

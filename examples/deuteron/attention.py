@@ -45,7 +45,7 @@ def attention(q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor) -> tor
 
 def make_args(device: str, size: str = "small"):
     b, h, s, d = (2, 3, 200, 64) if size == "small" else (4, 32, 4096, 64)
-    mk = lambda: torch.randn(b, h, s, d, device=device, dtype=torch.float16)  # noqa: E731
+    mk = lambda: torch.randn(b, h, s, d, device=device, dtype=torch.float16)
     return (mk(), mk(), mk())
 
 

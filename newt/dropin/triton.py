@@ -199,7 +199,7 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def jit(fn=None, *, version=None, repr=None, launch_metadata=None, do_not_specialize=None,  # noqa: A002
+def jit(fn=None, *, version=None, repr=None, launch_metadata=None, do_not_specialize=None,
         do_not_specialize_on_alignment=None, debug=None, noinline=None, interpret=None):
     """``@triton.jit`` in drop-in mode: a newt kernel (``repr``, ``launch_metadata`` and
     ``do_not_specialize_on_alignment`` are profiling/specialization hints newt does not need)."""
@@ -367,6 +367,7 @@ def _do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mo
 
 def _make_testing():
     from newt import testing as nt
+
     from . import perf
     attrs = {"do_bench": _do_bench, "do_bench_cudagraph": _do_bench_cudagraph, "assert_close": nt.assert_close,
              "perf_report": perf.perf_report, "Benchmark": perf.Benchmark, "Mark": perf.Mark}
@@ -376,9 +377,9 @@ def _make_testing():
 # ---- the other facades ----------------------------------------------------------------------------------------
 
 def _runtime_attrs() -> dict:
-    from newt.tune import autotuner as at
     from newt.runtime import errors as er
     from newt.runtime.jit import JITFunction
+    from newt.tune import autotuner as at
     return {"JITFunction": JITFunction, "KernelInterface": at.KernelInterface, "Autotuner": at.Autotuner,
             "Heuristics": at.Heuristics, "Config": at.Config, "autotune": at.autotune,
             "heuristics": at.heuristics, "OutOfResources": er.OutOfResources}

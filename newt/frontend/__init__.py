@@ -5,8 +5,13 @@ It reads source text only; it never imports or runs the user's module.  Callers 
 with ``build_ir``.
 """
 
-from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_specialization  # noqa: F401
+from . import rules  # noqa: F401  (the type rules of the nl.* builtins register into ops.RULES)
 from .analyzer import AnalysisCache, Analyzer, analyze_source  # noqa: F401
+from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_specialization  # noqa: F401
 from .diagnostics import CODES, CompilationError, Diagnostic, Severity, Span, render  # noqa: F401
-from .kinds import load_installed_kinds, register_kernel_kind, register_module_alias, unregister_kernel_kind  # noqa: F401
-from . import rules  # noqa: F401,E402  (the type rules of the nl.* builtins register into ops.RULES)
+from .kinds import (  # noqa: F401
+    load_installed_kinds,
+    register_kernel_kind,
+    register_module_alias,
+    unregister_kernel_kind,
+)

@@ -39,8 +39,19 @@ from typing import Any
 from newt.language import core as lc
 
 from .builder import Builder, Spec
-from .check import (FileAnalysis, KernelAnalysis, SpecResult, StaticEnv, build_generic, dedupe_diagnostics,
-                    discover_specs, failed_kind_analysis, infer_pointer_params, merge_spec_diagnostics, no_gc)
+from .check import (
+    FileAnalysis,
+    KernelAnalysis,
+    SpecResult,
+    StaticEnv,
+    build_generic,
+    dedupe_diagnostics,
+    discover_specs,
+    failed_kind_analysis,
+    infer_pointer_params,
+    merge_spec_diagnostics,
+    no_gc,
+)
 from .diagnostics import Diagnostic, Severity, Span
 from .hostvalues import launch_types
 from .kinds import analyzer_for
@@ -230,7 +241,7 @@ class Analyzer:
         try:
             with no_gc():
                 return _Run(self.cache, self.record_notes, text, path).run()
-        except Exception as e:  # noqa: BLE001 - an internal error becomes a diagnostic, never a dead caller
+        except Exception as e:  # an internal error becomes a diagnostic, never a dead caller
             log.exception("analysis of %s failed", path)
             if self.cache is not None:
                 self.cache.clear()
@@ -284,7 +295,7 @@ class _Run:
                     continue
                 try:
                     ka = analyzer(scan, src, kd)
-                except Exception as e:  # noqa: BLE001 - a kind's analyzer must not take the file down
+                except Exception as e:  # a kind's analyzer must not take the file down
                     ka = failed_kind_analysis(kd, src, e)
             else:
                 ka = self.analyze_jit(kd, env, called)
@@ -402,7 +413,7 @@ class _Run:
             b = Builder(spec, sdiags, notes)
             try:
                 fn = build_generic(b, js, opaque)
-            except Exception as e:  # noqa: BLE001 - an internal error must not hide the rest of the file
+            except Exception as e:  # an internal error must not hide the rest of the file
                 sdiags.append(Diagnostic("N001", Severity.WARNING, ka.span,
                                          f"internal error while checking {kd.name}"
                                          f"{' (' + spec.label + ')' if i else ''}: {type(e).__name__}: {e}",

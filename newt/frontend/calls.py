@@ -18,8 +18,22 @@ from .context import BuilderPart
 from .exprs import _PY_BUILTIN_FUNCS
 from .frame import FLAG_RET, MAX_INLINE_DEPTH, RETVAL, Frame
 from .semantic import SemError
-from .values import (AV, Const, DescV, JitRef, JitSource, Method, Opaque, PyFunc, Sym, TensorV, TupleV, Undef,
-                     from_python, is_namedtuple_class)
+from .values import (
+    AV,
+    Const,
+    DescV,
+    JitRef,
+    JitSource,
+    Method,
+    Opaque,
+    PyFunc,
+    Sym,
+    TensorV,
+    TupleV,
+    Undef,
+    from_python,
+    is_namedtuple_class,
+)
 
 
 class CallBinder(BuilderPart):
@@ -127,7 +141,7 @@ class CallBinder(BuilderPart):
                     if _NO not in kv.values():
                         try:
                             return _from_py_result(func.obj(*vals, **kv))
-                        except Exception as e:  # noqa: BLE001
+                        except Exception as e:
                             raise SemError("N023", f"{func.name}: {e}") from None
                 if any(isinstance(a, (Sym, Opaque)) for a in args):
                     return Opaque()
@@ -153,7 +167,7 @@ class CallBinder(BuilderPart):
             return Opaque()
         try:
             return _from_py_result(func.obj(*vals, **kv))
-        except Exception as e:  # noqa: BLE001 - the user's function failed at compile time: say how
+        except Exception as e:  # the user's function failed at compile time: say how
             raise SemError("N023", f"{func.name}() raised {type(e).__name__}: {e}") from None
 
     @staticmethod
@@ -241,7 +255,7 @@ class CallBinder(BuilderPart):
         if all(isinstance(a, Const) for a in args) and all(isinstance(v, Const) for v in kwargs.values()):
             try:
                 return _from_py_result(fn(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()}))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise SemError("N023", f"{name}(): {e}") from None
         if fn is pybuiltins.len:
             a = args[0] if args else None

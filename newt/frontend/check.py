@@ -24,10 +24,10 @@ from newt.ir.core import Loc
 from newt.language import core as lc
 
 from .builder import Builder, Spec
-from .kinds import trusted_roots
 from .diagnostics import CompilationError, Diagnostic, Severity, Span
+from .kinds import trusted_roots
 from .semantic import SemError
-from .source import NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, _Q, fast_walk
+from .source import _Q, NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, fast_walk
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
 
 __all__ = ["build_ir", "build_specialization", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
@@ -486,7 +486,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                 try:
                     from .source import StaticEval
                     v = StaticEval(scan).eval(d)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     continue
                 if _literal_ok(v):
                     dvals[p] = v
@@ -592,8 +592,9 @@ def build_generic(b: Builder, js: JitSource, opaque_params: bool):
     if not opaque_params:
         return b.build_function(js, is_kernel=True)
     # helper checked on its own: parameters are unknown values
-    from .builder import FLAG_RET, Frame
     from newt import ir
+
+    from .builder import FLAG_RET, Frame
     frame = Frame(js, None, is_kernel=False)
     b.frames.append(frame)
     b.region = ir.Region()
@@ -654,7 +655,7 @@ def build_specialization(js: JitSource, *, constexprs: dict, arg_types: dict, di
     try:
         with no_gc():
             fn = b.build_function(js, is_kernel=True)
-    except Exception as e:  # noqa: BLE001 - an internal error is reported with the kernel, not raised
+    except Exception as e:  # an internal error is reported with the kernel, not raised
         log.exception("concrete build of %s failed", js.name)
         diags.append(Diagnostic("N001", Severity.ERROR, Span.of_def_name(js.node, js.src.lines, js.col_shift),
                                 f"internal error: {type(e).__name__}: {e}", file=js.src.path, kernel=js.name))

@@ -14,7 +14,7 @@ import types as pytypes
 from typing import Any
 
 from newt import ir
-from newt.ir.types import SymDType, numel, block_of, dims_equal, scalar_of, shape_of, type_str
+from newt.ir.types import SymDType, block_of, dims_equal, numel, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from . import semantic

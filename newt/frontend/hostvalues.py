@@ -106,7 +106,7 @@ def _assignments(body, upto_line: int, env: dict):
         elif isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and type(st.op) in _BIN:
             try:
                 env[st.target.id] = _BIN[type(st.op)](_ev(st.target, env), _ev(st.value, env))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 env[st.target.id] = Unknown(str(e)) if isinstance(e, Unknown) else Unknown(st.target.id)
         elif isinstance(st, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
             # a branch may not run: names it assigns become unknown unless the test is static
@@ -118,14 +118,14 @@ def _assignments(body, upto_line: int, env: dict):
                     _bind(st.target, ast.Constant(value=first), env)
                     _assignments(st.body, upto_line, env)
                     continue
-                except Exception:  # noqa: BLE001 - not static: as any other branch
+                except Exception:  # not static: as any other branch
                     pass
             if isinstance(st, ast.If):
                 try:
                     taken = st.body if _ev(st.test, env) else st.orelse
                     _assignments(taken, upto_line, env)
                     continue
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             inner: dict = {}
             for sub in ("body", "orelse", "finalbody"):
@@ -141,7 +141,7 @@ def _bind(target, value, env):
             env[target.id] = _ev(value, env)
         except Unknown as e:
             env[target.id] = Unknown(str(e))  # without the traceback (no reference cycle through env)
-        except Exception:  # noqa: BLE001
+        except Exception:
             env[target.id] = Unknown(target.id)
     elif isinstance(target, (ast.Tuple, ast.List)):
         vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
@@ -224,7 +224,7 @@ def _param_env(tree, fn, menv) -> tuple[dict, dict]:
                 env[n] = _ev(defaults[n], menv)
                 where[n] = f"the default of {fn.name}()"
                 continue
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         env[n] = Unknown(f"{n} (a parameter of {fn.name}())")
     for node in _calls(tree, fn.name):
@@ -233,14 +233,14 @@ def _param_env(tree, fn, menv) -> tuple[dict, dict]:
                 if isinstance(env[names[i]], Unknown):
                     env[names[i]] = _ev(a, menv)
                     where[names[i]] = f"the call {fn.name}(...) at line {node.lineno}"
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for kw in node.keywords:
             if kw.arg in env and isinstance(env[kw.arg], Unknown):
                 try:
                     env[kw.arg] = _ev(kw.value, menv)
                     where[kw.arg] = f"the call {fn.name}(...) at line {node.lineno}"
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
     return env, where
 
@@ -311,7 +311,7 @@ def host_constexprs(text: str, launches, names) -> tuple[dict, dict]:
             except Unknown as e:
                 why.setdefault(n, f"{n}={src} at line {line}: {e} is only known at run time")
                 continue
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 why.setdefault(n, f"{n}={src} at line {line}: {type(e).__name__}: {e}")
                 continue
             if not isinstance(v, (bool, int, float, str)) and v is not None:  # (a bool flag is a constexpr too)
@@ -656,7 +656,7 @@ def _newt_dtype(name: str):
     from newt.language import core as lc
     try:
         return lc.dtype_from_name(name)  # fp16, i32, i1 ... (lc.dtype takes int32, not i32)
-    except Exception:  # noqa: BLE001 - a name newt lacks: nothing is said about that pointer
+    except Exception:  # a name newt lacks: nothing is said about that pointer
         return None
 
 

@@ -27,7 +27,7 @@ class _NotLiteral(Exception):
 def _default(evaluate, node):
     try:
         v = evaluate(node)
-    except Exception:  # noqa: BLE001 - any failure means "not static"
+    except Exception:  # any failure means "not static"
         raise _NotLiteral() from None
     if v is not None and not isinstance(v, (bool, int, float, str)):
         raise _NotLiteral()

@@ -12,8 +12,8 @@ import inspect
 
 from newt.ir.types import ANY_DTYPE, SymDim, type_str
 from newt.language import BUILTINS
-from newt.language.core import public_signature
 from newt.language import core as lc
+from newt.language.core import public_signature
 
 from .semantic import (
     SemError,

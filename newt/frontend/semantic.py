@@ -259,7 +259,7 @@ def const_eq(a, b) -> bool:
     try:
         return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
                                                   and not isinstance(a, bool) and a == b)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -314,7 +314,7 @@ def unary(bld, opty, v, node):
     if isinstance(v, Const):
         try:
             return Const(UNOPS[opty](v.value))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise SemError("N023", f"cannot apply this operator to {v.value!r}: {e}") from None
     if isinstance(v, Sym):
         sym = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not ", ast.Invert: "~"}[opty]
@@ -393,7 +393,7 @@ def binary(bld, opname: str, a: AV, b: AV, node) -> AV:
             return Const(PYOPS[opname](a.value, b.value))
         except ZeroDivisionError:
             raise SemError("N023", "division by zero in a compile-time expression") from None
-        except Exception:  # noqa: BLE001
+        except Exception:
             raise OperatorUndefined(op=OPSYM[opname], a=a.value, b=b.value) from None
     if isinstance(a, (Const, Sym)) and isinstance(b, (Const, Sym)):
         is_bool = opname in CMP_SET

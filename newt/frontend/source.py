@@ -578,7 +578,7 @@ class ModuleScan:
                         self.constant_nodes[name] = node
                     except NotStatic:
                         self.constants.pop(name, None)
-                    except Exception:  # noqa: BLE001 - any failure means "not static"
+                    except Exception:  # any failure means "not static"
                         self.constants.pop(name, None)
             elif isinstance(node, ast.ClassDef):
                 nt = namedtuple_class(self.resolve, StaticEval(self).eval, node)
@@ -615,7 +615,7 @@ class ModuleScan:
                     for k in dec.keywords:
                         try:
                             kd.jit_options[k.arg] = StaticEval(self).eval(k.value)
-                        except Exception:  # noqa: BLE001
+                        except Exception:
                             pass
             elif q in NEWT_AUTOTUNE and isinstance(dec, ast.Call):
                 kd.autotune = dec
@@ -646,7 +646,7 @@ class ModuleScan:
                 try:
                     val = StaticEval(self, all_paths=True).eval(cfg_node)
                     kd.configs = [c for c in val if isinstance(c, ConfigLit)]
-                except Exception:  # noqa: BLE001
+                except Exception:
                     kd.configs_static = False
         if kd.heuristics is not None:
             arg = kd.heuristics.args[0] if kd.heuristics.args else None
@@ -699,7 +699,7 @@ class ModuleScan:
         for a in node.args:
             try:
                 args.append(ev.eval(a))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 args.append(_NOT_STATIC)
         kwargs, kw_nodes = {}, {}
         for k in node.keywords:
@@ -708,7 +708,7 @@ class ModuleScan:
             kw_nodes[k.arg] = k
             try:
                 kwargs[k.arg] = ev.eval(k.value)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 kwargs[k.arg] = _NOT_STATIC
         return LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes, len(node.args))
 
@@ -752,7 +752,7 @@ class ModuleScan:
                 tried.add(n)
                 try:
                     ev.env[n] = ev.eval(values[n])
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             return ev.env
 

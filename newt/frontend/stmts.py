@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from newt import ir
-from newt.ir.types import numel, block_of, scalar_of, shape_of, type_str
+from newt.ir.types import block_of, numel, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from .context import BuilderPart

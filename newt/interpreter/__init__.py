@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import os
 
-from .errors import (  # noqa: F401
-    DeadlockError, DeviceAssertionError, InterpreterError, MisalignedAddressError, OutOfBoundsError,
+from .errors import (
+    DeadlockError,
+    DeviceAssertionError,
+    InterpreterError,
+    MisalignedAddressError,
+    OutOfBoundsError,
 )
-from .executor import choose_mode, get_plan, launch  # noqa: F401
+from .executor import choose_mode, get_plan, launch
 from .ptx import PtxError, inline_asm_torch  # noqa: F401  (nl.inline_asm_elementwise on torch tensors)
 
 __all__ = ["launch", "is_enabled", "InterpreterError", "OutOfBoundsError",

@@ -21,7 +21,7 @@ def source_excerpt(loc) -> str:
         return ""
     try:
         text = linecache.getline(loc.file, loc.line)
-    except Exception:  # noqa: BLE001
+    except Exception:
         text = ""
     if not text:
         return ""

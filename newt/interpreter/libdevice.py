@@ -405,7 +405,7 @@ def _int_to_float(mode, src_name, out):
     return f
 
 
-def reference(name: str, arg_names: list, ret_name: str):  # noqa: C901
+def reference(name: str, arg_names: list, ret_name: str):
     """The torch function computing libdevice ``name`` for the variant with argument dtypes ``arg_names``."""
     base, _, mode = name.rpartition("_")
     if mode not in _MODES:

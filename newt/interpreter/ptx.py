@@ -694,7 +694,7 @@ _FRND = {"rni": "round", "rzi": "trunc", "rmi": "floor", "rpi": "ceil"}
 
 
 @_ins("cvt")
-def _cvt(ctx, st, guard):  # noqa: C901
+def _cvt(ctx, st, guard):
     if len(st.types) != 2:
         raise PtxError("cvt needs a destination and a source type", st.line, st.text)
     dt, at = st.types

@@ -572,7 +572,7 @@ def assume(cond, *, _semantic=None):
 # ----------------------------------------------------------------------------
 
 
-class range:  # noqa: A001 - mirrors triton.language.range
+class range:  # mirrors triton.language.range
     """``for i in nl.range(start, end, step, num_stages=, loop_unroll_factor=)``.
 
     A run-time loop; ``num_stages`` sets the software-pipelining depth of the

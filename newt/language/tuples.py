@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 
-class tuple(builtins.tuple):  # noqa: A001 - Triton's name
+class tuple(builtins.tuple):  # Triton's name
     """A tuple of kernel values (``nl.tuple(iterable)``)."""
 
     __newt_tuple__ = True

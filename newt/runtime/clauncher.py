@@ -184,7 +184,7 @@ def module():
             try:
                 _state["module"] = load(build())
                 _state["reason"] = None
-            except Exception as e:  # noqa: BLE001 - any failure: the pure-Python launcher is used
+            except Exception as e:  # any failure: the pure-Python launcher is used
                 _state["module"] = None
                 _state["reason"] = f"{type(e).__name__}: {e}"
     return _state["module"]

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import newt
-from newt.language import core as lc
-
 from newt.frontend.diagnostics import CompilationError
+from newt.language import core as lc
 
 from . import cache as _cache
 from .errors import OutOfResources
@@ -72,7 +71,7 @@ def nvrtc_version() -> str:
             from cuda.bindings import nvrtc
             r = nvrtc.nvrtcVersion()
             _NVRTC = f"{r[1]}.{r[2]}" if not r[0] else "unknown"
-        except Exception:  # noqa: BLE001
+        except Exception:
             _NVRTC = "unavailable"
     return _NVRTC
 

@@ -79,7 +79,7 @@ def has_gpu() -> bool:
     if _HAS_GPU is None:
         try:
             _HAS_GPU = bool(torch().cuda.is_available())
-        except Exception:  # noqa: BLE001
+        except Exception:
             _HAS_GPU = False
     return _HAS_GPU
 
@@ -142,7 +142,7 @@ def stream_object(handle):
 def error_name(code) -> str:
     try:
         return cu().CUresult(int(code)).name
-    except Exception:  # noqa: BLE001
+    except Exception:
         return f"CUDA error {int(code)}"
 
 
@@ -151,7 +151,7 @@ def error_string(code) -> str:
         err, s = cu().cuGetErrorString(cu().CUresult(int(code)))
         if not err and s:
             return s.decode() if isinstance(s, bytes) else str(s)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return STICKY.get(int(code), "")
 
@@ -462,7 +462,7 @@ def launch_entry(cooperative: bool = False) -> int | None:
             r = d.cuGetProcAddress(name.encode(), 12000, 0)  # CU_GET_PROC_ADDRESS_DEFAULT
             if not int(r[0]) and r[1]:
                 addr = int(r[1])
-        except Exception:  # noqa: BLE001 - an older binding, a stand-in driver: the pure-Python launch
+        except Exception:  # an older binding, a stand-in driver: the pure-Python launch
             addr = None
         _ENTRY_CACHE[key] = addr
     return _ENTRY_CACHE[key]
@@ -566,7 +566,7 @@ class Launcher:
         if self.blocking:
             body.append("    _sync()")
         src = "\n".join(body) + "\n"
-        exec(compile(src, f"<newt launcher {self.name}>", "exec"), g)  # noqa: S102
+        exec(compile(src, f"<newt launcher {self.name}>", "exec"), g)
         return g["launch"]
 
     def _compiled_launch(self, n_values: int, codes):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from newt.language import core as lc
 
-from .dtypes import torch_dtype_map  # noqa: F401  (re-exported: its users import it from here)
+from .dtypes import torch_dtype_map  # (re-exported: its users import it from here)
 
 INT_KINDS = {"i1": lc.int1, "i32": lc.int32, "u32": lc.uint32, "i64": lc.int64, "u64": lc.uint64,
              "fp32": lc.float32}

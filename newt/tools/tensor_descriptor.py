@@ -86,7 +86,7 @@ def _element_size(base) -> int | None:
     if callable(es):
         try:
             return int(es())
-        except Exception:  # noqa: BLE001 - a wrapper without it: the kernel's compile checks the block
+        except Exception:  # a wrapper without it: the kernel's compile checks the block
             return None
     return None
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from .classify import FAILED, STATUSES, classify
 from .executor import Executor, LocalExecutor, SerialExecutor, ThreadExecutor, cpu_count, visible_gpus
-from .select import get_executor, register_executor
 from .pipeline import close_shared, compile_all, compile_stream, shared_executor
 from .progress import TuneProgress
+from .select import get_executor, register_executor
 from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, install
 from .timeouts import AdaptiveTimeout
 

@@ -24,7 +24,6 @@ import os
 import time
 
 from newt.frontend.diagnostics import CompilationError
-
 from newt.runtime.errors import LaunchError, OutOfResources
 
 log = logging.getLogger("newt.autotune")
@@ -411,7 +410,7 @@ class Autotuner(KernelInterface):
                 try:
                     tasks.append(compile_spec_for(self.fn, args, {**c.kwargs, **kwargs}, c.num_warps, c.num_stages,
                                                   maxnreg=c.maxnreg))
-                except Exception:  # noqa: BLE001 - a bad call: the in-process warm-up below raises it
+                except Exception:  # a bad call: the in-process warm-up below raises it
                     tasks.append(None)
             if sum(t is not None for t in tasks) < 2:
                 tasks = None
@@ -439,7 +438,7 @@ class Autotuner(KernelInterface):
             try:
                 self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs)
                 return None
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 return e
 
         # through the interpreter this builds each config's IR, so the timed runs do not include it
@@ -481,7 +480,7 @@ class Autotuner(KernelInterface):
             else:
                 from newt.testing import do_bench
                 t = do_bench(call, warmup=self.num_warmup, rep=self.num_rep, quantiles=(0.5, 0.2, 0.8))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if _is_fatal(e):
                 raise
             self._skip(config, e)
@@ -514,7 +513,7 @@ class Autotuner(KernelInterface):
         for c in self.prune_configs(kwargs, nargs):
             try:
                 out.append(self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if _is_fatal(e):
                     raise
                 self._skip(c, e)
@@ -546,7 +545,7 @@ def _key_function(key_pos, args):
             return None
     src = (f"def key(a):\n    if {' and '.join(checks)}:\n        return ({', '.join(parts)}{',' if parts else ''})\n"
            "    return None\n")
-    exec(compile(src, "<newt autotune key>", "exec"), g)  # noqa: S102
+    exec(compile(src, "<newt autotune key>", "exec"), g)
     return g["key"]
 
 

@@ -58,7 +58,7 @@ def _run(ref, arg):
     try:
         from distributed import get_worker
         res["worker"] = get_worker().address
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return res
 
@@ -128,7 +128,7 @@ class DaskExecutor(Executor):
                     del self._futures[tid]
                     try:
                         res = fut.result()
-                    except BaseException as e:  # noqa: BLE001 - the task's worker died, or Dask failed it
+                    except BaseException as e:  # the task's worker died, or Dask failed it
                         res = classify(e)
                     out.append((tid, res))
             self._check_deadlines(out)
@@ -161,7 +161,7 @@ class DaskExecutor(Executor):
                 if w is not None:
                     try:
                         self.client.restart_workers([w])
-                    except Exception:  # noqa: BLE001 - the worker is gone already
+                    except Exception:  # the worker is gone already
                         pass
                 out.append((tid, {"status": "timeout", "worker": w, "seconds": now - started,
                                   "message": f"no answer after {to:.3g} s (the task hung or was too slow)"}))
@@ -174,7 +174,7 @@ class DaskExecutor(Executor):
         if futs:
             try:
                 self.client.cancel(futs, force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for tid in list(self._futures):
             self._done.append((tid, {"status": "cancelled", "message": "cancelled"}))
@@ -186,10 +186,10 @@ class DaskExecutor(Executor):
         if self._own_client:
             try:
                 self.client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         if self._cluster is not None:
             try:
                 self._cluster.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass

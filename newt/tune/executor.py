@@ -56,7 +56,7 @@ def visible_gpus() -> list[str]:
             return []
         import torch
         n = torch.cuda.device_count()
-    except Exception:  # noqa: BLE001 - no torch / no driver: no GPU
+    except Exception:  # no torch / no driver: no GPU
         return []
     if ids is None:
         return [str(i) for i in range(n)]
@@ -249,7 +249,7 @@ def prebuild_launcher() -> None:
             from newt.runtime import clauncher
             if clauncher.enabled():
                 clauncher.module()
-        except Exception:  # noqa: BLE001 - optional: the launch builds it (or falls back) itself
+        except Exception:  # optional: the launch builds it (or falls back) itself
             pass
 
     threading.Thread(target=build, name="newt-tune-launcher", daemon=True).start()

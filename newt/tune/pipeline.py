@@ -58,7 +58,7 @@ def close_shared():
     for ex in exs:
         try:
             ex.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -62,7 +62,7 @@ class TuneProgress:
         if self.callback is not None:
             try:
                 self.callback(ev)
-            except Exception:  # noqa: BLE001 - a broken callback must not stop tuning
+            except Exception:  # a broken callback must not stop tuning
                 pass
 
     def _write(self, text: str):

@@ -8,7 +8,6 @@ import os
 
 from .executor import Executor, LocalExecutor, SerialExecutor, ThreadExecutor
 
-
 _FACTORIES: dict = {}
 
 

@@ -138,7 +138,7 @@ def _load_module(ref: KernelRef):
             m = importlib.import_module(ref.module)
             if os.path.abspath(getattr(m, "__file__", "") or "") != os.path.abspath(path):
                 m = None
-        except Exception:  # noqa: BLE001 - fall back to loading the file
+        except Exception:  # fall back to loading the file
             m = None
     if m is None:
         name = "__newt_tune__" + hashlib.sha256(path.encode()).hexdigest()[:12]
@@ -259,7 +259,7 @@ def install(result: dict, key: str | None = None) -> str | None:
         return None
     try:
         meta, blobs = cache.decode(data)
-    except Exception:  # noqa: BLE001 - a damaged entry: the main process compiles instead
+    except Exception:  # a damaged entry: the main process compiles instead
         return None
     key = key or result.get("key")
     if key is None:
@@ -452,12 +452,15 @@ def time_task(task: TimeTask) -> dict:
 def warm_compile(target: str | None = None) -> None:
     """A compile worker's start: import the compiler and run NVRTC once on a kernel that includes newt's
     prelude (loading libnvrtc and its builtin headers takes a quarter of a second, once per process)."""
-    from newt.backend.cuda import codegen  # noqa: F401 - the lowerings, imported by every compile
-    from newt.backend.cuda import prelude
+    from cuda.bindings import nvrtc
+
+    from newt.backend.cuda import (
+        codegen,  # noqa: F401 - the lowerings, imported by every compile
+        prelude,
+    )
     from newt.backend.cuda.compiler import cache_options
     from newt.backend.cuda.targets import get_target
     from newt.runtime import cache, compiler  # noqa: F401 - what every compile task needs
-    from cuda.bindings import nvrtc
     tgt = get_target(target or os.environ.get("NEWT_TARGET") or "sm_90a")
     src = f'#include "{prelude.HEADER_NAME}"\nextern "C" __global__ void newt_tune_warm(float *p) {{ p[0] = 1.0f; }}\n'
     err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"newt_tune_warm.cu", 1, [prelude.PRELUDE.encode()],

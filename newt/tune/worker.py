@@ -54,8 +54,9 @@ class _Channel:
         threading.Thread(target=self._read, name="newt-tune-reader", daemon=True).start()
 
     def _read(self):
-        from .workers import _HDR
         import pickle
+
+        from .workers import _HDR
         while True:
             head = _read_all(self.inp, _HDR.size)
             if head is None:
@@ -126,7 +127,7 @@ def run_call(ref: str, arg) -> dict:
         if not isinstance(res, dict):
             res = {"status": "ok", "value": res}
         res.setdefault("status", "ok")
-    except BaseException as e:  # noqa: BLE001 - every failure is a result
+    except BaseException as e:  # every failure is a result
         res = classify(e)
     res["seconds"] = time.perf_counter() - t0
     res.setdefault("pid", os.getpid())
@@ -145,7 +146,7 @@ def preload(spec: str | None) -> None:
                 resolve(ref)()
             else:
                 importlib.import_module(ref)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             sys.stderr.write(f"newt tuning worker: preloading {ref} failed: {type(e).__name__}: {e}\n")
 
 
@@ -182,7 +183,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             try:
                 res = handler(payload)
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 res = classify(e)
             res["seconds"] = time.perf_counter() - t0
         else:

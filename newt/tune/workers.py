@@ -38,8 +38,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ProcessPool", "neutral_dir", "read_frame", "write_frame", "worker_env"]
 
@@ -130,7 +130,7 @@ class _Worker:
             cmd.append(pool.handler)
         self.log: Any = None
         if pool.log_path is not None:
-            self.log = open(pool.log_path, "ab")  # noqa: SIM115 - closed by the output pump
+            self.log = open(pool.log_path, "ab")  # closed by the output pump
         self.tail: collections.deque = collections.deque(maxlen=pool.tail_lines)
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -168,7 +168,7 @@ class _Worker:
                 if hook is not None:
                     try:
                         hook(self.name, text)
-                    except Exception:  # noqa: BLE001 - a logging hook never stops the pump
+                    except Exception:  # a logging hook never stops the pump
                         pass
         except (OSError, ValueError):
             pass

@@ -20,9 +20,10 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import newt.language as nl  # noqa: E402
-from gpu_launch import compile_fn, launch  # noqa: E402
-from kernels import CORPUS, jit_source  # noqa: E402
+from gpu_launch import compile_fn, launch
+from kernels import CORPUS, jit_source
+
+import newt.language as nl
 
 P = nl.pointer_type
 
@@ -98,7 +99,7 @@ NL = {torch.float32: nl.float32, torch.float16: nl.float16, torch.bfloat16: nl.b
 def main(out_path=None):
     rows = []
     dev = torch.cuda.get_device_name()
-    corpus = lambda f, k: jit_source(os.path.join(CORPUS, f), k)  # noqa: E731
+    corpus = lambda f, k: jit_source(os.path.join(CORPUS, f), k)
 
     # vector add
     add_nw = corpus("vector_add.py", "add_kernel")

@@ -23,7 +23,7 @@ from newt.backend.cuda import compile_cuda, generate_cuda
 from newt.backend.cuda.emitter import Emitter
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import P, aligned, f16, f32, i32, ir  # noqa: E402
+from kernels import P, aligned, f16, f32, i32, ir
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -131,16 +131,16 @@ def _eval_arrays(source: str, env: dict) -> dict:
             else:
                 n, name, rhs = 1, m.group(1), m.group(2)
             try:
-                vals = [eval(_py(rhs), {}, {**env, **arrays, "i": i}) for i in range(n)]  # noqa: S307
-            except Exception:  # noqa: BLE001 (not index math)
+                vals = [eval(_py(rhs), {}, {**env, **arrays, "i": i}) for i in range(n)]
+            except Exception:  # (not index math)
                 continue
             arrays[name] = vals
             continue
         m = _SCALAR.match(line)
         if m:
             try:
-                env[m.group(1)] = eval(_py(m.group(2)), {}, {**env, **arrays})  # noqa: S307
-            except Exception:  # noqa: BLE001
+                env[m.group(1)] = eval(_py(m.group(2)), {}, {**env, **arrays})
+            except Exception:
                 pass
     return arrays
 

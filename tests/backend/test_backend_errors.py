@@ -14,7 +14,7 @@ from newt.backend.cuda.emitter import BackendError
 from newt.ir.errors import LocatedError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import corpus_configs, ir  # noqa: E402
+from kernels import corpus_configs, ir
 
 
 def _big_matmul():

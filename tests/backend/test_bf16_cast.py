@@ -191,7 +191,7 @@ def _sass_or_skip(cubin):
     from newt.backend.cuda import sass
     try:
         return sass(cubin)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.skip(f"cuobjdump unavailable: {e}")
 
 

@@ -17,7 +17,7 @@ import newt.language as nl
 from newt.backend.cuda import TARGETS, compile_cuda, generate_cuda, get_target
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import ROOT, P, aligned, corpus_configs, f16, f32, i32, ir  # noqa: E402
+from kernels import ROOT, P, aligned, corpus_configs, f16, f32, i32, ir
 
 pytest.importorskip("cuda.bindings.nvrtc")
 

@@ -13,7 +13,7 @@ import newt
 from newt.frontend.diagnostics import CompilationError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops"))
-from asm_kernels import asm1, asm2, asm_2d, asm_scalar_broadcast, asm_two_results, mul_f32x2  # noqa: E402
+from asm_kernels import asm1, asm2, asm_2d, asm_scalar_broadcast, asm_two_results, mul_f32x2
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -35,7 +35,7 @@ def _sass(cubin):
     from newt.backend.cuda import sass
     try:
         return sass(cubin)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.skip(f"cuobjdump unavailable: {e}")
 
 

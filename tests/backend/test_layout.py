@@ -9,12 +9,11 @@ import sys
 import pytest
 
 from newt.backend.cuda.axisinfo import analyze_axis_info
-from newt.backend.cuda.layout import (Layout, SwizzledShared, bit_index_expr, blocked_for, in_thread_map,
-                                      mma_accumulator)
+from newt.backend.cuda.layout import Layout, SwizzledShared, bit_index_expr, blocked_for, in_thread_map, mma_accumulator
 from newt.backend.cuda.plan import _scan_layout, compact, mem_layout, scan_layout
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import aligned, f32, i32, ir, P  # noqa: E402
+from kernels import P, aligned, f32, i32, ir
 
 
 def owners(lay: Layout) -> dict:

@@ -45,7 +45,7 @@ def _compile(monkeypatch, stm: bool, cfg, dt="fp16"):
 def _thread_env(src: str, lane: int, warp: int) -> dict:
     env = {"lane_id": lane, "warp_id": warp}
     for name, expr in re.findall(r"const int (tf\d+) = ([^;]+);", src):
-        env[name] = eval(expr, {}, dict(env))  # noqa: S307 (C integer expressions of the generated code)
+        env[name] = eval(expr, {}, dict(env))  # (C integer expressions of the generated code)
     return env
 
 
@@ -60,7 +60,7 @@ def _ordinary_offsets(src: str, nw: int) -> dict:
         for lane in range(32):
             env = _thread_env(src, lane, w)
             for i in range(0, n, 2):
-                f = eval(fe, {}, dict(env, i=i))  # noqa: S307
+                f = eval(fe, {}, dict(env, i=i))
                 a = f + (f >> sh) * pad
                 out[(w, lane, i)], out[(w, lane, i + 1)] = a, a + 1
     return out
@@ -81,7 +81,7 @@ def _stmatrix_offsets(src: str, nw: int) -> dict:
             for lane in range(32):  # the address each lane gives
                 env = dict(_thread_env(src, lane, w), i=i)
                 env[jn], env[rn] = lane >> 3, (lane & 7) << 2
-                f = eval(fe, {}, env)  # noqa: S307
+                f = eval(fe, {}, env)
                 rows.append(f + (f >> sh) * pad)
             for lane in range(32):  # where each thread's four words land
                 for j in range(4):
@@ -118,7 +118,7 @@ def test_stmatrix_sass(cfg, dt, monkeypatch):
     assert stm.metadata.n_spills == 0
     assert re.search(r"\bSTSM\.16\.M88\.4\b", ts) and not re.search(r"\bSTS\b|\bSTS\.", ts)
     assert "STSM" not in tp
-    count = lambda t: len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", t, re.M))  # noqa: E731
+    count = lambda t: len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", t, re.M))
     assert count(ts) < count(tp)
 
 

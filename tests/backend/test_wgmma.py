@@ -8,15 +8,20 @@ import itertools
 import re
 
 import pytest
+from kernels import corpus_configs, ir
 
 import newt
 import newt.language as nl
 from newt.backend.cuda import compile_cuda, generate_cuda
 from newt.backend.cuda.dot import LOWERINGS, select_dot_lowering
-from newt.backend.cuda.dot.wgmma import (GmmaShared, WgmmaLowering, gmma_address, gmma_desc_fields, warpgroups,
-                                         wgmma_accumulator)
-
-from kernels import corpus_configs, ir
+from newt.backend.cuda.dot.wgmma import (
+    GmmaShared,
+    WgmmaLowering,
+    gmma_address,
+    gmma_desc_fields,
+    warpgroups,
+    wgmma_accumulator,
+)
 
 
 def _swizzle(addr: int, W: int) -> int:
@@ -149,7 +154,7 @@ def _sass_or_skip(b):
     from newt.backend.cuda import sass
     try:
         return sass(b.cubin)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.skip(f"cuobjdump unavailable: {e}")
 
 
@@ -206,6 +211,7 @@ def test_attention_p_feeds_wgmma_from_registers(nw, monkeypatch):
 def _bench_matmul(monkeypatch, lowering, sig_hint, bm=128, bn=128, bk=64, w=8, s=3):
     import sys
     from pathlib import Path
+
     import newt
     monkeypatch.setenv("NEWT_DOT_LOWERING", lowering)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -294,6 +300,7 @@ def test_transpose_code_moves_every_byte(rows, inner, nw, tmp_path):
     import shutil
     import subprocess
     from types import SimpleNamespace
+
     from newt.backend.cuda.dot.transpose import emit_transpose
     from newt.backend.cuda.emitter import Chunk
     cxx = shutil.which("g++") or shutil.which("c++")
@@ -355,8 +362,9 @@ def test_fp8_matmul_is_qgmma(b_major, dt, cfg, monkeypatch):
 def test_fp8_selection(monkeypatch):
     """fp8 dots take wgmma on sm_90a (K a multiple of 32) and stay off it elsewhere."""
     monkeypatch.setenv("NEWT_DOT_LOWERING", "wgmma")
-    from newt.backend.cuda.targets import get_target
     from kernels import P, f16, i32
+
+    from newt.backend.cuda.targets import get_target
     ty = dict(a_ptr=P(nl.float8e4nv), b_ptr=P(nl.float8e4nv), c_ptr=P(f16), M=i32, N=i32, K=i32, stride_am=i32,
               stride_bk=i32, stride_cm=i32)
     for bk, want in ((64, "wgmma"), (16, "fma")):

@@ -74,7 +74,7 @@ def nvrtc_available() -> bool:
     try:
         from cuda.bindings import nvrtc  # noqa: F401
         return hasattr(importlib.import_module("newt.backend.cuda"), "compile_cuda")
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

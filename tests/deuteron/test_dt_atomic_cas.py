@@ -7,9 +7,9 @@ import re
 
 import pytest
 import torch
+from dt_helpers import needs_nvrtc, raises_at, write_module
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module, needs_nvrtc
 
 
 @dt.kernel

@@ -16,7 +16,7 @@ def test_json_round_trip_and_str_pastes_back():
                   num_warps=8, num_stages=3, pid_type="persistent", unroll=4)
     assert Config.from_json(c.to_json()) == c
     assert json.loads(c.to_json())["unroll"] == 4
-    again = eval(str(c), {"dt": dt})  # noqa: S307 - the printed line is meant to be pasted
+    again = eval(str(c), {"dt": dt})  # the printed line is meant to be pasted
     assert again == c and hash(again) == hash(c)
     assert str(c).startswith("dt.Config(block_sizes=[64, 128, 32]")
 

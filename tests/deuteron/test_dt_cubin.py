@@ -6,12 +6,10 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from dt_helpers import needs_nvrtc
 
 from deuteron.compile import compile_binary
 from deuteron.kernel import Kernel, _HostRun, _runtime_args
-from dt_helpers import needs_nvrtc
-
-
 
 pytestmark = needs_nvrtc
 

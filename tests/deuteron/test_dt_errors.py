@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dt_helpers import raises_at, write_module
 
 import deuteron as dt
 import newt
-from dt_helpers import raises_at, write_module
 
 
 def test_rank_mismatch_found_at_call_time(tmp_path):

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import torch
+from dt_helpers import needs_nvrtc, raises_at, write_module
 
 import deuteron as dt
 from deuteron import codegen
 from deuteron.errors import GeneratedKernelError
-from dt_helpers import raises_at, write_module, needs_nvrtc
 
 BAD_HOST = """
 MODE = "fast"
@@ -206,10 +206,9 @@ def test_a_newt_compile_error_in_the_generated_file_is_d008_at_the_users_line(ge
 
 
 def test_relocate_leaves_errors_of_other_files_alone():
+    from deuteron.errors import relocate
     from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
     from newt.interpreter.errors import DeadlockError
-
-    from deuteron.errors import relocate
     d = Diagnostic("N022", Severity.ERROR, Span(1, 1, 1, 2), "x", file="/elsewhere/k.py")
     assert relocate(CompilationError([d], "x\n")) is None
     assert relocate(DeadlockError("x", kernel="k", loc=None)) is None

@@ -76,7 +76,7 @@ def test_a_repeated_call_launches_the_cached_launch_function(monkeypatch):
     (e,) = k._entries.values()
     ((key, (fn, get_args, kw, prog, _go)),) = e.launchers.items()
     seen = []
-    spy = lambda *a, **kws: (seen.append((a, kws)), fn(*a, **kws))[1]  # noqa: E731
+    spy = lambda *a, **kws: (seen.append((a, kws)), fn(*a, **kws))[1]
     e.launchers[key] = (spy, get_args, kw, prog, hostrun.args_getter(e.generated[key][0], prog, (spy, kw)))
     out = k(x, 3.0)
     torch.testing.assert_close(out, x * 3.0)
@@ -277,7 +277,7 @@ def test_the_fast_key_is_never_coarser_than_the_entry_key():
               1, 2, True, False, 1.5, None, "a", "b", torch.float32, torch.float16, [t, t], [t, t[:2]], (t,),
               Pair(t, t), Pair(t, t[:1]), [1, 2], [1], object(), 3 + 0j]
 
-    def f(x):  # noqa: ARG001
+    def f(x):
         pass
     import inspect
     sig = inspect.signature(f)

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from dt_helpers import ROOT, check
 
 

@@ -7,7 +7,6 @@ import random
 
 import pytest
 import torch
-
 from dt_helpers import write_module
 
 UNARY = ["torch.exp({})", "torch.abs({})", "torch.sigmoid({})", "torch.relu({})", "({}).to(torch.float32)",

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import deuteron as dt
-from newt.runtime.errors import OutOfResources
 from deuteron.kernel import Kernel
+from newt.runtime.errors import OutOfResources
 
 pytestmark = pytest.mark.gpu
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import deuteron as dt
 from dt_helpers import check, raises_at, write_module
 
+import deuteron as dt
 
 # ---- a tile in + - * // % is its indices -----------------------------------------------------------------------
 

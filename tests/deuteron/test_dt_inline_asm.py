@@ -12,10 +12,10 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-import asm_helpers_dt as K  # noqa: E402
-
-from deuteron.errors import DeuteronError  # noqa: E402
+import asm_helpers_dt as K
 from dt_helpers import needs_nvrtc
+
+from deuteron.errors import DeuteronError
 
 HELPERS = os.path.join(os.path.dirname(__file__), "asm_helpers_dt.py")
 SRC = open(HELPERS).read().splitlines()
@@ -92,10 +92,9 @@ def test_outside_the_ptx_subset_in_ref_and_interpreter():
     ("decode_scales", (torch.zeros(256, dtype=torch.uint8), torch.randn(256)), True),  # e4m3x2: sm_89+
 ])
 def test_sm90a_compile(kernel, args, ok):
-    from newt.frontend.diagnostics import CompilationError
-
     from deuteron.compile import compile_binary
     from deuteron.kernel import _HostRun, _runtime_args
+    from newt.frontend.diagnostics import CompilationError
     k = getattr(K, kernel)
     b = k._bind(args, {})
     e = k._entry(b)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dt_helpers import raises_at, write_module
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
 
 
 @dt.kernel(config=dt.Config(block_sizes=[4]))

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from dt_helpers import ROOT
 
 DEUTERON = ROOT / "deuteron"

@@ -4,7 +4,6 @@ at the user's line before anything runs (issue 12)."""
 from __future__ import annotations
 
 import torch
-
 from dt_helpers import raises_at, write_module
 
 

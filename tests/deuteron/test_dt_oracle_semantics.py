@@ -14,11 +14,11 @@ import textwrap
 
 import pytest
 import torch
+from dt_helpers import HEADER, raises_at, write_module
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import deuteron as dt
-from dt_helpers import HEADER, raises_at, write_module
 
 NAN, INF = float("nan"), float("inf")
 

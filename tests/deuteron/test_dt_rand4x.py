@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dt_helpers import check, raises_at, write_module
 
 import deuteron as dt
 import newt
 import newt.language as nl
-from dt_helpers import check, raises_at, write_module
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dt_helpers import raises_at, write_module
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
 
 
 def _both(kern, args, want, **tol):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dt_helpers import write_module
 
 import newt
-from dt_helpers import write_module
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 

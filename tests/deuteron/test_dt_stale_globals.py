@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import torch
+from dt_helpers import write_module
 
 from deuteron import hostrun
-from dt_helpers import write_module
 
 CFG = """
 FACTOR = 2

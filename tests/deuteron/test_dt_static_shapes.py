@@ -10,10 +10,9 @@ import sys
 import textwrap
 
 import pytest
-
-import deuteron  # noqa: F401  (registers @dt.kernel with the front end)
-
 from dt_helpers import HEADER, ROOT, check, locate
+
+import deuteron  # (registers @dt.kernel with the front end)
 
 
 def d006(fa):
@@ -242,8 +241,9 @@ def _agrees_with_the_tracer(tmp_path, body, monkeypatch):
     """The tracer alone (the static inference switched off) reports the same D006 at the same place."""
     import importlib.util
 
-    import deuteron.structure as structure
     import torch
+
+    import deuteron.structure as structure
     monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
     src, marks = locate(HEADER + textwrap.dedent(body).lstrip("\n"))
     p = tmp_path / f"mod_{abs(hash(body))}.py"
@@ -385,8 +385,9 @@ def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkey
     column; where the tracer accepts a kernel, the inference reports nothing."""
     import importlib.util
 
-    import deuteron.structure as structure
     import torch
+
+    import deuteron.structure as structure
     from deuteron.errors import DeuteronError
     bodies = _random_kernels(seed=25, count=80)
     text = HEADER + "".join(bodies)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
+from dt_helpers import raises_at, write_module
 
 import deuteron as dt
-from dt_helpers import raises_at, write_module
 
 
 @dt.kernel

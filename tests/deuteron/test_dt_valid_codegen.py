@@ -8,12 +8,12 @@ import itertools
 
 import pytest
 import torch
+from dt_helpers import write_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import newt
 from deuteron.kernel import Kernel, binaries_for, build_ir_for
-from dt_helpers import write_module
 
 _count = itertools.count()
 

@@ -7,11 +7,11 @@ import importlib
 import random
 
 import torch
+from dt_helpers import needs_nvrtc
 
 from deuteron.autotune.search import Genome
 from deuteron.kernel import _HostRun, _runtime_args
 from deuteron.space import RANGE_CHOICES, count_tile_loops, normalize_ranges
-from dt_helpers import needs_nvrtc
 
 
 def _entry(name, *args):

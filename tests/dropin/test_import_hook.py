@@ -29,6 +29,7 @@ def test_import_triton_comes_from_newt(dropin):
     assert tl.core.program_id is nl.program_id  # Triton's language.core holds the whole language
     assert triton.cdiv is newt.cdiv and triton.next_power_of_2(5) == 8
     import triton.tools.tensor_descriptor as td
+
     import newt.tools.tensor_descriptor as ntd
     assert td is ntd
 
@@ -51,7 +52,7 @@ def test_a_triton_imported_before_install_is_replaced():
 
 def test_modules_triton_has_and_newt_does_not_are_module_not_found(dropin):
     with pytest.raises(ModuleNotFoundError, match="triton._C"):
-        import triton._C  # noqa: F401
+        import triton._C
     with pytest.raises(ModuleNotFoundError):
         import triton.runtime.interpreter  # noqa: F401  (torch probes it; no such thing here)
     with pytest.raises(ImportError):
@@ -93,9 +94,9 @@ def test_served_modules_answer_find_spec_once_imported(dropin):
     import importlib.util
 
     import triton
-    import triton.runtime.driver  # noqa: F401  (a facade built in memory)
-    import triton.language  # noqa: F401
-    import triton.testing  # noqa: F401
+    import triton.language
+    import triton.runtime.driver  # (a facade built in memory)
+    import triton.testing
     for name in ("triton", "triton.runtime", "triton.runtime.driver", "triton.testing", "triton.language"):
         assert name in sys.modules
         assert importlib.util.find_spec(name) is not None, name

@@ -88,14 +88,16 @@ def test_top_level_names(dropin):
 
 def test_libdevice_is_newts_where_newt_has_it(dropin):
     import importlib.util
+
     import triton.language as tl
     if importlib.util.find_spec("newt.language.extra") is None:
         assert not hasattr(tl.extra, "libdevice") and not hasattr(tl.extra, "cuda")
         with pytest.raises(ModuleNotFoundError):
             import triton.language.extra.libdevice  # noqa: F401
     else:
-        import newt.language.extra.libdevice as nld
         from triton.language.extra import libdevice
+
+        import newt.language.extra.libdevice as nld
         assert libdevice is nld
 
 

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from newt.frontend import (AnalysisCache, Analyzer, FileAnalysis, Severity, Span, analyze_source,
-                           build_specialization, register_kernel_kind, unregister_kernel_kind)
+from newt.frontend import (
+    AnalysisCache,
+    Analyzer,
+    FileAnalysis,
+    Severity,
+    Span,
+    analyze_source,
+    build_specialization,
+    register_kernel_kind,
+    unregister_kernel_kind,
+)
 from newt.frontend.check import KernelAnalysis, SpecResult
 from newt.frontend.values import TensorV
 

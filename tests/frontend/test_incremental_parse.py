@@ -177,7 +177,7 @@ def test_cached_syntax_errors_keep_no_earlier_analysis_alive():
     import gc
     import weakref
 
-    from newt.frontend import Analyzer, AnalysisCache
+    from newt.frontend import AnalysisCache, Analyzer
     good = "import newt.language as nl\n\n\n@newt.jit\ndef k(x_ptr, n, B: nl.constexpr):\n" \
            "    offs = nl.arange(0, B)\n    nl.store(x_ptr + offs, nl.load(x_ptr + offs) + 1, mask=offs < n)\n"
     cache = AnalysisCache()

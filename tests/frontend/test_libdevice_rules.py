@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from newt.frontend import analyze_source, build_ir
 import newt.language as nl
+from newt.frontend import analyze_source, build_ir
 
 
 def _errors(src):

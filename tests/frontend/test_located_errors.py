@@ -9,8 +9,17 @@ import pytest
 import newt.language as nl
 from newt.frontend import Analyzer, Span, render
 from newt.frontend.diagnostics import CODES, Diagnostic, Severity
-from newt.frontend.semantic import (AxisOutOfRange, DifferentSignedness, NotPowerOfTwo, SemError, ShapesDoNotBroadcast,
-                                    broadcast_shapes, check_block_shape, literal_type, normalize_axis)
+from newt.frontend.semantic import (
+    AxisOutOfRange,
+    DifferentSignedness,
+    NotPowerOfTwo,
+    SemError,
+    ShapesDoNotBroadcast,
+    broadcast_shapes,
+    check_block_shape,
+    literal_type,
+    normalize_axis,
+)
 from newt.frontend.source import SourceFile
 from newt.ir import IRVerificationError
 from newt.ir.errors import LocatedError, caret_excerpt

@@ -191,8 +191,9 @@ def test_static_range_unrolls_with_constexpr_index():
 
 
 def test_divisibility_hints_and_specialized_ones_reach_the_ir():
-    from newt.runtime.specialize import specialize
     import torch
+
+    from newt.runtime.specialize import specialize
 
     @newt.jit
     def k(x_ptr, n, stride):

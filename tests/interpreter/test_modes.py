@@ -8,8 +8,8 @@ import torch
 import newt
 import newt.language as nl
 from newt import interpreter as ni
-from newt.runtime import interpret as nri
 from newt.interpreter import executor
+from newt.runtime import interpret as nri
 
 
 @newt.jit

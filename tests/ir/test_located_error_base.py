@@ -33,6 +33,7 @@ def test_interpreter_errors_are_located_errors_with_codes_and_data():
 
 def test_every_interpreter_error_class_has_its_documented_code():
     import os
+
     from newt.interpreter import errors as E
     doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "diagnostics.md")).read()
     classes = [E.InterpreterError, E.OutOfBoundsError, E.MisalignedAddressError, E.DeviceAssertionError,

@@ -126,7 +126,7 @@ class RawClient:
             await self.call("shutdown", None, timeout=20)
             self.notify("exit")
             await asyncio.wait_for(self.proc.wait(), 20)
-        except Exception:  # noqa: BLE001
+        except Exception:
             if self.proc.returncode is None:
                 self.proc.kill()
                 await self.proc.wait()

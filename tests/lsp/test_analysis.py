@@ -129,7 +129,7 @@ def test_docs_link_points_at_the_code_section():
     assert href is not None and "docs/diagnostics.md#L" in href
     # the line is the section's heading: an editor opens the file there
     from pathlib import Path
-    from urllib.parse import urlparse, unquote
+    from urllib.parse import unquote, urlparse
     u = urlparse(href)
     lines = Path(unquote(u.path)).read_text(encoding="utf-8").splitlines()
     assert lines[int(u.fragment[1:]) - 1].startswith("## N011")

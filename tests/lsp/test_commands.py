@@ -28,7 +28,7 @@ _CACHE = tempfile.mkdtemp(prefix="newt-lsp-cmd-")
 def _interpreter_ready() -> bool:
     try:
         import newt.interpreter as interp
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
     return hasattr(interp, "launch")
 
@@ -41,7 +41,7 @@ def _gpu() -> bool:
     try:
         import torch
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

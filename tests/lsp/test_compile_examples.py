@@ -131,7 +131,7 @@ async def test_every_kernel_of_the_examples_compiles(client):
             line = ka.span.line - 1
             try:
                 r = await _compile(client, uri, line)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 data = getattr(e, "data", None) or {}
                 assert "missing" in data, f"{path.name}:{ka.name}: {e}"
                 picks = {m: data["suggestions"][m][0] for m in data["missing"]}
@@ -235,7 +235,7 @@ async def test_every_deuteron_example_kernel_compiles(client, path):
         line = ka.span.line - 1
         try:
             r = await _compile(client, uri, line)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             data = getattr(e, "data", None) or {}
             assert "missing" in data, f"{path.name}:{ka.name}: {e}"
             r = await _compile(client, uri, line, {m: data["suggestions"][m][0] for m in data["missing"]})

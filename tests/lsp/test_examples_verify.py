@@ -114,9 +114,10 @@ def test_a_missing_reference_is_reported_as_no_reference(tmp_path):
 def test_the_inserted_example_and_reference_say_what_is_left_to_write(tmp_path):
     """The light bulb's example and reference, inserted into a file without them: Verify runs the example and
     reports that the reference is still to be written (not a comparison with nothing)."""
+    from lsprotocol import types as lsp
+
     import newt.harness as nh
     from lsp_server.features import code_actions
-    from lsprotocol import types as lsp
     from lsp_server.positions import LineIndex
     text = KERNEL_NO_REFERENCE[:KERNEL_NO_REFERENCE.index("@nh.example")]
     p = tmp_path / "inserted_kernel.py"

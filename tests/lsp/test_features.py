@@ -473,8 +473,9 @@ def test_quick_fixes_for_mechanical_hints_and_casts_do_not_stack():
     assert "nl.minimum(x, y)" in fixes(11)
     assert "x.to(nl.int32)" in fixes(12)
     assert "nl.math.exp(x)" in fixes(13)
-    from lsp_server.features import _cast_text
     import ast
+
+    from lsp_server.features import _cast_text
     node = ast.parse("u.to(nl.uint32)", mode="eval").body
     assert _cast_text("u.to(nl.uint32)", node, "nl.int32") == "u.to(nl.int32)"
     stacked = _cast_text("u.to(nl.float16)", node, "nl.int16", bitcast=True)

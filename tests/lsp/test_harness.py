@@ -18,7 +18,7 @@ nh = pytest.importorskip("newt.harness")
 def _interpreter_ready() -> bool:
     try:
         import newt.interpreter as interp
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
     return hasattr(interp, "launch")
 

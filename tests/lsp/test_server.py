@@ -6,8 +6,8 @@ have them (the server answers ``textDocument/diagnostic`` and pushes nothing).
 
 from __future__ import annotations
 
-import re
 import asyncio
+import re
 import shutil
 import tempfile
 
@@ -16,8 +16,16 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from .conftest import (SERVER_COMMAND, diagnostics_of, fixture_text, fixture_uri, init_params, pull_capable,
-                       server_env, units)
+from .conftest import (
+    SERVER_COMMAND,
+    diagnostics_of,
+    fixture_text,
+    fixture_uri,
+    init_params,
+    pull_capable,
+    server_env,
+    units,
+)
 from .conftest import pos_of as _pos_of
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]

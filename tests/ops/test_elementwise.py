@@ -10,8 +10,18 @@ import torch
 import newt
 import newt.language as nl
 
-from .util import (FLOAT_DTYPES, INT_DTYPES, assert_same, bits, float_values, int_range, int_values, signed,
-                   tensor_of, wrap)
+from .util import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    assert_same,
+    bits,
+    float_values,
+    int_range,
+    int_values,
+    signed,
+    tensor_of,
+    wrap,
+)
 
 BLOCK = 64
 

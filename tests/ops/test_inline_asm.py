@@ -10,8 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from asm_kernels import (asm1, asm2, asm3, asm_2d, asm_scalar_broadcast, asm_two_results,  # noqa: E402
-                         mul_f32x2, unknown_instruction)
+from asm_kernels import asm1, asm2, asm3, asm_2d, asm_scalar_broadcast, asm_two_results, mul_f32x2, unknown_instruction
 
 N = 256
 F32, F16, BF16, I32, U32, I64 = torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.uint32, torch.int64

@@ -146,7 +146,7 @@ def test_matmul(backend, M, N, K):
     b = torch.randn(K, N).half()
     c = backend.empty(M, N, dtype=torch.float16)
     ad, bd = backend.put(a, b)
-    grid = lambda meta: (newt.cdiv(M, meta["BLOCK_M"]) * newt.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+    grid = lambda meta: (newt.cdiv(M, meta["BLOCK_M"]) * newt.cdiv(N, meta["BLOCK_N"]),)
     backend.launch(matmul_kernel, grid, ad, bd, c, M, N, K, ad.stride(0), ad.stride(1), bd.stride(0), bd.stride(1),
                    c.stride(0), c.stride(1), BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, GROUP_M=4)
     torch.testing.assert_close(backend.get(c).float(), (a.float() @ b.float()).half().float(), rtol=1e-2,

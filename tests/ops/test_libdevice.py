@@ -21,8 +21,8 @@ import torch
 
 import newt
 import newt.language as nl
-from newt.language.extra.cuda.libdevice import LIBDEVICE
 from newt.language.extra import libdevice as libdevice_mod
+from newt.language.extra.cuda.libdevice import LIBDEVICE
 from newt.language.extra.libdevice import erf as ld_erf
 from newt.language.extra.libdevice import tanh as ld_tanh
 
@@ -209,7 +209,7 @@ def _f64_bits(x):
     return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
-def _float_ref(name):  # noqa: C901
+def _float_ref(name):
     m = math
     sp = scipy_special
     table = {
@@ -238,7 +238,7 @@ def _float_ref(name):  # noqa: C901
     return table.get(name, "missing")
 
 
-def reference(name: str, variant, xs):  # noqa: C901
+def reference(name: str, variant, xs):
     """The expected results, as a tensor of the variant's result dtype."""
     args, ret, _ = variant
     wide = ret == "fp64"
@@ -261,7 +261,7 @@ def reference(name: str, variant, xs):  # noqa: C901
     return torch.tensor(out, dtype=_TORCH[ret])
 
 
-def _ref_one(name, base, mode, args, ret, wide, r):  # noqa: C901
+def _ref_one(name, base, mode, args, ret, wide, r):
     a0 = args[0]
     fr = [Fraction(v) for v in r] if all(t in ("fp32", "fp64") for t in args) else None
     if mode and base in ("add", "sub", "mul", "div", "rcp", "fma"):

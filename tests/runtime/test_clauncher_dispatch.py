@@ -141,7 +141,7 @@ def _run(fn, *a, **kw):
     try:
         fn(*a, **kw)
         return None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return type(e), str(e)
 
 

@@ -59,7 +59,7 @@ def test_autotuned_hits_in_c():
                        key=["n_elements"])(newt.jit(K.add_kernel.fn))
     x = torch.randn(10000, device="cuda")
     out = torch.empty_like(x)
-    g = lambda meta: (triton_cdiv(10000, meta["BLOCK_SIZE"]),)  # noqa: E731
+    g = lambda meta: (triton_cdiv(10000, meta["BLOCK_SIZE"]),)
     for _ in range(3):
         out.zero_()
         at[g](x, x, out, 10000)

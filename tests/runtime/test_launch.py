@@ -242,7 +242,7 @@ def test_concurrent_launches_pack_consistently(gpu):
             for i in range(200):
                 n = 16 * (tid * 1000 + i) + 32
                 K.add_kernel[(n,)](x, x, x, n, BLOCK_SIZE=64)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(e)
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
     for t in threads:

@@ -40,7 +40,7 @@ def kernel(X, Y, N: nl.constexpr):
 def _exec_variant(op):
     ns = {}
     src = SRC.replace("OP", op)
-    exec(src, {"newt": newt, "nl": nl}, ns)  # noqa: S102 - a string no file or linecache entry holds
+    exec(src, {"newt": newt, "nl": nl}, ns)  # a string no file or linecache entry holds
     return ns["kernel"]
 
 
@@ -66,7 +66,7 @@ def test_kernel_from_exec_of_linecache_registered_text():
     text = SRC.replace("OP", "+")
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     ns = {}
-    exec(compile(text, name, "exec"), {"newt": newt, "nl": nl}, ns)  # noqa: S102
+    exec(compile(text, name, "exec"), {"newt": newt, "nl": nl}, ns)
     x = torch.arange(8, dtype=torch.float32)
     y = torch.empty_like(x)
     ns["kernel"][(1,)](x, y, N=8)
@@ -75,7 +75,7 @@ def test_kernel_from_exec_of_linecache_registered_text():
 
 def test_no_source_text_is_a_clear_error():
     ns = {}
-    exec(compile("def k(X):\n    pass\n", "<nowhere>", "exec"), {}, ns)  # noqa: S102
+    exec(compile("def k(X):\n    pass\n", "<nowhere>", "exec"), {}, ns)
     fn = ns.pop("k")
     jf = newt.jit(fn, interpret=True)  # decorated after exec returned: the text is gone
     with pytest.raises(NoSourceError, match="cannot read the source of kernel 'k'.*linecache"):

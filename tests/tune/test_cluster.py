@@ -8,6 +8,7 @@ import torch
 distributed = pytest.importorskip("distributed")
 
 import tune_fakes as F  # noqa: E402
+
 from newt.runtime import compiler  # noqa: E402
 from newt.tune import LocalExecutor, compile_all, compile_spec_for, get_executor  # noqa: E402
 from newt.tune.cluster import DaskExecutor  # noqa: E402

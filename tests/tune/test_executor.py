@@ -7,11 +7,19 @@ import time
 
 import pytest
 import torch
-
 import tune_fakes as F
+
 from newt.runtime import compiler
-from newt.tune import (AdaptiveTimeout, LocalExecutor, SerialExecutor, TuneProgress, classify, compile_all,
-                       compile_spec_for, get_executor)
+from newt.tune import (
+    AdaptiveTimeout,
+    LocalExecutor,
+    SerialExecutor,
+    TuneProgress,
+    classify,
+    compile_all,
+    compile_spec_for,
+    get_executor,
+)
 from newt.tune.workers import ProcessPool
 
 REF = "tune_fakes:"
@@ -91,7 +99,7 @@ def test_map_keeps_the_order_and_reports_each_result():
 def test_cancel_stops_every_worker():
     ex = LocalExecutor(compile_workers=2)
     t0 = time.time()
-    stop = lambda: time.time() - t0 > 2  # noqa: E731
+    stop = lambda: time.time() - t0 > 2
     out = ex.map(REF + "hang", list(range(5)), "compile", should_stop=stop)
     assert [r["status"] for r in out] == ["cancelled"] * 5
     assert not ex._pools  # every pool is gone

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import tune_fakes as F
+
 from newt.runtime import compiler
-from newt.tune import (ArgSpec, LocalExecutor, ThreadExecutor, close_shared, compile_all, compile_spec_for,
-                       shared_executor)
+from newt.tune import (
+    ArgSpec,
+    LocalExecutor,
+    ThreadExecutor,
+    close_shared,
+    compile_all,
+    compile_spec_for,
+    shared_executor,
+)
 from newt.tune import tasks as T
 
 REF = "tune_fakes:"

@@ -12,8 +12,8 @@ See docs/backend.md for the design (layouts, vectorization, reductions, the
 dot lowerings and the cp.async pipeline).
 """
 
-from .codegen import CudaModule, CudaParam, generate_cuda  # noqa: F401
-from .targets import TARGETS, Target, get_target  # noqa: F401
+from .codegen import CudaModule, CudaParam, generate_cuda
+from .targets import TARGETS, Target, get_target
 
 
 def compile_cuda(module, target=None, **kw):

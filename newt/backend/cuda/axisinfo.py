@@ -155,7 +155,7 @@ class _Analysis:
             self.info[r] = inf
 
     # ------------------------------------------------------------------------
-    def rule(self, op, res) -> AxisInfo:  # noqa: C901 - one table of rules
+    def rule(self, op, res) -> AxisInfo:  # one table of rules
         name = op.name
         shape = shape_of(res.type)
         n = len(shape)

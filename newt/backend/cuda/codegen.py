@@ -10,12 +10,21 @@ from dataclasses import dataclass, field
 
 from newt.ir.types import is_block, type_str
 
-from . import lower_basic, lower_dot, lower_memory, lower_reduce  # noqa: F401  (register lowerings)
-from . import lower_asm, lower_gather, lower_histogram, lower_poll  # noqa: F401  (register lowerings)
+# importing the lowering modules registers their lowerings
+from . import (  # noqa: F401
+    lower_asm,
+    lower_basic,
+    lower_dot,
+    lower_gather,
+    lower_histogram,
+    lower_memory,
+    lower_poll,
+    lower_reduce,
+)
 from .axisinfo import analyze_axis_info
 from .ctypes import ctype
-from .elementwise import libdevice_declaration
 from .dot import select_dot_lowering
+from .elementwise import libdevice_declaration
 from .emitter import BackendError, Chunk, Emitter
 from .pipeline import plan_pipelines
 from .plan import plan_layouts

@@ -78,7 +78,7 @@ def is_elementwise(name: str) -> bool:
     return name in ELEMENTWISE
 
 
-def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict) -> str:  # noqa: C901
+def scalar_expr(name: str, args: list, arg_types: list, result_type, attrs: dict) -> str:
     rt = scalar_of(result_type)
     if name == "cast":
         return cast_expr(args[0], scalar_of(arg_types[0]), rt, attrs.get("rounding") or _CAST_ROUNDING)
@@ -125,7 +125,7 @@ def libdevice_declaration(fn: str, arg_types) -> tuple[str, str]:
     return sym, f'extern "C" __device__ {ctype(lc.dtype_from_name(ret))} {sym}({cargs});'
 
 
-def _compute(name, xs, t, attrs):  # noqa: C901
+def _compute(name, xs, t, attrs):
     ct = compute_ctype(t)
     is_float = t.is_floating()
     is_f64 = t.name == "fp64"
@@ -213,7 +213,7 @@ _F2I = {  # (float kind, int name) -> helper
 _NARROW = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255), "uint16": (0, 65535)}
 
 
-def cast_expr(x: str, st, dt, rounding: str = "rtne") -> str:  # noqa: C901
+def cast_expr(x: str, st, dt, rounding: str = "rtne") -> str:
     """C++ converting ``x`` (of dtype st) to dtype dt with newt's cast semantics."""
     if st == dt:
         return x

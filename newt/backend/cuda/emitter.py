@@ -10,16 +10,16 @@ comments that map CUDA lines back to the user's source.
 
 from __future__ import annotations
 
-import os
 import linecache
+import os
 from dataclasses import dataclass
 
 from newt.ir.errors import LocatedError
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype
-from .layout import Layout, bit_index_expr, in_thread_map
 from .elementwise import ELEMENTWISE, scalar_expr
+from .layout import Layout, bit_index_expr, in_thread_map
 from .plan import compact
 from .vectors import pack_words, unpack_words
 
@@ -611,7 +611,7 @@ class Emitter:
         except (BackendError, KeyError, ValueError, AssertionError):
             return None
 
-    def _affine(self, v, lay: Layout):  # noqa: C901
+    def _affine(self, v, lay: Layout):
         if not is_block(v.type):
             t = scalar_of(v.type)
             if not (t.is_ptr() or (t.is_int() and t.primitive_bitwidth in (32, 64) and not t.is_bool())):
@@ -808,6 +808,6 @@ def _short(lay: Layout) -> str:
     regs = lay.per_dim(lay.reg)
     lanes = lay.per_dim(lay.lane)
     warps = lay.per_dim(lay.warp)
-    f = lambda v: "x".join(map(str, v))  # noqa: E731
+    f = lambda v: "x".join(map(str, v))
     return f"{lay.kind.split('(')[0]}[regs {f(regs)}, lanes {f(lanes)}, warps {f(warps)}]"
 

@@ -215,7 +215,7 @@ class Layout:
 
     def join(self) -> "Layout":
         """Layout of ``join(a, b)`` (new last dim of 2) as the last register bit: r = [a..., b...]."""
-        sh = lambda b: b << 1  # noqa: E731
+        sh = lambda b: b << 1
         return Layout(self.shape + (2,), tuple(sh(b) for b in self.reg) + (1,), tuple(sh(b) for b in self.lane),
                       tuple(sh(b) for b in self.warp), self.kind)
 
@@ -247,7 +247,7 @@ class Layout:
         regs = self.per_dim(self.reg)
         lanes = self.per_dim(self.lane)
         warps = self.per_dim(self.warp)
-        fmt = lambda v: "[" + ", ".join(map(str, v)) + "]"  # noqa: E731
+        fmt = lambda v: "[" + ", ".join(map(str, v)) + "]"
         dup = ""
         if self.has_thread_dups():
             dup = ", broadcast over " + ", ".join(

@@ -27,12 +27,11 @@ from newt.ir.ops import ELEMENTWISE, SOURCE, VIEW
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import ctype
-from .layout import Layout, SwizzledShared, log2
 from .dot.base import OperandTile
+from .layout import Layout, SwizzledShared, log2
 from .loops import assign, bind_var, declare_var, loop_condition, loop_header
 from .plan import compact
-from .tma import (bar_addr, barriers, issue_copies, match_access, same_layout, standalone_loads, tile_plan,
-                  tma_enabled)
+from .tma import bar_addr, barriers, issue_copies, match_access, same_layout, standalone_loads, tile_plan, tma_enabled
 from .vectors import vector_width_of
 
 #: ops the lookahead may re-render: free of effects and cheap to compute again
@@ -150,7 +149,7 @@ def _inside_pipeline(pipelines, op) -> bool:
     return False
 
 
-def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):  # noqa: C901
+def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
     body = loop.regions[0]
     top_ops = set(body.ops)
     iv = body.args[0]

@@ -116,7 +116,7 @@ class _Planner:
         for op in region.ops:
             self.op(op)
 
-    def op(self, op):  # noqa: C901
+    def op(self, op):
         name = op.name
         P = self.plan
         if name == "scf.for":

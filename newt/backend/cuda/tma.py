@@ -168,7 +168,7 @@ def _shift(p: Poly, axis: int) -> Poly:
     return p.remap(lambda d: d + 1 if d >= axis else d)
 
 
-def int_poly(v, depth: int = 0):  # noqa: C901
+def int_poly(v, depth: int = 0):
     """The polynomial of integer value ``v`` (a scalar or a block), or None if it is not one."""
     if depth > 64:
         return None
@@ -325,7 +325,7 @@ def _div(axis, v) -> int:
     return int(getattr(info, "scalar_div", 1) or 1) if info is not None else 1
 
 
-def match_access(fn, op, axis):  # noqa: C901
+def match_access(fn, op, axis):
     """The :class:`TmaAccess` of block load/store ``op``, or None (see the module docstring)."""
     if op.name not in ("load", "store"):
         return None

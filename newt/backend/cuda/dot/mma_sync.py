@@ -75,7 +75,7 @@ class MmaSyncLowering(DotLowering):
         eb = max(1, t.primitive_bitwidth // 8)
         return SwizzledShared(shape[1 - inner], shape[inner], eb)
 
-    def emit(self, em, op, tiles):  # noqa: C901
+    def emit(self, em, op, tiles):
         a, b, accv = op.operands
         res = op.result
         t = scalar_of(a.type)

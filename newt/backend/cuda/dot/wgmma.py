@@ -479,7 +479,7 @@ class WgmmaLowering(DotLowering):
         return GmmaShared(shape[1 - inner], shape[inner], max(1, t.primitive_bitwidth // 8))
 
     # ------------------------------------------------------------------
-    def emit(self, em, op, tiles):  # noqa: C901
+    def emit(self, em, op, tiles):
         a, b, accv = op.operands
         res = op.result
         t = scalar_of(a.type)

@@ -1,5 +1,5 @@
 """``newt.language.extra.cuda``: NVIDIA-specific functions (Triton's ``triton.language.extra.cuda``)."""
 
-from . import libdevice  # noqa: F401
+from . import libdevice
 
 __all__ = ["libdevice"]

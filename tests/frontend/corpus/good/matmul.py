@@ -58,6 +58,6 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 def matmul(a, b, c, activation=""):
     M, K = a.shape
     K, N = b.shape
-    grid = lambda META: (newt.cdiv(M, META["BLOCK_M"]) * newt.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
+    grid = lambda META: (newt.cdiv(M, META["BLOCK_M"]) * newt.cdiv(N, META["BLOCK_N"]),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         c.stride(0), c.stride(1), ACTIVATION=activation)

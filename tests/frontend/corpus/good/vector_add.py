@@ -18,6 +18,6 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: nl.constexpr):
 def add(x: torch.Tensor, y: torch.Tensor):
     out = torch.empty_like(x)
     n = out.numel()
-    grid = lambda meta: (newt.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
+    grid = lambda meta: (newt.cdiv(n, meta["BLOCK_SIZE"]),)
     add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
     return out
