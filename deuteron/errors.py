@@ -10,8 +10,7 @@ import ast
 import os
 import re
 
-from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
-from newt.ir.errors import LocatedError
+from newt.diagnostics import CompilationError, Diagnostic, LocatedError, Severity, Span
 
 __all__ = ["DeuteronError", "GeneratedKernelError", "SourceInfo", "TraceError", "Cause"]
 
@@ -82,7 +81,7 @@ def _user_node(gen, line: int):
 def _gen_excerpt(path: str, line: int, col: int, end_col: int | None = None) -> str:
     import linecache
 
-    from newt.ir.errors import caret_excerpt
+    from newt.diagnostics import caret_excerpt
     text = linecache.getline(path, line)
     return caret_excerpt(text, col, end_col, line=line) if text else ""
 
@@ -120,7 +119,7 @@ def relocate(exc: BaseException, kernel: str | None = None):
     secondary = f"in the generated code ({gen.kernel_name}): {gen_where}: [{code}] {message}" + \
         (f"\n{excerpt}" if excerpt else "")
     if isinstance(exc, LocatedError) and hasattr(exc, "detail") and hasattr(exc, "what"):  # an interpreter error
-        from newt.ir.errors import caret_excerpt
+        from newt.diagnostics import caret_excerpt
         user_loc = Loc(src.path, span.line, span.col, span.end_line, span.end_col)
         head = f"{user_loc}: {exc.what} in kernel '{kernel or gen.kernel_name}'"
         pid = getattr(exc, "pid", None)

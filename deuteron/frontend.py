@@ -3,7 +3,7 @@
 ``import deuteron`` imports this module; it registers ``@dt.kernel`` as a kernel
 kind with :func:`newt.frontend.register_kernel_kind` (:func:`register`).  It reads
 the kernel's source only: no torch import, no user code run.  Diagnostics are
-``newt.frontend.diagnostics.Diagnostic`` values with the ``D0xx`` codes, so the
+``newt.diagnostics.Diagnostic`` values with the ``D0xx`` codes, so the
 editor, ``python -m newt check`` and ``kernel(...)`` report the same problems.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 
+from newt.diagnostics import Diagnostic, Severity, Span
 from newt.frontend import register_kernel_kind, register_module_alias
 from newt.frontend.check import KernelAnalysis, SpecResult
-from newt.frontend.diagnostics import Diagnostic, Severity, Span
 
 from .structure import KernelStructure, StaticResolver
 

@@ -126,7 +126,7 @@ class KernelSource:
         errs = self.errors()
         if not errs:
             return
-        from newt.frontend.diagnostics import Diagnostic, Severity
+        from newt.diagnostics import Diagnostic, Severity
         diags = [Diagnostic(p.code, Severity.ERROR, self.src.span(p.node), p.message, hint=p.hint, file=self.path,
                             kernel=self.name) for p in errs]
         raise DeuteronError(diags, self.src.text, kernel=self.name)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from newt.frontend.diagnostics import CompilationError
-from newt.ir.errors import LocatedError
+from newt.diagnostics import CompilationError, LocatedError
 
 from . import language as L
 from . import runtime as _rt

@@ -698,8 +698,7 @@ def build_ir_for(kernel: Kernel, *args, config=None, **kwargs) -> list:
 
 def _at_user_line(fn, kernel, *args):
     """``fn(*args)`` on a generated kernel, its newt errors reported at the user's line (``errors.relocate``)."""
-    from newt.frontend.diagnostics import CompilationError
-    from newt.ir.errors import LocatedError
+    from newt.diagnostics import CompilationError, LocatedError
 
     from .errors import relocate
     try:

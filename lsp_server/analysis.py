@@ -24,8 +24,8 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types as lsp
 
 import deuteron.frontend  # noqa: F401  (registers @dt.kernel with newt's front end)
+from newt.diagnostics import Diagnostic, Severity, Span
 from newt.frontend import AnalysisCache, Analyzer, FileAnalysis, KernelAnalysis, SpecResult
-from newt.frontend.diagnostics import Diagnostic, Severity, Span
 
 from .positions import UTF16, LineIndex
 

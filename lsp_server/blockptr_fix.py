@@ -28,7 +28,7 @@ import ast
 
 from lsprotocol import types as lsp
 
-from newt.frontend.diagnostics import Span
+from newt.diagnostics import Span
 
 from .analysis import Analysis
 

@@ -115,7 +115,7 @@ def ir_text(a, ka, spec: int) -> str:
         return f"// {e}\n"
     built = build_concrete(a, ka, conc)
     if built.fn is None or built.errors:
-        from newt.frontend.diagnostics import render
+        from newt.diagnostics import render
         return f"// {ka.name} ({conc.label}) has errors:\n" + "\n".join(
             "// " + ln for d in built.errors[:10] for ln in render(d, a.text).splitlines()) + "\n"
     return header(ka.name, conc, "(any)") + built.fn.format()

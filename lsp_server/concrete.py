@@ -370,7 +370,7 @@ class Built:
 
     @property
     def errors(self) -> list:
-        from newt.frontend.diagnostics import Severity
+        from newt.diagnostics import Severity
         return [d for d in self.diagnostics if d.severity == Severity.ERROR]
 
 
@@ -399,7 +399,7 @@ def build_concrete(analysis, ka, conc: Concrete) -> Built:
             from newt.ir import verify
             verify(fn, concrete=True)
         except Exception as e:  # an IR the verifier rejects is reported, not fatal
-            from newt.frontend.diagnostics import Diagnostic, Severity
+            from newt.diagnostics import Diagnostic, Severity
             diags.append(Diagnostic("N001", Severity.ERROR, ka.span, f"IR verification failed: {e}",
                                     file=analysis.path, kernel=ka.name))
     analysis.extra[key] = built

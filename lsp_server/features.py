@@ -8,7 +8,7 @@ import re
 
 from lsprotocol import types as lsp
 
-from newt.frontend.diagnostics import Span
+from newt.diagnostics import Span
 from newt.frontend.values import Const, Opaque, TensorV
 
 from . import language
@@ -664,7 +664,7 @@ def _fix_did_you_mean(a: Analysis, d, ld) -> list[lsp.CodeAction]:
         return []
     line0 = d.span.line
     col = d.span.col + best.start()
-    from newt.frontend.diagnostics import Span as _S
+    from newt.diagnostics import Span as _S
     rng = a.index.range(_S(line0, col, line0, col + len(best.group())))
     return [_edit_action(a, f"Replace {best.group()} with {sugg}", ld, [lsp.TextEdit(rng, sugg)], preferred=True)]
 

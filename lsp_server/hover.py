@@ -203,7 +203,7 @@ def _hover(a: Analysis, pos: lsp.Position, markdown: bool, target: str, command_
 
 
 def _span(line1, c1, c2):
-    from newt.frontend.diagnostics import Span
+    from newt.diagnostics import Span
     return Span(line1, c1, line1, c2)
 
 

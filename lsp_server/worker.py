@@ -88,7 +88,7 @@ def _compile(params, ctx):
         raise UserError(str(e), "spec") from None
     built = build_concrete(a, ka, conc)
     if built.fn is None or built.errors:
-        from newt.frontend.diagnostics import render
+        from newt.diagnostics import render
         msg = "\n".join(render(d, text) for d in built.errors[:10]) or "the kernel could not be built"
         raise UserError(f"{kname} ({conc.label}) does not compile:\n{msg}", "compile")
     be = backend()

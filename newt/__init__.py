@@ -10,7 +10,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import language  # noqa: F401
-from .frontend.diagnostics import CompilationError  # noqa: F401
+from .diagnostics import CompilationError  # noqa: F401
 
 
 def cdiv(x: int, y: int) -> int:

@@ -31,8 +31,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _check(args) -> int:
+    from newt.diagnostics import Severity, render
     from newt.frontend import analyze_source, load_installed_kinds
-    from newt.frontend.diagnostics import Severity, render
 
     for failure in load_installed_kinds():  # other kernel kinds (entry points newt.kernel_kinds)
         print(f"newt: a kernel-kind plugin failed to load: {failure}", file=sys.stderr)

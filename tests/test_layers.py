@@ -21,7 +21,9 @@ NEVER = {
     "newt/frontend": ("newt.interpreter", "newt.backend", "newt.runtime", "torch", "cuda", "deuteron",
                       "lsp_server"),
     "newt/interpreter": ("newt.backend", "newt.runtime", "cuda", "deuteron", "lsp_server"),
-    "newt/backend": ("newt.interpreter", "newt.runtime", "torch", "deuteron", "lsp_server"),
+    "newt/backend": ("newt.frontend", "newt.interpreter", "newt.runtime", "torch", "deuteron", "lsp_server"),
+    # diagnostics and located errors, below every layer: the standard library only
+    "newt/diagnostics.py": ("newt", "torch", "cuda", "deuteron", "lsp_server"),
     # the runtime compiles and launches one kernel; tuning (newt.tune, with the autotuner) drives it from above
     "newt/runtime": ("newt.tune", "deuteron", "lsp_server"),
     "newt/tune": ("deuteron", "lsp_server"),
@@ -64,6 +66,9 @@ def _is_string_import(func) -> bool:
 
 
 def _files(pkg_dir):
+    if pkg_dir.endswith(".py"):  # one module
+        yield os.path.join(ROOT, pkg_dir)
+        return
     for dirpath, _dirs, files in os.walk(os.path.join(ROOT, pkg_dir)):
         for f in files:
             if f.endswith(".py"):

@@ -5,10 +5,11 @@ It reads source text only; it never imports or runs the user's module.  Callers 
 with ``build_ir``.
 """
 
+from newt.diagnostics import CODES, CompilationError, Diagnostic, Severity, Span, render  # noqa: F401
+
 from . import rules  # noqa: F401  (the type rules of the nl.* builtins register into ops.RULES)
 from .analyzer import AnalysisCache, Analyzer, analyze_source  # noqa: F401
 from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_specialization  # noqa: F401
-from .diagnostics import CODES, CompilationError, Diagnostic, Severity, Span, render  # noqa: F401
 from .kinds import (  # noqa: F401
     load_installed_kinds,
     register_kernel_kind,

@@ -36,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from newt.diagnostics import Diagnostic, Severity, Span
 from newt.language import core as lc
 
 from .builder import Builder, Spec
@@ -52,7 +53,6 @@ from .check import (
     merge_spec_diagnostics,
     no_gc,
 )
-from .diagnostics import Diagnostic, Severity, Span
 from .hostvalues import launch_types
 from .kinds import analyzer_for
 from .source import _Q, ConfigLit, KernelDef, ModuleScan, SourceFile, parse_with_recovery

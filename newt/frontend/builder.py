@@ -29,12 +29,12 @@ import ast
 import types as pytypes
 
 from newt import ir
+from newt.diagnostics import Diagnostic, Severity, Span
 from newt.ir.types import ANY_DTYPE, SymDType
 from newt.language import core as lc
 
 from .calls import CallBinder
 from .context import BuildContext
-from .diagnostics import Diagnostic, Severity, Span
 from .exprs import ExpressionBuilder
 from .frame import FLAG_RET, STRUCTURAL_CODES, Frame, LoopCtx, Spec  # noqa: F401  (re-exported)
 from .loops import LoopBuilder

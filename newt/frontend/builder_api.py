@@ -14,8 +14,8 @@ import ast
 from typing import Protocol
 
 from newt import ir
+from newt.diagnostics import Diagnostic, Severity, Span
 
-from .diagnostics import Diagnostic, Severity, Span
 from .frame import Frame, Spec
 from .semantic import SemError
 from .values import AV, JitSource, TensorV

@@ -319,7 +319,7 @@ class CallBinder(BuilderPart):
         for a, an in zip(args[1:], arg_nodes[1:]):
             acc = self.call_builtin(op, [acc, a], kw, node, [node, an], kw_nodes)
         if isinstance(acc, TensorV) and acc.shape:
-            from .diagnostics import Severity
+            from newt.diagnostics import Severity
             self.ctx.report("N008", f"Python's {name}() on blocks is deprecated in Triton: use nl.{op}", node,
                             hint=f"use nl.{op}(a, b) for elementwise, or nl.{name}(x, axis) to reduce",
                             severity=Severity.WARNING)

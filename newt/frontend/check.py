@@ -20,11 +20,11 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from newt.diagnostics import CompilationError, Diagnostic, Severity, Span
 from newt.ir.core import Loc
 from newt.language import core as lc
 
 from .builder import Builder, Spec
-from .diagnostics import CompilationError, Diagnostic, Severity, Span
 from .kinds import trusted_roots
 from .semantic import SemError
 from .source import _Q, NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, fast_walk

@@ -18,8 +18,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from newt import ir
+from newt.diagnostics import Diagnostic, Severity, Span
 
-from .diagnostics import Diagnostic, Severity, Span
 from .frame import STRUCTURAL_CODES, Frame, Spec
 from .semantic import SemError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .diagnostics import Span
+from newt.diagnostics import Span
+
 from .values import AV, JitSource
 
 FLAG_RET, FLAG_BRK, FLAG_CNT, RETVAL, LOOPIV = "$ret", "$brk", "$cnt", "$rv", "$iv"

@@ -54,7 +54,7 @@ def register_kernel_kind(qualname_or_predicate: str | Callable[[str], bool], ana
     ``qualname_or_predicate``: the decorator's qualified name (``"mylang.kernel"``) or a predicate over
     resolved decorator names.  ``name`` (default: the qualname's top-level package) labels the kind in
     ``KernelDef.kind``; ``roots`` (default: that package) are the packages the resolver may import;
-    ``codes`` adds the kind's diagnostic codes to ``newt.frontend.diagnostics.CODES``."""
+    ``codes`` adds the kind's diagnostic codes to ``newt.diagnostics.CODES``."""
     if isinstance(qualname_or_predicate, str):
         q = qualname_or_predicate
         top = q.split(".")[0]
@@ -66,7 +66,7 @@ def register_kernel_kind(qualname_or_predicate: str | Callable[[str], bool], ana
     if kind.name == "jit":
         raise ValueError("'jit' is newt's own kernel kind")
     if codes:
-        from .diagnostics import register_codes
+        from newt.diagnostics import register_codes
         register_codes(codes)
         kind = replace(kind, codes=tuple(codes))
     _KINDS[kind.name] = kind
@@ -77,7 +77,7 @@ def unregister_kernel_kind(name: str) -> KernelKind | None:
     """Remove a registered kind and the codes it added; returns it, or None if it was not there."""
     kind = _KINDS.pop(name, None)
     if kind is not None and kind.codes:
-        from .diagnostics import CODES
+        from newt.diagnostics import CODES
         for c in kind.codes:
             CODES.pop(c, None)
     return kind

@@ -10,11 +10,11 @@ import ast
 import builtins as pybuiltins
 
 from newt import ir
+from newt.diagnostics import Severity
 from newt.ir.types import numel, scalar_of, shape_of, type_str
 from newt.language import core as lc
 
 from .context import BuilderPart
-from .diagnostics import Severity
 from .frame import FLAG_BRK, FLAG_CNT, FLAG_RET, LOOPIV, MAX_UNROLL, LoopCtx
 from .semantic import SemError, fmt_shape, is_number, literal_type, shapes_maybe_equal
 from .stmts import _last_assign

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
-from .diagnostics import Diagnostic, Severity, Span
+from newt.diagnostics import Diagnostic, Severity, Span
 
 
 class SourceFile(Protocol):

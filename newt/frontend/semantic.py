@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import operator
 
+from newt.diagnostics import LocatedError
 from newt.ir.core import Loc
-from newt.ir.errors import LocatedError
 from newt.ir.types import ANY_DTYPE, SymDim, SymDType, block_of, dims_equal, is_pow2, shape_of
 from newt.language import core as lc
 

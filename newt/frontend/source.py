@@ -17,7 +17,8 @@ import types
 import weakref
 from dataclasses import dataclass, field
 
-from .diagnostics import Span
+from newt.diagnostics import Span
+
 from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery

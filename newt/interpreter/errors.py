@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import linecache
 
-from newt.ir.errors import LocatedError, caret_excerpt
+from newt.diagnostics import LocatedError, caret_excerpt
 
 __all__ = ["InterpreterError", "OutOfBoundsError", "MisalignedAddressError", "DeviceAssertionError",
            "DeadlockError", "source_excerpt"]

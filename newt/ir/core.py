@@ -20,8 +20,9 @@ checks it (see ``newt.ir.verifier``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 from weakref import ref as _wref
+
+from newt.diagnostics import Loc
 
 from .ops import OpDef, opdef
 from .types import type_str
@@ -31,17 +32,6 @@ _MISSING = object()
 __all__ = ["Loc", "Value", "Op", "Region", "Function", "Param"]
 
 
-class Loc(NamedTuple):
-    """A source span: 1-based line and column, end column exclusive."""
-
-    file: str
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
 
 
 class Value:

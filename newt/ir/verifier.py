@@ -10,10 +10,10 @@ not powers of two.
 
 from __future__ import annotations
 
+from newt.diagnostics import LocatedError
 from newt.language.core import block_type
 
 from .core import Loc
-from .errors import LocatedError
 from .ops import OPS, REQUIRED, Trait
 from .types import is_pow2, scalar_of, type_str
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import newt
-from newt.frontend.diagnostics import CompilationError
+from newt.diagnostics import CompilationError
 from newt.language import core as lc
 
 from . import cache as _cache

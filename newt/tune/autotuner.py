@@ -23,7 +23,7 @@ import math
 import os
 import time
 
-from newt.frontend.diagnostics import CompilationError
+from newt.diagnostics import CompilationError
 from newt.runtime.errors import LaunchError, OutOfResources
 
 log = logging.getLogger("newt.autotune")

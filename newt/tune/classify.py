@@ -23,7 +23,7 @@ def classify(e: BaseException) -> dict:
     name = type(e).__name__
     msg = str(e).strip().splitlines()
     first = msg[0] if msg else name
-    from newt.frontend.diagnostics import CompilationError
+    from newt.diagnostics import CompilationError
     from newt.runtime.errors import KernelFaultError, LaunchError, OutOfResources
     if isinstance(e, KeyboardInterrupt):
         return {"status": "cancelled", "message": "interrupted"}

@@ -11,7 +11,7 @@ import pytest
 import newt
 from newt.backend.cuda import generate_cuda
 from newt.backend.cuda.emitter import BackendError
-from newt.ir.errors import LocatedError
+from newt.diagnostics import LocatedError
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernels import corpus_configs, ir

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import newt
-from newt.frontend.diagnostics import CompilationError
+from newt.diagnostics import CompilationError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops"))
 from asm_kernels import asm1, asm2, asm_2d, asm_scalar_broadcast, asm_two_results, mul_f32x2

@@ -207,7 +207,7 @@ def test_a_newt_compile_error_in_the_generated_file_is_d008_at_the_users_line(ge
 
 def test_relocate_leaves_errors_of_other_files_alone():
     from deuteron.errors import relocate
-    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    from newt.diagnostics import CompilationError, Diagnostic, Severity, Span
     from newt.interpreter.errors import DeadlockError
     d = Diagnostic("N022", Severity.ERROR, Span(1, 1, 1, 2), "x", file="/elsewhere/k.py")
     assert relocate(CompilationError([d], "x\n")) is None

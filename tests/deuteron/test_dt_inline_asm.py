@@ -94,7 +94,7 @@ def test_outside_the_ptx_subset_in_ref_and_interpreter():
 def test_sm90a_compile(kernel, args, ok):
     from deuteron.compile import compile_binary
     from deuteron.kernel import _HostRun, _runtime_args
-    from newt.frontend.diagnostics import CompilationError
+    from newt.diagnostics import CompilationError
     k = getattr(K, kernel)
     b = k._bind(args, {})
     e = k._entry(b)

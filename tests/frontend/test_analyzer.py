@@ -158,7 +158,7 @@ def test_registered_kind_is_dispatched_and_a_crashing_one_is_contained():
         unregister_kernel_kind("mykind")
     fa = Analyzer().analyze(text, "k.py")
     assert fa.kernels == [] and fa.diagnostics == []
-    from newt.frontend.diagnostics import CODES
+    from newt.diagnostics import CODES
     assert "Q001" not in CODES
 
 

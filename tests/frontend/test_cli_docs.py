@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import deuteron  # noqa: F401  (registers its D codes)
-from newt.frontend.diagnostics import CODES
+from newt.diagnostics import CODES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 BAD = """import newt

@@ -7,8 +7,8 @@ import ast
 import pytest
 
 import newt.language as nl
+from newt.diagnostics import CODES, Diagnostic, LocatedError, Severity, caret_excerpt
 from newt.frontend import Analyzer, Span, render
-from newt.frontend.diagnostics import CODES, Diagnostic, Severity
 from newt.frontend.semantic import (
     AxisOutOfRange,
     DifferentSignedness,
@@ -22,7 +22,6 @@ from newt.frontend.semantic import (
 )
 from newt.frontend.source import SourceFile
 from newt.ir import IRVerificationError
-from newt.ir.errors import LocatedError, caret_excerpt
 
 
 def _node(text: str, cls):

@@ -1,4 +1,4 @@
-"""Every located error of the layers below the runtime is a newt.ir.errors.LocatedError with a code."""
+"""Every located error of the layers below the runtime is a newt.diagnostics.LocatedError with a code."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import newt
 import newt.language as nl
-from newt.ir.errors import LocatedError
+from newt.diagnostics import LocatedError
 
 
 @newt.jit

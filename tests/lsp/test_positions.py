@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from lsp_server.positions import UTF8, UTF16, UTF32, LineIndex, split_lines
-from newt.frontend.diagnostics import Span
+from newt.diagnostics import Span
 
 
 def test_ascii_identity():

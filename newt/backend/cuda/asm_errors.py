@@ -74,7 +74,7 @@ def inline_asm_error(module, log: str, target_name: str, options=()):
             break
     if loc is None:
         return None
-    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    from newt.diagnostics import CompilationError, Diagnostic, Severity, Span
 
     from .codegen import _source_text
     asm_line = ptx_line - begin - 1

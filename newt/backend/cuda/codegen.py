@@ -249,7 +249,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
 
 
 def _backend_error(fn, e: BackendError):
-    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    from newt.diagnostics import CompilationError, Diagnostic, Severity, Span
     loc = e.location or fn.loc
     span = Span(loc.line, loc.col, loc.end_line, loc.end_col) if loc else Span(1, 1, 1, 2)
     d = Diagnostic(e.code, Severity.ERROR, span, f"CUDA backend: {e.message}", hint=e.hint,

@@ -180,7 +180,7 @@ def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True
         # a tensor-core kernel just above the register cap of one more resident block per SM (causal attention
         # 128x64 at 8 warps: ptxas' free choice 142 registers, 128 without a spill at 2 blocks; 64x64 at 4
         # warps: 144 -> 128 at 4 blocks; Triton's builds of the same kernels 127 and 128): ask for it
-        from newt.frontend.diagnostics import CompilationError
+        from newt.diagnostics import CompilationError
         alt = module.rerender(min_blocks=want)
         try:
             b2 = _compile_once(alt, target, extra_options, lineinfo)
@@ -259,7 +259,7 @@ def _compile_once(module, target, extra_options, lineinfo) -> CompiledBinary:
 
 
 def _compile_error(module, log: str, fname: str):
-    from newt.frontend.diagnostics import CompilationError, Diagnostic, Severity, Span
+    from newt.diagnostics import CompilationError, Diagnostic, Severity, Span
     # first error line: "name.cu(123): error: message"
     loc = None
     msg = "NVRTC could not compile the generated CUDA"

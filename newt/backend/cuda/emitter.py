@@ -14,7 +14,7 @@ import linecache
 import os
 from dataclasses import dataclass
 
-from newt.ir.errors import LocatedError
+from newt.diagnostics import LocatedError
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype

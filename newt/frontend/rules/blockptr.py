@@ -12,7 +12,7 @@ run-time parts (:func:`split_carried` / :func:`join_carried`, called by the loop
 
 from __future__ import annotations
 
-from newt.frontend.diagnostics import Severity
+from newt.diagnostics import Severity
 from newt.ir.types import dims_equal
 
 from ..ops import Bound, _poison, const_int, const_str, parse_shape, rule

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from newt.diagnostics import Severity
 from newt.ir.types import shape_of, type_str
 from newt.language import core as lc
 
-from ..diagnostics import Severity
 from ..ops import Bound, _poison, const_int, need_tensor, rule
 from ..semantic import (
     SemError,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from newt.diagnostics import Severity
 from newt.ir.types import block_of, dims_equal, shape_of
 from newt.language import core as lc
 
-from ..diagnostics import Severity
 from ..ops import Bound, _poison, const_int, const_str, need_tensor, rule
 from ..semantic import SemError, broadcast_shapes, check_block_shape, fmt_shape
 from ..values import Const, DescV, Opaque, TensorV, TupleV
