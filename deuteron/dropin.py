@@ -193,7 +193,7 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_nam
             _compare(r, e, rtol, atol, max_mismatch_pct, max_mismatched_abs_diff)
         if bwd:
             _check_backward(fn, base, args, rtol, atol)
-    from newt.runtime.driver import has_gpu
+    from newt.runtime import has_gpu
     if not has_gpu():
         return {}
     return {name: do_bench(lambda f=f: f(*args)) for name, f in {**kernels, **baselines}.items()}
@@ -202,7 +202,7 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_nam
 def _make_testing():
     import torch
 
-    from newt.runtime.driver import has_gpu
+    from newt.runtime import has_gpu
     attrs = {"DEVICE": torch.device("cuda") if has_gpu() else torch.device("cpu"), "HALF_DTYPE": torch.float16,
              "LONG_INT_TYPE": torch.int64, "run_example": run_example, "do_bench": do_bench}
     return _facade("helion._testing", "Helion's example harness (deuteron).", attrs)

@@ -92,7 +92,7 @@ def relocate(exc: BaseException, kernel: str | None = None):
     (out of bounds, ``DeadlockError``, a failed device assert...) keeps its class and gets the user's location,
     line and caret, the generated location below them.  None when ``exc`` does not come from a generated file.
     """
-    from newt.ir.core import Loc
+    from newt.diagnostics import Loc
     if getattr(exc, "_dt_relocated", False):
         return None
     if isinstance(exc, CompilationError) and not isinstance(exc, DeuteronError):

@@ -12,8 +12,7 @@ from __future__ import annotations
 import ast
 
 from newt.diagnostics import Diagnostic, Severity, Span
-from newt.frontend import register_kernel_kind, register_module_alias
-from newt.frontend.check import KernelAnalysis, SpecResult
+from newt.frontend import KernelAnalysis, SpecResult, register_kernel_kind, register_module_alias
 
 from .structure import KernelStructure, StaticResolver
 

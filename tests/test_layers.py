@@ -86,6 +86,43 @@ def test_layer_imports_only_point_down(pkg_dir):
     assert not bad, "\n".join(bad)
 
 
+#: newt's public API: the only newt modules deuteron may import (each package's own names, never its submodules)
+NEWT_PUBLIC = ("newt", "newt.language", "newt.diagnostics", "newt.testing", "newt.frontend", "newt.runtime",
+               "newt.tune", "newt.interpreter", "newt.dropin")
+
+
+def _newt_modules_imported(path: str):
+    """(line, module) of every newt module a file imports: ``import a.b`` and ``from a.b import x`` name ``a.b``
+    (``from newt import runtime`` names ``newt.runtime``, a module reached by attribute)."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.lineno, node.module
+            if node.module == "newt":
+                for a in node.names:
+                    yield node.lineno, f"newt.{a.name}"
+
+
+def test_deuteron_uses_only_newts_public_api():
+    bad = []
+    for path in _files("deuteron"):
+        for line, name in _newt_modules_imported(path):
+            if name.split(".")[0] != "newt":
+                continue
+            if name not in NEWT_PUBLIC and not name.startswith("newt.language."):
+                bad.append(f"{os.path.relpath(path, ROOT)}:{line}: imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_public_api_check_sees_a_submodule_import(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from newt.tune.workers import ProcessPool\nfrom newt.tune import ProcessPool\nimport newt.ir.core\n")
+    assert [n for _, n in _newt_modules_imported(str(f))] == ["newt.tune.workers", "newt.tune", "newt.ir.core"]
+
+
 #: packages built on newt: newt must not know them (they register themselves, see newt.frontend.kinds)
 ABOVE_NEWT = ("deuteron", "lsp_server")
 

@@ -607,8 +607,7 @@ class Tuner:
             self._add("tasks", t)
 
     def _make_tasks(self, c):
-        from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for
-        from newt.tune.tasks import default_target
+        from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for, default_target
 
         from ..hostrun import _runtime_args
         from ..runtime import num_sms

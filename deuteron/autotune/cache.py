@@ -40,7 +40,7 @@ def versions(device) -> dict:
     out = {"deuteron": __version__, "deuteron_code": _package_hash(), "newt": newt.__version__,
            "torch": torch.__version__}
     try:
-        from newt.runtime.compiler import nvrtc_version
+        from newt.runtime import nvrtc_version
         out["nvrtc"] = nvrtc_version()
     except Exception:  # no NVRTC (CPU): not part of the key
         out["nvrtc"] = None

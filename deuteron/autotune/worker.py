@@ -14,7 +14,7 @@ import sys
 
 def classify(e: BaseException) -> dict:
     """The status of a failed task (``newt.tune.classify``)."""
-    from newt.tune.classify import classify as c
+    from newt.tune import classify as c
     return c(e)
 
 
@@ -73,7 +73,7 @@ def screen(task: dict) -> dict:
 
 def main(argv=None) -> int:
     """``python -m deuteron.autotune.worker FD [DEVICE]``: a screening worker (see ``newt.tune.worker``)."""
-    from newt.tune.worker import main as tune_main
+    from newt.tune import worker_main as tune_main
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) > 1:
         os.environ["DEUTERON_WORKER_DEVICE"] = argv[1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from newt.tune.workers import ProcessPool, read_frame, write_frame
+from newt.tune import ProcessPool, read_frame, write_frame
 
 __all__ = ["WorkerPool", "save_args", "load_args", "read_frame", "write_frame"]
 

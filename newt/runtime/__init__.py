@@ -16,6 +16,18 @@ def synchronize(device=None):
     _sync(device)
 
 
+def has_gpu() -> bool:
+    """Whether a CUDA device can be used here (the driver loads and sees one)."""
+    from .driver import has_gpu as _has_gpu
+    return _has_gpu()
+
+
+def nvrtc_version() -> str:
+    """The NVRTC version kernels compile with (part of every cache key)."""
+    from .compiler import nvrtc_version as _v
+    return _v()
+
+
 def cache_dir():
     """The disk cache directory in use (None when the disk cache is off)."""
     from .cache import get_cache

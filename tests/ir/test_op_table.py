@@ -129,7 +129,8 @@ def test_no_pass_names_an_op_the_table_lacks(path):
 def test_the_scanner_sees_op_names():
     uses = {s for s, _ in _op_name_uses(os.path.join(NEWT, "backend", "cuda", "emitter.py"))}
     assert {"constant", "splat", "broadcast"} <= uses
-    uses = {s for f in ("stmts.py", "loops.py", "exprs.py") for s, _ in _op_name_uses(os.path.join(NEWT, "frontend", f))}
+    files = ("stmts.py", "loops.py", "exprs.py")
+    uses = {s for f in files for s, _ in _op_name_uses(os.path.join(NEWT, "frontend", f))}
     assert {"scf.for", "yield", "cast"} <= uses
 
 
