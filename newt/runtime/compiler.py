@@ -568,12 +568,13 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     try:
         binary = backend.compile_cuda(module, target)
     except CompilationError as e:
-        # a register cap below what one instruction needs (a wgmma's accumulators): ptxas refuses the kernel
-        m = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", str(e)) if maxnreg else None
-        if m is None:
+        # a register cap below what one instruction needs (a wgmma's accumulators): ptxas refuses the kernel,
+        # and the backend says so as data on its diagnostic
+        res = next((d.data for d in e.diagnostics if d.data.get("resource") == "registers"), None) if maxnreg else None
+        if res is None:
             raise
-        raise OutOfResources(kname, "registers", int(m.group(2)), int(m.group(1)),
-                             f"maxnreg={maxnreg}: ptxas needs at least {m.group(2)} registers per thread for an "
+        raise OutOfResources(kname, "registers", res["needed"], res["limit"],
+                             f"maxnreg={maxnreg}: ptxas needs at least {res['needed']} registers per thread for an "
                              f"instruction of this kernel on target {target}") from e
     static = binary.static_shared
     rt = [p for p in irfn.params if not p.constexpr]

@@ -45,3 +45,12 @@ def test_the_runtime_turns_it_into_out_of_resources():
         generate_cuda(_big_matmul(), "sm_89", 8, 4)
     oor = _as_out_of_resources(ei.value, "matmul_kernel", "sm_89")
     assert oor is not None and oor.resource == "shared memory" and oor.limit == 101376
+
+
+def test_a_ptxas_resource_failure_is_data_on_the_diagnostic():
+    # the backend reads ptxas' text; the runtime reads the numbers from the diagnostic's data (no regex above)
+    from newt.backend.cuda.compiler import resource_failure
+    log = ("ptxas error   : Entry function 'k' uses too many registers\n"
+           "ptxas fatal   : Insufficient registers (64) to satisfy the register target of 168 for a wgmma\n")
+    assert resource_failure(log) == {"resource": "registers", "needed": 168, "limit": 64}
+    assert resource_failure("nvrtc: error: identifier x is undefined") == {}

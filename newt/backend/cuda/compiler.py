@@ -275,11 +275,22 @@ def _compile_error(module, log: str, fname: str):
                         break
             break
     extra = f"generated CUDA ({module.target}):\n{module.numbered()}\n\nNVRTC log:\n{log}"
+    data = resource_failure(log)
     if loc is not None:
         span = Span(loc.line, loc.col, loc.end_line, loc.end_col)
-        d = Diagnostic("B001", Severity.ERROR, span, msg, file=loc.file, kernel=module.kernel)
+        d = Diagnostic("B001", Severity.ERROR, span, msg, file=loc.file, kernel=module.kernel, data=data)
         from .codegen import _source_text
         return CompilationError([d], _source_text(loc.file), kernel=module.kernel, extra=extra)
     d = Diagnostic("B001", Severity.ERROR, Span(1, 1, 1, 2), msg, file=module.file or "<generated>",
-                   kernel=module.kernel)
+                   kernel=module.kernel, data=data)
     return CompilationError([d], None, kernel=module.kernel, extra=extra)
+
+
+def resource_failure(log: str) -> dict:
+    """What a compiler log says about a resource the kernel needs beyond a limit, as data the runtime reads
+    (``{"resource": "registers", "needed": 168, "limit": 64}`` for ptxas' "Insufficient registers (64) ...
+    register target of 168"): the backend reads its tools' text, nobody above it does. ``{}`` when none."""
+    m = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", log, re.S)
+    if m is None:
+        return {}
+    return {"resource": "registers", "needed": int(m.group(2)), "limit": int(m.group(1))}
