@@ -63,9 +63,10 @@ def analyze_kernel(scan, src, kd) -> KernelAnalysis:
     notes = {}
     for n, note in st.notes:
         try:
-            notes[src.span(n)] = note
+            span = src.span(n)
         except Exception:  # a node without a position
             continue
+        notes[span] = _merged_note(notes.get(span), note)
     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
     def_span = Span(first, 1, node.end_lineno or node.lineno, 1)
     ka = KernelAnalysis(kd.name, "deuteron", node, Span.of_def_name(node, src.lines), def_span, kernel_def=kd)
@@ -138,3 +139,22 @@ def register() -> None:
 
 
 register()
+
+
+def _merged_note(old, new):
+    """One hover for a place two analyses describe: the value's block shape and dtype (the shape inference's
+    ``ValueNote``, which inlay hints read) first, then what the structure says of it ("load of x[tile_m, :]",
+    "a tile of the launch grid")."""
+    from .shape_check import ValueNote
+    if old is None or old.describe() == new.describe():
+        return new
+    if isinstance(new, ValueNote):
+        value, other = new, old
+    elif isinstance(old, ValueNote):
+        value, other = old, new
+    else:
+        return new
+    merged = ValueNote(value.dims, value.dtype)
+    merged.text = f"{value.describe()} — {other.describe()}"
+    return merged
+

@@ -415,10 +415,6 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _with_deuteron_hints(result, a, rng, p):
     """newt's inlay hints plus deuteron kernels' (``lsp_server.deuteron_hints``), in position order."""
     from .deuteron_hints import deuteron_inlay_hints
@@ -426,3 +422,7 @@ def _with_deuteron_hints(result, a, rng, p):
     if not extra:
         return result
     return sorted(list(result or []) + extra, key=lambda h: (h.position.line, h.position.character))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

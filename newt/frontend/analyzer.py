@@ -54,7 +54,7 @@ from .check import (
     no_gc,
 )
 from .hostvalues import launch_types
-from .kinds import analyzer_for
+from .kinds import analyzer_for, load_installed_kinds
 from .source import _Q, ConfigLit, KernelDef, ModuleScan, SourceFile, parse_with_recovery
 
 __all__ = ["Analyzer", "AnalysisCache", "analyze_source"]
@@ -234,6 +234,9 @@ class Analyzer:
     def __init__(self, cache: AnalysisCache | None = None, *, record_notes: bool = True):
         self.cache = cache
         self.record_notes = record_notes
+        # the kernel kinds installed packages advertise (entry points; once per process): every caller -- the
+        # editor, ``newt check``, a test -- sees the same kernels, whatever it happened to import before
+        load_installed_kinds()
 
     def analyze(self, text: str, path: str = "<string>") -> FileAnalysis:
         """Check every kernel of a file from its text.  Never raises on bad input: an internal error becomes

@@ -329,3 +329,15 @@ def test_no_torch_import(mod):
                        capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"})
     assert r.returncode == 0, r.stderr
     assert float(r.stdout.strip()) < 2.0
+
+
+def test_a_place_two_analyses_describe_shows_both():
+    # the structure's note (what a load or a tile is) and the shape inference's (its block shape and dtype)
+    fa, _, src = check(GOOD)
+    notes = {sp: n for sp, n in fa.kernels[0].results[0].notes.items()}
+    lines = src.splitlines()
+    col = lines[9].index("x[tile_m, :]") + 1
+    (note,) = [n for sp, n in notes.items() if sp.line == 10 and sp.col == col and sp.end_col == col + 12]
+    text = note.describe()
+    assert text.startswith("block ") and "[tile_m, " in text and "load of x[tile_m, :]" in text
+    assert getattr(note, "dims", None)  # inlay hints still read the value's dims
