@@ -234,23 +234,9 @@ def _compare(r, e, rtol, atol, max_mismatch_pct):
 
 
 def _check_backward(fn, base, args, rtol, atol):
-    import torch
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    if not leaves:
-        raise AssertionError("bwd=True but no argument requires grad")
-    out = base(*args)
-    grad = torch.randn_like(out)
-    out.backward(grad, retain_graph=True)
-    want = [t.grad.clone() if t.grad is not None else None for t in leaves]
-    for t in leaves:
-        t.grad = None
-    fn(*args).backward(grad, retain_graph=True)
-    for t, w in zip(leaves, want):
-        if (w is None) != (t.grad is None):
-            raise AssertionError("a gradient is missing")
-        if w is not None:
-            torch.testing.assert_close(t.grad.float(), w.float(), rtol=rtol, atol=atol)
-        t.grad = None
+    """The same backward check the drop-in's ``run_example(bwd=True)`` makes (one definition, in deuteron)."""
+    from deuteron.dropin import _check_backward as check
+    check(fn, base, args, rtol, atol)
 
 
 def cause_of(exc: BaseException) -> str:
