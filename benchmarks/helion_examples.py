@@ -167,27 +167,13 @@ REC = Recorder()
 
 
 def _as_tensors(x):
-    import torch
-    if isinstance(x, torch.Tensor):
-        return (x,)
-    if isinstance(x, (tuple, list)):
-        return tuple(t for t in x if isinstance(t, torch.Tensor))
-    return ()
+    from deuteron.dropin import _as_tensors as tensors  # the drop-in's run_example reads results the same way
+    return tensors(x)
 
 
 def _clone(args):
-    import torch
-    out = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            c = a.detach().clone()
-            c.requires_grad_(a.requires_grad)
-            out.append(c)
-        elif isinstance(a, list):
-            out.append([t.clone() if isinstance(t, torch.Tensor) else t for t in a])
-        else:
-            out.append(a)
-    return out
+    from deuteron.dropin import _clone as clone
+    return clone(args)
 
 
 def run_example(kernel_fn, baseline_fn, args, kernel_name="helion", baseline_name="torch", rtol=1e-2, atol=1e-1,
