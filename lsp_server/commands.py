@@ -23,6 +23,7 @@ from pygls.exceptions import JsonRpcException
 
 from .analysis import Analysis, uri_to_path
 from .commandinfo import AnalysisRef, ConcreteRef, KernelRef, command_info, header
+from .features import has_harness_example
 from .settings import Settings, apply_log_level, convert_args
 from .vdocs import LANGUAGE_IDS, make_uri, parse_uri
 from .workers import Worker, WorkerError, worker_env
@@ -374,10 +375,13 @@ class Commands:
     # -- autotune --------------------------------------------------------------------------
     async def autotune(self, arg: dict, token=None) -> dict:
         a, ka, _info = await self._kernel(arg)
-        if ka.kind == "jit" and not ka.autotuned:
-            raise _error(KERNEL_ERROR, a.spelling.respell(f"{ka.name} is not autotuned: decorate it with "
-                                                          "@newt.autotune(configs=[...], key=[...])"))
-        total = ka.configs or None
+        plain = ka.kind == "jit" and not ka.autotuned
+        if plain and not has_harness_example(a.text, ka.name):
+            raise _error(KERNEL_ERROR, a.spelling.respell(
+                f"{ka.name} is not autotuned and has no example inputs: decorate it with "
+                f"@newt.autotune(configs=[...], key=[...]), or add a @newt.harness.example({ka.name}) (the light "
+                f"bulb on its def line inserts one) to tune its launch options (num_warps, num_stages)"))
+        total = None if plain else (ka.configs or None)  # a plain kernel's count follows its example's grid
         ls = self.ls
         progress = ls.work_done_progress
         if token is None and ls.progress_supported:

@@ -260,8 +260,10 @@ def code_lenses(a: Analysis) -> list[lsp.CodeLens]:
             continue
         pos = a.index.position(ka.span.line, ka.span.col)
         rng = a.index.range(ka.span)
-        # Autotune only where there is something to tune: @newt.autotune kernels and deuteron kernels
-        tunable = ka.kind != "jit" or (ka.kernel_def is not None and ka.kernel_def.autotune is not None)
+        # Autotune only where there is something to tune: @newt.autotune kernels, deuteron kernels, and plain
+        # kernels with a newt.harness example (their launch options: newt.harness.autotune)
+        tunable = (ka.kind != "jit" or (ka.kernel_def is not None and ka.kernel_def.autotune is not None)
+                   or has_harness_example(a.text, ka.name))
         for title, cmd in LENS_COMMANDS:
             if cmd == "newt.autotuneKernel" and not tunable:
                 continue
@@ -346,6 +348,11 @@ def code_actions(a: Analysis, rng: lsp.Range, only: list[str] | None = None) -> 
     return out
 
 
+def has_harness_example(text: str, kernel: str) -> bool:
+    """Whether the file declares a ``newt.harness`` example for ``kernel`` (``@nh.example(kernel ...)``)."""
+    return re.search(rf"\bexample\(\s*{re.escape(kernel)}\b", text) is not None
+
+
 def _kernel_actions(a: Analysis, rng: lsp.Range) -> list[lsp.CodeAction]:
     """On a kernel's def line: insert a ``newt.harness`` example when it has none (Verify and Autotune need
     example inputs), and give each constexpr that nothing gives a value a default (what Compile asks for)."""
@@ -356,7 +363,7 @@ def _kernel_actions(a: Analysis, rng: lsp.Range) -> list[lsp.CodeAction]:
         name_line = ka.span.line - 1
         if not (rng.start.line <= name_line <= rng.end.line):
             continue
-        if ka.kind == "jit" and not re.search(rf"\bexample\(\s*{re.escape(ka.name)}\b", a.text):
+        if ka.kind == "jit" and not has_harness_example(a.text, ka.name):
             out.append(_add_example(a, ka))
         if ka.kind == "jit":
             out.extend(_constexpr_defaults(a, ka))

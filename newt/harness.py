@@ -463,7 +463,8 @@ def _autotuner(kernel):
 
 
 def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=None, should_stop=None) -> dict:
-    """Time every config of an ``@newt.autotune`` kernel on its first example case.
+    """Time every config of an ``@newt.autotune`` kernel on its first example case (a plain ``@newt.jit``
+    kernel: the launch options of its example, see :func:`_launch_space`; a deuteron kernel: its own search).
 
     ``on_config(entry)`` is called after each config with ``{config, ms, error}``; ``should_stop()`` is polled
     between configs (cancellation).  Each config's output is checked against the reference (a config that
@@ -479,10 +480,13 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     at = _autotuner(kernel)
     if at is None and callable(getattr(kernel, "autotune", None)) and hasattr(kernel, "config_space"):
         return _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop)
+    plain = False
     if at is None:
-        out["message"] = f"{kname} is not autotuned: decorate it with @newt.autotune(configs=[...], key=[...])"
-        return out
-    exs = examples_for(kernel) or examples_for(at)
+        if not getattr(kernel, "__newt_jit__", False):
+            out["message"] = f"{kname} is not autotuned: decorate it with @newt.autotune(configs=[...], key=[...])"
+            return out
+        plain = True  # a plain @newt.jit kernel: the search space comes from its example (see _launch_space)
+    exs = examples_for(kernel) or (examples_for(at) if at is not None else [])
     if not exs:
         out["message"] = (f"no example inputs for {kname} to autotune on: add one with "
                           f"@newt.harness.example({kname}) (see newt/harness.py)")
@@ -495,6 +499,9 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
         out["fatal"] = is_fatal(e)
         return out
     args, kwargs, grid = tuple(case.args), dict(case.kwargs), case.grid
+    if plain:
+        at, kwargs = _launch_space(kernel, kwargs, grid)
+    pristine = _clone(args)  # the timing runs may accumulate into outputs: each check starts from these
     ref_fn = case.reference or reference_for(kernel) or reference_for(at)
     expected = None
     if ref_fn is not None:
@@ -525,7 +532,7 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
         try:
             ms = _bench_config(at, cfg, args, kwargs, grid, dev)
             if expected is not None:
-                problems = _check_outputs(at, args, kwargs, grid, cfg, expected, case, dev)
+                problems = _check_outputs(at, pristine, kwargs, grid, cfg, expected, case, dev)
                 if problems:
                     entry["error"] = "wrong result: " + problems
             if entry["error"] is None:
@@ -546,12 +553,53 @@ def autotune(kernel, dev: str | None = None, name: str | None = None, on_config=
     if timings:
         best = min(timings, key=timings.get)
         out["best"] = {"config": _config_json(best), "ms": timings[best]}
-        if not out["cancelled"]:
+        if plain:  # nothing to store it in: the kernel launches with what its call site passes
+            out["cache"] = {"memory": False, "disk": None, "used_on_disk": False, "plain_kernel": True}
+        elif not out["cancelled"]:
             out["cache"] = _store_best(at, args, kwargs, best, timings)
         out["message"] = f"best of {len(timings)} config(s): {best} ({timings[best]:.4g} ms)"
+        if plain:
+            out["message"] += (f"; {kname} is a plain @newt.jit kernel: pass these values at its launch, or "
+                               f"decorate it with @newt.autotune to keep choosing")
     elif not out["cancelled"]:
         out["message"] = "no config ran successfully"
     return out
+
+
+#: the launch options a plain kernel's Autotune tries (each config's result is checked against the reference)
+PLAIN_NUM_WARPS = (2, 4, 8)
+PLAIN_NUM_STAGES = (1, 2, 3)
+
+
+def _launch_space(kernel, kwargs: dict, grid):
+    """Autotune for a plain ``@newt.jit`` kernel (no ``@newt.autotune``): an autotuner over its example's launch.
+
+    The options that never change what a kernel computes are searched: ``num_warps`` x ``num_stages``
+    (``PLAIN_NUM_WARPS`` x ``PLAIN_NUM_STAGES``, plus the example's own values).  When the example's grid is a
+    function of the meta-parameters (``grid=lambda meta: ...``), every power-of-two constexpr of the example
+    (a block size) is also tried at half and twice its value, since the grid follows it; with a fixed grid the
+    constexprs stay as the example gives them.  Returns the autotuner and the example's keyword arguments
+    without the ones the configs now set.
+    """
+    from newt.tune.autotuner import Autotuner, Config
+    constexprs = set(getattr(kernel, "constexpr_names", ()) or ())
+    fixed = {k: v for k, v in kwargs.items() if k in constexprs}
+    # a kernel with a parameter of that name (Triton's softmax tutorial: ``num_stages: tl.constexpr``) keeps it
+    warps = [int(kwargs.get("num_warps", 4))] if "num_warps" in constexprs else sorted(
+        {*PLAIN_NUM_WARPS, int(kwargs.get("num_warps", 4))})
+    stages = [int(kwargs.get("num_stages", 3))] if "num_stages" in constexprs else sorted(
+        {*PLAIN_NUM_STAGES, int(kwargs.get("num_stages", 3))})
+    choices = [dict(fixed)]
+    if callable(grid):
+        for k, v in fixed.items():
+            if type(v) is int and v >= 2 and v & (v - 1) == 0 and k not in ("num_warps", "num_stages"):
+                choices = [{**c, k: x} for c in choices for x in (v // 2, v, v * 2)]
+        choices = choices[:27]  # three block sizes at most are varied (3**3 value sets)
+    configs = [Config({k: v for k, v in c.items() if k not in ("num_warps", "num_stages")}, num_warps=w, num_stages=s)
+               for c in choices for w in warps for s in stages]
+    rest = {k: v for k, v in kwargs.items() if k not in constexprs and k not in ("num_warps", "num_stages")}
+    at = Autotuner(kernel, kernel.arg_names, configs, key=[])
+    return at, rest
 
 
 class _Stop(Exception):

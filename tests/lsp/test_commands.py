@@ -191,11 +191,24 @@ async def test_autotune_with_progress(client):
     assert reports[-1].message.startswith("best: BLOCK=") and "{" not in reports[-1].message
 
 
-async def test_autotune_of_a_kernel_without_configs_is_refused(client):
+@needs_interpreter
+async def test_autotune_of_a_plain_kernel_with_an_example_tunes_its_launch_options(client):
     uri = _open(client, "kernels.py")
+    r = await _cmd(client, "newt.autotuneKernel", uri, _at("kernels.py", "add_kernel"))
+    assert r["kernel"] == "add_kernel" and r["best"] is not None, r
+    assert len(r["results"]) == 9 and all(x["error"] is None for x in r["results"])
+    assert "plain @newt.jit kernel" in r["message"]
+
+
+async def test_autotune_of_a_plain_kernel_without_an_example_is_refused(client):
+    uri = fixture_uri("plain_no_example.py")
+    text = ("import newt\nimport newt.language as nl\n\n\n@newt.jit\ndef lone_kernel(x_ptr, n, BLOCK: nl.constexpr):\n"
+            "    offs = nl.arange(0, BLOCK)\n    nl.store(x_ptr + offs, 1.0, mask=offs < n)\n")
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     with pytest.raises(JsonRpcException) as ei:
-        await _cmd(client, "newt.autotuneKernel", uri, _at("kernels.py", "add_kernel"))
-    assert ei.value.code == -32002 and "not autotuned" in ei.value.message
+        await _cmd(client, "newt.autotuneKernel", uri, {"line": 5, "character": 4})
+    assert ei.value.code == -32002 and "not autotuned and has no example inputs" in ei.value.message
 
 
 @needs_interpreter

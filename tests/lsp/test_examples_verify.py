@@ -52,14 +52,18 @@ def test_every_example_kernel_verifies_on_the_gpu(path):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_autotune_runs_on_the_autotuned_example(device):
-    """Autotune (newt.harness.autotune, what the editor's command runs) on examples/matmul.py: every config
-    timed and checked against the reference, a best one chosen."""
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
+def test_autotune_runs_on_every_example_kernel(path, device):
+    """Autotune (newt.harness.autotune, what the editor's command runs) on every kernel of every example:
+    @newt.autotune kernels over their configs, plain kernels over their launch options, deuteron kernels over
+    their own search; every config timed and checked against the reference, a best one chosen."""
     import newt.harness as nh
-    mod = _load(ROOT / "examples" / "matmul.py")
-    report = nh.autotune(mod.matmul_kernel, device, name="matmul_kernel")
-    assert report["best"] is not None, report.get("message")
-    assert report["results"] and all(r.get("error") is None for r in report["results"]), report["results"]
+    mod = _load(path)
+    for name in _kernels(path):
+        report = nh.autotune(getattr(mod, name), device, name=name)
+        assert report["device"] == ("cuda" if device == "cuda" else "interpreter")
+        assert report["best"] is not None, (name, report.get("message"))
+        assert report["results"] and all(r.get("error") is None for r in report["results"]), (name, report["results"])
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))

@@ -280,9 +280,12 @@ def test_code_lenses_on_each_kernel_with_protocol_arguments():
         by_kernel.setdefault(lens.range.start.line, []).append(lens)
     def_line = pos_of(text, "def add_kernel").line
     titles = [lens.command.title for lens in by_kernel[def_line]]
-    assert titles == ["Compile", "Verify", "Show CUDA"]  # no Autotune: add_kernel is not @newt.autotune
+    # add_kernel is not @newt.autotune, but it has a newt.harness example: Autotune tunes its launch options
+    assert titles == ["Compile", "Verify", "Autotune", "Show CUDA"]
     cmds = [lens.command.command for lens in by_kernel[def_line]]
-    assert cmds == ["newt.compileKernel", "newt.verifyKernel", "newt.showCuda"]
+    assert cmds == ["newt.compileKernel", "newt.verifyKernel", "newt.autotuneKernel", "newt.showCuda"]
+    rows = pos_of(text, "def scale_rows").line  # no example: nothing Autotune could run on
+    assert [lens.command.title for lens in by_kernel[rows]] == ["Compile", "Verify", "Show CUDA"]
     tuned = pos_of(text, "def scale_kernel").line
     assert [lens.command.title for lens in by_kernel[tuned]] == ["Compile", "Verify", "Autotune", "Show CUDA"]
     name = pos_of(text, "def add_kernel", delta=4)

@@ -237,10 +237,96 @@ def test_autotune_stops_when_asked():
     assert rep["cancelled"] is True and rep["results"] == [] and rep["cache"] is None
 
 
-def test_autotune_of_a_plain_kernel_explains():
+def test_autotune_of_a_plain_kernel_without_examples_explains(tmp_path):
+    mod = _module(tmp_path, """
+        import newt
+        import newt.language as nl
+
+        @newt.jit
+        def k(x_ptr, n, BLOCK: nl.constexpr):
+            pass
+    """)
+    rep = nh.autotune(mod.k, "cpu")
+    assert rep["best"] is None and rep["results"] == [] and "no example inputs" in rep["message"]
+
+
+@needs_interpreter
+def test_autotune_of_a_plain_kernel_tunes_its_launch_options():
+    """A plain @newt.jit kernel with an example (add_kernel: a fixed grid) is tuned over num_warps x num_stages,
+    its constexprs as the example gives them; each config checked against the reference; nothing stored."""
     mod = _load(FIXTURES / "kernels.py")
     rep = nh.autotune(mod.add_kernel, "cpu")
-    assert rep["best"] is None and "not autotuned" in rep["message"]
+    got = {(r["config"]["num_warps"], r["config"]["num_stages"]) for r in rep["results"]}
+    assert got == {(w, s) for w in nh.PLAIN_NUM_WARPS for s in nh.PLAIN_NUM_STAGES}
+    assert all(r["error"] is None and r["ms"] is not None for r in rep["results"]), rep["results"]
+    assert {r["config"]["BLOCK_SIZE"] for r in rep["results"]} == {1024}
+    assert rep["best"]["ms"] == min(r["ms"] for r in rep["results"])
+    assert rep["cache"]["plain_kernel"] is True and rep["cache"]["memory"] is False
+    assert "plain @newt.jit kernel" in rep["message"]
+
+
+@needs_interpreter
+def test_autotune_of_a_plain_kernel_with_a_meta_grid_tries_block_sizes_and_rejects_wrong_ones(tmp_path):
+    """With ``grid=lambda meta: ...`` the grid follows the block size, so BLOCK is tried at half and twice the
+    example's value; a block size the kernel computes wrongly with (here: any BLOCK under 64) is rejected; a
+    kernel whose own parameter is ``num_stages`` (Triton's softmax tutorial) keeps the example's value."""
+    mod = _module(tmp_path, """
+        import newt
+        import newt.harness as nh
+        import newt.language as nl
+
+        @newt.jit
+        def k(x_ptr, out_ptr, n, BLOCK: nl.constexpr, num_stages: nl.constexpr):
+            offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+            x = nl.load(x_ptr + offs, mask=offs < n)
+            if BLOCK < 64:
+                x = x + 1.0
+            nl.store(out_ptr + offs, x, mask=offs < n)
+
+        @nh.example(k)
+        def ex(device):
+            import torch
+            x = torch.randn(256, device=device)
+            return nh.Case(grid=lambda m: (newt.cdiv(256, m["BLOCK"]),), args=(x, torch.empty_like(x), 256),
+                           kwargs={"BLOCK": 64, "num_stages": 2}, reference=lambda x, out, n, **kw: {"out_ptr": x})
+    """)
+    rep = nh.autotune(mod.k, "cpu")
+    blocks = {r["config"]["BLOCK"] for r in rep["results"]}
+    assert blocks == {32, 64, 128}
+    assert {r["config"]["num_stages"] for r in rep["results"]} == {2}
+    assert {r["config"]["num_warps"] for r in rep["results"]} == set(nh.PLAIN_NUM_WARPS)
+    for r in rep["results"]:
+        if r["config"]["BLOCK"] == 32:
+            assert r["ms"] is None and r["error"].startswith("wrong result: out_ptr"), r
+        else:
+            assert r["error"] is None, r
+    assert rep["best"]["config"]["BLOCK"] in (64, 128)
+
+
+@needs_interpreter
+def test_autotune_checks_each_config_from_the_inputs_before_any_timing_run(tmp_path):
+    """A kernel that accumulates into its output: the timing runs add up, the check of each config starts
+    from the example's inputs as they were (a plain kernel has no reset_to_zero to declare)."""
+    mod = _module(tmp_path, """
+        import newt
+        import newt.harness as nh
+        import newt.language as nl
+
+        @newt.jit
+        def acc(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+            offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+            m = offs < n
+            nl.store(out_ptr + offs, nl.load(out_ptr + offs, mask=m) + nl.load(x_ptr + offs, mask=m), mask=m)
+
+        @nh.example(acc)
+        def ex(device):
+            import torch
+            x = torch.randn(100, device=device)
+            return nh.Case(grid=(1,), args=(x, torch.zeros_like(x), 100), kwargs={"BLOCK": 128},
+                           reference=lambda x, out, n, **kw: {"out_ptr": x})
+    """)
+    rep = nh.autotune(mod.acc, "cpu")
+    assert rep["results"] and all(r["error"] is None for r in rep["results"]), rep["results"]
 
 
 class _SelfTuning:
