@@ -117,14 +117,14 @@ for part in "$@"; do
     libraries)
       # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
       # the installed Triton and one under newt's drop-in, compared case by case; the libraries run at once
-      for L in ${LIBS:-attorch Liger-Kernel flash-linear-attention}; do
+      for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
         [ -d ".ext/$L" ] || { echo "libraries: .ext/$L missing"; continue; }
         timeout ${LIB_T:-170} python3 benchmarks/triton_libraries.py ".ext/$L" --impl both --per-test ${LIB_PER_TEST:-2} \
           --workers ${LIB_WORKERS:-3} --timeout 60 --file-timeout ${LIB_RUN_T:-160} --json "$R/lib_$L.json" --md \
           > "$R/lib_$L.log" 2>&1 &
       done
       wait
-      for L in ${LIBS:-attorch Liger-Kernel flash-linear-attention}; do
+      for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
         [ -f "$R/lib_$L.log" ] && grep -E "^(triton|newt):|kernels Triton runs|newt fails" "$R/lib_$L.log" | cut -c1-220
       done ;;
   esac
