@@ -105,6 +105,24 @@ def pytest_configure(config):
         config._triton_libraries_mode = mode
 
 
+def pytest_runtest_logreport(report):
+    """``--impl both``: one JSON line per test outcome, written as the run goes (by the xdist controller, not
+    its workers), so a run stopped at its time limit still reports what it finished."""
+    path = os.environ.get("TRITON_LIBRARIES_LOG")
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed) or \
+            (report.when == "teardown" and report.failed):
+        res = "pass" if report.passed else "skip" if report.skipped else "fail"
+        text = getattr(report, "longreprtext", "") or ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            text = str(report.longrepr[2])
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"nodeid": report.nodeid, "result": res, "when": report.when,
+                                "cause": _cause(text) if res != "pass" else None,
+                                "seconds": round(getattr(report, "duration", 0.0), 3)}) + "\n")
+
+
 def pytest_collection_modifyitems(config, items):
     k = int(os.environ.get("TRITON_LIBRARIES_PER_TEST", "0") or 0)
     if k <= 0:
@@ -338,23 +356,6 @@ def commit_of(lib: str) -> str:
 
 # ---- both implementations, one pytest run each (the GPU mode, ``--impl both``) -------------------------------------
 
-def _junit_cases(xml: str) -> list[dict]:
-    cases = []
-    if not os.path.exists(xml):
-        return cases
-    for tc in ET.parse(xml).getroot().iter("testcase"):
-        res, cause = "pass", None
-        for tag in ("failure", "error", "skipped"):
-            el = tc.find(tag)
-            if el is not None:
-                res = "skip" if tag == "skipped" else "fail"
-                cause = _cause((el.get("message") or "") + "\n" + (el.text or ""))
-                break
-        cases.append({"classname": tc.get("classname") or "", "name": tc.get("name"), "result": res,
-                      "cause": cause, "seconds": float(tc.get("time") or 0)})
-    return cases
-
-
 def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, timeout: int, suite_timeout: int,
               workers: int, capability: str = "9.0", via_dropin: bool = False, cuda_as_cpu: bool = False) -> dict:
     """The selected test files in one pytest run (``-n workers``) under ``impl``: ``triton`` is plain
@@ -375,9 +376,10 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
     if dropin:
         env["TRITON_LIBRARIES_DROPIN"] = capability
     with tempfile.TemporaryDirectory(prefix=f"tlib_{impl}_") as tmp:
-        xml = os.path.join(tmp, "junit.xml")
+        log = os.path.join(tmp, "outcomes.jsonl")
+        env["TRITON_LIBRARIES_LOG"] = log
         cmd = pre + ["-m", "pytest"] + [os.path.join(lay["tests"], t) for t in tests] + \
-            ["-q", "-p", "no:cacheprovider", "-p", "triton_libraries", f"--junitxml={xml}", f"--timeout={timeout}",
+            ["-q", "-p", "no:cacheprovider", "-p", "triton_libraries", f"--timeout={timeout}",
              "-o", "addopts=", "-n", str(workers), "--max-worker-restart", "100", "--continue-on-collection-errors"]
         t0 = time.time()
         try:
@@ -386,13 +388,20 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
             tail = [f"timed out after {suite_timeout} s"] + out.strip().splitlines()[-2:]
-        cases = _junit_cases(xml)
+        cases = []
+        if os.path.exists(log):
+            with open(log, encoding="utf-8") as f:
+                cases = [json.loads(line) for line in f if line.strip()]
     by_file: dict = {t: [] for t in tests}
-    stems = {t[:-3]: t for t in tests}
+    seen = set()
     for c in cases:
-        f = next((stems[x] for x in c["classname"].split(".") if x in stems), None)
-        if f:
-            by_file[f].append(c)
+        if c["nodeid"] in seen and c["when"] == "teardown":  # a teardown error after its call: the call counts
+            continue
+        seen.add(c["nodeid"])
+        f = os.path.basename(c["nodeid"].split("::")[0])
+        if f in by_file:
+            by_file[f].append({"classname": c["nodeid"].split("::")[0], "name": c["nodeid"].split("::", 1)[-1],
+                               "result": c["result"], "cause": c["cause"], "seconds": c["seconds"]})
     return {"impl": impl, "seconds": round(time.time() - t0, 1), "by_file": by_file, "tail": tail}
 
 
