@@ -188,15 +188,25 @@ def launched_names(lib: str) -> set:
 
 
 def jit_kernels(path: str, launched: set) -> list[str]:
-    """The kernels of a file: its ``@triton.jit`` functions (under ``autotune``/``heuristics`` too) that the
-    library launches (``@triton.jit`` helpers called from other kernels are not counted)."""
+    """The kernels of a file: its ``@triton.jit`` functions (under ``autotune``/``heuristics`` too, or wrapped
+    by a module-level ``f = triton.jit(f)``) that the library launches (``@triton.jit`` helpers called from
+    other kernels are not counted)."""
     try:
         tree = ast.parse(open(path, encoding="utf-8").read())
     except (OSError, SyntaxError):
         return []
     out = []
+    jitted = set()  # `name = triton.jit(name)` at module level (ml-cross-entropy wraps its kernels so)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args and \
+                isinstance(node.value.args[0], ast.Name) and \
+                ast.unparse(node.value.func).split(".")[-1] == "jit":
+            jitted.add(node.value.args[0].id)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in launched:
+            if node.name in jitted:
+                out.append(node.name)
+                continue
             for d in node.decorator_list:
                 text = ast.unparse(d.func if isinstance(d, ast.Call) else d)
                 if text.split(".")[-1] == "jit":
