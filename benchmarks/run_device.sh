@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|tma|deuteron|tune|lsp ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|tma|deuteron|tune|lsp|tutorials|libraries ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -104,6 +104,29 @@ for part in "$@"; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
       PYTHONPATH=$PWD:/tmp/site timeout 60 python3 -m pytest tests/lsp -q -p no:cacheprovider -o addopts="" -m gpu \
         2>&1 | tee "$R/lsp_gpu.log" | tail -25 ;;
+    tutorials)
+      # issue 28: Triton's tutorials 01-06 as Triton 3.6 ships them (.ext/triton-tutorials, see COMMITS.txt there).
+      # First each tutorial kernel's time, newt (drop-in) vs the installed Triton, interleaved rounds in one run
+      # (GPU otherwise idle; compile caches empty); then the tutorials' own checks through the drop-in (15)
+      T=${TUT_DIR:-.ext/triton-tutorials}
+      timeout ${TUT_TIME_T:-235} python3 benchmarks/triton_tutorial_timings.py "$T" --budget ${TUT_BUDGET:-185} \
+        --setup-timeout 150 --json "$R/tutorial_timings.json" --md "$R/tutorial_timings.md" --logdir "$R/timing_logs" \
+        > "$R/tutorial_timings.log" 2>&1; tail -45 "$R/tutorial_timings.log"
+      timeout ${TUT_CHECK_T:-130} python3 benchmarks/triton_tutorials.py "$T" --gpu-section skip --timeout 75 \
+        --json "$R/tutorial_checks.json" > "$R/tutorial_checks.log" 2>&1; tail -24 "$R/tutorial_checks.log" ;;
+    libraries)
+      # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
+      # the installed Triton and one under newt's drop-in, compared case by case; the libraries run at once
+      for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
+        [ -d ".ext/$L" ] || { echo "libraries: .ext/$L missing"; continue; }
+        timeout ${LIB_T:-170} python3 benchmarks/triton_libraries.py ".ext/$L" --impl both --per-test ${LIB_PER_TEST:-2} \
+          --workers ${LIB_WORKERS:-3} --timeout 60 --file-timeout ${LIB_RUN_T:-160} --json "$R/lib_$L.json" --md \
+          > "$R/lib_$L.log" 2>&1 &
+      done
+      wait
+      for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
+        [ -f "$R/lib_$L.log" ] && grep -E "^(triton|newt):|kernels Triton runs|newt fails" "$R/lib_$L.log" | cut -c1-220
+      done ;;
   esac
   echo "== $part took $(( $(date +%s) - t0 )) s"
 done

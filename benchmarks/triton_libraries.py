@@ -20,8 +20,13 @@ Per kernel: each ``@triton.jit`` function of the library module a test file exer
 -> ``<package>/ops/rms_norm.py``, or ``--map test_x.py=module.py``) gets the result of that file: "pass" when
 every selected test passed, "fail" with the first failure's cause (exception class and first line, with the
 newt diagnostic code when there is one), "skip" when the library's tests skip every case on this machine.
-Known layouts: Liger-Kernel (``test/transformers`` -> ``src/liger_kernel/ops``) and attorch
-(``tests`` -> ``attorch/*_kernels.py``); ``--md`` prints the table rows for docs/triton-compat.md.
+Known layouts: Liger-Kernel (``test/transformers`` -> ``src/liger_kernel/ops``), attorch
+(``tests`` -> ``attorch/*_kernels.py``) and ml-cross-entropy (``tests`` -> ``cut_cross_entropy/*.py``);
+``--md`` prints the table rows for docs/triton-compat.md.
+
+``--impl both`` (the GPU mode): the selected test files in one pytest run under the installed Triton and one
+under newt's drop-in (at once, ``--workers`` xdist workers each), compared case by case: a kernel Triton runs
+must pass the same cases on newt.
 """
 
 from __future__ import annotations
@@ -89,10 +94,33 @@ def _cuda_as_cpu_mode():
 
 
 def pytest_configure(config):
+    cap = os.environ.get("TRITON_LIBRARIES_DROPIN")
+    if cap:  # an xdist worker is a fresh process: the drop-in of ``python -m newt.dropin`` is not in it
+        from newt.dropin import install
+        major, _, minor = cap.partition(".")
+        install(capability=(int(major), int(minor or 0)))
     if os.environ.get("TRITON_LIBRARIES_CUDA_AS_CPU") == "1":
         mode = _cuda_as_cpu_mode()
         mode.__enter__()
         config._triton_libraries_mode = mode
+
+
+def pytest_runtest_logreport(report):
+    """``--impl both``: one JSON line per test outcome, written as the run goes (by the xdist controller, not
+    its workers), so a run stopped at its time limit still reports what it finished."""
+    path = os.environ.get("TRITON_LIBRARIES_LOG")
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed) or \
+            (report.when == "teardown" and report.failed):
+        res = "pass" if report.passed else "skip" if report.skipped else "fail"
+        text = getattr(report, "longreprtext", "") or ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            text = str(report.longrepr[2])
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"nodeid": report.nodeid, "result": res, "when": report.when,
+                                "cause": _cause(text) if res != "pass" else None,
+                                "seconds": round(getattr(report, "duration", 0.0), 3)}) + "\n")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -126,6 +154,11 @@ def layout(lib: str) -> dict:
         return {"name": "attorch", "tests": "tests", "pythonpath": ["."],
                 "module": lambda t: os.path.join("attorch", t[len("test_"):].replace("_layers.py", "_kernels.py")
                                                  .replace("_layer.py", "_kernels.py"))}
+    if os.path.isdir(os.path.join(lib, "cut_cross_entropy")):  # apple/ml-cross-entropy
+        cce = {"test_cce_lse.py": "cce_lse_forward.py", "test_cce_indexed_dot.py": "indexed_dot.py",
+               "test_cce_loss_backward.py": "cce_backward.py", "test_vocab_parallel.py": "vocab_parallel/utils.py"}
+        return {"name": "ml-cross-entropy", "tests": "tests", "pythonpath": ["."],
+                "module": lambda t: os.path.join("cut_cross_entropy", cce.get(t, "cce.py"))}
     return {"name": os.path.basename(os.path.abspath(lib)), "tests": "tests", "pythonpath": ["."],
             "module": lambda t: t[len("test_"):]}
 
@@ -155,15 +188,25 @@ def launched_names(lib: str) -> set:
 
 
 def jit_kernels(path: str, launched: set) -> list[str]:
-    """The kernels of a file: its ``@triton.jit`` functions (under ``autotune``/``heuristics`` too) that the
-    library launches (``@triton.jit`` helpers called from other kernels are not counted)."""
+    """The kernels of a file: its ``@triton.jit`` functions (under ``autotune``/``heuristics`` too, or wrapped
+    by a module-level ``f = triton.jit(f)``) that the library launches (``@triton.jit`` helpers called from
+    other kernels are not counted)."""
     try:
         tree = ast.parse(open(path, encoding="utf-8").read())
     except (OSError, SyntaxError):
         return []
     out = []
+    jitted = set()  # `name = triton.jit(name)` at module level (ml-cross-entropy wraps its kernels so)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args and \
+                isinstance(node.value.args[0], ast.Name) and \
+                ast.unparse(node.value.func).split(".")[-1] == "jit":
+            jitted.add(node.value.args[0].id)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in launched:
+            if node.name in jitted:
+                out.append(node.name)
+                continue
             for d in node.decorator_list:
                 text = ast.unparse(d.func if isinstance(d, ast.Call) else d)
                 if text.split(".")[-1] == "jit":
@@ -290,18 +333,151 @@ def smoke() -> int:
         main([lib, "--json", out])
         with open(out, encoding="utf-8") as f:
             rows = {r["kernel"]: r for r in json.load(f)["rows"]}
-    ok = set(rows) == {"scale_kernel"} and rows["scale_kernel"]["result"] == "pass" \
-        and rows["scale_kernel"]["tests"] == "2/2 tests"
-    print("smoke:", "ok" if ok else f"unexpected {rows}")
-    return 0 if ok else 1
+        ok = set(rows) == {"scale_kernel"} and rows["scale_kernel"]["result"] == "pass" \
+            and rows["scale_kernel"]["tests"] == "2/2 tests"
+        # the GPU mode's plumbing: both runs, compared (without Triton here, its side also runs the drop-in)
+        main([lib, "--impl", "both", "--workers", "1", "--json", out] +
+             ([] if _real_triton() else ["--triton-via-dropin"]))
+        with open(out, encoding="utf-8") as f:
+            both = {r["kernel"]: r for r in json.load(f)["rows"]}
+    ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
+        and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+    print("smoke:", "ok" if ok and ok2 else f"unexpected {rows} {both}")
+    return 0 if ok and ok2 else 1
+
+
+def _real_triton() -> bool:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", "import triton.language"], capture_output=True,
+                          env=env).returncode == 0
 
 
 def commit_of(lib: str) -> str:
+    """The checkout's commit, or the one a ``COMMIT`` file beside it names (a copy without ``.git``)."""
+    marker = os.path.join(lib, "COMMIT")
+    if os.path.exists(marker):
+        return open(marker, encoding="utf-8").read().strip()
     try:
         return subprocess.run(["git", "-C", lib, "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+# ---- both implementations, one pytest run each (the GPU mode, ``--impl both``) -------------------------------------
+
+def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, timeout: int, suite_timeout: int,
+              workers: int, capability: str = "9.0", via_dropin: bool = False, cuda_as_cpu: bool = False) -> dict:
+    """The selected test files in one pytest run (``-n workers``) under ``impl``: ``triton`` is plain
+    ``python -m pytest`` (the installed Triton), ``newt`` the same under ``python -m newt.dropin``.  Returns
+    {test file: [cases]} and the run's tail."""
+    env = dict(os.environ)
+    paths = ([ROOT] if impl == "newt" else []) + [HERE] + [os.path.join(lib, p) for p in lay["pythonpath"]] + \
+        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["TRITON_LIBRARIES_PER_TEST"] = str(per_test)
+    if cuda_as_cpu:
+        env["TRITON_LIBRARIES_CUDA_AS_CPU"] = "1"
+    dropin = impl == "newt" or via_dropin  # via_dropin: --smoke on a machine without Triton (plumbing only)
+    if dropin and ROOT not in paths:
+        paths.insert(0, ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    pre = [sys.executable] + (["-m", "newt.dropin", "--capability", capability] if dropin else [])
+    if dropin:
+        env["TRITON_LIBRARIES_DROPIN"] = capability
+    with tempfile.TemporaryDirectory(prefix=f"tlib_{impl}_") as tmp:
+        log = os.path.join(tmp, "outcomes.jsonl")
+        env["TRITON_LIBRARIES_LOG"] = log
+        cmd = pre + ["-m", "pytest"] + [os.path.join(lay["tests"], t) for t in tests] + \
+            ["-q", "-p", "no:cacheprovider", "-p", "triton_libraries", f"--timeout={timeout}",
+             "-o", "addopts=", "-n", str(workers), "--max-worker-restart", "100", "--continue-on-collection-errors"]
+        t0 = time.time()
+        try:
+            p = subprocess.run(cmd, cwd=lib, env=env, capture_output=True, text=True, timeout=suite_timeout)
+            tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            tail = [f"timed out after {suite_timeout} s"] + out.strip().splitlines()[-2:]
+        cases = []
+        if os.path.exists(log):
+            with open(log, encoding="utf-8") as f:
+                cases = [json.loads(line) for line in f if line.strip()]
+    by_file: dict = {t: [] for t in tests}
+    seen = set()
+    for c in cases:
+        if c["nodeid"] in seen and c["when"] == "teardown":  # a teardown error after its call: the call counts
+            continue
+        seen.add(c["nodeid"])
+        f = os.path.basename(c["nodeid"].split("::")[0])
+        if f in by_file:
+            by_file[f].append({"classname": c["nodeid"].split("::")[0], "name": c["nodeid"].split("::", 1)[-1],
+                               "result": c["result"], "cause": c["cause"], "seconds": c["seconds"]})
+    return {"impl": impl, "seconds": round(time.time() - t0, 1), "by_file": by_file, "tail": tail}
+
+
+def compare(lib: str, lay: dict, runs: dict, launched: set) -> list[dict]:
+    """One row per kernel: its test file's cases under Triton and under newt.  A kernel "runs on Triton" when
+    some of its cases pass there; it "matches" when every case that passes on Triton also passes on newt (the
+    tests compare with their own torch references, so passing on both means matching results)."""
+    rows = []
+    for test in runs["triton"]["by_file"]:
+        tri = {(c["classname"], c["name"]): c for c in runs["triton"]["by_file"][test]}
+        new = {(c["classname"], c["name"]): c for c in runs["newt"]["by_file"][test]}
+        t_pass = {k for k, c in tri.items() if c["result"] == "pass"}
+        n_pass = {k for k, c in new.items() if c["result"] == "pass"}
+        missing = sorted(t_pass - n_pass)
+        extra = sorted(n_pass - t_pass)
+        if not t_pass:
+            verdict = "not run by Triton"
+        else:
+            verdict = "match" if not missing else "newt fails"
+        cause = None
+        if missing:
+            c = new.get(missing[0])
+            cause = f"{missing[0][1]}: " + (c["cause"] if c and c["cause"] else "not reported by the newt run")
+        mod = lay["module"](test)
+        kernels = jit_kernels(os.path.join(lib, mod), launched) or [f"({os.path.basename(mod)})"]
+        for k in kernels:
+            rows.append({"kernel": k, "module": mod, "test": test, "verdict": verdict,
+                         "triton": f"{len(t_pass)}/{len(tri)}", "newt": f"{len(n_pass)}/{len(new)}",
+                         "newt_only": len(extra), "cause": cause,
+                         "triton_cause": next((c["cause"] for c in tri.values() if c["result"] == "fail"), None)})
+    return rows
+
+
+def main_both(a, lib: str, lay: dict, tests: list[str]) -> int:
+    import concurrent.futures as cf
+    commit = commit_of(lib)
+    launched = launched_names(lib)
+    with cf.ThreadPoolExecutor(2) as ex:  # both runs at once: one GPU, separate processes
+        futs = {impl: ex.submit(run_suite, lib, lay, tests, impl, a.per_test, a.timeout, a.file_timeout, a.workers,
+                                a.capability, a.triton_via_dropin, a.cuda_as_cpu) for impl in ("triton", "newt")}
+        runs = {k: f.result() for k, f in futs.items()}
+    rows = compare(lib, lay, runs, launched)
+    for impl, r in runs.items():
+        n = sum(len(v) for v in r["by_file"].values())
+        print(f"{impl}: {n} test cases in {r['seconds']} s; {' | '.join(r['tail'])}")
+    for x in rows:
+        print(f"  {x['verdict']:18s} {x['kernel']:45s} triton {x['triton']:7s} newt {x['newt']:7s}"
+              + (f"  {x['cause']}" if x["cause"] else ""))
+    # a kernel several test files exercise counts once: it matches when every file Triton runs matches
+    verdicts: dict = {}
+    for x in rows:
+        if x["kernel"].startswith("("):  # a test file whose module launches no kernel of its own
+            continue
+        verdicts.setdefault(x["kernel"], []).append(x["verdict"])
+    ran = {k for k, v in verdicts.items() if any(x != "not run by Triton" for x in v)}
+    match = {k for k in ran if all(x in ("match", "not run by Triton") for x in verdicts[k])}
+    print(f"\n{lay['name']} at {commit[:10]}: {len(match)} of {len(ran)} kernels Triton runs also pass on newt "
+          f"(same tests; {len(verdicts) - len(ran)} kernels not run by Triton here)")
+    if a.md:
+        for x in rows:
+            print(f"| {lay['name']} | {commit[:10]} | `{x['kernel']}` ({os.path.basename(x['module'])}) | "
+                  f"{x['triton']} | {x['newt']} | {x['verdict']} | {x['cause'] or x['triton_cause'] or ''} |")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"library": lay["name"], "commit": commit, "rows": rows, "runs": runs}, f, indent=1)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -311,7 +487,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated test names (rms_norm,swiglu or test_rms_norm.py)")
     ap.add_argument("--per-test", type=int, default=2, help="parametrizations kept per test function (smallest)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
-    ap.add_argument("--file-timeout", type=int, default=900, help="seconds per test file")
+    ap.add_argument("--file-timeout", type=int, default=900,
+                    help="seconds per test file (--impl both: per pytest run)")
     ap.add_argument("--cuda-as-cpu", action="store_true",
                     help="the tests name device 'cuda' (attorch's do): read it as the CPU (a torch function mode)")
     ap.add_argument("--capability", default="9.0",
@@ -320,6 +497,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--md", action="store_true", help="print markdown table rows")
     ap.add_argument("--smoke", action="store_true", help="run on a built-in two-kernel stand-in library")
+    ap.add_argument("--impl", choices=("newt", "both"), default="newt",
+                    help="newt: each test file under the drop-in (the interpreter counts); both: the selected "
+                         "files in one pytest run under the installed Triton and one under newt's drop-in, "
+                         "compared case by case (the GPU mode)")
+    ap.add_argument("--workers", type=int, default=4, help="--impl both: pytest-xdist workers per run")
+    ap.add_argument("--triton-via-dropin", action="store_true", help=argparse.SUPPRESS)  # the smoke, without Triton
     a = ap.parse_args(argv)
     if a.smoke:
         return smoke()
@@ -336,6 +519,8 @@ def main(argv=None) -> int:
         want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
         want = {w if w.endswith(".py") else w + ".py" for w in want}
         tests = [t for t in tests if t in want]
+    if a.impl == "both":
+        return main_both(a, lib, lay, tests)
     commit = commit_of(lib)
     launched = launched_names(lib)
     rows, results = [], []

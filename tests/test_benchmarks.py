@@ -28,6 +28,7 @@ CPU_RUNS = {
     "helion_examples.py": ["--smoke"],
     "triton_tutorials.py": ["--smoke"],
     "triton_libraries.py": ["--smoke"],
+    "triton_tutorial_timings.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {

@@ -17,7 +17,9 @@ modules are small facades built here, each answering what Triton code, torch and
 ``.errors``)                              ``JITFunction`` (with Triton's ``params``), ``Autotuner``,
                                           ``Heuristics``, ``Config``
 ``triton.testing``                        ``do_bench``, ``do_bench_cudagraph``, ``assert_close``,
-                                          ``perf_report``, ``Benchmark``, ``Mark``
+                                          ``perf_report``, ``Benchmark``, ``Mark``, and the peak-figure
+                                          helpers ``nvsmi``, ``get_dram_gbps``,
+                                          ``get_max_tensorcore_tflops``, ``get_max_simd_tflops``
 ``triton.compiler`` (``.compiler``,       ``CompiledKernel``, ``CompilationError``
 ``.errors``)
 ``triton.backends`` (``.compiler``)       ``GPUTarget``, ``BaseBackend`` (no ``AttrsDescriptor``: Triton
@@ -365,12 +367,54 @@ def _do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mo
                      return_mode=return_mode)
 
 
+def _nvsmi(attrs):
+    """``triton.testing.nvsmi(["clocks.max.sm", ...])``: GPU 0's integer readings from ``nvidia-smi``."""
+    import subprocess
+    out = subprocess.check_output(["nvidia-smi", "-i", "0", f"--query-gpu={','.join(attrs)}",
+                                   "--format=csv,noheader,nounits"], text=True)
+    return [int(v) for v in out.strip().split(",")]
+
+
+def _get_dram_gbps(device=None):
+    """Peak DRAM bandwidth in GB/s (memory clock in kHz x bus width x 2 for DDR)."""
+    p = _Utils().get_device_properties(device)
+    return p["mem_clock_rate"] * p["mem_bus_width"] * 2 / 8 / 1e6
+
+
+def _ops_per_subcore(dtype, table) -> int:
+    name = str(dtype).replace("torch.", "")
+    for names, ops in table:
+        if name in names or "float8" in name and "fp8" in names:
+            return ops
+    raise RuntimeError("dtype not supported")
+
+
+def _peak_tflops(dtype, clock_rate_khz, device, table) -> float:
+    subcores = _Utils().get_device_properties(device)["multiprocessor_count"] * 4
+    return subcores * clock_rate_khz * _ops_per_subcore(dtype, table) * 1e-9
+
+
+def _get_max_tensorcore_tflops(dtype, clock_rate, device=None):
+    """Peak tensor-core TFLOP/s at ``clock_rate`` kHz (sm_80 and later: 256 fp32/tf32 / int32, 512 fp16 /
+    bf16, 1024 int8 / fp8 operations per sub-core and clock)."""
+    return _peak_tflops(dtype, clock_rate, device, [(("float32", "int32"), 256),
+                                                    (("float16", "bfloat16", "int16"), 512),
+                                                    (("int8", "fp8", "fp8e4nv", "fp8e5", "fp8e4b15"), 1024)])
+
+
+def _get_max_simd_tflops(dtype, clock_rate, device=None):
+    """Peak FMA-unit TFLOP/s at ``clock_rate`` kHz (32 fp32, 64 fp16 / bf16 per sub-core and clock)."""
+    return _peak_tflops(dtype, clock_rate, device, [(("float32",), 32), (("float16", "bfloat16"), 64)])
+
+
 def _make_testing():
     from newt import testing as nt
 
     from . import perf
     attrs = {"do_bench": _do_bench, "do_bench_cudagraph": _do_bench_cudagraph, "assert_close": nt.assert_close,
-             "perf_report": perf.perf_report, "Benchmark": perf.Benchmark, "Mark": perf.Mark}
+             "perf_report": perf.perf_report, "Benchmark": perf.Benchmark, "Mark": perf.Mark,
+             "nvsmi": _nvsmi, "get_dram_gbps": _get_dram_gbps, "get_max_tensorcore_tflops": _get_max_tensorcore_tflops,
+             "get_max_simd_tflops": _get_max_simd_tflops}
     return _facade("triton.testing", "triton.testing (newt drop-in): timing, checks, benchmark reports.", attrs)
 
 

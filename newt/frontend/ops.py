@@ -317,6 +317,11 @@ def need_block(av: AV, what: str, node=None) -> TensorV:
     _poison(av)
     if isinstance(av, TensorV) and av.shape:
         return av
+    if isinstance(av, TensorV) and av.type == ANY_DTYPE:
+        # a parameter whose kind the generic check does not know (a helper's unannotated ``do`` that its caller
+        # passes a block): each specialization knows; here nothing is said
+        from .values import Poison as _Poison
+        raise _Poison()
     raise SemError("N023", f"{what} must be a block (got {_describe(av)})", node=node)
 
 

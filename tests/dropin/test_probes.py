@@ -121,3 +121,20 @@ def test_testing_module(dropin, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "demo:" in out and "41" in out
     assert (tmp_path / "demo.csv").read_text().splitlines() == ["n,A,B", "2,20,21", "4,40,41"]
+
+
+def test_testing_peak_figure_helpers(dropin, monkeypatch):
+    # ml-cross-entropy imports these at import time (its autotuner's pruning): Triton 3.6 has them
+    import torch
+
+    import newt.runtime.driver as drv
+    monkeypatch.setattr(drv, "has_gpu", lambda: False)
+    from triton.testing import get_dram_gbps, get_max_simd_tflops, get_max_tensorcore_tflops, nvsmi
+    assert callable(nvsmi)
+    # the H100 SXM figures the drop-in answers with no GPU: 2,619 MHz HBM3 on a 5,120-bit bus, 132 SMs
+    assert get_dram_gbps() == pytest.approx(2619000 * 5120 * 2 / 8 / 1e6)
+    assert get_max_tensorcore_tflops(torch.float16, 1980000) == pytest.approx(132 * 4 * 1980000 * 512 * 1e-9)
+    assert get_max_tensorcore_tflops(torch.float8_e4m3fn, 1000) == 2 * get_max_tensorcore_tflops(torch.bfloat16, 1000)
+    assert get_max_simd_tflops(torch.float32, 1000) == get_max_tensorcore_tflops(torch.float32, 1000) / 8
+    with pytest.raises(RuntimeError, match="dtype not supported"):
+        get_max_simd_tflops(torch.int8, 1000)

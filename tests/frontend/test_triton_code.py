@@ -401,3 +401,27 @@ def test_a_torch_function_called_in_a_kernel_is_still_an_error():
         tl.store(x_ptr + offs, exp(tl.load(x_ptr + offs)))
     """)
     assert [d.code for d in ds] == ["N006"], _fmt(ds)
+
+
+def test_a_helper_parameter_of_unknown_kind_may_be_a_block_operand():
+    # ml-cross-entropy's _mm_backward(do, ...): the caller passes a block as `do`; the generic check of the
+    # helper alone does not know its kind, so tl.dot(do, b) is not an error there
+    ds = _errors("""
+    @triton.jit
+    def mm_helper(do, b_ptrs, out_ptrs, BLOCK_D: tl.constexpr):
+        d_inds = tl.arange(0, BLOCK_D)[None, :]
+        b = tl.load(b_ptrs + d_inds)
+        tl.store(out_ptrs + d_inds, tl.dot(do, b).to(out_ptrs.dtype.element_ty))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_scalar_parameter_as_a_dot_operand_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, s: tl.float32, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        b = tl.load(x_ptr + offs[:, None] * BLOCK + offs[None, :])
+        tl.store(x_ptr + offs[:, None] * BLOCK + offs[None, :], tl.dot(s, b))
+    """)
+    assert [d.code for d in ds] == ["N023"], _fmt(ds)
