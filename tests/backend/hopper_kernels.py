@@ -12,9 +12,12 @@ import pytest
 import newt
 
 ROOT = Path(__file__).resolve().parents[2]
-#: the pipeline flags these tests switch (NEWT_CPASYNC_FENCE=0, NEWT_PIPE_ISSUE=late); unset: the default
-FLAGS = ("NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE")
+#: the flags these tests switch; unset: the default
+FLAGS = ("NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR")
+#: the two pipeline flags (no proxy fence per iteration, copies after the last dot)
 ON = {"NEWT_CPASYNC_FENCE": "0", "NEWT_PIPE_ISSUE": "late"}
+#: every flag: the variant benchmarks/run_device.sh's hopper25 part times
+ALL = {**ON, "NEWT_CONVERT_ADDR": "split"}
 
 
 def _modules(tag: str):

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hopper_kernels import ON, attention, count, first, last, loops, sass_text
+from hopper_kernels import ALL, ON, attention, count, first, last, loops, sass_text
 
 #: Triton 3.6 (its ptxas), same source and signature, sm_90a, 2026-12-06: spill bytes per
 #: (head dim, BLOCK_M, BLOCK_N, warps, STAGE) — the bar "no more spill than Triton's" is measured against
@@ -85,8 +85,9 @@ def test_late_issue_flag(stage, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env", [{}, {"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"}, ON],
-                         ids=["default", "nofence", "late", "both"])
+@pytest.mark.parametrize("env", [{}, {"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"}, ON,
+                                 {"NEWT_CONVERT_ADDR": "split"}, ALL],
+                         ids=["default", "nofence", "late", "both", "split", "all"])
 @pytest.mark.parametrize("dt", ["fp16", "bf16"])
 @pytest.mark.parametrize("d,stage,cfg", [(128, 1, (128, 64, 8, 3)), (128, 3, (128, 64, 8, 3)),
                                          (64, 1, (128, 64, 4, 3)), (64, 3, (64, 64, 4, 3)),

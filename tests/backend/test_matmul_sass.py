@@ -14,7 +14,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hopper_kernels import ON, count, first, last, loops, matmul, sass_text
+from hopper_kernels import ALL, ON, count, first, last, loops, matmul, sass_text
 
 CFGS = [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4)]
 
@@ -61,8 +61,9 @@ def test_flags_masked_k_no_spill(dt, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env", [{"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"}, ON],
-                         ids=["nofence", "late", "both"])
+@pytest.mark.parametrize("env", [{"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"}, ON,
+                                 {"NEWT_CONVERT_ADDR": "split"}, ALL],
+                         ids=["nofence", "late", "both", "split", "all"])
 @pytest.mark.parametrize("dt", ["fp16", "bf16"])
 @pytest.mark.parametrize("cfg", CFGS + [(256, 128, 64, 3, 8), (64, 64, 32, 5, 2)], ids=lambda c: "x".join(map(str, c)))
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "maskedK"])
@@ -142,3 +143,21 @@ def test_split_conversion_addresses(cfg, monkeypatch):
                   and int(re.search(r"0x([0-9a-f]+)", t.split("BRA")[1]).group(1), 16) < int(a, 16))
         return sum(1 for a, t in ins if int(a, 16) > end and t != "NOP")
     assert after_loop(split) < after_loop(plain)
+
+
+def test_flags_are_in_the_cache_key(monkeypatch):
+    """Each flag changes the runtime's cache key; with all unset the key is the one of earlier builds."""
+    from newt.runtime.compiler import cache_key
+
+    def key(env):
+        for k in ("NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return cache_key(None, {"a": "*fp16"}, {"B": 64}, {}, "sm_90a", 8, 3, False, "fingerprint", None)
+    base = key({})
+    keys = {key({"NEWT_CPASYNC_FENCE": "0"}), key({"NEWT_PIPE_ISSUE": "late"}), key({"NEWT_CONVERT_ADDR": "split"}),
+            key(ON), base}
+    assert len(keys) == 5
+    monkeypatch.setenv("NEWT_STMATRIX", "")
+    assert key({}) == base
