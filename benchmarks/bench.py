@@ -413,7 +413,8 @@ def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
         for impl in impls:
             if impl in variants:  # newt's launch with the variant's module and flags, into newt's output
                 outs["newt"].fill_(float("nan") if outs["newt"].is_floating_point() else 0)
-                calls[impl] = with_env(VARIANT_ENV[impl], calls["newt"])
+                # (compiled in this process's threads: the tuning workers were spawned without the flags)
+                calls[impl] = with_env({**VARIANT_ENV[impl], "NEWT_TUNE_AUTOTUNE": "threads"}, calls["newt"])
                 cell["impls"][impl] = first_call(kind, dtype, impl, modules.get(impl), calls[impl],
                                                  {impl: outs["newt"]}, ref)
             else:

@@ -71,3 +71,63 @@ def test_variant_arguments_are_checked():
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_variant_rows_are_timed_checked_and_reported(monkeypatch):
+    """run_cells -> score -> render_md with a variant, on stand-ins for the GPU calls: the variant runs the
+    newt launch with its own module under its flags into newt's (re-poisoned) output, is timed in the same
+    rounds, and gets its ratios and table."""
+    import os
+    import types
+
+    torch = __import__("pytest").importorskip("torch")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ref = torch.arange(8.0)
+    seen = []
+
+    def fake_case(kind, shape, dtype):
+        outs = {i: torch.full((8,), float("nan")) for i in ("newt", "triton", "torch")}
+
+        def kernel(impl):
+            def call(m):
+                seen.append((impl, m.tag, os.environ.get("NEWT_PIPE_ISSUE")))
+                if m.tag != "broken":
+                    outs[impl].copy_(ref)
+            return call
+        calls = {"newt": kernel("newt"), "triton": kernel("triton"), "torch": lambda m: outs["torch"].copy_(ref)}
+        return outs, calls, ref, ("TFLOPs", 2e9)
+
+    speed = {"bench": 2.0, "variant": 1.0, "triton": 1.5}
+
+    def fake_ms(call, warmup, rep):
+        call()
+        return speed.get(seen[-1][1], 3.0) if seen else 3.0
+    monkeypatch.setattr(bench, "make_case", fake_case)
+    monkeypatch.setattr(bench, "median_ms", fake_ms)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.delenv("NEWT_PIPE_ISSUE", raising=False)
+    monkeypatch.setattr(bench, "VARIANT_ENV", {"newt[flags]": {"NEWT_PIPE_ISSUE": "late"}})
+    mod = lambda tag: types.SimpleNamespace(tag=tag, attn_fwd=types.SimpleNamespace(best_config=f"cfg-{tag}"))
+    modules = {"newt": mod("bench"), "newt[flags]": mod("variant"), "triton": mod("triton")}
+    results = bench.run_cells([("attention", (1, 1, 64, 64, 0), "float16")], modules, float("inf"), lambda s: None,
+                              rounds=2)
+    assert ("newt", "variant", "late") in seen and ("newt", "bench", None) in seen
+    assert os.environ.get("NEWT_PIPE_ISSUE") is None
+    im = results[0]["impls"]
+    assert im["newt[flags]"]["ok"] and im["newt[flags]"]["config"] == "cfg-variant"
+    summary = bench.score(results, {})
+    v = results[0]["variants"]["newt[flags]"]
+    assert abs(v["vs_newt"] - 2.0) < 1e-9 and abs(v["vs_triton"] - 1.5) < 1e-9
+    assert abs(summary["variants"]["newt[flags]"]["attention_geomean_vs_newt"] - 2.0) < 1e-9
+    md = bench.render_md({"info": {}, "summary": summary, "results": results,
+                          "variant_env": {"newt[flags]": {"NEWT_PIPE_ISSUE": "late"}}})
+    assert "## Variant `newt[flags]` (NEWT_PIPE_ISSUE=late), same run" in md and "| 2.00x | 1.50x |" in md
+    # a variant that leaves newt's output unwritten is caught (the output is poisoned before its first call)
+    modules["newt[flags]"] = mod("broken")
+    results = bench.run_cells([("attention", (1, 1, 64, 64, 0), "float16")], modules, float("inf"), lambda s: None,
+                              rounds=1)
+    assert results[0]["impls"]["newt[flags]"]["ok"] is False and results[0]["impls"]["newt"]["ok"]
