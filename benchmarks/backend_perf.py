@@ -89,7 +89,7 @@ def _attn_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr, start_m, qk_scale, s
         l_i = l_i * alpha + l_ij
         acc = acc * alpha[:, None]
         v = $L.load(V_ptrs)
-        p = p.to($L.float16)
+        p = p.to(q.dtype)
         acc = $L.dot(p, v, acc)
         m_i = m_ij
         K_ptrs += BLOCK_N * stride_kn
@@ -121,12 +121,18 @@ def attn_fwd(Q, K, V, sm_scale, Out, stride_qm, stride_kn, stride_vn, stride_om,
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, K_ptrs, V_ptrs, start_m, qk_scale, stride_kn, stride_vn,
                                     N_CTX, BLOCK_M, BLOCK_N, 2, offs_m, offs_n)
     acc = acc / l_i[:, None]
-    $L.store(Out + base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to($L.float16))
+    $L.store(Out + base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(Out.dtype.element_ty))
 '''.replace("@@CONFIGS@@", repr(ATTN_CONFIGS))
 
 ATTN_SIGNATURE = {"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16", "sm_scale": "fp32", "Out": "*fp16:16",
                   "stride_qm": "i32:16", "stride_kn": "i32:16", "stride_vn": "i32:16", "stride_om": "i32:16",
                   "N_CTX": "i32:16"}
+
+
+def attn_signature(dtype: str = "fp16") -> dict:
+    """``ATTN_SIGNATURE`` with Q, K, V and Out of ``dtype`` (fp16 | bf16)."""
+    return {k: v.replace("fp16", dtype) for k, v in ATTN_SIGNATURE.items()}
+
 
 ATTN_SHAPES = [(4, 32, 4096, 64, False), (4, 32, 4096, 64, True), (16, 16, 1024, 64, False),
                (16, 16, 1024, 64, True)]

@@ -274,7 +274,7 @@ def best_config(m, kind, dtype_size=2) -> str | None:
 MATMUL_KINDS = ("matmul", "matmul_masked", "matmul_persistent")
 
 
-def cells(quick: bool, only=None, dtypes=None) -> list:
+def cells(quick: bool, only=None, dtypes=None, sizes=None) -> list:
     out = []
     if quick:
         out += [("add", (1 << 24,), "float32"), ("softmax", (8192, 4096), "float16"),
@@ -294,12 +294,18 @@ def cells(quick: bool, only=None, dtypes=None) -> list:
             out += [("matmul_persistent", (s, s, s), dt) for dt in ("float16", "bfloat16") for s in (2048, 4096, 8192)]
         if only and "matmul_masked" in only:
             out += [("matmul_masked", (s, s, s - 1), dt) for dt in ("float16", "bfloat16") for s in (2048, 4096)]
-        out += [("attention", (z, h, n, d, causal), "float16") for (z, h, n) in ((4, 32, 4096), (16, 16, 1024))
+        # bf16 attention only when --dtypes names bfloat16 (the kernel casts P and O to the inputs' dtype)
+        adts = ("float16", "bfloat16") if dtypes and "bfloat16" in dtypes else ("float16",)
+        out += [("attention", (z, h, n, d, causal), dt) for dt in adts for (z, h, n) in ((4, 32, 4096), (16, 16, 1024))
                 for d in (64, 128) for causal in (0, 1)]
     if only:
         out = [c for c in out if c[0] in only]
+        if isinstance(only, (list, tuple)):  # in the order --only names the kinds (stable within a kind)
+            out.sort(key=lambda c: only.index(c[0]))
     if dtypes:
         out = [c for c in out if c[2] in dtypes]
+    if sizes:
+        out = [c for c in out if c[0] not in MATMUL_KINDS or c[1][0] in sizes]
     return out
 
 
@@ -402,9 +408,17 @@ def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
             cell["error"] = f"{type(e).__name__}: {e}"
             results.append(cell)
             continue
-        impls = [i for i in ("newt", "triton", "torch") if i == "torch" or modules.get(i) is not None]
+        variants = [i for i in modules if i.startswith("newt[")]
+        impls = [i for i in ("newt", *variants, "triton", "torch") if i == "torch" or modules.get(i) is not None]
         for impl in impls:
-            cell["impls"][impl] = first_call(kind, dtype, impl, modules.get(impl), calls[impl], outs, ref)
+            if impl in variants:  # newt's launch with the variant's module and flags, into newt's output
+                outs["newt"].fill_(float("nan") if outs["newt"].is_floating_point() else 0)
+                # (compiled in this process's threads: the tuning workers were spawned without the flags)
+                calls[impl] = with_env({**VARIANT_ENV[impl], "NEWT_TUNE_AUTOTUNE": "threads"}, calls["newt"])
+                cell["impls"][impl] = first_call(kind, dtype, impl, modules.get(impl), calls[impl],
+                                                 {impl: outs["newt"]}, ref)
+            else:
+                cell["impls"][impl] = first_call(kind, dtype, impl, modules.get(impl), calls[impl], outs, ref)
         timed = {i: functools.partial(calls[i], modules.get(i)) for i in impls}
         time_rounds(cell["impls"], timed, unit, work, rounds)
         del timed
@@ -414,6 +428,40 @@ def run_cells(selected, modules, deadline, log, rounds: int = 3) -> list:
         results.append(cell)
         log(f"[{i + 1}/{len(selected)}] {describe(cell)}")
     return results
+
+
+#: "newt[NAME]" -> the environment its module is compiled and launched under (--variant NAME:ENV=VAL,...)
+VARIANT_ENV: dict = {}
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """``NAME:ENV=VAL[,ENV=VAL...]`` -> ("newt[NAME]", {ENV: VAL}).  Raises ValueError on a malformed one."""
+    name, sep, rest = text.partition(":")
+    env = {}
+    for kv in rest.split(","):
+        k, eq, v = kv.strip().partition("=")
+        if not eq or not k.startswith("NEWT_") or not k.replace("_", "").isalnum():
+            raise ValueError(f"--variant {text!r}: expected NAME:NEWT_FLAG=VALUE[,NEWT_FLAG=VALUE...]")
+        env[k] = v
+    if not sep or not name.isidentifier() or not env:
+        raise ValueError(f"--variant {text!r}: expected NAME:NEWT_FLAG=VALUE[,NEWT_FLAG=VALUE...]")
+    return f"newt[{name}]", env
+
+
+def with_env(env: dict, call):
+    """``call(m)`` with ``env`` set in os.environ (restored after): the variant's compiles and cache keys."""
+    def run(m):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return call(m)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return run
 
 
 def first_call(kind, dtype, impl, m, call, outs, ref) -> dict:
@@ -483,6 +531,13 @@ def score(results, anchors) -> dict:
         a = anchors.get((cell["kind"], tuple(cell["shape"]), key_dtype, "triton"))
         cell["anchor_triton_ms"] = a
         cell["vs_anchor_triton"] = (a / n) if (a and n) else None
+        n_ms = im.get("newt", {}).get("ms")
+        for v, e in im.items():
+            if v.startswith("newt[") and e.get("ms"):
+                cell.setdefault("variants", {})[v] = {
+                    "vs_newt": (n_ms / e["ms"]) if n_ms else None,
+                    **{f"vs_{o}": (im[o]["ms"] / e["ms"]) if im.get(o, {}).get("ms") else None
+                       for o in ("triton", "torch")}}
     mem = [c for c in results if c["kind"] in MEMORY_BOUND and c.get("vs_triton")]
     mm = [c for c in results if c["kind"] == "matmul" and c.get("vs_triton")]
     at = [c for c in results if c["kind"] == "attention" and c.get("vs_triton")]
@@ -507,6 +562,12 @@ def score(results, anchors) -> dict:
         "failures": [f"{c['kind']} {c['shape']} {c['dtype']} {impl}: {e['failed']}" for c in results
                      for impl, e in c.get("impls", {}).items() if "failed" in e],
     }
+    names = sorted({v for c in results for v in c.get("variants", {})})
+    summary["variants"] = {v: {f"{kind}_geomean_{r}": geomean([c["variants"][v][r] for c in results
+                                                              if c["kind"] == kind and c["variants"].get(v, {}).get(r)
+                                                              and "variants" in c])
+                               for kind in ("matmul", "attention") for r in ("vs_newt", "vs_triton", "vs_torch")}
+                           for v in names}
     if mem:
         worst = min(mem, key=lambda c: c["vs_triton"])
         summary["memory_bound_worst_cell"] = f"{worst['kind']} {'x'.join(map(str, worst['shape']))} {worst['dtype']}"
@@ -601,6 +662,28 @@ def render_md(data) -> str:
                      f"{fmt_ratio(c.get('vs_triton'))} | {fmt_ratio(c.get('vs_torch'))} | "
                      f"{fmt_ratio(c.get('vs_anchor_triton'))} | {n.get('config') or '—'} | {t.get('config') or '—'} | "
                      f"{'—' if err is None else f'{err:.1e}'}{'' if n.get('ok', True) else ' WRONG'} |")
+    for v, g in summary.get("variants", {}).items():
+        flags = ", ".join(f"{k}={x}" for k, x in data.get("variant_env", {}).get(v, {}).items())
+        L += ["", f"## Variant `{v}` ({flags}), same run", ""]
+        L.append("Geomeans: " + "; ".join(f"{k.replace('_geomean_', ' ')} {fmt_ratio(x)}" for k, x in g.items()
+                                          if x == x))
+        L.append("")
+        L.append("| kind | shape | dtype | newt ms | variant ms | variant / newt | variant vs Triton | newt vs Triton "
+                 "| variant vs torch | variant config | error |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for c in results:
+            e = c.get("impls", {}).get(v)
+            if not e:
+                continue
+            r = c.get("variants", {}).get(v, {})
+            n = c["impls"].get("newt", {})
+            ok = "" if e.get("ok", True) else " WRONG"
+            L.append(f"| {c['kind']} | {'x'.join(map(str, c['shape']))} | {c['dtype']} | "
+                     f"{fmt_ms(n.get('ms')) if 'ms' in n else '—'} | "
+                     f"{fmt_ms(e.get('ms')) if 'ms' in e else ('FAILED' if 'failed' in e else '—')} | "
+                     f"{fmt_ratio(r.get('vs_newt'))} | {fmt_ratio(r.get('vs_triton'))} | "
+                     f"{fmt_ratio(c.get('vs_triton'))} | {fmt_ratio(r.get('vs_torch'))} | {e.get('config') or '—'} | "
+                     f"{fmt_err(e.get('error'))}{ok} |")
     fails = [(c, impl, e) for c in results for impl, e in c.get("impls", {}).items() if "failed" in e]
     if fails:
         L += ["", "## Failures", ""]
@@ -648,6 +731,78 @@ def write_reports(data, out: Path):
     (out / "results.md").write_text(render_md(data))
 
 
+def fmt_err(x) -> str:
+    return "—" if x is None else f"{x:.1e}"
+
+
+_TL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def offline_specializations(kind, shape, dtype):
+    """(kernel attribute, signature, constexprs) the runtime specializes a cell's launch to (sizes and
+    strides divisible by 16 hinted, unit strides constexpr), or None where the offline check does not
+    cover the kind."""
+    from backend_perf import attn_signature
+    t = _TL_DTYPE.get(dtype)
+    if t is None:
+        return None
+    if kind in ("matmul", "matmul_masked"):
+        M, N, K = shape
+        h = lambda n: "i32:16" if n % 16 == 0 else "i32"
+        sig = {"a_ptr": f"*{t}:16", "b_ptr": f"*{t}:16", "c_ptr": f"*{t}:16", "M": h(M), "N": h(N), "K": h(K),
+               "stride_am": h(K), "stride_bk": h(N), "stride_cm": h(N)}
+        attr = "matmul_kernel_fp32" if t == "fp32" else "matmul_kernel"
+        return attr, sig, {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+    if kind == "attention" and t in ("fp16", "bf16"):
+        Z, H, N, D, causal = shape
+        return "attn_fwd", attn_signature(t), {"HEAD_DIM": D, "STAGE": 3 if causal else 1}
+    return None
+
+
+def offline(selected, variants: dict, target: str = "sm_90a") -> int:
+    """``--offline``: compile every autotune config of every newt implementation each selected cell would
+    time, for ``target``, without a GPU; print registers, spills and shared memory; 1 on any failure."""
+    import newt
+    impls = {"newt": {}, **variants}
+    mods = {impl: instantiate(TEMPLATE, "newt", f"bench_offline{i}") for i, impl in enumerate(impls)}
+    done, bad, skipped = set(), [], set()
+    t0 = time.time()
+    for kind, shape, dtype in selected:
+        spec = offline_specializations(kind, shape, dtype)
+        if spec is None:
+            skipped.add(f"{kind} {dtype}")
+            continue
+        attr, sig, cx = spec
+        for impl, env in impls.items():
+            tuner = getattr(mods[impl], attr)
+            fn = tuner
+            while hasattr(fn, "fn") and not hasattr(fn, "constexpr_names"):
+                fn = fn.fn
+            for cfg in tuner.configs:
+                key = (impl, attr, tuple(sorted(sig.items())), tuple(sorted(cx.items())), str(cfg))
+                if key in done:
+                    continue
+                done.add(key)
+                label = f"{impl:12s} {kind} {'x'.join(map(str, shape))} {dtype} {cfg.kwargs} w{cfg.num_warps} " \
+                        f"s{cfg.num_stages}"
+                compile_one = functools.partial(newt.compile, fn, signature=sig, constexprs={**cx, **cfg.kwargs},
+                                                target=target, num_warps=cfg.num_warps,
+                                                num_stages=cfg.num_stages, cache=False)
+                try:
+                    ck = with_env(env, lambda _m, c=compile_one: c())(None)
+                except Exception as e:
+                    bad.append(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+                    print(f"FAILED {bad[-1]}", flush=True)
+                    continue
+                md = ck.metadata
+                print(f"{label:100s} regs {md.n_regs:3d} spills {md.n_spills:5d} smem {md.shared:6d}", flush=True)
+    print(f"offline: {len(done)} compiles for {target} in {time.time() - t0:.0f} s, {len(bad)} failed"
+          + (f"; not covered offline: {', '.join(sorted(skipped))}" if skipped else ""))
+    for b in bad:
+        print("  " + b)
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(Path(__file__).resolve().parent), help="directory for the reports")
@@ -660,7 +815,19 @@ def main(argv=None) -> int:
     p.add_argument("--no-triton", action="store_true", help="skip Triton")
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per cell (default 3)")
     p.add_argument("--rescore", default=None, help="rebuild the reports from an existing results.json")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:NEWT_FLAG=V[,...]",
+                   help="also time newt compiled and launched with these environment flags (its own module, "
+                   "autotuned over the same configs), reported as newt[NAME] against newt, Triton and torch")
+    p.add_argument("--matmul-sizes", default="", help="comma-separated M (= N = K) of the matmul cells (default all)")
+    p.add_argument("--offline", action="store_true",
+                   help="no GPU: build the cell list and compile, for sm_90a, every autotune config of every newt "
+                   "implementation (and variant) the run would time; exit 1 on a compile failure")
     args = p.parse_args(argv)
+    try:
+        variants = dict(parse_variant(v) for v in args.variant)
+    except ValueError as e:
+        p.error(str(e))
+    VARIANT_ENV.update(variants)
     out = Path(args.out)
     anchors, anchor_path = load_anchors(args.anchors)
     if args.rescore:
@@ -671,6 +838,11 @@ def main(argv=None) -> int:
         print((out / "results.md").read_text())
         return 0
 
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    sizes = {int(x) for x in args.matmul_sizes.split(",") if x.strip()}
+    selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None, sizes)
+    if args.offline:
+        return offline(selected, variants)
     import torch
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)
@@ -678,18 +850,18 @@ def main(argv=None) -> int:
     t_start = time.time()
     log = lambda s: print(f"{time.time() - t_start:7.1f}s  {s}", flush=True)
     modules = {"newt": instantiate(TEMPLATE, "newt", "bench")}
+    for i, v in enumerate(variants):
+        modules[v] = instantiate(TEMPLATE, "newt", f"bench_variant{i}")
     if not args.no_triton:
         try:
             modules["triton"] = instantiate(TEMPLATE, "triton", "bench")
         except Exception as e:
             log(f"Triton unavailable: {type(e).__name__}: {e}")
-    only = {s.strip() for s in args.only.split(",") if s.strip()}
-    selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None)
     info = environment()
     log(f"{info.get('gpu')}: {len(selected)} cells")
     results = run_cells(selected, modules, t_start + args.budget, log, rounds=args.rounds)
     data = {"info": info, "results": results, "anchors": anchor_path, "quick": args.quick, "rounds": args.rounds,
-            "seconds": round(time.time() - t_start, 1)}
+            "seconds": round(time.time() - t_start, 1), "variant_env": variants}
     data["summary"] = score(results, anchors)
     write_reports(data, out)
     s = data["summary"]

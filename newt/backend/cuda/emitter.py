@@ -398,32 +398,64 @@ class Emitter:
         if self.in_loop_fresh(chunk):
             fe, fe2 = self.fresh_flat(fe, have, c), self.fresh_flat(fe2, want, c)
         own = self.owner_pred(have) if owner_only else None
+        sa, sa2 = self._split_addr(have, fe, at, c), self._split_addr(want, fe2, at, c)
         if self.stmatrix_ok(have, st, eb, owner_only):
             self._stmatrix_store(c, have, src, st, sh, at)
             vs = 0  # stored
         elif vs == 1:
-            store = f"{{ const int f = {fe}; {sh}[{at('f')}] = {src}[i]; }}"
+            store = f"{{ const int f = {fe}; {sh}[{at('f')}] = {src}[i]; }}" if sa is None else \
+                f"{sh}[{sa}] = {src}[i];"
         else:
             vt = _VEC_T[vs * eb]
             words = pack_words([f"{src}[i + {j}]" for j in range(vs)], st, vs * eb)
             val = words[0] if len(words) == 1 else f"make_{vt}({', '.join(words)})"
-            store = f"{{ const int f = {fe}; *reinterpret_cast<{vt}*>({sh} + {at('f')}) = {val}; }}"
+            store = f"{{ const int f = {fe}; *reinterpret_cast<{vt}*>({sh} + {at('f')}) = {val}; }}" if sa is None \
+                else f"*reinterpret_cast<{vt}*>({sh} + {sa}) = {val};"
         if own and vs:
             store = f"if ({own}) {store}"
         if vs:
             self._for_step(have.nregs, vs, store, c)
         c.line("__syncthreads();")
+        addr2 = at("f") if sa2 is None else sa2
+        head = f"const int f = {fe2}; " if sa2 is None else ""
         if vw == 1:
-            self.for_regs(want.nregs, f"{{ const int f = {fe2}; {dst}[i] = {sh}[{at('f')}]; }}", c)
+            self.for_regs(want.nregs, f"{{ {head}{dst}[i] = {sh}[{addr2}]; }}", c)
         else:
             vt = _VEC_T[vw * eb]
             nw = vw * eb // 4
             ws = ["w"] if nw == 1 else [f"w.{x}" for x in "xyzw"[:nw]]
             outs = unpack_words(ws, st, vw)
             body = " ".join(f"{dst}[i + {j}] = {e};" for j, e in enumerate(outs))
-            self._for_step(want.nregs, vw, f"{{ const int f = {fe2}; const {vt} w = "
-                           f"*reinterpret_cast<const {vt}*>({sh} + {at('f')}); {body} }}", c)
+            self._for_step(want.nregs, vw, f"{{ {head}const {vt} w = "
+                           f"*reinterpret_cast<const {vt}*>({sh} + {addr2}); {body} }}", c)
         chunk.line("}")
+
+    def _split_addr(self, lay: Layout, fe: str, at, c) -> str | None:
+        """``NEWT_CONVERT_ADDR=split``: a conversion's padded shared-memory index ``at(r | t)`` as
+        ``at(t) + at(r)`` — the thread's part ``t`` (lane and warp bits) once per conversion, the register
+        part ``r`` a constant once unrolled, so every access is ``[R + imm]`` (the 128x256 matmul epilogue
+        computed each of its 64 stores' addresses: 159 LEA, 63 VIADD, 51 SHF, 51 LOP3).  Exact when the
+        register bits and the thread bits are disjoint single bits: then ``r | t == r + t`` and the padding
+        ``f + (f >> p) * v`` adds up over the two parts.  None (the per-access form) otherwise or unset."""
+        if os.environ.get("NEWT_CONVERT_ADDR") != "split" or not lay.reg:
+            return None
+        bases = list(lay.reg) + list(lay.lane) + list(lay.warp)
+        if any(b < 0 or b & (b - 1) for b in bases):
+            return None
+        rmask = 0
+        for b in lay.reg:
+            rmask |= b
+        tmask = 0
+        for b in list(lay.lane) + list(lay.warp):
+            tmask |= b
+        if rmask & tmask or not (fe.startswith("(") and fe.endswith(")")) or " | " not in fe:
+            return None
+        r, t = fe[1:-1].rsplit(" | ", 1)  # (flat_expr: "(<register part> | <thread variable>)")
+        if not t.isidentifier():
+            return None
+        tb = self.tmp("ta")
+        c.line(f"const int {tb} = {at(t)};  // this thread's part of the conversion's addresses")
+        return f"{tb} + ({at(f'({r})')})"
 
     def stmatrix_ok(self, have: Layout, st, eb: int, owner_only: bool) -> bool:
         """``NEWT_STMATRIX=1`` on sm_90a: a conversion's store side as ``stmatrix.m8n8.x4`` when the source

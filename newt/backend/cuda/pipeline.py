@@ -18,9 +18,10 @@ re-renders that slice of the body for iteration ``it + S - 1``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 
 from newt.ir.core import Op, Region
 from newt.ir.ops import ELEMENTWISE, SOURCE, VIEW
@@ -36,6 +37,39 @@ from .vectors import vector_width_of
 
 #: ops the lookahead may re-render: free of effects and cheap to compute again
 _PURE = ELEMENTWISE | VIEW | SOURCE
+
+
+def cpasync_fence_on() -> bool:
+    """``NEWT_CPASYNC_FENCE=0``: no ``fence.proxy.async`` at the top of a pipelined loop whose cp.async tiles
+    wgmma reads (SASS ``MEMBAR.ALL.CTA`` + ``FENCE.VIEW.ASYNC.S`` every iteration).  Triton 3.6 and CUTLASS's
+    cp.async GMMA mainloop issue none there.  Unset: the fence stays (the PTX memory model's rule for
+    generic-proxy writes read through the async proxy)."""
+    return os.environ.get("NEWT_CPASYNC_FENCE", "") != "0"
+
+
+def late_issue_on() -> bool:
+    """``NEWT_PIPE_ISSUE=late``: a pipelined loop issues its lookahead copies right after the last dot of the
+    body (Triton's order: the tensor cores get their instructions first, the copies overlap them) instead of
+    right after the loop-top barrier."""
+    return os.environ.get("NEWT_PIPE_ISSUE", "") == "late"
+
+
+def _last_dot(body) -> int:
+    """Index of the body's last top-level dot; -1 when there is none or a later op nests one."""
+    tops = [i for i, o in enumerate(body.ops) if o.name == "dot"]
+    if not tops:
+        return -1
+    later = body.ops[tops[-1] + 1:]
+    if any(x.name == "dot" for o in later for r in o.regions for x in _walk(r)):
+        return -1
+    return tops[-1]
+
+
+def _walk(region):
+    for o in region.ops:
+        yield o
+        for r in o.regions:
+            yield from _walk(r)
 
 
 @dataclass(frozen=True, eq=False)
@@ -348,12 +382,21 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         inner.line(f"tma_phase ^= 1u << ({b0} + {rd});")
     if has_cp:
         inner.line(f"cp_async_wait<{S - 2}>();")
-    if pipe.async_proxy:
+    if pipe.async_proxy and (cpasync_fence_on() or has_tma):
         inner.line("fence_proxy_async();  // the landed tiles are read by wgmma (async proxy)")
+    elif pipe.async_proxy:
+        inner.line("// NEWT_CPASYNC_FENCE=0: no proxy fence for the landed cp.async tiles")
     inner.line("__syncthreads();")
-    inner.line(f"{{  // issue the loads of iteration it + {S - 1}")
-    _issue(em, op, pipe, inner.sub(1), wr, ahead_iv, ahead, yields, carried, b0)
-    inner.line("}")
+    # NEWT_PIPE_ISSUE=late: the copies go after the body's last dot (the buffer they fill was last read by
+    # a dot every warpgroup finished before this iteration's barrier, wherever they are issued in between)
+    split = _last_dot(body) if late_issue_on() and has_cp and not has_tma else -1
+
+    def issue(chunk):
+        chunk.line(f"{{  // issue the loads of iteration it + {S - 1}")
+        _issue(em, op, pipe, chunk.sub(1), wr, ahead_iv, ahead, yields, carried, b0)
+        chunk.line("}")
+    if split < 0:
+        issue(inner)
     for a, (name, lay, _) in zip(carried, targets):
         bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
@@ -361,7 +404,12 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     bodyc = inner.sub(0, pipelined=True)
     em.yield_stack.append(targets)
     try:
-        em.emit_region(body, bodyc)
+        if split < 0:
+            em.emit_region(body, bodyc)
+        else:
+            em.emit_region(SimpleNamespace(ops=body.ops[:split + 1]), bodyc)
+            issue(bodyc)
+            em.emit_region(SimpleNamespace(ops=body.ops[split + 1:]), bodyc)
     finally:
         em.yield_stack.pop()
     inner.line(f"{rd} = {rd} + 1 == {NB} ? 0 : {rd} + 1;")
