@@ -442,7 +442,6 @@ class Run:
 
     def phase_tunes(self, kernels: list[str], full: list[str]):
         reserve = self.reserve()
-        full_need = sum(EXPECT[("deuteron", "full")] for _ in full) * (0.05 if self.ns.smoke else 1.0)
         print(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)", flush=True)
         for k in kernels:
             if self.fits("deuteron", "quick", reserve):
@@ -462,8 +461,9 @@ class Run:
             while queue or running:
                 running = [t for t in running if t.is_alive()]
                 while queue and len(running) < par:
-                    # keep room for the measurement and (while there is room) the deuteron full tunes
-                    if not self.fits("helion", "quick", reserve + (full_need if len(queue) > 2 else 0.0)):
+                    # keep room for the measurement; Helion's quick tunes come before deuteron's full tunes
+                    # (without them there is no comparison at all)
+                    if not self.fits("helion", "quick", reserve):
                         self.skipped += [f"Helion quick {k}: did not fit the budget" for k in queue]
                         queue = []
                         break
