@@ -2,6 +2,14 @@
 
     python3 benchmarks/bench.py --out DIR [--quick] [--only add,softmax,...] [--budget SECONDS]
     python3 benchmarks/bench.py --rescore DIR/results.json [--anchors DIR]   # redo the report offline
+    python3 benchmarks/bench.py ... --variant NAME:NEWT_FLAG=V[,...]   # also newt under flags, same run
+    python3 benchmarks/bench.py ... --offline   # no GPU: compile every config newt (and each variant) would time
+
+``--variant`` adds ``newt[NAME]``: bench.py's kernels in a module of their own, compiled, autotuned and
+launched with those environment flags set (only around its calls), checked against torch and timed in the
+same interleaved rounds; results.md gets a table per variant (variant / newt, variant vs Triton, newt vs
+Triton, vs torch).  ``--matmul-sizes`` and ``--attention-dims`` select (and order) matmul and attention
+cells; ``--dtypes`` naming bfloat16 adds bf16 attention cells.
 
 Every kernel is written once, in ``TEMPLATE``; ``$P``/``$L`` become
 ``newt``/``nl`` and ``triton``/``tl``, so both compilers see the same source,
