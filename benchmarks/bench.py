@@ -2,6 +2,14 @@
 
     python3 benchmarks/bench.py --out DIR [--quick] [--only add,softmax,...] [--budget SECONDS]
     python3 benchmarks/bench.py --rescore DIR/results.json [--anchors DIR]   # redo the report offline
+    python3 benchmarks/bench.py ... --variant NAME:NEWT_FLAG=V[,...]   # also newt under flags, same run
+    python3 benchmarks/bench.py ... --offline   # no GPU: compile every config newt (and each variant) would time
+
+``--variant`` adds ``newt[NAME]``: bench.py's kernels in a module of their own, compiled, autotuned and
+launched with those environment flags set (only around its calls), checked against torch and timed in the
+same interleaved rounds; results.md gets a table per variant (variant / newt, variant vs Triton, newt vs
+Triton, vs torch).  ``--matmul-sizes`` and ``--attention-dims`` select (and order) matmul and attention
+cells; ``--dtypes`` naming bfloat16 adds bf16 attention cells.
 
 Every kernel is written once, in ``TEMPLATE``; ``$P``/``$L`` become
 ``newt``/``nl`` and ``triton``/``tl``, so both compilers see the same source,
@@ -274,7 +282,7 @@ def best_config(m, kind, dtype_size=2) -> str | None:
 MATMUL_KINDS = ("matmul", "matmul_masked", "matmul_persistent")
 
 
-def cells(quick: bool, only=None, dtypes=None, sizes=None) -> list:
+def cells(quick: bool, only=None, dtypes=None, sizes=None, dims=None) -> list:
     out = []
     if quick:
         out += [("add", (1 << 24,), "float32"), ("softmax", (8192, 4096), "float16"),
@@ -306,6 +314,9 @@ def cells(quick: bool, only=None, dtypes=None, sizes=None) -> list:
         out = [c for c in out if c[2] in dtypes]
     if sizes:
         out = [c for c in out if c[0] not in MATMUL_KINDS or c[1][0] in sizes]
+    if dims:  # attention head dims, in this order (a budget cuts the last ones first)
+        out = [c for c in out if c[0] != "attention" or c[1][3] in dims]
+        out.sort(key=lambda c: dims.index(c[1][3]) if c[0] == "attention" else -1)
     return out
 
 
@@ -819,6 +830,8 @@ def main(argv=None) -> int:
                    help="also time newt compiled and launched with these environment flags (its own module, "
                    "autotuned over the same configs), reported as newt[NAME] against newt, Triton and torch")
     p.add_argument("--matmul-sizes", default="", help="comma-separated M (= N = K) of the matmul cells (default all)")
+    p.add_argument("--attention-dims", default="", help="comma-separated head dims of the attention cells, in the "
+                   "order to run them (default 64,128)")
     p.add_argument("--offline", action="store_true",
                    help="no GPU: build the cell list and compile, for sm_90a, every autotune config of every newt "
                    "implementation (and variant) the run would time; exit 1 on a compile failure")
@@ -840,7 +853,8 @@ def main(argv=None) -> int:
 
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     sizes = {int(x) for x in args.matmul_sizes.split(",") if x.strip()}
-    selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None, sizes)
+    dims = [int(x) for x in args.attention_dims.split(",") if x.strip()]
+    selected = cells(args.quick, only, [d for d in args.dtypes.split(",") if d] or None, sizes, dims)
     if args.offline:
         return offline(selected, variants)
     import torch

@@ -47,15 +47,15 @@ for part in "$@"; do
         --out "$R/hopper24_stm" --budget ${STM_BUDGET:-105} 2>&1 | tail -30 > "$R/hopper24_stm.log"
       tail -14 "$R/hopper24_stm.log" ;;
     hopper25)
-      # issue 24, round two, in one call (timeouts add up to 300 s): bench.py's attention rows (d=64/128, causal and
-      # not, fp16 and bf16, 4x32x4096 and 16x16x1024) then the fp16/bf16 matmul rows 2048^3..8192^3, each timed as
-      # newt (default), newt[flags] (NEWT_CPASYNC_FENCE=0 NEWT_PIPE_ISSUE=late NEWT_CONVERT_ADDR=split, its own module
+      # issue 24, round two, in one call (timeouts add up to 300 s): bench.py's fp16/bf16 matmul rows 2048^3..8192^3,
+      # then its attention rows (d=128 first, then 64; causal and not, fp16 and bf16, 4x32x4096 and 16x16x1024), each
+      # timed as newt (default), newt[flags] (NEWT_CPASYNC_FENCE=0 NEWT_PIPE_ISSUE=late NEWT_CONVERT_ADDR=split, its own module
       # autotuned over the same configs), Triton (same source) and torch (SDPA / cuBLAS) in interleaved rounds, L2
       # flushed, medians (results.md: the usual tables plus a "Variant newt[flags]" table: variant/newt, variant vs
       # Triton, newt vs Triton, variant vs torch per cell); then the flags' GPU correctness tests. Cells past the
       # budget are listed as skipped (raise BENCH_BUDGET/BENCH_T to run them all).
-      timeout ${BENCH_T:-245} python3 benchmarks/bench.py --only attention,matmul --dtypes float16,bfloat16 \
-        --matmul-sizes 2048,4096,8192 --variant flags:NEWT_CPASYNC_FENCE=0,NEWT_PIPE_ISSUE=late,NEWT_CONVERT_ADDR=split \
+      timeout ${BENCH_T:-245} python3 benchmarks/bench.py --only matmul,attention --dtypes float16,bfloat16 \
+        --matmul-sizes 2048,4096,8192 --attention-dims 128,64 --variant flags:NEWT_CPASYNC_FENCE=0,NEWT_PIPE_ISSUE=late,NEWT_CONVERT_ADDR=split \
         --out "$R/hopper25" --budget ${BENCH_BUDGET:-225} 2>&1 | tail -80 > "$R/hopper25.log"
       tail -30 "$R/hopper25.log"; grep -A30 "^## Variant" "$R/hopper25/results.md" | head -34
       timeout ${TEST_T:-55} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 -m gpu \

@@ -467,7 +467,8 @@ def _key_lock(key: str) -> threading.Lock:
 
 def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_warps: int, num_stages: int,
               debug: bool = False, fingerprint: str | None = None, maxnreg: int | None = None) -> str:
-    extra = {} if maxnreg is None else {"maxnreg": int(maxnreg)}  # (absent: the keys of every earlier build)
+    # (maxnreg absent: the keys of every earlier build)
+    extra: dict[str, object] = {} if maxnreg is None else {"maxnreg": int(maxnreg)}
     # the pipeline's proxy fence and copy placement, the conversions' addresses (NEWT_CPASYNC_FENCE,
     # NEWT_PIPE_ISSUE, NEWT_CONVERT_ADDR; absent when all are unset)
     pipe_flags = "/".join(os.environ.get(k, "") for k in ("NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR"))

@@ -85,24 +85,36 @@ def test_late_issue_flag(stage, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("env", [{}, {"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"}, ON,
+@pytest.mark.parametrize("env", [{}, {"NEWT_CPASYNC_FENCE": "0"}, {"NEWT_PIPE_ISSUE": "late"},
                                  {"NEWT_CONVERT_ADDR": "split"}, ALL],
-                         ids=["default", "nofence", "late", "both", "split", "all"])
+                         ids=["default", "nofence", "late", "split", "all"])
 @pytest.mark.parametrize("dt", ["fp16", "bf16"])
 @pytest.mark.parametrize("d,stage,cfg", [(128, 1, (128, 64, 8, 3)), (128, 3, (128, 64, 8, 3)),
                                          (64, 1, (128, 64, 4, 3)), (64, 3, (64, 64, 4, 3)),
                                          (128, 3, (64, 64, 4, 3))])
 def test_attention_flags_on_the_gpu(d, stage, cfg, dt, env, monkeypatch):
+    """Against SDPA in float64; without the proxy fence, 20 runs on the same inputs agree bit for bit (a
+    missing ordering shows as a moving result), and with every flag the output is bit for bit the default's
+    (the flags move no arithmetic)."""
     import torch
     import torch.nn.functional as F
     ck = attention(monkeypatch, env, d=d, stage=stage, cfg=cfg, dt=dt)
     tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
     Z, H, N = 2, 3, 1024
     q, k, v = (torch.randn(Z, H, N, d, device="cuda", dtype=tdt) for _ in range(3))
-    o = torch.full_like(q, float("nan"))
-    ck[(N // cfg[0], Z * H)](q, k, v, 1.0 / math.sqrt(d), o, q.stride(2), k.stride(2), v.stride(2), o.stride(2), N)
-    torch.cuda.synchronize()
+
+    def run(kernel):
+        o = torch.full_like(q, float("nan"))
+        kernel[(N // cfg[0], Z * H)](q, k, v, 1.0 / math.sqrt(d), o, q.stride(2), k.stride(2), v.stride(2),
+                                     o.stride(2), N)
+        torch.cuda.synchronize()
+        return o
+    o = run(ck)
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=stage == 3)
     assert not o.isnan().any()
     err = (o.double() - ref).abs().max().item()
     assert err < (3e-2 if dt == "bf16" else 4e-3), err
+    if env.get("NEWT_CPASYNC_FENCE") == "0":
+        assert all(torch.equal(run(ck), o) for _ in range(20))
+    if env == ALL:
+        assert torch.equal(run(attention(monkeypatch, {}, d=d, stage=stage, cfg=cfg, dt=dt)), o)

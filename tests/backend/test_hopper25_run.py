@@ -1,7 +1,7 @@
 """benchmarks/run_device.sh's ``hopper25`` part (issue 24), checked without a GPU so the device call cannot
-fail on a typo: its bench.py command line parses, selects the attention rows (d=64/128, causal and not, fp16
-and bf16, 4x32x4096 and 16x16x1024) before the fp16/bf16 matmul rows 2048^3-8192^3, and its variant sets only
-flags the backend reads; the GPU tests it names exist and carry the gpu mark."""
+fail on a typo: its bench.py command line parses, selects the fp16/bf16 matmul rows 2048^3-8192^3, then the
+attention rows (d=128 before d=64, causal and not, fp16 and bf16, 4x32x4096 and 16x16x1024), and its variant
+sets only flags the backend reads; the GPU tests it names exist and carry the gpu mark."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_hopper25_selects_the_cells_and_a_real_variant(monkeypatch, tmp_path):
     cells = seen["cells"]
     attn = [c for c in cells if c[0] == "attention"]
     mm = [c for c in cells if c[0] == "matmul"]
-    assert len(cells) == len(attn) + len(mm) and cells[:len(attn)] == attn
+    assert len(cells) == len(attn) + len(mm) and cells[:len(mm)] == mm
+    assert [c[1][3] for c in attn] == [128] * 8 + [64] * 8  # d=128 (the widest gap) before a budget can cut
     assert {(c[1], c[2]) for c in attn} == {((z, h, n, d, causal), dt) for z, h, n in ((4, 32, 4096), (16, 16, 1024))
                                             for d in (64, 128) for causal in (0, 1)
                                             for dt in ("float16", "bfloat16")}
