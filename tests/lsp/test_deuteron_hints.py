@@ -135,3 +135,11 @@ def test_a_helion_file_gets_the_same_hints():
     a = analyze(text, "file:///tmp/hl_hints.py")
     assert _hints(a)[_after(text, "        acc")] == ": fp32[tile_m, tile_n]"
     assert [d.code for d in lsp_diagnostics(a) if d.code == "D006"] == ["D006"]
+
+
+def test_one_walker_of_assigned_names_serves_newt_and_deuteron_hints():
+    """deuteron's inlay hints walk the assigned names with the newt hints' own walker (one definition)."""
+    import lsp_server.deuteron_hints as dh
+    import lsp_server.features as features
+    assert dh._assign_targets is features._assign_targets
+    assert not hasattr(dh, "_assigned_names")
