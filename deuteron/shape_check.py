@@ -48,6 +48,19 @@ def _unknown_dim() -> Dim:
     return Dim("unknown", None, "?")
 
 
+def _size_dim(n) -> Dim:
+    """A whole dimension of ``n`` elements that a launch of the file gives (the tracer's ``RInfo``: one per size,
+    named ``:n``); one of a single element broadcasts like 1 or not, as the trace decides: unknown here."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        return _unknown_dim()
+    return Dim("whole", ("size", n), f":{n}")
+
+
+def _definite(d: Dim) -> bool:
+    """A dimension the tracer never broadcasts: a tile, or a whole dimension of a known size above one."""
+    return d.kind == "tile" or (d.kind == "whole" and isinstance(d.key, tuple) and d.key[0] == "size")
+
+
 class Block:
     """A value of the kernel: its dims (``None``: unknown rank) and dtype (``None``: unknown)."""
 
@@ -147,9 +160,11 @@ def _binop_dtype(a, b):
 
 
 class _Inference:
-    def __init__(self, st, loop):
+    def __init__(self, st, loop, concrete=None):
         self.st = st
         self.loop = loop
+        # the shapes and dtypes one launch of the file gives (``deuteron.frontend.LaunchShapes``), or None
+        self.concrete = concrete
         self.env: dict = {}
         self.problems: list = []
         self.notes: list = []
@@ -170,10 +185,20 @@ class _Inference:
         return out
 
     def _whole(self, tensor: str, d: int | None) -> Dim:
+        if self.concrete is not None and d is not None:
+            shape = self.concrete.shape(tensor)
+            if shape is not None and d < len(shape) and shape[d] is not None:
+                return _size_dim(shape[d])
         names = self._sizes.get(tensor)
         if d is not None and names and d < len(names):
             return Dim("whole", names[d], ":" + names[d])
         return Dim("whole", None, ":")
+
+    def _rank(self, name: str):
+        r = self.st.ranks.get(name)
+        if r is None and self.concrete is not None:
+            r = self.concrete.rank(name)
+        return r
 
     def _name(self, n: ast.Name):
         if n.id in self.env:
@@ -182,6 +207,8 @@ class _Inference:
             return UNKNOWN
         if n.id in self.st.ranks:
             return HostTensor(n.id, self.st.ranks[n.id])
+        if self.concrete is not None and self.concrete.rank(n.id) is not None:
+            return HostTensor(n.id, self.concrete.rank(n.id))
         ann = self.st.param_annotations.get(n.id)
         if ann is not None:
             text = ast.unparse(ann)
@@ -230,7 +257,7 @@ class _Inference:
                 out.append(y)
             elif y.kind == "one":
                 out.append(x)
-            elif x.kind == "tile" and y.kind == "tile":
+            elif _definite(x) and _definite(y):  # two tiles, or sizes a launch gives: the tracer's D006
                 if report:
                     self._report(Broadcast, node, shapes=f"{Block(da).text()} and {Block(db).text()}")
                 return UNKNOWN
@@ -359,7 +386,7 @@ class _Inference:
                          hint="the value has more dimensions than the indexed region")
             return
         for a, b in zip(reversed(v.dims), reversed(region.dims)):
-            if a.kind == "tile" and b.kind == "tile" and not a.same(b):
+            if _definite(a) and _definite(b) and not a.same(b):
                 self._report(StoreShape, target_node, value=v.text(), target=target)
                 return
 
@@ -369,9 +396,9 @@ class _Inference:
             v = self._name(e)
             if v is UNKNOWN and e.id not in self.env and e.id not in self.loop.assigned and \
                     e.id in self.st.host_assigned | set(self.st.params):
-                return HostTensor(e.id, None)
+                return HostTensor(e.id, self._rank(e.id))
             if isinstance(v, Scalar) and e.id not in self.env:
-                return HostTensor(e.id, self.st.ranks.get(e.id))
+                return HostTensor(e.id, self._rank(e.id))
             return v
         return self.expr(e)
 
@@ -466,13 +493,13 @@ class _Inference:
             return UNKNOWN
         ka, kb = a.dims[-1], b.dims[-2]
         if not ka.same(kb):
-            if ka.kind == "tile" and kb.kind == "tile":
+            if _definite(ka) and _definite(kb):
                 self._report(MatmulShapes, node, problem=f"inner dimensions differ: {a.text()} @ {b.text()}")
             return UNKNOWN  # (two whole dimensions of unknown sizes: the trace decides)
         if len(a.dims) == 3:
             ba, bb = a.dims[0], b.dims[0]
             if not ba.same(bb):
-                if ba.kind == "tile" and bb.kind == "tile":
+                if _definite(ba) and _definite(bb):
                     self._report(MatmulShapes, node, problem="batches differ (a batched matmul with different "
                                                              "batch dimensions)")
                 return UNKNOWN
@@ -524,7 +551,7 @@ class _Inference:
         tiles = [x.key for x in dims if x.kind == "tile"]
         if len(tiles) != len(set(tiles)):  # a tile indexing two dimensions: the tracer's D003 (TileIndexing)
             return UNKNOWN
-        return Block(dims, None)
+        return Block(dims, self.concrete.dtype(ht.name) if self.concrete is not None else None)
 
     def index_block(self, b: Block, sl):
         items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
@@ -682,7 +709,15 @@ class _Inference:
         dims = []
         for s in shape.elts:
             v = self.expr(s) if not isinstance(s, ast.Name) else self._name(s)
-            dims.append(v.dim if isinstance(v, Tile) else _unknown_dim())
+            if isinstance(v, Tile):
+                dims.append(v.dim)
+            elif self.concrete is not None and isinstance(v, Scalar) and not (
+                    isinstance(s, ast.Name) and (s.id in self.env or s.id in self.loop.assigned)):
+                # an int size (a literal; a host size where shapes are static): the tracer's whole dimension
+                n = self.concrete.int_value(s)
+                dims.append(ONE if n == 1 else _size_dim(n))
+            else:
+                dims.append(_unknown_dim())
         return Block(dims, dtype)
 
 
@@ -739,10 +774,13 @@ def _is_range(it) -> bool:
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("range", "static_range")
 
 
-def infer_loop_shapes(st, loop):
+def infer_loop_shapes(st, loop, concrete=None):
     """(problems, notes) of one outermost tile loop: problems as ``(code, node, message, hint)``, notes as
-    ``(node, ValueNote)``.  Never raises: an unexpected form ends the inference of that loop silently."""
-    inf = _Inference(st, loop)
+    ``(node, ValueNote)``.  Never raises: an unexpected form ends the inference of that loop silently.
+    ``concrete``: the sizes and dtypes of one launch of the file (``deuteron.frontend.LaunchShapes``): whole
+    dimensions get their sizes (the tracer's ``:64``) and loads their dtypes, so what only those reveal is reported
+    too, with the tracer's message."""
+    inf = _Inference(st, loop, concrete)
     try:
         inf.run()
     except (RecursionError, ValueError, TypeError, AttributeError, IndexError, KeyError):

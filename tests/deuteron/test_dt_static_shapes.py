@@ -244,7 +244,7 @@ def _agrees_with_the_tracer(tmp_path, body, monkeypatch):
     import torch
 
     import deuteron.structure as structure
-    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
     src, marks = locate(HEADER + textwrap.dedent(body).lstrip("\n"))
     p = tmp_path / f"mod_{abs(hash(body))}.py"
     p.write_text(src)
@@ -301,7 +301,7 @@ def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
     kernels = noted = 0
     for f in _example_files():
         text = open(f, encoding="utf-8").read()
-        monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+        monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
         before = {(d.code, d.span, d.message) for d in analyze_source(text, f).diagnostics}
         monkeypatch.setattr(structure, "infer_loop_shapes", real)
         fa = analyze_source(text, f)
@@ -401,7 +401,7 @@ def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkey
     static = {k: v for k, v in static.items() if k not in other}
     p = tmp_path / "fuzz_kernels.py"
     p.write_text(text)
-    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
     spec = importlib.util.spec_from_file_location("fuzz_kernels", str(p))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
