@@ -309,7 +309,8 @@ def launch_diagnostics(scan, src, kd, st: KernelStructure, have: list) -> list:
         runs = launch_shapes(scan, kd.node, st)
     except (RecursionError, ValueError, TypeError, AttributeError, IndexError, KeyError):
         return []
-    seen = {(d.code, d.span) for d in have}
+    symbolic = {(d.code, d.span): d for d in have}
+    seen: set = set()
     out = []
     for run in runs:
         for code, node, message, hint in st.launch_problems(run):
@@ -317,6 +318,11 @@ def launch_diagnostics(scan, src, kd, st: KernelStructure, have: list) -> list:
             if (code, span) in seen:
                 continue
             seen.add((code, span))
+            d = symbolic.get((code, span))
+            if d is not None:  # reported without the shapes too: in the words the tracer uses with them (:64)
+                d.message = message
+                d.hint = f"{hint}; {run.describe()}" if hint else run.describe()
+                continue
             out.append(Diagnostic(code, Severity.ERROR, span, message,
                                   hint=f"{hint}; {run.describe()}" if hint else run.describe(), file=src.path,
                                   kernel=kd.name))

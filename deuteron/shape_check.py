@@ -52,7 +52,7 @@ def _size_dim(n) -> Dim:
     """A whole dimension of ``n`` elements that a launch of the file gives (the tracer's ``RInfo``: one per size,
     named ``:n``); one of a single element broadcasts like 1 or not, as the trace decides: unknown here."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-        return _unknown_dim()
+        return Dim("unknown", None, ":1") if n == 1 and not isinstance(n, bool) else _unknown_dim()
     return Dim("whole", ("size", n), f":{n}")
 
 
@@ -483,10 +483,6 @@ class _Inference:
         """``a @ b`` (``form="torch"``: ``@``, torch.matmul / mm / bmm), ``dt.dot`` (``"dot"``) or addmm."""
         if not isinstance(a, Block) or not isinstance(b, Block):
             return UNKNOWN
-        if form == "torch" and a.dtype in _TORCH_NAMES and b.dtype in _TORCH_NAMES and a.dtype != b.dtype:
-            # the tracer's MatmulDtypes: eager torch.matmul refuses two dtypes (dt.dot accumulates them in fp32)
-            self._report(MatmulDtypes, node, a=_TORCH_NAMES[a.dtype], b=_TORCH_NAMES[b.dtype])
-            return UNKNOWN
         if a.dims is None or b.dims is None:
             return UNKNOWN
         if len(a.dims) != len(b.dims) or len(a.dims) not in (2, 3):
@@ -506,6 +502,12 @@ class _Inference:
             dims = (ba, a.dims[1], b.dims[2])
         else:
             dims = (a.dims[0], b.dims[1])
+        if form == "torch" and a.dtype in _TORCH_NAMES and b.dtype in _TORCH_NAMES and a.dtype != b.dtype and \
+                all(d.kind in ("tile", "whole") for d in (a.dims[-2], ka, b.dims[-1])):
+            # the tracer's MatmulDtypes (eager torch.matmul refuses two dtypes; dt.dot accumulates them in fp32),
+            # checked as the tracer does: after the shapes, and only where no size-1 dimension fails first
+            self._report(MatmulDtypes, node, a=_TORCH_NAMES[a.dtype], b=_TORCH_NAMES[b.dtype])
+            return UNKNOWN
         dtype = a.dtype if form == "torch" and a.dtype == b.dtype and a.dtype in _FLOAT_RANK else None
         if isinstance(acc, Block):
             dtype = acc.dtype

@@ -419,3 +419,80 @@ def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkey
         if name in static:
             assert traced == static[name], (name, static[name], traced, bodies[i])
     assert static and accepted, (static, accepted)  # both kinds of kernels occur
+
+
+_CONCRETE_ATOMS = ["x[tm, :]", "y[tm, :]", "x[tm, tn]", "x[tm, :].sum(1, keepdim=True)", "dt.zeros([tm, 16], "
+                   "dtype=torch.float32)", "dt.zeros([tm, 32], dtype=torch.float32)", "(x[tm, :] @ w[:, tn])",
+                   "y[tm, :].T[:, 0:1].T", "h[tm, :]", "(h[tm, :] @ w[:, tn])", "2.0", "v1[tm, None]"]
+_CONCRETE_STORES = ["out[tm, :]", "out[tm, tn]", "o1[tm]"]
+
+
+def _random_concrete_kernels(seed: int, count: int):
+    """Kernels launched in the file with random sizes (16 / 32 / 1 columns) and dtypes (fp32 / fp16)."""
+    import random
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        a, b = rnd.choice(_CONCRETE_ATOMS), rnd.choice(_CONCRETE_ATOMS)
+        target = rnd.choice(_CONCRETE_STORES)
+        nx, ny, nw = (rnd.choice([16, 32, 1]) for _ in range(3))
+        hdt = rnd.choice(["torch.float32", "torch.float16"])
+        out.append(f"""
+@dt.kernel(config=dt.Config(block_sizes=[16, 16]))
+def k{i}(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, h: torch.Tensor, v1: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty_like(x)
+    o1 = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        v = {a} + {b}
+        {target} = v
+    return out
+
+
+def launch{i}():
+    x = torch.randn(32, {nx})
+    return k{i}(x, torch.randn(32, {ny}), torch.randn({nw}, {nx}), torch.randn(32, {nx}, dtype={hdt}),
+               torch.randn(32))
+""")
+    return out
+
+
+def test_every_report_with_the_files_launch_shapes_is_the_tracers(tmp_path, monkeypatch):
+    """Random kernels launched in the file with random sizes and dtypes: whenever the static inference reports
+    D006/D007 with the launch's shapes, the tracer alone, running that launch, fails with the same code, line,
+    column and message; where the tracer accepts the launch, nothing is reported."""
+    import importlib.util
+
+    import deuteron.structure as structure
+    from deuteron.errors import DeuteronError
+    from newt.frontend import analyze_source
+    bodies = _random_concrete_kernels(seed=2512, count=48)
+    text = HEADER + "".join(bodies)
+    fa = analyze_source(text, "fuzz_concrete.py")
+    static, other = {}, set()
+    for d in fa.diagnostics:
+        if d.code in ("D006", "D007"):
+            static.setdefault(d.kernel, (d.code, d.span.line, d.span.col, d.message))
+        elif d.severity.name == "ERROR":
+            other.add(d.kernel)
+    static = {k: v for k, v in static.items() if k not in other}
+    p = tmp_path / "fuzz_concrete.py"
+    p.write_text(text)
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
+    spec = importlib.util.spec_from_file_location("fuzz_concrete", str(p))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    accepted = concrete_only = 0
+    for i in range(len(bodies)):
+        name = f"k{i}"
+        try:
+            getattr(mod, f"launch{i}")()
+            traced = None
+            accepted += 1
+        except DeuteronError as e:
+            d = e.diagnostics[0]
+            traced = (d.code, d.span.line, d.span.col, d.message)
+        if name in static:
+            assert traced == static[name], (name, static[name], traced, bodies[i])
+            concrete_only += ":" in static[name][3] or "torch.float16" in static[name][3]
+    assert static and accepted and concrete_only, (static, accepted, concrete_only)
