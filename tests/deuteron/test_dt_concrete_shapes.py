@@ -291,3 +291,21 @@ def test_launches_that_say_nothing_about_shapes_are_ignored():
         add_rows(torch.load(path), make(16))
     """)
     assert not _reports(fa)
+
+
+def test_newt_check_reports_it_from_the_command_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from dt_helpers import ROOT
+    src, marks = locate(HEADER + textwrap.dedent(MATMUL_WHOLE).lstrip("\n"))
+    p = tmp_path / "launched.py"
+    p.write_text(src)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "newt", "check", str(p)], capture_output=True, text=True, env=env,
+                       cwd=str(ROOT), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line, col), = marks
+    assert f"{p}:{line}:{col}: error[D006] matmul inner dimensions differ: [tm, :64] @ [:128, tn]" in r.stdout
+    assert "with the shapes of the call at line 21 (x: fp16[64, 64], w: fp16[128, 32])" in r.stdout, r.stdout
