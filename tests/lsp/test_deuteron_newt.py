@@ -18,6 +18,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from lsp_server.deuteron_newt import MAX_LINES, GeneratedNewt, newt_lines_by_user_line
 
 from .conftest import SERVER_COMMAND, fixture_text, fixture_uri, init_params, pos_of, server_env
+from .test_deuteron_hints import LAUNCHED
 
 ROOT = Path(__file__).resolve().parents[2]
 HAVE_DEUTERON = __import__("importlib").util.find_spec("deuteron") is not None
@@ -126,34 +127,8 @@ def test_a_long_statement_is_cut_with_a_count():
     asyncio.run(go())
 
 
-_LAUNCHED = """import torch
-import deuteron as dt
-
-M = 64
-
-
-@dt.kernel
-def mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    m, k = x.shape
-    k2, n = w.shape
-    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
-    for tm, tn in dt.tile([m, n]):
-        acc = dt.zeros([tm, tn], dtype=torch.float32)
-        for tk in dt.tile(k):
-            acc = acc + x[tm, tk] @ w[tk, tn]
-        out[tm, tn] = acc.to(out.dtype)
-    return out
-
-
-def check(n):
-    x = torch.randn([M, 64], dtype=torch.float16)
-    w = torch.randn(64, n).half()
-    return mm(x, w)
-
-
-if __name__ == "__main__":
-    check(32)
-"""
+# test_deuteron_hints' launched matmul, with sizes that agree (it traces)
+_LAUNCHED = LAUNCHED.replace("torch.randn(128, n)", "torch.randn(64, n)")
 
 
 @needs_deuteron
@@ -176,8 +151,8 @@ def test_the_worker_traces_on_an_example_or_on_the_files_launch_shapes(tmp_path,
     q.write_text(_LAUNCHED)
     r = worker.handle({"method": "dt_newt", "params": {"path": str(q), "text": _LAUNCHED}})
     lines = r["result"]["lines"]
-    entry = lines[str(_LAUNCHED.splitlines().index("            acc = acc + x[tm, tk] @ w[tk, tn]") + 1)]
-    assert entry["with"] == "the call at line 23 (x: fp16[64, 64], w: fp16[64, 32])"
+    entry = lines[str(_LAUNCHED.splitlines().index("        out[tm, tn] = x[tm, :] @ w[:, tn]") + 1)]
+    assert entry["with"] == "the call at line 20 (x: fp16[64, 64], w: fp16[64, 32])"
     assert any("nl.dot(" in ln for ln in entry["newt"]), entry
     # neither: nothing traced, and why
     lone = _LAUNCHED.split("\n\ndef check")[0] + "\n"
