@@ -193,10 +193,36 @@ def _dt_newt(params, ctx):
     example, else on tensors of the shapes and dtypes of its first launch in the file that gives them all
     (``deuteron.frontend.launch_shapes``; a dtype the text does not say is fp32, and the hover says so)."""
     dev = _device()
-    from .deuteron_newt import newt_lines_by_user_line
     path, text = params["path"], params.get("text")
-    mod = _load_user_module(path, text)
-    text = text if text is not None else open(path, encoding="utf-8").read()
+    if text is None:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    served = _serve_helion(text)
+    try:
+        return _trace_newt_lines(_load_user_module(path, text), path, text, dev)
+    finally:
+        if served:
+            import newt.dropin
+            newt.dropin.uninstall()
+
+
+def _serve_helion(text: str) -> bool:
+    """A Helion file, with no Helion installed: ``import helion`` served from deuteron by newt's drop-in hook
+    while the file is traced (True: the hook was put in for this, and goes again after)."""
+    import importlib.util
+    import re
+
+    import newt.dropin
+    if not re.search(r"^\s*(import|from)\s+helion\b", text, re.M) or newt.dropin.is_installed():
+        return False
+    if "helion" not in sys.modules and importlib.util.find_spec("helion") is not None:
+        return False  # Helion itself: its kernels are not deuteron's, and get no newt lines
+    newt.dropin.install()
+    return True
+
+
+def _trace_newt_lines(mod, path: str, text: str, dev: str) -> dict:
+    from .deuteron_newt import newt_lines_by_user_line
     lines: dict = {}
     errors: dict = {}
     for name, kernel in _dt_kernels_of(mod, path):

@@ -161,6 +161,62 @@ def test_the_worker_traces_on_an_example_or_on_the_files_launch_shapes(tmp_path,
     assert r["result"]["lines"] == {} and "no example and no launch" in r["result"]["errors"]["mm"]
 
 
+_HELION = """import torch
+
+import helion
+import helion.language as hl
+from helion._testing import DEVICE, run_example
+
+
+@helion.kernel(autotune_effort="none")
+def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    k2, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc.to(x.dtype)
+    return out
+
+
+def check(m: int, k: int, n: int) -> None:
+    x = torch.randn([m, k], device=DEVICE, dtype=torch.float16)
+    y = torch.randn([k, n], device=DEVICE, dtype=torch.float16)
+    run_example(matmul, torch.matmul, (x, y))
+
+
+def main() -> None:
+    check(256, 64, 128)
+"""
+
+
+@needs_deuteron
+def test_a_helion_file_as_it_is_is_traced_through_the_drop_in(tmp_path, monkeypatch):
+    """``import helion`` with no Helion installed: served from deuteron while the worker traces the file (on
+    the shapes of its run_example), and the import hook is gone again afterwards."""
+    import importlib.util
+
+    import lsp_server.worker as worker
+    import newt.dropin
+    if importlib.util.find_spec("helion") is not None:
+        pytest.skip("Helion itself is installed: its kernels are not deuteron's")
+    monkeypatch.setenv("NEWT_WORKER_DEVICE", "cpu")
+    monkeypatch.setenv("NEWT_INTERPRET", "1")
+    monkeypatch.setattr(worker, "_DEVICE", None)
+    assert not newt.dropin.is_installed()
+    p = tmp_path / "hl_matmul.py"
+    p.write_text(_HELION)
+    r = worker.handle({"method": "dt_newt", "params": {"path": str(p), "text": _HELION}})
+    assert r["status"] == "ok", r
+    entry = r["result"]["lines"][str(_HELION.splitlines().index(
+        "            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])") + 1)]
+    assert entry["with"] == "run_example at line 24 (x: fp16[256, 64], y: fp16[64, 128])"
+    assert entry["newt"][-1] == "acc = nl.dot(load_x, load_y, acc)", entry
+    assert not newt.dropin.is_installed()
+
+
 # --- over LSP: a trusted workspace's hover gets the newt lines once the background trace is there ------------------
 
 _CACHE = tempfile.mkdtemp(prefix="newt-lsp-dtnewt-")
