@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from .errors import Broadcast, MatmulDtypes, MatmulShapes, StoreShape
+from .errors import Broadcast, IndexRank, MatmulDtypes, MatmulShapes, StoreShape
 from .structure_base import Note
 
 __all__ = ["ValueNote", "infer_loop_shapes", "Dim", "Block"]
@@ -171,6 +171,7 @@ class _Inference:
         self._reported: set = set()
         self._sizes = self._host_sizes()
         self._tile_ids = 0
+        self._maybe_tuple: set = set()  # loop variables bound as one tile that may be a tuple of them
 
     # -- host facts ----------------------------------------------------------------------
     def _host_sizes(self) -> dict:
@@ -285,6 +286,8 @@ class _Inference:
         ndim = site.static_ndim
         if isinstance(tgt, ast.Name) and (not site.as_list or ndim == 1 and not site.as_list):
             self.env[tgt.id] = Tile(self._tile(tgt.id))
+            if site.as_list is None:  # dt.tile(x.size()) of a rank the AST does not say: maybe a tuple of tiles
+                self._maybe_tuple.add(tgt.id)
         elif isinstance(tgt, ast.Name) and site.as_list and ndim:
             self.env[tgt.id] = TileTuple([Tile(self._tile(f"{tgt.id}{d}")) for d in range(ndim)])
         elif isinstance(tgt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in tgt.elts) and \
@@ -548,12 +551,37 @@ class _Inference:
             else:
                 unknown = True
             d += 1
+        if not unknown and ht.rank is not None and d != ht.rank and self.concrete is not None and \
+                ht.name not in self.st.ranks:
+            self._index_rank(ht, items, node)  # (a rank the host code gives: the structure's own D002)
         if unknown or (ht.rank is not None and d != ht.rank):
             return UNKNOWN
         tiles = [x.key for x in dims if x.kind == "tile"]
         if len(tiles) != len(set(tiles)):  # a tile indexing two dimensions: the tracer's D003 (TileIndexing)
             return UNKNOWN
         return Block(dims, self.concrete.dtype(ht.name) if self.concrete is not None else None)
+
+    def _index_rank(self, ht: HostTensor, items, node):
+        """The tracer's ``IndexRank`` (D002) for a tensor whose rank only the launch gives, in the tracer's words:
+        said only where every index reads as the tracer writes it (a tile, ``:``, ``None``, an int)."""
+        shape = self.concrete.shape(ht.name)
+        if shape is None or None in shape:
+            return
+        parts = []
+        for it in items:
+            if isinstance(it, ast.Constant) and (it.value is None or isinstance(it.value, int)) and \
+                    not isinstance(it.value, bool):
+                parts.append(repr(it.value))
+            elif isinstance(it, ast.Slice):
+                parts.append(":")
+            else:
+                v = self.env.get(it.id) if isinstance(it, ast.Name) else None
+                if not isinstance(v, Tile) or it.id in self._maybe_tuple:
+                    return
+                parts.append(v.dim.label)
+        count = sum(1 for it in items if not (isinstance(it, ast.Constant) and it.value is None))
+        self._report(IndexRank, node, what=ht.name, rank=len(shape), shape=f" (shape {tuple(shape)})", count=count,
+                     plural="ex" if count == 1 else "ices", items=f" [{', '.join(parts)}]")
 
     def index_block(self, b: Block, sl):
         items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]

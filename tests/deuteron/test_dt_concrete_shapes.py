@@ -15,7 +15,7 @@ from dt_helpers import HEADER, check, locate
 import deuteron  # noqa: F401  (registers @dt.kernel with the front end)
 
 
-def _reports(fa, codes=("D006", "D007")):
+def _reports(fa, codes=("D002", "D006", "D007")):
     return [(d.code, d.span.line, d.span.col, d.message) for d in fa.diagnostics if d.code in codes]
 
 
@@ -160,6 +160,20 @@ def main():
     blk(torch.randn(64, 128))
 """
 
+# a parameter indexed with fewer indices than the launch's tensor has dimensions (the tracer's D002)
+INDEX_RANK = """
+@dt.kernel
+def rows(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    for tm in dt.tile(m):
+        «out[tm] = x[tm, :].sum(-1)
+    return out
+
+
+def main():
+    rows(torch.randn(16, 8), torch.empty(16, 4))
+"""
+
 CASES = {
     "matmul_inner": (MATMUL_WHOLE, "D006", "matmul inner dimensions differ: [tm, :64] @ [:128, tn]"),
     "row_store": (ROW_STORE_PARAM, "D006", "storing a value of shape [tile_m, :16] into out[tile_m]"),
@@ -168,6 +182,7 @@ CASES = {
     "matmul_dtypes": (MATMUL_DTYPES, "D007", "matmul of torch.float16 and torch.float32 blocks: torch.matmul "
                                              "needs both operands of one dtype"),
     "registered_block": (REGISTERED_BLOCK, "D006", "shapes [tm, :64] and [tm, :128] do not broadcast together"),
+    "index_rank": (INDEX_RANK, "D002", "out has rank 2 (shape (16, 4)) but is indexed with 1 index [tm]"),
 }
 
 
@@ -206,6 +221,7 @@ VALID = {
     "tile_vs_whole": TILE_VS_WHOLE.replace("torch.randn(64, 32)", "torch.randn(64, 1)"),
     "matmul_dtypes": MATMUL_DTYPES.replace(".to(torch.float16)", ".to(torch.float32)"),
     "registered_block": REGISTERED_BLOCK.replace("torch.randn(64, 128)", "torch.randn(64, 64)"),
+    "index_rank": INDEX_RANK.replace("torch.empty(16, 4)", "torch.empty(16)"),
 }
 
 
@@ -309,3 +325,21 @@ def test_newt_check_reports_it_from_the_command_line(tmp_path):
     (line, col), = marks
     assert f"{p}:{line}:{col}: error[D006] matmul inner dimensions differ: [tm, :64] @ [:128, tn]" in r.stdout
     assert "with the shapes of the call at line 21 (x: fp16[64, 64], w: fp16[128, 32])" in r.stdout, r.stdout
+
+
+def test_a_tile_over_a_size_tuple_is_not_taken_for_one_tile():
+    """``for tile in dt.tile(out.size())``: a tuple of tiles when out has rank 2, which only the launch says; x[tile]
+    indexes every dimension then (Helion's add example): no D002 (found on Helion's examples)."""
+    fa, _, _ = check("""
+    @dt.kernel
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in dt.tile(out.size()):
+            out[tile] = x[tile] + y[tile]
+        return out
+
+
+    def main():
+        add(torch.randn(300, 20), torch.randn(300, 20))
+    """)
+    assert not _reports(fa), [d.format() for d in fa.diagnostics]
