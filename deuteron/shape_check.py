@@ -27,7 +27,8 @@ __all__ = ["ValueNote", "infer_loop_shapes", "Dim", "Block"]
 
 class Dim:
     """One symbolic dimension: a tile (``kind="tile"``, one per loop variable), a whole dimension (``"whole"``,
-    ``key`` its size's symbol when the file names it), the broadcast 1 (``"one"``) or an unknown size."""
+    ``key`` its size's symbol when the file names it, ``("size", n)`` when a launch gives it; ``"whole1"``: one of
+    a single element), the broadcast 1 (``"one"``) or an unknown size."""
 
     __slots__ = ("kind", "key", "label")
 
@@ -50,9 +51,11 @@ def _unknown_dim() -> Dim:
 
 def _size_dim(n) -> Dim:
     """A whole dimension of ``n`` elements that a launch of the file gives (the tracer's ``RInfo``: one per size,
-    named ``:n``); one of a single element broadcasts like 1 or not, as the trace decides: unknown here."""
+    named ``:n``)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-        return Dim("unknown", None, ":1") if n == 1 and not isinstance(n, bool) else _unknown_dim()
+        # one element: the same dimension wherever it meets itself (``:1``), broadcast or refused elsewhere as the
+        # trace decides (never definite)
+        return Dim("whole1", ("size", 1), ":1") if n == 1 and not isinstance(n, bool) else _unknown_dim()
     return Dim("whole", ("size", n), f":{n}")
 
 
@@ -491,6 +494,8 @@ class _Inference:
         if len(a.dims) != len(b.dims) or len(a.dims) not in (2, 3):
             return UNKNOWN
         ka, kb = a.dims[-1], b.dims[-2]
+        if any(d.kind in ("one", "whole1") for d in (a.dims[-2], ka, kb, b.dims[-1])):
+            return UNKNOWN  # a matmul over a dimension of one element: the tracer's D004, not modelled here
         if not ka.same(kb):
             if _definite(ka) and _definite(kb):
                 self._report(MatmulShapes, node, problem=f"inner dimensions differ: {a.text()} @ {b.text()}")

@@ -183,6 +183,9 @@ CASES = {
                                              "needs both operands of one dtype"),
     "registered_block": (REGISTERED_BLOCK, "D006", "shapes [tm, :64] and [tm, :128] do not broadcast together"),
     "index_rank": (INDEX_RANK, "D002", "out has rank 2 (shape (16, 4)) but is indexed with 1 index [tm]"),
+    # a whole dimension of one element is still a dimension of its own in a store (the tracer's words: :1)
+    "row_store_one": (ROW_STORE_PARAM.replace("torch.randn(48, 16)", "torch.randn(48, 1)"), "D006",
+                      "storing a value of shape [tile_m, :1] into out[tile_m]"),
 }
 
 

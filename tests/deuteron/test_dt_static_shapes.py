@@ -435,8 +435,8 @@ def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkey
 
 _CONCRETE_ATOMS = ["x[tm, :]", "y[tm, :]", "x[tm, tn]", "x[tm, :].sum(1, keepdim=True)", "dt.zeros([tm, 16], "
                    "dtype=torch.float32)", "dt.zeros([tm, 32], dtype=torch.float32)", "(x[tm, :] @ w[:, tn])",
-                   "y[tm, :].T[:, 0:1].T", "h[tm, :]", "(h[tm, :] @ w[:, tn])", "2.0", "v1[tm, None]"]
-_CONCRETE_STORES = ["out[tm, :]", "out[tm, tn]", "o1[tm]"]
+                   "y[tm, :].T.T", "h[tm, :]", "(h[tm, :] @ w[:, tn])", "2.0", "v1[tm, None]"]
+_CONCRETE_STORES = ["out[tm, :]", "out[tm, tn]", "o1[tm]", "o2[tm]"]
 
 
 def _random_concrete_kernels(seed: int, count: int):
@@ -449,9 +449,11 @@ def _random_concrete_kernels(seed: int, count: int):
         target = rnd.choice(_CONCRETE_STORES)
         nx, ny, nw = (rnd.choice([16, 32, 1]) for _ in range(3))
         hdt = rnd.choice(["torch.float32", "torch.float16"])
+        o2 = rnd.choice(["32", f"32, {nx}"])  # the output a parameter: rank 1 or 2 (D002 for o2[tm])
         out.append(f"""
 @dt.kernel(config=dt.Config(block_sizes=[16, 16]))
-def k{i}(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, h: torch.Tensor, v1: torch.Tensor) -> torch.Tensor:
+def k{i}(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, h: torch.Tensor, v1: torch.Tensor,
+        o2: torch.Tensor) -> torch.Tensor:
     m, n = x.shape
     out = torch.empty_like(x)
     o1 = torch.empty([m], dtype=x.dtype, device=x.device)
@@ -464,7 +466,7 @@ def k{i}(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, h: torch.Tensor, v1:
 def launch{i}():
     x = torch.randn(32, {nx})
     return k{i}(x, torch.randn(32, {ny}), torch.randn({nw}, {nx}), torch.randn(32, {nx}, dtype={hdt}),
-               torch.randn(32))
+               torch.randn(32), torch.empty({o2}))
 """)
     return out
 
