@@ -295,10 +295,20 @@ def _example_files():
 
 def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
     """Every deuteron kernel of the examples, the tests and Helion's examples (read through the helion alias):
-    the inference adds no diagnostic, and it does infer shapes there (it is not silent by doing nothing)."""
+    the inference adds no diagnostic, and it does infer shapes there (it is not silent by doing nothing); the
+    same with the shapes of the files' launches, which many of them have (``launch_shapes``)."""
+    import deuteron.frontend as frontend
     import deuteron.structure as structure
     from newt.frontend import analyze_source
     real = structure.infer_loop_shapes
+    real_launches = frontend.launch_shapes
+    launched = []
+
+    def counting(scan, fdef, st):
+        got = real_launches(scan, fdef, st)
+        launched.extend(run for run in got if structure.infer_loop_shapes is real)
+        return got
+    monkeypatch.setattr(frontend, "launch_shapes", counting)
     kernels = noted = 0
     for f in _example_files():
         text = open(f, encoding="utf-8").read()
@@ -313,6 +323,7 @@ def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
                 kernels += 1
                 noted += any(getattr(v, "kind", None) == "value" for v in ka.results[0].notes.values())
     assert kernels >= 8 and noted >= kernels // 2, (kernels, noted)
+    assert len(launched) >= 20, len(launched)  # (102 launches of 93 kernels with Helion's examples, 2026-12-06)
 
 
 def test_a_store_into_a_tensor_of_unknown_rank_is_left_to_the_tracer():
