@@ -80,8 +80,8 @@ class GeneratedNewt:
         if not trusted or not self.wanted(text):
             return
         key = self._key(uri, text)
-        if key in self.results or key in self.pending:
-            return
+        if key in self.results or any(k[0] == uri for k in self.pending):
+            return  # (one trace of a document at a time: typing and hovering queue no trace per keystroke)
         self.pending[key] = asyncio.ensure_future(self._run(key, path, text, request))
 
     async def _run(self, key, path: str, text: str, request) -> None:

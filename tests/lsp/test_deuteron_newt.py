@@ -97,6 +97,7 @@ def test_a_trusted_workspace_traces_once_per_content_in_the_background():
         assert len(w.calls) == 1
         changed = _TEXT + "x = 1\n"
         gen.ensure("file:///a.py", changed, "/a.py", True, w)  # new content: traced again
+        gen.ensure("file:///a.py", changed + "y = 2\n", "/a.py", True, w)  # (while it runs, no other of the file)
         await asyncio.gather(*gen.pending.values())
         assert len(w.calls) == 2
         # a file without deuteron is never traced
