@@ -186,8 +186,17 @@ class LaunchShapes:
                         if isinstance(e, ast.Name):
                             self._unpacked.setdefault(e.id, (tensor, i))
         self._line = st.loops[0].node.lineno if st.loops else st.fdef.lineno
-        self._ev = HostEval(index.lookup, leaf=self._leaf)
+        self._unstable = _reassigned(st.fdef)
+        self._index = index
+        self._ev = HostEval(self._look, leaf=self._leaf)
         self._shapes: dict = {}
+
+    def _look(self, name: str, line: int):
+        """The host code's assignment of ``name`` before ``line``; a name the kernel assigns in a branch or a
+        loop, or more than once, is unknown (which assignment holds depends on the run)."""
+        if name in self._unstable:
+            return _UNKNOWN
+        return self._index.lookup(name, line)
 
     def _leaf(self, name: str):
         if name in self.facts:
@@ -235,6 +244,28 @@ class LaunchShapes:
 
     def key(self) -> tuple:
         return tuple(sorted((p, (f.shape, f.dtype) if hasattr(f, "shape") else f) for p, f in self.facts.items()))
+
+
+_UNKNOWN = ast.Constant(value=None)  # what an unstable name reads as (no shape, no int, no dtype)
+
+
+def _reassigned(fdef: ast.FunctionDef) -> set:
+    """Names the kernel assigns more than once, or anywhere but its body's top level (a branch, a loop)."""
+    counts: dict = {}
+    top = {id(s) for s in fdef.body}
+    nested = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None] if isinstance(node, ast.With) \
+                else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):  # (not x in x[i] = v)
+                        counts[n.id] = counts.get(n.id, 0) + 1
+                        if id(node) not in top or isinstance(node, (ast.For, ast.AugAssign)):
+                            nested.add(n.id)
+    return nested | {k for k, c in counts.items() if c > 1}
 
 
 def launch_shapes(scan, fdef: ast.FunctionDef, st: KernelStructure) -> list:

@@ -346,3 +346,24 @@ def test_a_tile_over_a_size_tuple_is_not_taken_for_one_tile():
         add(torch.randn(300, 20), torch.randn(300, 20))
     """)
     assert not _reports(fa), [d.format() for d in fa.diagnostics]
+
+
+def test_a_tensor_the_kernel_reassigns_in_a_branch_is_unknown():
+    """Which assignment holds depends on the run (``if y.dim() == 1: y = y.unsqueeze(0)``): the launch's shape
+    of y is not used for it, so no report from the branch not taken (a D002 y[tm, :] on rank 3 otherwise)."""
+    fa, _, _ = check("""
+    @dt.kernel
+    def rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        m, n = x.shape
+        if y.dim() == 1:
+            y = y.unsqueeze(0)
+        out = torch.empty_like(x)
+        for tm in dt.tile(m):
+            out[tm, :] = x[tm, :] * y[tm, :]
+        return out
+
+
+    def main():
+        rows(torch.randn(16, 8), torch.randn(16, 8))
+    """)
+    assert not _reports(fa), [d.format() for d in fa.diagnostics]
