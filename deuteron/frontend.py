@@ -284,7 +284,7 @@ def launch_shapes(scan, fdef: ast.FunctionDef, st: KernelStructure) -> list:
     launches = call_launches(tree, index, fdef.name)
     if "example" in text:
         launches += [_as_call_launch(ex) for ex in example_launches(text, fdef.name, scan.resolve, index)]
-    ev = HostEval(index.lookup, tree=tree, owner=index.owner)
+    ev = HostEval(_BranchAware(index, tree).lookup, tree=tree, owner=index.owner)
     a = fdef.args
     pnames = [p.arg for p in a.posonlyargs + a.args]
     known = set(pnames) | {p.arg for p in a.kwonlyargs}
@@ -314,6 +314,53 @@ def launch_shapes(scan, fdef: ast.FunctionDef, st: KernelStructure) -> list:
         if len(out) >= _MAX_LAUNCHES:
             break
     return out
+
+
+class _BranchAware:
+    """``HostIndex.lookup`` that reads a name as unknown at a line where an assignment before it sits in a branch
+    or loop that does not hold that line too (``if transpose: x = x.t()`` before ``kernel(x)``: which one holds
+    depends on the run)."""
+
+    _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+
+    def __init__(self, index, tree):
+        self.index = index
+        self.tree = tree
+        self._scopes: dict = {}  # id(function) or None -> {name: [(line, [(first, last) of its compounds])]}
+
+    def _scope(self, fn) -> dict:
+        key = id(fn) if fn is not None else None
+        got = self._scopes.get(key)
+        if got is None:
+            got = self._scopes[key] = {}
+            self._visit(fn.body if fn is not None else getattr(self.tree, "body", []), [], got)
+        return got
+
+    def _visit(self, stmts, around: list, out: dict) -> None:
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                            out.setdefault(n.id, []).append((st.lineno, list(around)))
+            if isinstance(st, self._COMPOUND):
+                inner = around + [(st.lineno, st.end_lineno or st.lineno)]
+                for field in ("body", "orelse", "finalbody"):
+                    self._visit(getattr(st, field, None) or [], inner, out)
+                for h in getattr(st, "handlers", None) or ():
+                    self._visit(h.body, inner, out)
+                for c in getattr(st, "cases", None) or ():
+                    self._visit(c.body, inner, out)
+
+    def lookup(self, name: str, line: int):
+        fn = self.index.owner(line)
+        for ln, around in self._scope(fn).get(name, ()):
+            if ln < line and not all(a <= line <= b for a, b in around):
+                return _UNKNOWN
+        return self.index.lookup(name, line)
 
 
 def _as_call_launch(ex):

@@ -323,7 +323,7 @@ def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
                 kernels += 1
                 noted += any(getattr(v, "kind", None) == "value" for v in ka.results[0].notes.values())
     assert kernels >= 8 and noted >= kernels // 2, (kernels, noted)
-    assert len(launched) >= 20, len(launched)  # (102 launches of 93 kernels with Helion's examples, 2026-12-06)
+    assert len(launched) >= 20, len(launched)  # (98 launches of 89 kernels with Helion's examples, 2026-12-06)
 
 
 def test_a_store_into_a_tensor_of_unknown_rank_is_left_to_the_tracer():
