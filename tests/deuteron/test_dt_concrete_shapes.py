@@ -372,28 +372,26 @@ def test_a_tensor_the_kernel_reassigns_in_a_branch_is_unknown():
 def test_a_tensor_the_launching_code_reassigns_in_a_branch_is_unknown():
     """``if transpose: y = y.t()`` before the launch: which y is passed depends on the run, so its shape is not
     used (a D006 [tm, :32] against [tm, :16] otherwise); one assigned in the launch's own loop still is."""
-    body = """
-    @dt.kernel
-    def add_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        m, n = x.shape
-        out = torch.empty_like(x)
-        for tm in dt.tile(m):
-            out[tm, :] = «x[tm, :] + y[tm, :]
-        return out
+    kernel = WHOLE_DIMS_DIFFER.split("\n\ndef run_example")[0]
+    branch = kernel + """
 
 
-    def main(transpose):
-        x = torch.randn(32, 32)
-        y = torch.randn(16, 32)
-        if transpose:
-            y = y.t()
-        add_rows(x, y)
-    """
-    fa, _, _ = check(body.replace("«", ""))
+def main(transpose):
+    x = torch.randn(64, 32)
+    y = torch.randn(16, 64)
+    if transpose:
+        y = y.t()
+    add_rows(x, y)
+"""
+    fa, _, _ = check(branch.replace("«", ""))
     assert not _reports(fa), [d.format() for d in fa.diagnostics]
-    fa, marks, _ = check(body.replace("""        if transpose:
-            y = y.t()
-        add_rows(x, y)""", """        for _ in range(2):
-            y = torch.randn(32, 16)
-            add_rows(x, y)"""))
+    fa, marks, _ = check(kernel + """
+
+
+def main():
+    x = torch.randn(64, 32)
+    for _ in range(2):
+        y = torch.randn(64, 16)
+        add_rows(x, y)
+""")
     assert _reports(fa) == [("D006", *marks[0], "shapes [tm, :32] and [tm, :16] do not broadcast together")]
