@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from .errors import Broadcast, MatmulDtypes, MatmulShapes, StoreShape
+from .errors import Broadcast, IndexRank, MatmulDtypes, MatmulShapes, StoreShape
 from .structure_base import Note
 
 __all__ = ["ValueNote", "infer_loop_shapes", "Dim", "Block"]
@@ -27,7 +27,8 @@ __all__ = ["ValueNote", "infer_loop_shapes", "Dim", "Block"]
 
 class Dim:
     """One symbolic dimension: a tile (``kind="tile"``, one per loop variable), a whole dimension (``"whole"``,
-    ``key`` its size's symbol when the file names it), the broadcast 1 (``"one"``) or an unknown size."""
+    ``key`` its size's symbol when the file names it, ``("size", n)`` when a launch gives it; ``"whole1"``: one of
+    a single element), the broadcast 1 (``"one"``) or an unknown size."""
 
     __slots__ = ("kind", "key", "label")
 
@@ -46,6 +47,21 @@ ONE = Dim("one", "1", "1")
 
 def _unknown_dim() -> Dim:
     return Dim("unknown", None, "?")
+
+
+def _size_dim(n) -> Dim:
+    """A whole dimension of ``n`` elements that a launch of the file gives (the tracer's ``RInfo``: one per size,
+    named ``:n``)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        # one element: the same dimension wherever it meets itself (``:1``), broadcast or refused elsewhere as the
+        # trace decides (never definite)
+        return Dim("whole1", ("size", 1), ":1") if n == 1 and not isinstance(n, bool) else _unknown_dim()
+    return Dim("whole", ("size", n), f":{n}")
+
+
+def _definite(d: Dim) -> bool:
+    """A dimension the tracer never broadcasts: a tile, or a whole dimension of a known size above one."""
+    return d.kind == "tile" or (d.kind == "whole" and isinstance(d.key, tuple) and d.key[0] == "size")
 
 
 class Block:
@@ -147,15 +163,18 @@ def _binop_dtype(a, b):
 
 
 class _Inference:
-    def __init__(self, st, loop):
+    def __init__(self, st, loop, concrete=None):
         self.st = st
         self.loop = loop
+        # the shapes and dtypes one launch of the file gives (``deuteron.frontend.LaunchShapes``), or None
+        self.concrete = concrete
         self.env: dict = {}
         self.problems: list = []
         self.notes: list = []
         self._reported: set = set()
         self._sizes = self._host_sizes()
         self._tile_ids = 0
+        self._maybe_tuple: set = set()  # loop variables bound as one tile that may be a tuple of them
 
     # -- host facts ----------------------------------------------------------------------
     def _host_sizes(self) -> dict:
@@ -170,10 +189,20 @@ class _Inference:
         return out
 
     def _whole(self, tensor: str, d: int | None) -> Dim:
+        if self.concrete is not None and d is not None:
+            shape = self.concrete.shape(tensor)
+            if shape is not None and d < len(shape) and shape[d] is not None:
+                return _size_dim(shape[d])
         names = self._sizes.get(tensor)
         if d is not None and names and d < len(names):
             return Dim("whole", names[d], ":" + names[d])
         return Dim("whole", None, ":")
+
+    def _rank(self, name: str):
+        r = self.st.ranks.get(name)
+        if r is None and self.concrete is not None:
+            r = self.concrete.rank(name)
+        return r
 
     def _name(self, n: ast.Name):
         if n.id in self.env:
@@ -182,6 +211,8 @@ class _Inference:
             return UNKNOWN
         if n.id in self.st.ranks:
             return HostTensor(n.id, self.st.ranks[n.id])
+        if self.concrete is not None and self.concrete.rank(n.id) is not None:
+            return HostTensor(n.id, self.concrete.rank(n.id))
         ann = self.st.param_annotations.get(n.id)
         if ann is not None:
             text = ast.unparse(ann)
@@ -230,7 +261,7 @@ class _Inference:
                 out.append(y)
             elif y.kind == "one":
                 out.append(x)
-            elif x.kind == "tile" and y.kind == "tile":
+            elif _definite(x) and _definite(y):  # two tiles, or sizes a launch gives: the tracer's D006
                 if report:
                     self._report(Broadcast, node, shapes=f"{Block(da).text()} and {Block(db).text()}")
                 return UNKNOWN
@@ -258,6 +289,8 @@ class _Inference:
         ndim = site.static_ndim
         if isinstance(tgt, ast.Name) and (not site.as_list or ndim == 1 and not site.as_list):
             self.env[tgt.id] = Tile(self._tile(tgt.id))
+            if site.as_list is None:  # dt.tile(x.size()) of a rank the AST does not say: maybe a tuple of tiles
+                self._maybe_tuple.add(tgt.id)
         elif isinstance(tgt, ast.Name) and site.as_list and ndim:
             self.env[tgt.id] = TileTuple([Tile(self._tile(f"{tgt.id}{d}")) for d in range(ndim)])
         elif isinstance(tgt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in tgt.elts) and \
@@ -359,7 +392,7 @@ class _Inference:
                          hint="the value has more dimensions than the indexed region")
             return
         for a, b in zip(reversed(v.dims), reversed(region.dims)):
-            if a.kind == "tile" and b.kind == "tile" and not a.same(b):
+            if _definite(a) and _definite(b) and not a.same(b):
                 self._report(StoreShape, target_node, value=v.text(), target=target)
                 return
 
@@ -369,9 +402,9 @@ class _Inference:
             v = self._name(e)
             if v is UNKNOWN and e.id not in self.env and e.id not in self.loop.assigned and \
                     e.id in self.st.host_assigned | set(self.st.params):
-                return HostTensor(e.id, None)
+                return HostTensor(e.id, self._rank(e.id))
             if isinstance(v, Scalar) and e.id not in self.env:
-                return HostTensor(e.id, self.st.ranks.get(e.id))
+                return HostTensor(e.id, self._rank(e.id))
             return v
         return self.expr(e)
 
@@ -456,29 +489,33 @@ class _Inference:
         """``a @ b`` (``form="torch"``: ``@``, torch.matmul / mm / bmm), ``dt.dot`` (``"dot"``) or addmm."""
         if not isinstance(a, Block) or not isinstance(b, Block):
             return UNKNOWN
-        if form == "torch" and a.dtype in _TORCH_NAMES and b.dtype in _TORCH_NAMES and a.dtype != b.dtype:
-            # the tracer's MatmulDtypes: eager torch.matmul refuses two dtypes (dt.dot accumulates them in fp32)
-            self._report(MatmulDtypes, node, a=_TORCH_NAMES[a.dtype], b=_TORCH_NAMES[b.dtype])
-            return UNKNOWN
         if a.dims is None or b.dims is None:
             return UNKNOWN
         if len(a.dims) != len(b.dims) or len(a.dims) not in (2, 3):
             return UNKNOWN
         ka, kb = a.dims[-1], b.dims[-2]
+        if any(d.kind in ("one", "whole1") for d in (a.dims[-2], ka, kb, b.dims[-1])):
+            return UNKNOWN  # a matmul over a dimension of one element: the tracer's D004, not modelled here
         if not ka.same(kb):
-            if ka.kind == "tile" and kb.kind == "tile":
+            if _definite(ka) and _definite(kb):
                 self._report(MatmulShapes, node, problem=f"inner dimensions differ: {a.text()} @ {b.text()}")
             return UNKNOWN  # (two whole dimensions of unknown sizes: the trace decides)
         if len(a.dims) == 3:
             ba, bb = a.dims[0], b.dims[0]
             if not ba.same(bb):
-                if ba.kind == "tile" and bb.kind == "tile":
+                if _definite(ba) and _definite(bb):
                     self._report(MatmulShapes, node, problem="batches differ (a batched matmul with different "
                                                              "batch dimensions)")
                 return UNKNOWN
             dims = (ba, a.dims[1], b.dims[2])
         else:
             dims = (a.dims[0], b.dims[1])
+        if form == "torch" and a.dtype in _TORCH_NAMES and b.dtype in _TORCH_NAMES and a.dtype != b.dtype and \
+                all(d.kind in ("tile", "whole") for d in (a.dims[-2], ka, b.dims[-1])):
+            # the tracer's MatmulDtypes (eager torch.matmul refuses two dtypes; dt.dot accumulates them in fp32),
+            # checked as the tracer does: after the shapes, and only where no size-1 dimension fails first
+            self._report(MatmulDtypes, node, a=_TORCH_NAMES[a.dtype], b=_TORCH_NAMES[b.dtype])
+            return UNKNOWN
         dtype = a.dtype if form == "torch" and a.dtype == b.dtype and a.dtype in _FLOAT_RANK else None
         if isinstance(acc, Block):
             dtype = acc.dtype
@@ -519,12 +556,37 @@ class _Inference:
             else:
                 unknown = True
             d += 1
+        if not unknown and ht.rank is not None and d != ht.rank and self.concrete is not None and \
+                ht.name not in self.st.ranks:
+            self._index_rank(ht, items, node)  # (a rank the host code gives: the structure's own D002)
         if unknown or (ht.rank is not None and d != ht.rank):
             return UNKNOWN
         tiles = [x.key for x in dims if x.kind == "tile"]
         if len(tiles) != len(set(tiles)):  # a tile indexing two dimensions: the tracer's D003 (TileIndexing)
             return UNKNOWN
-        return Block(dims, None)
+        return Block(dims, self.concrete.dtype(ht.name) if self.concrete is not None else None)
+
+    def _index_rank(self, ht: HostTensor, items, node):
+        """The tracer's ``IndexRank`` (D002) for a tensor whose rank only the launch gives, in the tracer's words:
+        said only where every index reads as the tracer writes it (a tile, ``:``, ``None``, an int)."""
+        shape = self.concrete.shape(ht.name)
+        if shape is None or None in shape:
+            return
+        parts = []
+        for it in items:
+            if isinstance(it, ast.Constant) and (it.value is None or isinstance(it.value, int)) and \
+                    not isinstance(it.value, bool):
+                parts.append(repr(it.value))
+            elif isinstance(it, ast.Slice):
+                parts.append(":")
+            else:
+                v = self.env.get(it.id) if isinstance(it, ast.Name) else None
+                if not isinstance(v, Tile) or it.id in self._maybe_tuple:
+                    return
+                parts.append(v.dim.label)
+        count = sum(1 for it in items if not (isinstance(it, ast.Constant) and it.value is None))
+        self._report(IndexRank, node, what=ht.name, rank=len(shape), shape=f" (shape {tuple(shape)})", count=count,
+                     plural="ex" if count == 1 else "ices", items=f" [{', '.join(parts)}]")
 
     def index_block(self, b: Block, sl):
         items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
@@ -682,7 +744,15 @@ class _Inference:
         dims = []
         for s in shape.elts:
             v = self.expr(s) if not isinstance(s, ast.Name) else self._name(s)
-            dims.append(v.dim if isinstance(v, Tile) else _unknown_dim())
+            if isinstance(v, Tile):
+                dims.append(v.dim)
+            elif self.concrete is not None and isinstance(v, Scalar) and not (
+                    isinstance(s, ast.Name) and (s.id in self.env or s.id in self.loop.assigned)):
+                # an int size (a literal; a host size where shapes are static): the tracer's whole dimension
+                n = self.concrete.int_value(s)
+                dims.append(ONE if n == 1 else _size_dim(n))
+            else:
+                dims.append(_unknown_dim())
         return Block(dims, dtype)
 
 
@@ -739,10 +809,13 @@ def _is_range(it) -> bool:
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("range", "static_range")
 
 
-def infer_loop_shapes(st, loop):
+def infer_loop_shapes(st, loop, concrete=None):
     """(problems, notes) of one outermost tile loop: problems as ``(code, node, message, hint)``, notes as
-    ``(node, ValueNote)``.  Never raises: an unexpected form ends the inference of that loop silently."""
-    inf = _Inference(st, loop)
+    ``(node, ValueNote)``.  Never raises: an unexpected form ends the inference of that loop silently.
+    ``concrete``: the sizes and dtypes of one launch of the file (``deuteron.frontend.LaunchShapes``): whole
+    dimensions get their sizes (the tracer's ``:64``) and loads their dtypes, so what only those reveal is reported
+    too, with the tracer's message."""
+    inf = _Inference(st, loop, concrete)
     try:
         inf.run()
     except (RecursionError, ValueError, TypeError, AttributeError, IndexError, KeyError):

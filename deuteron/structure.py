@@ -417,6 +417,15 @@ class KernelStructure:
             self.problem(code, node, message, hint)
         self.notes.extend(notes)
 
+    def launch_problems(self, concrete) -> list:
+        """D006/D007 with the sizes and dtypes one launch of the file gives (``deuteron.frontend.LaunchShapes``):
+        ``(code, node, message, hint)`` of every tile loop."""
+        out = []
+        for loop in self.loops:
+            problems, _notes = infer_loop_shapes(self, loop, concrete)
+            out.extend(problems)
+        return out
+
     def _site_text(self, site: TileSite, d: int | None = None, slot=None) -> str:
         if site.kind == "grid":
             what = "a grid index (an int)"

@@ -198,6 +198,11 @@ class Commands:
                                      cwd=root if root and os.path.isdir(root) else None)
         return self.run_worker
 
+    async def worker_request(self, method: str, params: dict):
+        """A request to the run worker (it imports the user's module): for what a trusted workspace's hovers
+        prepare in the background (``dt_newt``); raises ``WorkerError``."""
+        return await self._workers("run").request(method, params, timeout=self.ls.settings.worker_timeout)
+
     # -- dispatch -------------------------------------------------------------------------
     async def run(self, name: str, args: list, token=None):
         arg = convert_args(args[0]) if args else {}

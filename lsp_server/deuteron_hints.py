@@ -7,11 +7,10 @@ notes are the value hovers.  Read by duck typing: nothing of deuteron is importe
 
 from __future__ import annotations
 
-import ast
-
 from lsprotocol import types as lsp
 
 from .analysis import Analysis
+from .features import _assign_targets  # (one walker of assigned names for newt's and deuteron's hints)
 
 __all__ = ["deuteron_inlay_hints", "hint_label"]
 
@@ -28,19 +27,6 @@ def hint_label(note, shapes: bool = True, dtypes: bool = True) -> str | None:
     return f": {dtype or ''}{shape}"
 
 
-def _assigned_names(fdef):
-    for node in ast.walk(fdef):
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        for t in targets:
-            for n in ast.walk(t):
-                if isinstance(n, ast.Name):
-                    yield n
-
-
 def deuteron_inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool = True, dtypes: bool = True
                          ) -> list[lsp.InlayHint]:
     if not (shapes or dtypes):
@@ -55,7 +41,7 @@ def deuteron_inlay_hints(a: Analysis, rng: lsp.Range | None = None, shapes: bool
             continue
         notes = ka.results[0].notes or {}
         seen = set()
-        for name in _assigned_names(ka.node):
+        for name in _assign_targets(ka.node):
             if not lo <= name.lineno <= hi:
                 continue
             span = src.span(name)

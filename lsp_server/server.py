@@ -27,6 +27,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from . import __version__, features
 from .analysis import Analysis, KernelCache, analyze, lsp_diagnostics, uri_to_path
+from .deuteron_newt import GeneratedNewt
 from .documents import Documents, change_json
 from .engine_host import EngineHost, EngineUnavailable, engines_supported
 from .files import UnreadableDocument, read_document
@@ -222,6 +223,7 @@ class NewtLanguageServer(LanguageServer):
         self._last_activity = time.monotonic()
         self._gc_task = None
         self.commands = None  # set in create_server (commands.Commands)
+        self.generated_newt = GeneratedNewt()  # deuteron hovers' generated newt lines (lsp_server.deuteron_newt)
 
     # -- transport (the base protocol: transport.py) ------------------------------------
     def start_io(self, stdin=None, stdout=None) -> int:
@@ -291,6 +293,19 @@ class NewtLanguageServer(LanguageServer):
         """Run ``fn`` on the analysis thread (the front end's analyses, one at a time)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def with_generated_newt(self, uri: str, position: lsp.Position, h):
+        """A hover on a line of a deuteron / Helion kernel with the newt lines it became: traced in the background
+        in the run worker, only in a trusted workspace, once per content (``lsp_server.deuteron_newt``)."""
+        try:
+            text, _version = self.doc_text(uri)
+            gen = self.generated_newt
+            if h is not None and gen.wanted(text) and self.commands is not None:
+                gen.ensure(uri, text, uri_to_path(uri), self.settings_for(uri).trusted, self.commands.worker_request)
+            return gen.decorate(h, uri, text, position.line + 1, self.markdown)
+        except Exception:  # the hover itself is never lost to this
+            log.debug("generated newt lines of %s failed", uri, exc_info=True)
+            return h
 
     def settings_for(self, uri: str | None) -> Settings:
         """The settings of the workspace folder holding ``uri`` (``target``, ``diagnosticsOn`` and ``inlayHints``
@@ -800,9 +815,9 @@ def create_server() -> NewtLanguageServer:
     async def hover(ls: NewtLanguageServer, params: lsp.HoverParams):
         uri = params.text_document.uri
         if ls.engine is not None:
-            return await ls.engine_answer("hover", uri, {"line": params.position.line,
-                                                         "character": params.position.character,
-                                                         "target": ls.commands.target_for(uri)})
+            return ls.with_generated_newt(uri, params.position, await ls.engine_answer(
+                "hover", uri, {"line": params.position.line, "character": params.position.character,
+                               "target": ls.commands.target_for(uri)}))
         a, pos, shift = await ls.analysis_near(uri, params.position)
         if a is None:
             return None
@@ -811,7 +826,7 @@ def create_server() -> NewtLanguageServer:
         if h is not None and shift and h.range is not None:
             h.range = lsp.Range(lsp.Position(h.range.start.line + shift, h.range.start.character),
                                 lsp.Position(h.range.end.line + shift, h.range.end.character))
-        return h
+        return ls.with_generated_newt(uri, params.position, h)
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
     @_safe(list)

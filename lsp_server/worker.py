@@ -5,7 +5,7 @@ A worker of a ``newt.tune.workers.ProcessPool`` (one per server worker, see
 lsp_server.worker:handle`` (the ``python`` setting, default the server's
 interpreter) in an empty folder with ``PYTHONSAFEPATH=1``; it changes to the
 workspace folder once started.  Every request is a payload ``{"method":
-"compile" | "compile_dt" | "verify" | "autotune" | "configs" | "hello",
+"compile" | "compile_dt" | "verify" | "autotune" | "configs" | "dt_newt" | "hello",
 "params": {...}}`` for :func:`handle`; while it runs, events (``"config"`` per
 autotune config, ``"case"`` per verify case) go to the server
 (``newt.tune.worker.emit``) and autotune polls the server's cancel between
@@ -187,6 +187,117 @@ def _compile_dt(params, ctx):
     }
 
 
+def _dt_newt(params, ctx):
+    """The generated newt of every deuteron kernel of the file, by the user's line it comes from (the hover's
+    "generated newt" section, ``lsp_server.deuteron_newt``): each kernel traced on its first ``newt.harness``
+    example, else on tensors of the shapes and dtypes of its first launch in the file that gives them all
+    (``deuteron.frontend.launch_shapes``; a dtype the text does not say is fp32, and the hover says so)."""
+    dev = _device()
+    path, text = params["path"], params.get("text")
+    if text is None:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    served = _serve_helion(text)
+    try:
+        return _trace_newt_lines(_load_user_module(path, text), path, text, dev)
+    finally:
+        if served:
+            import newt.dropin
+            newt.dropin.uninstall()
+
+
+def _serve_helion(text: str) -> bool:
+    """A Helion file, with no Helion installed: ``import helion`` served from deuteron by newt's drop-in hook
+    while the file is traced (True: the hook was put in for this, and goes again after)."""
+    import importlib.util
+    import re
+
+    import newt.dropin
+    if not re.search(r"^\s*(import|from)\s+helion\b", text, re.M) or newt.dropin.is_installed():
+        return False
+    if "helion" not in sys.modules and importlib.util.find_spec("helion") is not None:
+        return False  # Helion itself: its kernels are not deuteron's, and get no newt lines
+    newt.dropin.install()
+    return True
+
+
+def _trace_newt_lines(mod, path: str, text: str, dev: str) -> dict:
+    from .deuteron_newt import newt_lines_by_user_line
+    lines: dict = {}
+    errors: dict = {}
+    for name, kernel in _dt_kernels_of(mod, path):
+        try:
+            got = _dt_inputs(kernel, name, text, path, dev)
+            if got is None:
+                errors[name] = "no example and no launch in the file that gives every argument's shape"
+                continue
+            args, kwargs, how = got
+            source = kernel.to_newt_source(*args, **kwargs)
+        except Exception as e:  # a kernel that does not trace: no newt lines for it, the others go on
+            errors[name] = f"{type(e).__name__}: {e}"
+            continue
+        for ln, newt_lines in newt_lines_by_user_line(source).items():
+            lines.setdefault(str(ln), {"kernel": name, "with": how, "newt": newt_lines})
+    return {"lines": lines, "errors": errors}
+
+
+def _dt_kernels_of(mod, path: str) -> list:
+    """(name, kernel) of the deuteron kernels the file defines at module level."""
+    out = []
+    for name, v in list(vars(mod).items()):
+        fn = getattr(v, "fn", None)
+        if callable(getattr(v, "to_newt_source", None)) and getattr(getattr(fn, "__code__", None), "co_filename",
+                                                                    None) == path:
+            out.append((name, v))
+    return out
+
+
+_TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i8": "int8",
+                 "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "bool"}
+
+
+def _dt_inputs(kernel, name: str, text: str, path: str, dev: str):
+    """(args, kwargs, how they were chosen) for tracing ``kernel``, or None."""
+    import newt.harness as harness
+    exs = harness.examples_for(kernel)
+    if exs:
+        case = harness._cases_of(exs[0], dev)[0]
+        return list(case.args), dict(case.kwargs or {}), f"the example {exs[0].name}"
+    import torch
+
+    from deuteron.frontend import launch_shapes
+    from newt.frontend import analyze_source
+    from newt.frontend.hostvalues import TensorFact
+    fa = analyze_source(text, path)
+    ka = next((k for k in fa.kernels if k.name == name and getattr(k, "structure", None) is not None), None)
+    if ka is None:
+        return None
+    a = ka.node.args
+    params = list(a.posonlyargs) + list(a.args)
+    n_required = len(params) - len(a.defaults)
+    for run in launch_shapes(fa.scan, ka.node, ka.structure):
+        args, said = [], []
+        for i, p in enumerate(params):
+            f = run.facts.get(p.arg)
+            if isinstance(f, TensorFact) and f.shape is not None and None not in f.shape:
+                dt = getattr(torch, _TORCH_DTYPES.get(f.dtype or "fp32", "float32"))
+                t = torch.zeros(f.shape, dtype=dt, device=dev) if not dt.is_floating_point else \
+                    torch.randn(f.shape, dtype=dt, device=dev)
+                args.append(t)
+                said.append(f"{p.arg}: {f.dtype or 'fp32 (assumed)'}{list(f.shape)}")
+            elif isinstance(f, int) and not isinstance(f, TensorFact):
+                args.append(f)
+                said.append(f"{p.arg}={f}")
+            elif i >= n_required:
+                break
+            else:
+                args = None
+                break
+        if args is not None:
+            return args, {}, f"{run.what} ({', '.join(said)})"
+    return None
+
+
 def _text(x):
     if x is None:
         return None
@@ -320,7 +431,7 @@ def _configs(params, ctx):
 
 
 METHODS = {"hello": _hello, "compile": _compile, "compile_dt": _compile_dt, "verify": _verify, "autotune": _autotune,
-           "configs": _configs}
+           "configs": _configs, "dt_newt": _dt_newt}
 
 
 class _Ctx:

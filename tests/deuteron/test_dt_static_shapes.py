@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -244,7 +245,7 @@ def _agrees_with_the_tracer(tmp_path, body, monkeypatch):
     import torch
 
     import deuteron.structure as structure
-    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
     src, marks = locate(HEADER + textwrap.dedent(body).lstrip("\n"))
     p = tmp_path / f"mod_{abs(hash(body))}.py"
     p.write_text(src)
@@ -294,14 +295,24 @@ def _example_files():
 
 def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
     """Every deuteron kernel of the examples, the tests and Helion's examples (read through the helion alias):
-    the inference adds no diagnostic, and it does infer shapes there (it is not silent by doing nothing)."""
+    the inference adds no diagnostic, and it does infer shapes there (it is not silent by doing nothing); the
+    same with the shapes of the files' launches, which many of them have (``launch_shapes``)."""
+    import deuteron.frontend as frontend
     import deuteron.structure as structure
     from newt.frontend import analyze_source
     real = structure.infer_loop_shapes
+    real_launches = frontend.launch_shapes
+    launched = []
+
+    def counting(scan, fdef, st):
+        got = real_launches(scan, fdef, st)
+        launched.extend(run for run in got if structure.infer_loop_shapes is real)
+        return got
+    monkeypatch.setattr(frontend, "launch_shapes", counting)
     kernels = noted = 0
     for f in _example_files():
         text = open(f, encoding="utf-8").read()
-        monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
+        monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
         before = {(d.code, d.span, d.message) for d in analyze_source(text, f).diagnostics}
         monkeypatch.setattr(structure, "infer_loop_shapes", real)
         fa = analyze_source(text, f)
@@ -312,6 +323,7 @@ def test_no_new_error_on_any_shipped_or_helion_example(monkeypatch):
                 kernels += 1
                 noted += any(getattr(v, "kind", None) == "value" for v in ka.results[0].notes.values())
     assert kernels >= 8 and noted >= kernels // 2, (kernels, noted)
+    assert len(launched) >= 20, len(launched)  # (98 launches of 89 kernels with Helion's examples, 2026-12-06)
 
 
 def test_a_store_into_a_tensor_of_unknown_rank_is_left_to_the_tracer():
@@ -379,43 +391,109 @@ def k{i}(x: torch.Tensor, y: torch.Tensor, v1: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _static_and_traced(tmp_path, monkeypatch, bodies: list, launch, stem: str, with_message: bool = False):
+    """({kernel: its first static D006/D007}, [(kernel, what the tracer alone reports, or None)]) of the kernels
+    ``k0``, ``k1`` ... of ``bodies``: the file is analyzed, then imported with the static inference switched off
+    and each kernel launched by ``launch(module, i)``; a kernel with another structural error is left out of the
+    static side (the call stops there: a tile twice in one access is D003)."""
+    import importlib.util
+
+    import deuteron.structure as structure
+    from deuteron.errors import DeuteronError
+    from newt.frontend import analyze_source
+    text = HEADER + "".join(bodies)
+    fa = analyze_source(text, f"{stem}.py")
+    static, other = {}, set()
+    for d in fa.diagnostics:
+        if d.code in ("D006", "D007"):
+            static.setdefault(d.kernel, (d.code, d.span.line, d.span.col) + ((d.message,) if with_message else ()))
+        elif d.severity.name == "ERROR":
+            other.add(d.kernel)
+    static = {k: v for k, v in static.items() if k not in other}
+    p = tmp_path / f"{stem}.py"
+    p.write_text(text)
+    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop, concrete=None: ([], []))
+    spec = importlib.util.spec_from_file_location(stem, str(p))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    traced = []
+    for i in range(len(bodies)):
+        try:
+            launch(mod, i)
+            got = None
+        except DeuteronError as e:
+            d = e.diagnostics[0]
+            got = (d.code, d.span.line, d.span.col) + ((d.message,) if with_message else ())
+        traced.append((f"k{i}", got))
+    return static, traced
+
+
 def test_every_static_report_is_a_trace_error_at_the_same_place(tmp_path, monkeypatch):
     """Random combinations of tiles, transposes, reductions, broadcasts and stores: whenever the static inference
     reports D006/D007, the tracer alone (the inference switched off) fails with the same code at the same line and
     column; where the tracer accepts a kernel, the inference reports nothing."""
-    import importlib.util
-
     import torch
-
-    import deuteron.structure as structure
-    from deuteron.errors import DeuteronError
     bodies = _random_kernels(seed=25, count=80)
-    text = HEADER + "".join(bodies)
-    fa = __import__("newt.frontend", fromlist=["analyze_source"]).analyze_source(text, "fuzz.py")
-    static, other = {}, set()
-    for d in fa.diagnostics:
-        if d.code in ("D006", "D007"):
-            static.setdefault(d.kernel, (d.code, d.span.line, d.span.col))
-        elif d.severity.name == "ERROR":
-            other.add(d.kernel)  # the call stops at the structure's own error (a tile twice in one access: D003)
-    static = {k: v for k, v in static.items() if k not in other}
-    p = tmp_path / "fuzz_kernels.py"
-    p.write_text(text)
-    monkeypatch.setattr(structure, "infer_loop_shapes", lambda st, loop: ([], []))
-    spec = importlib.util.spec_from_file_location("fuzz_kernels", str(p))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     n = 32
-    accepted = 0
-    for i in range(len(bodies)):
-        name = f"k{i}"
-        try:
-            getattr(mod, name)(torch.randn(n, n), torch.randn(n, n), torch.randn(n))
-            traced = None
-            accepted += 1
-        except DeuteronError as e:
-            d = e.diagnostics[0]
-            traced = (d.code, d.span.line, d.span.col)
+    static, traced = _static_and_traced(tmp_path, monkeypatch, bodies, lambda mod, i: getattr(mod, f"k{i}")(
+        torch.randn(n, n), torch.randn(n, n), torch.randn(n)), "fuzz_kernels")
+    for i, (name, got) in enumerate(traced):
         if name in static:
-            assert traced == static[name], (name, static[name], traced, bodies[i])
+            assert got == static[name], (name, static[name], got, bodies[i])
+    accepted = sum(got is None for _, got in traced)
     assert static and accepted, (static, accepted)  # both kinds of kernels occur
+
+
+_CONCRETE_ATOMS = ["x[tm, :]", "y[tm, :]", "x[tm, tn]", "x[tm, :].sum(1, keepdim=True)", "dt.zeros([tm, 16], "
+                   "dtype=torch.float32)", "dt.zeros([tm, 32], dtype=torch.float32)", "(x[tm, :] @ w[:, tn])",
+                   "y[tm, :].T.T", "h[tm, :]", "(h[tm, :] @ w[:, tn])", "2.0", "v1[tm, None]"]
+_CONCRETE_STORES = ["out[tm, :]", "out[tm, tn]", "o1[tm]", "o2[tm]"]
+
+
+def _random_concrete_kernels(seed: int, count: int):
+    """Kernels launched in the file with random sizes (16 / 32 / 1 columns) and dtypes (fp32 / fp16)."""
+    import random
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        a, b = rnd.choice(_CONCRETE_ATOMS), rnd.choice(_CONCRETE_ATOMS)
+        target = rnd.choice(_CONCRETE_STORES)
+        nx, ny, nw = (rnd.choice([16, 32, 1]) for _ in range(3))
+        hdt = rnd.choice(["torch.float32", "torch.float16"])
+        o2 = rnd.choice(["32", f"32, {nx}"])  # the output a parameter: rank 1 or 2 (D002 for o2[tm])
+        out.append(f"""
+@dt.kernel(config=dt.Config(block_sizes=[16, 16]))
+def k{i}(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, h: torch.Tensor, v1: torch.Tensor,
+        o2: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty_like(x)
+    o1 = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        v = {a} + {b}
+        {target} = v
+    return out
+
+
+def launch{i}():
+    x = torch.randn(32, {nx})
+    return k{i}(x, torch.randn(32, {ny}), torch.randn({nw}, {nx}), torch.randn(32, {nx}, dtype={hdt}),
+               torch.randn(32), torch.empty({o2}))
+""")
+    return out
+
+
+def test_every_report_with_the_files_launch_shapes_is_the_tracers(tmp_path, monkeypatch):
+    """Random kernels launched in the file with random sizes and dtypes: whenever the static inference reports
+    D006/D007 with the launch's shapes, the tracer alone, running that launch, fails with the same code, line,
+    column and message; where the tracer accepts the launch, nothing is reported."""
+    bodies = _random_concrete_kernels(seed=2512, count=48)
+    static, traced = _static_and_traced(tmp_path, monkeypatch, bodies, lambda mod, i: getattr(mod, f"launch{i}")(),
+                                        "fuzz_concrete", with_message=True)
+    concrete_only = 0
+    for i, (name, got) in enumerate(traced):
+        if name in static:
+            assert got == static[name], (name, static[name], got, bodies[i])
+            # a report only the launch's sizes or dtypes make (a whole dimension's size, fp16 against fp32)
+            concrete_only += bool(re.search(r":\d", static[name][3])) or "torch.float16" in static[name][3]
+    accepted = sum(got is None for _, got in traced)
+    assert static and accepted and concrete_only, (static, accepted, concrete_only)

@@ -135,3 +135,54 @@ def test_a_helion_file_gets_the_same_hints():
     a = analyze(text, "file:///tmp/hl_hints.py")
     assert _hints(a)[_after(text, "        acc")] == ": fp32[tile_m, tile_n]"
     assert [d.code for d in lsp_diagnostics(a) if d.code == "D006"] == ["D006"]
+
+
+def test_one_walker_of_assigned_names_serves_newt_and_deuteron_hints():
+    """deuteron's inlay hints walk the assigned names with the newt hints' own walker (one definition)."""
+    import lsp_server.deuteron_hints as dh
+    import lsp_server.features as features
+    assert dh._assign_targets is features._assign_targets
+    assert not hasattr(dh, "_assigned_names")
+
+
+LAUNCHED = """import torch
+import deuteron as dt
+
+M = 64
+
+
+@dt.kernel
+def mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    m, k = x.shape
+    k2, n = w.shape
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tm, tn in dt.tile([m, n]):
+        out[tm, tn] = x[tm, :] @ w[:, tn]
+    return out
+
+
+def check(n):
+    x = torch.randn([M, 64], dtype=torch.float16)
+    w = torch.randn(128, n).half()
+    return mm(x, w)
+
+
+if __name__ == "__main__":
+    check(32)
+"""
+
+
+def test_the_editor_reports_what_the_files_launch_shapes_reveal():
+    """The editor (no workspace code run: the text alone) reports the matmul's inner dimensions the launch gives
+    (64 against 128) at the expression, in the tracer's words, and says which launch gave the shapes."""
+    a = analyze(LAUNCHED, "file:///tmp/dt_launched.py")
+    ds = [d for d in lsp_diagnostics(a) if d.code == "D006"]
+    assert len(ds) == 1, [(d.code, d.message) for d in lsp_diagnostics(a)]
+    start = _pos(LAUNCHED, "x[tm, :] @ w[:, tn]")
+    assert (ds[0].range.start.line, ds[0].range.start.character) == (start.line, start.character)
+    assert ds[0].range.end.character == start.character + len("x[tm, :] @ w[:, tn]")
+    assert "matmul inner dimensions differ: [tm, :64] @ [:128, tn]" in ds[0].message
+    assert ds[0].severity == lsp.DiagnosticSeverity.Error
+    # the same file with a launch whose sizes agree: nothing to report
+    ok = analyze(LAUNCHED.replace("torch.randn(128, n)", "torch.randn(64, n)"), "file:///tmp/dt_launched.py")
+    assert not [d for d in lsp_diagnostics(ok) if d.code in ("D006", "D007")]
