@@ -375,6 +375,7 @@ class Run:
         self.lock = threading.Lock()
         self.tunes: dict = {}  # (impl, effort, kernel) -> record
         self.skipped: list[str] = []
+        self.copied: dict = {}  # (impl, effort) -> the tuned-config files its timing process was given
 
     def left(self) -> float:
         return self.t_end - time.time()
@@ -398,8 +399,9 @@ class Run:
             if self.ns.smoke:
                 env["HELION_INTERPRET"] = "1"
         else:
-            env.update({"DEUTERON_AUTOTUNE_EFFORT": "none" if self.ns.smoke else effort,
-                        "DEUTERON_CACHE_DIR": str(cache / "deuteron")})
+            # on the CPU (the smoke run) deuteron's tuner tries 4 configs on the interpreter
+            env.update({"DEUTERON_AUTOTUNE_EFFORT": effort, "DEUTERON_CACHE_DIR": str(cache / "deuteron"),
+                        "DEUTERON_PROGRESS": "0"})
         return env
 
     def argv(self, impl: str, effort: str, *extra: str) -> list[str]:
@@ -483,12 +485,13 @@ class Run:
         """Start one measuring process; its tuned configs are the per-kernel caches, merged."""
         merged = self.cache(impl, effort, None)
         shutil.rmtree(merged, ignore_errors=True)
-        sub = "helion" if impl == "helion" else "deuteron/configs"
+        sub = _CONFIGS[impl]
         (merged / sub).mkdir(parents=True)
         for k in kernels:
             for f in (self.cache(impl, effort, k) / sub).glob("*"):
                 if f.is_file():
                     shutil.copy2(f, merged / sub / f.name)
+        self.copied[(impl, effort)] = _entries(merged / sub)
         env = self.env(impl, effort, merged)
         if impl == "helion":
             env["HELION_ASSERT_CACHE_HIT"] = "1"
@@ -535,8 +538,19 @@ class Run:
                 p.wait(timeout=20)
             except Exception:
                 p.kill()
+            # a timing process that found no tuned config would have tuned again and written a new entry
+            new = _entries(self.cache(*g, None) / _CONFIGS[g[0]]) - self.copied[g]
+            ready[g]["_cache"] = "hit" if not new else f"miss: {len(new)} new entries (tuned again)"
             self.write_log(f"serve {g[0]} {g[1]}", json.dumps(ready[g]) + "\n" + "".join(errs))
         return {"ready": ready, "times": times}
+
+
+#: where each implementation keeps its tuned configs, under the cache folder its processes get
+_CONFIGS = {"helion": "helion", "deuteron": "deuteron/configs"}
+
+
+def _entries(folder: Path) -> set:
+    return {f.name for f in folder.glob("*") if f.is_file() and not f.name.startswith(".")}
 
 
 def _text(b) -> str:
@@ -616,7 +630,7 @@ def table(rows: list[dict], env: str, skipped: list[str], parallel: int) -> str:
     lines += ["", f"Helion's tunes ran {parallel} at a time (their tuning wall times are upper bounds); deuteron's "
               "one at a time. Each ms is the median over the interleaved rounds of do_bench medians."]
     if skipped:
-        lines += ["", "Not run: " + "; ".join(skipped) + "."]
+        lines += ["", "Not run, or to note: " + "; ".join(skipped) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -696,6 +710,8 @@ def main(argv=None) -> int:
     try:
         run.phase_tunes(kernels, full)
         m = run.phase_measure(kernels)
+        run.skipped += [f"{g[0]} {g[1]}'s timing process: {r['_cache']}" for g, r in m["ready"].items()
+                        if r.get("_cache", "hit") != "hit"]
     finally:
         shutil.rmtree(run.work, ignore_errors=True)
     rows = collect(run, kernels, m)

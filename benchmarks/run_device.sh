@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|tma|deuteron|tune|lsp ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|tma|deuteron|helion|tune|lsp ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -75,27 +75,29 @@ for part in "$@"; do
     deuteron)
       timeout 270 python3 benchmarks/deuteron_bench.py --out "$R" --budget 230 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
     helion)
-      # issue 25 in one call (carry .whl and .ext/helion; ~9 min): Helion 1.4.0 (its wheels in .whl/helion,
+      # issue 25 in one call of ~9 min (carry .whl and .ext/helion): Helion 1.4.0 (its wheels in .whl/helion,
       # installed into /tmp/helion-site, which only Helion's processes see) against deuteron on Helion's own
-      # example files at ef091f41 (.ext/helion/examples), unmodified: quick tunes from empty caches (Helion's
-      # HELION_PAR at a time), deuteron's full tunes that fit, then both timed in interleaved rounds
-      # (benchmarks/helion_vs_deuteron.py); then benchmarks/deuteron_bench.py (deuteron against hand-written newt
-      # and Triton) in the time left. HELION_ARGS adds arguments (e.g. "--smoke --only add" on a CPU)
+      # example files at ef091f41 (.ext/helion/examples), unmodified: deuteron's quick tunes from empty caches
+      # one at a time, Helion's HELION_PAR at a time, deuteron's full tunes that fit, then both timed in
+      # interleaved rounds (benchmarks/helion_vs_deuteron.py, one deadline over its phases); then
+      # benchmarks/deuteron_bench.py (deuteron against hand-written newt and Triton) if 100 s are left, else
+      # it needs its own call (the `deuteron` case). HELION_ONLY picks kernels; HELION_ARGS adds arguments
       HT0=$(date +%s); HEND=$(( HT0 + ${HELION_CASE_T:-555} ))
       rm -rf /tmp/helion-site
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
         "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
       PYTHONPATH=/tmp/helion-site python3 -c "import helion, filecheck; print('helion', helion.__version__, helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
-      timeout ${HELION_T:-410} python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
-        --helion-site /tmp/helion-site --out "$R/helion" --budget $(( ${HELION_T:-410} - 15 )) --parallel ${HELION_PAR:-4} \
+      HT=$(( HEND - $(date +%s) - ${HELION_DBENCH_T:-0} ))
+      timeout $HT python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
+        --helion-site /tmp/helion-site --out "$R/helion" --budget $(( HT - 15 )) --parallel ${HELION_PAR:-4} \
         ${HELION_ONLY:+--only "$HELION_ONLY"} ${HELION_ARGS:-} > "$R/helion.log" 2>&1
-      echo "helion_vs_deuteron.py exit $?"; tail -32 "$R/helion.log"
+      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; tail -32 "$R/helion.log"
       DT=$(( HEND - $(date +%s) ))
-      if [ "$DT" -gt 60 ]; then
+      if [ "$DT" -ge 100 ]; then
         timeout $DT python3 benchmarks/deuteron_bench.py --out "$R/helion_dbench" > "$R/helion_dbench.log" 2>&1
         echo "deuteron_bench.py exit $? (given ${DT} s)"; grep -A8 "^| kernel" "$R/helion_dbench.log" | tail -9
       else
-        echo "deuteron_bench.py: no time left (${DT} s)"
+        echo "deuteron_bench.py: not run, ${DT} s left (run the deuteron case in a call of its own)"
       fi ;;
     tune)
       # the tuning executor (benchmarks/autotune_scaling.md): deuteron quick tunes from scratch, the one-GPU
