@@ -243,6 +243,18 @@ def _import_helion(impl: str):
     return helion
 
 
+def _helion_version(impl: str, helion) -> str:
+    """The real package's version from its metadata (Helion 1.4 has no ``__version__``); deuteron's drop-in
+    says its own."""
+    if impl == "helion":
+        import importlib.metadata
+        try:
+            return importlib.metadata.version("helion")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return str(getattr(helion, "__version__", "?"))
+
+
 def _load(examples: Path, file: str, fn: str):
     mod_name = f"_helion_example_{file[:-3]}"
     if mod_name in sys.modules:
@@ -306,7 +318,7 @@ def child_tune(ns) -> int:
     try:
         helion = _import_helion(ns.impl)
         rec["helion_module"] = getattr(helion, "__file__", "?")
-        rec["helion_version"] = getattr(helion, "__version__", "?")
+        rec["helion_version"] = _helion_version(ns.impl, helion)
         fn, inp = _prepare(ns, ns.kernel)
         dev = _device(ns)
         _sync(dev)

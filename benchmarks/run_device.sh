@@ -86,7 +86,7 @@ for part in "$@"; do
       rm -rf /tmp/helion-site
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
         "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
-      PYTHONPATH=/tmp/helion-site python3 -c "import helion, filecheck; print('helion', helion.__version__, helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
+      PYTHONPATH=/tmp/helion-site python3 -c "import importlib.metadata as m, helion, filecheck; print('helion', m.version('helion'), helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
       HT=$(( HEND - $(date +%s) - ${HELION_DBENCH_T:-0} ))
       timeout $HT python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
         --helion-site /tmp/helion-site --out "$R/helion" --budget $(( HT - 15 )) --parallel ${HELION_PAR:-4} \
