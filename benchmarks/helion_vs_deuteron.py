@@ -35,6 +35,7 @@ import math
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -219,7 +220,7 @@ DEFAULT_ONLY = "matmul,attention,softmax,layer_norm,rms_norm,cross_entropy,add,s
 DEFAULT_FULL = "matmul,attention"
 #: expected wall seconds of one tune (an H100, from scratch; the Helion figures from its 2026-12-06 run)
 EXPECT = {("helion", "quick"): 110.0, ("deuteron", "quick"): 20.0, ("deuteron", "full"): 100.0}
-MEASURE_RESERVE = 60.0  # seconds kept for phase 4 (starting two or three processes, loading, timing)
+MEASURE_RESERVE = 75.0  # seconds kept for phase 4 (Helion's timing process compiling its winners, the rounds)
 
 
 # ---- the child processes ----------------------------------------------------------------------------------------
@@ -388,6 +389,8 @@ class Run:
         self.tunes: dict = {}  # (impl, effort, kernel) -> record
         self.skipped: list[str] = []
         self.copied: dict = {}  # (impl, effort) -> the tuned-config files its timing process was given
+        self.running: set = set()  # the tuning processes under way
+        self.servers: dict = {}  # (impl, effort) -> (kernels, process, its READY/RESULT queue, its stderr lines)
 
     def left(self) -> float:
         return self.t_end - time.time()
@@ -433,12 +436,22 @@ class Run:
         # a tune is stopped where it would eat into the measurement's reserve
         timeout = max(5.0, min(self.ns.per_run, self.left() - self.reserve()))
         t0 = time.time()
+        # its own process group: a tune stopped at its timeout takes its compile and benchmark workers with it
+        p = subprocess.Popen(self.argv(impl, effort, "--child", "--kernel", kernel), env=self.env(
+            impl, effort, cache, jobs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
+            start_new_session=True)
+        with self.lock:
+            self.running.add(p)
         try:
-            p = subprocess.run(self.argv(impl, effort, "--child", "--kernel", kernel), env=self.env(
-                impl, effort, cache, jobs), capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
-            text = p.stdout + p.stderr
-        except subprocess.TimeoutExpired as e:
-            text = _text(e.stdout) + _text(e.stderr) + f"\nTIMEOUT after {timeout:.0f} s"
+            out, err = p.communicate(timeout=timeout)
+            text = out + err
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            out, err = p.communicate()
+            text = (out or "") + (err or "") + f"\nTIMEOUT after {timeout:.0f} s"
+        _kill_group(p)  # workers it left behind
+        with self.lock:
+            self.running.discard(p)
         wall = time.time() - t0
         self.write_log(f"tune {impl} {effort} {kernel} ({wall:.0f} s wall)", text)
         rec = _result(text) or {"impl": impl, "kernel": kernel, "effort": effort, "error": _last(text)}
@@ -456,13 +469,14 @@ class Run:
 
     def phase_tunes(self, kernels: list[str], full: list[str]):
         reserve = self.reserve()
-        full_need = sum(EXPECT[("deuteron", "full")] for _ in full) * (0.05 if self.ns.smoke else 1.0)
         print(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)", flush=True)
         for k in kernels:
             if self.fits("deuteron", "quick", reserve):
                 self.tune("deuteron", "quick", k)
             else:
                 self.skipped.append(f"deuteron quick {k}: did not fit the budget")
+        # deuteron's timing process loads its tuned kernels while Helion tunes (it is idle afterwards)
+        self.start_server("deuteron", "quick", kernels)
         if self.ns.helion_site is None and not self.ns.smoke:
             self.skipped.append("Helion: no --helion-site given")
         elif self.ns.no_helion:
@@ -476,15 +490,16 @@ class Run:
             while queue or running:
                 running = [t for t in running if t.is_alive()]
                 while queue and len(running) < par:
-                    # keep room for the measurement and (while there is room) the deuteron full tunes
-                    if not self.fits("helion", "quick", reserve + (full_need if len(queue) > 2 else 0.0)):
+                    # Helion's tunes come before deuteron's full ones: only the measurement's room is kept
+                    if not self.fits("helion", "quick", reserve):
                         self.skipped += [f"Helion quick {k}: did not fit the budget" for k in queue]
                         queue = []
                         break
-                    t = threading.Thread(target=self.tune, args=("helion", "quick", queue.pop(0), jobs))
+                    t = threading.Thread(target=self.tune, args=("helion", "quick", queue.pop(0), jobs), daemon=True)
                     t.start()
                     running.append(t)
                 time.sleep(0.2)
+        self.start_server("helion", "quick", kernels)
         if full:
             print(f"phase 3: deuteron full tunes of {','.join(full)}, one at a time", flush=True)
         for k in full:
@@ -492,6 +507,7 @@ class Run:
                 self.tune("deuteron", "full", k)
             else:
                 self.skipped.append(f"deuteron full {k}: did not fit the budget")
+        self.start_server("deuteron", "full", kernels)
 
     def serve(self, impl: str, effort: str, kernels: list[str]):
         """Start one measuring process; its tuned configs are the per-kernel caches, merged."""
@@ -509,22 +525,22 @@ class Run:
             env["HELION_ASSERT_CACHE_HIT"] = "1"
         p = subprocess.Popen(self.argv(impl, effort, "--serve", "--only", ",".join(kernels)), env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             cwd=str(ROOT), bufsize=1)
+                             cwd=str(ROOT), bufsize=1, start_new_session=True)
         errs: list[str] = []
         threading.Thread(target=lambda: errs.extend(p.stderr), daemon=True).start()
         return p, _reader(p), errs
 
+    def start_server(self, impl: str, effort: str, kernels: list[str]):
+        ks = [k for k in kernels if self.tunes.get((impl, effort, k), {}).get("ok")]
+        if ks:
+            self.servers[(impl, effort)] = (ks, *self.serve(impl, effort, ks))
+
     def phase_measure(self, kernels: list[str]) -> dict:
-        groups = {}
-        for impl, effort in (("helion", "quick"), ("deuteron", "quick"), ("deuteron", "full")):
-            ks = [k for k in kernels if self.tunes.get((impl, effort, k), {}).get("ok")]
-            if ks:
-                groups[(impl, effort)] = ks
+        groups = {g: v[0] for g, v in self.servers.items()}
+        procs = {g: v[1:] for g, v in self.servers.items()}
         print(f"phase 4: timing, {self.ns.rounds} interleaved rounds: "
               + "; ".join(f"{i} {e}: {','.join(ks)}" for (i, e), ks in groups.items()), flush=True)
-        procs, ready, times = {}, {}, {}
-        for g, ks in groups.items():
-            procs[g] = self.serve(*g, ks)
+        ready, times = {}, {}
         for g, (_, q, errs) in procs.items():
             line = _readline(q, max(5.0, self.left()))
             ready[g] = json.loads(line[6:]) if line and line.startswith("READY ") else \
@@ -549,12 +565,20 @@ class Run:
                 p.stdin.flush()
                 p.wait(timeout=20)
             except Exception:
-                p.kill()
+                pass
+            _kill_group(p)
             # a timing process that found no tuned config would have tuned again and written a new entry
             new = _entries(self.cache(*g, None) / _CONFIGS[g[0]]) - self.copied[g]
             ready[g]["_cache"] = "hit" if not new else f"miss: {len(new)} new entries (tuned again)"
             self.write_log(f"serve {g[0]} {g[1]}", json.dumps(ready[g]) + "\n" + "".join(errs))
         return {"ready": ready, "times": times}
+
+
+def _kill_group(p: subprocess.Popen):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 #: where each implementation keeps its tuned configs, under the cache folder its processes get
@@ -719,11 +743,20 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run = Run(ns, out)
     t0 = time.time()
+    m: dict = {"ready": {}, "times": {}}
+
+    def stop(signum, frame):  # `timeout` stopping this run: report what was measured
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     try:
         run.phase_tunes(kernels, full)
         m = run.phase_measure(kernels)
         run.skipped += [f"{g[0]} {g[1]}'s timing process: {r['_cache']}" for g, r in m["ready"].items()
                         if r.get("_cache", "hit") != "hit"]
+    except KeyboardInterrupt:
+        run.skipped.append(f"the run was stopped after {time.time() - t0:.0f} s (what it had measured is above)")
+        for p in [v[1] for v in run.servers.values()] + list(run.running):
+            _kill_group(p)
     finally:
         shutil.rmtree(run.work, ignore_errors=True)
     rows = collect(run, kernels, m)
