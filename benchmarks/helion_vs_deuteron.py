@@ -256,6 +256,15 @@ def _helion_version(impl: str, helion) -> str:
     return str(getattr(helion, "__version__", "?"))
 
 
+def _chosen_config(impl: str, fn, args) -> str:
+    """The config the first call chose (for the report; '?' where the kernel does not say)."""
+    try:
+        cfg = fn.bind(args)._config if impl == "helion" else fn.bind(*args).config
+        return str(cfg)[:400]
+    except Exception as e:
+        return f"? ({type(e).__name__})"
+
+
 def _load(examples: Path, file: str, fn: str):
     mod_name = f"_helion_example_{file[:-3]}"
     if mod_name in sys.modules:
@@ -328,6 +337,7 @@ def child_tune(ns) -> int:
         _sync(dev)
         rec["tune_s"] = round(time.perf_counter() - t0, 2)
         rec.update(_check(inp, out))
+        rec["config"] = _chosen_config(ns.impl, fn, inp.args)
         if ns.impl == "deuteron" and ns.effort == "full":  # the full winner, timed alone (phase 4 times it again)
             rec["ms_alone"] = _timer(dev)(lambda: fn(*inp.args))
     except Exception as e:  # a failure is a row of the table, not the end of the run
@@ -663,6 +673,10 @@ def table(rows: list[dict], env: str, skipped: list[str], parallel: int) -> str:
         lines.append(f"Geomean Helion/deuteron over the {len(ratios)} kernels both ran correctly: **{g:.2f}x**.")
     else:
         lines.append("No kernel ran correctly on both: no geomean.")
+    winners = [f"- {r['kernel']}: " + "; ".join(f"{n} `{c}`" for n, c in r["configs"].items())
+               for r in rows if r.get("configs")]
+    if winners:
+        lines += ["", "Configs chosen:", ""] + winners
     lines += ["", f"Helion's tunes ran {parallel} at a time (their tuning wall times are upper bounds); deuteron's "
               "one at a time. Each ms is the median over the interleaved rounds of do_bench medians."]
     if skipped:
@@ -695,7 +709,9 @@ def collect(run: Run, kernels: list[str], m: dict) -> list[dict]:
         rows.append({"kernel": k, "shape": CASES[k][2], "helion_ms": hm, "deuteron_ms": dm, "full_ms": fm,
                      "ratio": hm / dm if hm and dm else None, "helion_tune_s": h.get("tune_s"),
                      "deuteron_tune_s": d.get("tune_s"), "full_tune_s": f.get("tune_s"),
-                     "checks": f"Helion {_checks(h, hr)}, deuteron {_checks(d, dr)}"})
+                     "checks": f"Helion {_checks(h, hr)}, deuteron {_checks(d, dr)}",
+                     "configs": {n: r["config"] for n, r in (("Helion", h), ("deuteron quick", d), ("deuteron full", f))
+                                 if r.get("config")}})
     return rows
 
 
