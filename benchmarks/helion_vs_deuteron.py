@@ -492,6 +492,7 @@ class Run:
         elif self.ns.no_helion:
             self.skipped.append("Helion: --no-helion")
         else:
+            self.skipped.append("Helion's default (full) effort: not attempted (minutes per kernel, beyond one call)")
             par = max(1, self.ns.parallel)
             jobs = max(2, (os.cpu_count() or 2) // par)
             print(f"phase 2: Helion quick tunes, {par} processes at a time, {jobs} compile jobs each", flush=True)
