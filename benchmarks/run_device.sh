@@ -91,7 +91,8 @@ for part in "$@"; do
       timeout $HT python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
         --helion-site /tmp/helion-site --out "$R/helion" --budget $(( HT - 15 )) --parallel ${HELION_PAR:-4} \
         ${HELION_ONLY:+--only "$HELION_ONLY"} ${HELION_ARGS:-} > "$R/helion.log" 2>&1
-      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; tail -32 "$R/helion.log"
+      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; grep -E "^(phase|  tuned)" "$R/helion.log"
+      cat "$R/helion/helion_vs_deuteron.md" 2>/dev/null || tail -30 "$R/helion.log"
       DT=$(( HEND - $(date +%s) ))
       # deuteron_bench.py took 110 s with its matmul full tune (H200, 2026-12-02), ~60 s without
       if [ "$DT" -ge 80 ]; then
