@@ -402,6 +402,10 @@ class Run:
         self.running: set = set()  # the tuning processes under way
         self.servers: dict = {}  # (impl, effort) -> (kernels, process, its READY/RESULT queue, its stderr lines)
 
+    def say(self, msg: str):
+        """A progress line, with the seconds since the start."""
+        print(f"{msg} [at {time.time() - self.t_end + self.ns.budget:.0f} s]", flush=True)
+
     def left(self) -> float:
         return self.t_end - time.time()
 
@@ -468,7 +472,7 @@ class Run:
         rec["process_s"] = round(wall, 1)
         with self.lock:
             self.tunes[(impl, effort, kernel)] = rec
-        print(f"  tuned {impl:8s} {effort:5s} {kernel:14s} " + _brief(rec), flush=True)
+        self.say(f"  tuned {impl:8s} {effort:5s} {kernel:14s} " + _brief(rec))
         return rec
 
     def reserve(self) -> float:
@@ -479,7 +483,7 @@ class Run:
 
     def phase_tunes(self, kernels: list[str], full: list[str]):
         reserve = self.reserve()
-        print(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)", flush=True)
+        self.say(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)")
         for k in kernels:
             if self.fits("deuteron", "quick", reserve):
                 self.tune("deuteron", "quick", k)
@@ -495,7 +499,7 @@ class Run:
             self.skipped.append("Helion's default (full) effort: not attempted (minutes per kernel, beyond one call)")
             par = max(1, self.ns.parallel)
             jobs = max(2, (os.cpu_count() or 2) // par)
-            print(f"phase 2: Helion quick tunes, {par} processes at a time, {jobs} compile jobs each", flush=True)
+            self.say(f"phase 2: Helion quick tunes, {par} processes at a time, {jobs} compile jobs each")
             queue = list(kernels)
             running: list[threading.Thread] = []
             while queue or running:
@@ -512,7 +516,7 @@ class Run:
                 time.sleep(0.2)
         self.start_server("helion", "quick", kernels)
         if full:
-            print(f"phase 3: deuteron full tunes of {','.join(full)}, one at a time", flush=True)
+            self.say(f"phase 3: deuteron full tunes of {','.join(full)}, one at a time")
         for k in full:
             if self.fits("deuteron", "full", reserve):
                 self.tune("deuteron", "full", k)
@@ -549,8 +553,8 @@ class Run:
     def phase_measure(self, kernels: list[str]) -> dict:
         groups = {g: v[0] for g, v in self.servers.items()}
         procs = {g: v[1:] for g, v in self.servers.items()}
-        print(f"phase 4: timing, {self.ns.rounds} interleaved rounds: "
-              + "; ".join(f"{i} {e}: {','.join(ks)}" for (i, e), ks in groups.items()), flush=True)
+        self.say(f"phase 4: timing, {self.ns.rounds} interleaved rounds: "
+                 + "; ".join(f"{i} {e}: {','.join(ks)}" for (i, e), ks in groups.items()))
         ready, times = {}, {}
         for g, (_, q, errs) in procs.items():
             line = _readline(q, max(5.0, self.left()))

@@ -87,11 +87,15 @@ for part in "$@"; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
         "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
       PYTHONPATH=/tmp/helion-site python3 -c "import importlib.metadata as m, helion, filecheck; print('helion', m.version('helion'), helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
+      # the GPU's load every 2 s (how busy the parallel Helion tunes kept it): helion_gpu.csv
+      nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 2000 \
+        > "$R/helion_gpu.csv" 2>/dev/null & SMI=$!
       HT=$(( HEND - $(date +%s) - ${HELION_DBENCH_T:-0} ))
       timeout $HT python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
         --helion-site /tmp/helion-site --out "$R/helion" --budget $(( HT - 15 )) --parallel ${HELION_PAR:-4} \
         ${HELION_ONLY:+--only "$HELION_ONLY"} ${HELION_ARGS:-} > "$R/helion.log" 2>&1
-      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; grep -E "^(phase|  tuned)" "$R/helion.log"
+      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; kill $SMI 2>/dev/null
+      grep -E "^(phase|  tuned)" "$R/helion.log"
       cat "$R/helion/helion_vs_deuteron.md" 2>/dev/null || tail -30 "$R/helion.log"
       DT=$(( HEND - $(date +%s) ))
       # deuteron_bench.py took 110 s with its matmul full tune (H200, 2026-12-02), ~60 s without
