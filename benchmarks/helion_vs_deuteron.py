@@ -13,12 +13,13 @@ deuteron). One call, four phases, all under one deadline (``--budget``):
 2. **Helion quick tunes**, the same, ``--parallel`` processes at a time (Helion's autotuner compiles on the CPU;
    each process gets ``HELION_AUTOTUNE_PRECOMPILE_JOBS`` = cores / parallel). Its tuning wall times are then an
    upper bound (the GPU and CPU were shared), its picks may be slightly worse than alone; the report says so.
-   A kernel starts only while its expected time fits before the deadline (minus what phases 3-4 need).
+   A kernel starts only while its expected time fits before the deadline (minus phase 4's reserve).
 3. **deuteron full tunes** of the ``--full`` kernels, alone, if they fit.
-4. **measurement**: one long-lived process per (implementation, effort) loads every kernel from the config
-   caches phases 1-3 wrote (Helion with ``HELION_ASSERT_CACHE_HIT=1``: no tuning here), checks it again, then
-   the parent asks each process in turn to time kernel k (``newt.testing.do_bench``: CUDA events, L2 flushed,
-   median) for ``--rounds`` rounds, alternating the order; each figure is the median over the rounds.
+4. **measurement**: one long-lived process per (implementation, effort), started as soon as its tunes are done,
+   loads every kernel from the config caches they wrote (Helion with ``HELION_ASSERT_CACHE_HIT=1``: no tuning
+   here), checks it again, then the parent asks each process in turn to time kernel k (``newt.testing.do_bench``:
+   CUDA events, L2 flushed, median) for ``--rounds`` rounds, alternating the order; each figure is the median
+   over the rounds.
 
 Writes ``helion_vs_deuteron.json``, ``.md`` (the table: Helion/deuteron speed per kernel at quick effort, the
 tuning wall times, correctness of both, the geomean over the kernels both ran correctly) and ``.log`` (every
