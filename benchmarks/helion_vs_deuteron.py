@@ -13,12 +13,13 @@ deuteron). One call, four phases, all under one deadline (``--budget``):
 2. **Helion quick tunes**, the same, ``--parallel`` processes at a time (Helion's autotuner compiles on the CPU;
    each process gets ``HELION_AUTOTUNE_PRECOMPILE_JOBS`` = cores / parallel). Its tuning wall times are then an
    upper bound (the GPU and CPU were shared), its picks may be slightly worse than alone; the report says so.
-   A kernel starts only while its expected time fits before the deadline (minus what phases 3-4 need).
+   A kernel starts only while its expected time fits before the deadline (minus phase 4's reserve).
 3. **deuteron full tunes** of the ``--full`` kernels, alone, if they fit.
-4. **measurement**: one long-lived process per (implementation, effort) loads every kernel from the config
-   caches phases 1-3 wrote (Helion with ``HELION_ASSERT_CACHE_HIT=1``: no tuning here), checks it again, then
-   the parent asks each process in turn to time kernel k (``newt.testing.do_bench``: CUDA events, L2 flushed,
-   median) for ``--rounds`` rounds, alternating the order; each figure is the median over the rounds.
+4. **measurement**: one long-lived process per (implementation, effort), started as soon as its tunes are done,
+   loads every kernel from the config caches they wrote (Helion with ``HELION_ASSERT_CACHE_HIT=1``: no tuning
+   here), checks it again, then the parent asks each process in turn to time kernel k (``newt.testing.do_bench``:
+   CUDA events, L2 flushed, median) for ``--rounds`` rounds, alternating the order; each figure is the median
+   over the rounds.
 
 Writes ``helion_vs_deuteron.json``, ``.md`` (the table: Helion/deuteron speed per kernel at quick effort, the
 tuning wall times, correctness of both, the geomean over the kernels both ran correctly) and ``.log`` (every
@@ -35,6 +36,7 @@ import math
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -219,7 +221,7 @@ DEFAULT_ONLY = "matmul,attention,softmax,layer_norm,rms_norm,cross_entropy,add,s
 DEFAULT_FULL = "matmul,attention"
 #: expected wall seconds of one tune (an H100, from scratch; the Helion figures from its 2026-12-06 run)
 EXPECT = {("helion", "quick"): 110.0, ("deuteron", "quick"): 20.0, ("deuteron", "full"): 100.0}
-MEASURE_RESERVE = 60.0  # seconds kept for phase 4 (starting two or three processes, loading, timing)
+MEASURE_RESERVE = 75.0  # seconds kept for phase 4 (Helion's timing process compiling its winners, the rounds)
 
 
 # ---- the child processes ----------------------------------------------------------------------------------------
@@ -241,6 +243,27 @@ def _import_helion(impl: str):
     if impl == "helion" and getattr(helion, "__newt_dropin__", False):
         raise RuntimeError("the real Helion package is not on the path (the drop-in served it)")
     return helion
+
+
+def _helion_version(impl: str, helion) -> str:
+    """The real package's version from its metadata (Helion 1.4 has no ``__version__``); deuteron's drop-in
+    says its own."""
+    if impl == "helion":
+        import importlib.metadata
+        try:
+            return importlib.metadata.version("helion")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return str(getattr(helion, "__version__", "?"))
+
+
+def _chosen_config(impl: str, fn, args) -> str:
+    """The config the first call chose (for the report; '?' where the kernel does not say)."""
+    try:
+        cfg = fn.bind(args)._config if impl == "helion" else fn.bind(*args).config
+        return str(cfg)[:400]
+    except Exception as e:
+        return f"? ({type(e).__name__})"
 
 
 def _load(examples: Path, file: str, fn: str):
@@ -306,7 +329,7 @@ def child_tune(ns) -> int:
     try:
         helion = _import_helion(ns.impl)
         rec["helion_module"] = getattr(helion, "__file__", "?")
-        rec["helion_version"] = getattr(helion, "__version__", "?")
+        rec["helion_version"] = _helion_version(ns.impl, helion)
         fn, inp = _prepare(ns, ns.kernel)
         dev = _device(ns)
         _sync(dev)
@@ -315,6 +338,7 @@ def child_tune(ns) -> int:
         _sync(dev)
         rec["tune_s"] = round(time.perf_counter() - t0, 2)
         rec.update(_check(inp, out))
+        rec["config"] = _chosen_config(ns.impl, fn, inp.args)
         if ns.impl == "deuteron" and ns.effort == "full":  # the full winner, timed alone (phase 4 times it again)
             rec["ms_alone"] = _timer(dev)(lambda: fn(*inp.args))
     except Exception as e:  # a failure is a row of the table, not the end of the run
@@ -375,6 +399,13 @@ class Run:
         self.lock = threading.Lock()
         self.tunes: dict = {}  # (impl, effort, kernel) -> record
         self.skipped: list[str] = []
+        self.copied: dict = {}  # (impl, effort) -> the tuned-config files its timing process was given
+        self.running: set = set()  # the tuning processes under way
+        self.servers: dict = {}  # (impl, effort) -> (kernels, process, its READY/RESULT queue, its stderr lines)
+
+    def say(self, msg: str):
+        """A progress line, with the seconds since the start."""
+        print(f"{msg} [at {time.time() - self.t_end + self.ns.budget:.0f} s]", flush=True)
 
     def left(self) -> float:
         return self.t_end - time.time()
@@ -398,8 +429,9 @@ class Run:
             if self.ns.smoke:
                 env["HELION_INTERPRET"] = "1"
         else:
-            env.update({"DEUTERON_AUTOTUNE_EFFORT": "none" if self.ns.smoke else effort,
-                        "DEUTERON_CACHE_DIR": str(cache / "deuteron")})
+            # on the CPU (the smoke run) deuteron's tuner tries 4 configs on the interpreter
+            env.update({"DEUTERON_AUTOTUNE_EFFORT": effort, "DEUTERON_CACHE_DIR": str(cache / "deuteron"),
+                        "DEUTERON_PROGRESS": "0"})
         return env
 
     def argv(self, impl: str, effort: str, *extra: str) -> list[str]:
@@ -419,19 +451,29 @@ class Run:
         # a tune is stopped where it would eat into the measurement's reserve
         timeout = max(5.0, min(self.ns.per_run, self.left() - self.reserve()))
         t0 = time.time()
+        # its own process group: a tune stopped at its timeout takes its compile and benchmark workers with it
+        p = subprocess.Popen(self.argv(impl, effort, "--child", "--kernel", kernel), env=self.env(
+            impl, effort, cache, jobs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
+            start_new_session=True)
+        with self.lock:
+            self.running.add(p)
         try:
-            p = subprocess.run(self.argv(impl, effort, "--child", "--kernel", kernel), env=self.env(
-                impl, effort, cache, jobs), capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
-            text = p.stdout + p.stderr
-        except subprocess.TimeoutExpired as e:
-            text = _text(e.stdout) + _text(e.stderr) + f"\nTIMEOUT after {timeout:.0f} s"
+            out, err = p.communicate(timeout=timeout)
+            text = out + err
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            out, err = p.communicate()
+            text = (out or "") + (err or "") + f"\nTIMEOUT after {timeout:.0f} s"
+        _kill_group(p)  # workers it left behind
+        with self.lock:
+            self.running.discard(p)
         wall = time.time() - t0
         self.write_log(f"tune {impl} {effort} {kernel} ({wall:.0f} s wall)", text)
         rec = _result(text) or {"impl": impl, "kernel": kernel, "effort": effort, "error": _last(text)}
         rec["process_s"] = round(wall, 1)
         with self.lock:
             self.tunes[(impl, effort, kernel)] = rec
-        print(f"  tuned {impl:8s} {effort:5s} {kernel:14s} " + _brief(rec), flush=True)
+        self.say(f"  tuned {impl:8s} {effort:5s} {kernel:14s} " + _brief(rec))
         return rec
 
     def reserve(self) -> float:
@@ -442,74 +484,79 @@ class Run:
 
     def phase_tunes(self, kernels: list[str], full: list[str]):
         reserve = self.reserve()
-        print(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)", flush=True)
+        self.say(f"phase 1: deuteron quick tunes, one at a time ({len(kernels)} kernels)")
         for k in kernels:
             if self.fits("deuteron", "quick", reserve):
                 self.tune("deuteron", "quick", k)
             else:
                 self.skipped.append(f"deuteron quick {k}: did not fit the budget")
+        # deuteron's timing process loads its tuned kernels while Helion tunes (it is idle afterwards)
+        self.start_server("deuteron", "quick", kernels)
         if self.ns.helion_site is None and not self.ns.smoke:
             self.skipped.append("Helion: no --helion-site given")
         elif self.ns.no_helion:
             self.skipped.append("Helion: --no-helion")
         else:
+            self.skipped.append("Helion's default (full) effort: not attempted (minutes per kernel, beyond one call)")
             par = max(1, self.ns.parallel)
             jobs = max(2, (os.cpu_count() or 2) // par)
-            print(f"phase 2: Helion quick tunes, {par} processes at a time, {jobs} compile jobs each", flush=True)
+            self.say(f"phase 2: Helion quick tunes, {par} processes at a time, {jobs} compile jobs each")
             queue = list(kernels)
             running: list[threading.Thread] = []
             while queue or running:
                 running = [t for t in running if t.is_alive()]
                 while queue and len(running) < par:
-                    # keep room for the measurement; Helion's quick tunes come before deuteron's full tunes
-                    # (without them there is no comparison at all)
+                    # Helion's tunes come before deuteron's full ones: only the measurement's room is kept
                     if not self.fits("helion", "quick", reserve):
                         self.skipped += [f"Helion quick {k}: did not fit the budget" for k in queue]
                         queue = []
                         break
-                    t = threading.Thread(target=self.tune, args=("helion", "quick", queue.pop(0), jobs))
+                    t = threading.Thread(target=self.tune, args=("helion", "quick", queue.pop(0), jobs), daemon=True)
                     t.start()
                     running.append(t)
                 time.sleep(0.2)
+        self.start_server("helion", "quick", kernels)
         if full:
-            print(f"phase 3: deuteron full tunes of {','.join(full)}, one at a time", flush=True)
+            self.say(f"phase 3: deuteron full tunes of {','.join(full)}, one at a time")
         for k in full:
             if self.fits("deuteron", "full", reserve):
                 self.tune("deuteron", "full", k)
             else:
                 self.skipped.append(f"deuteron full {k}: did not fit the budget")
+        self.start_server("deuteron", "full", kernels)
 
     def serve(self, impl: str, effort: str, kernels: list[str]):
         """Start one measuring process; its tuned configs are the per-kernel caches, merged."""
         merged = self.cache(impl, effort, None)
         shutil.rmtree(merged, ignore_errors=True)
-        sub = "helion" if impl == "helion" else "deuteron/configs"
+        sub = _CONFIGS[impl]
         (merged / sub).mkdir(parents=True)
         for k in kernels:
             for f in (self.cache(impl, effort, k) / sub).glob("*"):
                 if f.is_file():
                     shutil.copy2(f, merged / sub / f.name)
+        self.copied[(impl, effort)] = _entries(merged / sub)
         env = self.env(impl, effort, merged)
         if impl == "helion":
             env["HELION_ASSERT_CACHE_HIT"] = "1"
         p = subprocess.Popen(self.argv(impl, effort, "--serve", "--only", ",".join(kernels)), env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             cwd=str(ROOT), bufsize=1)
+                             cwd=str(ROOT), bufsize=1, start_new_session=True)
         errs: list[str] = []
         threading.Thread(target=lambda: errs.extend(p.stderr), daemon=True).start()
         return p, _reader(p), errs
 
+    def start_server(self, impl: str, effort: str, kernels: list[str]):
+        ks = [k for k in kernels if self.tunes.get((impl, effort, k), {}).get("ok")]
+        if ks:
+            self.servers[(impl, effort)] = (ks, *self.serve(impl, effort, ks))
+
     def phase_measure(self, kernels: list[str]) -> dict:
-        groups = {}
-        for impl, effort in (("helion", "quick"), ("deuteron", "quick"), ("deuteron", "full")):
-            ks = [k for k in kernels if self.tunes.get((impl, effort, k), {}).get("ok")]
-            if ks:
-                groups[(impl, effort)] = ks
-        print(f"phase 4: timing, {self.ns.rounds} interleaved rounds: "
-              + "; ".join(f"{i} {e}: {','.join(ks)}" for (i, e), ks in groups.items()), flush=True)
-        procs, ready, times = {}, {}, {}
-        for g, ks in groups.items():
-            procs[g] = self.serve(*g, ks)
+        groups = {g: v[0] for g, v in self.servers.items()}
+        procs = {g: v[1:] for g, v in self.servers.items()}
+        self.say(f"phase 4: timing, {self.ns.rounds} interleaved rounds: "
+                 + "; ".join(f"{i} {e}: {','.join(ks)}" for (i, e), ks in groups.items()))
+        ready, times = {}, {}
         for g, (_, q, errs) in procs.items():
             line = _readline(q, max(5.0, self.left()))
             ready[g] = json.loads(line[6:]) if line and line.startswith("READY ") else \
@@ -534,9 +581,28 @@ class Run:
                 p.stdin.flush()
                 p.wait(timeout=20)
             except Exception:
-                p.kill()
+                pass
+            _kill_group(p)
+            # a timing process that found no tuned config would have tuned again and written a new entry
+            new = _entries(self.cache(*g, None) / _CONFIGS[g[0]]) - self.copied[g]
+            ready[g]["_cache"] = "hit" if not new else f"miss: {len(new)} new entries (tuned again)"
             self.write_log(f"serve {g[0]} {g[1]}", json.dumps(ready[g]) + "\n" + "".join(errs))
         return {"ready": ready, "times": times}
+
+
+def _kill_group(p: subprocess.Popen):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+#: where each implementation keeps its tuned configs, under the cache folder its processes get
+_CONFIGS = {"helion": "helion", "deuteron": "deuteron/configs"}
+
+
+def _entries(folder: Path) -> set:
+    return {f.name for f in folder.glob("*") if f.is_file() and not f.name.startswith(".")}
 
 
 def _text(b) -> str:
@@ -613,10 +679,14 @@ def table(rows: list[dict], env: str, skipped: list[str], parallel: int) -> str:
         lines.append(f"Geomean Helion/deuteron over the {len(ratios)} kernels both ran correctly: **{g:.2f}x**.")
     else:
         lines.append("No kernel ran correctly on both: no geomean.")
+    winners = [f"- {r['kernel']}: " + "; ".join(f"{n} `{c}`" for n, c in r["configs"].items())
+               for r in rows if r.get("configs")]
+    if winners:
+        lines += ["", "Configs chosen:", ""] + winners
     lines += ["", f"Helion's tunes ran {parallel} at a time (their tuning wall times are upper bounds); deuteron's "
               "one at a time. Each ms is the median over the interleaved rounds of do_bench medians."]
     if skipped:
-        lines += ["", "Not run: " + "; ".join(skipped) + "."]
+        lines += ["", "Not run, or to note: " + "; ".join(skipped) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -645,7 +715,9 @@ def collect(run: Run, kernels: list[str], m: dict) -> list[dict]:
         rows.append({"kernel": k, "shape": CASES[k][2], "helion_ms": hm, "deuteron_ms": dm, "full_ms": fm,
                      "ratio": hm / dm if hm and dm else None, "helion_tune_s": h.get("tune_s"),
                      "deuteron_tune_s": d.get("tune_s"), "full_tune_s": f.get("tune_s"),
-                     "checks": f"Helion {_checks(h, hr)}, deuteron {_checks(d, dr)}"})
+                     "checks": f"Helion {_checks(h, hr)}, deuteron {_checks(d, dr)}",
+                     "configs": {n: r["config"] for n, r in (("Helion", h), ("deuteron quick", d), ("deuteron full", f))
+                                 if r.get("config")}})
     return rows
 
 
@@ -693,9 +765,20 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run = Run(ns, out)
     t0 = time.time()
+    m: dict = {"ready": {}, "times": {}}
+
+    def stop(signum, frame):  # `timeout` stopping this run: report what was measured
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     try:
         run.phase_tunes(kernels, full)
         m = run.phase_measure(kernels)
+        run.skipped += [f"{g[0]} {g[1]}'s timing process: {r['_cache']}" for g, r in m["ready"].items()
+                        if r.get("_cache", "hit") != "hit"]
+    except KeyboardInterrupt:
+        run.skipped.append(f"the run was stopped after {time.time() - t0:.0f} s (what it had measured is above)")
+        for p in [v[1] for v in run.servers.values()] + list(run.running):
+            _kill_group(p)
     finally:
         shutil.rmtree(run.work, ignore_errors=True)
     rows = collect(run, kernels, m)

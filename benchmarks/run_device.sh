@@ -90,27 +90,36 @@ for part in "$@"; do
     deuteron)
       timeout 270 python3 benchmarks/deuteron_bench.py --out "$R" --budget 230 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
     helion)
-      # issue 25 in one call (carry .whl and .ext/helion; ~9 min): Helion 1.4.0 (its wheels in .whl/helion,
+      # issue 25 in one call of ~9 min (carry .whl and .ext/helion): Helion 1.4.0 (its wheels in .whl/helion,
       # installed into /tmp/helion-site, which only Helion's processes see) against deuteron on Helion's own
-      # example files at ef091f41 (.ext/helion/examples), unmodified: quick tunes from empty caches (Helion's
-      # HELION_PAR at a time), deuteron's full tunes that fit, then both timed in interleaved rounds
-      # (benchmarks/helion_vs_deuteron.py); then benchmarks/deuteron_bench.py (deuteron against hand-written newt
-      # and Triton) in the time left. HELION_ARGS adds arguments (e.g. "--smoke --only add" on a CPU)
+      # example files at ef091f41 (.ext/helion/examples), unmodified: deuteron's quick tunes from empty caches
+      # one at a time, Helion's HELION_PAR at a time, deuteron's full tunes that fit, then both timed in
+      # interleaved rounds (benchmarks/helion_vs_deuteron.py, one deadline over its phases); then
+      # benchmarks/deuteron_bench.py (deuteron against hand-written newt and Triton) if 80 s are left, else
+      # it needs its own call (the `deuteron` case). HELION_ONLY picks kernels; HELION_ARGS adds arguments
       HT0=$(date +%s); HEND=$(( HT0 + ${HELION_CASE_T:-555} ))
       rm -rf /tmp/helion-site
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
         "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
-      PYTHONPATH=/tmp/helion-site python3 -c "import helion, filecheck; print('helion', helion.__version__, helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
-      timeout ${HELION_T:-410} python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
-        --helion-site /tmp/helion-site --out "$R/helion" --budget $(( ${HELION_T:-410} - 15 )) --parallel ${HELION_PAR:-4} \
+      PYTHONPATH=/tmp/helion-site python3 -c "import importlib.metadata as m, helion, filecheck; print('helion', m.version('helion'), helion.__file__)" 2>&1 | tail -2 | tee -a "$R/env.txt"
+      # the GPU's load every 2 s (how busy the parallel Helion tunes kept it): helion_gpu.csv
+      nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 2000 \
+        > "$R/helion_gpu.csv" 2>/dev/null & SMI=$!
+      HT=$(( HEND - $(date +%s) - ${HELION_DBENCH_T:-0} ))
+      timeout $HT python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
+        --helion-site /tmp/helion-site --out "$R/helion" --budget $(( HT - 15 )) --parallel ${HELION_PAR:-4} \
         ${HELION_ONLY:+--only "$HELION_ONLY"} ${HELION_ARGS:-} > "$R/helion.log" 2>&1
-      echo "helion_vs_deuteron.py exit $?"; tail -32 "$R/helion.log"
+      echo "helion_vs_deuteron.py exit $? (given ${HT} s)"; kill $SMI 2>/dev/null
+      grep -E "^(phase|  tuned)" "$R/helion.log"
+      cat "$R/helion/helion_vs_deuteron.md" 2>/dev/null || tail -30 "$R/helion.log"
       DT=$(( HEND - $(date +%s) ))
-      if [ "$DT" -gt 60 ]; then
-        timeout $DT python3 benchmarks/deuteron_bench.py --out "$R/helion_dbench" > "$R/helion_dbench.log" 2>&1
-        echo "deuteron_bench.py exit $? (given ${DT} s)"; grep -A8 "^| kernel" "$R/helion_dbench.log" | tail -9
+      # deuteron_bench.py took 110 s with its matmul full tune (H200, 2026-12-02), ~60 s without
+      if [ "$DT" -ge 80 ]; then
+        DFULL=""; [ "$DT" -ge 150 ] && DFULL="--full matmul"
+        timeout $DT python3 benchmarks/deuteron_bench.py --out "$R/helion_dbench" $DFULL > "$R/helion_dbench.log" 2>&1
+        echo "deuteron_bench.py $DFULL exit $? (given ${DT} s)"; grep -A8 "^| kernel" "$R/helion_dbench.log" | tail -9
       else
-        echo "deuteron_bench.py: no time left (${DT} s)"
+        echo "deuteron_bench.py: not run, ${DT} s left (run the deuteron case in a call of its own)"
       fi ;;
     tune)
       # the tuning executor (benchmarks/autotune_scaling.md): deuteron quick tunes from scratch, the one-GPU
