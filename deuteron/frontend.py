@@ -174,7 +174,7 @@ class LaunchShapes:
     ``out = torch.empty_like(x)``, module constants): what ``deuteron.shape_check`` asks in its concrete mode."""
 
     def __init__(self, what: str, facts: dict, st: KernelStructure, index, static_shapes: bool = True):
-        from newt.frontend.hostvalues import HostEval
+        from newt.frontend import HostEval
         self.what, self.facts, self.st, self.static = what, facts, st, static_shapes
         self._unpacked = {}  # m -> (x, 0) for `m, n = x.shape` in the kernel's host code
         for stmt in st._host_stmts(st.fdef.body):
@@ -273,7 +273,7 @@ def launch_shapes(scan, fdef: ast.FunctionDef, st: KernelStructure) -> list:
     ``run_example(kernel, ref, (x, y))`` and ``newt.harness`` examples, each tensor followed through the host
     code's assignments to its constructor (``torch.randn([m, k], dtype=torch.float16)``) and each size to a
     literal (a module constant, the argument of ``check(1024, 1024)``)."""
-    from newt.frontend.hostvalues import HostEval, TensorFact, call_launches, example_launches, host_index
+    from newt.frontend import HostEval, TensorFact, call_launches, example_launches, host_index
     text = scan.src.text
     tree = scan.__dict__.get("_dt_tree")
     if tree is None:
@@ -364,7 +364,7 @@ class _BranchAware:
 
 
 def _as_call_launch(ex):
-    from newt.frontend.hostvalues import CallLaunch
+    from newt.frontend import CallLaunch
     return CallLaunch(ex.node, list(ex.node.args), {k.arg: k.value for k in ex.node.keywords if k.arg}, ex.what)
 
 

@@ -10,6 +10,17 @@ from newt.diagnostics import CODES, CompilationError, Diagnostic, Severity, Span
 from . import rules  # noqa: F401  (the type rules of the nl.* builtins register into ops.RULES)
 from .analyzer import AnalysisCache, Analyzer, analyze_source  # noqa: F401
 from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_specialization  # noqa: F401
+
+# the host side of a file (launches, their tensors' shapes and dtypes, followed through the host code without
+# running it): what other kernel kinds (deuteron) read for checks with the file's own shapes
+from .hostvalues import (  # noqa: F401
+    CallLaunch,
+    HostEval,
+    TensorFact,
+    call_launches,
+    example_launches,
+    host_index,
+)
 from .kinds import (  # noqa: F401
     load_installed_kinds,
     register_kernel_kind,

@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import P, aligned, f16, f32, ir  # noqa: E402
+from kernels import P, aligned, f16, f32, ir
 
-from newt.backend.cuda import compile_cuda, generate_cuda  # noqa: E402
+from newt.backend.cuda import compile_cuda, generate_cuda
 
 SRC = textwrap.dedent('''
     import newt
@@ -55,7 +55,8 @@ def _sass(tmp_path, nan: bool, target: str) -> str:
     from newt.backend.cuda import sass
     p = tmp_path / "row_max.py"
     p.write_text(SRC)
-    f = ir(str(p), "row_max", dict(x=P(f16), out=P(f32)), dict(BLOCK_M=64, BLOCK_N=64, NAN=nan), aligned("x", "out"), 4, 2)
+    f = ir(str(p), "row_max", dict(x=P(f16), out=P(f32)), dict(BLOCK_M=64, BLOCK_N=64, NAN=nan),
+           aligned("x", "out"), 4, 2)
     b = compile_cuda(generate_cuda(f, target, 4, 2))
     try:
         return sass(b.cubin)
@@ -70,5 +71,5 @@ def test_nan_propagating_max_is_one_instruction_per_pair(tmp_path, target):
     n_nan = len(re.findall(r"\bFMNMX\.NAN\b", nan))
     assert n_plain > 0 and n_nan == n_plain, (n_plain, n_nan)
     assert "FSETP.NAN" not in nan  # no compare-and-select per element
-    count = lambda s: len(re.findall(r"/\*[0-9a-f]{4}\*/", s))  # noqa: E731
+    count = lambda s: len(re.findall(r"/\*[0-9a-f]{4}\*/", s))
     assert count(nan) <= count(plain) + 4, (count(nan), count(plain))
