@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
-import gc
 import importlib
 import inspect
 import logging
@@ -26,6 +24,7 @@ from newt.language import core as lc
 
 from .builder import Builder, Spec
 from .kinds import trusted_roots
+from .parsing import no_gc
 from .semantic import SemError
 from .source import _Q, NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, fast_walk
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
@@ -534,19 +533,6 @@ def _resolve_value(v):
 # ---------------------------------------------------------------------------
 # analysis of a whole file
 # ---------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def no_gc():
-    """The front end allocates many small cyclic objects (IR values and ops); a cyclic GC pass in the
-    middle of an analysis costs more than the analysis.  Collect afterwards instead."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
 
 def failed_kind_analysis(kd: KernelDef, src: SourceFile, e: Exception) -> KernelAnalysis:
     """The result for a kernel whose kind's analyzer raised: one ``N001`` warning."""
