@@ -708,16 +708,20 @@ class ModuleScan:
         order.  Only the statements whose lines name a kernel followed by ``[`` are walked (the lines found by one
         search of the text), and a function's single assignments are read from its statements (not every
         expression node): linear in the file, with a small constant (a 5 MB file of host code spent most of its
-        analysis here)."""
+        analysis here).  A statement whose text names a kernel once, as ``kernel[``, is not walked at all when
+        that name is the launch of a plain statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the
+        walk could find no other launch there."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
-        hits = _hit_lines(self.src.text, kernel_names)
+        text = self.src.text
+        hits, at, words = _kernel_names_in(text, kernel_names)
         if not hits:
             return
+        if not getattr(self.src, "_ascii", False):
+            words = []  # (a name spelled in other characters may be a kernel's once normalized: walk every hit)
         nlines = len(self.src.lines)
         found: list = []
-        calls: list = []
         left, right = bisect.bisect_left, bisect.bisect_right
         for top in body:
             first = getattr(top, "lineno", 1)
@@ -728,23 +732,29 @@ class ModuleScan:
             hi = right(hits, min(last, nlines), lo)
             if lo == hi:
                 continue  # no `kernel[` in this statement: skip the walk
-            local_env = None
-            for part in _parts_with_lines(top, hits[lo:hi]):
-                calls.clear()
-                _launch_calls(part, kernel_names, calls)
+            calls: list = []
+            if words and hi - lo == 1:
+                start = min([d.lineno for d in getattr(top, "decorator_list", ())] + [first])
+                if right(words, last) - left(words, start) == 1:  # the statement names a kernel once: at the hit
+                    direct = _plain_launch(top, hits[lo], at[lo], kernel_names)
+                    if direct is not None:
+                        calls.append(direct)
+            if not calls:
+                for part in _parts_with_lines(top, hits[lo:hi]):
+                    _launch_calls(part, kernel_names, calls)
+                if not calls:
+                    continue
+            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                env_for = self._single_assignments(top)
                 for node in calls:
-                    if local_env is None:
-                        local_env = (self._single_assignments(top)
-                                     if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
-                    if callable(local_env):
-                        used: list = []
-                        for a in node.args:
-                            _names_in(a, used)
-                        for k in node.keywords:
-                            _names_in(k.value, used)
-                        found.append(self._launch_site(node, local_env(used)))
-                    else:
-                        found.append(self._launch_site(node, local_env))
+                    used: list = []
+                    for a in node.args:
+                        _names_in(a, used)
+                    for k in node.keywords:
+                        _names_in(k.value, used)
+                    found.append(self._launch_site(node, env_for(used)))
+            else:
+                found.extend(self._launch_site(node, {}) for node in calls)
         found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
         self.launches.extend(found)
 
@@ -912,27 +922,67 @@ def _names_in(node, out: list) -> None:
                     push(x)
 
 
-def _hit_lines(text: str, kernel_names) -> list[int]:
-    """The (1-based, sorted) lines of ``text`` that name one of ``kernel_names`` followed by ``[`` (on that line:
-    a launch ``kernel[grid](...)``, or an index of a name), found by one search of the whole text.  The word
-    boundary before the name is checked by hand: a pattern that starts with ``\\b`` is searched ten times slower
-    (no match it rejects hides another: a match inside a longer word ends at its ``[``)."""
-    pattern = re.compile("(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")[^\S\r\n]*\[")
+def _kernel_names_in(text: str, kernel_names) -> tuple[list[int], list[int], list[int]]:
+    """Where ``text`` names a kernel, by one search of the whole text: (the sorted lines that name one followed by
+    ``[`` on that line, the column of the first such name on each of them, the line of every name, a line once
+    per name on it).  ``hits`` are the lines of the launches ``kernel[grid](...)`` (and of any index of a kernel's
+    name); ``words`` counts every other mention too (comments and strings included).  The word boundary before
+    a name is checked by hand: a pattern that starts with ``\\b`` is searched ten times slower (and no match it
+    rejects, inside a longer word, hides another: it ends where that word ends)."""
+    pattern = re.compile("(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")(?!\w)")
+    bracket = _BRACKET
     word = _WORD_CHAR
-    out: list[int] = []
+    hits: list[int] = []
+    at: list[int] = []
+    words: list[int] = []
     line, pos = 1, 0
     cr = "\r" in text
     for m in pattern.finditer(text):
         start = m.start()
         if start and word(text, start - 1):
-            continue  # the end of a longer name (``xk0[``)
+            continue  # the end of a longer name (``xk0``)
         # lines end at \r\n, \r or \n, as SourceFile splits them (a match starts at a word character: never
         # between the \r and \n of one line end)
         line += len(_NEWLINE.findall(text, pos, start)) if cr else text.count("\n", pos, start)
         pos = start
-        if not out or out[-1] != line:
-            out.append(line)
-    return out
+        words.append(line)
+        if bracket(text, m.end()) and (not hits or hits[-1] != line):
+            hits.append(line)
+            line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start) if cr else -1) + 1
+            at.append(start - line_start)
+    return hits, at, words
+
+
+_BRACKET = re.compile(r"[^\S\r\n]*\[").match
+_PLAIN = (ast.Expr, ast.Assign, ast.Return)
+
+
+def _plain_launch(top, line: int, col: int, kernel_names):
+    """The launch ``kernel[grid](...)`` whose kernel's name is at (``line``, ``col``), when it is the value of a
+    plain statement (an expression, an assignment, a return) in ``top``, or None (the caller walks ``top``)."""
+    st = top
+    while True:
+        if isinstance(st, _PLAIN):
+            v = st.value
+            if v.__class__ is ast.Call:
+                f = v.func
+                if f.__class__ is ast.Subscript:
+                    n = f.value
+                    if (n.__class__ is ast.Name and n.lineno == line and n.col_offset == col
+                            and n.id in kernel_names):
+                        return v
+            return None
+        inner = None
+        for fld in _BLOCK_FIELDS:
+            for sub in getattr(st, fld, None) or ():
+                lo = getattr(sub, "lineno", None)
+                if lo is not None and lo <= line <= (getattr(sub, "end_lineno", lo) or lo):
+                    if inner is not None:
+                        return None  # (two statements on that line)
+                    inner = sub
+        if inner is None or not isinstance(inner, ast.stmt):
+            return None
+        st = inner
 
 
 _WORD_CHAR = re.compile(r"\w").match
