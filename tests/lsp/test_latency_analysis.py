@@ -258,11 +258,11 @@ def test_host_code_is_neither_walked_nor_evaluated_for_plain_launches(monkeypatc
     the launch scan walks none of them (one search of the text says the statement names a kernel only there),
     evaluates each name a function assigns at most once, and evaluates no torch call (nor raises for one:
     NotStatic was raised ~5 times per launch); the launch's values are what they were."""
-    from newt.frontend import source
+    from newt.frontend import launchscan, source
     from newt.frontend.staticcall import NotStatic
     text = _five_mb(200_000, kernels=4)
     walks = _counting(monkeypatch, source, "fast_walk")  # (what walked a statement's expressions)
-    _counting(monkeypatch, source, "_launch_calls", walks)  # (what walks them now)
+    _counting(monkeypatch, launchscan, "_launch_calls", walks)  # (what walks them now)
     evals = _counting(monkeypatch, source.StaticEval, "_eval")
     raised = [0]
     real_init = NotStatic.__init__
@@ -292,7 +292,7 @@ def _reference_launches(scan):
     header and the nested statements on such lines), each function's assignments read once."""
     import re
 
-    from newt.frontend import source
+    from newt.frontend import launchscan, source
     names = set(scan.kernels)
     if not names:
         return []
@@ -305,7 +305,7 @@ def _reference_launches(scan):
         if not hits:
             continue
         env = None
-        for part in source._parts_with_lines(top, hits):
+        for part in launchscan._parts_with_lines(top, hits):
             for node in source.fast_walk(part):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                         and isinstance(node.func.value, ast.Name) and node.func.value.id in names):
