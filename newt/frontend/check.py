@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
-import gc
 import importlib
 import inspect
 import logging
@@ -26,8 +24,9 @@ from newt.language import core as lc
 
 from .builder import Builder, Spec
 from .kinds import trusted_roots
+from .parsing import no_gc
 from .semantic import SemError
-from .source import _Q, NOT_STATIC, ConfigLit, KernelDef, ModuleScan, SourceFile, fast_walk
+from .source import _Q, NOT_STATIC, ConfigLit, JitName, KernelDef, ModuleScan, SourceFile, fast_walk
 from .values import Const, GlobalEnv, JitRef, JitSource, Opaque, PyFunc, from_python
 
 __all__ = ["build_ir", "build_specialization", "FileAnalysis", "KernelAnalysis", "SpecResult", "StaticEnv",
@@ -423,8 +422,13 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                     f"heuristics set {k!r}, which is not a parameter of {kd.name}",
                                     file=src.path, kernel=kd.name))
 
+    # a launch whose specialization is one already found (most launches of a big file pass the same constexprs)
+    # is not built: the de-duplication below would drop it (its diagnostics are still made)
+    found = {_spec_key(s.constexprs, s.arg_types) for s in specs}
+    agreed_key = _spec_key({}, agreed_types)[1]
+    in_decorators = {c for cfg in kd.configs for c in cfg.kwargs} if kd.autotune is not None else set()
     for ls in launches:
-        vals, origins = {}, {}
+        vals, origins = {}, {}  # origins: the nodes, made spans for a specialization that is kept
         given = set()
         if ls.nargs > len(pnames):
             diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
@@ -435,7 +439,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             given.add(p)
             if p in cx and v is not NOT_STATIC and _literal_ok(v):
                 vals[p] = v
-                origins[p] = src.span(ls.node.args[idx])
+                origins[p] = ls.node.args[idx]
         for k, v in ls.kwargs.items():
             if k in _LAUNCH_OPTIONS and k not in pnames:
                 continue
@@ -451,15 +455,14 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                         f"{k!r} is passed both by position and by keyword", file=src.path,
                                         kernel=kd.name))
             given.add(k)
-            if k in provided_by_decorators and kd.autotune is not None and k in {c for cfg in kd.configs
-                                                                                 for c in cfg.kwargs}:
+            if k in provided_by_decorators and k in in_decorators:
                 diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.kw_nodes[k]),
                                         f"{k!r} is set by the autotune configs and must not be passed at launch",
                                         file=src.path, kernel=kd.name))
                 continue
             if k in cx and v is not NOT_STATIC and _literal_ok(v):
                 vals[k] = v
-                origins[k] = src.span(ls.kw_nodes[k].value)
+                origins[k] = ls.kw_nodes[k].value
         missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
         if kd.autotune is not None and not kd.configs_static:
             missing = []  # the configs come from code we do not run: they may provide any parameter
@@ -472,12 +475,17 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
         nw = ls.kwargs.get("num_warps")
         own = host.own(ls) if host is not None else {}  # this launch's dtypes where they differ from the agreed
         if vals or own:
+            arg_types = {**agreed_types, **host.arg_types(own)} if own else None
+            key = _spec_key(vals, arg_types) if own else (_spec_key(vals, {})[0], agreed_key)
+            if key in found:
+                continue
+            found.add(key)
             what = ", ".join(x for x in (_fmt_cx(vals), host.describe_types(own) if own else "") if x)
             ctx = f"launch at line {ls.node.lineno}: {what}"
             specs.append(Spec(label=f"launch at line {ls.node.lineno} ({what})", constexprs=vals,
-                              num_warps=nw if isinstance(nw, int) else None, origins=origins, context=ctx,
-                              launched=True, arg_types={**agreed_types, **host.arg_types(own)} if own
-                              else dict(agreed_types)))
+                              num_warps=nw if isinstance(nw, int) else None,
+                              origins={p: src.span(n) for p, n in origins.items()}, context=ctx,
+                              launched=True, arg_types=arg_types if own else dict(agreed_types)))
     if not specs and cx:
         dvals = {}
         for p in cx:
@@ -498,8 +506,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
     seen = set()
     out = []
     for s in specs:
-        key = (tuple(sorted((k, repr(v)) for k, v in s.constexprs.items())),
-               tuple(sorted((k, str(t)) for k, t in s.arg_types.items())))
+        key = _spec_key(s.constexprs, s.arg_types)
         if key in seen:
             continue
         seen.add(key)
@@ -507,8 +514,13 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
     return out[:MAX_SPECS]
 
 
+def _spec_key(constexprs: dict, arg_types: dict) -> tuple:
+    """What makes two specializations the same (``discover_specs`` keeps the first)."""
+    return (tuple(sorted((k, repr(v)) for k, v in constexprs.items())),
+            tuple(sorted((k, str(t)) for k, t in arg_types.items())))
+
+
 def _literal_ok(v) -> bool:
-    from .source import JitName
     if isinstance(v, (bool, int, float, str, JitName)) or v is None:
         return True
     if isinstance(v, lc.dtype):
@@ -534,19 +546,6 @@ def _resolve_value(v):
 # ---------------------------------------------------------------------------
 # analysis of a whole file
 # ---------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def no_gc():
-    """The front end allocates many small cyclic objects (IR values and ops); a cyclic GC pass in the
-    middle of an analysis costs more than the analysis.  Collect afterwards instead."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
 
 def failed_kind_analysis(kd: KernelDef, src: SourceFile, e: Exception) -> KernelAnalysis:
     """The result for a kernel whose kind's analyzer raised: one ``N001`` warning."""

@@ -18,6 +18,7 @@ reason says which name.
 from __future__ import annotations
 
 import ast
+import bisect
 import operator
 import re
 from typing import Any
@@ -403,6 +404,12 @@ def _dtype_of(node, look, depth: int = 0):
 _UNBOUND = ast.Constant(value=None)  # a parameter without a default: shadows the module's names, says nothing
 
 
+_FIRST = operator.itemgetter(0)
+#: statements that bind no name ``HostIndex`` records and hold no statement (an assignment is handled before)
+_SIMPLE_STATEMENTS = frozenset({ast.Expr, ast.Return, ast.AugAssign, ast.Pass, ast.Break, ast.Continue, ast.Raise,
+                                ast.Assert, ast.Delete, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal})
+
+
 class HostIndex:
     """Where the host code assigns what, read once per module (statements only, not every expression): a
     launch's arguments are looked up in its scope (the function, lambda's function or module it is in, then
@@ -415,16 +422,28 @@ class HostIndex:
         self.parent: dict = {}  # id(function) -> the function it is nested in (or None)
         self.scopes: dict = {None: {}}  # id(function) or None (the module) -> {name: [(line, value node)]}
         self._visit(body, None)
-        self.funcs.sort(key=lambda f: f.lineno)
+        first = operator.itemgetter(0)
+        self.funcs.sort(key=operator.attrgetter("lineno"))
         self._starts = [f.lineno for f in self.funcs]
         for sc in self.scopes.values():
             for lst in sc.values():
-                lst.sort(key=lambda t: t[0])
+                if len(lst) > 1:
+                    lst.sort(key=first)
         self._owner_cache: dict = {}
 
     def _visit(self, stmts, fn) -> None:
         scope = self.scopes[id(fn) if fn is not None else None]
         for st in stmts:
+            cls = st.__class__
+            if cls is ast.Assign:
+                for t in st.targets:
+                    if t.__class__ is ast.Name:  # (what _bind does with a name, without the call)
+                        scope.setdefault(t.id, []).append((st.lineno, st.value))
+                    else:
+                        self._bind(scope, t, st.value, st.lineno)
+                continue
+            if cls in _SIMPLE_STATEMENTS:
+                continue  # nothing bound, no statement inside
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.funcs.append(st)
                 self.parent[id(st)] = fn
@@ -470,7 +489,6 @@ class HostIndex:
         got = self._owner_cache.get(line, 0)
         if got != 0:
             return got
-        import bisect
         i = bisect.bisect_right(self._starts, line) - 1
         best = None
         while i >= 0:  # the nearest definition above that contains the line; else its parent's chain
@@ -490,12 +508,16 @@ class HostIndex:
 
     def lookup(self, name: str, line: int):
         """The value node last assigned to ``name`` before ``line`` in the scopes around that line, or None."""
-        import bisect
         fn = self.owner(line)
         while True:
             lst = self.scopes[id(fn) if fn is not None else None].get(name)
             if lst:
-                i = bisect.bisect_left(lst, line, key=lambda t: t[0]) - 1
+                if len(lst) < 8:  # (most names are assigned once or twice: no bisection, no key function)
+                    i = len(lst) - 1
+                    while i >= 0 and lst[i][0] >= line:
+                        i -= 1
+                else:
+                    i = bisect.bisect_left(lst, line, key=_FIRST) - 1
                 if i >= 0:
                     v = lst[i][1]
                     return None if v is _UNBOUND else v

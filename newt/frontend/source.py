@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from newt.diagnostics import Span
 
+from . import launchscan
 from .kinds import kind_of_decorator, module_aliases
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery
@@ -122,6 +123,16 @@ _SAFE_BUILTINS = {
 }
 
 
+_LITERAL_NAMES = {"True": True, "False": False, "None": None}
+#: the imported functions ``StaticEval`` calls (besides ``newt.language``'s): any other is not static
+_STATIC_CALLS = frozenset({"newt.Config", "newt.tune.autotuner.Config", "newt.next_power_of_2",
+                           "newt.runtime.next_power_of_2", "newt.cdiv", "newt.language.cdiv", "itertools.product",
+                           "newt.language.constexpr"})
+#: the expressions whose evaluation has no effect and raises nothing but NotStatic
+_PURE_ARGS = frozenset({ast.Name, ast.Constant, ast.Attribute})
+_NO_VALUE = object()  # StaticEval.name_value: the name has no static value
+
+
 def qualname_of(node, aliases: dict[str, str]) -> str | None:
     """``nl.load`` -> ``newt.language.load`` using the file's import aliases."""
     parts = []
@@ -160,6 +171,52 @@ class StaticEval:
         #: configs of both paths (marked ``speculative``), where a plain evaluation gives up
         self.all_paths = all_paths
 
+    def name_value(self, name: str):
+        """What ``name`` is here (the environment, then the module's constants, literals, builtins, simple
+        functions, jit functions, imports), or ``_NO_VALUE``."""
+        if name in self.env:
+            return self.env[name]
+        scan = self.scan
+        if name in scan.constants:
+            return scan.constants[name]
+        if name in _LITERAL_NAMES:
+            return _LITERAL_NAMES[name]
+        if name in _SAFE_BUILTINS and name not in scan.assigned:
+            return _SAFE_BUILTINS[name]
+        if name in scan.simple_functions:
+            return scan.simple_functions[name]
+        kd = scan.kernels.get(name)
+        if kd is not None and kd.kind == "jit":
+            return JitName(name)
+        q = scan.aliases.get(name)
+        if q is not None:
+            return _Q(q)
+        return _NO_VALUE
+
+    def never_static(self, node) -> bool:
+        """Whether ``eval(node)`` surely raises ``NotStatic`` and changes nothing on its way: a call of a method
+        of something that is no import (``x.half()``), or of an imported function ``eval`` does not know
+        (``torch.randn(n, dtype=torch.float16)``) with names, literals and attributes for arguments.  Host code
+        is mostly such calls: deciding it here costs no evaluation and no raised exception."""
+        if node.__class__ is not ast.Call:
+            return False
+        f = node.func
+        if f.__class__ is not ast.Attribute:
+            return False
+        q = qualname_of(f, self.scan.aliases)
+        if q is None:
+            return True  # (eval raises at the callee, before any argument)
+        if q in _STATIC_CALLS or q.startswith("newt.language."):
+            return False
+        pure = _PURE_ARGS
+        for a in node.args:
+            if a.__class__ not in pure:
+                return False
+        for k in node.keywords:
+            if k.arg is None or k.value.__class__ not in pure:
+                return False
+        return True
+
     def eval(self, node):
         self.depth += 1
         try:
@@ -173,23 +230,10 @@ class StaticEval:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            if node.id in self.env:
-                return self.env[node.id]
-            if node.id in self.scan.constants:
-                return self.scan.constants[node.id]
-            if node.id in ("True", "False", "None"):
-                return {"True": True, "False": False, "None": None}[node.id]
-            if node.id in _SAFE_BUILTINS and node.id not in self.scan.assigned:
-                return _SAFE_BUILTINS[node.id]
-            if node.id in self.scan.simple_functions:
-                return self.scan.simple_functions[node.id]
-            kd = self.scan.kernels.get(node.id)
-            if kd is not None and kd.kind == "jit":
-                return JitName(node.id)
-            q = self.scan.aliases.get(node.id)
-            if q is not None:
-                return _Q(q)
-            raise NotStatic(node.id)
+            v = self.name_value(node.id)
+            if v is _NO_VALUE:
+                raise NotStatic(node.id)
+            return v
         if isinstance(node, ast.Attribute):
             q = qualname_of(node, self.scan.aliases)
             if q is not None:
@@ -322,7 +366,7 @@ class StaticEval:
                 kwargs.update(self.eval(k.value))
             else:
                 kwargs[k.arg] = self.eval(k.value)
-        if isinstance(fn, _Q):
+        if isinstance(fn, _Q):  # (the imported functions handled here are _STATIC_CALLS: never_static knows them)
             q = fn.q
             if q in ("newt.Config", "newt.tune.autotuner.Config"):
                 kw = args[0] if args else kwargs.pop("kwargs", {})
@@ -662,35 +706,56 @@ class ModuleScan:
     # -- launches --------------------------------------------------------------
     def _launches(self, body):
         """Every ``kernel[grid](...)`` of the module (module level, ``__main__``, functions, lambdas), in source
-        order.  Only the statements whose lines name a kernel followed by ``[`` are walked, and a function's
-        single assignments are read from its statements (not every expression node): linear in the file, with
-        a small constant (a 5 MB file of host code spent most of its analysis here)."""
+        order.  Only the statements whose lines name a kernel followed by ``[`` are walked (the lines found by one
+        search of the text), and a function's single assignments are read from its statements (not every
+        expression node): linear in the file, with a small constant (a 5 MB file of host code spent most of its
+        analysis here).  A statement whose text names a kernel once, as ``kernel[``, is not walked at all when
+        that name is the launch of a plain statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the
+        walk could find no other launch there."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
-        pattern = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in sorted(kernel_names)) + r")\s*\[")
-        lines = self.src.lines
+        text = self.src.text
+        hits, at, words = launchscan._kernel_names_in(text, kernel_names)
+        if not hits:
+            return
+        if not getattr(self.src, "_ascii", False):
+            words = []  # (a name spelled in other characters may be a kernel's once normalized: walk every hit)
+        nlines = len(self.src.lines)
         found: list = []
+        left, right = bisect.bisect_left, bisect.bisect_right
         for top in body:
             first = getattr(top, "lineno", 1)
+            lo = left(hits, first)
+            if lo == len(hits):
+                break  # no hit below: neither here nor in any later statement
             last = getattr(top, "end_lineno", first) or first
-            hits = [i for i in range(first, min(last, len(lines)) + 1) if pattern.search(lines[i - 1])]
-            if not hits:
+            hi = right(hits, min(last, nlines), lo)
+            if lo == hi:
                 continue  # no `kernel[` in this statement: skip the walk
-            local_env = None
-            for part in _parts_with_lines(top, hits):
-                for node in fast_walk(part):
-                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                            and isinstance(node.func.value, ast.Name) and node.func.value.id in kernel_names):
-                        if local_env is None:
-                            local_env = (self._single_assignments(top)
-                                         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
-                        if callable(local_env):
-                            used = [x.id for a in [*node.args, *(k.value for k in node.keywords)]
-                                    for x in fast_walk(a) if isinstance(x, ast.Name)]
-                            found.append(self._launch_site(node, local_env(used)))
-                        else:
-                            found.append(self._launch_site(node, local_env))
+            calls: list = []
+            if words and hi - lo == 1:
+                start = min([d.lineno for d in getattr(top, "decorator_list", ())] + [first])
+                if right(words, last) - left(words, start) == 1:  # the statement names a kernel once: at the hit
+                    direct = launchscan._plain_launch(top, hits[lo], at[lo], kernel_names)
+                    if direct is not None:
+                        calls.append(direct)
+            if not calls:
+                for part in launchscan._parts_with_lines(top, hits[lo:hi]):
+                    launchscan._launch_calls(part, kernel_names, calls)
+                if not calls:
+                    continue
+            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                env_for = self._single_assignments(top)
+                for node in calls:
+                    used: list = []
+                    for a in node.args:
+                        launchscan._names_in(a, used)
+                    for k in node.keywords:
+                        launchscan._names_in(k.value, used)
+                    found.append(self._launch_site(node, env_for(used)))
+            else:
+                found.extend(self._launch_site(node, {}) for node in calls)
         found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
         self.launches.extend(found)
 
@@ -698,6 +763,17 @@ class ModuleScan:
         ev = StaticEval(self, local_env)
         args = []
         for a in node.args:
+            cls = a.__class__
+            if cls is ast.Constant:  # (what eval gives, without its calls: most arguments are names and literals)
+                args.append(a.value)
+                continue
+            if cls is ast.Name:
+                v = ev.name_value(a.id)
+                args.append(_NOT_STATIC if v is _NO_VALUE else v)
+                continue
+            if ev.never_static(a):
+                args.append(_NOT_STATIC)
+                continue
             try:
                 args.append(ev.eval(a))
             except Exception:
@@ -716,24 +792,37 @@ class ModuleScan:
     def _single_assignments(self, fdef):
         """The static values of the names ``fdef`` assigns once, as a function of the names a launch uses:
         only those (and what their values use) are evaluated (a host function's other assignments, its
-        ``torch.randn(...)`` calls, are never tried)."""
+        ``torch.randn(...)`` calls, are never tried).  Each is evaluated at most once per function, by one
+        evaluator whose environment grows."""
         counts: dict[str, int] = {}
         values: dict[str, ast.AST] = {}
-        for node in _statements(fdef):  # assignments, for and with are statements: no expression is visited
-            if isinstance(node, ast.Assign):
+        Name, Assign = ast.Name, ast.Assign
+        stack = [fdef]
+        while stack:  # fdef and every statement nested in it (``_statements``): no expression is visited
+            node = stack.pop()
+            cls = node.__class__
+            if cls is Assign:
                 for t in node.targets:
-                    for n in fast_walk(t):
-                        if isinstance(n, ast.Name):
-                            counts[n.id] = counts.get(n.id, 0) + 1
-                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    if t.__class__ is Name:
+                        counts[t.id] = counts.get(t.id, 0) + 1
+                    else:
+                        for n in fast_walk(t):
+                            if isinstance(n, Name):
+                                counts[n.id] = counts.get(n.id, 0) + 1
+                if len(node.targets) == 1 and node.targets[0].__class__ is Name:
                     values[node.targets[0].id] = node.value
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                continue  # (no nested statements)
+            if cls in launchscan._OTHER_BINDINGS:
                 tgts = [getattr(node, "target", None)] + [it.optional_vars for it in getattr(node, "items", ())]
                 for tgt in tgts:
                     if tgt is not None:
                         for n in fast_walk(tgt):
-                            if isinstance(n, ast.Name):
+                            if isinstance(n, Name):
                                 counts[n.id] = counts.get(n.id, 2) + 2
+            for f in launchscan._BLOCK_FIELDS:
+                sub = getattr(node, f, None)
+                if sub.__class__ is list:
+                    stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
         for a in fdef.args.args + fdef.args.kwonlyargs:
             counts[a.arg] = 99
         ev = StaticEval(self, {})  # one evaluator whose environment grows (not a copy of it per assignment)
@@ -748,9 +837,11 @@ class ModuleScan:
                 if n in need or n in tried or counts.get(n) != 1 or n not in values:
                     continue
                 need.add(n)
-                todo.extend(x.id for x in fast_walk(values[n]) if isinstance(x, ast.Name))
+                launchscan._names_in(values[n], todo)
             for n in sorted(need, key=order.__getitem__):
                 tried.add(n)
+                if ev.never_static(values[n]):
+                    continue  # (what the evaluation would have said, at no cost)
                 try:
                     ev.env[n] = ev.eval(values[n])
                 except Exception:
@@ -758,52 +849,6 @@ class ModuleScan:
             return ev.env
 
         return env_for
-
-
-_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _statements(node):
-    """``node`` and every statement (and except handler, match case) nested in it, in no particular order."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        for f in _BLOCK_FIELDS:
-            sub = getattr(n, f, None)
-            if sub.__class__ is list:
-                stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
-
-
-def _parts_with_lines(top, hits: list):
-    """The pieces of statement ``top`` to walk for expressions on the ``hits`` lines: a simple statement
-    whole; of a compound one, its own expressions (header, decorators: everything but its nested blocks) and
-    the nested statements that contain a hit."""
-    todo = [top]
-    while todo:
-        st = todo.pop()
-        blocks = [getattr(st, f, None) for f in _BLOCK_FIELDS]
-        blocks = [b for b in blocks if b.__class__ is list and b]
-        if not blocks:
-            yield st
-            continue
-        for f in st._fields:
-            if f in _BLOCK_FIELDS:
-                continue
-            v = getattr(st, f, None)
-            for x in (v if v.__class__ is list else [v]):
-                if isinstance(x, ast.AST):
-                    yield x
-        for b in blocks:
-            for sub in b or ():
-                lo = getattr(sub, "lineno", None)
-                hi = getattr(sub, "end_lineno", lo)
-                if lo is None:  # a match case: its pattern and guard have lines, the case does not
-                    todo.append(sub)
-                    continue
-                i = bisect.bisect_left(hits, lo)
-                if i < len(hits) and hits[i] <= (hi or lo):
-                    todo.append(sub)
 
 
 class _NotStaticMarker:

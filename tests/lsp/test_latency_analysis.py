@@ -190,7 +190,8 @@ def test_a_5mb_file_gets_its_first_diagnostics_in_seconds():
     """Issue 22 item 6: the launch dtypes cost kernels x file size (2.3 MB: 146 s to the first diagnostics,
     5 MB: none in 3 minutes).  Now one linear pass: the target is under 5 s on an idle machine; this machine
     is shared by many processes, so the budget is also relative to what ``ast.parse`` of the same text takes
-    here (the analysis costs a few parses, where the old one cost ~600)."""
+    here: the analysis (its own parse with the collector paused included) takes 0.5-0.8 times that parse, with
+    the collector running as ``ast.parse`` runs it (it took ~1.7 times; the old one ~600)."""
     import time
     text = _five_mb()
     assert len(text) >= 5_000_000
@@ -201,7 +202,213 @@ def test_a_5mb_file_gets_its_first_diagnostics_in_seconds():
     a = analyze(text, "file:///five_mb.py", 1)
     diags = lsp_diagnostics(a)
     took = time.perf_counter() - t0
-    assert took < 5.0 or took < 4 * parse + 5.0, (took, parse)
+    assert took < 5.0 or took < 1.3 * parse + 1.0, (took, parse)
     n021 = [d for d in diags if d.code == "N021"]
     assert len(n021) == 1 and "k0" in (n021[0].data or {}).get("kernel", "") and "*fp16" in n021[0].message
     assert len(a.file.scan.launches) > 30_000
+
+
+# ---------------------------------------------------------------------------
+# what made the 5 MB file's analysis cost a few parses, pinned by what it does (issue 22, item 6)
+# ---------------------------------------------------------------------------
+
+
+def test_what_an_analysis_keeps_joins_the_oldest_generation():
+    """The collector is paused during an analysis; its result then joined the youngest generation, and the first
+    allocation after it traversed all of it (a 5 MB file: ~3 million objects, 1.2 s).  Now it is the oldest
+    generation's at once; and a process that froze objects of its own (the language server's engines) keeps them
+    frozen."""
+    import gc
+
+    from newt.frontend import analyze_source
+    text = _five_mb(60_000, kernels=3)
+    gc.collect()
+    assert gc.isenabled()
+    fa = analyze_source(text, "g.py")
+    tree = fa.scan.tree
+    assert gc.isenabled()
+    assert any(o is tree for o in gc.get_objects(generation=2))
+    assert gc.get_count()[0] < 1000, gc.get_count()  # (the analysis' allocations are no young generation's)
+    del fa, tree
+    frozen = [object() for _ in range(3)] + [[1], [2]]
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        analyze_source(text, "g.py")
+        assert gc.get_freeze_count() == before and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    del frozen
+
+
+def _counting(monkeypatch, module, name, counter=None):
+    counter = counter or [0]
+    real = getattr(module, name)
+
+    def wrapper(*args, **kw):
+        counter[0] += 1
+        return real(*args, **kw)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return counter
+
+
+def test_host_code_is_neither_walked_nor_evaluated_for_plain_launches(monkeypatch):
+    """Each host function of the 5 MB file launches a kernel as a plain statement, with tensors from torch calls:
+    the launch scan walks none of them (one search of the text says the statement names a kernel only there),
+    evaluates each name a function assigns at most once, and evaluates no torch call (nor raises for one:
+    NotStatic was raised ~5 times per launch); the launch's values are what they were."""
+    from newt.frontend import launchscan, source
+    from newt.frontend.staticcall import NotStatic
+    text = _five_mb(200_000, kernels=4)
+    walks = _counting(monkeypatch, source, "fast_walk")  # (what walked a statement's expressions)
+    _counting(monkeypatch, launchscan, "_launch_calls", walks)  # (what walks them now)
+    evals = _counting(monkeypatch, source.StaticEval, "_eval")
+    raised = [0]
+    real_init = NotStatic.__init__
+
+    def init(self, *a):
+        raised[0] += 1
+        real_init(self, *a)
+
+    monkeypatch.setattr(NotStatic, "__init__", init)
+    src = source.SourceFile(text, "p.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    n = len(scan.launches)
+    assert n > 1000 and walks[0] == 0
+    assert evals[0] <= n, (evals[0], n)  # the literal BLOCK=128 of each launch, nothing else
+    assert raised[0] == 0
+    ls = scan.launches[0]
+    assert ls.args == [source.NOT_STATIC] * 3 and ls.kwargs == {"BLOCK": 128}
+    # a launch where a plain statement's value is not: the statement is walked
+    text2 = text + "\ndef other(x):\n    for _ in k1[(1,)](x, x, 4, BLOCK=64):\n        pass\n"
+    src = source.SourceFile(text2, "p.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    assert walks[0] > 0 and scan.launches[-1].kwargs == {"BLOCK": 64} and len(scan.launches) == n + 1
+
+
+def _reference_launches(scan):
+    """The launch scan as it was: every statement with a line naming a kernel followed by ``[`` walked whole (its
+    header and the nested statements on such lines), each function's assignments read once."""
+    import re
+
+    from newt.frontend import launchscan, source
+    names = set(scan.kernels)
+    if not names:
+        return []
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(names)) + r")\s*\[")
+    lines = scan.src.lines
+    found = []
+    for top in scan.body:
+        last = min(top.end_lineno or top.lineno, len(lines))
+        hits = [i for i in range(top.lineno, last + 1) if pattern.search(lines[i - 1])]
+        if not hits:
+            continue
+        env = None
+        for part in launchscan._parts_with_lines(top, hits):
+            for node in source.fast_walk(part):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id in names):
+                    if env is None:
+                        env = (scan._single_assignments(top)
+                               if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else {})
+                    if callable(env):
+                        used = [x.id for a in [*node.args, *(k.value for k in node.keywords)]
+                                for x in source.fast_walk(a) if isinstance(x, ast.Name)]
+                        found.append(scan._launch_site(node, env(used)))
+                    else:
+                        found.append(scan._launch_site(node, env))
+    found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
+    return found
+
+
+def _random_host(rng: random.Random) -> str:
+    """A file of kernels and random host code launching them in many forms (plain statements, assignments,
+    returns, headers, lambdas, nested functions, two on a line, names that contain a kernel's, comments)."""
+    ks = [f"k{i}" for i in range(rng.choice([1, 2, 11]))]
+    out = ["import newt\nimport newt.language as nl\nimport torch\n"]
+    out += [f"\n@newt.jit\ndef {k}(x_ptr, y_ptr, n, BLOCK: nl.constexpr):\n    pass\n" for k in ks]
+    out.append("\nC = 16\n\ndef helper(a, b=2):\n    return a * b\n")
+    names = ["a", "b", "n", "x", "y"]
+
+    def expr(d=0):
+        c = rng.random()
+        if d > 1 or c < 0.35:
+            return rng.choice(names + ["C", "1", "128", "True"])
+        return rng.choice([f"{expr(d + 1)} * {expr(d + 1)}", f"helper({expr(d + 1)})", f"{rng.choice(names)}.half()",
+                           f"torch.randn({expr(d + 1)}, dtype=torch.float16)", f"newt.cdiv({expr(d + 1)}, 4)",
+                           f"[i for i in range({rng.randint(0, 3)})]", f"x{rng.choice(ks)}[0]"])
+
+    def launch(ind):
+        k = rng.choice(ks)
+        inner = ", ".join([expr() for _ in range(rng.randint(0, 4))]
+                          + [f"{kw}={expr()}" for kw in rng.sample(["BLOCK", "n", "num_warps"], rng.randint(0, 2))])
+        return rng.choice([f"{k}[(g,)]({inner})", f"y = {k}[(g,)]({inner})", f"return {k} [(g,)]({inner})",
+                           f"for _ in {k}[(g,)]({inner}): pass", f"run(lambda: {k}[(g,)]({inner}))",
+                           f"x = 1; {k}[(g,)]({inner})  # {rng.choice(ks)}[", f"({k})[(g,)]({inner})",
+                           f"f({k}[(g,)]({inner}), {rng.choice(ks)}[1](a))", f"z = {k}[(g,)]"])
+
+    def block(ind, depth):
+        lines = []
+        for _ in range(rng.randint(1, 5)):
+            c = rng.random()
+            if c < 0.3:
+                lines.append(f"{ind}{rng.choice(names)} = {expr()}")
+            elif c < 0.38:
+                lines.append(f"{ind}{rng.choice(names)} += 1")
+            elif c < 0.65:
+                lines.append(f"{ind}{launch(ind)}")
+            elif c < 0.75 and depth < 2:
+                lines += [f"{ind}if {expr()}:"] + block(ind + "    ", depth + 1)
+            elif c < 0.82 and depth < 2:
+                lines += [f"{ind}for {rng.choice(names)} in range(3):"] + block(ind + "    ", depth + 1)
+            elif c < 0.88 and depth < 2:
+                lines += [f"{ind}def inner({rng.choice(names)}):"] + block(ind + "    ", depth + 1)
+            else:
+                lines.append(f"{ind}pass")
+        return lines
+
+    for f in range(rng.randint(1, 8)):
+        if rng.random() < 0.75:
+            deco = rng.choice(["", "", f"@deco({rng.choice(ks)})\n"])
+            out.append(f"\n{deco}def host_{f}(a, n=4):\n" + "\n".join(block("    ", 1)) + "\n")
+        else:
+            out.append("\n" + "\n".join(block("", 1)) + "\n")
+    text = "".join(out)
+    return text.replace("\n", "\r\n") if rng.random() < 0.1 else text
+
+
+def test_the_launch_scan_finds_what_a_walk_of_every_hit_statement_finds():
+    """Random host code (launch forms the plain-statement shortcut takes and those it leaves to the walk): the
+    same launches, with the same values, as the scan that walked every statement naming a kernel."""
+    import re
+
+    from newt.frontend import source
+    rng = random.Random(22)
+    checked = 0
+    for _ in range(150):
+        text = _random_host(rng)
+        src = source.SourceFile(text, "r.py")
+        chunks, _diags = source.parse_with_recovery(src)
+        scan = source.ModuleScan(src, chunks)
+
+        def dump(launches):
+            return [(ls.kernel, ls.node.lineno, ls.node.col_offset, re.sub(" at 0x[0-9a-f]+", "", repr(ls.args)),
+                     re.sub(" at 0x[0-9a-f]+", "", repr(ls.kwargs)), ls.nargs) for ls in launches]
+        assert dump(scan.launches) == dump(_reference_launches(scan)), text
+        checked += len(scan.launches)
+    assert checked > 500
+
+
+def test_a_launch_repeated_a_thousand_times_makes_one_specialization(monkeypatch):
+    """``discover_specs`` built a specialization (spans, label, context) for every launch with constexprs, then
+    dropped the repeats: a kernel launched 1,000 times with BLOCK=128 makes one."""
+    from newt.frontend import check
+    text = _five_mb(160_000, kernels=1)
+    made = _counting(monkeypatch, check, "Spec")
+    a = analyze(text, "file:///specs.py", 1)
+    ka = a.file.kernels[0]
+    assert len(a.file.scan.launches) > 1000
+    first = a.file.scan.launches[0].node.lineno
+    assert [r.spec.label for r in ka.results][1:] == [f"launch at line {first} (BLOCK=128)"]
+    assert made[0] == 1, made[0]
