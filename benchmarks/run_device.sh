@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|tune|lsp|tutorials|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|dtattn|tune|lsp|tutorials|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -89,6 +89,21 @@ for part in "$@"; do
       timeout 60 python3 benchmarks/launch_overhead.py --out "$R" 2>&1 | tee "$R/overhead.log" | tail -15 ;;
     deuteron)
       timeout 270 python3 benchmarks/deuteron_bench.py --out "$R" --budget 230 2>&1 | tail -60 > "$R/deuteron.log"; tail -30 "$R/deuteron.log" ;;
+    dtattn)
+      # issue 25 (~6 min; carry .whl and .ext/helion): deuteron's attention -- its own example and Helion's
+      # examples/attention.py through the drop-in -- at pinned configs against hand-written newt in one process
+      # (benchmarks/dtattn_configs.py), then deuteron_bench.py's attention cell alone (quick tune, vs newt and
+      # Triton), then Helion's quick tune against deuteron's on Helion's attention example only
+      timeout 150 python3 benchmarks/dtattn_configs.py --helion-examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
+        > "$R/dtattn_configs.log" 2>&1; echo "dtattn_configs.py exit $?"; tail -40 "$R/dtattn_configs.log"
+      timeout 100 python3 benchmarks/deuteron_bench.py --out "$R/dtattn_bench" --only attention --budget 80 \
+        > "$R/dtattn_bench.log" 2>&1; echo "deuteron_bench.py exit $?"; grep -A3 "^| kernel" "$R/dtattn_bench.log" | head -4
+      rm -rf /tmp/helion-site
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
+        "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || echo "Helion's wheels did not install"
+      timeout 230 python3 benchmarks/helion_vs_deuteron.py --examples "${HELION_EXAMPLES:-.ext/helion/examples}" \
+        --helion-site /tmp/helion-site --out "$R/dtattn_helion" --budget 215 --only attention --full "" \
+        > "$R/dtattn_helion.log" 2>&1; echo "helion_vs_deuteron.py exit $?"; tail -20 "$R/dtattn_helion.log" ;;
     helion)
       # issue 25 in one call of ~9 min (carry .whl and .ext/helion): Helion 1.4.0 (its wheels in .whl/helion,
       # installed into /tmp/helion-site, which only Helion's processes see) against deuteron on Helion's own

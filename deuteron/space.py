@@ -18,10 +18,11 @@ __all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loop
 
 #: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default, the
 #: compiler's choice).  newt honors ``nl.range(loop_unroll_factor=)`` (a ``#pragma unroll`` on the loop in the
-#: CUDA source).  Not searched, because newt's code generator ignores them and every value would compile to
-#: the same cubin: ``range_num_stages`` (newt's software pipeliner uses the kernel's ``num_stages`` for every
-#: loop), ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing`` (pointer
-#: arithmetic always).
+#: CUDA source).  Not searched: ``range_num_stages`` (newt's pipeliner honors a loop's own depth, but with one
+#: tile loop -- matmul, attention -- ``range_num_stages=[s]`` is the very cubin of ``num_stages=s``, which the
+#: space already searches), and, because newt's code generator ignores them and every value would compile to
+#: the same cubin, ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing``
+#: (pointer arithmetic always).
 RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
 #: the register caps the wide space tries (newt's ``maxnreg``; 0: none, the compiler's choice under
 #: ``__launch_bounds__``): fewer registers for more resident warps, or fewer spills forced elsewhere

@@ -4,7 +4,7 @@ whole dimensions can be rolled into loops) and the checks only a whole program a
 from __future__ import annotations
 
 from .errors import JaggedTile
-from .optable import ALONG, CREATES, MEMORY, has
+from .optable import ALONG, BOUND, CREATES, ELEMENTWISE, MEMORY, PURE, has
 from .program import IfStmt, LoopStmt, Node, Program, RInfo
 from .trace_common import _all_nodes, _all_structured, _dims_text
 
@@ -14,9 +14,11 @@ __all__ = ["finalize"]
 def finalize(prog: Program, rdim_slots) -> None:
     """After tracing: users of each node, which whole dimensions can be looped over (and their config slots),
     the jagged tiles' rule, tiles without a block size fixed to 1."""
+    _hoist_invariants(prog.body)
     for n, _blk in _all_nodes(prog.body):
         for o in n.operands():
             o.users.append(n)
+    _fold_transposed_loads(prog)
     # whole dimensions that can be looped over (reduction_loops)
     for n, _blk in _all_nodes(prog.body):
         rd = [d for d in n.dims if isinstance(d, RInfo)]
@@ -74,6 +76,74 @@ def finalize(prog: Program, rdim_slots) -> None:
     for t in prog.tiles:
         if t.kind == "tile" and t.slot is None and t.fixed is None:
             t.fixed = 1
+
+
+def _blocks(block):
+    yield block
+    for st in block.stmts:
+        if isinstance(st, LoopStmt):
+            yield from _blocks(st.body)
+        elif isinstance(st, IfStmt):
+            yield from _blocks(st.then_block)
+            yield from _blocks(st.else_block)
+
+
+def _hoist_invariants(block):
+    """Loop-invariant code motion, as Triton's LICM does: an elementwise value computed in a tile / range loop's
+    body from values all defined before the loop (``q_scaled = q * qk_scale`` in Helion's attention example)
+    is computed once, right before the loop.  Pure and lane by lane, so only where it is computed changes (and
+    in the generated newt the dot no longer restages its operand in every iteration).  Inner loops first."""
+    out = []
+    for st in block.stmts:
+        if isinstance(st, LoopStmt):
+            _hoist_invariants(st.body)
+        elif isinstance(st, IfStmt):
+            _hoist_invariants(st.then_block)
+            _hoist_invariants(st.else_block)
+        if isinstance(st, LoopStmt) and st.kind in ("tile", "range"):
+            inside = {id(b) for b in _blocks(st.body)}
+            loop_tiles = {id(t) for t in st.tiles}
+            kept = []
+            for n in st.body.stmts:
+                if (isinstance(n, Node) and has(n, PURE) and has(n, ELEMENTWISE)
+                        and not any(id(d) in loop_tiles for d in n.dims)
+                        and all(_defined_before(o, inside) for o in n.operands())):
+                    n.block = block
+                    out.append(n)
+                else:
+                    kept.append(n)
+            st.body.stmts = kept
+        out.append(st)
+    block.stmts = out
+
+
+def _defined_before(o: Node, inside) -> bool:
+    if o.block is None:  # a kernel parameter or a constant; not a loop variable or index
+        return has(o, BOUND)
+    return id(o.block) not in inside
+
+
+def _fold_transposed_loads(prog):
+    """``k = x[tile_b, tile_n, :]`` read only through ``k.transpose(1, 2)`` (or ``.t()`` / ``.permute``): load the
+    block transposed by its pointers instead (the items of the access in the permuted order), so the generated
+    newt has no ``nl.trans`` of a loaded block.  The same values; a dot then reads its operand straight from
+    the staged tile (newt stages an ``nl.trans`` of a dot operand through registers and shared memory: Helion's
+    attention example, ``torch.bmm(q, k.transpose(1, 2))``, ran at 0.68x Helion with it)."""
+    for n, _blk in _all_nodes(prog.body):
+        if n.op != "permute":
+            continue
+        a = n.args[0]
+        if not isinstance(a, Node) or a.op != "load" or a.args or len(a.users) != 1:
+            continue
+        items = a.attrs["items"]
+        dim_items = [it for it in items if it[0] in ("tile", "red", "none")]
+        if any(it[0] not in ("tile", "red", "none", "scalar") for it in items) or len(dim_items) != len(a.dims):
+            continue
+        order = n.attrs["order"]
+        a.attrs = dict(a.attrs, items=[it for it in items if it[0] == "scalar"] + [dim_items[i] for i in order])
+        a.dims = tuple(n.dims)
+        prog.dims_used.add(a.dims)
+        n.attrs = dict(n.attrs, order=list(range(len(order))))
 
 
 def _check_jagged(prog):

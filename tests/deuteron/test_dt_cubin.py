@@ -48,14 +48,14 @@ def test_config_maxnreg_caps_the_generated_kernel():
     default = e.space.default()
     free_run = _HostRun(e, default, "source")
     free_run.execute(b)
-    capped = default.replace(maxnreg=168)
+    capped = default.replace(maxnreg=104)
     run = _HostRun(e, capped, "source")
     run.execute(b)
     for (g0, m0, p0, l0), (gen, m, prog, loc) in zip(free_run.built, run.built):
-        assert "maxnreg=168)" in gen.source and "maxnreg" not in g0.source
+        assert "maxnreg=104)" in gen.source and "maxnreg" not in g0.source
         free = compile_binary(g0, m0, _runtime_args(g0, p0, l0, k.fn.__globals__), "sm_90a")
         ck = compile_binary(gen, m, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
-        assert ck.metadata["n_regs"] <= 168 < free.metadata["n_regs"], (ck.metadata["n_regs"], free.metadata["n_regs"])
+        assert ck.metadata["n_regs"] <= 104 < free.metadata["n_regs"], (ck.metadata["n_regs"], free.metadata["n_regs"])
         # below what the kernel's wgmma needs: out of resources (the autotuner skips it quietly), naming the cap
         from newt.runtime.errors import OutOfResources
         low = default.replace(maxnreg=32)
