@@ -153,8 +153,10 @@ def test_fp8_conversion_is_the_hardware_one_where_there_is_one(target, hw):
 @pytest.mark.parametrize("d,dt,cfg", [(64, torch.float16, (128, 64, 4, 2)), (128, torch.float16, (128, 64, 4, 2)),
                                       (64, torch.float16, (128, 64, 8, 3)), (64, torch.float8_e5m2, (128, 64, 4, 2)),
                                       (128, torch.float8_e5m2, (128, 64, 4, 3))])
-def test_desc_attention_on_the_gpu(d, dt, cfg, monkeypatch):
+@pytest.mark.parametrize("tma", ["0", "1"], ids=["cpasync", "tma"])
+def test_desc_attention_on_the_gpu(d, dt, cfg, tma, monkeypatch):
     monkeypatch.delenv("NEWT_TARGET", raising=False)
+    monkeypatch.setenv("NEWT_TMA", tma)  # the transposed view of a TMA-filled buffer too
     bm, bn, w, s = cfg
     H, N = 3, 1024
     descs, (q, k, v, o) = _args(H, N, d, dt, bm, bn, device="cuda")
