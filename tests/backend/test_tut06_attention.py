@@ -115,6 +115,18 @@ def test_transposed_descriptor_load_is_pipelined(d, cfg):
     assert ck.n_spills == 0
 
 
+def test_transposed_descriptor_load_is_pipelined_for_mma_sync(monkeypatch):
+    """The same through the mma.sync lowering (sm_80's, ``NEWT_DOT_LOWERING=mma_sync`` on sm_90a): K's
+    buffer read by ldmatrix in the transposed orientation, nothing loaded into registers in the loop."""
+    monkeypatch.setenv("NEWT_DOT_LOWERING", "mma_sync")
+    ck = compile_desc_attn(d=64, cfg=(128, 64, 4, 2))
+    cu = ck.asm["cuda"]
+    assert "wgmma_" not in cu and "ldmatrix" in cu
+    assert len(re.findall(r"^\s+ld_global_16B\(", cu, re.M)) == 1
+    body = _main_loop(ck)
+    assert count(body, "HMMA") >= 16 and count(body, "STS") == 0 and count(body, "BAR.SYNC") == 1
+
+
 def test_fp8_transposed_v_on_qgmma():
     """fp8 e5m2 with V stored transposed (``desc_v.load([0, y]).T``): both operands of both dots are K-major
     tiles straight from the cp.async ring (QGMMA, no transpose pass, no LDG of K or V in the loop), and
@@ -153,10 +165,14 @@ def test_fp8_conversion_is_the_hardware_one_where_there_is_one(target, hw):
 @pytest.mark.parametrize("d,dt,cfg", [(64, torch.float16, (128, 64, 4, 2)), (128, torch.float16, (128, 64, 4, 2)),
                                       (64, torch.float16, (128, 64, 8, 3)), (64, torch.float8_e5m2, (128, 64, 4, 2)),
                                       (128, torch.float8_e5m2, (128, 64, 4, 3))])
-@pytest.mark.parametrize("tma", ["0", "1"], ids=["cpasync", "tma"])
-def test_desc_attention_on_the_gpu(d, dt, cfg, tma, monkeypatch):
+@pytest.mark.parametrize("env", [{"NEWT_TMA": "0"}, {"NEWT_TMA": "1"}, {"NEWT_DOT_LOWERING": "mma_sync"}],
+                         ids=["cpasync", "tma", "mma_sync"])
+def test_desc_attention_on_the_gpu(d, dt, cfg, env, monkeypatch):
+    if dt == torch.float8_e5m2 and "NEWT_DOT_LOWERING" in env:
+        pytest.skip("mma.sync has no fp8 on sm_90a")
     monkeypatch.delenv("NEWT_TARGET", raising=False)
-    monkeypatch.setenv("NEWT_TMA", tma)  # the transposed view of a TMA-filled buffer too
+    for k, v in env.items():  # the transposed view of a TMA-filled buffer, and read by ldmatrix, too
+        monkeypatch.setenv(k, v)
     bm, bn, w, s = cfg
     H, N = 3, 1024
     descs, (q, k, v, o) = _args(H, N, d, dt, bm, bn, device="cuda")
