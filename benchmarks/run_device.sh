@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|dtattn|tune|lsp|tutorials|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|dtattn|tune|lsp|tutorials|tut06|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -176,6 +176,16 @@ for part in "$@"; do
         > "$R/tutorial_timings.log" 2>&1; tail -45 "$R/tutorial_timings.log"
       timeout ${TUT_CHECK_T:-130} python3 benchmarks/triton_tutorials.py "$T" --gpu-section skip --timeout 75 \
         --json "$R/tutorial_checks.json" > "$R/tutorial_checks.log" 2>&1; tail -24 "$R/tutorial_checks.log" ;;
+    tut06)
+      # issue 28/24: tutorial 06 (fused attention) alone, newt (drop-in) vs Triton, interleaved rounds; then the
+      # descriptor-attention GPU tests (transposed loads on the pipeline, fp8 with V transposed) and fp8 casts
+      T=${TUT_DIR:-.ext/triton-tutorials}
+      timeout ${TUT_TIME_T:-200} python3 benchmarks/triton_tutorial_timings.py "$T" --only 06 --budget ${TUT_BUDGET:-150} \
+        --setup-timeout 120 --json "$R/tut06_timings.json" --md "$R/tut06_timings.md" --logdir "$R/tut06_logs" \
+        > "$R/tut06_timings.log" 2>&1; tail -22 "$R/tut06_timings.log"
+      timeout 150 python3 -m pytest tests/backend/test_tut06_attention.py tests/ops/test_casts.py -m gpu -q \
+        -p no:cacheprovider -o addopts="" -k "desc_attention or fp8 or float8" > "$R/tut06_tests.log" 2>&1
+      grep -E "^(FAILED|ERROR)|passed|failed" "$R/tut06_tests.log" | tail -15 ;;
     libraries)
       # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
       # the installed Triton and one under newt's drop-in, compared case by case; the libraries run at once

@@ -28,7 +28,7 @@ from newt.ir.ops import ELEMENTWISE, SOURCE, VIEW
 from newt.ir.types import is_block, scalar_of, shape_of
 
 from .ctypes import ctype
-from .dot.base import OperandTile
+from .dot.base import OperandTile, load_of
 from .layout import Layout, SwizzledShared, log2
 from .loops import assign, bind_var, declare_var, loop_condition, loop_header
 from .plan import compact
@@ -197,10 +197,12 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
         if low is None or low.name not in ("mma.sync", "wgmma"):
             continue
         for idx in (0, 1):
-            v = d.operands[idx]
-            lop = v.owner
-            if not (getattr(lop, "name", None) == "load" and lop in top_ops and is_block(v.type)
-                    and len(shape_of(v.type)) == 2 and not lop.attrs.get("volatile")):
+            lop, tr = load_of(d.operands[idx])  # a load, or a transpose of one (``desc.load(...).T``)
+            if getattr(lop, "name", None) != "load":
+                continue
+            v = lop.result
+            if not (lop in top_ops and is_block(v.type) and len(shape_of(v.type)) == 2
+                    and not lop.attrs.get("volatile")):
                 continue
             if any(c.op is lop for c in cands):
                 continue
@@ -227,7 +229,7 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
                 if tplan is None or not same_layout(tplan, tile):
                     acc = tplan = None
             cands.append(PipeLoad(lop, lay, vec, inner, tile, tma=acc, tplan=tplan))
-            if getattr(low, "needs_transpose", None) and low.needs_transpose(d, idx, inner):
+            if getattr(low, "needs_transpose", None) and low.needs_transpose(d, idx, 1 - inner if tr else inner):
                 transposed[lop] = tile.size_bytes * 2  # its K-major copies (dot/wgmma.py: _k_major)
     if not cands:
         return None
@@ -501,8 +503,9 @@ def emit_pipelined_load_value(em, op):
     tile = OperandTile(em.pipe_read_base[op], pl.tile, pl.inner)
     em.smem_tiles[res] = tile
     users = em.users.get(res, [])
-    if all(u.name == "dot" for u in users):
-        return
+    if all(u.name == "dot" or (load_of(u.result)[1] and all(x.name == "dot" for x in em.users.get(u.result, [])))
+           for u in users):
+        return  # read from the buffer by the dots (through a transposed view: lower_dot.py)
     # other uses need it in registers too
     lay = compact(em.layout_of(res))
     name = em.declare_block(res, lay)

@@ -9,7 +9,7 @@ from newt.ir.types import scalar_of, shape_of
 from ..ctypes import ctype
 from ..layout import Layout, SwizzledShared, log2
 
-__all__ = ["DotLowering", "OperandTile", "stage_to_smem", "stage_where_loaded"]
+__all__ = ["DotLowering", "OperandTile", "stage_to_smem", "stage_where_loaded", "load_of", "transposed"]
 
 
 @dataclass
@@ -26,6 +26,26 @@ class OperandTile:
         if self.inner == 1:
             return self.smem.offset_expr(r, c)
         return self.smem.offset_expr(c, r)
+
+    def transposed(self) -> "OperandTile":
+        """The same bytes read as the transposed matrix: logical (r, c) is this tile's (c, r)."""
+        return OperandTile(self.base, self.smem, 1 - self.inner)
+
+
+def load_of(v):
+    """``(op, transposed)`` for a dot operand: the op defining ``v``, or for a 2-D transpose of a value
+    (``x.T``, ``tl.trans(x)``, ``permute(x, (1, 0))``) the op defining ``x`` and True.  Tutorial-06-style
+    ``desc_k.load([...]).T`` feeds the dot a transpose of a load: the pipeline copies the load's tile and
+    the dot reads the same bytes with the roles of rows and columns swapped (:meth:`OperandTile.transposed`)."""
+    o = getattr(v, "owner", None)
+    if getattr(o, "name", None) == "permute" and tuple(o.attrs.get("order", ())) == (1, 0):
+        return getattr(o.operands[0], "owner", None), True
+    return o, False
+
+
+def transposed(v) -> bool:
+    """Whether ``v`` is a 2-D transpose (see :func:`load_of`)."""
+    return load_of(v)[1]
 
 
 class DotLowering:

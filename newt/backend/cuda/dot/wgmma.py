@@ -51,7 +51,7 @@ from newt.ir.types import scalar_of, shape_of
 
 from ..ctypes import from_compute, to_compute
 from ..layout import Layout, SwizzledShared, dim_bits, in_thread_map, log2, mma_a_fragment
-from .base import DotLowering, OperandTile, stage_to_smem, stage_where_loaded, staging_layout
+from .base import DotLowering, OperandTile, load_of, stage_to_smem, stage_where_loaded, staging_layout
 
 __all__ = ["WgmmaLowering", "GmmaShared", "wgmma_accumulator", "wgmma_selected", "gmma_desc_fields"]
 
@@ -228,7 +228,7 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
             continue
         if scalar_of(r.type).name not in ("fp32", "int32") or scalar_of(acc.type) != scalar_of(r.type) or promotion(d):
             continue
-        if not all(getattr(v.owner, "name", None) == "load" and v.owner in loads for v in d.operands[:2]):
+        if not all(getattr(load_of(v)[0], "name", None) == "load" and load_of(v)[0] in loads for v in d.operands[:2]):
             continue
         out.add(d)
     for d in body.ops:  # then dots whose accumulator is read only behind another dot's full wait
@@ -257,7 +257,7 @@ def _behind(layouts, body, d, in_flight, loads, users, yields, ring=None):
     if d.operands[2] is body.args[1 + idx[0]]:
         return None  # the plain accumulation: handled above
     b = d.operands[1]
-    if getattr(b.owner, "name", None) != "load" or b.owner not in loads:
+    if getattr(load_of(b)[0], "name", None) != "load" or load_of(b)[0] not in loads:
         return None
     ops = list(body.ops)
     pos = {o: k for k, o in enumerate(ops)}
