@@ -485,6 +485,7 @@ def main(argv=None) -> int:
     ap.add_argument("library", nargs="?", help="a checkout of a Triton library")
     ap.add_argument("--tests", help="the folder of test files (default: the layout's)")
     ap.add_argument("--only", help="comma-separated test names (rms_norm,swiglu or test_rms_norm.py)")
+    ap.add_argument("--skip", help="comma-separated parts of test file names to leave out (model-level tests)")
     ap.add_argument("--per-test", type=int, default=2, help="parametrizations kept per test function (smallest)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
     ap.add_argument("--file-timeout", type=int, default=900,
@@ -515,6 +516,8 @@ def main(argv=None) -> int:
         lay["tests"] = a.tests
     folder = os.path.join(lib, lay["tests"])
     tests = sorted(f for f in os.listdir(folder) if f.startswith("test_") and f.endswith(".py"))
+    if a.skip:
+        tests = [t for t in tests if not any(w in t for w in a.skip.split(","))]
     if a.only:
         want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
         want = {w if w.endswith(".py") else w + ".py" for w in want}
