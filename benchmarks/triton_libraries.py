@@ -340,8 +340,20 @@ def smoke() -> int:
              ([] if _real_triton() else ["--triton-via-dropin"]))
         with open(out, encoding="utf-8") as f:
             both = {r["kernel"]: r for r in json.load(f)["rows"]}
-    ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
-        and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+        ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
+            and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+        # the comparison itself, on made-up outcomes: a case Triton passes and newt fails, and a file Triton
+        # runs none of
+        def case(name, result):
+            return {"classname": "tests/test_scale.py", "name": name, "result": result, "cause": None}
+        runs = {"triton": {"by_file": {"test_scale.py": [case("a", "pass"), case("b", "pass")]}},
+                "newt": {"by_file": {"test_scale.py": [case("a", "pass"), case("b", "fail")]}}}
+        lay = {"module": lambda t: "scale.py"}
+        fails = compare(lib, lay, runs, {"scale_kernel"})
+        runs["triton"]["by_file"]["test_scale.py"] = [case("a", "fail"), case("b", "skip")]
+        not_run = compare(lib, lay, runs, {"scale_kernel"})
+        ok2 = ok2 and [r["verdict"] for r in fails] == ["newt fails"] and fails[0]["cause"].startswith("b:") \
+            and [r["verdict"] for r in not_run] == ["not run by Triton"]
     print("smoke:", "ok" if ok and ok2 else f"unexpected {rows} {both}")
     return 0 if ok and ok2 else 1
 
@@ -434,7 +446,7 @@ def compare(lib: str, lay: dict, runs: dict, launched: set) -> list[dict]:
         cause = None
         if missing:
             c = new.get(missing[0])
-            cause = f"{missing[0][1]}: " + (c["cause"] if c and c["cause"] else "not reported by the newt run")
+            cause = f"{missing[0][1]}: " + ((c["cause"] or c["result"]) if c else "not reported by the newt run")
         mod = lay["module"](test)
         kernels = jit_kernels(os.path.join(lib, mod), launched) or [f"({os.path.basename(mod)})"]
         for k in kernels:
