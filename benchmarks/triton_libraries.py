@@ -340,8 +340,20 @@ def smoke() -> int:
              ([] if _real_triton() else ["--triton-via-dropin"]))
         with open(out, encoding="utf-8") as f:
             both = {r["kernel"]: r for r in json.load(f)["rows"]}
-    ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
-        and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+        ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
+            and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+        # the comparison itself, on made-up outcomes: a case Triton passes and newt fails, and a file Triton
+        # runs none of
+        def case(name, result):
+            return {"classname": "tests/test_scale.py", "name": name, "result": result, "cause": None}
+        runs = {"triton": {"by_file": {"test_scale.py": [case("a", "pass"), case("b", "pass")]}},
+                "newt": {"by_file": {"test_scale.py": [case("a", "pass"), case("b", "fail")]}}}
+        lay = {"module": lambda t: "scale.py"}
+        fails = compare(lib, lay, runs, {"scale_kernel"})
+        runs["triton"]["by_file"]["test_scale.py"] = [case("a", "fail"), case("b", "skip")]
+        not_run = compare(lib, lay, runs, {"scale_kernel"})
+        ok2 = ok2 and [r["verdict"] for r in fails] == ["newt fails"] and fails[0]["cause"].startswith("b:") \
+            and [r["verdict"] for r in not_run] == ["not run by Triton"]
     print("smoke:", "ok" if ok and ok2 else f"unexpected {rows} {both}")
     return 0 if ok and ok2 else 1
 
@@ -434,7 +446,7 @@ def compare(lib: str, lay: dict, runs: dict, launched: set) -> list[dict]:
         cause = None
         if missing:
             c = new.get(missing[0])
-            cause = f"{missing[0][1]}: " + (c["cause"] if c and c["cause"] else "not reported by the newt run")
+            cause = f"{missing[0][1]}: " + ((c["cause"] or c["result"]) if c else "not reported by the newt run")
         mod = lay["module"](test)
         kernels = jit_kernels(os.path.join(lib, mod), launched) or [f"({os.path.basename(mod)})"]
         for k in kernels:
@@ -485,6 +497,7 @@ def main(argv=None) -> int:
     ap.add_argument("library", nargs="?", help="a checkout of a Triton library")
     ap.add_argument("--tests", help="the folder of test files (default: the layout's)")
     ap.add_argument("--only", help="comma-separated test names (rms_norm,swiglu or test_rms_norm.py)")
+    ap.add_argument("--skip", help="comma-separated parts of test file names to leave out (model-level tests)")
     ap.add_argument("--per-test", type=int, default=2, help="parametrizations kept per test function (smallest)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
     ap.add_argument("--file-timeout", type=int, default=900,
@@ -515,6 +528,8 @@ def main(argv=None) -> int:
         lay["tests"] = a.tests
     folder = os.path.join(lib, lay["tests"])
     tests = sorted(f for f in os.listdir(folder) if f.startswith("test_") and f.endswith(".py"))
+    if a.skip:
+        tests = [t for t in tests if not any(w in t for w in a.skip.split(","))]
     if a.only:
         want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
         want = {w if w.endswith(".py") else w + ".py" for w in want}

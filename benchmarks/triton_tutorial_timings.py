@@ -355,25 +355,46 @@ def run(a) -> dict:
                                                                     "newt-as-triton"]
     ncmd = dropin + common + ["--impl", "newt"]
     t_start = time.time()
+    stopped_keys: list = []
     servers = {"triton": Server("triton", tcmd, os.path.join(logdir, "triton_server.log")),
                "newt": Server("newt", ncmd, os.path.join(logdir, "newt_server.log"))}
     try:
         # tutorial by tutorial, both servers at once (compiling is CPU-bound, separate processes), the cheap
         # ones first; the progress goes to the log as it comes
-        setup: dict = {}
+        setup: dict = {k: {"cases": [], "picks": {}, "triton": "?", "gpu": "?"} for k in servers}
         keys = [k for k in ("01", "02", "04", "05", "03", "06") if only is None or k in only]
+        usable = True  # False once a server died or is still busy past its deadline: no timing rounds then
         for key in keys:
             t0 = time.time()
             for s in servers.values():
                 s.send({"cmd": "setup", "tutorial": key})
             left = max(10.0, a.setup_timeout - (time.time() - t_start))
-            got = {k: s.recv(left) for k, s in servers.items()}
+            got = {}
+            for k, s in servers.items():
+                try:
+                    got[k] = s.recv(left if not got else max(10.0, a.setup_timeout - (time.time() - t_start)))
+                except RuntimeError as e:
+                    print(f"setup {key}: {e}", flush=True)
+            if len(got) < len(servers):
+                # the tutorial that broke a server is left out; a late answer is waited for once more, so the
+                # servers can still time what was set up
+                for k, s in servers.items():
+                    if k not in got:
+                        try:
+                            if s.p.poll() is not None:
+                                raise RuntimeError("exited")
+                            s.recv(a.round_timeout)
+                        except RuntimeError:
+                            usable = False
+                stopped = f"tutorial {key} not set up on {sorted(set(servers) - set(got))}"
+                print(stopped, flush=True)
+                stopped_keys.append(key)
+                if not usable:
+                    break
+                continue
             for k, g in got.items():
-                if k in setup:
-                    setup[k]["cases"] += g["cases"]
-                    setup[k]["picks"].update(g.get("picks") or {})
-                else:
-                    setup[k] = g
+                cases_, picks = setup[k]["cases"], setup[k]["picks"]
+                setup[k] = dict(g, cases=cases_ + g["cases"], picks={**picks, **(g.get("picks") or {})})
             errs = [f"{k} {c['label']}: {c['error']}" for k, g in got.items() for c in g["cases"] if "error" in c]
             print(f"setup {key}: {time.time() - t0:.0f} s, {len(got['newt']['cases'])} cases"
                   + (f"; errors: {errs}" if errs else ""), flush=True)
@@ -392,7 +413,7 @@ def run(a) -> dict:
             reps[i] = max(3, min(a.max_reps, int(a.rep_ms / est)))
         times: dict = {i: {"triton": [], "newt": []} for i in ok}
         rounds_done = 0
-        for r in range(a.rounds):
+        for r in range(a.rounds if usable else 0):
             if r > 0 and time.time() - t_start > a.budget:
                 print(f"budget: stopped after {r} rounds")
                 break
@@ -400,9 +421,18 @@ def run(a) -> dict:
                 order = ("triton", "newt") if (r + j) % 2 == 0 else ("newt", "triton")
                 for k in order:
                     servers[k].send({"cmd": "time", "id": i, "reps": reps[i]})
-                    ans = servers[k].recv(a.round_timeout)
+                    try:
+                        ans = servers[k].recv(a.round_timeout)
+                    except RuntimeError as e:  # a server gone: the rounds so far are the result
+                        print(f"round {r}: {e}", flush=True)
+                        usable = False
+                        break
                     if "ms" in ans:
                         times[i][k].append(ans["ms"])
+                if not usable:
+                    break
+            if not usable:
+                break
             rounds_done = r + 1
     finally:
         for s in servers.values():
@@ -418,7 +448,7 @@ def run(a) -> dict:
             tm, nm = statistics.median(times[i]["triton"]), statistics.median(times[i]["newt"])
             row.update(triton_ms=tm, newt_ms=nm, ratio=nm / tm, reps=reps[i], rounds=len(times[i]["newt"]))
         rows.append(row)
-    return {"rows": rows, "rounds": rounds_done, "setup_s": round(t_setup, 1),
+    return {"rows": rows, "rounds": rounds_done, "setup_s": round(t_setup, 1), "not_set_up": stopped_keys,
             "seconds": round(time.time() - t_start, 1), "triton": setup["triton"]["triton"],
             "triton_impl": "real" if triton_ok else "newt's drop-in (smoke: real Triton not importable)",
             "gpu": setup["newt"]["gpu"], "picks": {k: setup[k].get("picks") for k in setup}}
@@ -428,6 +458,8 @@ def table(res: dict) -> str:
     lines = [f"Device: {res['gpu']}; Triton {res['triton']} ({res['triton_impl']}); {res['rounds']} interleaved "
              f"rounds; setup (compile + autotune, both sides at once) {res['setup_s']} s; total {res['seconds']} s.",
              "", "| tutorial | case | Triton ms | newt ms | newt / Triton |", "|---|---|---:|---:|---:|"]
+    if res.get("not_set_up"):
+        lines.insert(1, f"Not set up (a server died or ran past the setup deadline): tutorials {res['not_set_up']}.")
     ratios = []
     for r in res["rows"]:
         if "ratio" in r:
