@@ -213,6 +213,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
             "diagnostics_ms": diag_ms, "bursts": len(diag_wait), "diagnostics_missing": len(diag_wait) - len(diag_ms),
             "diagnostics_superseded": superseded,
             "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"), "memory": info and info.get("memory"),
+            "analysis_ms": ((info or {}).get("analyses") or {}).get("ms"),
             "stderr_tail": c.stderr.decode(errors="replace")[-(10 ** 7 if debug else 3000):]}
 
 
@@ -386,6 +387,31 @@ def _engine_memory(r: dict) -> str:
             f"analysis {ans.get('from_last', 0)}, after waiting for a fresh one {ans.get('waited', 0)}")
 
 
+def _server_breakdown(r: dict) -> str:
+    """Where a request's time went, from the server's own records: the protocol process's wait for the engine's
+    answer (sent to the engine -> answer back, a fresh analysis waited for included) against the engine's own
+    computing."""
+    qs = (r.get("memory") or {}).get("queries") or []
+    if not qs:
+        return ""
+    parts = []
+    for kind in ("hover", "completion", "signatureHelp", "inlayHint", "codeLens"):
+        tot = [q[1] for q in qs if q[0] == kind]
+        eng = [q[2] for q in qs if q[0] == kind and q[2] is not None]
+        inn = [q[4] for q in qs if q[0] == kind and len(q) > 5 and q[4] is not None]
+        back = [q[5] for q in qs if q[0] == kind and len(q) > 5 and q[5] is not None]
+        if tot and eng:
+            parts.append(f"{kind} {pct(tot, 0.5):.1f} / {pct(tot, 0.95):.1f} ms (engine computing "
+                         f"{pct(eng, 0.5):.1f} / {pct(eng, 0.95):.1f}" +
+                         (f", query to the engine {pct(inn, 0.5):.1f} / {pct(inn, 0.95):.1f}, reply back "
+                          f"{pct(back, 0.5):.1f} / {pct(back, 0.95):.1f}" if inn and back else "") + ")")
+    ans = (r.get("memory") or {}).get("answers") or {}
+    am = r.get("analysis_ms") or []
+    return (f"In the server (p50 / p95, the last {len(qs)} requests): " + "; ".join(parts) +
+            f". Waits for a fresh analysis given up after the bound (answered empty): {ans.get('wait_expired', 0)}"
+            + (f"; {len(am)} analyses, {pct(am, 0.5):.0f} / {pct(am, 0.95):.0f} ms each." if am else "."))
+
+
 def storm_report(r: dict, args) -> str:
     ok = lambda v, aim: "yes" if v <= aim else "**no**"
     lat = r["latency_ms"]
@@ -433,6 +459,7 @@ def storm_report(r: dict, args) -> str:
         f"the client's at the end: {r['in_sync']}; peak memory {r['rss_mb'] or 0:.0f} MB"
         f"{_engine_memory(r)}.",
         *([f"CPU load: {r['load'].describe()}."] if r.get("load") is not None else []),
+        *([_server_breakdown(r)] if _server_breakdown(r) else []),
         "",
     ])
 

@@ -216,6 +216,7 @@ class NewtLanguageServer(LanguageServer):
         self.progress_supported = False
         self.config_pull = False
         self.refresh_inlay = False
+        self.refresh_code_lens = False
         self.refresh_diagnostics = False
         self.gpu = None  # {"name", "arch"} after detection
         self.initialized_at = None
@@ -525,6 +526,7 @@ class NewtLanguageServer(LanguageServer):
                 st.saved_diags = msg
             self.publish_json(uri, msg)
             if got == version:
+                self._refresh_stale(uri)
                 st.warm = asyncio.ensure_future(self._engine_warm(uri, version))
         except asyncio.CancelledError:
             pass
@@ -532,6 +534,18 @@ class NewtLanguageServer(LanguageServer):
             log.warning("no diagnostics for %s: %s", uri, e)
         except Exception:
             log.exception("analysis of %s failed", uri)
+
+    def _refresh_stale(self, uri: str):
+        """Inlay hints and code lenses answered from an earlier analysis while this one ran (moved through the
+        edits, those on edited lines left out): ask the client to ask again, where it can be asked."""
+        stale = self.engine.stale_answers.pop(uri, set())
+        for method, can, send in (("inlayHint", self.refresh_inlay, self.workspace_inlay_hint_refresh),
+                                  ("codeLens", self.refresh_code_lens, self.workspace_code_lens_refresh)):
+            if method in stale and can:
+                try:
+                    send(None)
+                except Exception:
+                    log.debug("%s refresh failed", method, exc_info=True)
 
     async def _engine_warm(self, uri: str, version, idle: float = 0.3):
         try:
@@ -665,6 +679,7 @@ def _client_flags(ls: NewtLanguageServer, params: lsp.InitializeParams):
     ls.config_pull = bool(caps.workspace and caps.workspace.configuration)
     ws = caps.workspace
     ls.refresh_inlay = bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support)
+    ls.refresh_code_lens = bool(ws and ws.code_lens and ws.code_lens.refresh_support)
     ls.refresh_diagnostics = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
     name = ls.client_name.lower()
     vscode = "visual studio code" in name or "vscode" in name or "code-server" in name or "vscodium" in name \
