@@ -214,6 +214,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
             "diagnostics_superseded": superseded,
             "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"), "memory": info and info.get("memory"),
             "analysis_ms": ((info or {}).get("analyses") or {}).get("ms"),
+            "loop_stalls": (info or {}).get("loop_stalls"),
             "stderr_tail": c.stderr.decode(errors="replace")[-(10 ** 7 if debug else 3000):]}
 
 
@@ -409,7 +410,20 @@ def _server_breakdown(r: dict) -> str:
     am = r.get("analysis_ms") or []
     return (f"In the server (p50 / p95, the last {len(qs)} requests): " + "; ".join(parts) +
             f". Waits for a fresh analysis given up after the bound (answered empty): {ans.get('wait_expired', 0)}"
-            + (f"; {len(am)} analyses, {pct(am, 0.5):.0f} / {pct(am, 0.95):.0f} ms each." if am else "."))
+            + (f"; {len(am)} analyses, {pct(am, 0.5):.0f} / {pct(am, 0.95):.0f} ms each" if am else "")
+            + _stalls(r.get("loop_stalls")) + ".")
+
+
+def _stalls(st) -> str:
+    """The protocol process's event loop: timers late by more than 100 ms, and whether the loop was busy."""
+    if st is None:
+        return ""
+    big = [x for x in st if x[0] > 100]
+    if not big:
+        return "; the protocol process's event loop was never late by more than 100 ms"
+    worst = max(big)
+    return (f"; the protocol process's event loop was late by more than 100 ms {len(big)} times (worst {worst[0]:.0f}"
+            f" ms, of which it computed {worst[1]:.0f} ms: the rest it waited for a CPU)")
 
 
 def storm_report(r: dict, args) -> str:

@@ -122,6 +122,7 @@ class EngineHost:
         #: publication: the server asks the client to refresh them once the text's own analysis is out
         self.stale_answers: dict[str, set] = {}
         self.peak_total_mb = 0.0
+        self._memory_read_at = 0.0
         self.stopped = False
         self.token = os.urandom(6).hex()  # names this server process in diagnostic result ids
         self.on_published = None  # callback(analyzed message) for every finished analysis
@@ -370,6 +371,12 @@ class EngineHost:
             pass
 
     def _track_memory(self, msg: dict | None = None):
+        # reading a process's smaps_rollup walks its page tables (milliseconds for a few hundred MB, more on a busy
+        # machine), on this event loop: at most once a second, not on every analysis
+        now = time.monotonic()
+        if now - self._memory_read_at < 1.0:
+            return None
+        self._memory_read_at = now
         total = _pss_mb(os.getpid()) or 0.0
         for c in (self.current, self.job.conn if self.job else None):
             if c is not None and c.pid:

@@ -222,6 +222,9 @@ class NewtLanguageServer(LanguageServer):
         self.initialized_at = None
         self._last_activity = time.monotonic()
         self._gc_task = None
+        self._monitor_task = None
+        #: (ms late, ms of CPU the loop thread used meanwhile) of each timer of ``_loop_monitor`` late > 20 ms
+        self.loop_stalls: collections.deque = collections.deque(maxlen=2000)
         self.commands = None  # set in create_server (commands.Commands)
 
     # -- transport (the base protocol: transport.py) ------------------------------------
@@ -603,6 +606,17 @@ class NewtLanguageServer(LanguageServer):
         log.debug("published %d diagnostics for %s v%s (analysis %.1f ms, %d reused)", len(diags), a.uri,
                   a.version, a.elapsed_ms, a.reused)
 
+    # -- event loop stalls ----------------------------------------------------------------------
+    async def _loop_monitor(self, tick: float = 0.05):
+        """How late this loop's timers fire (``serverInfo``'s ``loop``): a stall with the loop thread's CPU time
+        mostly spent is work done on the loop; one without is the process waiting for a CPU."""
+        while True:
+            t0, c0 = time.monotonic(), time.thread_time()
+            await asyncio.sleep(tick)
+            late = (time.monotonic() - t0 - tick) * 1e3
+            if late > 20.0:
+                self.loop_stalls.append((round(late, 1), round((time.thread_time() - c0) * 1e3, 1)))
+
     # -- garbage collection when idle ------------------------------------------------
     async def _idle_gc(self):
         """Automatic GC is off (a full collection mid-keystroke costs more than an analysis); collect when idle."""
@@ -723,6 +737,7 @@ def create_server() -> NewtLanguageServer:
         gc.disable()
         if ls._gc_task is None:
             ls._gc_task = asyncio.ensure_future(ls._idle_gc())
+            ls._monitor_task = asyncio.ensure_future(ls._loop_monitor())
         try:
             await ls.pull_folder_settings()
         except Exception:  # a client that cannot answer keeps the global settings
@@ -956,6 +971,7 @@ def create_server() -> NewtLanguageServer:
             else {"count": len(ls.engine.analysis_times), "ms": list(ls.engine.analysis_times)[-500:]},
             "engine": "fork" if ls.engine is not None else "thread",
             "memory": ls.engine.memory() if ls.engine is not None else {},
+            "loop_stalls": list(ls.loop_stalls),
             "kernel_cache": {"entries": len(ls.kernel_cache._entries), "hits": ls.kernel_cache.hits,
                              "misses": ls.kernel_cache.misses},
             "settings": {"trusted": ls.settings.trusted, "target": ls.settings.target,

@@ -35,6 +35,12 @@ LINUX = sys.platform.startswith("linux")
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="engines need fork")
 
 
+def _lowered(prio):
+    """What background work started from a thread at ``prio`` (nice, policy) runs at."""
+    nice, policy = prio
+    return min(19, nice + priority.BACKGROUND_NICE), os.SCHED_BATCH if policy == os.SCHED_OTHER else policy
+
+
 # -- the priority API ----------------------------------------------------------------------------------------------
 @pytest.mark.skipif(not LINUX, reason="per-thread priorities are Linux's")
 def test_run_in_background_lowers_only_its_own_thread():
@@ -48,9 +54,7 @@ def test_run_in_background_lowers_only_its_own_thread():
 
     assert priority.run_in_background(work, 21) == 42
     assert seen["tid"] != threading.get_native_id()
-    nice, policy = seen["prio"]
-    assert nice == min(19, mine[0] + priority.BACKGROUND_NICE) and priority.BACKGROUND_NICE > 0
-    assert policy == os.SCHED_BATCH
+    assert seen["prio"] == _lowered(mine) and priority.BACKGROUND_NICE > 0
     assert priority.thread_priority() == mine  # the caller keeps its priority
 
 
@@ -68,8 +72,7 @@ def test_background_preexec_lowers_a_child_process():
     out = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0), "
                           "os.sched_getscheduler(0))"], preexec_fn=priority.background_preexec,
                          capture_output=True, text=True, check=True).stdout.split()
-    assert int(out[0]) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + priority.BACKGROUND_NICE)
-    assert int(out[1]) == os.SCHED_BATCH
+    assert (int(out[0]), int(out[1])) == _lowered(priority.thread_priority())
 
 
 # -- answers moved through the edits ---------------------------------------------------------------------------------
@@ -198,9 +201,9 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
                                                            "text": text}})
         await _wait_published(c, uri, 1)
         info = await _info(c)
-        server_nice = _threads(info["pid"])[info["pid"]][0]
+        server = _threads(info["pid"])[info["pid"]]  # the protocol process's (nice, policy): the test runner's
         serving = info["memory"]["serving_pid"]
-        assert all(t == (server_nice, os.SCHED_OTHER) for t in _threads(serving).values())
+        assert all(t == server for t in _threads(serving).values())
         pid, version = await _stop_the_analysis(c, uri, 1, lambda v: _edit(c, uri, v, 0, f"X{v} = {v}\n"))
         try:
             for _ in range(2000):  # stopped before its analysis thread started: let it run a moment
@@ -215,10 +218,9 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
             low = {tid: p for tid, p in threads.items() if tid != pid}
             # the fork's main thread (it answers once the fork serves) keeps the engine's priority; the thread
             # that analyzes runs lower: a higher nice value and SCHED_BATCH
-            assert threads[pid] == (server_nice, os.SCHED_OTHER)
-            assert list(low.values()) == [(min(19, server_nice + priority.BACKGROUND_NICE), os.SCHED_BATCH)]
-            assert priority.BACKGROUND_NICE > 0
-            assert _threads(info["pid"])[info["pid"]] == (server_nice, os.SCHED_OTHER)  # the protocol process
+            assert threads[pid] == server
+            assert list(low.values()) == [_lowered(server)] and _lowered(server) != server
+            assert _threads(info["pid"])[info["pid"]] == server  # the protocol process
         finally:
             os.kill(pid, signal.SIGCONT)
         await _wait_published(c, uri, version)
@@ -226,7 +228,7 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
             if (await _info(c))["memory"]["serving_pid"] == pid and len(_threads(pid)) == 1:
                 break
             await asyncio.sleep(0.02)
-        assert _threads(pid) == {pid: (server_nice, os.SCHED_OTHER)}
+        assert _threads(pid) == {pid: server}
     finally:
         await c.stop()
 
