@@ -31,7 +31,8 @@ _HEADER = struct.Struct(">I")
 QUERY_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 300.0  # a command's analysis and code generation (a large kernel, a loaded machine)
 #: how long a hover, completion or signature help at a position typed since the last finished analysis waits for
-#: a fresh one before it answers nothing (on a busy machine an analysis can take seconds)
+#: a fresh one once the document has changed again, before it answers nothing (on a busy machine an analysis can
+#: take seconds, and the client is typing on)
 MISS_WAIT_S = float(os.environ.get("NEWT_LSP_MISS_WAIT_MS", "400")) / 1e3
 BOUNDED_WAIT = ("hover", "completion", "signatureHelp")
 
@@ -559,27 +560,39 @@ class EngineHost:
         finally:
             self._pending.pop(rid, None)
 
+    async def _wait_unless_typed_on(self, fut, uri: str, asked) -> bool:
+        """Wait for ``fut``; give up (False) once ``MISS_WAIT_S`` has passed and the document has changed since the
+        request (version ``asked``) was made: its answer would be of a text the user has typed over."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + MISS_WAIT_S
+        while True:
+            done, _ = await asyncio.wait({fut}, timeout=max(0.0, end - loop.time()) or 0.05)
+            if done:
+                return True
+            got = self.docs.get(uri)
+            if got is None or got[1] != asked:
+                return False
+
     async def answer(self, method: str, uri: str, params: dict):
         """The engine's answer from its last finished analysis, or, when that cannot answer (the position is in
         lines typed since), from a fresh one: a hover, completion or signature help waits for it at most
-        ``MISS_WAIT_S`` (an answer that comes later is of no use to someone typing; the client asks again), then
-        answers nothing."""
+        ``MISS_WAIT_S`` once the user has typed on (an answer about an older text is of no use, and the client
+        asks again), then answers nothing."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        asked = (self.docs.get(uri) or (None, None))[1]
         r = await self.query(method, uri, params)
         waited = 0.0
         if r.get("miss"):
             self.answers["waited"] += 1
             t1 = loop.time()
             fresh = asyncio.ensure_future(self.fresh(uri))
-            if method in BOUNDED_WAIT:
-                done, _ = await asyncio.wait({fresh}, timeout=MISS_WAIT_S)
-                if not done:
-                    fresh.cancel()  # it only waits: the analysis it waits for goes on (the editor wants it)
-                    self.answers["wait_expired"] += 1
-                    self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
-                                             (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
-                    return None
+            if method in BOUNDED_WAIT and not await self._wait_unless_typed_on(fresh, uri, asked):
+                fresh.cancel()  # it only waits: the analysis it waits for goes on (the editor wants it)
+                self.answers["wait_expired"] += 1
+                self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
+                                         (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
+                return None
             await fresh
             waited = (loop.time() - t1) * 1e3
             r = await self.query(method, uri, params, final=True)

@@ -7,8 +7,8 @@ The mechanism, tested deterministically (the figures are ``benchmarks/lsp_latenc
   protocol process and the answering engine, whose main thread keeps its priority when the fork takes over;
 * while an analysis is in flight (its fork stopped with SIGSTOP), hover, inlay hints and code lens are answered
   from the last finished analysis, moved through the edits, without waiting for it; a hover at a position only
-  the new analysis knows waits a bounded time, then answers nothing; the client is asked to refresh inlay hints
-  once the text's own analysis is out;
+  the new analysis knows waits for it, but once the user typed on only a bounded time, then answers nothing;
+  the client is asked to refresh inlay hints once the text's own analysis is out;
 * a burst of edits causes a bounded number of analyses; a warm-up superseded by an edit is killed.
 """
 
@@ -238,8 +238,8 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
 async def test_requests_are_answered_from_the_last_analysis_while_one_is_in_flight(tmp_path):
     """With the fork of the new version stopped: inlay hints and code lenses come at once from the last
     analysis, moved down by the inserted lines (none on the edited line); a hover on a line only the new
-    version has waits a bounded time and answers nothing; once the analysis is out, the client is asked to
-    refresh inlay hints and code lenses."""
+    version has waits, and once the text changed again answers nothing; once the analysis is out, the client is
+    asked to refresh inlay hints and code lenses."""
     text = _file()
     uri = "file:///tmp/newt_prio_test/moved.py"
     lines = text.split("\n")
@@ -275,10 +275,15 @@ async def test_requests_are_answered_from_the_last_analysis_while_one_is_in_flig
                      for x in lens0]
             else:
                 assert len(hints) == len(hints0) and len(lens) == len(lens0)
-            # a hover on the line typed since the last analysis: only the stopped one could answer it
+            # a hover on the line typed since the last analysis: only the stopped one could answer it; it waits
+            # while the text stays as it is, and gives up once the user typed on (and MISS_WAIT_S passed)
             expired = info["memory"]["answers"]["wait_expired"]
-            body = await c.call("textDocument/hover", {"textDocument": {"uri": uri},
-                                                       "position": {"line": 0, "character": 1}}, timeout=20)
+            fut = c.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                   "position": {"line": 0, "character": 1}})
+            await asyncio.sleep(0.6)
+            assert not fut.done()
+            _edit(c, uri, version + 1, len(lines) + 10, "")  # an empty change past the end: a new version
+            body, _t = await asyncio.wait_for(fut, 20)
             assert body["result"] is None
             assert (await _info(c))["memory"]["answers"]["wait_expired"] == expired + 1
             refreshes = [r for r in c.server_requests if r["method"] in ("workspace/inlayHint/refresh",
