@@ -587,13 +587,16 @@ class EngineHost:
             self.answers["waited"] += 1
             t1 = loop.time()
             fresh = asyncio.ensure_future(self.fresh(uri))
-            if method in BOUNDED_WAIT and not await self._wait_unless_typed_on(fresh, uri, asked):
-                fresh.cancel()  # it only waits: the analysis it waits for goes on (the editor wants it)
-                self.answers["wait_expired"] += 1
-                self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
-                                         (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
-                return None
-            await fresh
+            try:
+                if method in BOUNDED_WAIT and not await self._wait_unless_typed_on(fresh, uri, asked):
+                    self.answers["wait_expired"] += 1
+                    self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
+                                             (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
+                    return None
+                await fresh
+            finally:
+                if not fresh.done():
+                    fresh.cancel()  # it only waits: the analysis it waits for goes on (the editor wants it)
             waited = (loop.time() - t1) * 1e3
             r = await self.query(method, uri, params, final=True)
         else:
