@@ -331,3 +331,43 @@ async def test_a_burst_of_edits_causes_a_bounded_number_of_analyses(tmp_path):
         assert info["texts"][0]["version"] == 51
     finally:
         await c.stop()
+
+
+def test_stdin_frames_cost_one_thread_hand_over_per_read():
+    """The protocol process reads stdin on a thread: a frame's header lines and body come from one read, not a
+    hand-over (a wake-up of the event loop) each."""
+    import io
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lsp_server.transport import StdinReader, run_async
+
+    class Counting(ThreadPoolExecutor):
+        calls = 0
+
+        def submit(self, *a, **k):
+            Counting.calls += 1
+            return super().submit(*a, **k)
+
+    class Proto:
+        handled: list = []
+
+        def structure_message(self, d):
+            import types
+            return types.SimpleNamespace(**d) if "jsonrpc" in d else d
+
+        def handle_message(self, m):
+            self.handled.append(m)
+
+        def _send_data(self, data):
+            raise AssertionError(data)
+
+    frames = b""
+    for i in range(20):
+        body = json.dumps({"jsonrpc": "2.0", "method": f"m{i}"}).encode()
+        frames += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    proto = Proto()
+    with Counting(max_workers=1) as ex:
+        asyncio.run(asyncio.wait_for(run_async(threading.Event(), StdinReader(io.BytesIO(frames), ex), proto), 30))
+    assert [m.method for m in proto.handled] == [f"m{i}" for i in range(20)]
+    assert Counting.calls <= 2  # the frames, then the end of the stream (was 3 per frame)
