@@ -47,7 +47,7 @@ def _env_int(name: str, default: int) -> int:
 
 
 #: how much lower (added nice value) background work runs than the process that starts it
-BACKGROUND_NICE = max(0, min(19, _env_int("NEWT_LSP_BACKGROUND_NICE", 2)))
+BACKGROUND_NICE = max(0, min(19, _env_int("NEWT_LSP_BACKGROUND_NICE", 1)))
 #: SCHED_BATCH for background work (Linux): it does not preempt a task that wakes up to answer
 BACKGROUND_BATCH = _env_int("NEWT_LSP_BACKGROUND_BATCH", 1) != 0
 _LINUX = sys.platform.startswith("linux")
