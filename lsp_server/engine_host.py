@@ -34,7 +34,9 @@ COMMAND_TIMEOUT_S = 300.0  # a command's analysis and code generation (a large k
 #: a fresh one once the document has changed again, before it answers nothing (on a busy machine an analysis can
 #: take seconds, and the client is typing on)
 MISS_WAIT_S = float(os.environ.get("NEWT_LSP_MISS_WAIT_MS", "400")) / 1e3
-BOUNDED_WAIT = ("hover", "completion", "signatureHelp")
+#: (inlay hints and code lenses miss only where the edit log cannot move the last analysis's answers; when they give
+#: up, the client is asked to refresh them once the text's own analysis is out)
+BOUNDED_WAIT = ("hover", "completion", "signatureHelp", "inlayHint", "codeLens")
 
 
 class EngineUnavailable(Exception):
@@ -590,6 +592,8 @@ class EngineHost:
             try:
                 if method in BOUNDED_WAIT and not await self._wait_unless_typed_on(fresh, uri, asked):
                     self.answers["wait_expired"] += 1
+                    if method in ("inlayHint", "codeLens"):
+                        self.stale_answers.setdefault(uri, set()).add(method)
                     self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
                                              (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
                     return None
