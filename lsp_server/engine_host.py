@@ -137,8 +137,16 @@ class EngineHost:
 
     # -- life cycle -------------------------------------------------------------------------------------
     async def start(self):
-        self.server = await asyncio.start_unix_server(self._on_connect, path=self.path)
-        os.chmod(self.path, 0o600)
+        try:
+            self.server = await asyncio.start_unix_server(self._on_connect, path=self.path)
+            os.chmod(self.path, 0o600)
+        except OSError:
+            if self.stopped:  # a shutdown came while starting (it removed the socket's folder): nothing to start
+                return
+            raise
+        if self.stopped:
+            self.server.close()
+            return
         await self._spawn()
 
     async def _spawn(self):
