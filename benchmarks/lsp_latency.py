@@ -15,16 +15,18 @@ Measures, against ``python -m lsp_server`` over stdio (VS Code's capabilities, d
 
 Aims (issue 4): analysis < 50 ms p95, hover < 30 ms p95, ready < 1 s, < 150 MB.
 
-``--storm N`` adds the typing storm of issue 15: a client typing 20 edits/s (bursts of keystroke-sized
-edits, insertions, deletions, new and deleted lines, half-typed code) into the same file, with a hover,
-completion or signature help after every edit and now and then a request it cancels. It measures each
-answer's round trip while edits stream in, and didChange -> publishDiagnostics of each burst's last edit
-(minus the debounce), and counts crashes, unanswered requests and cancellations of requests the client
-never cancelled. Aims: hover and completion p95 < 50 ms, diagnostics p95 < 150 ms beyond the debounce;
-0 crashes, 0 unanswered, 0 spurious cancellations.
+``--storm N`` adds the typing storm of issues 15 and 23: a client typing ``--rate`` edits/s (bursts of
+keystroke-sized edits, insertions, deletions, new and deleted lines, half-typed code) into the same file, with a
+hover, completion, signature help, inlay hints of the 50 lines around the edit or code lens after every edit and
+now and then a request it cancels. It measures each answer's round trip while edits stream in, and didChange ->
+publishDiagnostics of each burst's last edit (minus the debounce), and counts crashes, unanswered requests,
+requests over 1 s and cancellations of requests the client never cancelled. Aims: hover and completion p95 < 50
+ms, diagnostics p95 < 150 ms beyond the debounce; with ``--hogs`` (issue 23) < 100 ms and < 300 ms; 0 crashes,
+0 unanswered, 0 over 1 s, 0 spurious cancellations.
 
-``--load N`` starts N busy Python processes for the whole run (a competing CPU load that makes runs on a shared
-machine comparable; the report gives the load average before and after), ``--no-base`` runs only the storm.
+``--hogs N`` (or ``--load N``) starts N busy Python processes for the whole run (a competing CPU load that makes
+runs on a shared machine comparable; the report gives the load average before and after), ``--no-base`` runs
+only the storm.  Issue 23's command: ``--no-base --storm 2500 --rate 50 --hogs 2`` and the same without hogs.
 ``NEWT_LSP_ENGINE=thread`` in the environment measures the in-process analysis thread instead of the engines.
 """
 
@@ -47,14 +49,22 @@ sys.path.insert(0, ROOT)
 from lsprotocol import types as lsp  # noqa: E402
 
 AIMS = {"analysis_p95": 50.0, "hover_p95": 30.0, "ready": 1000.0, "rss": 150.0,
-        "storm_request_p95": 50.0, "storm_diagnostics_p95": 150.0}
+        "storm_request_p95": 50.0, "storm_diagnostics_p95": 150.0,
+        "storm_request_p95_hogs": 100.0, "storm_diagnostics_p95_hogs": 300.0}
 
 _STORM_SNIPPETS = ["a", "b", "x", "_", "1", "0", " ", " + ", "*", "(", ")", "[", "]", ",", ".", "nl.", "nl.arange(",
                    "tl.", ":", "=", "é", "\"", "#", "offs", ".to(", "nl.program_id(0)"]
 
 
+#: the storm's request mix, cumulative: hover, completion, signature help, inlay hints (the rest: code lens)
+STORM_MIX = (0.4, 0.65, 0.8, 0.9)
+#: the storm's mix of issue 15 (no inlay hints or code lens)
+STORM_MIX_OLD = (0.5, 0.8, 1.0, 1.0)
+
+
 async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict | None = None,
-                debounce: int = 150, cancel_every: int = 37, text: str | None = None) -> dict:
+                debounce: int = 150, cancel_every: int = 37, text: str | None = None,
+                mix: tuple = STORM_MIX) -> dict:
     """The typing storm (see the module's docstring). Returns latencies and the failure counts."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "lsp"))
     try:
@@ -137,14 +147,23 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
                 ch = 0
             pos = {"line": j, "character": ch}
             q = rng.random()
-            if q < 0.5:
+            params = {"textDocument": {"uri": uri}, "position": pos}
+            if q < mix[0]:
                 kind, method = "hover", "textDocument/hover"
-            elif q < 0.8:
+            elif q < mix[1]:
                 kind, method = "completion", "textDocument/completion"
-            else:
+            elif q < mix[2]:
                 kind, method = "signatureHelp", "textDocument/signatureHelp"
+            elif q < mix[3]:  # the editor's visible range around the edit, as after every change in VS Code
+                kind, method = "inlayHint", "textDocument/inlayHint"
+                top = max(0, j - 25)
+                params = {"textDocument": {"uri": uri}, "range": {"start": {"line": top, "character": 0},
+                                                                   "end": {"line": top + 50, "character": 0}}}
+            else:
+                kind, method = "codeLens", "textDocument/codeLens"
+                params = {"textDocument": {"uri": uri}}
             last_edit_at = now
-            fut = c.request(method, {"textDocument": {"uri": uri}, "position": pos})
+            fut = c.request(method, params)
             cancelled = cancel_every and n % cancel_every == 0
             if cancelled:
                 c.notify("$/cancelRequest", {"id": fut.rid})
@@ -160,7 +179,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
     pending = [f for f, _k, _c in sent]
     done, not_done = await asyncio.wait(pending, timeout=60)
     crashed = c.proc.returncode is not None
-    lat: dict = {"hover": [], "completion": [], "signatureHelp": []}
+    lat: dict = {"hover": [], "completion": [], "signatureHelp": [], "inlayHint": [], "codeLens": []}
     spurious, errors, answered = 0, [], 0
     for fut, kind, cancelled in sent:
         if not fut.done() or fut.exception() is not None:
@@ -175,6 +194,7 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
             continue
         if not cancelled:
             lat[kind].append((arrived - fut.sent) * 1e3)
+    over_1s = sum(1 for xs in lat.values() for x in xs if x > 1000.0)
     diag_ms = [(published[v] - t) * 1e3 - debounce for v, t in diag_wait if v in published]
     # a burst without its own diagnostics whose next version published is of the next burst (typing resumed before
     # the analysis of the paused-on text began: the server published the newer text's instead)
@@ -188,10 +208,13 @@ async def storm(edits: int = 400, rate: float = 20.0, seed: int = 0, env: dict |
     in_sync = bool(info) and any(t["sha1"] == sha for t in info["texts"])
     await c.stop()
     return {"edits": n, "rate": rate, "requests": len(sent), "answered": answered, "unanswered": len(not_done),
+            "over_1s": over_1s, "duration_s": time.perf_counter() - t_open,
             "spurious_cancellations": spurious, "errors": errors, "crashed": crashed, "latency_ms": lat,
             "diagnostics_ms": diag_ms, "bursts": len(diag_wait), "diagnostics_missing": len(diag_wait) - len(diag_ms),
             "diagnostics_superseded": superseded,
             "in_sync": in_sync, "rss_mb": info and info.get("peak_rss_mb"), "memory": info and info.get("memory"),
+            "analysis_ms": ((info or {}).get("analyses") or {}).get("ms"),
+            "loop_stalls": (info or {}).get("loop_stalls"),
             "stderr_tail": c.stderr.decode(errors="replace")[-(10 ** 7 if debug else 3000):]}
 
 
@@ -365,31 +388,78 @@ def _engine_memory(r: dict) -> str:
             f"analysis {ans.get('from_last', 0)}, after waiting for a fresh one {ans.get('waited', 0)}")
 
 
+def _server_breakdown(r: dict) -> str:
+    """Where a request's time went, from the server's own records: the protocol process's wait for the engine's
+    answer (sent to the engine -> answer back, a fresh analysis waited for included) against the engine's own
+    computing."""
+    qs = (r.get("memory") or {}).get("queries") or []
+    if not qs:
+        return ""
+    parts = []
+    for kind in ("hover", "completion", "signatureHelp", "inlayHint", "codeLens"):
+        tot = [q[1] for q in qs if q[0] == kind]
+        eng = [q[2] for q in qs if q[0] == kind and q[2] is not None]
+        inn = [q[4] for q in qs if q[0] == kind and len(q) > 5 and q[4] is not None]
+        back = [q[5] for q in qs if q[0] == kind and len(q) > 5 and q[5] is not None]
+        if tot and eng:
+            parts.append(f"{kind} {pct(tot, 0.5):.1f} / {pct(tot, 0.95):.1f} ms (engine computing "
+                         f"{pct(eng, 0.5):.1f} / {pct(eng, 0.95):.1f}" +
+                         (f", query to the engine {pct(inn, 0.5):.1f} / {pct(inn, 0.95):.1f}, reply back "
+                          f"{pct(back, 0.5):.1f} / {pct(back, 0.95):.1f}" if inn and back else "") + ")")
+    ans = (r.get("memory") or {}).get("answers") or {}
+    am = r.get("analysis_ms") or []
+    return (f"In the server (p50 / p95, the last {len(qs)} requests): " + "; ".join(parts) +
+            f". Waits for a fresh analysis given up after the bound (answered empty): {ans.get('wait_expired', 0)}"
+            + (f"; {len(am)} analyses, {pct(am, 0.5):.0f} / {pct(am, 0.95):.0f} ms each" if am else "")
+            + _stalls(r.get("loop_stalls")) + ".")
+
+
+def _stalls(st) -> str:
+    """The protocol process's event loop: timers late by more than 100 ms, and whether the loop was busy."""
+    if st is None:
+        return ""
+    big = [x for x in st if x[0] > 100]
+    if not big:
+        return "; the protocol process's event loop was never late by more than 100 ms"
+    worst = max(big)
+    return (f"; the protocol process's event loop was late by more than 100 ms {len(big)} times (worst {worst[0]:.0f}"
+            f" ms, of which it computed {worst[1]:.0f} ms: the rest it waited for a CPU)")
+
+
 def storm_report(r: dict, args) -> str:
     ok = lambda v, aim: "yes" if v <= aim else "**no**"
     lat = r["latency_ms"]
+    hogs = r["load"].n if r.get("load") is not None else 0
+    # issue 23: with busy processes on the cores, hover and completion p95 < 100 ms, diagnostics < 300 ms
+    req_aim = AIMS["storm_request_p95_hogs"] if hogs else AIMS["storm_request_p95"]
+    diag_aim = AIMS["storm_diagnostics_p95_hogs"] if hogs else AIMS["storm_diagnostics_p95"]
     rows = []
-    for kind, label in (("hover", "hover"), ("completion", "completion"), ("signatureHelp", "signature help")):
+    for kind, label in (("hover", "hover"), ("completion", "completion"), ("signatureHelp", "signature help"),
+                        ("inlayHint", "inlay hints (50 lines)"), ("codeLens", "code lens")):
         xs = lat[kind]
         if xs:
-            rows.append(f"| {label} while edits stream in (ms, {len(xs)} requests) | {_stats(xs)} | < "
-                        f"{AIMS['storm_request_p95']:.0f} p95 | {ok(pct(xs, 0.95), AIMS['storm_request_p95'])} |")
+            aim = f"< {req_aim:.0f} p95 | {ok(pct(xs, 0.95), req_aim)}" if kind in ("hover", "completion") \
+                else "| "
+            rows.append(f"| {label} while edits stream in (ms, {len(xs)} requests) | {_stats(xs)} | {aim} |")
     d = r["diagnostics_ms"]
     if d:
         rows.append(f"| didChange -> publishDiagnostics of a burst's last edit, minus debounce (ms, {len(d)} bursts) "
-                    f"| {_stats(d)} | < {AIMS['storm_diagnostics_p95']:.0f} p95 | "
-                    f"{ok(pct(d, 0.95), AIMS['storm_diagnostics_p95'])} |")
+                    f"| {_stats(d)} | < {diag_aim:.0f} p95 | {ok(pct(d, 0.95), diag_aim)} |")
+    rows.append(f"| requests over 1 s | {r['over_1s']} | 0 | {ok(r['over_1s'], 0)} |")
+    kinds = ", ".join(k for k, xs in (("hover", 1), ("completion", 1), ("signature help", 1),
+                                      ("inlay hints", lat["inlayHint"]), ("code lens", lat["codeLens"])) if xs)
     return "\n".join([
         "",
         "## Typing storm",
         "",
-        f"`python benchmarks/lsp_latency.py --storm {r['edits']} --rate {r['rate']:g}"
-        f"{' --load ' + str(r['load'].n) if r.get('load') is not None and r['load'].n else ''}` on "
+        f"`python benchmarks/lsp_latency.py --no-base --storm {r['edits']} --rate {r['rate']:g}"
+        f"{' --hogs ' + str(hogs) if hogs else ''}` on "
         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} ({os.cpu_count()} CPUs, "
         f"shared with other work): {r['edits']} edits at "
         f"{r['rate']:g}/s in {r['bursts']} bursts of 3-30 keystroke-sized edits (typed snippets, deletions, new "
         "and deleted lines, half-typed code) with a pause of 0.3-0.6 s after each, into the same 1,011-line file; "
-        "after every edit one hover, completion or signature help, and every 37th request cancelled by the client.",
+        f"after every edit one request ({kinds}), and every 37th request cancelled by the client; "
+        f"{r['duration_s']:.0f} s in all.",
         "",
         "| measure | median / p95 / max | aim | met |",
         "|---|---|---|---|",
@@ -403,6 +473,7 @@ def storm_report(r: dict, args) -> str:
         f"the client's at the end: {r['in_sync']}; peak memory {r['rss_mb'] or 0:.0f} MB"
         f"{_engine_memory(r)}.",
         *([f"CPU load: {r['load'].describe()}."] if r.get("load") is not None else []),
+        *([_server_breakdown(r)] if _server_breakdown(r) else []),
         "",
     ])
 
@@ -418,8 +489,9 @@ def main(argv=None):
     ap.add_argument("--storm", type=int, default=0, metavar="N", help="also run the typing storm with N edits")
     ap.add_argument("--rate", type=float, default=20.0, help="the storm's edits per second")
     ap.add_argument("--seed", type=int, default=15)
-    ap.add_argument("--load", type=int, default=0, metavar="N",
-                    help="start N busy processes (pure Python loops) for the whole run: a reproducible CPU load")
+    ap.add_argument("--hogs", "--load", dest="load", type=int, default=0, metavar="N",
+                    help="start N busy processes (pure Python loops, nice 0) for the whole run: a reproducible CPU "
+                         "load (issue 23: --hogs 2 on a 2-core machine)")
     ap.add_argument("--no-base", action="store_true", help="run only the storm, not the edit/hover benchmark")
     args = ap.parse_args(argv)
     with busy_load(args.load) as load:

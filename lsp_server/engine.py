@@ -12,6 +12,9 @@ then on and tells its parent to exit.  Until then the parent keeps answering fro
 mapping positions through the edits since.  A fork that is no longer wanted (its version was typed over and
 nobody waits for it) is simply killed: superseded work stops at once and costs the answering engine nothing.
 Hover layouts (the backend's code generation) are warmed the same way, in a fork, while the user pauses.
+A fork's job runs in a thread at the background priority (``lsp_server/priority.py``): on a busy machine the
+answering engine and the protocol process get the CPU first; the fork's main thread, which answers once it
+serves, keeps the engine's priority.
 
 The engine never imports the user's file, torch or CUDA: it runs the front end on text, like the server did.
 """
@@ -122,8 +125,12 @@ class Engine:
             self.changed_at[msg["uri"]] = time.monotonic()
         elif op == "query":
             t = time.perf_counter()
+            t_in = time.monotonic()  # the clock the server's is (CLOCK_MONOTONIC): how long the query waited
             reply = self.query(msg)
             reply["ms"] = (time.perf_counter() - t) * 1e3
+            if isinstance(msg.get("t"), float):
+                reply["in_ms"] = (t_in - msg["t"]) * 1e3
+            reply["t_out"] = time.monotonic()
             self.send(reply)
         elif op == "open":
             self.docs.open(msg["uri"], msg.get("text", ""), msg.get("version"))
@@ -155,6 +162,8 @@ class Engine:
             self.sock.close()  # the parent's connection stays the parent's
             if not self._reconnect(job=msg.get("job")):
                 os._exit(0)
+            # the work runs at the background priority, in a thread of its own: this (main) thread answers once
+            # the job is done and forks the next one, at the engine's own priority (lsp_server/priority.py)
             if msg.get("kind") == "warm":
                 self.warm(msg)
             else:
@@ -176,6 +185,8 @@ class Engine:
             self.sock.close()
             if not self._reconnect(cmd=msg.get("id")):
                 os._exit(0)
+            from .priority import lower_current_thread
+            lower_current_thread()  # this fork only answers the command, then exits
             try:
                 reply = {"op": "reply", "id": msg.get("id"), "result": self.command(msg)}
             except Exception as e:  # the command gets an error, not silence
@@ -199,16 +210,19 @@ class Engine:
         return command_info(a, msg)
 
     def analyze(self, msg: dict):
-        from .analysis import analyze, lsp_diagnostics
+        """Analyze (at the background priority), send the diagnostics, collect garbage (background), say ready.
+        The messages go from this thread: "ready" only once the background thread is done, so the engine that
+        then answers never waits for a thread that the machine's load keeps from running."""
+        from .analysis import lsp_diagnostics
+        from .priority import run_in_background
         uri = msg["uri"]
         got = self.docs.get(uri)
         if got is None:
             self.send({"op": "job_failed", "job": self.job, "error": f"{uri} is not open"})
             os._exit(0)
         text, version = got
-        a = analyze(text, uri, version, self.docs.encoding, self.cache)
+        a, diags = run_in_background(self._analyze_text, text, uri, version, lsp_diagnostics)
         self.analyses[uri] = a
-        diags = self.conv.unstructure(lsp_diagnostics(a))
         self.send({"op": "analyzed", "job": self.job, "uri": uri, "version": version, "length": len(text),
                    "diagnostics": diags, "elapsed_ms": a.elapsed_ms, "reused": a.reused,
                    "kernels": len(a.kernels)})
@@ -218,40 +232,56 @@ class Engine:
         rss = _rss_mb() or 0.0
         collected = rss > GC_GROWTH_MB + float(self.cfg.get("_gc_rss", 0.0))
         if collected:
-            gc.collect()
+            run_in_background(gc.collect)
             rss = _rss_mb() or 0.0
             self.cfg["_gc_rss"] = rss
         self.send({"op": "ready", "job": self.job, "rss_mb": rss,
                    "gc_ms": (time.perf_counter() - t) * 1e3 if collected else None})
 
+    def _analyze_text(self, text: str, uri: str, version, lsp_diagnostics):
+        from .analysis import analyze
+        a = analyze(text, uri, version, self.docs.encoding, self.cache)
+        return a, self.conv.unstructure(lsp_diagnostics(a))
+
     def warm(self, msg: dict):
-        from .hover import warm_layouts
+        from .priority import run_in_background
         a = self.analyses.get(msg["uri"])
+        finished, remaining = run_in_background(self._warm_layouts, a, msg) if a is not None else ([], False)
+        self.send({"op": "ready", "job": self.job, "rss_mb": _rss_mb(), "warmed": finished,
+                   "remaining": remaining})
+
+    def _warm_layouts(self, a, msg: dict):
+        from .hover import warm_layouts
         budget = float(msg.get("budget_s", 0.3))
         remaining = False
-        if a is not None:
-            t0 = time.perf_counter()
-            todo = [ka for ka in a.kernels if ka.kind == "jit" and not ka.helper]
-            done = set(msg.get("done") or ())
-            todo = [ka for ka in todo if ka.name not in done]
-            finished = []
-            for ka in todo:
-                if time.perf_counter() - t0 > budget:
-                    remaining = True
-                    break
-                warm_layouts(a, msg.get("target") or "sm_90a", [ka])
-                finished.append(ka.name)
-            gc.collect()
-            self.cfg["_gc_rss"] = _rss_mb() or 0.0
-            self.send({"op": "ready", "job": self.job, "rss_mb": _rss_mb(), "warmed": finished,
-                       "remaining": remaining})
-        else:
-            self.send({"op": "ready", "job": self.job, "rss_mb": _rss_mb(), "warmed": [], "remaining": False})
+        t0 = time.perf_counter()
+        todo = [ka for ka in a.kernels if ka.kind == "jit" and not ka.helper]
+        done = set(msg.get("done") or ())
+        todo = [ka for ka in todo if ka.name not in done]
+        finished = []
+        for ka in todo:
+            if time.perf_counter() - t0 > budget:
+                remaining = True
+                break
+            warm_layouts(a, msg.get("target") or "sm_90a", [ka])
+            finished.append(ka.name)
+        gc.collect()
+        self.cfg["_gc_rss"] = _rss_mb() or 0.0
+        return finished, remaining
 
     def _changed_here(self, a, uri: str, pos, mpos) -> bool:
         """Whether a fresher analysis could answer better at ``pos``: its line was edited since ``a``, or ``a``
         has no kernel there (an earlier version that did not parse)."""
         return self.docs.stale_position(a, uri, pos) is None or a.kernel_at(mpos.line + 1) is None
+
+    def _range_in(self, a, uri: str, rng):
+        """The lines of ``a``'s text that ``rng`` (of the current text) covers, widened to whole lines."""
+        from lsprotocol import types as lsp
+        lo = self.docs.map_through_edits(a, uri, rng.start.line)
+        hi = self.docs.map_through_edits(a, uri, rng.end.line)
+        if lo is None or hi is None:
+            return None
+        return lsp.Range(lsp.Position(lo[0], 0), lsp.Position(max(lo[0], hi[0]) + 1, 0))
 
     # -- queries -----------------------------------------------------------------------------------------
     def query(self, msg: dict) -> dict:
@@ -310,14 +340,26 @@ class Engine:
                 # earlier version that did not parse needs a fresher analysis
                 miss = result is None and not same and not final and _in_call(text, self.docs.encoding, pos) \
                     and not a.kernels
+        elif method in ("inlayHint", "codeLens"):
+            # they only place things on lines: while a new analysis runs, the last one's are moved through the
+            # edits since (those on edited lines left out) instead of waiting; the server asks the client to
+            # refresh once the text's own analysis is out
+            fwd = None if same else self.docs.forward_lines(a, uri)
+            if not same and fwd is None and not final:
+                miss = True
+            elif method == "inlayHint":
+                rng = self.conv.structure(p["range"], lsp.Range) if p.get("range") else None
+                arng = rng if fwd is None or rng is None else self._range_in(a, uri, rng)
+                result = features.inlay_hints(a, arng, bool(p.get("shapes", True)), bool(p.get("dtypes", True)))
+                result = _with_deuteron_hints(result, a, arng, p)
+                if fwd is not None:
+                    result = _moved_hints(result, fwd, rng)
+            else:
+                result = features.code_lenses(a)
+                if fwd is not None:
+                    result = _moved_lenses(result, fwd)
         elif not same and not final:
             miss = True  # the rest needs the analysis of the text as it is
-        elif method == "inlayHint":
-            rng = self.conv.structure(p["range"], lsp.Range) if p.get("range") else None
-            result = features.inlay_hints(a, rng, bool(p.get("shapes", True)), bool(p.get("dtypes", True)))
-            result = _with_deuteron_hints(result, a, rng, p)
-        elif method == "codeLens":
-            result = features.code_lenses(a)
         elif method == "codeAction":
             rng = self.conv.structure(p["range"], lsp.Range)
             result = features.code_actions(a, rng, p.get("only"))
@@ -329,6 +371,41 @@ class Engine:
             return {"op": "reply", "id": rid, "miss": True}
         return {"op": "reply", "id": rid, "result": self.conv.unstructure(result) if result is not None else None,
                 "version": a.version, "same": same}
+
+
+def _moved_hints(hints, fwd, rng):
+    """Inlay hints of an earlier analysis on the lines they moved to (those on edited lines, or outside ``rng`` once
+    moved, left out)."""
+    from lsprotocol import types as lsp
+    out = []
+    for h in hints or ():
+        line = fwd(h.position.line)
+        if line is None or (rng is not None and not rng.start.line <= line <= rng.end.line):
+            continue
+        h.position = lsp.Position(line, h.position.character)
+        out.append(h)
+    return out
+
+
+def _moved_lenses(lenses, fwd):
+    """Code lenses of an earlier analysis on the lines their kernels moved to (a kernel whose line was edited is
+    left out); the commands' positions move with them."""
+    from lsprotocol import types as lsp
+    out = []
+    for lens in lenses or ():
+        r = lens.range
+        start, end = fwd(r.start.line), fwd(r.end.line)
+        if start is None or end is None:
+            continue
+        lens.range = lsp.Range(lsp.Position(start, r.start.character), lsp.Position(end, r.end.character))
+        cmd = lens.command
+        if cmd is not None and cmd.arguments and len(cmd.arguments) > 1 and isinstance(cmd.arguments[1], dict):
+            arg = dict(cmd.arguments[1])
+            if isinstance(arg.get("line"), int):
+                arg["line"] = fwd(arg["line"]) if fwd(arg["line"]) is not None else start
+            cmd.arguments = [cmd.arguments[0], arg, *cmd.arguments[2:]]
+        out.append(lens)
+    return out
 
 
 def _completes_here(idx, pos, line: str) -> bool:

@@ -11,6 +11,7 @@ documents are sent to it again); a job that dies fails its waiters, who answer f
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import logging
@@ -20,6 +21,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 
 __all__ = ["EngineHost", "EngineUnavailable", "engines_supported"]
 
@@ -28,6 +30,13 @@ log = logging.getLogger("newt-lsp")
 _HEADER = struct.Struct(">I")
 QUERY_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 300.0  # a command's analysis and code generation (a large kernel, a loaded machine)
+#: how long a hover, completion or signature help at a position typed since the last finished analysis waits for
+#: a fresh one once the document has changed again, before it answers nothing (on a busy machine an analysis can
+#: take seconds, and the client is typing on)
+MISS_WAIT_S = float(os.environ.get("NEWT_LSP_MISS_WAIT_MS", "400")) / 1e3
+#: (inlay hints and code lenses miss only where the edit log cannot move the last analysis's answers; when they give
+#: up, the client is asked to refresh them once the text's own analysis is out)
+BOUNDED_WAIT = ("hover", "completion", "signatureHelp", "inlayHint", "codeLens")
 
 
 class EngineUnavailable(Exception):
@@ -108,8 +117,15 @@ class EngineHost:
         self.analysis_times: list = []
         self.gc_times: list = []
         #: answers from the serving engine's last analysis, and those that waited for a fresh one
-        self.answers = {"from_last": 0, "waited": 0}
+        self.answers = {"from_last": 0, "waited": 0, "wait_expired": 0}
+        #: (method, ms the answer took here, ms the engine computed, ms waited for a fresh analysis, ms from the
+        #: query's send to the engine reading it, ms from the engine's reply to this loop reading it)
+        self.query_times: collections.deque = collections.deque(maxlen=4000)
+        #: uri -> the methods answered from an earlier analysis (moved through the edits) since its last
+        #: publication: the server asks the client to refresh them once the text's own analysis is out
+        self.stale_answers: dict[str, set] = {}
         self.peak_total_mb = 0.0
+        self._memory_read_at = 0.0
         self.stopped = False
         self.token = os.urandom(6).hex()  # names this server process in diagnostic result ids
         self.on_published = None  # callback(analyzed message) for every finished analysis
@@ -121,8 +137,16 @@ class EngineHost:
 
     # -- life cycle -------------------------------------------------------------------------------------
     async def start(self):
-        self.server = await asyncio.start_unix_server(self._on_connect, path=self.path)
-        os.chmod(self.path, 0o600)
+        try:
+            self.server = await asyncio.start_unix_server(self._on_connect, path=self.path)
+            os.chmod(self.path, 0o600)
+        except OSError:
+            if self.stopped:  # a shutdown came while starting (it removed the socket's folder): nothing to start
+                return
+            raise
+        if self.stopped:
+            self.server.close()
+            return
         await self._spawn()
 
     async def _spawn(self):
@@ -358,6 +382,12 @@ class EngineHost:
             pass
 
     def _track_memory(self, msg: dict | None = None):
+        # reading a process's smaps_rollup walks its page tables (milliseconds for a few hundred MB, more on a busy
+        # machine), on this event loop: at most once a second, not on every analysis
+        now = time.monotonic()
+        if now - self._memory_read_at < 1.0:
+            return None
+        self._memory_read_at = now
         total = _pss_mb(os.getpid()) or 0.0
         for c in (self.current, self.job.conn if self.job else None):
             if c is not None and c.pid:
@@ -375,7 +405,7 @@ class EngineHost:
                 "serving_pid": self.current.pid if self.current is not None else None,
                 "job": {"kind": self.job.kind, "version": self.job.version,
                         "pid": self.job.conn.pid if self.job.conn is not None else None} if self.job else None,
-                "gc_ms": self.gc_times[-200:]}
+                "gc_ms": self.gc_times[-200:], "queries": list(self.query_times)}
 
     # -- documents --------------------------------------------------------------------------------------------
     def _broadcast(self, msg: dict):
@@ -502,11 +532,18 @@ class EngineHost:
         for attempt in range(2):
             conn = await self.serving()
             rid = next(self._ids)
-            fut = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
             self._pending[rid] = (fut, conn)
-            conn.send({"op": "query", "id": rid, "method": method, "uri": uri, "params": params, "final": final})
+            t0 = loop.time()
+            conn.send({"op": "query", "id": rid, "method": method, "uri": uri, "params": params, "final": final,
+                       "t": time.monotonic()})
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), QUERY_TIMEOUT_S)
+                r = await asyncio.wait_for(asyncio.shield(fut), QUERY_TIMEOUT_S)
+                r["rtt_ms"] = (loop.time() - t0) * 1e3
+                if r.get("t_out") is not None:  # the reply's wait to be read here (this loop was busy or waited)
+                    r["back_ms"] = (time.monotonic() - r["t_out"]) * 1e3
+                return r
             except EngineUnavailable:
                 if attempt:
                     raise
@@ -533,14 +570,53 @@ class EngineHost:
         finally:
             self._pending.pop(rid, None)
 
+    async def _wait_unless_typed_on(self, fut, uri: str, asked) -> bool:
+        """Wait for ``fut``; give up (False) once ``MISS_WAIT_S`` has passed and the document has changed since the
+        request (version ``asked``) was made: its answer would be of a text the user has typed over."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + MISS_WAIT_S
+        while True:
+            done, _ = await asyncio.wait({fut}, timeout=max(0.0, end - loop.time()) or 0.05)
+            if done:
+                return True
+            got = self.docs.get(uri)
+            if got is None or got[1] != asked:
+                return False
+
     async def answer(self, method: str, uri: str, params: dict):
         """The engine's answer from its last finished analysis, or, when that cannot answer (the position is in
-        lines typed since), from a fresh one."""
+        lines typed since), from a fresh one: a hover, completion or signature help waits for it at most
+        ``MISS_WAIT_S`` once the user has typed on (an answer about an older text is of no use, and the client
+        asks again), then answers nothing."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        asked = (self.docs.get(uri) or (None, None))[1]
         r = await self.query(method, uri, params)
-        self.answers["from_last" if not r.get("miss") else "waited"] += 1
+        waited = 0.0
         if r.get("miss"):
-            await self.fresh(uri)
+            self.answers["waited"] += 1
+            t1 = loop.time()
+            fresh = asyncio.ensure_future(self.fresh(uri))
+            try:
+                if method in BOUNDED_WAIT and not await self._wait_unless_typed_on(fresh, uri, asked):
+                    self.answers["wait_expired"] += 1
+                    if method in ("inlayHint", "codeLens"):
+                        self.stale_answers.setdefault(uri, set()).add(method)
+                    self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"),
+                                             (loop.time() - t1) * 1e3, r.get("in_ms"), r.get("back_ms")))
+                    return None
+                await fresh
+            finally:
+                if not fresh.done():
+                    fresh.cancel()  # it only waits: the analysis it waits for goes on (the editor wants it)
+            waited = (loop.time() - t1) * 1e3
             r = await self.query(method, uri, params, final=True)
+        else:
+            self.answers["from_last"] += 1
+            if r.get("same") is False and method in ("inlayHint", "codeLens"):
+                self.stale_answers.setdefault(uri, set()).add(method)
+        self.query_times.append((method, (loop.time() - t0) * 1e3, r.get("ms"), waited, r.get("in_ms"),
+                                 r.get("back_ms")))
         if "error" in r:
             log.warning("engine: %s failed: %s", method, r["error"])
             return None

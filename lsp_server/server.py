@@ -217,11 +217,15 @@ class NewtLanguageServer(LanguageServer):
         self.progress_supported = False
         self.config_pull = False
         self.refresh_inlay = False
+        self.refresh_code_lens = False
         self.refresh_diagnostics = False
         self.gpu = None  # {"name", "arch"} after detection
         self.initialized_at = None
         self._last_activity = time.monotonic()
         self._gc_task = None
+        self._monitor_task = None
+        #: (ms late, ms of CPU the loop thread used meanwhile) of each timer of ``_loop_monitor`` late > 20 ms
+        self.loop_stalls: collections.deque = collections.deque(maxlen=2000)
         self.commands = None  # set in create_server (commands.Commands)
         self.generated_newt = GeneratedNewt()  # deuteron hovers' generated newt lines (lsp_server.deuteron_newt)
 
@@ -540,6 +544,7 @@ class NewtLanguageServer(LanguageServer):
                 st.saved_diags = msg
             self.publish_json(uri, msg)
             if got == version:
+                self._refresh_stale(uri)
                 st.warm = asyncio.ensure_future(self._engine_warm(uri, version))
         except asyncio.CancelledError:
             pass
@@ -547,6 +552,18 @@ class NewtLanguageServer(LanguageServer):
             log.warning("no diagnostics for %s: %s", uri, e)
         except Exception:
             log.exception("analysis of %s failed", uri)
+
+    def _refresh_stale(self, uri: str):
+        """Inlay hints and code lenses answered from an earlier analysis while this one ran (moved through the
+        edits, those on edited lines left out): ask the client to ask again, where it can be asked."""
+        stale = self.engine.stale_answers.pop(uri, set())
+        for method, can, send in (("inlayHint", self.refresh_inlay, self.workspace_inlay_hint_refresh),
+                                  ("codeLens", self.refresh_code_lens, self.workspace_code_lens_refresh)):
+            if method in stale and can:
+                try:
+                    send(None)
+                except Exception:
+                    log.debug("%s refresh failed", method, exc_info=True)
 
     async def _engine_warm(self, uri: str, version, idle: float = 0.3):
         try:
@@ -603,6 +620,17 @@ class NewtLanguageServer(LanguageServer):
         self._state(a.uri).published = a.version
         log.debug("published %d diagnostics for %s v%s (analysis %.1f ms, %d reused)", len(diags), a.uri,
                   a.version, a.elapsed_ms, a.reused)
+
+    # -- event loop stalls ----------------------------------------------------------------------
+    async def _loop_monitor(self, tick: float = 0.05):
+        """How late this loop's timers fire (``serverInfo``'s ``loop``): a stall with the loop thread's CPU time
+        mostly spent is work done on the loop; one without is the process waiting for a CPU."""
+        while True:
+            t0, c0 = time.monotonic(), time.thread_time()
+            await asyncio.sleep(tick)
+            late = (time.monotonic() - t0 - tick) * 1e3
+            if late > 20.0:
+                self.loop_stalls.append((round(late, 1), round((time.thread_time() - c0) * 1e3, 1)))
 
     # -- garbage collection when idle ------------------------------------------------
     async def _idle_gc(self):
@@ -680,6 +708,7 @@ def _client_flags(ls: NewtLanguageServer, params: lsp.InitializeParams):
     ls.config_pull = bool(caps.workspace and caps.workspace.configuration)
     ws = caps.workspace
     ls.refresh_inlay = bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support)
+    ls.refresh_code_lens = bool(ws and ws.code_lens and ws.code_lens.refresh_support)
     ls.refresh_diagnostics = bool(ws and ws.diagnostics and ws.diagnostics.refresh_support)
     name = ls.client_name.lower()
     vscode = "visual studio code" in name or "vscode" in name or "code-server" in name or "vscodium" in name \
@@ -723,6 +752,7 @@ def create_server() -> NewtLanguageServer:
         gc.disable()
         if ls._gc_task is None:
             ls._gc_task = asyncio.ensure_future(ls._idle_gc())
+            ls._monitor_task = asyncio.ensure_future(ls._loop_monitor())
         try:
             await ls.pull_folder_settings()
         except Exception:  # a client that cannot answer keeps the global settings
@@ -956,6 +986,7 @@ def create_server() -> NewtLanguageServer:
             else {"count": len(ls.engine.analysis_times), "ms": list(ls.engine.analysis_times)[-500:]},
             "engine": "fork" if ls.engine is not None else "thread",
             "memory": ls.engine.memory() if ls.engine is not None else {},
+            "loop_stalls": list(ls.loop_stalls),
             "kernel_cache": {"entries": len(ls.kernel_cache._entries), "hits": ls.kernel_cache.hits,
                              "misses": ls.kernel_cache.misses},
             "settings": {"trusted": ls.settings.trusted, "target": ls.settings.target,

@@ -41,29 +41,57 @@ INVALID_REQUEST = -32600
 
 
 class StdinReader:
-    """A binary stream (stdin) read on an executor thread: ``readline`` with a length limit, ``readexactly``."""
+    """A binary stream (stdin) read on an executor thread: ``readline`` with a length limit, ``readexactly``.
+
+    What one read returns (all the bytes there are, up to 64 KiB) is kept, and lines and bodies are served from
+    it: a frame costs one hand-over from the reading thread to the event loop, not one per header line and body
+    (three), each a wake-up that waits for a CPU on a busy machine (issue 23)."""
+
+    CHUNK = 1 << 16
 
     def __init__(self, stream, executor=None):
         self.stream = stream
         self.executor = executor
+        self.buf = bytearray()
+        self.eof = False
+        self._read1 = getattr(stream, "read1", None) or stream.read
 
-    def readline(self, limit: int = MAX_HEADER_LINE + 1):
-        return asyncio.get_running_loop().run_in_executor(self.executor, self.stream.readline, limit)
+    async def _more(self) -> bool:
+        """Read what is there (at least one byte, or the end of the stream); False at the end."""
+        if self.eof:
+            return False
+        got = await asyncio.get_running_loop().run_in_executor(self.executor, self._read1, self.CHUNK)
+        if not got:
+            self.eof = True
+            return False
+        self.buf += got
+        return True
 
-    def readexactly(self, n: int):
-        return asyncio.get_running_loop().run_in_executor(self.executor, self._read, n)
+    async def readline(self, limit: int = MAX_HEADER_LINE + 1) -> bytes:
+        """Up to and including the next ``\n``, at most ``limit`` bytes (fewer at the end of the stream)."""
+        start = 0
+        while True:
+            nl = self.buf.find(b"\n", start, limit)
+            if nl >= 0:
+                return self._take(nl + 1)
+            if len(self.buf) >= limit:
+                return self._take(limit)
+            start = len(self.buf)
+            if not await self._more():
+                return self._take(len(self.buf))
 
-    def _read(self, n: int) -> bytes:
+    async def readexactly(self, n: int) -> bytes:
         """``n`` bytes (fewer at the end of the stream), read in pieces: a ``Content-Length`` far larger than
-        what follows costs only what really arrives (``read(n)`` would allocate ``n`` bytes first)."""
-        parts, left = [], n
-        while left > 0:
-            b = self.stream.read(min(left, 1 << 20))
-            if not b:
+        what follows costs only what really arrives."""
+        while len(self.buf) < n:
+            if not await self._more():
                 break
-            parts.append(b)
-            left -= len(b)
-        return b"".join(parts)
+        return self._take(min(n, len(self.buf)))
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
 
 
 async def _readline(reader, limit: int) -> bytes:
