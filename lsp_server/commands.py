@@ -89,6 +89,10 @@ class Commands:
         self.compiled: OrderedDict = OrderedDict()  # (src, kernel, spec, target) -> compile result
         self.picked: dict = {}  # (uri, kernel) -> constexpr values the user picked (Compile asks for missing ones)
         self.gpu: dict | None = None
+        from .perf import Perf
+        self.perf = Perf(ls)  # registers, spills and occupancy of every config, as you type
+        #: newt: URI -> (source URI, per document line the source line or None): what each generated view shows
+        self.maps: OrderedDict = OrderedDict()
 
     # -- environment -----------------------------------------------------------------
     async def detect_gpu(self):
@@ -149,6 +153,9 @@ class Commands:
         if "cacheDir" in changed and self.compile_worker is not None:
             await self.compile_worker.stop()
             self.compile_worker = None
+        if any(c in changed for c in ("trusted", "perfDiagnostics", "target")):
+            for uri in list(self.ls.docs):  # measured again (or hidden) with the diagnostics' next publish
+                self.ls.schedule(uri, 0)
         if "target" in changed:
             self.compiled.clear()
             self.send_status()
@@ -172,8 +179,10 @@ class Commands:
     def forget(self, uri: str):
         for k in [k for k in self.compiled if k[0] == uri]:
             self.compiled.pop(k, None)
+        self.perf.forget(uri)
 
     async def shutdown(self):
+        await self.perf.shutdown()
         for w in (self.compile_worker, self.run_worker):
             if w is not None:
                 await w.stop()
