@@ -266,3 +266,44 @@ async def test_first_spill_warning_latency(tmp_path):
         assert t - t0 < budget, f"the first spill warning took {t - t0:.2f} s (budget {budget} s)"
     finally:
         await c.stop()
+
+
+@needs_nvrtc
+def test_cannot_launch_is_n101_at_its_config():
+    """A config whose shared memory is over the 227 KB a block may have on sm_90a: N101 at its line, with the
+    resource, what it needs and the limit (the backend's own figures)."""
+    from lsp_server.perf import Perf
+    from lsp_server.perfjob import run
+    from lsp_server.settings import Settings
+    text = fixture_text(FIXTURE).replace(
+        '"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=2, num_stages=3',
+        '"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 512, "GROUP_M": 8}, num_warps=8, num_stages=2')
+    assert "num_stages=2" in text
+    ctx = _Ctx()
+    run({"text": text, "uri": fixture_uri(FIXTURE), "target": TARGET}, ctx)
+    entries = next(d for k, d in ctx.events if k == "plan")["entries"]
+    figures = {d["key"]: d for k, d in ctx.events if k == "perf"}
+    big = figures[entries[1]["key"]]
+    assert big["resource"]["resource"] == "shared memory" and big["resource"]["limit"] == 227 * 1024
+    assert big["resource"]["required"] > 227 * 1024
+
+    class _Ls:
+        settings = Settings(trusted=True)
+        encoding = "utf-16"
+        docs = {fixture_uri(FIXTURE): None}
+
+        def settings_for(self, uri):
+            return self.settings
+
+        def doc_text(self, uri, strict=False):
+            return text, 1
+
+    p = Perf(_Ls())
+    d = p.docs.setdefault(fixture_uri(FIXTURE), __import__("lsp_server.perf", fromlist=["_Doc"])._Doc())
+    d.version, d.text, d.entries = 1, text, entries
+    p.figures.update(figures)
+    diags = p.diagnostics(fixture_uri(FIXTURE), 1)
+    assert [x["code"] for x in diags] == ["N101"]
+    assert diags[0]["range"]["start"]["line"] == 13 and "cannot launch: shared memory" in diags[0]["message"]
+    assert str(big["resource"]["required"]) in diags[0]["message"]
+    assert p.diagnostics(fixture_uri(FIXTURE), 2) == []  # figures of another version are not shown
