@@ -51,6 +51,7 @@ EAGER = os.environ.get("NEWT_LSP_EAGER", "1") not in ("0", "off", "false")
 FOLDER_KEYS = ("target", "diagnosticsOn", "inlayHints")
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
 SERVER_INFO = "newt/serverInfo"
+SOURCE_MAP = "newt/sourceMap"  # generated view -> source lines (lsp_server/sourcemap.py, docs/lsp-protocol.md)
 STATUS = "newt/status"
 
 
@@ -938,6 +939,18 @@ def create_server() -> NewtLanguageServer:
         p = _convert_args(params)
         uri = p.get("uri") if isinstance(p, dict) else None
         return await ls.commands.virtual_document(uri)
+
+    @ls.feature(SOURCE_MAP)
+    @_safe()
+    async def source_map(ls: NewtLanguageServer, params):
+        p = _convert_args(params)
+        return await ls.commands.source_map(p.get("uri") if isinstance(p, dict) else None)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    @_safe()
+    async def definition(ls: NewtLanguageServer, params: lsp.DefinitionParams):
+        """In a generated view (a ``newt:`` document): the source line it comes from; nothing elsewhere."""
+        return await ls.commands.definition(params.text_document.uri, params.position.line)
 
     @ls.feature(SERVER_INFO)
     @_safe()

@@ -60,7 +60,8 @@ def ptx_lines(ptx: str, cuda: list) -> list:
         m = _LOC.match(ln)
         if m:
             fid, line, ifid, iline = m.groups()
-            cu = int(line) if fid in main else int(iline) if ifid in main and iline else None
+            # code inlined from a helper: the call site is the kernel's line
+            cu = int(iline) if iline and ifid in main else int(line) if fid in main else None
             cur = cuda[cu - 1] if cu is not None and 0 < cu <= len(cuda) else None
             out.append(None)
             continue
