@@ -115,7 +115,7 @@ vscode_session() {  # $1 = trusted | restricted
   mkdir -p "$RUN/ud/User" "$RUN/ext" "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
   # Triton-syntax and Helion fixtures shared with tests/lsp (their messages must say tl. / hl.)
-  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels}.py "$RUN/ws/kernels/"
+  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels,perf_matmul}.py "$RUN/ws/kernels/"
   cp -r "$REPO/examples" "$RUN/ws/examples"   # Compile on every kernel of the project's examples
   local trust_flag=(--disable-workspace-trust)
   local trust_settings='"security.workspace.trust.enabled": false,'
@@ -193,7 +193,7 @@ if [ "${NEWT_E2E_ONLY:-}" != vscode ]; then
   RUN=$(mktemp -d "$C/runs/n.XXXXXX")
   mkdir -p "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
-  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels}.py "$RUN/ws/kernels/"
+  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels,perf_matmul}.py "$RUN/ws/kernels/"
   (
     export HOME="$RUN/home" XDG_CONFIG_HOME="$RUN/home/.config" XDG_DATA_HOME="$RUN/home/.local/share" \
            XDG_STATE_HOME="$RUN/home/.local/state" XDG_CACHE_HOME="$RUN/home/.cache" TMPDIR="$RUN/tmp" \
