@@ -171,6 +171,16 @@ class Perf:
         except Exception:
             log.exception("performance figures of %s failed", uri)
 
+    def separate(self) -> bool:
+        """A client that pulls diagnostics but cannot be asked to pull again (no ``workspace/diagnostic/refresh``,
+        e.g. Neovim 0.11) would see the figures only at its next pull: they are pushed to it on their own
+        (``publishDiagnostics`` with only N100/N101; the front end's diagnostics stay pulled, none twice)."""
+        return bool(self.ls.pull_diagnostics and not self.ls.refresh_diagnostics)
+
+    def pulled(self, uri: str, version) -> list[dict]:
+        """What a pull report of ``version`` carries of this module's diagnostics."""
+        return [] if self.separate() else self.diagnostics(uri, version)
+
     def _changed(self, uri: str, d: _Doc):
         d.generation += 1
         ls = self.ls
@@ -180,6 +190,12 @@ class Perf:
                     ls.workspace_diagnostic_refresh(None)
                 except Exception:
                     log.debug("diagnostic refresh failed", exc_info=True)
+            else:
+                from lsprotocol import types as lsp
+                conv = ls.protocol._converter
+                ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
+                    uri=uri, diagnostics=[conv.structure(x, lsp.Diagnostic) for x in self.diagnostics(uri, d.version)],
+                    version=d.version))
         elif d.republish is not None:
             try:
                 d.republish()

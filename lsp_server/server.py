@@ -794,7 +794,7 @@ def create_server() -> NewtLanguageServer:
             conv = ls.protocol._converter
             return lsp.RelatedFullDocumentDiagnosticReport(
                 items=[conv.structure(d, lsp.Diagnostic) for d in (msg.get("diagnostics") or [])
-                       + perf.diagnostics(uri, msg.get("version"))], result_id=result_id)
+                       + perf.pulled(uri, msg.get("version"))], result_id=result_id)
         if ls.settings_for(uri).diagnostics_on == "save" and st.saved_analysis is not None:
             a = st.saved_analysis
         else:
@@ -805,7 +805,7 @@ def create_server() -> NewtLanguageServer:
         if params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
         return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a) + [
-            ls.protocol._converter.structure(d, lsp.Diagnostic) for d in perf.diagnostics(uri, a.version)],
+            ls.protocol._converter.structure(d, lsp.Diagnostic) for d in perf.pulled(uri, a.version)],
             result_id=result_id)
 
     # -- language features -------------------------------------------------------------

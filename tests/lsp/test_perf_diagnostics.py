@@ -307,3 +307,25 @@ def test_cannot_launch_is_n101_at_its_config():
     assert diags[0]["range"]["start"]["line"] == 13 and "cannot launch: shared memory" in diags[0]["message"]
     assert str(big["resource"]["required"]) in diags[0]["message"]
     assert p.diagnostics(fixture_uri(FIXTURE), 2) == []  # figures of another version are not shown
+
+
+@needs_nvrtc
+async def test_pull_client_without_refresh_gets_the_warning_pushed(tmp_path):
+    """Neovim 0.11 pulls diagnostics and has no workspace/diagnostic/refresh: the N100 comes to it pushed on
+    its own (only the performance diagnostics), and its pull reports do not repeat it."""
+    uri, text = fixture_uri(FIXTURE), fixture_text(FIXTURE)
+    c = RawClient()
+    await c.start(sys.executable, "-m", "lsp_server", env=server_env(tmp_path / "cache"), cwd=str(tmp_path))
+    try:
+        await c.initialize(root_uri=fixture_uri(""), options={"trusted": True, "target": TARGET}, pull=True)
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                           "text": text}})
+        rep = await _call(c, "textDocument/diagnostic", {"textDocument": {"uri": uri}})
+        got, _ = await _wait_n100(c, uri, 300)
+        assert got is not None and got[0]["range"]["start"]["line"] == 13
+        pushed = [p for m, p, _ in c.notifications if m == "textDocument/publishDiagnostics"]
+        assert all(d["code"] in ("N100", "N101") for p in pushed for d in p["diagnostics"])
+        rep = await _call(c, "textDocument/diagnostic", {"textDocument": {"uri": uri}})
+        assert not [d for d in rep.get("items", []) if d.get("code") in ("N100", "N101")]
+    finally:
+        await c.stop()
