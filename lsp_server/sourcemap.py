@@ -152,7 +152,10 @@ def _nvdisasm() -> str | None:
         if os.access(p, os.X_OK):
             return p
     import shutil
-    return shutil.which("nvdisasm")
+    found = shutil.which("nvdisasm")
+    if found is None and os.access("/usr/local/cuda/bin/nvdisasm", os.X_OK):
+        found = "/usr/local/cuda/bin/nvdisasm"
+    return found
 
 
 def nvdisasm_line_info(cubin: bytes) -> str | None:
