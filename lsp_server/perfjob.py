@@ -129,7 +129,8 @@ def _likely_heavier(e) -> tuple:
 
 
 def compile_entry(a, e: dict, target: str, mix: bool = True) -> dict:
-    """Compile one plan entry: the figures (or ``error``)."""
+    """Compile one plan entry: the figures (or ``error``); with ``mix``, the hottest lines' instruction mix too
+    (else ``_mix()`` computes it later: the figures are sent first)."""
     from newt.diagnostics import CompilationError
 
     from .concrete import SpecError, backend, build_concrete, generate
@@ -158,6 +159,8 @@ def compile_entry(a, e: dict, target: str, mix: bool = True) -> dict:
                compile_ms=round((time.perf_counter() - t0) * 1e3, 1))
     if mix:
         out["hottest"] = hottest(binary, mod)
+    else:
+        out["_mix"] = lambda: hottest(binary, mod)
     return out
 
 
@@ -210,10 +213,18 @@ def run(params: dict, ctx) -> dict:
         if e["key"] in known:
             continue
         try:
-            got = compile_entry(a, e, target)
+            got = compile_entry(a, e, target, mix=False)
         except Exception as err:  # one specialization's failure is not the others'
             got = {"key": e["key"], "error": f"{type(err).__name__}: {err}"}
         known.add(e["key"])
-        ctx.event("perf", got)
+        mix = got.pop("_mix", None)
+        ctx.event("perf", got)  # the figures (and a warning) at once; the disassembly after
+        if mix is not None:
+            try:
+                hot = mix()
+            except Exception:
+                hot = None
+            if hot is not None:
+                ctx.event("perf", dict(got, hottest=hot))
         done += 1
     return {"done": done, "cancelled": False}
