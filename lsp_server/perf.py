@@ -58,7 +58,7 @@ def hottest_text(hot: list, lines: list[str], markdown: bool = True) -> list[str
 
 
 class _Doc:
-    __slots__ = ("version", "text", "entries", "task", "cancel", "republish", "generation")
+    __slots__ = ("version", "text", "entries", "task", "cancel", "republish", "generation", "preempted")
 
     def __init__(self):
         self.version = None
@@ -68,6 +68,7 @@ class _Doc:
         self.cancel: asyncio.Event | None = None
         self.republish = None  # publishes the document's last diagnostics again (with the new figures)
         self.generation = 0  # bumped whenever what this module shows for the document changes
+        self.preempted = False  # its run was stopped for another document's: resumed when that one ends
 
 
 class Perf:
@@ -136,7 +137,14 @@ class Perf:
             return  # already measured (or measuring) this text
         if d.task is not None and not d.task.done() and d.cancel is not None:
             d.cancel.set()  # superseded: the worker stops before its next specialization
-        d.version, d.text, d.entries = version, text, []
+        # the document being edited comes first: other documents' runs stop between specializations and
+        # resume when this one ends (one worker: a run queued behind a folder of opened files would wait minutes)
+        for other, od in self.docs.items():
+            if other != uri and od.task is not None and not od.task.done() and od.cancel is not None \
+                    and not od.cancel.is_set():
+                od.cancel.set()
+                od.preempted = True
+        d.version, d.text, d.entries, d.preempted = version, text, [], False
         d.cancel = asyncio.Event()
         d.task = asyncio.ensure_future(self._run(uri, d, version, text, d.cancel))
 
@@ -170,6 +178,22 @@ class Perf:
             raise
         except Exception:
             log.exception("performance figures of %s failed", uri)
+        if not cancel.is_set():
+            self._resume()
+
+    def _resume(self):
+        """Restart one document whose run another document's stopped (its text unchanged since)."""
+        for uri, d in list(self.docs.items()):
+            if d.preempted and (d.task is None or d.task.done()):
+                d.preempted = False
+                try:
+                    now = self.ls.doc_text(uri)
+                except Exception:
+                    continue
+                if now[1] == d.version and now[0] == d.text:
+                    d.task = None
+                    self.start(uri, d.version)
+                    return
 
     def separate(self) -> bool:
         """A client that pulls diagnostics but cannot be asked to pull again (no ``workspace/diagnostic/refresh``,

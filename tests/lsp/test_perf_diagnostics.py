@@ -329,3 +329,58 @@ async def test_pull_client_without_refresh_gets_the_warning_pushed(tmp_path):
         assert not [d for d in rep.get("items", []) if d.get("code") in ("N100", "N101")]
     finally:
         await c.stop()
+
+
+def test_the_edited_document_comes_first():
+    """A run for another document (a folder of opened files) stops when the user's document needs figures, and
+    resumes when that one's run ends."""
+    from lsp_server.perf import Perf
+    from lsp_server.settings import Settings
+
+    texts = {"file:///a.py": ("A", 1), "file:///b.py": ("B", 1)}
+    calls = []
+
+    class _Worker:
+        async def request(self, method, params, timeout, on_event=None, cancel=None):
+            calls.append(params["text"])
+            for _ in range(200):  # "compiles" until cancelled or 2 s
+                if cancel.is_set():
+                    return {"cancelled": True}
+                await asyncio.sleep(0.01)
+            return {"done": 1}
+
+        async def stop(self):
+            pass
+
+    class _Commands:
+        def target_for(self, uri):
+            return TARGET
+
+    class _Ls:
+        settings = Settings(trusted=True)
+        encoding = "utf-16"
+        docs = texts
+        commands = _Commands()
+        pull_diagnostics = False
+        refresh_diagnostics = refresh_inlay = False
+
+        def settings_for(self, uri):
+            return self.settings
+
+        def doc_text(self, uri, strict=False):
+            return texts[uri]
+
+    async def go():
+        p = Perf(_Ls())
+        p.worker = _Worker()
+        p.start("file:///a.py", 1)
+        await asyncio.sleep(0.1)
+        p.start("file:///b.py", 1)  # the user opened b: a's run stops
+        await asyncio.sleep(0.1)
+        assert p.docs["file:///a.py"].task.done() and p.docs["file:///a.py"].preempted
+        await p.docs["file:///b.py"].task  # b's run ends: a's starts again
+        await asyncio.sleep(0.05)
+        assert calls == ["A", "B", "A"] and not p.docs["file:///a.py"].preempted
+        await p.shutdown()
+
+    asyncio.run(go())

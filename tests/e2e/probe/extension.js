@@ -159,7 +159,7 @@ async function perfChecks(p, show, api) {
   const t = Date.now();
   const { doc, editor } = await show(p.file);
   await check(`performance: the spilling config of ${p.file} is a warning at its line (Problems panel)`, async () => {
-    const got = await waitFor(() => vscode.languages.getDiagnostics(doc.uri).filter((d) => codeOf(d) === 'N100'), 300000, 500);
+    const got = await waitFor(() => { const n = vscode.languages.getDiagnostics(doc.uri).filter((d) => codeOf(d) === 'N100'); return n.length ? n : null; }, 300000, 500);
     const d = (got || [])[0];
     await vscode.commands.executeCommand('workbench.actions.view.problems');
     return { ok: !!d && d.range.start.line === p.spillLine && SEVERITY[d.severity] === 'warning' && /spills registers/.test(d.message),
