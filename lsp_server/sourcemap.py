@@ -32,6 +32,7 @@ _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 _SASS_FILE = re.compile(r'^\s*//## File ')
 _SASS_AT = re.compile(r'"([^"]*)", line (\d+)')
+_ENCODING = re.compile(r"^\s+/\* 0x[0-9a-fA-F]+ \*/\s*$")
 _ADDR = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(.*)$")
 
 
@@ -93,12 +94,21 @@ def sass_addresses(line_info: str) -> dict:
 
 
 def sass_lines(sass: str, addresses: dict, cuda: list) -> list:
-    """Per line of the SASS view (cuobjdump's text), the user's line of its instruction."""
+    """Per line of the SASS view (cuobjdump's text), the user's line of its instruction (the line of an
+    instruction's second encoding word, ``/* 0x... */`` alone, goes with the instruction)."""
     out: list = []
+    prev = None
     for ln in sass.splitlines():
         a = _ADDR.match(ln)
-        cu = addresses.get(int(a.group(1), 16)) if a else None
-        out.append(cuda[cu - 1] if cu is not None and 0 < cu <= len(cuda) else None)
+        if a:
+            cu = addresses.get(int(a.group(1), 16))
+            prev = cuda[cu - 1] if cu is not None and 0 < cu <= len(cuda) else None
+            out.append(prev)
+        elif _ENCODING.match(ln):
+            out.append(prev)
+        else:
+            prev = None
+            out.append(None)
     return out
 
 

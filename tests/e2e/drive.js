@@ -159,9 +159,10 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       while (!fs.existsSync(reportPath + '.scene4.ready') && Date.now() < deadline4) await page.waitForTimeout(250);
       let clickInfo = {};
       try {
+        await page.keyboard.press('Escape'); // no hover of an earlier scene over the view
         await page.waitForTimeout(1000);
-        const group = page.locator('.editor-group-container').nth(1);
-        await group.locator('.view-lines').first().click({ position: { x: 120, y: 8 } });
+        const group = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: /matmul_kernel\.sass/ }) });
+        await group.locator('.view-lines').first().click({ position: { x: 160, y: 8 }, force: true, timeout: 30000 });
         clickInfo.clicked = true;
       } catch (e) {
         clickInfo.error = String(e).split('\n')[0];

@@ -83,7 +83,7 @@ def test_sass_addresses_take_the_call_site_of_inlined_code():
         "        /*0030*/              @!P0 STL [R1+0x4], R2 ;",
     ])
     lines = sourcemap.sass_lines(sass, {0x0: 36, 0x10: 272, 0x30: 272}, cuda)
-    assert lines == [None, 21, None, DOT_LINE, None, DOT_LINE]
+    assert lines == [None, 21, 21, DOT_LINE, None, DOT_LINE]  # an encoding word's line goes with its instruction
     mix = sourcemap.instruction_mix(sass, lines)
     assert mix[DOT_LINE] == {"total": 2, "HGMMA": 1, "STL": 1} and mix[21] == {"total": 1}
     assert sourcemap.hottest_lines(mix, 1) == [{"line": DOT_LINE, "total": 2, "mix": {"HGMMA": 1, "STL": 1}}]
