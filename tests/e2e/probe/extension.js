@@ -215,15 +215,26 @@ async function fourthScene() {
     src.revealRange(new vscode.Range(0, 0, 0, 0), vscode.TextEditorRevealType.AtTop);
     const target = await vscode.commands.executeCommand('newt.showSass', uri.toString(), { line: p.kernelLine, character: p.kernelChar });
     sass = await waitFor(() => vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === vscode.Uri.parse(target).toString()), 120000, 250);
-    // put a dot instruction's line at the top of the view: the driver clicks near the top
+    // put a dot instruction's line at the top of the view (the driver clicks near the top); the view may still
+    // be laid out or refreshed: reveal until VS Code shows it there
     const i = sass.document.getText().split('\n').findIndex((l) => /HGMMA|HMMA/.test(l));
-    sass.revealRange(new vscode.Range(i, 0, i, 0), vscode.TextEditorRevealType.AtTop);
+    await waitFor(async () => {
+      const ed = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === sass.document.uri.toString());
+      if (!ed) return false;
+      sass = ed;
+      ed.revealRange(new vscode.Range(i, 0, i, 0), vscode.TextEditorRevealType.AtTop);
+      await sleep(500);
+      return ed.visibleRanges.length && Math.abs(ed.visibleRanges[0].start.line - i) <= 1;
+    }, 20000, 250);
+    await vscode.window.showTextDocument(sass.document, { viewColumn: sass.viewColumn, preserveFocus: true });
+    report.scene4 = { revealed: i, visible: sass.visibleRanges.map((r) => [r.start.line, r.end.line]) };
   } catch (e) {
     log(`scene 4: ${e}`);
   }
   fs.writeFileSync(OUT + '.scene4.ready', 'ok');
   await waitFor(() => fs.existsSync(OUT + '.scene4.clicked'), 120000, 200);
   await check('source map: clicking a SASS line lands on its source line', async () => {
+    sass = sass && (vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === sass.document.uri.toString()) || sass);
     const clicked = sass && sass.selection.active.line;
     const map = sass && await waitFor(async () => (await vscode.commands.executeCommand('vscode.executeDefinitionProvider', sass.document.uri, new vscode.Position(clicked, 10))) || null, 20000, 250);
     const want = map && map[0] ? (map[0].targetRange || map[0].range).start.line : undefined;
