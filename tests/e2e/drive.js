@@ -162,7 +162,10 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
         await page.keyboard.press('Escape'); // no hover of an earlier scene over the view
         await page.waitForTimeout(1000);
         const group = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: /matmul_kernel\.sass/ }) });
-        await group.locator('.view-lines').first().click({ position: { x: 160, y: 8 }, force: true, timeout: 30000 });
+        const lines = group.locator('.view-lines').first();
+        const box = await lines.boundingBox();
+        clickInfo.box = box;
+        await lines.click({ position: { x: 160, y: Math.round(box.height / 2) }, force: true, timeout: 30000 });
         clickInfo.clicked = true;
       } catch (e) {
         clickInfo.error = String(e).split('\n')[0];

@@ -215,16 +215,16 @@ async function fourthScene() {
     src.revealRange(new vscode.Range(0, 0, 0, 0), vscode.TextEditorRevealType.AtTop);
     const target = await vscode.commands.executeCommand('newt.showSass', uri.toString(), { line: p.kernelLine, character: p.kernelChar });
     sass = await waitFor(() => vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === vscode.Uri.parse(target).toString()), 120000, 250);
-    // put a dot instruction's line at the top of the view (the driver clicks near the top); the view may still
-    // be laid out or refreshed: reveal until VS Code shows it there
+    // put a dot instruction's line in the middle of the view (the driver clicks there, clear of the sticky
+    // scroll at the top); the view may still be laid out or refreshed: reveal until VS Code shows it
     const i = sass.document.getText().split('\n').findIndex((l) => /HGMMA|HMMA/.test(l));
     await waitFor(async () => {
       const ed = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === sass.document.uri.toString());
       if (!ed) return false;
       sass = ed;
-      ed.revealRange(new vscode.Range(i, 0, i, 0), vscode.TextEditorRevealType.AtTop);
+      ed.revealRange(new vscode.Range(i, 0, i, 0), vscode.TextEditorRevealType.InCenter);
       await sleep(500);
-      return ed.visibleRanges.length && Math.abs(ed.visibleRanges[0].start.line - i) <= 1;
+      return ed.visibleRanges.length && ed.visibleRanges[0].start.line < i && i < ed.visibleRanges[0].end.line;
     }, 20000, 250);
     await vscode.window.showTextDocument(sass.document, { viewColumn: sass.viewColumn, preserveFocus: true });
     report.scene4 = { revealed: i, visible: sass.visibleRanges.map((r) => [r.start.line, r.end.line]) };
