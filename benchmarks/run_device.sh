@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|dtattn|tune|lsp|tutorials|tut06|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|tma|deuteron|dtattn|tune|lsp|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -202,6 +202,13 @@ for part in "$@"; do
       for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
         [ -f "$R/lib_$L.log" ] && grep -E "^(triton|newt):|kernels Triton runs|newt fails" "$R/lib_$L.log" | cut -c1-220
       done ;;
+    perfdiag)
+      # issue 23 on an idle CPU (no GPU needed): the first N100 spill warning of tests/lsp/fixtures/perf_matmul.py
+      # within 3 s of opening it (a fresh server, an empty compile cache), and the figures equal newt.compile's
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
+      PYTHONPATH=$PWD:/tmp/site timeout 400 python3 -m pytest tests/lsp/test_perf_diagnostics.py -q -s -rf \
+        -p no:cacheprovider -o addopts="" -m "slow or not slow" 2>&1 | tee "$R/perfdiag.log" | \
+        grep -E "first N100|passed|failed|Error" | tail -12 ;;
   esac
   echo "== $part took $(( $(date +%s) - t0 )) s"
 done

@@ -92,7 +92,7 @@ def command_info(a, msg: dict) -> dict:
         return out
     out["concrete"] = conc.to_json()
     if "cuda" in want:
-        out["document"] = cuda_text(a, ka, conc, msg.get("target") or "sm_90a")
+        out["document"], out["map"] = cuda_document(a, ka, conc, msg.get("target") or "sm_90a")
     return out
 
 
@@ -122,13 +122,20 @@ def ir_text(a, ka, spec: int) -> str:
 
 
 def cuda_text(a, ka, conc, target) -> str:
+    return cuda_document(a, ka, conc, target)[0]
+
+
+def cuda_document(a, ka, conc, target) -> tuple[str, list]:
+    """The Show CUDA document and its source map (per line, the user's 1-based line or None)."""
     if backend() is None:
-        return "// The CUDA backend (newt.backend.cuda) is not available in this installation.\n"
+        return "// The CUDA backend (newt.backend.cuda) is not available in this installation.\n", []
     built = build_concrete(a, ka, conc)
     try:
         mod = generate(built, target)
     except SpecError as e:
-        return f"// {e}\n"
+        return f"// {e}\n", []
     except Exception as e:
-        return f"// code generation failed: {type(e).__name__}: {e}\n"
-    return header(ka.name, conc, target) + (getattr(mod, "source", "") or "")
+        return f"// code generation failed: {type(e).__name__}: {e}\n", []
+    from .sourcemap import cuda_lines, with_header
+    head = header(ka.name, conc, target)
+    return head + (getattr(mod, "source", "") or ""), with_header(head, cuda_lines(mod.line_locs))

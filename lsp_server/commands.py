@@ -90,6 +90,10 @@ class Commands:
         self.compiled: OrderedDict = OrderedDict()  # (src, kernel, spec, target) -> compile result
         self.picked: dict = {}  # (uri, kernel) -> constexpr values the user picked (Compile asks for missing ones)
         self.gpu: dict | None = None
+        from .perf import Perf
+        self.perf = Perf(ls)  # registers, spills and occupancy of every config, as you type
+        #: newt: URI -> (source URI, per document line the source line or None): what each generated view shows
+        self.maps: OrderedDict = OrderedDict()
 
     # -- environment -----------------------------------------------------------------
     async def detect_gpu(self):
@@ -150,6 +154,9 @@ class Commands:
         if "cacheDir" in changed and self.compile_worker is not None:
             await self.compile_worker.stop()
             self.compile_worker = None
+        if any(c in changed for c in ("trusted", "perfDiagnostics", "target")):
+            for uri in list(self.ls.docs):  # measured again (or hidden) with the diagnostics' next publish
+                self.ls.schedule(uri, 0)
         if "target" in changed:
             self.compiled.clear()
             self.send_status()
@@ -173,8 +180,10 @@ class Commands:
     def forget(self, uri: str):
         for k in [k for k in self.compiled if k[0] == uri]:
             self.compiled.pop(k, None)
+        self.perf.forget(uri)
 
     async def shutdown(self):
+        await self.perf.shutdown()
         for w in (self.compile_worker, self.run_worker):
             if w is not None:
                 await w.stop()
@@ -497,6 +506,7 @@ class Commands:
         given = self.picked.get((a.uri, ka.name))
         conc = ConcreteRef(info["concrete"])
         if vd.kind == "cuda" and info.get("document") is not None:
+            self._remember_map(uri, a.uri, info.get("map"))
             return {"text": info["document"], "languageId": lang}
         key = (a.uri, ka.name, conc.spec_index, target, hash(a.text))
         res = self.compiled.get(key)
@@ -515,7 +525,51 @@ class Commands:
                         "languageId": lang}
         text = (res.get("texts") or {}).get(vd.kind) or f"// no {vd.kind} output\n"
         head = header(ka.name, conc, target, "//" if vd.kind != "sass" else "#")
+        raw = (res.get("maps") or {}).get(vd.kind)
+        if raw is not None and vd.kind in ("ptx", "sass"):
+            from .sourcemap import with_header
+            self._remember_map(uri, a.uri, with_header(head, raw))
         return {"text": head + text, "languageId": lang}
+
+    # -- source <-> generated code -------------------------------------------------------------
+    def _remember_map(self, vuri: str, src: str, lines):
+        if not isinstance(lines, list):
+            return
+        self.maps[vuri] = (src, lines)
+        self.maps.move_to_end(vuri)
+        while len(self.maps) > 64:
+            self.maps.popitem(last=False)
+
+    async def source_map(self, uri) -> dict:
+        """``newt/sourceMap``: for a generated view (a ``newt:`` URI), the source file and, per line of the view
+        that comes from a line of it, ``[view line, source line]`` (0-based).  The view is generated first when
+        it was not (the map is the one of the text the view shows)."""
+        if not isinstance(uri, str):
+            raise _error(KERNEL_ERROR, "newt/sourceMap needs {uri}")
+        if uri not in self.maps:
+            await self.virtual_document(uri)
+        got = self.maps.get(uri)
+        if got is None:
+            try:
+                src = parse_uri(uri).src
+            except ValueError as e:
+                raise _error(KERNEL_ERROR, str(e)) from None
+            return {"uri": uri, "source": src, "lines": []}
+        src, lines = got
+        return {"uri": uri, "source": src, "lines": [[i, s - 1] for i, s in enumerate(lines) if s]}
+
+    async def definition(self, uri: str, line: int):
+        """Go to definition in a generated view: the source line that generated view line ``line``."""
+        if not uri.startswith("newt:"):
+            return None
+        m = await self.source_map(uri)
+        src_line = next((s for g, s in m["lines"] if g == line), None)
+        if src_line is None:
+            return None
+        text = self.ls.doc_text(m["source"])[0] if m["source"] in self.ls.docs else None
+        width = len(text.splitlines()[src_line]) if text is not None and src_line < len(text.splitlines()) else 0
+        return [lsp.Location(uri=m["source"], range=lsp.Range(lsp.Position(src_line, 0),
+                                                              lsp.Position(src_line, width)))]
 
 
     async def _traced_document(self, a: AnalysisRef, ka, vd, target: str, lang: str) -> dict:

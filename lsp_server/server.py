@@ -52,6 +52,7 @@ EAGER = os.environ.get("NEWT_LSP_EAGER", "1") not in ("0", "off", "false")
 FOLDER_KEYS = ("target", "diagnosticsOn", "inlayHints")
 VIRTUAL_DOCUMENT = "newt/virtualDocument"
 SERVER_INFO = "newt/serverInfo"
+SOURCE_MAP = "newt/sourceMap"  # generated view -> source lines (lsp_server/sourcemap.py, docs/lsp-protocol.md)
 STATUS = "newt/status"
 
 
@@ -579,10 +580,13 @@ class NewtLanguageServer(LanguageServer):
     def publish_json(self, uri: str, msg: dict):
         if self.pull_diagnostics:
             return
-        diags = [self.protocol._converter.structure(d, lsp.Diagnostic) for d in msg.get("diagnostics") or []]
+        perf = self.commands.perf
+        diags = [self.protocol._converter.structure(d, lsp.Diagnostic) for d in
+                 (msg.get("diagnostics") or []) + perf.diagnostics(uri, msg.get("version"))]
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
                                                                             version=msg.get("version")))
         self._state(uri).published = msg.get("version")
+        perf.published(uri, msg.get("version"), lambda: self.publish_json(uri, msg))
 
     async def engine_answer(self, method: str, uri: str, params: dict):
         """An answer computed by the serving engine (JSON, as the client receives it)."""
@@ -614,10 +618,13 @@ class NewtLanguageServer(LanguageServer):
     def publish(self, a: Analysis):
         if self.pull_diagnostics:
             return
-        diags = lsp_diagnostics(a)
+        perf = self.commands.perf
+        diags = lsp_diagnostics(a) + [self.protocol._converter.structure(d, lsp.Diagnostic)
+                                      for d in perf.diagnostics(a.uri, a.version)]
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=a.uri, diagnostics=diags,
                                                                             version=a.version))
         self._state(a.uri).published = a.version
+        perf.published(a.uri, a.version, lambda: self.publish(a))
         log.debug("published %d diagnostics for %s v%s (analysis %.1f ms, %d reused)", len(diags), a.uri,
                   a.version, a.elapsed_ms, a.reused)
 
@@ -759,6 +766,7 @@ def create_server() -> NewtLanguageServer:
             log.debug("workspace/configuration per folder failed", exc_info=True)
         await ls.commands.detect_gpu()
         ls.commands.send_status()
+        ls.commands.perf.prestart()
 
     @ls.feature(lsp.SHUTDOWN)
     @_safe()
@@ -823,21 +831,27 @@ def create_server() -> NewtLanguageServer:
                 return lsp.RelatedFullDocumentDiagnosticReport(items=[])
             # unique per analysis and per server process: a client keeps result ids across a server restart,
             # and an "unchanged" answer to a reopened document's old id would leave it with no diagnostics
-            result_id = f"{ls.engine.token}:{msg.get('job')}"
+            perf = ls.commands.perf
+            perf.published(uri, msg.get("version"), None)
+            result_id = f"{ls.engine.token}:{msg.get('job')}:{perf.generation(uri)}"
             if params.previous_result_id == result_id:
                 return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
             conv = ls.protocol._converter
             return lsp.RelatedFullDocumentDiagnosticReport(
-                items=[conv.structure(d, lsp.Diagnostic) for d in msg.get("diagnostics") or []], result_id=result_id)
+                items=[conv.structure(d, lsp.Diagnostic) for d in (msg.get("diagnostics") or [])
+                       + perf.pulled(uri, msg.get("version"))], result_id=result_id)
         if ls.settings_for(uri).diagnostics_on == "save" and st.saved_analysis is not None:
             a = st.saved_analysis
         else:
             a = await ls.analysis_for(uri)
-        result_id = f"{a.version}:{hash(a.text) & 0xFFFFFFFF:x}"
+        perf = ls.commands.perf
+        perf.published(uri, a.version, None)
+        result_id = f"{a.version}:{hash(a.text) & 0xFFFFFFFF:x}:{perf.generation(uri)}"
         if params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a),
-                                                       result_id=result_id)
+        return lsp.RelatedFullDocumentDiagnosticReport(items=lsp_diagnostics(a) + [
+            ls.protocol._converter.structure(d, lsp.Diagnostic) for d in perf.pulled(uri, a.version)],
+            result_id=result_id)
 
     # -- language features -------------------------------------------------------------
     @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -845,9 +859,11 @@ def create_server() -> NewtLanguageServer:
     async def hover(ls: NewtLanguageServer, params: lsp.HoverParams):
         uri = params.text_document.uri
         if ls.engine is not None:
-            return ls.with_generated_newt(uri, params.position, await ls.engine_answer(
+            answer = await ls.engine_answer(
                 "hover", uri, {"line": params.position.line, "character": params.position.character,
-                               "target": ls.commands.target_for(uri)}))
+                               "target": ls.commands.target_for(uri)})
+            return ls.with_generated_newt(uri, params.position,
+                                          ls.commands.perf.augment_hover(uri, params.position, answer, ls.markdown))
         a, pos, shift = await ls.analysis_near(uri, params.position)
         if a is None:
             return None
@@ -856,21 +872,24 @@ def create_server() -> NewtLanguageServer:
         if h is not None and shift and h.range is not None:
             h.range = lsp.Range(lsp.Position(h.range.start.line + shift, h.range.start.character),
                                 lsp.Position(h.range.end.line + shift, h.range.end.character))
-        return ls.with_generated_newt(uri, params.position, h)
+        return ls.with_generated_newt(uri, params.position,
+                                      ls.commands.perf.augment_hover(uri, params.position, h, ls.markdown))
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
     @_safe(list)
     async def inlay_hint(ls: NewtLanguageServer, params: lsp.InlayHintParams):
         s = ls.settings_for(params.text_document.uri)
+        uri = params.text_document.uri
+        rng = ls.protocol._converter.unstructure(params.range) if params.range is not None else None
+        perf = ls.commands.perf.inlay_hints(uri, ls.doc_text(uri)[1], rng)  # figures at each config's line
         if not (s.inlay_shapes or s.inlay_dtypes):
-            return []
+            return perf
         if ls.engine is not None:
-            r = params.range
-            return await ls.engine_answer("inlayHint", params.text_document.uri, {
-                "range": ls.protocol._converter.unstructure(r) if r is not None else None,
-                "shapes": s.inlay_shapes, "dtypes": s.inlay_dtypes}) or []
-        a = await ls.analysis_for(params.text_document.uri)
-        return await ls.run_sync(features.inlay_hints, a, params.range, s.inlay_shapes, s.inlay_dtypes)
+            return (await ls.engine_answer("inlayHint", uri, {
+                "range": rng, "shapes": s.inlay_shapes, "dtypes": s.inlay_dtypes}) or []) + perf
+        a = await ls.analysis_for(uri)
+        return await ls.run_sync(features.inlay_hints, a, params.range, s.inlay_shapes, s.inlay_dtypes) + \
+            [ls.protocol._converter.structure(h, lsp.InlayHint) for h in perf]
 
     @ls.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["."],
                                                                      resolve_provider=False))
@@ -968,6 +987,18 @@ def create_server() -> NewtLanguageServer:
         p = _convert_args(params)
         uri = p.get("uri") if isinstance(p, dict) else None
         return await ls.commands.virtual_document(uri)
+
+    @ls.feature(SOURCE_MAP)
+    @_safe()
+    async def source_map(ls: NewtLanguageServer, params):
+        p = _convert_args(params)
+        return await ls.commands.source_map(p.get("uri") if isinstance(p, dict) else None)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    @_safe()
+    async def definition(ls: NewtLanguageServer, params: lsp.DefinitionParams):
+        """In a generated view (a ``newt:`` document): the source line it comes from; nothing elsewhere."""
+        return await ls.commands.definition(params.text_document.uri, params.position.line)
 
     @ls.feature(SERVER_INFO)
     @_safe()

@@ -32,6 +32,8 @@ class Settings:
     worker_timeout: float = 300.0
     #: milliseconds between the last keystroke and the analysis
     debounce_ms: int = 150
+    #: compile each specialization in the background for its registers, spills and occupancy (lsp_server/perf.py)
+    perf_diagnostics: bool = True
     warnings: list = field(default_factory=list)
 
     def update(self, obj) -> list[str]:
@@ -100,6 +102,11 @@ class Settings:
                     setv("worker_timeout", key, float(value))
                 else:
                     bad(key, value, "a positive number of seconds")
+            elif key == "perfDiagnostics":
+                if isinstance(value, bool):
+                    setv("perf_diagnostics", key, value)
+                else:
+                    bad(key, value, "true or false")
             elif key == "debounceMs":
                 if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5000:
                     setv("debounce_ms", key, value)

@@ -5,7 +5,7 @@ A worker of a ``newt.tune.workers.ProcessPool`` (one per server worker, see
 lsp_server.worker:handle`` (the ``python`` setting, default the server's
 interpreter) in an empty folder with ``PYTHONSAFEPATH=1``; it changes to the
 workspace folder once started.  Every request is a payload ``{"method":
-"compile" | "compile_dt" | "verify" | "autotune" | "configs" | "dt_newt" | "hello",
+"compile" | "compile_dt" | "verify" | "autotune" | "configs" | "dt_newt" | "perf" | "perf_warm" | "hello",
 "params": {...}}`` for :func:`handle`; while it runs, events (``"config"`` per
 autotune config, ``"case"`` per verify case) go to the server
 (``newt.tune.worker.emit``) and autotune polls the server's cancel between
@@ -125,7 +125,34 @@ def _compile(params, ctx):
                   "sass": sass_text if sass_text is not None else f"// SASS unavailable: {sass_error}",
                   "ir": ir_text},
         "log": _text(getattr(binary, "log", None)),
+        "maps": _maps(mod, binary, sass_text),
     }
+
+
+def _maps(mod, binary, sass_text) -> dict:
+    """Per line of the CUDA, PTX and SASS texts, the user's line (``lsp_server/sourcemap.py``)."""
+    from . import sourcemap
+    cuda = sourcemap.cuda_lines(getattr(mod, "line_locs", None) or [])
+    out = {"cuda": cuda, "ptx": sourcemap.ptx_lines(_text(getattr(binary, "ptx", None)) or "", cuda)}
+    cubin = getattr(binary, "cubin", None)
+    info = sourcemap.nvdisasm_line_info(cubin) if cubin and sass_text else None
+    if info is not None:
+        out["sass"] = sourcemap.sass_lines(sass_text, sourcemap.sass_addresses(info), cuda)
+        out["hottest"] = sourcemap.hottest_lines(sourcemap.instruction_mix(sass_text, out["sass"]))
+    return out
+
+
+def _perf_warm(params, ctx):
+    """Import what the performance figures need (the analysis, the backend, NVRTC) before the first text comes."""
+    from .perfjob import warm
+    return warm()
+
+
+def _perf(params, ctx):
+    """Registers, spills, shared memory and occupancy of every specialization the text reveals
+    (``lsp_server/perfjob.py``)."""
+    from .perfjob import run
+    return run(params, ctx)
 
 
 def _compile_dt(params, ctx):
@@ -431,7 +458,7 @@ def _configs(params, ctx):
 
 
 METHODS = {"hello": _hello, "compile": _compile, "compile_dt": _compile_dt, "verify": _verify, "autotune": _autotune,
-           "configs": _configs, "dt_newt": _dt_newt}
+           "configs": _configs, "dt_newt": _dt_newt, "perf": _perf, "perf_warm": _perf_warm}
 
 
 class _Ctx:

@@ -209,6 +209,9 @@ CODES: dict[str, tuple[str, str]] = {
     "B001": ("cuda-compile-error", "NVRTC rejected the generated CUDA (an internal error: please report it)"),
     "B002": ("backend-limit", "the kernel needs something the CUDA backend or the target cannot do"),
     "B003": ("inline-asm-ptx", "ptxas rejected the PTX of an nl.inline_asm_elementwise call"),
+    # the editor's performance diagnostics (lsp_server/perf.py): warnings
+    "N100": ("register-spill", "an autotune config or launch whose compiled kernel spills registers"),
+    "N101": ("cannot-launch", "a config whose registers x threads or shared memory exceed the SM's limits"),
     # other kernel kinds add theirs with register_codes (newt.frontend.register_kernel_kind(codes=...))
 }
 

@@ -10,6 +10,7 @@
 #   NEWT_E2E_SCREENSHOT=1  also copy the workbench screenshot to docs/images and vscode-extension/images
 #   NEWT_E2E_ONLY    "vscode" or "nvim" to run one client (the build always runs)
 #   NEWT_E2E_LOCK_TIMEOUT  seconds to wait for another e2e run that uses the same cache (default 1800)
+#   NEWT_E2E_SASS_CLICK=1  also click a line of a SASS view and check the source editor lands on its line
 # Exit status: 0 all passed, 1 a check failed, 77 the tooling could not be installed (the reason is printed).
 # One run at a time per cache folder (an exclusive flock on $C/.lock). The extension is built in a copy under
 # $C (its own node_modules, dist/, out/, the .vsix): the checkout's vscode-extension/ is only read, so a
@@ -115,7 +116,7 @@ vscode_session() {  # $1 = trusted | restricted
   mkdir -p "$RUN/ud/User" "$RUN/ext" "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
   # Triton-syntax and Helion fixtures shared with tests/lsp (their messages must say tl. / hl.)
-  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels}.py "$RUN/ws/kernels/"
+  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels,perf_matmul}.py "$RUN/ws/kernels/"
   cp -r "$REPO/examples" "$RUN/ws/examples"   # Compile on every kernel of the project's examples
   local trust_flag=(--disable-workspace-trust)
   local trust_settings='"security.workspace.trust.enabled": false,'
@@ -193,7 +194,7 @@ if [ "${NEWT_E2E_ONLY:-}" != vscode ]; then
   RUN=$(mktemp -d "$C/runs/n.XXXXXX")
   mkdir -p "$RUN/home" "$RUN/tmp"
   cp -r "$HERE/workspace" "$RUN/ws"
-  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels}.py "$RUN/ws/kernels/"
+  cp "$HERE"/../lsp/fixtures/{triton_add,triton_errors,helion_kernels,perf_matmul}.py "$RUN/ws/kernels/"
   (
     export HOME="$RUN/home" XDG_CONFIG_HOME="$RUN/home/.config" XDG_DATA_HOME="$RUN/home/.local/share" \
            XDG_STATE_HOME="$RUN/home/.local/state" XDG_CACHE_HOME="$RUN/home/.cache" TMPDIR="$RUN/tmp" \

@@ -176,6 +176,37 @@ for _, h in ipairs(expect.hover) do
   end)
 end
 
+-- performance figures as you type (issue 23): the spill warning and the kernel hover ---------------------------
+if expect.perf then
+  local p = expect.perf
+  check('performance: the spilling config of ' .. p.file .. ' is a warning at its line', function()
+    local t0 = vim.uv.hrtime()
+    local buf = open(p.file)
+    local got
+    vim.wait(300000, function()
+      for _, d in ipairs(vim.diagnostic.get(buf)) do
+        if tostring(d.code) == 'N100' then got = d end
+      end
+      return got ~= nil
+    end, 200)
+    return { ok = got ~= nil and got.lnum == p.spillLine and got.severity == vim.diagnostic.severity.WARN
+               and got.message:find('spills registers', 1, true) ~= nil,
+             line = got and got.lnum, message = got and got.message,
+             seconds_after_open = (vim.uv.hrtime() - t0) / 1e9 }
+  end)
+  check('performance: the hover of ' .. p.kernel .. ' lists the figures and the instruction mix', function()
+    local buf, uri = open(p.file)
+    local text = ''
+    vim.wait(120000, function()
+      text = hover_text(request('textDocument/hover', { textDocument = { uri = uri },
+                                                        position = { line = p.kernelLine, character = p.kernelChar } }, buf))
+      return text:find('Hottest source lines', 1, true) ~= nil
+    end, 1000)
+    return { ok = text:find('Resources on sm_', 1, true) ~= nil and text:find('Hottest source lines', 1, true) ~= nil,
+             text = text:sub(-1500) }
+  end)
+end
+
 -- code lenses ------------------------------------------------------------------------------------------
 local lenses_by_file = {}
 for rel, wants in pairs(expect.codeLenses) do

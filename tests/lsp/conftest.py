@@ -74,7 +74,8 @@ def init_params(client: str, trusted: bool = True, **options) -> lsp.InitializeP
     from pytest_lsp import client_capabilities
 
     opts = {"trusted": trusted, "target": "auto", "diagnosticsOn": "type",
-            "inlayHints": {"shapes": True, "dtypes": True}}
+            "inlayHints": {"shapes": True, "dtypes": True},
+            "perfDiagnostics": False}  # background NVRTC compiles only where a test asks (test_perf_diagnostics)
     opts.update(options)
     return lsp.InitializeParams(capabilities=client_capabilities(client), client_info=CLIENTS[client],
                                 initialization_options=opts, root_uri=FIXTURES.as_uri(),

@@ -6,6 +6,7 @@ import * as vscode from 'vscode';
 import { Commands } from './commands';
 import { usesNewt } from './core/kernels';
 import { NewtServer, ServerState } from './server';
+import { SourceHighlighter } from './sourceMap';
 import { VirtualDocuments } from './virtualDocuments';
 
 /** What `vscode.extensions.getExtension('newt.newt').exports` offers (used by the e2e tests). */
@@ -18,6 +19,8 @@ export interface NewtApi {
   readonly lastError: string | undefined;
   readonly lastCommandError: Commands['lastError'];
   readonly lastAutotuneProgress: Commands['autotuneProgress'];
+  /** Source <-> generated code: the view lines highlighted now, and the last click's source line. */
+  readonly sourceHighlights: { highlighted: Record<string, number[]>; lastJump?: { uri: string; line: number } };
 }
 
 let server: NewtServer | undefined;
@@ -35,6 +38,8 @@ export function activate(context: vscode.ExtensionContext): NewtApi {
   const docs = new VirtualDocuments(srv, log);
   context.subscriptions.push(docs);
   const commands = new Commands(srv, docs, log);
+  const highlighter = new SourceHighlighter(srv, docs, log);
+  context.subscriptions.push(highlighter);
   commands.register(context);
   log.info(`Newt ${context.extension.packageJSON.version} activated (VS Code ${vscode.version}, workspace ${vscode.workspace.isTrusted ? 'trusted' : 'in Restricted Mode'})`);
 
@@ -87,6 +92,9 @@ export function activate(context: vscode.ExtensionContext): NewtApi {
     },
     get lastAutotuneProgress() {
       return commands.autotuneProgress;
+    },
+    get sourceHighlights() {
+      return { highlighted: Object.fromEntries(highlighter.highlighted), lastJump: highlighter.lastJump };
     },
   };
 }

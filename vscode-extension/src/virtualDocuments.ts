@@ -47,6 +47,11 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider, vsc
     return this.originals.get(uri.toString()) ?? uri.toString(true);
   }
 
+  /** The URI of a view exactly as the server wrote it (for requests about the view). */
+  serverUriOf(uri: vscode.Uri): string {
+    return this.serverUri(uri);
+  }
+
   async provideTextDocumentContent(uri: vscode.Uri, token: vscode.CancellationToken): Promise<string> {
     const key = uri.toString();
     const fresh = this.pending.get(key);

@@ -10,11 +10,11 @@ describe('toServerSettings', () => {
   it('maps VS Code settings to the protocol object', () => {
     const s = toServerSettings(config({
       target: 'sm_80', diagnosticsOn: 'save', 'inlayHints.shapes': false, 'inlayHints.dtypes': true,
-      cacheDir: '${workspaceFolder}/.cache', logLevel: 'debug', interpreter: '/x/python',
+      perfDiagnostics: false, cacheDir: '${workspaceFolder}/.cache', logLevel: 'debug', interpreter: '/x/python',
     }), { trusted: true, python: '/x/python', expand: (p) => p.replace('${workspaceFolder}', '/ws') });
     assert.deepEqual(s, {
       trusted: true, target: 'sm_80', diagnosticsOn: 'save', inlayHints: { shapes: false, dtypes: true },
-      cacheDir: '/ws/.cache', python: '/x/python', logLevel: 'debug',
+      perfDiagnostics: false, cacheDir: '/ws/.cache', python: '/x/python', logLevel: 'debug',
     });
   });
 
@@ -23,7 +23,7 @@ describe('toServerSettings', () => {
       { trusted: false });
     assert.deepEqual(s, {
       trusted: false, target: 'auto', diagnosticsOn: 'type', inlayHints: { shapes: true, dtypes: true },
-      cacheDir: null, python: null, logLevel: 'info',
+      perfDiagnostics: true, cacheDir: null, python: null, logLevel: 'info',
     });
   });
 

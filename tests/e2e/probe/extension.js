@@ -101,6 +101,7 @@ async function activate() {
   if (MODE === 'trusted') {
     await secondScene();
     await thirdScene();
+    await fourthScene();
   }
 }
 
@@ -150,6 +151,101 @@ async function secondScene() {
     log(`scene 2: ${e}`);
   }
   fs.writeFileSync(OUT + '.scene2.ready', 'ok');
+}
+
+/** Opening a file with a spilling config: the N100 warning in the Problems panel and the figures at the config
+ * lines; the kernel hover's figures and instruction mix; Show SASS highlights the cursor's source line. */
+async function perfChecks(p, show, api) {
+  const t = Date.now();
+  const { doc, editor } = await show(p.file);
+  await check(`performance: the spilling config of ${p.file} is a warning at its line (Problems panel)`, async () => {
+    const got = await waitFor(() => { const n = vscode.languages.getDiagnostics(doc.uri).filter((d) => codeOf(d) === 'N100'); return n.length ? n : null; }, 300000, 500);
+    const d = (got || [])[0];
+    await vscode.commands.executeCommand('workbench.actions.view.problems');
+    return { ok: !!d && d.range.start.line === p.spillLine && SEVERITY[d.severity] === 'warning' && /spills registers/.test(d.message),
+      seconds_after_open: (Date.now() - t) / 1000, diagnostic: d && { line: d.range.start.line, message: d.message } };
+  }, 320000);
+  await check(`performance: figures at the config lines of ${p.file} (inlay hints)`, async () => {
+    const hints = await waitFor(async () => {
+      const h = await vscode.commands.executeCommand('vscode.executeInlayHintProvider', doc.uri, new vscode.Range(0, 0, p.kernelLine, 0));
+      const mine = (h || []).map((x) => ({ line: x.position.line, label: typeof x.label === 'string' ? x.label : x.label.map((l) => l.value).join('') }))
+        .filter((x) => /regs/.test(x.label));
+      return mine.length >= 2 ? mine : null;
+    }, 240000, 1000);
+    const at = Object.fromEntries((hints || []).map((h) => [h.line, h.label]));
+    return { ok: /regs · no spill/.test(at[p.okLine] || '') && /regs · .* spilled/.test(at[p.spillLine] || ''), hints };
+  }, 250000);
+  await check(`performance: the hover of ${p.kernel} lists the figures and the instruction mix`, async () => {
+    const pos = new vscode.Position(p.kernelLine, p.kernelChar);
+    const text = await waitFor(async () => {
+      const h = hoverText(await vscode.commands.executeCommand('vscode.executeHoverProvider', doc.uri, pos));
+      return /Hottest source lines/.test(h) ? h : null;
+    }, 60000, 1000);
+    return { ok: !!text && /Resources on sm_/.test(text) && /LDL|STL|HGMMA|HMMA|LDG/.test(text), text: (text || '').slice(-1500) };
+  });
+  await check(`source map: Show SASS highlights the lines of the cursor's source line`, async () => {
+    const target = await vscode.commands.executeCommand('newt.showSass', doc.uri.toString(), { line: p.kernelLine, character: p.kernelChar });
+    const sass = target && await waitFor(() => vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === vscode.Uri.parse(target).toString() && /HGMMA|HMMA/.test(e.document.getText())), 300000, 500);
+    if (!sass) return { ok: false, why: 'no SASS view', target };
+    const src = await vscode.window.showTextDocument(doc, { viewColumn: editor.viewColumn, preserveFocus: false });
+    src.selection = new vscode.Selection(p.dotLine, 8, p.dotLine, 8);
+    const lines = await waitFor(() => { const l = api.sourceHighlights.highlighted[sass.document.uri.toString()]; return l && l.length ? l : null; }, 60000, 250);
+    const texts = (lines || []).map((l) => sass.document.lineAt(l).text.trim());
+    // the definition of a highlighted line is the dot's source line (what a click or F12 jumps to)
+    const loc = lines && await vscode.commands.executeCommand('vscode.executeDefinitionProvider', sass.document.uri, new vscode.Position(lines[0], 10));
+    const back = (loc || []).map((l) => (l.targetRange || l.range).start.line);
+    return { ok: !!lines && texts.some((x) => /MMA/.test(x)) && back[0] === p.dotLine, count: (lines || []).length, sample: texts.slice(0, 6), back };
+  }, 320000);
+}
+
+// Scene 4, on the driver's request: a SASS view beside the source; the driver clicks one of its lines and the
+// probe checks the source editor landed on that line's source line.
+async function fourthScene() {
+  const go = await waitFor(() => fs.existsSync(OUT + '.scene4'), 180000, 200);
+  if (!go) return;
+  const expect = JSON.parse(fs.readFileSync(EXPECT, 'utf8'));
+  const p = expect.perf;
+  const api = vscode.extensions.getExtension(NEWT_ID).exports;
+  let sass;
+  try {
+    const uri = vscode.Uri.joinPath(vscode.workspace.workspaceFolders[0].uri, ...p.file.split('/'));
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('workbench.action.closePanel');
+    const src = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(uri), { viewColumn: vscode.ViewColumn.One });
+    src.revealRange(new vscode.Range(0, 0, 0, 0), vscode.TextEditorRevealType.AtTop);
+    const target = await vscode.commands.executeCommand('newt.showSass', uri.toString(), { line: p.kernelLine, character: p.kernelChar });
+    sass = await waitFor(() => vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === vscode.Uri.parse(target).toString()), 120000, 250);
+    // put a dot instruction's line in the middle of the view (the driver clicks there, clear of the sticky
+    // scroll at the top); the view may still be laid out or refreshed: reveal until VS Code shows it
+    const i = sass.document.getText().split('\n').findIndex((l) => /HGMMA|HMMA/.test(l));
+    await waitFor(async () => {
+      const ed = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === sass.document.uri.toString());
+      if (!ed) return false;
+      sass = ed;
+      ed.revealRange(new vscode.Range(i, 0, i, 0), vscode.TextEditorRevealType.InCenter);
+      await sleep(500);
+      return ed.visibleRanges.length && ed.visibleRanges[0].start.line < i && i < ed.visibleRanges[0].end.line;
+    }, 20000, 250);
+    await vscode.window.showTextDocument(sass.document, { viewColumn: sass.viewColumn, preserveFocus: true });
+    report.scene4 = { revealed: i, visible: sass.visibleRanges.map((r) => [r.start.line, r.end.line]) };
+  } catch (e) {
+    log(`scene 4: ${e}`);
+  }
+  fs.writeFileSync(OUT + '.scene4.ready', 'ok');
+  await waitFor(() => fs.existsSync(OUT + '.scene4.clicked'), 120000, 200);
+  await check('source map: clicking a SASS line lands on its source line', async () => {
+    sass = sass && (vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === sass.document.uri.toString()) || sass);
+    const clicked = sass && sass.selection.active.line;
+    const map = sass && await waitFor(async () => (await vscode.commands.executeCommand('vscode.executeDefinitionProvider', sass.document.uri, new vscode.Position(clicked, 10))) || null, 20000, 250);
+    const want = map && map[0] ? (map[0].targetRange || map[0].range).start.line : undefined;
+    const jump = await waitFor(() => api.sourceHighlights.lastJump, 20000, 250);
+    const srcEditor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === (jump && jump.uri));
+    const visible = !!srcEditor && srcEditor.visibleRanges.some((r) => r.start.line <= jump.line && jump.line <= r.end.line);
+    return { ok: want !== undefined && !!jump && jump.line === want && visible, clicked, clickedText: sass && sass.document.lineAt(clicked).text.trim(), want, jump, visible };
+  });
+  report.done = true;
+  write();
+  fs.writeFileSync(OUT + '.scene4.done', 'ok');
 }
 
 async function run() {
@@ -424,6 +520,9 @@ async function run() {
       return { ok, message: msg, restoredState: api.state };
     }, 180000);
   }
+
+  // -- performance figures as you type, and source <-> SASS (issue 23) -------------------------------------
+  if (expect.perf) await perfChecks(expect.perf, show, api);
 
   // -- leave the workbench showing a diagnostic and its hover for the screenshot ----------------------
   const s = expect.screenshot;

@@ -15,6 +15,8 @@ export interface ServerSettings {
   target: Target;
   diagnosticsOn: DiagnosticsOn;
   inlayHints: { shapes: boolean; dtypes: boolean };
+  /** Registers, spills, shared memory and occupancy of every config, compiled in the background (trusted only). */
+  perfDiagnostics: boolean;
   cacheDir: string | null;
   python: string | null;
   logLevel: LogLevel;

@@ -32,6 +32,7 @@ export function toServerSettings(
       shapes: bool(config.get('inlayHints.shapes'), true),
       dtypes: bool(config.get('inlayHints.dtypes'), true),
     },
+    perfDiagnostics: bool(config.get('perfDiagnostics'), true),
     cacheDir: cacheDir === null ? null : expand(cacheDir),
     python: opts.python ?? null,
     logLevel: pick<LogLevel>(config.get('logLevel'), LOG_LEVELS, 'info'),
@@ -44,7 +45,7 @@ export function toServerSettings(
  * diagnostics); the others reach the running server through `workspace/didChangeConfiguration`.
  */
 export const RESTART_SETTINGS = ['newt.interpreter', 'newt.cacheDir', 'newt.logLevel', 'newt.diagnosticsOn'];
-export const LIVE_SETTINGS = ['newt.target', 'newt.inlayHints', 'newt.trace.server'];
+export const LIVE_SETTINGS = ['newt.target', 'newt.inlayHints', 'newt.perfDiagnostics', 'newt.trace.server'];
 
 /** The explicit compile target of a setting (`auto` leaves the choice to the server). */
 export function explicitTarget(target: Target): Exclude<Target, 'auto'> | undefined {
