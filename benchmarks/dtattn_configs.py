@@ -45,6 +45,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ns = ap.parse_args(argv)
     import torch
+    if not torch.cuda.is_available():
+        print("dtattn_configs.py needs a CUDA GPU (it times deuteron's attention against hand-written newt); "
+              "benchmarks/run_device.sh dtattn runs it on the device", file=sys.stderr)
+        return 2
     from deuteron_bench import bench_ms, dt_kernel, instantiate, launch_only, make_case
 
     import deuteron as dt

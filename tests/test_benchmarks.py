@@ -37,6 +37,7 @@ GPU_ONLY = {
     "deuteron_bench.py": ["--out", "{tmp}"],
     "bench_tma.py": ["--out", "{tmp}"],
     "helion_vs_deuteron.py": ["--examples", "{tmp}", "--out", "{tmp}"],
+    "dtattn_configs.py": [],
 }
 #: modules of the benchmarks that are not scripts
 LIBRARIES = {"common.py"}
