@@ -103,10 +103,13 @@ def _hoist_invariants(block):
         if isinstance(st, LoopStmt) and st.kind in ("tile", "range"):
             inside = {id(b) for b in _blocks(st.body)}
             loop_tiles = {id(t) for t in st.tiles}
+            # the loop's carried variables (``v = v + 1`` in a range loop) change every iteration: not invariant
+            carried = {id(c.arg) for c in getattr(st, "carried", ())}
             kept = []
             for n in st.body.stmts:
                 if (isinstance(n, Node) and has(n, PURE) and has(n, ELEMENTWISE)
                         and not any(id(d) in loop_tiles for d in n.dims)
+                        and not any(id(o) in carried or o.op == "carried" for o in n.operands())
                         and all(_defined_before(o, inside) for o in n.operands())):
                     n.block = block
                     out.append(n)

@@ -294,7 +294,7 @@ def _dt_inputs(kernel, name: str, text: str, path: str, dev: str):
 
     from deuteron.frontend import launch_shapes
     from newt.frontend import analyze_source
-    from newt.frontend.hostvalues import TensorFact
+    from newt.frontend.hostshapes import TensorFact
     fa = analyze_source(text, path)
     ka = next((k for k in fa.kernels if k.name == name and getattr(k, "structure", None) is not None), None)
     if ka is None:

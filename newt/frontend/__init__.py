@@ -13,14 +13,8 @@ from .check import FileAnalysis, KernelAnalysis, SpecResult, build_ir, build_spe
 
 # the host side of a file (launches, their tensors' shapes and dtypes, followed through the host code without
 # running it): what other kernel kinds (deuteron) read for checks with the file's own shapes
-from .hostvalues import (  # noqa: F401
-    CallLaunch,
-    HostEval,
-    TensorFact,
-    call_launches,
-    example_launches,
-    host_index,
-)
+from .hostshapes import CallLaunch, HostEval, TensorFact, call_launches  # noqa: F401
+from .hostvalues import example_launches, host_index  # noqa: F401
 from .kinds import (  # noqa: F401
     load_installed_kinds,
     register_kernel_kind,
