@@ -383,7 +383,9 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
     """The selected test files in one pytest run (``-n workers``) under ``impl``: ``triton`` is plain
     ``python -m pytest`` (the installed Triton), ``newt`` the same under ``python -m newt.dropin``.  Returns
     {test file: [cases]} and the run's tail."""
-    env = dict(os.environ)
+    # an outer pytest's variables (PYTEST_XDIST_WORKER: this run started from an xdist worker) would make the inner
+    # run's controller take itself for a worker, and the plugin would record nothing
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     paths = ([ROOT] if impl == "newt" else []) + [HERE] + [os.path.join(lib, p) for p in lay["pythonpath"]] + \
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != ROOT]
     env["PYTHONPATH"] = os.pathsep.join(paths)
