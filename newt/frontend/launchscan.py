@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from typing import Any
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # (the line ends of ``source.SourceFile``)
 
@@ -75,7 +76,8 @@ def _names_in(node, out: list) -> None:
         if fields is None:
             fields = _node_fields(n.__class__)
         for fld in fields:
-            v = getattr(n, fld, None)
+            v: Any = getattr(n, fld, None)
+            x: Any
             for x in (v if v.__class__ is lst else (v,)):
                 c = x.__class__
                 if c is Name:

@@ -430,7 +430,8 @@ async def test_diagnostics_on_save_only(client: LanguageClient):
         if pull_capable(client):
             assert await diagnostics_of(client, uri) == []  # not saved yet: the saved version's diagnostics
         else:
-            assert [p for p in client.published[n:] if p[0] == uri] == []
+            # (a late republication of the saved version 1's diagnostics may still come; nothing of version 2)
+            assert [p for p in client.published[n:] if p[0] == uri and p[1] != 1] == []
         client.text_document_did_save(lsp.DidSaveTextDocumentParams(_doc(uri)))
         diags = await diagnostics_of(client, uri, version=2)
         if pull_capable(client):
