@@ -290,6 +290,8 @@ class Perf:
             if rng is not None and not (rng["start"]["line"] <= line0 <= rng["end"]["line"]):
                 continue
             from .positions import LineIndex
+            if d is None:
+                break
             idx = LineIndex(d.text, self.ls.encoding)
             end = idx.position(e["line"], len(idx.line(line0)) + 1)
             out.append({"position": {"line": end.line, "character": end.character},
@@ -302,7 +304,7 @@ class Perf:
     def hover_section(self, uri: str, kernel: str, markdown: bool = True) -> str | None:
         d = self.docs.get(uri)
         rows = [(e, f) for e, f in self._current(uri, None) if e["kernel"] == kernel] if d is not None else []
-        if not rows or d.version != (self.ls.doc_text(uri)[1] if uri in self.ls.docs else d.version):
+        if d is None or not rows or d.version != (self.ls.doc_text(uri)[1] if uri in self.ls.docs else d.version):
             return None
         target = rows[0][0]["target"]
         if markdown:
@@ -353,7 +355,7 @@ class Perf:
         sep = "\n\n"
         if isinstance(contents, dict):
             contents["value"] = value + sep + extra
-        else:
+        elif contents is not None:
             contents.value = value + sep + extra
         return result
 

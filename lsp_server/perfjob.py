@@ -76,7 +76,8 @@ def _where(a, ka, spec) -> tuple:
     if m and kd is not None and 0 < int(m.group(1)) <= len(kd.configs or ()):
         node = kd.configs[int(m.group(1)) - 1].node
     elif spec.label.startswith("launch at line"):
-        ln = int(_AT_LINE.search(spec.label).group(1))
+        at = _AT_LINE.search(spec.label)
+        ln = int(at.group(1)) if at is not None else 0
         scan = a.file.scan
         node = next((ls.node for ls in (scan.launches if scan is not None else ()) if ls.kernel == ka.name
                      and ls.node.lineno == ln), None)

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 __all__ = ["handle"]
 
@@ -303,7 +304,8 @@ def _dt_inputs(kernel, name: str, text: str, path: str, dev: str):
     params = list(a.posonlyargs) + list(a.args)
     n_required = len(params) - len(a.defaults)
     for run in launch_shapes(fa.scan, ka.node, ka.structure):
-        args, said = [], []
+        args: Any = []  # None once a parameter has no value
+        said: list[str] = []
         for i, p in enumerate(params):
             f = run.facts.get(p.arg)
             if isinstance(f, TensorFact) and f.shape is not None and None not in f.shape:

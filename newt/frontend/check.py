@@ -476,7 +476,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
         own = host.own(ls) if host is not None else {}  # this launch's dtypes where they differ from the agreed
         if vals or own:
             arg_types = {**agreed_types, **host.arg_types(own)} if own else None
-            key = _spec_key(vals, arg_types) if own else (_spec_key(vals, {})[0], agreed_key)
+            key = _spec_key(vals, arg_types or {}) if own else (_spec_key(vals, {})[0], agreed_key)
             if key in found:
                 continue
             found.add(key)
@@ -485,7 +485,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             specs.append(Spec(label=f"launch at line {ls.node.lineno} ({what})", constexprs=vals,
                               num_warps=nw if isinstance(nw, int) else None,
                               origins={p: src.span(n) for p, n in origins.items()}, context=ctx,
-                              launched=True, arg_types=arg_types if own else dict(agreed_types)))
+                              launched=True, arg_types=(arg_types or {}) if own else dict(agreed_types)))
     if not specs and cx:
         dvals = {}
         for p in cx:

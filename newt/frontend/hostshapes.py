@@ -223,10 +223,10 @@ class HostEval:
                 return None
             if -1 in sizes:
                 known = [x for x in sizes if x != -1]
-                total = 1
+                total: int | None = 1
                 for x in s:
                     total = None if x is None or total is None else total * x
-                part = 1
+                part: int | None = 1
                 for x in known:
                     part = None if x is None or part is None else part * x
                 fill = total // part if total is not None and part and total % part == 0 else None
