@@ -133,3 +133,21 @@ class RawClient:
         for t in (self._reader, self._err):
             if t is not None:
                 t.cancel()
+
+
+def published(c, uri, version) -> bool:
+    """Whether the server has published diagnostics for ``uri`` at ``version``."""
+    return any(m == "textDocument/publishDiagnostics" and p.get("uri") == uri and p.get("version") == version
+               for m, p, _t in c.notifications)
+
+
+async def wait_published(c, uri, version, timeout=120):
+    for _ in range(int(timeout / 0.02)):
+        if published(c, uri, version):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no diagnostics for v{version}: {c.stderr.decode(errors='replace')[-2000:]}")
+
+
+async def server_info(c):
+    return (await c.call("newt/serverInfo", {}))["result"]

@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 from lsp_server.documents import Documents
 
 from .conftest import ROOT, fixture_text, fixture_uri, pos_of, server_env
-from .rawclient import RawClient
+from .rawclient import RawClient, published, server_info, wait_published
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="engines need fork")]
@@ -38,21 +38,6 @@ async def _start(tmp_path, **env):
     return c
 
 
-def _published(c, uri, version):
-    return any(m == "textDocument/publishDiagnostics" and p.get("uri") == uri and p.get("version") == version
-               for m, p, _t in c.notifications)
-
-
-async def _wait_published(c, uri, version, timeout=120):
-    for _ in range(int(timeout / 0.02)):
-        if _published(c, uri, version):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no diagnostics for v{version}: {c.stderr.decode(errors='replace')[-2000:]}")
-
-
-async def _info(c):
-    return (await c.call("newt/serverInfo", {}))["result"]
 
 
 def _alive(pid: int) -> bool:
@@ -73,8 +58,8 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
     try:
         c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                            "text": text}})
-        await _wait_published(c, uri, 1)
-        info = await _info(c)
+        await wait_published(c, uri, 1)
+        info = await server_info(c)
         assert info["engine"] == "fork" and info["torch_imported"] is False
         target = pos_of(text, "offs = ", 5)
         stopped = None
@@ -87,22 +72,22 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
                                                                               "end": {"line": 0, "character": 0}},
                                                                     "text": f"X{version} = {version}\n"}]})
             for _ in range(400):
-                job = (await _info(c))["memory"]["job"]
+                job = (await server_info(c))["memory"]["job"]
                 if job and job["kind"] == "analyze" and job["version"] == version and job["pid"]:
                     stopped = job["pid"]
                     os.kill(stopped, signal.SIGSTOP)
                     break
-                if _published(c, uri, version):
+                if published(c, uri, version):
                     break
                 await asyncio.sleep(0.005)
-            if stopped is not None and not _published(c, uri, version):
+            if stopped is not None and not published(c, uri, version):
                 break
             if stopped is not None:
                 os.kill(stopped, signal.SIGCONT)
                 stopped = None
         if stopped is None:
             pytest.skip("the analysis finished before the test could stop it")
-        assert (await _info(c))["memory"]["serving_pid"] != stopped
+        assert (await server_info(c))["memory"]["serving_pid"] != stopped
         try:
             line = target.line + (version - 1)  # the lines the edits inserted above
             for _ in range(5):
@@ -116,10 +101,10 @@ async def test_hover_is_answered_while_the_analysis_fork_is_stopped(tmp_path):
                 value = body["result"]["contents"]["value"]
                 assert "offs" in value and "i32[" in value, value
                 assert body["result"]["range"]["start"]["line"] == line
-            assert not _published(c, uri, version)  # the stopped fork holds the new version's analysis
+            assert not published(c, uri, version)  # the stopped fork holds the new version's analysis
         finally:
             os.kill(stopped, signal.SIGCONT)
-        await _wait_published(c, uri, version)
+        await wait_published(c, uri, version)
     finally:
         await c.stop()
 
@@ -130,15 +115,15 @@ async def test_a_killed_engine_is_replaced_and_no_engine_outlives_the_server(tmp
     c = await _start(tmp_path)
     c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                        "text": text}})
-    await _wait_published(c, uri, 1)
-    pids = (await _info(c))["memory"]["engine_pids"]
+    await wait_published(c, uri, 1)
+    pids = (await server_info(c))["memory"]["engine_pids"]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     p = pos_of(text, "offsets", 2)
     body = await c.call("textDocument/hover", {"textDocument": {"uri": uri},
                                                "position": {"line": p.line, "character": p.character}}, timeout=60)
     assert body["result"] is not None and "offsets" in body["result"]["contents"]["value"]
-    info = await _info(c)
+    info = await server_info(c)
     assert info["memory"]["engine_starts"] == 2
     new_pids = info["memory"]["engine_pids"]
     assert new_pids and not set(new_pids) & set(pids)
@@ -159,8 +144,8 @@ async def test_thread_mode_analyzes_in_the_server(tmp_path):
     try:
         c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                            "text": text}})
-        await _wait_published(c, uri, 1)
-        info = await _info(c)
+        await wait_published(c, uri, 1)
+        info = await server_info(c)
         assert info["engine"] == "thread" and info["memory"] == {}
         p = pos_of(text, "offsets", 2)
         body = await c.call("textDocument/hover", {"textDocument": {"uri": uri},

@@ -29,7 +29,7 @@ from lsp_server.documents import Documents, text_offset
 from lsp_server.positions import LineIndex
 
 from .conftest import ROOT, server_env
-from .rawclient import RawClient
+from .rawclient import RawClient, published, server_info, wait_published
 
 LINUX = sys.platform.startswith("linux")
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="engines need fork")
@@ -135,21 +135,6 @@ async def _start(tmp_path, refresh=False, **env):
     return c
 
 
-def _published(c, uri, version):
-    return any(m == "textDocument/publishDiagnostics" and p.get("uri") == uri and p.get("version") == version
-               for m, p, _t in c.notifications)
-
-
-async def _wait_published(c, uri, version, timeout=120):
-    for _ in range(int(timeout / 0.02)):
-        if _published(c, uri, version):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no diagnostics for v{version}: {c.stderr.decode(errors='replace')[-2000:]}")
-
-
-async def _info(c):
-    return (await c.call("newt/serverInfo", {}))["result"]
 
 
 def _edit(c, uri, version, line, text, end_line=None):
@@ -166,14 +151,14 @@ async def _stop_the_analysis(c, uri, first_version, edit):
         version += 1
         edit(version)
         for _ in range(800):
-            job = (await _info(c))["memory"]["job"]
+            job = (await server_info(c))["memory"]["job"]
             if job and job["kind"] == "analyze" and job["version"] == version and job["pid"]:
                 os.kill(job["pid"], signal.SIGSTOP)
-                if not _published(c, uri, version):
+                if not published(c, uri, version):
                     return job["pid"], version
                 os.kill(job["pid"], signal.SIGCONT)
                 break
-            if _published(c, uri, version):
+            if published(c, uri, version):
                 break
             await asyncio.sleep(0.003)
     pytest.skip("every analysis finished before the test could stop it")
@@ -199,15 +184,15 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
     try:
         c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                            "text": text}})
-        await _wait_published(c, uri, 1)
-        info = await _info(c)
+        await wait_published(c, uri, 1)
+        info = await server_info(c)
         server = _threads(info["pid"])[info["pid"]]  # the protocol process's (nice, policy): the test runner's
         serving = info["memory"]["serving_pid"]
         assert all(t == server for t in _threads(serving).values())
         pid, version = await _stop_the_analysis(c, uri, 1, lambda v: _edit(c, uri, v, 0, f"X{v} = {v}\n"))
         try:
             for _ in range(2000):  # stopped before its analysis thread started: let it run a moment
-                if len(_threads(pid)) > 1 or _published(c, uri, version):
+                if len(_threads(pid)) > 1 or published(c, uri, version):
                     break
                 os.kill(pid, signal.SIGCONT)
                 await asyncio.sleep(0.001)
@@ -223,9 +208,9 @@ async def test_the_analysis_runs_below_the_protocol_process_and_the_answering_en
             assert _threads(info["pid"])[info["pid"]] == server  # the protocol process
         finally:
             os.kill(pid, signal.SIGCONT)
-        await _wait_published(c, uri, version)
+        await wait_published(c, uri, version)
         for _ in range(500):  # the fork took over: it answers at the engine's priority, its analysis thread ended
-            if (await _info(c))["memory"]["serving_pid"] == pid and len(_threads(pid)) == 1:
+            if (await server_info(c))["memory"]["serving_pid"] == pid and len(_threads(pid)) == 1:
                 break
             await asyncio.sleep(0.02)
         assert _threads(pid) == {pid: server}
@@ -247,7 +232,7 @@ async def test_requests_are_answered_from_the_last_analysis_while_one_is_in_flig
     try:
         c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                            "text": text}})
-        await _wait_published(c, uri, 1)
+        await wait_published(c, uri, 1)
         whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines) + 50, "character": 0}}
         hints0 = (await c.call("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole}))["result"]
         lens0 = (await c.call("textDocument/codeLens", {"textDocument": {"uri": uri}}))["result"]
@@ -259,14 +244,14 @@ async def test_requests_are_answered_from_the_last_analysis_while_one_is_in_flig
             _edit(c, uri, v, 0, f"X{v} = {v}\n")
         pid, version = await _stop_the_analysis(c, uri, 1, edit)
         try:
-            info = await _info(c)
-            analyzed = max(v for v in [1, *inserted] if _published(c, uri, v))
+            info = await server_info(c)
+            analyzed = max(v for v in [1, *inserted] if published(c, uri, v))
             shift = sum(1 for v in inserted if v > analyzed)
             assert shift >= 1
             hints = (await c.call("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole},
                                   timeout=20))["result"]
             lens = (await c.call("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=20))["result"]
-            assert not _published(c, uri, version)  # answered while the analysis is still stopped
+            assert not published(c, uri, version)  # answered while the analysis is still stopped
             if analyzed == 1:
                 assert [(h["position"]["line"], h["position"]["character"], h["label"]) for h in hints] == \
                     [(h["position"]["line"] + shift, h["position"]["character"], h["label"]) for h in hints0]
@@ -285,12 +270,12 @@ async def test_requests_are_answered_from_the_last_analysis_while_one_is_in_flig
             _edit(c, uri, version + 1, len(lines) + 10, "")  # an empty change past the end: a new version
             body, _t = await asyncio.wait_for(fut, 20)
             assert body["result"] is None
-            assert (await _info(c))["memory"]["answers"]["wait_expired"] == expired + 1
+            assert (await server_info(c))["memory"]["answers"]["wait_expired"] == expired + 1
             refreshes = [r for r in c.server_requests if r["method"] in ("workspace/inlayHint/refresh",
                                                                           "workspace/codeLens/refresh")]
         finally:
             os.kill(pid, signal.SIGCONT)
-        await _wait_published(c, uri, version)
+        await wait_published(c, uri, version)
         for _ in range(500):
             got = {r["method"] for r in c.server_requests if r["method"] in ("workspace/inlayHint/refresh",
                                                                               "workspace/codeLens/refresh")}
@@ -317,16 +302,16 @@ async def test_a_burst_of_edits_causes_a_bounded_number_of_analyses(tmp_path):
     try:
         c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                            "text": text}})
-        await _wait_published(c, uri, 1)
-        before = (await _info(c))["analyses"]["count"]
+        await wait_published(c, uri, 1)
+        before = (await server_info(c))["analyses"]["count"]
         line = next(i for i, ln in enumerate(text.split("\n")) if re.match(r"\s+\w+ = ", ln))
         for k in range(50):
             c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2 + k}, "contentChanges": [
                 {"range": {"start": {"line": line, "character": 4}, "end": {"line": line, "character": 4}},
                  "text": "a"}]})
-        await _wait_published(c, uri, 51)
+        await wait_published(c, uri, 51)
         await asyncio.sleep(0.5)
-        info = await _info(c)
+        info = await server_info(c)
         assert 1 <= info["analyses"]["count"] - before <= 4, info["analyses"]
         assert info["texts"][0]["version"] == 51
     finally:
