@@ -89,6 +89,10 @@ class LoopBuilder(BuilderPart):
                     pass
                 elif not isinstance(v, Opaque):
                     self.ctx.report("N010", f"{k} must be a constexpr int", it)
+        ws = kwargs.get("warp_specialize")
+        if isinstance(ws, Const) and ws.value is True:
+            # a producer warpgroup for the loop's TMA copies where the backend can (warpspec.py); else no effect
+            attrs["warp_specialize"] = True
         if isinstance(step, Const) and step.value == 0:
             self.ctx.report("N023", "range step must not be zero", it)
             return

@@ -476,7 +476,7 @@ _def("inline_asm", ("*args",), {"asm": REQUIRED, "constraints": REQUIRED, "pack"
      _inline_asm, results=None, doc="nl.inline_asm_elementwise: PTX per element or per pack of elements")
 
 # control flow (region structure is checked by the verifier)
-_LOOP_ATTRS = {"num_stages": None, "loop_unroll_factor": None}
+_LOOP_ATTRS = {"num_stages": None, "loop_unroll_factor": None, "warp_specialize": None}
 _def("scf.for", ("lb", "ub", "step", "*init"), _LOOP_ATTRS, (CF,), _no_check, results=None)
 _def("scf.if", ("cond",), {}, (CF,), _cond_int1, results=None)
 _def("scf.while", ("*init",), _LOOP_ATTRS, (CF,), _no_check, results=None)

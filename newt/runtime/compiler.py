@@ -275,7 +275,7 @@ class CompiledKernel:
         num_warps; 1024 under ``maxnreg``) and what its registers allow (64K per SM, allocated per warp in
         units of 256), as CUDA's ``MAX_THREADS_PER_BLOCK`` attribute reports it."""
         md = self.metadata
-        bound = 1024 if md.get("maxnreg") else 32 * int(md.num_warps)
+        bound = 1024 if md.get("maxnreg") else 32 * (int(md.num_warps) + int(md.get("producer_warps", 0)))
         per_warp = -(-max(int(md.n_regs or 0), 1) * 32 // 256) * 256
         return min(bound, 65536 // per_warp * 32, 1024)
 
@@ -603,6 +603,8 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         tensormaps=list(module.metadata.get("tensormaps") or []),  # TMA (tensormap.py): encoded per launch
         maxnreg=maxnreg,
     )
+    if module.producer_warps:  # a warp-specialized loop: the block has this many warps more (warpspec.py)
+        md["producer_warps"] = int(module.producer_warps)
     if limit is not None and md.shared > limit:
         raise OutOfResources(kname, "shared memory", md.shared, limit, f"target {target}")
     asm = AsmDict(ir=str(irfn), cuda=module.source, ptx=_text(binary.ptx), cubin=bytes(binary.cubin))

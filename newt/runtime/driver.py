@@ -434,7 +434,7 @@ def load_function(compiled, dev: int):
               "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", md.kernel_name)
     max_threads = check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func),
                         "cuFuncGetAttribute", md.kernel_name)
-    threads = md.num_warps * 32
+    threads = (md.num_warps + md.get("producer_warps", 0)) * 32  # (+ a warp-specialized loop's producer)
     if max_threads < threads:
         raise OutOfResources(md.kernel_name, "registers", md.n_regs * threads, 65536,
                              f"{md.n_regs} registers per thread allow only {max_threads} threads per block, "
@@ -494,7 +494,7 @@ class Launcher:
         self.tensormaps = [dict(r) for r in (md.get("tensormaps") or [])]
         codes = codes + [TMAP_CODE] * len(self.tensormaps)
         self.buffer = ParamBuffer(codes)
-        self.block = md.num_warps * 32
+        self.block = (md.num_warps + md.get("producer_warps", 0)) * 32  # (+ the producer warpgroup)
         self.blocking = blocking or launch_blocking_env()
         self._lock = threading.Lock()
         #: the pure-Python launch (cuda.bindings); ``launch`` is the compiled one where it can be had

@@ -31,6 +31,7 @@ from .plan import plan_layouts
 from .prelude import HEADER_NAME, PRELUDE
 from .targets import get_target
 from .tma import kernel_params as tma_params
+from .warpspec import PRODUCER_WARPS
 
 __all__ = ["CudaModule", "CudaParam", "generate_cuda"]
 
@@ -72,10 +73,12 @@ class CudaModule:
     #: ``rerender(min_blocks=n)``: the same kernel generated again with ``__launch_bounds__(threads, n)``
     #: (0: no second argument); None for a module not made by ``generate_cuda``
     rerender: Callable[..., CudaModule] | None = field(default=None, repr=False, compare=False)
+    #: warps beyond ``num_warps`` (a warp-specialized loop's producer warpgroup, ``warpspec.py``)
+    producer_warps: int = 0
 
     @property
     def threads(self) -> int:
-        return 32 * self.num_warps
+        return 32 * (self.num_warps + self.producer_warps)
 
     @property
     def needs_shared_opt_in(self) -> bool:
@@ -139,7 +142,7 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
 def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
-    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis)
+    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg else num_warps)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
@@ -206,7 +209,9 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     if em.smem_uses or red or em.reserved:
         top.line(f"extern __shared__ __align__({sm_al or 128}) unsigned char smem[];")
     ids.line("const int lane_id = threadIdx.x & 31;")
-    if em.plan.dot:  # a shuffle makes the warp index provably uniform (uniform registers in mma addressing)
+    if pipes.ws is not None:  # the producer warpgroup runs the prologue as warps 0..3 (warpspec.py)
+        ids.line(f"const int warp_id = __shfl_sync(0xffffffffu, ((int)threadIdx.x >> 5) & {num_warps - 1}, 0);")
+    elif em.plan.dot:  # a shuffle makes the warp index provably uniform (uniform registers in mma addressing)
         ids.line("const int warp_id = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);")
     else:  # no shuffle on the way to the first load's address (it delays every access by its latency)
         ids.line("const int warp_id = (int)threadIdx.x >> 5;")
@@ -220,7 +225,10 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         head.append("")
     kname = _cname(fn.name)
     min_blocks = _min_blocks(fn, num_warps, em) if want_blocks is None else f", {want_blocks}" if want_blocks else ""
-    bounds = f"{32 * num_warps}{min_blocks}"
+    pw = PRODUCER_WARPS if pipes.ws is not None else 0
+    if pw:  # one block per SM: setmaxnreg's budget (warpspec.register_split) is the whole register file
+        min_blocks = ", 1"
+    bounds = f"{32 * (num_warps + pw)}{min_blocks}"
     qualifier = f"__maxnreg__({maxnreg})" if maxnreg else f"__launch_bounds__({bounds})"
     head.append(f'extern "C" __global__ void {qualifier} {kname}(')
     head.append(",\n".join(sig) + ") {" if sig else ") {")
@@ -230,6 +238,9 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         out_lines.append(line)
         locs.append(None)
     body.render(out_lines, locs)
+    if pw:
+        out_lines.append("#undef __syncthreads")
+        locs.append(None)
     out_lines.append("}")
     locs.append(None)
     source = "\n".join(out_lines) + "\n"
@@ -243,9 +254,11 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
             "needs_shared_opt_in": shared > 48 * 1024, "min_blocks": int(min_blocks[2:] or 0),
             "launch_bounds": qualifier, "tensormaps": tmaps, "maxnreg": maxnreg}
+    if pw:
+        meta["producer_warps"] = pw
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
-                      line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta)
+                      line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta, producer_warps=pw)
 
 
 def _backend_error(fn, e: BackendError):

@@ -201,8 +201,8 @@ def _next_block_within_reach(b, module, target) -> int:
     registers allow now (64K per SM, allocated 8 per thread at a time), when the registers are at most a
     quarter above that count's cap, nothing spills, and the shared memory and threads of that many blocks
     fit."""
-    threads = 32 * module.num_warps
-    if b.n_spills or not b.n_regs:
+    threads = module.threads
+    if b.n_spills or not b.n_regs or module.producer_warps:  # (warp-specialized: one block per SM)
         return 0
     want = 65536 // (threads * ((b.n_regs + 7) // 8 * 8)) + 1
     cap = min(255, 65536 // (want * threads) // 8 * 8)

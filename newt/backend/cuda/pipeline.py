@@ -107,10 +107,13 @@ class PipelinePlan:
     buffers: tuple[tuple[str, int], ...] = ()
     #: mbarriers the TMA copies need (one per ring buffer of each pipeline with TMA loads)
     tma_barriers: int = 0
+    #: the loop split into a producer warpgroup and consumer warps (``warpspec.py``), or None
+    ws: Op | None = None
 
 
-def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
-    """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc)."""
+def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0) -> PipelinePlan:
+    """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc).
+    ``num_warps`` (0: none) lets a loop be warp-specialized (``warpspec.ws_loop``)."""
     # ``nl.range(..., num_stages=n)`` overrides the kernel's ``num_stages`` for its loop (Triton's per-loop
     # knob); n < 2 leaves that loop unpipelined
     asked = [loop_stages(op, num_stages) for op in fn.walk() if op.name == "scf.for"]
@@ -160,7 +163,12 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis) -> PipelinePlan:
             loops[lp] = replace(p, loads=tuple(named))
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         buffers = [("SMEM_PIPE0", top)]
-    return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars)
+    from .warpspec import ws_loop
+    ws = ws_loop(fn, target, loops, layouts, num_warps) if num_warps and bars >= 0 else None
+    if ws is not None:  # its full/empty mbarriers are the producer's own (warpspec.py), not tma.py's
+        bars -= loops[ws].buffers or loops[ws].stages
+    return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
+                        ws=ws)
 
 
 def loop_stages(loop, num_stages: int) -> int:
@@ -335,6 +343,10 @@ def _is_zero(v) -> bool:
 
 
 def emit_pipelined_for(em, op, pipe: Pipeline):
+    if getattr(em.pipes, "ws", None) is op:
+        from .warpspec import emit_ws_for
+        emit_ws_for(em, op, pipe)
+        return
     body = op.regions[0]
     lb, ub, step = op.operands[:3]
     S = pipe.stages
@@ -428,9 +440,9 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     del ub, step
 
 
-def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1):
-    """Render the load slice for the lookahead iteration, issue its copies (cp.async; TMA by thread 0
-    on the stage's mbarrier ``b0 + stage``), advance."""
+def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1, bar=None, who="threadIdx.x == 0"):
+    """Render the load slice for the lookahead iteration, issue its copies (cp.async; TMA by thread ``who``
+    on the stage's mbarrier ``b0 + stage``, or ``bar``), advance."""
     body = op.regions[0]
     saved = (em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line)
     em.scalars = dict(em.scalars)
@@ -456,8 +468,8 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1):
         tmas = [pl for pl in pipe.loads if pl.tma is not None]
         if tmas:
             nbytes = sum(pl.tile.size_bytes for pl in tmas)
-            bar = bar_addr(em, f"{b0} + {stage}")
-            chunk.line("if (live && threadIdx.x == 0) {")
+            bar = bar or bar_addr(em, f"{b0} + {stage}")
+            chunk.line(f"if (live && {who}) {{" if who else "if (live) {")
             t = chunk.sub(1)
             t.line(f"mbar_expect_tx({bar}, {nbytes});")
             for pl in tmas:

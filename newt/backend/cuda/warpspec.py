@@ -1,0 +1,265 @@
+"""Warp specialization on sm_90a (issue 24): a software-pipelined loop whose copies are all TMA is split
+between a **producer warpgroup** that only issues the copies and the **consumer warps** that run the rest.
+
+Selected by ``nl.range(..., warp_specialize=True)`` (Triton's knob) or, for every eligible loop,
+``NEWT_WARP_SPECIALIZE=1``.  Eligible (:func:`ws_loop`): the kernel's only pipelined loop, at the top
+level of the kernel, every pipelined load a TMA box (``tma.py``), every dot in it on wgmma, ``num_warps``
+a multiple of 4, and no store, atomic, print or assert before the loop (the producer runs that code
+too).  Anything else keeps the ordinary pipeline, silently.
+
+``num_warps`` counts the consumer warps, as in Triton (``ttg.num-warps`` is the default partition; the
+partitions' warps are added on top, ``ttg.total-num-warps``): the block has ``32 * num_warps + 128``
+threads, the producer warpgroup last (``CudaModule.producer_warps``, ``metadata["producer_warps"]``).
+
+The protocol, one ring of ``NB`` slots (the pipeline's buffers), two mbarriers per slot:
+
+* ``full[s]`` (arrival count 1): the producer's ``arrive.expect_tx`` with the slot's bytes; the TMA copies
+  complete the transaction.  The consumers wait for it with parity ``(i / NB) & 1`` in iteration ``i``.
+* ``empty[s]`` (arrival count ``32 * num_warps``): every consumer thread arrives once it has finished
+  reading the slot -- after the body when every wgmma waits for itself, or one iteration later when the
+  accumulation stays in flight (``wgmma.wait_group 1`` in iteration ``i + 1`` retires the wgmma of ``i``).
+  The producer waits for it with parity ``((j / NB) & 1) ^ 1`` before it refills the slot for iteration
+  ``j``: a fresh barrier counts its phase "-1" (parity 1) as complete, so the first pass does not wait.
+
+Each side keeps a slot index and one phase bit flipped when its index wraps (:func:`simulate` replays
+the same arithmetic in Python for the tests).  Before the split every thread runs the kernel's prologue
+(the producer's warp index is folded onto the consumers' so its layouts stay in range), then a
+``__syncthreads`` and the branch: the producer gives registers back (``setmaxnreg.dec``), one elected
+thread runs the copy loop, and the warpgroup returns; the consumers take the registers
+(``setmaxnreg.inc``), run the loop and everything after it.  Past the split ``__syncthreads()`` is a
+named barrier over the consumer threads only (``bar.sync 1, 32 * num_warps``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from newt.ir.ops import ATOMIC
+
+from .loops import bind_var, declare_var, loop_condition, loop_header
+
+__all__ = ["ws_forced", "ws_loop", "emit_ws_for", "register_split", "simulate", "PRODUCER_WARPS"]
+
+#: the producer: one warpgroup (setmaxnreg acts per warpgroup)
+PRODUCER_WARPS = 4
+#: registers the producer keeps (CUTLASS's load warpgroup: 40)
+PRODUCER_REGS = 40
+#: the named barrier the consumers use for ``__syncthreads`` past the split (0 is __syncthreads itself)
+CONSUMER_BARRIER = 1
+
+_EFFECTS = {"store", "print", "assert", "atomic_rmw", "atomic_cas"}
+
+
+def ws_forced() -> bool:
+    """``NEWT_WARP_SPECIALIZE=1``: every eligible pipelined loop as if it said ``warp_specialize=True``."""
+    return os.environ.get("NEWT_WARP_SPECIALIZE", "") == "1"
+
+
+def ws_loop(fn, target, loops, layouts, num_warps: int):
+    """The loop of ``loops`` (scf.for -> pipeline.Pipeline) to warp-specialize, or None (module doc)."""
+    if not getattr(target, "tma", False) or num_warps % 4 or len(loops) != 1:
+        return None
+    (op, pipe), = loops.items()
+    if not (op.attrs.get("warp_specialize") or ws_forced()):
+        return None
+    if op not in fn.body.ops or not pipe.loads or any(pl.tma is None for pl in pipe.loads):
+        return None
+    body = op.regions[0]
+    for o in body.walk():
+        if o.name == "dot" and getattr(layouts.dot.get(o), "name", None) != "wgmma":
+            return None
+    for o in fn.body.ops[:fn.body.ops.index(op)]:
+        for x in [o, *(y for r in o.regions for y in r.walk())]:
+            if x.name in _EFFECTS or x.name in ATOMIC or x.name.startswith("tma_store"):
+                return None
+    return op
+
+
+def register_split(num_warps: int) -> tuple[int, int]:
+    """(producer, consumer) registers per thread after ``setmaxnreg``: the producer keeps
+    ``PRODUCER_REGS``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)."""
+    cons = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGS) // (32 * num_warps) // 8 * 8
+    return PRODUCER_REGS, min(256, cons)
+
+
+def _helpers(em, cons_threads: int):
+    em.helpers.setdefault("ws_setmaxnreg", "\n".join([
+        "// ---- warp specialization (sm_90a): registers per warpgroup, ring mbarriers, the consumers' barrier",
+        "template <int N> __device__ __forceinline__ void ws_setmaxnreg_dec() {",
+        '  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }',
+        "template <int N> __device__ __forceinline__ void ws_setmaxnreg_inc() {",
+        '  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }',
+        "__device__ __forceinline__ void ws_arrive(unsigned bar) {",
+        '  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory"); }',
+        "template <int N> __device__ __forceinline__ void ws_consumer_sync() {",
+        f'  asm volatile("bar.sync {CONSUMER_BARRIER}, %0;" :: "n"(N) : "memory"); }}',
+    ]))
+    del cons_threads
+
+
+def _ring_barriers(em, nb: int, cons_threads: int) -> str:
+    """Shared-memory offset name of ``2 * nb`` mbarriers: ``full`` 0..nb-1, then ``empty``."""
+    name = em.smem_reserved(16 * nb)
+    t = em.top
+    t.line(f"// warp specialization: mbarriers full[0..{nb - 1}] (count 1: the producer's expect_tx) and "
+           f"empty[0..{nb - 1}] (count {cons_threads}: every consumer thread)")
+    t.line("if (threadIdx.x == 0) {")
+    t.line(f"  for (int b = 0; b < {nb}; ++b) {{ mbar_init(smem_u32(smem + {name}) + 8 * b, 1); "
+           f"mbar_init(smem_u32(smem + {name}) + 8 * ({nb} + b), {cons_threads}); }}")
+    t.line("  mbar_fence_init();")
+    t.line("}")
+    t.line("__syncthreads();")
+    return name
+
+
+def emit_ws_for(em, op, pipe):
+    from .pipeline import _issue
+    body = op.regions[0]
+    lb, step = op.operands[0], op.operands[2]
+    S = pipe.stages
+    NB = pipe.buffers or S
+    nw = em.nw
+    cons = 32 * nw
+    preg, creg = register_split(nw)
+    _helpers(em, cons)
+    bars = _ring_barriers(em, NB, cons)
+
+    def full(i):
+        return f"(smem_u32(smem + {bars}) + 8 * ({i}))"
+
+    def empty(i):
+        return f"(smem_u32(smem + {bars}) + 8 * ({NB} + {i}))"
+    targets = loop_header(em, op)
+    carried = body.args[1:]
+    yields = list(body.terminator.operands)
+    ivv = body.args[0]
+    from .ctypes import ctype
+    ivt = ctype(ivv.type)
+    c = em.cur
+    c.line(f"// warp specialization: {S}-stage ring of {NB} slots; the producer warpgroup (threads {cons}.."
+           f"{cons + 127}) issues the TMA copies, warps 0..{nw - 1} consume")
+    c.line("tma_fence_proxy_async();  // plain accesses to the ring's memory before the async-proxy copies")
+    c.line("__syncthreads();")
+    c.line(f"if (threadIdx.x >= {cons}) {{  // producer warpgroup")
+    p = c.sub(1)
+    p.line(f"ws_setmaxnreg_dec<{preg}>();")
+    p.line(f"if (threadIdx.x == {cons}) {{  // one thread issues every copy")
+    q = p.sub(1)
+    ahead_iv = em.tmp("ahead_iv")
+    q.line(f"{ivt} {ahead_iv} = {em.scalar(lb)};")
+    ahead = {}
+    for i in pipe.carried:
+        a = carried[i]
+        nm, lay = declare_var(em, a, q, init=op.operands[3 + i], name=em.tmp("ahead"))
+        ahead[a] = (nm, lay)
+    slot, ph = em.tmp("slot"), em.tmp("phase")
+    q.line(f"int {slot} = 0;")
+    q.line(f"unsigned {ph} = 0;")
+    q.line(f"while ({loop_condition(em, op, ahead_iv)}) {{")
+    r = q.sub(1)
+    r.line(f"mbar_wait({empty(slot)}, {ph} ^ 1u);  // the consumers have released this slot (first pass: at once)")
+    _issue(em, op, pipe, r.sub(0), slot, ahead_iv, ahead, yields, carried, bar=full(slot), who="")
+    r.line(f"if (++{slot} == {NB}) {{ {slot} = 0; {ph} ^= 1u; }}")
+    q.line("}")
+    p.line("}")
+    p.line("return;  // the producer skips the rest of the kernel")
+    c.line("}")
+    c.line(f"ws_setmaxnreg_inc<{creg}>();")
+    c.line(f"#define __syncthreads() ws_consumer_sync<{cons}>()  // consumers only from here on (#undef at the end)")
+    rd, cph = em.tmp("rd"), em.tmp("phase")
+    c.line(f"int {rd} = 0;")
+    c.line(f"unsigned {cph} = 0;")
+    behind = bool(pipe.async_dots)
+    prev = em.tmp("prev")
+    if behind:  # the slot whose wgmma is still in flight: released one iteration later
+        c.line(f"int {prev} = -1;")
+    iv = em.vname(ivv)
+    unroll = op.attrs.get("loop_unroll_factor")
+    if unroll:
+        c.line(f"#pragma unroll {int(unroll)}")
+    c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv)}; {iv} += {em.scalar(step)}) {{")
+    inner = c.sub(1)
+    em.scalars[ivv] = iv
+    inner.line(f"mbar_wait({full(rd)}, {cph});  // this slot's TMA copies have landed")
+    for a, (name, lay, _) in zip(carried, targets):
+        bind_var(em, a, name, lay, inner)
+    for pl in pipe.loads:
+        em.pipe_read_base[pl.op] = f"(smem + {pl.buf} + {rd} * {pl.tile.size_bytes})"
+    bodyc = inner.sub(0, pipelined=True)
+    em.yield_stack.append(targets)
+    try:
+        em.emit_region(body, bodyc)
+    finally:
+        em.yield_stack.pop()
+    if behind:
+        inner.line(f"if ({prev} >= 0) ws_arrive({empty(prev)});  // the previous slot's wgmma has retired")
+        inner.line(f"{prev} = {rd};")
+    else:
+        inner.line(f"ws_arrive({empty(rd)});  // every read of this slot is done")
+    inner.line(f"if (++{rd} == {NB}) {{ {rd} = 0; {cph} ^= 1u; }}")
+    c.line("}")
+    if pipe.async_dots:
+        from .dot.wgmma import drain_async_dots
+        drain_async_dots(em, op, pipe, targets, c)
+    c.line("__syncthreads();")
+    for res, (name, lay, _) in zip(op.results, targets):
+        bind_var(em, res, name, lay, c)
+
+
+def simulate(iterations: int, nb: int, behind: bool, order) -> list[tuple[str, int, int]]:
+    """Replay the protocol's phase arithmetic (as :func:`emit_ws_for` writes it) on a model of mbarriers.
+
+    ``order`` picks which side moves next while both can (an iterable of "p"/"c", cycled): the producer
+    waits ``empty[slot]`` for parity ``phase ^ 1`` and fills the slot, the consumer waits ``full[rd]``
+    for parity ``phase``, reads, and releases a slot.  Returns the trace [(side, iteration, slot)]; raises
+    AssertionError on a deadlock, a fill of a slot still being read, or a read of a slot not (re)filled
+    for that iteration."""
+    import itertools
+    # an mbarrier: its current phase number and the arrivals pending in it
+    full_phase = [0] * nb
+    empty_phase = [0] * nb
+    content = [None] * nb         # iteration whose data the slot holds
+    reading = [set() for _ in range(nb)]
+    pj = pslot = pph = 0
+    ci = rd = cph = 0
+    prev = -1
+    trace = []
+
+    def done(phase_no, parity):   # try_wait.parity: the phase with this parity has completed
+        return (phase_no & 1) != parity
+
+    moves = itertools.cycle(order)
+    stuck = 0
+    while ci < iterations:
+        side = next(moves)
+        if side == "p" and pj < iterations and done(empty_phase[pslot], pph ^ 1):
+            assert not reading[pslot], f"producer refills slot {pslot} while iteration(s) {reading[pslot]} read it"
+            content[pslot] = pj
+            full_phase[pslot] += 1     # expect_tx + the copies: one arrival, the transaction complete
+            trace.append(("p", pj, pslot))
+            pj += 1
+            pslot += 1
+            if pslot == nb:
+                pslot, pph = 0, pph ^ 1
+            stuck = 0
+        elif side == "c" and done(full_phase[rd], cph):
+            assert content[rd] == ci, f"iteration {ci} reads slot {rd} holding iteration {content[rd]}"
+            reading[rd].add(ci)
+            trace.append(("c", ci, rd))
+            if behind:       # the in-flight wgmma of ci - 1 retires now
+                if prev >= 0:
+                    reading[prev].discard(ci - 1)
+                    empty_phase[prev] += 1
+                prev = rd
+            else:
+                reading[rd].discard(ci)
+                empty_phase[rd] += 1
+            ci += 1
+            rd += 1
+            if rd == nb:
+                rd, cph = 0, cph ^ 1
+            stuck = 0
+        else:
+            stuck += 1
+            assert stuck < 4 * len(order) + 4, f"deadlock: producer at {pj}, consumer at {ci}"
+    return trace
