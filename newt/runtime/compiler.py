@@ -489,7 +489,9 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", "")
         + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
         + os.environ.get("NEWT_STMATRIX", ""),
-        "tma": os.environ.get("NEWT_TMA", ""),
+        # (and NEWT_WARP_SPECIALIZE, warpspec.py: nothing added while it is unset)
+        "tma": os.environ.get("NEWT_TMA", "") + (f"/ws={os.environ['NEWT_WARP_SPECIALIZE']}"
+                                                 if os.environ.get("NEWT_WARP_SPECIALIZE") else ""),
     })
 
 

@@ -75,11 +75,13 @@ def ws_loop(fn, target, loops, layouts, num_warps: int):
     return op
 
 
-def register_split(num_warps: int) -> tuple[int, int]:
-    """(producer, consumer) registers per thread after ``setmaxnreg``: the producer keeps
-    ``PRODUCER_REGS``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)."""
+def register_split(num_warps: int) -> tuple[int, int, int]:
+    """(producer, consumer, at launch) registers per thread: the producer keeps ``PRODUCER_REGS`` after
+    ``setmaxnreg.dec``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)
+    after ``setmaxnreg.inc``; at launch every thread has the file's share under ``__launch_bounds__(T, 1)``."""
     cons = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGS) // (32 * num_warps) // 8 * 8
-    return PRODUCER_REGS, min(256, cons)
+    entry = min(256, 65536 // (32 * (num_warps + PRODUCER_WARPS)) // 8 * 8)
+    return PRODUCER_REGS, min(256, cons), entry
 
 
 def _helpers(em, cons_threads: int):
@@ -120,7 +122,7 @@ def emit_ws_for(em, op, pipe):
     NB = pipe.buffers or S
     nw = em.nw
     cons = 32 * nw
-    preg, creg = register_split(nw)
+    preg, creg, entry = register_split(nw)
     _helpers(em, cons)
     bars = _ring_barriers(em, NB, cons)
 
@@ -164,7 +166,10 @@ def emit_ws_for(em, op, pipe):
     p.line("}")
     p.line("return;  // the producer skips the rest of the kernel")
     c.line("}")
-    c.line(f"ws_setmaxnreg_inc<{creg}>();")
+    if creg > entry:
+        c.line(f"ws_setmaxnreg_inc<{creg}>();")
+    else:  # (4 consumer warps: 256 threads already have all the registers a thread can address)
+        c.line(f"// no setmaxnreg.inc: the consumers already hold {entry} registers per thread")
     c.line(f"#define __syncthreads() ws_consumer_sync<{cons}>()  // consumers only from here on (#undef at the end)")
     rd, cph = em.tmp("rd"), em.tmp("phase")
     c.line(f"int {rd} = 0;")
@@ -206,14 +211,19 @@ def emit_ws_for(em, op, pipe):
         bind_var(em, res, name, lay, c)
 
 
-def simulate(iterations: int, nb: int, behind: bool, order) -> list[tuple[str, int, int]]:
+def simulate(iterations: int, nb: int, behind: bool, order, producer_xor: int = 1,
+             release_lag: int | None = None) -> list[tuple[str, int, int]]:
     """Replay the protocol's phase arithmetic (as :func:`emit_ws_for` writes it) on a model of mbarriers.
 
-    ``order`` picks which side moves next while both can (an iterable of "p"/"c", cycled): the producer
-    waits ``empty[slot]`` for parity ``phase ^ 1`` and fills the slot, the consumer waits ``full[rd]``
-    for parity ``phase``, reads, and releases a slot.  Returns the trace [(side, iteration, slot)]; raises
-    AssertionError on a deadlock, a fill of a slot still being read, or a read of a slot not (re)filled
-    for that iteration."""
+    ``order`` picks which side moves next while both can (a string of "p"/"c", cycled): the producer
+    waits ``empty[slot]`` for parity ``phase ^ producer_xor`` and fills the slot, the consumer waits
+    ``full[rd]`` for parity ``phase``, reads, and releases the slot ``release_lag`` iterations later (the
+    protocol: 1 with a wgmma in flight, ``behind``, else 0).  The slot stays read until the wgmma of its
+    iteration retires (one iteration later when ``behind``).  Returns the trace [(side, iteration, slot)];
+    raises AssertionError on a deadlock, a fill of a slot still being read, or a read of a slot not
+    (re)filled for that iteration.  (The parity test is the hardware's: a phase counts as complete when
+    the barrier's current phase has the other parity.)"""
+    lag = (1 if behind else 0) if release_lag is None else release_lag
     import itertools
     # an mbarrier: its current phase number and the arrivals pending in it
     full_phase = [0] * nb
@@ -223,43 +233,51 @@ def simulate(iterations: int, nb: int, behind: bool, order) -> list[tuple[str, i
     pj = pslot = pph = 0
     ci = rd = cph = 0
     prev = -1
+    released: list[int] = []      # slots read, in order, not yet released
     trace = []
 
     def done(phase_no, parity):   # try_wait.parity: the phase with this parity has completed
         return (phase_no & 1) != parity
 
     moves = itertools.cycle(order)
-    stuck = 0
-    while ci < iterations:
-        side = next(moves)
-        if side == "p" and pj < iterations and done(empty_phase[pslot], pph ^ 1):
-            assert not reading[pslot], f"producer refills slot {pslot} while iteration(s) {reading[pslot]} read it"
-            content[pslot] = pj
-            full_phase[pslot] += 1     # expect_tx + the copies: one arrival, the transaction complete
-            trace.append(("p", pj, pslot))
-            pj += 1
-            pslot += 1
-            if pslot == nb:
-                pslot, pph = 0, pph ^ 1
-            stuck = 0
-        elif side == "c" and done(full_phase[rd], cph):
-            assert content[rd] == ci, f"iteration {ci} reads slot {rd} holding iteration {content[rd]}"
-            reading[rd].add(ci)
-            trace.append(("c", ci, rd))
-            if behind:       # the in-flight wgmma of ci - 1 retires now
-                if prev >= 0:
-                    reading[prev].discard(ci - 1)
-                    empty_phase[prev] += 1
-                prev = rd
-            else:
-                reading[rd].discard(ci)
-                empty_phase[rd] += 1
-            ci += 1
-            rd += 1
-            if rd == nb:
-                rd, cph = 0, cph ^ 1
-            stuck = 0
+
+    def produce() -> bool:
+        nonlocal pj, pslot, pph
+        if pj >= iterations or not done(empty_phase[pslot], pph ^ producer_xor):
+            return False
+        assert not reading[pslot], f"producer refills slot {pslot} while iteration(s) {reading[pslot]} read it"
+        content[pslot] = pj
+        full_phase[pslot] += 1     # expect_tx + the copies: one arrival, the transaction complete
+        trace.append(("p", pj, pslot))
+        pj += 1
+        pslot += 1
+        if pslot == nb:
+            pslot, pph = 0, pph ^ 1
+        return True
+
+    def consume() -> bool:
+        nonlocal ci, rd, cph, prev
+        if not done(full_phase[rd], cph):
+            return False
+        assert content[rd] == ci, f"iteration {ci} reads slot {rd} holding iteration {content[rd]}"
+        reading[rd].add(ci)
+        trace.append(("c", ci, rd))
+        if behind:       # this iteration's wait retires the wgmma of ci - 1
+            if prev >= 0:
+                reading[prev].discard(ci - 1)
+            prev = rd
         else:
-            stuck += 1
-            assert stuck < 4 * len(order) + 4, f"deadlock: producer at {pj}, consumer at {ci}"
+            reading[rd].discard(ci)
+        released.append(rd)
+        if len(released) > lag:
+            empty_phase[released.pop(0)] += 1
+        ci += 1
+        rd += 1
+        if rd == nb:
+            rd, cph = 0, cph ^ 1
+        return True
+
+    while ci < iterations:
+        first, second = (produce, consume) if next(moves) == "p" else (consume, produce)
+        assert first() or second(), f"deadlock: producer at iteration {pj}, consumer at {ci}"
     return trace
