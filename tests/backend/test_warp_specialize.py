@@ -306,6 +306,51 @@ def test_the_interpreter_ignores_the_knob(monkeypatch):
     torch.testing.assert_close(outs[0].float(), a.float() @ b.float(), rtol=2e-2, atol=2e-2)
 
 
+def _ws24_block() -> str:
+    text = open(os.path.join(ROOT, "benchmarks", "run_device.sh")).read()
+    return text.split("\n    ws24)\n", 1)[1].split(";;", 1)[0].replace("\\\n", " ")
+
+
+def test_the_device_part_runs_these_gpu_tests_and_the_benchmark_within_420_s():
+    block = _ws24_block()
+    assert re.search(r"pytest .*-m gpu\s+tests/backend/test_warp_specialize\.py", block)
+    assert "benchmarks/bench_ws.py --out" in block
+    limits = [int(x) for x in re.findall(r"timeout \$\{\w+:-(\d+)\}", block)]
+    assert len(limits) == 2 and sum(limits) <= 420
+    # the GPU tests' own subprocess limits fit in the pytest call's
+    assert sum(int(x) for x in re.findall(r'_run_gpu_part\("\w+", (\d+)\)', open(__file__).read())) < limits[0]
+
+
+def test_the_benchmarks_newt_ws_column_is_warp_specialized(monkeypatch):
+    """bench_ws.py's kernels compile (offline) to the split under its newt_ws environment, and not without."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import bench_ws
+        from common import instantiate
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
+    for impl, env in bench_ws.NEWT_ENV.items():
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        if impl == "newt":
+            monkeypatch.delenv("NEWT_WARP_SPECIALIZE", raising=False)
+        m = instantiate(bench_ws.TEMPLATE, "newt", f"ws_offline_{impl}")
+        bm, bn, bk, s, w = bench_ws.MM_CFG
+        a = torch.empty(2048, 2048, dtype=torch.bfloat16)
+        ds = [m.TensorDescriptor.from_tensor(a, blk) for blk in ([bm, bk], [bk, bn], [bm, bn])]
+        ck = m.matmul_tma.warmup(*ds, 2048, 2048, 2048, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                 num_stages=s, num_warps=w, grid=(128,))
+        d = 128
+        bm, bn, w, s = bench_ws.ATTN_CFG[d]
+        q = torch.empty(4096, d, dtype=torch.float16)
+        ds = [m.TensorDescriptor.from_tensor(q, [bm if i in (0, 3) else bn, d]) for i in range(4)]
+        ca = m.attn_desc.warmup(*ds, 1024, 0.1, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=True, num_warps=w,
+                                num_stages=s, grid=(8, 4))
+        for k in (ck, ca):
+            assert k.metadata.get("producer_warps") == (4 if impl == "newt_ws" else None)
+            assert k.metadata.n_spills == 0
+
+
 # ---------------------------------------------------------------------------
 # GPU (a subprocess with a timeout: a deadlocked kernel fails the test instead of hanging the suite)
 # ---------------------------------------------------------------------------
@@ -380,7 +425,7 @@ def _run_gpu_part(part: str, timeout: int):
 def test_warp_specialized_matmul_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    out = _run_gpu_part("matmul", 150)
+    out = _run_gpu_part("matmul", 100)
     assert out.count("rel err") == 2 * len(MM_CASES)
 
 

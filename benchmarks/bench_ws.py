@@ -1,0 +1,295 @@
+"""Warp specialization (issue 24, ``NEWT_WARP_SPECIALIZE=1``): tensor-descriptor matmul and attention forward,
+newt with TMA (``NEWT_TMA=1``) against the same newt kernel warp-specialized, Triton on the same source, and
+torch (cuBLAS; SDPA) in one run.
+
+    python3 benchmarks/bench_ws.py --out DIR [--budget S] [--rounds N]
+
+The kernels are written once (``TEMPLATE``: ``$P``/``$L`` -> newt/nl or triton/tl): the matmul is
+``bench_tma.py``'s; the attention is tutorial 06's forward on descriptors with the causal case in one loop
+(up to the diagonal block, masked there), heads stacked along the descriptors' rows.  Every result is
+checked against torch before it is timed (``newt_ws`` must also have compiled to the producer/consumer
+split: ``metadata["producer_warps"]``).  Times: ``newt.testing.do_bench`` (L2 flushed, median) in
+interleaved rounds, a cell's time the median of its rounds.  Cells run matmul first (largest first), then
+attention (d=128 first); ``--budget`` stops starting new cells.  Writes ``bench_ws.json`` and
+``bench_ws.md``; a ratio is the other's time over newt's (above 1: newt faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import environment, instantiate, median_ms, write_json
+
+TEMPLATE = r'''
+import $P
+import $P.language as $L
+from $P.tools.tensor_descriptor import TensorDescriptor
+
+
+@$P.jit
+def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: $L.constexpr, BLOCK_N: $L.constexpr,
+               BLOCK_K: $L.constexpr, GROUP_M: $L.constexpr):
+    pid = $L.program_id(0)
+    num_m = $L.cdiv(M, BLOCK_M)
+    num_n = $L.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_n
+    first_m = (pid // group) * GROUP_M
+    size_m = $L.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+    acc = $L.zeros((BLOCK_M, BLOCK_N), dtype=$L.float32)
+    for k in range(0, $L.cdiv(K, BLOCK_K)):
+        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+        acc = $L.dot(a, b, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@$P.jit
+def attn_desc(desc_q, desc_k, desc_v, desc_o, N_CTX, qk_scale, HEAD_DIM: $L.constexpr, BLOCK_M: $L.constexpr,
+              BLOCK_N: $L.constexpr, CAUSAL: $L.constexpr):
+    start_m = $L.program_id(0)
+    row0 = $L.program_id(1) * N_CTX
+    offs_m = start_m * BLOCK_M + $L.arange(0, BLOCK_M)
+    offs_n = $L.arange(0, BLOCK_N)
+    q = desc_q.load([row0 + start_m * BLOCK_M, 0])
+    m_i = $L.zeros([BLOCK_M], dtype=$L.float32) - float("inf")
+    l_i = $L.zeros([BLOCK_M], dtype=$L.float32)
+    acc = $L.zeros([BLOCK_M, HEAD_DIM], dtype=$L.float32)
+    hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        qk = $L.dot(q, desc_k.load([row0 + start_n, 0]).T) * qk_scale
+        if CAUSAL:
+            qk = $L.where(offs_m[:, None] >= start_n + offs_n[None, :], qk, -float("inf"))
+        m_ij = $L.maximum(m_i, $L.max(qk, 1))
+        p = $L.math.exp2(qk - m_ij[:, None])
+        alpha = $L.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + $L.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = $L.dot(p.to(q.dtype), desc_v.load([row0 + start_n, 0]), acc)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    desc_o.store([row0 + start_m * BLOCK_M, 0], acc.to(desc_o.dtype))
+
+
+def matmul(a, b, c, cfg):
+    bm, bn, bk, stages, warps = cfg
+    M, K = a.shape
+    N = b.shape[1]
+    ad = TensorDescriptor.from_tensor(a, [bm, bk])
+    bd = TensorDescriptor.from_tensor(b, [bk, bn])
+    cd = TensorDescriptor.from_tensor(c, [bm, bn])
+    grid = ($P.cdiv(M, bm) * $P.cdiv(N, bn),)
+
+    def call():
+        return matmul_tma[grid](ad, bd, cd, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                num_stages=stages, num_warps=warps)
+    return call
+
+
+def attention(q, k, v, o, n_ctx, causal, cfg):
+    bm, bn, warps, stages = cfg
+    rows, d = q.shape
+    dq, dk, dv, do = (TensorDescriptor.from_tensor(t, [bm if i in (0, 3) else bn, d])
+                      for i, t in enumerate((q, k, v, o)))
+    grid = (n_ctx // bm, rows // n_ctx)
+    scale = 1.4426950408889634 / d ** 0.5
+
+    def call():
+        return attn_desc[grid](dq, dk, dv, do, n_ctx, scale, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
+                               num_warps=warps, num_stages=stages)
+    return call
+'''
+
+#: newt's columns and the environment each compiles under (read at the kernel's first call)
+NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"}}
+MM_CFG = (128, 256, 64, 3, 8)          # bench.py's matmul tile: BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
+ATTN_CFG = {64: (128, 64, 8, 3), 128: (128, 64, 8, 3)}   # BLOCK_M, BLOCK_N, warps, stages
+
+
+def cells():
+    out = [("matmul", (s, s, s), dt) for dt in ("float16", "bfloat16") for s in (8192, 4096, 2048)]
+    out += [("attention", (z, h, n, d, causal), dt) for d in (128, 64) for causal in (False, True)
+            for dt in ("float16", "bfloat16") for z, h, n in ((4, 32, 4096), (16, 16, 1024))]
+    return out
+
+
+def triton_alloc():
+    try:
+        import torch
+        import triton
+
+        def alloc(size, alignment, stream):
+            return torch.empty(size, device="cuda", dtype=torch.int8)
+        triton.set_allocator(alloc)
+    except Exception:  # (an older Triton: host descriptors need no allocator)
+        pass
+
+
+def make_cell(kind, shape, dtype, mods):
+    """(calls per impl, output tensors per impl, reference, flops)."""
+    import torch
+    dt = getattr(torch, dtype)
+    torch.manual_seed(0)
+    calls, outs = {}, {}
+    if kind == "matmul":
+        M, N, K = shape
+        a = torch.randn(M, K, device="cuda", dtype=dt)
+        b = torch.randn(K, N, device="cuda", dtype=dt)
+        ref = (a.float() @ b.float())
+        for impl, m in mods.items():
+            outs[impl] = torch.empty(M, N, device="cuda", dtype=dt)
+            calls[impl] = (lambda m=m, c=outs[impl]: m.matmul(a, b, c, MM_CFG))
+        outs["torch"] = torch.empty(M, N, device="cuda", dtype=dt)
+        calls["torch"] = lambda: (lambda: torch.matmul(a, b, out=outs["torch"]))
+        return calls, outs, ref, 2.0 * M * N * K
+    z, h, n, d, causal = shape
+    q, k, v = (torch.randn(z * h * n, d, device="cuda", dtype=dt) for _ in range(3))
+    q4, k4, v4 = (t.view(z, h, n, d) for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal).reshape(z * h * n, d)
+    for impl, m in mods.items():
+        outs[impl] = torch.empty(z * h * n, d, device="cuda", dtype=dt)
+        calls[impl] = (lambda m=m, o=outs[impl]: m.attention(q, k, v, o, n, causal, ATTN_CFG[d]))
+    outs["torch"] = torch.empty(z * h * n, d, device="cuda", dtype=dt)
+
+    def sdpa():
+        def run():
+            outs["torch"].view(z, h, n, d).copy_(
+                torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal))
+        return run
+    calls["torch"] = sdpa
+    flops = 4.0 * z * h * n * n * d * (0.5 if causal else 1.0)
+    return calls, outs, ref.float(), flops
+
+
+def run_cell(kind, shape, dtype, mods, rounds):
+    import torch
+    cell = {"kind": kind, "shape": list(shape), "dtype": dtype, "impls": {}}
+    makers, outs, ref, flops = make_cell(kind, shape, dtype, mods)
+    ready = {}
+    for impl, make in makers.items():
+        e = cell["impls"][impl] = {}
+        env = NEWT_ENV.get(impl, {})
+        old = {k: os.environ.get(k) for k in env}
+        try:
+            os.environ.update(env)
+            call = make()
+            ck = call()
+            torch.cuda.synchronize()
+            if impl == "newt_ws" and not (getattr(ck, "metadata", None) or {}).get("producer_warps"):
+                e["failed"] = "not warp-specialized (metadata has no producer_warps)"
+                continue
+            err = ((outs[impl].float() - ref).norm() / ref.norm()).item()
+            e["rel_error"] = err
+            if not err < 2e-2:
+                e["failed"] = f"wrong result: relative error {err:.3g}"
+                continue
+            ready[impl] = call
+        except Exception as ex:  # (reported in the table)
+            e["failed"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:300]
+            e["traceback"] = traceback.format_exc()[-2000:]
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    for _ in range(rounds):
+        for impl, call in ready.items():
+            cell["impls"][impl].setdefault("rounds_ms", []).append(median_ms(call, warmup=10, rep=40))
+    for impl in ready:
+        e = cell["impls"][impl]
+        e["ms"] = statistics.median(e["rounds_ms"])
+        e["TFLOPs"] = flops / e["ms"] * 1e-9
+    nt = cell["impls"].get("newt", {}).get("ms")
+    for impl in ("newt_ws", "triton", "torch"):
+        o = cell["impls"].get(impl, {}).get("ms")
+        if nt and o:
+            cell[f"{impl}_vs_newt"] = nt / o
+    ws = cell["impls"].get("newt_ws", {}).get("ms")
+    for impl in ("triton", "torch"):
+        o = cell["impls"].get(impl, {}).get("ms")
+        if ws and o:
+            cell[f"ws_vs_{impl}"] = o / ws
+    return cell
+
+
+def describe(cell) -> str:
+    parts = [f"{cell['kind']} {cell['dtype']} {tuple(cell['shape'])}"]
+    for impl, e in cell["impls"].items():
+        parts.append(f"{impl}: " + (f"{e['TFLOPs']:.0f} TFLOP/s" if "TFLOPs" in e else e.get("failed", "?")))
+    return " | ".join(parts)
+
+
+def render_md(data) -> str:
+    env = data["environment"]
+    lines = ["# Warp specialization (NEWT_WARP_SPECIALIZE=1), descriptor kernels, same source", "",
+             f"{env.get('gpu', '?')}; " + ", ".join(f"{k} {v}" for k, v in env.items() if k != "gpu"), "",
+             "TFLOP/s; ratios are the other's time over the warp-specialized kernel's (above 1: newt_ws faster).", "",
+             "| kind | dtype | shape | newt | newt_ws | Triton | torch | ws/newt | ws/Triton | ws/torch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def tf(e):
+        return f"{e['TFLOPs']:.0f}" if "TFLOPs" in e else "failed: " + e.get("failed", "?")[:60]
+
+    def r(c, k):
+        v = c.get(k)
+        return f"{v:.2f}x" if v else "-"
+    for c in data["results"]:
+        im = c["impls"]
+        ws_newt = 1.0 / c["newt_ws_vs_newt"] if c.get("newt_ws_vs_newt") else None
+        lines.append(f"| {c['kind']} | {c['dtype']} | {tuple(c['shape'])} | {tf(im.get('newt', {}))} | "
+                     f"{tf(im.get('newt_ws', {}))} | {tf(im.get('triton', {}))} | {tf(im.get('torch', {}))} | "
+                     f"{f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | {r(c, 'ws_vs_torch')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new cell starts (0: none)")
+    ap.add_argument("--only", default="", help="matmul and/or attention, comma-separated")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        print("bench_ws.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    triton_alloc()
+    mods = {"newt": instantiate(TEMPLATE, "newt", "ws_base"), "newt_ws": instantiate(TEMPLATE, "newt", "ws_split"),
+            "triton": instantiate(TEMPLATE, "triton", "ws_triton")}
+    only = {x for x in args.only.split(",") if x}
+    t0 = time.monotonic()
+    results = []
+    for kind, shape, dtype in cells():
+        if only and kind not in only:
+            continue
+        if args.budget and time.monotonic() - t0 > args.budget:
+            print(f"budget of {args.budget:.0f} s spent: {kind} {shape} {dtype} and later cells not run", flush=True)
+            break
+        cell = run_cell(kind, shape, dtype, mods, args.rounds)
+        results.append(cell)
+        print(describe(cell), flush=True)
+        write_json(out / "bench_ws.json", {"environment": {}, "results": results})  # (partial runs)
+    data = {"environment": environment(), "results": results}
+    write_json(out / "bench_ws.json", data)
+    (out / "bench_ws.md").write_text(render_md(data))
+    print(render_md(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
