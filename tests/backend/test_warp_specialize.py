@@ -68,6 +68,17 @@ def ws_attn(desc_q, desc_k, desc_v, desc_o, N_CTX, qk_scale, HEAD_DIM: nl.conste
     desc_o.store([row0 + start_m * BLOCK_M, 0], acc.to(desc_o.dtype))
 
 
+@newt.jit
+def ws_store_first(a_desc, b_desc, c_desc, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    pid_m = nl.program_id(0)
+    pid_n = nl.program_id(1)
+    c_desc.store([pid_m * BM, pid_n * BN], nl.zeros((BM, BN), dtype=nl.float16))  # a write before the loop
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in nl.range(0, nl.cdiv(K, BK), warp_specialize=True):
+        acc = nl.dot(a_desc.load([pid_m * BM, k * BK]), b_desc.load([k * BK, pid_n * BN]), acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
 # ---------------------------------------------------------------------------
 # the protocol on a model of mbarriers
 # ---------------------------------------------------------------------------
@@ -276,6 +287,10 @@ def test_loops_that_do_not_qualify_are_left_alone(monkeypatch):
     ck = newt.jit(ws_matmul.fn).warmup(*descs, 512, BM=bm, BN=bn, BK=bk, WS=True, num_warps=8, num_stages=3,
                                        maxnreg=128, grid=(4, 4))
     assert "producer_warps" not in ck.metadata
+    # a store before the loop: the producer warps would write it again
+    ck = newt.jit(ws_store_first.fn).warmup(*descs, 512, BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3,
+                                            grid=(4, 4))
+    assert "producer_warps" not in ck.metadata and "tma_load_2d" in ck.asm["cuda"]
 
 
 def test_the_flag_is_in_the_cache_key(monkeypatch):

@@ -47,7 +47,9 @@ PRODUCER_REGS = 40
 #: the named barrier the consumers use for ``__syncthreads`` past the split (0 is __syncthreads itself)
 CONSUMER_BARRIER = 1
 
-_EFFECTS = {"store", "print", "assert", "atomic_rmw", "atomic_cas"}
+#: ops the producer warps must not run a second time before the split (writes, atomics, output);
+#: ``histogram`` counts with shared-memory atomics, an impure ``inline_asm`` may do anything
+_EFFECTS = {"store", "print", "assert", "atomic_rmw", "atomic_cas", "atomic_poll", "histogram"}
 
 
 def ws_forced() -> bool:
@@ -70,7 +72,7 @@ def ws_loop(fn, target, loops, layouts, num_warps: int):
             return None
     for o in fn.body.ops[:fn.body.ops.index(op)]:
         for x in [o, *(y for r in o.regions for y in r.walk())]:
-            if x.name in _EFFECTS or x.name in ATOMIC or x.name.startswith("tma_store"):
+            if x.name in _EFFECTS or x.name in ATOMIC or (x.name == "inline_asm" and not x.attrs.get("pure", True)):
                 return None
     return op
 
