@@ -70,6 +70,8 @@ def ws_loop(fn, target, loops, layouts, num_warps: int):
     for o in body.walk():
         if o.name == "dot" and getattr(layouts.dot.get(o), "name", None) != "wgmma":
             return None
+    if any(o.name == "histogram" for o in fn.walk()):  # (its loops stride by blockDim.x: the consumers are fewer)
+        return None
     for o in fn.body.ops[:fn.body.ops.index(op)]:
         for x in [o, *(y for r in o.regions for y in r.walk())]:
             if x.name in _EFFECTS or x.name in ATOMIC or (x.name == "inline_asm" and not x.attrs.get("pure", True)):
