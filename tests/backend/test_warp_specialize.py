@@ -69,6 +69,26 @@ def ws_attn(desc_q, desc_k, desc_v, desc_o, N_CTX, qk_scale, HEAD_DIM: nl.conste
 
 
 @newt.jit
+def ws_persistent(a_desc, b_desc, c_desc, M, N, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr,
+                  GROUP_M: nl.constexpr, NUM_SMS: nl.constexpr, WS: nl.constexpr):
+    # Triton's persistent form: a tile loop over at most NUM_SMS programs, the K loop inside
+    start = nl.program_id(0)
+    tiles_m = nl.cdiv(M, BM)
+    tiles_n = nl.cdiv(N, BN)
+    k_tiles = nl.cdiv(K, BK)
+    for tile in nl.range(start, tiles_m * tiles_n, NUM_SMS):
+        per_group = GROUP_M * tiles_n
+        first_m = (tile // per_group) * GROUP_M
+        rows = nl.minimum(tiles_m - first_m, GROUP_M)
+        tile_m = first_m + (tile % per_group) % rows
+        tile_n = (tile % per_group) // rows
+        acc = nl.zeros((BM, BN), dtype=nl.float32)
+        for k in nl.range(0, k_tiles, warp_specialize=WS):
+            acc = nl.dot(a_desc.load([tile_m * BM, k * BK]), b_desc.load([k * BK, tile_n * BN]), acc)
+        c_desc.store([tile_m * BM, tile_n * BN], acc.to(c_desc.dtype))
+
+
+@newt.jit
 def ws_store_first(a_desc, b_desc, c_desc, K, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
     pid_m = nl.program_id(0)
     pid_n = nl.program_id(1)
@@ -97,6 +117,17 @@ def test_protocol_runs_every_interleaving_without_deadlock_or_overwrite(nb, behi
         assert [t[2] for t in trace if t[0] == "p"] == [j % nb for j in range(n)]
 
 
+@pytest.mark.parametrize("behind", [False, True], ids=["waits", "in_flight"])
+@pytest.mark.parametrize("nb", [2, 3, 4])
+def test_protocol_carries_over_runs_of_the_loop(nb, behind):
+    """A tile loop around the loop (the persistent matmul): the ring's slots and phases carry over from one
+    run to the next (runs shorter and longer than the ring, and empty ones)."""
+    runs = [3, 1, 0, 4, 2, 5, nb, 2 * nb + 1]
+    for order in ORDERS:
+        trace = warpspec.simulate(runs, nb, behind, order)
+        assert [t[1] for t in trace if t[0] == "c"] == list(range(sum(runs)))
+
+
 def test_the_model_catches_a_wrong_parity_and_an_early_release():
     """The model is not vacuous: a producer waiting for the un-flipped parity deadlocks at once; releasing
     the slot of a wgmma still in flight lets a fast producer overwrite it."""
@@ -104,6 +135,8 @@ def test_the_model_catches_a_wrong_parity_and_an_early_release():
         warpspec.simulate(5, 3, False, "p", producer_xor=0)
     with pytest.raises(AssertionError, match="refills slot"):
         warpspec.simulate(6, 2, True, "ppc", release_lag=0)
+    with pytest.raises(AssertionError, match="deadlock"):  # the in-flight slot not released after the drain
+        warpspec.simulate([3] * 8, 3, True, "p", drain_release=False)
 
 
 # ---------------------------------------------------------------------------
@@ -129,6 +162,13 @@ def compile_mm(cfg=(128, 256, 64, 3, 8), dt=torch.float16, ws=True, M=1024, N=10
     descs = _descs([(M, K), (K, N), (M, N)], [(bm, bk), (bk, bn), (bm, bn)], dt)
     return newt.jit(ws_matmul.fn).warmup(*descs, K, BM=bm, BN=bn, BK=bk, WS=ws, num_warps=w, num_stages=s,
                             grid=(M // bm, N // bn))
+
+
+def compile_persistent(cfg=(128, 128, 64, 3, 8), dt=torch.float16, ws=True, M=2048, N=2048, K=1024, sms=132):
+    bm, bn, bk, s, w = cfg
+    descs = _descs([(M, K), (K, N), (M, N)], [(bm, bk), (bk, bn), (bm, bn)], dt)
+    return newt.jit(ws_persistent.fn).warmup(*descs, M, N, K, BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_SMS=sms, WS=ws,
+                                             num_warps=w, num_stages=s, grid=(sms,))
 
 
 def compile_attn(d=128, cfg=(128, 64, 8, 3), causal=False, ws=True, dt=torch.float16, H=2, N=1024):
@@ -207,6 +247,31 @@ def test_matmul_splits_into_producer_and_consumers(cfg, dt):
     assert ck.metadata["producer_warps"] == 4 and ck.metadata.num_warps == cfg[4]
     assert f"__launch_bounds__({32 * cfg[4] + 128}, 1)" in ck.asm["cuda"]
     _check_split(ck, cfg[4])
+
+
+@pytest.mark.parametrize("cfg", [(128, 128, 64, 3, 8), (128, 256, 64, 2, 8), (128, 128, 64, 4, 4)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_persistent_matmul_producer_walks_the_tile_loop(cfg):
+    """The K loop inside the tile loop: the producer runs the tile loop too (the tile coordinates re-rendered,
+    its copies run ahead into the next tile), the consumers drain and release the last slot after each K
+    loop, and the epilogue's scratch lies beside the ring (the producer may be filling it meanwhile)."""
+    ck = compile_persistent(cfg)
+    assert ck.metadata["producer_warps"] == 4
+    _check_split(ck, cfg[4])
+    src = ck.asm["cuda"]
+    prod = src.split("// producer warpgroup", 1)[1].split("return;", 1)[0]
+    assert re.search(r"for \(int tile\d+ = \w+; tile\d+ < \w+; tile\d+ \+= 132\) \{", prod) and "while (" in prod
+    assert re.search(r"if \((prev\d+) >= 0\) \{ ws_arrive\(.*\); \1 = -1; \}", src)
+    offs = dict(re.findall(r"constexpr int (SMEM_\w+) = (\d+);", src))
+    ring_end = max(int(v) for k, v in offs.items() if k.startswith("SMEM_PIPE")) + 1
+    assert all(int(v) >= ring_end for k, v in offs.items() if k.startswith("SMEM_SCRATCH")), offs
+
+
+def test_a_split_that_does_not_fit_falls_back():
+    """128x256x64 in 3 stages: the ring (4 slots of 48 KB) and the epilogue's own 64 KB do not fit beside
+    each other; the kernel is the ordinary pipeline (which lets the epilogue reuse the ring)."""
+    ck = compile_persistent((128, 256, 64, 3, 8))
+    assert "producer_warps" not in ck.metadata and ck.metadata.n_spills == 0
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

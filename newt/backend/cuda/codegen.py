@@ -139,10 +139,10 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
     return module
 
 
-def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None) -> CudaModule:
+def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None, ws=True) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
-    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg else num_warps)
+    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
@@ -179,8 +179,11 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         for u in em.smem_uses + em.reserved:
             u.size = (u.size + sm_al - 1) // sm_al * sm_al
     pers = sum(u.size for u in em.smem_uses if u.persistent)
-    inside = max((u.size for u in em.smem_uses if not u.persistent and u.inside), default=0)
-    outside = max((u.size for u in em.smem_uses if not u.persistent and not u.inside), default=0)
+    # a producer that walks a tile loop refills the ring while the consumers run the tile's epilogue: no
+    # scratch overlaps the ring then (warpspec.py)
+    beside = pipes.ws_outer is not None
+    inside = max((u.size for u in em.smem_uses if not u.persistent and (u.inside or beside)), default=0)
+    outside = max((u.size for u in em.smem_uses if not u.persistent and not (u.inside or beside)), default=0)
     off = 0
     for u in em.smem_uses:
         if u.persistent:
@@ -188,7 +191,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
             off += u.size
     for u in em.smem_uses:
         if not u.persistent:
-            smem_decl.line(f"constexpr int {u.name} = {pers if u.inside else 0};")
+            smem_decl.line(f"constexpr int {u.name} = {pers if u.inside or beside else 0};")
     shared = max(pers + inside, outside)
     red = em.reduce_bytes
     if red:  # the two reduction buffers overlap nothing (see Emitter.reduce_buffer)
@@ -201,6 +204,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         base = (shared + al - 1) // al * al
         smem_decl.line(f"constexpr int {u.name} = {base};")
         shared = base + u.size
+    if shared > tgt.max_shared and pipes.ws is not None:  # the split's barriers / separate scratch do not fit
+        return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, ws=False)
     if shared > tgt.max_shared:
         raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
                            f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",

@@ -120,6 +120,9 @@ def _for(em, op):
     if op in em.pipelines:
         emit_pipelined_for(em, op, em.pipelines[op])
         return
+    if getattr(em.pipes, "ws_outer", None) is op:  # the producer/consumer split goes before it (warpspec.py)
+        from .warpspec import emit_ws_split
+        emit_ws_split(em, op)
     emit_for(em, op)
 
 

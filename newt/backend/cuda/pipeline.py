@@ -109,6 +109,8 @@ class PipelinePlan:
     tma_barriers: int = 0
     #: the loop split into a producer warpgroup and consumer warps (``warpspec.py``), or None
     ws: Op | None = None
+    #: the top-level loop around ``ws`` (a persistent kernel's tile loop) the producer walks too, or None
+    ws_outer: Op | None = None
 
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0) -> PipelinePlan:
@@ -164,11 +166,11 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         buffers = [("SMEM_PIPE0", top)]
     from .warpspec import ws_loop
-    ws = ws_loop(fn, target, loops, layouts, num_warps) if num_warps and bars >= 0 else None
+    ws, ws_outer = ws_loop(fn, target, loops, layouts, num_warps) if num_warps and bars >= 0 else (None, None)
     if ws is not None:  # its full/empty mbarriers are the producer's own (warpspec.py), not tma.py's
         bars -= loops[ws].buffers or loops[ws].stages
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
-                        ws=ws)
+                        ws=ws, ws_outer=ws_outer)
 
 
 def loop_stages(loop, num_stages: int) -> int:

@@ -58,25 +58,69 @@ def ws_forced() -> bool:
 
 
 def ws_loop(fn, target, loops, layouts, num_warps: int):
-    """The loop of ``loops`` (scf.for -> pipeline.Pipeline) to warp-specialize, or None (module doc)."""
+    """(the loop of ``loops`` (scf.for -> pipeline.Pipeline) to warp-specialize, the top-level loop around
+    it the producer walks too or None), or (None, None) (module doc)."""
+    none = (None, None)
     if not getattr(target, "tma", False) or num_warps % 4 or len(loops) != 1:
-        return None
+        return none
     (op, pipe), = loops.items()
     if not (op.attrs.get("warp_specialize") or ws_forced()):
-        return None
-    if op not in fn.body.ops or not pipe.loads or any(pl.tma is None for pl in pipe.loads):
-        return None
+        return none
+    if not pipe.loads or any(pl.tma is None for pl in pipe.loads):
+        return none
+    outer = None
+    if op not in fn.body.ops:
+        outer = next((o for o in fn.body.ops if o.name == "scf.for" and op in o.regions[0].ops), None)
+        if outer is None or outer_slice(outer, op, pipe) is None:
+            return none
     body = op.regions[0]
     for o in body.walk():
         if o.name == "dot" and getattr(layouts.dot.get(o), "name", None) != "wgmma":
-            return None
+            return none
     if any(o.name == "histogram" for o in fn.walk()):  # (its loops stride by blockDim.x: the consumers are fewer)
-        return None
-    for o in fn.body.ops[:fn.body.ops.index(op)]:
+        return none
+    split = outer or op
+    for o in fn.body.ops[:fn.body.ops.index(split)]:
         for x in [o, *(y for r in o.regions for y in r.walk())]:
             if x.name in _EFFECTS or x.name in ATOMIC or (x.name == "inline_asm" and not x.attrs.get("pure", True)):
-                return None
-    return op
+                return none
+    return op, outer
+
+
+def outer_slice(outer, op, pipe):
+    """The ops of ``outer``'s body the producer re-renders to run ``op``'s copies in every iteration of
+    ``outer`` (the inner loop's bounds, the initial values its lookahead advances, the copies' coordinates),
+    in body order; None when one is not a pure scalar computation of ``outer``'s induction variable and of
+    values defined before ``outer``, or comes after ``op``."""
+    from .pipeline import _PURE
+    body = outer.regions[0]
+    pos = {o: k for k, o in enumerate(body.ops)}
+    defs = {r: o for o in body.ops for r in o.results}
+    inner = set(op.regions[0].walk())
+    inner_vals = set(op.regions[0].args) | {r for o in inner for r in o.results}
+    vals = list(op.operands[:3]) + [op.operands[3 + i] for i in pipe.carried]
+    for o in pipe.slice_ops:
+        vals += o.operands
+    for pl in pipe.loads:
+        vals += list(pl.tma.coord_values())
+    need: set = set()
+    stack = list(vals)
+    while stack:
+        v = stack.pop()
+        if v in inner_vals or v is body.args[0]:
+            continue
+        if v in body.args:
+            return None  # a value the tile loop carries
+        o = defs.get(v)
+        if o is None:
+            continue  # defined before the tile loop
+        if o in need:
+            continue
+        if o.name not in _PURE or o.regions or pos[o] > pos[op]:
+            return None
+        need.add(o)
+        stack.extend(o.operands)
+    return [o for o in body.ops if o in need]
 
 
 def register_split(num_warps: int) -> tuple[int, int, int]:
@@ -118,32 +162,34 @@ def _ring_barriers(em, nb: int, cons_threads: int) -> str:
     return name
 
 
-def emit_ws_for(em, op, pipe):
-    from .pipeline import _issue
-    body = op.regions[0]
-    lb, step = op.operands[0], op.operands[2]
-    S = pipe.stages
-    NB = pipe.buffers or S
+class _State:
+    """What both halves share: the ring's barriers and the consumers' slot, phase and pending release."""
+
+    def __init__(self, bars: str, nb: int, rd: str, phase: str, prev: str):
+        self.bars, self.nb, self.rd, self.phase, self.prev = bars, nb, rd, phase, prev
+
+    def full(self, i) -> str:
+        return f"(smem_u32(smem + {self.bars}) + 8 * ({i}))"
+
+    def empty(self, i) -> str:
+        return f"(smem_u32(smem + {self.bars}) + 8 * ({self.nb} + {i}))"
+
+
+def emit_ws_split(em, outer=None):
+    """The split (module doc), emitted before the warp-specialized loop or before ``outer``, the top-level
+    loop around it that the producer walks too (a persistent kernel's tile loop)."""
+    op = em.pipes.ws
+    pipe = em.pipelines[op]
+    NB = pipe.buffers or pipe.stages
     nw = em.nw
     cons = 32 * nw
     preg, creg, entry = register_split(nw)
     _helpers(em, cons)
-    bars = _ring_barriers(em, NB, cons)
-
-    def full(i):
-        return f"(smem_u32(smem + {bars}) + 8 * ({i}))"
-
-    def empty(i):
-        return f"(smem_u32(smem + {bars}) + 8 * ({NB} + {i}))"
-    targets = loop_header(em, op)
-    carried = body.args[1:]
-    yields = list(body.terminator.operands)
-    ivv = body.args[0]
-    from .ctypes import ctype
-    ivt = ctype(ivv.type)
+    st = _State(_ring_barriers(em, NB, cons), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
+    em.__dict__["_ws_state"] = st
     c = em.cur
-    c.line(f"// warp specialization: {S}-stage ring of {NB} slots; the producer warpgroup (threads {cons}.."
-           f"{cons + 127}) issues the TMA copies, warps 0..{nw - 1} consume")
+    c.line(f"// warp specialization: {pipe.stages}-stage ring of {NB} slots; the producer warpgroup (threads "
+           f"{cons}..{cons + 127}) issues the TMA copies, warps 0..{nw - 1} consume")
     c.line("tma_fence_proxy_async();  // plain accesses to the ring's memory before the async-proxy copies")
     c.line("__syncthreads();")
     c.line(f"if (threadIdx.x >= {cons}) {{  // producer warpgroup")
@@ -151,22 +197,13 @@ def emit_ws_for(em, op, pipe):
     p.line(f"ws_setmaxnreg_dec<{preg}>();")
     p.line(f"if (threadIdx.x == {cons}) {{  // one thread issues every copy")
     q = p.sub(1)
-    ahead_iv = em.tmp("ahead_iv")
-    q.line(f"{ivt} {ahead_iv} = {em.scalar(lb)};")
-    ahead = {}
-    for i in pipe.carried:
-        a = carried[i]
-        nm, lay = declare_var(em, a, q, init=op.operands[3 + i], name=em.tmp("ahead"))
-        ahead[a] = (nm, lay)
     slot, ph = em.tmp("slot"), em.tmp("phase")
     q.line(f"int {slot} = 0;")
     q.line(f"unsigned {ph} = 0;")
-    q.line(f"while ({loop_condition(em, op, ahead_iv)}) {{")
-    r = q.sub(1)
-    r.line(f"mbar_wait({empty(slot)}, {ph} ^ 1u);  // the consumers have released this slot (first pass: at once)")
-    _issue(em, op, pipe, r.sub(0), slot, ahead_iv, ahead, yields, carried, bar=full(slot), who="")
-    r.line(f"if (++{slot} == {NB}) {{ {slot} = 0; {ph} ^= 1u; }}")
-    q.line("}")
+    if outer is None:
+        _producer_loop(em, q, op, pipe, st, slot, ph)
+    else:
+        _producer_outer(em, q, outer, op, pipe, st, slot, ph)
     p.line("}")
     p.line("return;  // the producer skips the rest of the kernel")
     c.line("}")
@@ -175,13 +212,94 @@ def emit_ws_for(em, op, pipe):
     else:  # (4 consumer warps: 256 threads already have all the registers a thread can address)
         c.line(f"// no setmaxnreg.inc: the consumers already hold {entry} registers per thread")
     c.line(f"#define __syncthreads() ws_consumer_sync<{cons}>()  // consumers only from here on (#undef at the end)")
-    rd, cph = em.tmp("rd"), em.tmp("phase")
-    c.line(f"int {rd} = 0;")
-    c.line(f"unsigned {cph} = 0;")
+    c.line(f"int {st.rd} = 0;")
+    c.line(f"unsigned {st.phase} = 0;")
+    if pipe.async_dots:  # the slot whose wgmma is still in flight: released one iteration later
+        c.line(f"int {st.prev} = -1;")
+    return st
+
+
+def _saved(em):
+    return (em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line)
+
+
+def _restore(em, saved):
+    em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line = saved
+
+
+def _fresh(em, ops):
+    """Let ``ops`` be rendered again (their results get new names in the current chunk)."""
+    em.scalars = dict(em.scalars)
+    em.blocks = dict(em.blocks)
+    em.def_chunk = dict(em.def_chunk)
+    fresh = {r for o in ops for r in o.results}
+    for k in [k for k in em.blocks if k[0] in fresh]:
+        del em.blocks[k]
+    for v in fresh:
+        em.scalars.pop(v, None)
+
+
+def _producer_outer(em, q, outer, op, pipe, st, slot, ph):
+    """The producer's walk of the tile loop: its slice (``outer_slice``), then the copy loop of the tile."""
+    from .ctypes import ctype
+    body = outer.regions[0]
+    ivv = body.args[0]
+    iv = em.tmp("tile")
+    q.line(f"for ({ctype(ivv.type)} {iv} = {em.scalar(outer.operands[0])}; {loop_condition(em, outer, iv)}; "
+           f"{iv} += {em.scalar(outer.operands[2])}) {{")
+    r = q.sub(1)
+    saved = _saved(em)
+    try:
+        ops = outer_slice(outer, op, pipe)
+        _fresh(em, ops)
+        em.scalars[ivv] = iv
+        em.cur = r
+        em.last_line = None
+        for o in ops:
+            em.emit_op(o)
+        _producer_loop(em, r, op, pipe, st, slot, ph)
+    finally:
+        _restore(em, saved)
+    q.line("}")
+
+
+def _producer_loop(em, q, op, pipe, st, slot, ph):
+    """The producer's copy loop of one run of ``op``: wait empty[slot], expect_tx + copies, next slot."""
+    from .ctypes import ctype
+    from .pipeline import _issue
+    body = op.regions[0]
+    carried = body.args[1:]
+    yields = list(body.terminator.operands)
+    q.line("{")
+    q2 = q.sub(1)
+    ahead_iv = em.tmp("ahead_iv")
+    q2.line(f"{ctype(body.args[0].type)} {ahead_iv} = {em.scalar(op.operands[0])};")
+    ahead = {}
+    for i in pipe.carried:
+        a = carried[i]
+        nm, lay = declare_var(em, a, q2, init=op.operands[3 + i], name=em.tmp("ahead"))
+        ahead[a] = (nm, lay)
+    q2.line(f"while ({loop_condition(em, op, ahead_iv)}) {{")
+    r = q2.sub(1)
+    r.line(f"mbar_wait({st.empty(slot)}, {ph} ^ 1u);  // the consumers have released this slot (first pass: at once)")
+    _issue(em, op, pipe, r.sub(0), slot, ahead_iv, ahead, yields, carried, bar=st.full(slot), who="")
+    r.line(f"if (++{slot} == {st.nb}) {{ {slot} = 0; {ph} ^= 1u; }}")
+    q2.line("}")
+    q.line("}")
+
+
+def emit_ws_for(em, op, pipe):
+    """The consumers' loop (after the split, made here unless a tile loop around it made it)."""
+    st = em.__dict__.get("_ws_state") or emit_ws_split(em)
+    body = op.regions[0]
+    lb, step = op.operands[0], op.operands[2]
+    targets = loop_header(em, op)
+    carried = body.args[1:]
+    ivv = body.args[0]
+    from .ctypes import ctype
+    ivt = ctype(ivv.type)
+    c = em.cur
     behind = bool(pipe.async_dots)
-    prev = em.tmp("prev")
-    if behind:  # the slot whose wgmma is still in flight: released one iteration later
-        c.line(f"int {prev} = -1;")
     iv = em.vname(ivv)
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:
@@ -189,7 +307,8 @@ def emit_ws_for(em, op, pipe):
     c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv)}; {iv} += {em.scalar(step)}) {{")
     inner = c.sub(1)
     em.scalars[ivv] = iv
-    inner.line(f"mbar_wait({full(rd)}, {cph});  // this slot's TMA copies have landed")
+    rd, cph, prev = st.rd, st.phase, st.prev
+    inner.line(f"mbar_wait({st.full(rd)}, {cph});  // this slot's TMA copies have landed")
     for a, (name, lay, _) in zip(carried, targets):
         bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
@@ -201,23 +320,28 @@ def emit_ws_for(em, op, pipe):
     finally:
         em.yield_stack.pop()
     if behind:
-        inner.line(f"if ({prev} >= 0) ws_arrive({empty(prev)});  // the previous slot's wgmma has retired")
+        inner.line(f"if ({prev} >= 0) ws_arrive({st.empty(prev)});  // the previous slot's wgmma has retired")
         inner.line(f"{prev} = {rd};")
     else:
-        inner.line(f"ws_arrive({empty(rd)});  // every read of this slot is done")
-    inner.line(f"if (++{rd} == {NB}) {{ {rd} = 0; {cph} ^= 1u; }}")
+        inner.line(f"ws_arrive({st.empty(rd)});  // every read of this slot is done")
+    inner.line(f"if (++{rd} == {st.nb}) {{ {rd} = 0; {cph} ^= 1u; }}")
     c.line("}")
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
         drain_async_dots(em, op, pipe, targets, c)
+        c.line(f"if ({prev} >= 0) {{ ws_arrive({st.empty(prev)}); {prev} = -1; }}  // the last slot, now retired")
     c.line("__syncthreads();")
     for res, (name, lay, _) in zip(op.results, targets):
         bind_var(em, res, name, lay, c)
 
 
-def simulate(iterations: int, nb: int, behind: bool, order, producer_xor: int = 1,
-             release_lag: int | None = None) -> list[tuple[str, int, int]]:
+def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,
+             release_lag: int | None = None, drain_release: bool = True) -> list[tuple[str, int, int]]:
     """Replay the protocol's phase arithmetic (as :func:`emit_ws_for` writes it) on a model of mbarriers.
+
+    ``iterations``: the loop's trip count, or a list of them (a tile loop around it: the ring, its slots and
+    phases carry over from one run of the loop to the next; after each run the consumers drain the wgmma in
+    flight and release its slot, ``drain_release``).
 
     ``order`` picks which side moves next while both can (a string of "p"/"c", cycled): the producer
     waits ``empty[slot]`` for parity ``phase ^ producer_xor`` and fills the slot, the consumer waits
@@ -229,6 +353,9 @@ def simulate(iterations: int, nb: int, behind: bool, order, producer_xor: int = 
     the barrier's current phase has the other parity.)"""
     lag = (1 if behind else 0) if release_lag is None else release_lag
     import itertools
+    runs = [iterations] if isinstance(iterations, int) else list(iterations)
+    ends = set(itertools.accumulate(runs))   # global iteration counts at which a run of the loop ends
+    iterations = sum(runs)
     # an mbarrier: its current phase number and the arrivals pending in it
     full_phase = [0] * nb
     empty_phase = [0] * nb
@@ -279,6 +406,12 @@ def simulate(iterations: int, nb: int, behind: bool, order, producer_xor: int = 
         rd += 1
         if rd == nb:
             rd, cph = 0, cph ^ 1
+        if ci in ends and behind and prev >= 0:   # the drain after the loop: wgmma_wait<0>
+            reading[prev].discard(ci - 1)
+            last = released.pop(0)
+            if drain_release:
+                empty_phase[last] += 1
+            prev = -1
         return True
 
     while ci < iterations:
