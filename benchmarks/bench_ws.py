@@ -9,9 +9,9 @@ The kernels are written once (``TEMPLATE``: ``$P``/``$L`` -> newt/nl or triton/t
 (up to the diagonal block, masked there), heads stacked along the descriptors' rows.  Every result is
 checked against torch before it is timed (``newt_ws`` must also have compiled to the producer/consumer
 split: ``metadata["producer_warps"]``).  Times: ``newt.testing.do_bench`` (L2 flushed, median) in
-interleaved rounds, a cell's time the median of its rounds.  Cells run matmul first (largest first), then
-attention (d=128 first); ``--budget`` stops starting new cells.  Writes ``bench_ws.json`` and
-``bench_ws.md``; a ratio is the other's time over newt's (above 1: newt faster).
+interleaved rounds, a cell's time the median of its rounds.  The persistent matmul (a tile loop over the
+device's SMs, the K loop inside) is warp-specialized with the producer walking the tile loop.  Cell order:
+``cells()``; ``--budget`` stops starting new cells.  Writes ``bench_ws.json`` and ``bench_ws.md``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,27 @@ def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: $L.constexpr, BLOCK_N: 
         b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
         acc = $L.dot(a, b, acc)
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@$P.jit
+def matmul_persistent(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: $L.constexpr, BLOCK_N: $L.constexpr,
+                      BLOCK_K: $L.constexpr, GROUP_M: $L.constexpr, NUM_SMS: $L.constexpr):
+    start = $L.program_id(0)
+    tiles_m = $L.cdiv(M, BLOCK_M)
+    tiles_n = $L.cdiv(N, BLOCK_N)
+    k_tiles = $L.cdiv(K, BLOCK_K)
+    for tile in range(start, tiles_m * tiles_n, NUM_SMS):
+        group = GROUP_M * tiles_n
+        first_m = (tile // group) * GROUP_M
+        size_m = $L.minimum(tiles_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % group) % size_m
+        pid_n = (tile % group) // size_m
+        acc = $L.zeros((BLOCK_M, BLOCK_N), dtype=$L.float32)
+        for k in range(0, k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+            acc = $L.dot(a, b, acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
 
 
 @$P.jit
@@ -95,6 +116,21 @@ def matmul(a, b, c, cfg):
     return call
 
 
+def persistent(a, b, c, cfg, sms):
+    bm, bn, bk, stages, warps = cfg
+    M, K = a.shape
+    N = b.shape[1]
+    ad = TensorDescriptor.from_tensor(a, [bm, bk])
+    bd = TensorDescriptor.from_tensor(b, [bk, bn])
+    cd = TensorDescriptor.from_tensor(c, [bm, bn])
+    grid = (min(sms, $P.cdiv(M, bm) * $P.cdiv(N, bn)),)
+
+    def call():
+        return matmul_persistent[grid](ad, bd, cd, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                       NUM_SMS=grid[0], num_stages=stages, num_warps=warps)
+    return call
+
+
 def attention(q, k, v, o, n_ctx, causal, cfg):
     bm, bn, warps, stages = cfg
     rows, d = q.shape
@@ -112,13 +148,23 @@ def attention(q, k, v, o, n_ctx, causal, cfg):
 #: newt's columns and the environment each compiles under (read at the kernel's first call)
 NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"}}
 MM_CFG = (128, 256, 64, 3, 8)          # bench.py's matmul tile: BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
+#: the persistent tile: 128x256 in 2 stages (3 do not fit beside the epilogue's scratch under the split)
+PERSISTENT_CFG = (128, 256, 64, 2, 8)
 ATTN_CFG = {64: (128, 64, 8, 3), 128: (128, 64, 8, 3)}   # BLOCK_M, BLOCK_N, warps, stages
 
 
 def cells():
-    out = [("matmul", (s, s, s), dt) for dt in ("float16", "bfloat16") for s in (8192, 4096, 2048)]
-    out += [("attention", (z, h, n, d, causal), dt) for d in (128, 64) for causal in (False, True)
-            for dt in ("float16", "bfloat16") for z, h, n in ((4, 32, 4096), (16, 16, 1024))]
+    """Most telling first (a budget cuts the tail): fp16 before bf16; per dtype the 8192^3 matmul, persistent
+    matmul and the long-sequence attention d=128, then 4096^3 and the rest."""
+    out = []
+    for dt in ("float16", "bfloat16"):
+        for s in (8192, 4096):
+            out += [("matmul", (s, s, s), dt), ("persistent", (s, s, s), dt)]
+            if s == 8192:
+                out += [("attention", (4, 32, 4096, 128, causal), dt) for causal in (False, True)]
+        out += [("matmul", (2048,) * 3, dt), ("persistent", (2048,) * 3, dt)]
+        out += [("attention", (z, h, n, d, causal), dt) for d in (128, 64) for causal in (False, True)
+                for z, h, n in ((4, 32, 4096), (16, 16, 1024)) if (z, h, n, d) != (4, 32, 4096, 128)]
     return out
 
 
@@ -135,19 +181,23 @@ def triton_alloc():
 
 
 def make_cell(kind, shape, dtype, mods):
-    """(calls per impl, output tensors per impl, reference, flops)."""
+    """(call makers per impl, output tensors per impl, reference, flops)."""
     import torch
     dt = getattr(torch, dtype)
     torch.manual_seed(0)
     calls, outs = {}, {}
-    if kind == "matmul":
+    if kind in ("matmul", "persistent"):
         M, N, K = shape
         a = torch.randn(M, K, device="cuda", dtype=dt)
         b = torch.randn(K, N, device="cuda", dtype=dt)
         ref = (a.float() @ b.float())
         for impl, m in mods.items():
             outs[impl] = torch.empty(M, N, device="cuda", dtype=dt)
-            calls[impl] = (lambda m=m, c=outs[impl]: m.matmul(a, b, c, MM_CFG))
+            if kind == "matmul":
+                calls[impl] = (lambda m=m, c=outs[impl]: m.matmul(a, b, c, MM_CFG))
+            else:
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                calls[impl] = (lambda m=m, c=outs[impl], sms=sms: m.persistent(a, b, c, PERSISTENT_CFG, sms))
         outs["torch"] = torch.empty(M, N, device="cuda", dtype=dt)
         calls["torch"] = lambda: (lambda: torch.matmul(a, b, out=outs["torch"]))
         return calls, outs, ref, 2.0 * M * N * K
@@ -245,7 +295,7 @@ def render_md(data) -> str:
         return f"{v:.2f}x" if v else "-"
     for c in data["results"]:
         im = c["impls"]
-        ws_newt = 1.0 / c["newt_ws_vs_newt"] if c.get("newt_ws_vs_newt") else None
+        ws_newt = c.get("newt_ws_vs_newt")  # newt's time over newt_ws's
         lines.append(f"| {c['kind']} | {c['dtype']} | {tuple(c['shape'])} | {tf(im.get('newt', {}))} | "
                      f"{tf(im.get('newt_ws', {}))} | {tf(im.get('triton', {}))} | {tf(im.get('torch', {}))} | "
                      f"{f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | {r(c, 'ws_vs_torch')} |")
@@ -257,7 +307,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new cell starts (0: none)")
-    ap.add_argument("--only", default="", help="matmul and/or attention, comma-separated")
+    ap.add_argument("--only", default="", help="matmul, persistent and/or attention, comma-separated")
     args = ap.parse_args(argv)
     try:
         import torch

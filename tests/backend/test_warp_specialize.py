@@ -426,7 +426,11 @@ def test_the_benchmarks_newt_ws_column_is_warp_specialized(monkeypatch):
         ds = [m.TensorDescriptor.from_tensor(q, [bm if i in (0, 3) else bn, d]) for i in range(4)]
         ca = m.attn_desc.warmup(*ds, 1024, 0.1, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=True, num_warps=w,
                                 num_stages=s, grid=(8, 4))
-        for k in (ck, ca):
+        bm, bn, bk, s, w = bench_ws.PERSISTENT_CFG
+        ds = [m.TensorDescriptor.from_tensor(a, blk) for blk in ([bm, bk], [bk, bn], [bm, bn])]
+        cp = m.matmul_persistent.warmup(*ds, 2048, 2048, 2048, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                        NUM_SMS=132, num_stages=s, num_warps=w, grid=(132,))
+        for k in (ck, ca, cp):
             assert k.metadata.get("producer_warps") == (4 if impl == "newt_ws" else None)
             assert k.metadata.n_spills == 0
 
@@ -460,6 +464,31 @@ def _gpu_matmul():
             ck = ws_matmul.warmup(*ds, K, BM=bm, BN=bn, BK=bk, WS=True, num_warps=w, num_stages=s, grid=grid)
             assert ck.metadata["producer_warps"] == 4
             print(f"matmul {dt} {M}x{N}x{K} {(bm, bn, bk, s, w)}: rel err {err:.2e}", flush=True)
+            assert not c.isnan().any() and err < (1e-2 if dt == torch.bfloat16 else 3e-3), err
+
+
+PERSISTENT_CASES = [((2048, 2048, 1024), (128, 128, 64, 3, 8), 132), ((1000, 1032, 968), (128, 256, 64, 2, 8), 5),
+                    ((777, 264, 136), (128, 128, 64, 4, 4), 3), ((4096, 4096, 4096), (128, 256, 64, 2, 8), 132)]
+
+
+def _gpu_persistent():
+    """The tile loop with few programs (each walks many tiles: the ring carries over) and with many."""
+    from newt.tools.tensor_descriptor import TensorDescriptor
+    for dt in (torch.float16, torch.bfloat16):
+        for (M, N, K), (bm, bn, bk, s, w), sms in PERSISTENT_CASES:
+            g = torch.Generator(device="cuda").manual_seed(M + N + K)
+            a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+            b = torch.randn(K, N, device="cuda", dtype=dt, generator=g)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+            ds = [TensorDescriptor.from_tensor(t, blk) for t, blk in ((a, [bm, bk]), (b, [bk, bn]), (c, [bm, bn]))]
+            grid = (min(sms, -(-M // bm) * -(-N // bn)),)
+            kw = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_SMS=grid[0], WS=True, num_warps=w, num_stages=s)
+            ws_persistent[grid](*ds, M, N, K, **kw)
+            torch.cuda.synchronize()
+            assert ws_persistent.warmup(*ds, M, N, K, grid=grid, **kw).metadata["producer_warps"] == 4
+            ref = a.double() @ b.double()
+            err = ((c.double() - ref).norm() / ref.norm()).item()
+            print(f"persistent {dt} {M}x{N}x{K} {(bm, bn, bk, s, w)} {grid[0]} programs: rel err {err:.2e}", flush=True)
             assert not c.isnan().any() and err < (1e-2 if dt == torch.bfloat16 else 3e-3), err
 
 
@@ -505,18 +534,26 @@ def _run_gpu_part(part: str, timeout: int):
 def test_warp_specialized_matmul_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    out = _run_gpu_part("matmul", 100)
+    out = _run_gpu_part("matmul", 80)
     assert out.count("rel err") == 2 * len(MM_CASES)
+
+
+@pytest.mark.gpu
+def test_warp_specialized_persistent_matmul_on_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    out = _run_gpu_part("persistent", 70)
+    assert out.count("rel err") == 2 * len(PERSISTENT_CASES)
 
 
 @pytest.mark.gpu
 def test_warp_specialized_attention_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    out = _run_gpu_part("attention", 150)
+    out = _run_gpu_part("attention", 110)
     assert out.count("max err") == 2 * len(ATTN_CASES)
 
 
 if __name__ == "__main__":  # the GPU parts, run by the tests above in a subprocess
     os.environ["NEWT_TMA"] = "1"
-    {"matmul": _gpu_matmul, "attention": _gpu_attention}[sys.argv[1]]()
+    {"matmul": _gpu_matmul, "persistent": _gpu_persistent, "attention": _gpu_attention}[sys.argv[1]]()
