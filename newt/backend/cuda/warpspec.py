@@ -3,9 +3,10 @@ between a **producer warpgroup** that only issues the copies and the **consumer 
 
 Selected by ``nl.range(..., warp_specialize=True)`` (Triton's knob) or, for every eligible loop,
 ``NEWT_WARP_SPECIALIZE=1``.  Eligible (:func:`ws_loop`): the kernel's only pipelined loop, at the top
-level of the kernel, every pipelined load a TMA box (``tma.py``), every dot in it on wgmma, ``num_warps``
-a multiple of 4, and no store, atomic, print or assert before the loop (the producer runs that code
-too).  Anything else keeps the ordinary pipeline, silently.
+level of the kernel or directly inside a top-level loop (a persistent kernel's tile loop, which the
+producer then walks too: :func:`outer_slice`), every pipelined load a TMA box (``tma.py``), every dot in it
+on wgmma, ``num_warps`` a multiple of 4, and no store, atomic, print or assert before the split (the
+producer runs that code too).  Anything else keeps the ordinary pipeline, silently.
 
 ``num_warps`` counts the consumer warps, as in Triton (``ttg.num-warps`` is the default partition; the
 partitions' warps are added on top, ``ttg.total-num-warps``): the block has ``32 * num_warps + 128``
@@ -21,9 +22,10 @@ The protocol, one ring of ``NB`` slots (the pipeline's buffers), two mbarriers p
   The producer waits for it with parity ``((j / NB) & 1) ^ 1`` before it refills the slot for iteration
   ``j``: a fresh barrier counts its phase "-1" (parity 1) as complete, so the first pass does not wait.
 
-Each side keeps a slot index and one phase bit flipped when its index wraps (:func:`simulate` replays
-the same arithmetic in Python for the tests).  Before the split every thread runs the kernel's prologue
-(the producer's warp index is folded onto the consumers' so its layouts stay in range), then a
+Each side keeps a slot index and one phase bit flipped when its index wraps, across the runs of the loop
+in a tile loop (after each run the consumers drain the in-flight wgmma and release its slot);
+:func:`simulate` replays the same arithmetic in Python for the tests.  Before the split every thread runs
+the kernel's prologue (the producer's warp index is folded onto the consumers' so its layouts stay in range), then a
 ``__syncthreads`` and the branch: the producer gives registers back (``setmaxnreg.dec``), one elected
 thread runs the copy loop, and the warpgroup returns; the consumers take the registers
 (``setmaxnreg.inc``), run the loop and everything after it.  Past the split ``__syncthreads()`` is a
@@ -35,6 +37,7 @@ from __future__ import annotations
 import os
 
 from newt.ir.ops import ATOMIC
+from newt.ir.types import is_block
 
 from .loops import bind_var, declare_var, loop_condition, loop_header
 
@@ -116,8 +119,8 @@ def outer_slice(outer, op, pipe):
             continue  # defined before the tile loop
         if o in need:
             continue
-        if o.name not in _PURE or o.regions or pos[o] > pos[op]:
-            return None
+        if o.name not in _PURE or o.regions or pos[o] > pos[op] or any(is_block(r.type) for r in o.results):
+            return None  # (one producer thread computes scalars only)
         need.add(o)
         stack.extend(o.operands)
     return [o for o in body.ops if o in need]
