@@ -317,9 +317,12 @@ def test_the_knob_and_the_flag(monkeypatch):
     assert ck.metadata["producer_warps"] == 4 and "ws_setmaxnreg_dec<40>" in ck.asm["cuda"]
 
 
-def test_the_launch_has_the_producer_warpgroup():
+def test_the_launch_has_the_producer_warpgroup(monkeypatch):
     ck = compile_mm()
     assert ck.n_max_threads == 32 * 8 + 128
+    from newt.runtime import driver
+    monkeypatch.setattr(driver, "load_function", lambda compiled, dev: (None, None))  # (no GPU to load on)
+    assert driver.Launcher(ck, 0).block == 384 and driver.Launcher(compile_mm(ws=False), 0).block == 256
     from newt.backend.cuda import generate_cuda
     assert ck.ir is not None
     assert generate_cuda(ck.ir, "sm_90a", 8, 3).threads == 384
