@@ -362,8 +362,8 @@ def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,
     # an mbarrier: its current phase number and the arrivals pending in it
     full_phase = [0] * nb
     empty_phase = [0] * nb
-    content = [None] * nb         # iteration whose data the slot holds
-    reading = [set() for _ in range(nb)]
+    content: list[int | None] = [None] * nb         # iteration whose data the slot holds
+    reading: list[set[int]] = [set() for _ in range(nb)]
     pj = pslot = pph = 0
     ci = rd = cph = 0
     prev = -1
