@@ -165,10 +165,23 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
         await page.keyboard.press('Escape'); // no hover of an earlier scene over the view
         await page.waitForTimeout(1000);
         const group = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: /matmul_kernel\.sass/ }) });
-        const lines = group.locator('.view-lines').first();
-        const box = await lines.boundingBox();
-        clickInfo.box = box;
-        await lines.click({ position: { x: 160, y: Math.round(box.height / 2) }, force: true, timeout: 30000 });
+        // click a rendered line that shows a tensor-core instruction, the one nearest the view's middle (the
+        // probe revealed one there), as a person does.  Not the middle of `.view-lines`: that element is as
+        // tall as the whole document (Monaco scrolls it), so its middle lay far outside the window and the
+        // click reached no line (the failure of 2026-12-06; `force` had hidden it)
+        const viewport = await group.locator('.monaco-editor .overflow-guard').first().boundingBox();
+        const mid = viewport.y + viewport.height / 2;
+        let best = null;
+        for (const cand of await group.locator('.view-line', { hasText: /\b(HGMMA|HMMA)\b/ }).all()) {
+          const b = await cand.boundingBox();
+          if (!b || b.y < viewport.y + 40 || b.y + b.height > viewport.y + viewport.height) continue;
+          if (!best || Math.abs(b.y - mid) < Math.abs(best.box.y - mid)) best = { cand, box: b };
+        }
+        if (!best) throw new Error('no HGMMA/HMMA line is rendered in the SASS view');
+        clickInfo.viewport = viewport;
+        clickInfo.box = best.box;
+        clickInfo.text = (await best.cand.innerText()).replace(/\u00a0/g, ' ').trim().slice(0, 120);
+        await best.cand.click({ position: { x: Math.min(200, Math.round(best.box.width / 2)), y: Math.round(best.box.height / 2) }, timeout: 30000 });
         clickInfo.clicked = true;
       } catch (e) {
         clickInfo.error = String(e).split('\n')[0];
