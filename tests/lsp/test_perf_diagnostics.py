@@ -647,3 +647,31 @@ def test_cached_compile_restores_a_changed_launch_bound(tmp_path, monkeypatch):
     assert m2.source == m1.source and m2.metadata == m1.metadata and b2.module is m2
     assert [(x.line, x.col) if x else None for x in m2.line_locs] == \
         [(x.line, x.col) if x else None for x in m1.line_locs]
+
+
+async def test_compile_process_warms_at_initialize_and_when_trust_comes_later(tmp_path):
+    """Trusted at initialization: the compile process starts and imports the backend before any file opens.
+    Untrusted: none starts; once the workspace is trusted (``didChangeConfiguration``) it warms up, still before
+    any file opens."""
+    async def warm_within(c, seconds):
+        for _ in range(int(seconds / 0.1)):
+            info = await _call(c, "newt/serverInfo", {})
+            if info["perf"]["warm"][:1] == [True]:
+                return info
+            await asyncio.sleep(0.1)
+        return None
+
+    c = await _session(tmp_path, {"trusted": True, "target": TARGET})
+    try:
+        info = await warm_within(c, 120)
+        assert info is not None and info["perf"]["workers"][0] and not info["perf"]["timeline"]
+    finally:
+        await c.stop()
+    c = await _session(tmp_path, {"trusted": False, "target": TARGET})
+    try:
+        await asyncio.sleep(1.0)
+        assert (await _call(c, "newt/serverInfo", {}))["perf"]["workers"] == []
+        c.notify("workspace/didChangeConfiguration", {"settings": {"trusted": True}})
+        assert await warm_within(c, 120) is not None
+    finally:
+        await c.stop()
