@@ -221,8 +221,14 @@ for part in "$@"; do
       # issue 23 on an idle CPU (no GPU needed): the first N100 spill warning of tests/lsp/fixtures/perf_matmul.py
       # within 3 s of opening it (a fresh server, an empty compile cache), and the figures equal newt.compile's
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
-      PYTHONPATH=$PWD:/tmp/site timeout 400 python3 -m pytest tests/lsp/test_perf_diagnostics.py -q -s -rf \
-        -p no:cacheprovider -o addopts="" -m "slow or not slow" 2>&1 | tee "$R/perfdiag.log" | \
+      # the breakdown first (benchmarks/perf_first_warning.py: the server's timeline from didOpen to the warning,
+      # each compile's wall and CPU time, the server tree's CPU), on the idle machine, then the tests
+      { uptime; PYTHONPATH=$PWD:/tmp/site timeout 150 python3 benchmarks/perf_first_warning.py --runs 3;
+        PYTHONPATH=$PWD:/tmp/site timeout 60 python3 benchmarks/perf_first_warning.py --runs 1 --workers 1;
+        PYTHONPATH=$PWD:/tmp/site timeout 60 python3 benchmarks/perf_first_warning.py --runs 1 --immediate; } \
+        2>&1 | tee "$R/perfdiag_breakdown.log"
+      PYTHONPATH=$PWD:/tmp/site NEWT_PERF_BUDGET_S=3 timeout 400 python3 -m pytest tests/lsp/test_perf_diagnostics.py \
+        -q -s -rf -p no:cacheprovider -o addopts="" -m "slow or not slow" 2>&1 | tee "$R/perfdiag.log" | \
         grep -E "first N100|passed|failed|Error" | tail -12 ;;
   esac
   echo "== $part took $(( $(date +%s) - t0 )) s"

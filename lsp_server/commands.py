@@ -157,6 +157,7 @@ class Commands:
         if any(c in changed for c in ("trusted", "perfDiagnostics", "target")):
             for uri in list(self.ls.docs):  # measured again (or hidden) with the diagnostics' next publish
                 self.ls.schedule(uri, 0)
+            self.perf.prestart()  # trusted (or switched on) now: the compile processes warm up before the figures
         if "target" in changed:
             self.compiled.clear()
             self.send_status()

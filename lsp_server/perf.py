@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
+import os
 import sys
 
 from .analysis import docs_href
@@ -26,6 +28,27 @@ __all__ = ["Perf", "figures_text", "hottest_text"]
 log = logging.getLogger("newt-lsp")
 
 MAX_FIGURES = 1024
+MAX_WORKERS = 4  # compile processes for one document at most (each one a core, when the machine has it idle)
+
+
+def worker_count(n_entries: int | None = None) -> int:
+    """How many compile processes the performance figures may use now: the cores this process may run on that
+    the load average leaves idle, less one kept for the editor's requests (the server and its analysis), at
+    least one and at most ``MAX_WORKERS`` (``NEWT_PERF_WORKERS`` sets it)."""
+    forced = os.environ.get("NEWT_PERF_WORKERS")
+    if forced and forced.isdigit() and int(forced) > 0:
+        n = int(forced)
+    else:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = float(cores)
+        n = max(1, min(MAX_WORKERS, math.floor(cores - load) - 1))
+    return max(1, min(n, n_entries)) if n_entries is not None else n
 
 
 def _kb(n: int) -> str:
@@ -58,7 +81,7 @@ def hottest_text(hot: list, lines: list[str], markdown: bool = True) -> list[str
 
 
 class _Doc:
-    __slots__ = ("version", "text", "entries", "task", "cancel", "republish", "generation", "preempted")
+    __slots__ = ("version", "text", "entries", "task", "cancel", "republish", "generation", "preempted", "timeline")
 
     def __init__(self):
         self.version = None
@@ -69,12 +92,14 @@ class _Doc:
         self.republish = None  # publishes the document's last diagnostics again (with the new figures)
         self.generation = 0  # bumped whenever what this module shows for the document changes
         self.preempted = False  # its run was stopped for another document's: resumed when that one ends
+        self.timeline: dict = {}  # the steps of the run of ``version`` (``Perf.info``: tests and the benchmark)
 
 
 class Perf:
     def __init__(self, ls):
         self.ls = ls
-        self.worker = None
+        self.workers: list = []  # the compile processes ("perf", "perf2", ...); the first one is started early
+        self.warm_at: list = []  # per worker, the loop time its imports were done (None: still warming)
         self.figures: collections.OrderedDict = collections.OrderedDict()  # key -> figures
         self.docs: dict[str, _Doc] = {}
         self.first_figures_at: dict = {}  # uri -> loop time of the first figures (tests, benchmarks)
@@ -84,30 +109,59 @@ class Perf:
         s = self.ls.settings_for(uri)
         return bool(s.trusted and s.perf_diagnostics)
 
-    def _worker(self):
+    @property
+    def worker(self):
+        """The first compile process (the one a document's likeliest warning goes to)."""
+        return self.workers[0] if self.workers else None
+
+    @worker.setter
+    def worker(self, w):
+        self.workers[:1] = [w]
+        self.warm_at[:1] = [None]
+
+    def _worker(self, i: int = 0):
         from .workers import Worker, worker_env
-        if self.worker is None:
-            self.worker = Worker("perf", sys.executable, worker_env(self.ls.settings.cache_dir), cwd=None)
-        return self.worker
+        while len(self.workers) <= i:
+            n = len(self.workers)
+            self.workers.append(Worker("perf" if n == 0 else f"perf{n + 1}", sys.executable,
+                                       worker_env(self.ls.settings.cache_dir), cwd=None))
+            self.warm_at.append(None)
+        return self.workers[i]
 
-    def prestart(self):
-        """Start the worker and import the backend in it, so the first figures do not wait for that."""
-        if self.worker is not None or not self.ls.settings.trusted or not self.ls.settings.perf_diagnostics:
+    def prestart(self, n: int | None = None):
+        """At initialization, before any file opens: start the compile processes (as many as ``worker_count()``
+        allows now) and import the analysis, the backend and NVRTC in them at a low priority, so the first
+        figures wait for none of that."""
+        if not self.ls.settings.trusted or not self.ls.settings.perf_diagnostics:
             return
+        for i in range(n if n is not None else worker_count()):
+            if i < len(self.workers):
+                continue
+            asyncio.ensure_future(self._warm(i))
 
-        async def go():
-            try:
-                await self._worker().request("perf_warm", {}, timeout=self.ls.settings.worker_timeout)
-            except Exception as e:
-                log.info("performance worker: %s", e)
-        asyncio.ensure_future(go())
+    async def _warm(self, i: int):
+        w = self._worker(i)
+        try:
+            await w.request("perf_warm", {}, timeout=self.ls.settings.worker_timeout)
+            if i < len(self.warm_at) and self.workers[i] is w:
+                self.warm_at[i] = asyncio.get_running_loop().time()
+        except Exception as e:
+            log.info("performance worker: %s", e)
 
     async def shutdown(self):
         for d in self.docs.values():
             if d.task is not None and not d.task.done():
                 d.task.cancel()
-        if self.worker is not None:
-            await self.worker.stop()
+        for w in list(self.workers):
+            await w.stop()
+
+    def info(self) -> dict:
+        """``newt/serverInfo``'s ``perf``: the compile processes and each document's timeline (seconds since the
+        document was opened or changed: ``sent`` to the workers, ``plan``, one ``figures`` row per
+        specialization with the worker's own timing, ``warning``: the first N100/N101 sent to the client)."""
+        return {"workers": [w.proc.pid if w.alive else None for w in self.workers],
+                "warm": [t is not None for t in self.warm_at],
+                "timeline": {uri: d.timeline for uri, d in self.docs.items() if d.timeline}}
 
     def forget(self, uri: str):
         d = self.docs.pop(uri, None)
@@ -117,6 +171,10 @@ class Perf:
             d.task.cancel()
 
     # -- life cycle of one document --------------------------------------------------------------
+    def opened(self, uri: str, version):
+        """A document was opened: measure it now, alongside its first analysis (not after its publication)."""
+        self.start(uri, version)
+
     def published(self, uri: str, version, republish):
         """The diagnostics of ``version`` went out (``republish()`` sends them again): measure that text."""
         d = self.docs.setdefault(uri, _Doc())
@@ -145,32 +203,55 @@ class Perf:
                 od.cancel.set()
                 od.preempted = True
         d.version, d.text, d.entries, d.preempted = version, text, [], False
+        d.timeline = {"version": version, "t0": asyncio.get_running_loop().time(), "steps": []}
         d.cancel = asyncio.Event()
         d.task = asyncio.ensure_future(self._run(uri, d, version, text, d.cancel))
 
+    def _step(self, d: _Doc, name: str, **info):
+        tl = d.timeline
+        if tl:
+            tl["steps"].append(dict(info, step=name, at=round(asyncio.get_running_loop().time() - tl["t0"], 3)))
+
     async def _run(self, uri: str, d: _Doc, version, text: str, cancel: asyncio.Event):
-        from .workers import WorkerError
         target = self.ls.commands.target_for(uri)
+        known = list(self.figures)
+        n = worker_count()
 
         def on_event(kind, data):
             if d.version != version or cancel.is_set():
                 return
             if kind == "plan":
+                if d.entries:
+                    return  # every shard sends the same plan: the first one counts
                 d.entries = list(data.get("entries") or [])
+                self._step(d, "plan", entries=len(d.entries), **(data.get("timing") or {}))
                 if any(e["key"] in self.figures for e in d.entries):
                     self._changed(uri, d)
             elif kind == "perf" and isinstance(data, dict) and data.get("key"):
+                timing = data.pop("timing", None) or {}
                 self.figures[data["key"]] = data
                 self.figures.move_to_end(data["key"])
                 while len(self.figures) > MAX_FIGURES:
                     self.figures.popitem(last=False)
                 self.first_figures_at.setdefault(uri, asyncio.get_running_loop().time())
+                label = next((e["label"] for e in d.entries if e["key"] == data["key"]), None)
+                self._step(d, "mix" if "hottest" in data else "figures", label=label,
+                           spills=data.get("n_spills"), **timing)
                 self._changed(uri, d)
 
+        self._step(d, "sent", workers=n, warm=sum(1 for t in self.warm_at[:n] if t is not None))
+        await asyncio.gather(*(self._shard(uri, i, n, text, target, known, on_event, cancel) for i in range(n)))
+        self._step(d, "done")
+        if not cancel.is_set():
+            self._resume()
+
+    async def _shard(self, uri: str, i: int, n: int, text: str, target: str, known: list, on_event, cancel):
+        """Worker ``i`` of ``n`` compiles its share of the document's specializations (``perfjob.run``)."""
+        from .workers import WorkerError
         try:
-            await self._worker().request("perf", {"text": text, "uri": uri, "target": target,
-                                                  "known": list(self.figures)},
-                                         timeout=self.ls.settings.worker_timeout, on_event=on_event, cancel=cancel)
+            await self._worker(i).request("perf", {"text": text, "uri": uri, "target": target, "known": known,
+                                                   "shard": [i, n]},
+                                          timeout=self.ls.settings.worker_timeout, on_event=on_event, cancel=cancel)
         except WorkerError as e:
             if e.kind != "cancelled":
                 log.info("performance figures of %s: %s", uri, e)
@@ -178,8 +259,6 @@ class Perf:
             raise
         except Exception:
             log.exception("performance figures of %s failed", uri)
-        if not cancel.is_set():
-            self._resume()
 
     def _resume(self):
         """Restart one document whose run another document's stopped (its text unchanged since)."""
@@ -225,6 +304,16 @@ class Perf:
                 d.republish()
             except Exception:
                 log.exception("republishing diagnostics of %s failed", uri)
+        elif d.version is not None and self.diagnostics(uri, d.version):
+            # figures before the document's first analysis was published: its warnings now (that publication,
+            # when it comes, carries them with the front end's own)
+            from lsprotocol import types as lsp
+            conv = ls.protocol._converter
+            ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
+                uri=uri, diagnostics=[conv.structure(x, lsp.Diagnostic) for x in self.diagnostics(uri, d.version)],
+                version=d.version))
+        if d.timeline and "warning" not in d.timeline and self.diagnostics(uri, d.version):
+            d.timeline["warning"] = round(asyncio.get_running_loop().time() - d.timeline["t0"], 3)
         if ls.refresh_inlay:
             try:
                 ls.workspace_inlay_hint_refresh(None)

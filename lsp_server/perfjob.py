@@ -14,7 +14,7 @@ of its hottest source lines.  Events, so the editor shows each figure as soon as
 
 ``params["known"]`` lists keys the server has figures for: they are not compiled again.  A key is the hash
 of what changes the figures: the kernel's text and its jit callees', the specialization, the target and
-the compiler.  The worker lowers its CPU priority once (``os.nice``): the editor's requests come first.
+the compiler.  The worker lowers its CPU priority once (``_nice``): the editor's requests come first.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 import re
 import time
 
-__all__ = ["run", "plan", "compile_entry"]
+__all__ = ["run", "plan", "compile_entry", "cached_compile"]
 
 _NICED = False
 _CONFIG = re.compile(r"config #(\d+)")
@@ -34,13 +34,15 @@ _AT_LINE = re.compile(r"\bat line (\d+)")
 
 
 def _nice():
+    """The worker's background priority, once (``lsp_server/priority.py``: a nice value one above the server's and
+    ``SCHED_BATCH``, as the analysis forks): a request of the editor that wakes up takes the CPU from a compile,
+    and on a busy machine the compile still gets its share (at nice +10 it waited behind every other user's
+    process: 2.7 s of CPU took 8 s at load 9 on two cores).  Threads NVRTC starts inherit it."""
     global _NICED
     if not _NICED:
         _NICED = True
-        try:
-            os.nice(10)
-        except OSError:
-            pass
+        from .priority import lower_process
+        lower_process(os.getpid())
 
 
 def _fingerprint() -> str:
@@ -142,7 +144,7 @@ def compile_entry(a, e: dict, target: str, mix: bool = True) -> dict:
     built = build_concrete(a, e["_ka"], e["_conc"])
     try:
         mod = generate(built, target)
-        binary = be.compile_cuda(mod, target)
+        binary = cached_compile(be, mod, target)
     except SpecError as err:
         out["error"] = str(err)
         return out
@@ -163,6 +165,65 @@ def compile_entry(a, e: dict, target: str, mix: bool = True) -> dict:
     else:
         out["_mix"] = lambda: hottest(binary, mod)
     return out
+
+
+_KEPT_META = ("min_blocks", "launch_bounds", "min_blocks_dropped", "min_blocks_raised")
+_BINARY_FIELDS = ("name", "target", "n_regs", "n_spills", "spill_stores", "spill_loads", "stack_frame", "shared",
+                  "static_shared", "dynamic_shared", "num_warps", "compile_seconds")
+
+
+def _cubin_key(mod, target: str) -> str:
+    from newt.runtime.cache import hash_key
+    return hash_key(["lsp-cubin/1", mod.source, mod.headers, target, mod.num_warps, mod.shared_bytes,
+                     json.dumps(mod.metadata, sort_keys=True, default=str), _fingerprint()])
+
+
+def cached_compile(be, mod, target: str):
+    """``be.compile_cuda(mod, target)`` through the disk cache (``$NEWT_CACHE_DIR``, kind ``lsp-cubin``), keyed by
+    the generated CUDA and what else NVRTC is given: the performance worker and the Compile / Show CUDA, PTX, SASS
+    worker compile a configuration once between them (and once across server restarts).  A compile that chose
+    another ``__launch_bounds__`` (``compile_cuda``'s second try) is rebuilt from the module's ``rerender`` on a
+    hit, so ``mod`` describes what the cubin is, as after a compile."""
+    from newt.runtime.cache import get_cache
+    cache, key = get_cache(), None
+    if cache.enabled:
+        key = _cubin_key(mod, target)
+        hit = cache.get(key, "lsp-cubin")
+        if hit is not None:
+            got = _restore(be, mod, *hit)
+            if got is not None:
+                return got
+    binary = be.compile_cuda(mod, target)
+    if key is not None:
+        meta = {k: getattr(binary, k) for k in _BINARY_FIELDS}
+        meta["module_meta"] = {k: mod.metadata[k] for k in _KEPT_META if k in mod.metadata}
+        meta["source_sha"] = hashlib.sha256(mod.source.encode("utf-8", "surrogatepass")).hexdigest()
+        cache.put(key, meta, {"cubin": binary.cubin, "ptx": binary.ptx, "log": binary.log}, "lsp-cubin")
+    return binary
+
+
+def _restore(be, mod, meta: dict, blobs: dict):
+    """The ``CompiledBinary`` of a cache entry for ``mod`` (None when it cannot be rebuilt: a miss)."""
+    from newt.backend.cuda.compiler import CompiledBinary
+    try:
+        kept = meta["module_meta"]
+        final = mod
+        if kept.get("min_blocks") != mod.metadata.get("min_blocks"):
+            if mod.rerender is None:
+                return None
+            final = mod.rerender(min_blocks=kept["min_blocks"])
+        if hashlib.sha256(final.source.encode("utf-8", "surrogatepass")).hexdigest() != meta["source_sha"]:
+            return None
+        cubin, ptx, log = blobs["cubin"], blobs["ptx"], blobs["log"]
+        if not isinstance(cubin, bytes) or not isinstance(ptx, str) or not isinstance(log, str):
+            return None
+        fields = {k: meta[k] for k in _BINARY_FIELDS}
+    except (KeyError, TypeError, ValueError):
+        return None
+    if final is not mod:
+        mod.source, mod.line_locs = final.source, final.line_locs
+    mod.metadata.update(kept)
+    return CompiledBinary(cubin=cubin, ptx=ptx, log=log, module=mod, **fields)
 
 
 def hottest(binary, mod) -> list | None:
@@ -199,33 +260,57 @@ def warm() -> dict:
 
 
 def run(params: dict, ctx) -> dict:
+    """Analyze, plan, then compile every specialization not in ``params["known"]``, the likeliest to warn first.
+
+    Each event carries ``timing`` (wall and CPU milliseconds of the worker's steps: the breakdown
+    ``benchmarks/perf_first_warning.py`` prints).  ``params["shard"]`` = ``[i, n]``: this worker compiles the
+    i-th of every n entries of that order (the server spreads one document over n workers)."""
     from .analysis import analyze
     _nice()
+    w0, c0 = time.perf_counter(), time.process_time()
     text, uri = params["text"], params["uri"]
     target = params.get("target") or "sm_90a"
     known = set(params.get("known") or ())
     a = analyze(text, uri)
+    w1, c1 = time.perf_counter(), time.process_time()
     entries = plan(a, target)
-    ctx.event("plan", {"entries": [_public(e) for e in entries]})
-    done = 0
-    for e in sorted(entries, key=_likely_heavier):
+    w2, c2 = time.perf_counter(), time.process_time()
+    ctx.event("plan", {"entries": [_public(e) for e in entries],
+                       "timing": {"analysis_ms": _ms(w1 - w0), "analysis_cpu_ms": _ms(c1 - c0),
+                                  "plan_ms": _ms(w2 - w1), "plan_cpu_ms": _ms(c2 - c1)}})
+    shard, nshards = params.get("shard") or (0, 1)
+    order = [e for j, e in enumerate(sorted(entries, key=_likely_heavier)) if j % nshards == shard]
+    done, mixes = 0, []
+    for e in order:
         if ctx.cancelled:
             return {"done": done, "cancelled": True}
         if e["key"] in known:
             continue
+        w, c = time.perf_counter(), time.process_time()
         try:
             got = compile_entry(a, e, target, mix=False)
         except Exception as err:  # one specialization's failure is not the others'
             got = {"key": e["key"], "error": f"{type(err).__name__}: {err}"}
         known.add(e["key"])
+        got["timing"] = {"compile_ms": _ms(time.perf_counter() - w), "compile_cpu_ms": _ms(time.process_time() - c),
+                         "since_request_ms": _ms(time.perf_counter() - w0)}
         mix = got.pop("_mix", None)
-        ctx.event("perf", got)  # the figures (and a warning) at once; the disassembly after
+        ctx.event("perf", got)  # the figures (and a warning) at once; the disassembly once every figure is out
         if mix is not None:
-            try:
-                hot = mix()
-            except Exception:
-                hot = None
-            if hot is not None:
-                ctx.event("perf", dict(got, hottest=hot))
+            mixes.append((got, mix))
         done += 1
+    for got, mix in mixes:
+        if ctx.cancelled:
+            return {"done": done, "cancelled": True}
+        w = time.perf_counter()
+        try:
+            hot = mix()
+        except Exception:
+            hot = None
+        if hot is not None:
+            ctx.event("perf", dict(got, hottest=hot, timing=dict(got["timing"], mix_ms=_ms(time.perf_counter() - w))))
     return {"done": done, "cancelled": False}
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1e3, 1)

@@ -784,6 +784,7 @@ def create_server() -> NewtLanguageServer:
         ls.open_document(td.uri, td.text, td.version)
         ls._state(td.uri)
         ls.schedule(params.text_document.uri, 0)
+        ls.commands.perf.opened(td.uri, td.version)  # compiles alongside the first analysis, not after it
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     @_safe()
@@ -1025,6 +1026,7 @@ def create_server() -> NewtLanguageServer:
             "pull_diagnostics": ls.pull_diagnostics,
             "workers": {name: (w.proc.pid if w is not None and w.alive else None, w.starts if w is not None else 0)
                         for name, w in (("compile", ls.commands.compile_worker), ("run", ls.commands.run_worker))},
+            "perf": ls.commands.perf.info(),
         }
 
     for name in SERVER_COMMANDS:

@@ -153,10 +153,9 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
       uiCheck('clicking the CUDA link in a kernel\'s hover opens its generated CUDA',
         linkInfo.opened && /__global__|extern "C"|newt's CUDA backend/.test(linkInfo.cuda || ''), linkInfo);
 
-      // scene 4: the probe opens a SASS view beside its source; click a line of it, as a person does.
-      // Opt-in (NEWT_E2E_SASS_CLICK=1) until it passes: on 2026-12-06 Playwright's click reached the SASS
-      // view's .view-lines but VS Code's selection stayed at line 0 (the jump was not exercised)
-      if (process.env.NEWT_E2E_SASS_CLICK === '1') {
+      // scene 4: the probe opens a SASS view beside its source; click a line of it, as a person does
+      // (part of the default scenario since it passed three runs in a row; NEWT_E2E_SASS_CLICK=0 skips it)
+      if (process.env.NEWT_E2E_SASS_CLICK !== '0') {
       fs.writeFileSync(reportPath + '.scene4', 'go');
       const deadline4 = Date.now() + 180000;
       while (!fs.existsSync(reportPath + '.scene4.ready') && Date.now() < deadline4) await page.waitForTimeout(250);
@@ -165,10 +164,23 @@ const uiCheck = (name, ok, detail) => { ui.checks.push({ name, ok: !!ok, ...deta
         await page.keyboard.press('Escape'); // no hover of an earlier scene over the view
         await page.waitForTimeout(1000);
         const group = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: /matmul_kernel\.sass/ }) });
-        const lines = group.locator('.view-lines').first();
-        const box = await lines.boundingBox();
-        clickInfo.box = box;
-        await lines.click({ position: { x: 160, y: Math.round(box.height / 2) }, force: true, timeout: 30000 });
+        // click a rendered line that shows a tensor-core instruction, the one nearest the view's middle (the
+        // probe revealed one there), as a person does.  Not the middle of `.view-lines`: that element is as
+        // tall as the whole document (Monaco scrolls it), so its middle lay far outside the window and the
+        // click reached no line (the failure of 2026-12-06; `force` had hidden it)
+        const viewport = await group.locator('.monaco-editor .overflow-guard').first().boundingBox();
+        const mid = viewport.y + viewport.height / 2;
+        let best = null;
+        for (const cand of await group.locator('.view-line', { hasText: /\b(HGMMA|HMMA)\b/ }).all()) {
+          const b = await cand.boundingBox();
+          if (!b || b.y < viewport.y + 40 || b.y + b.height > viewport.y + viewport.height) continue;
+          if (!best || Math.abs(b.y - mid) < Math.abs(best.box.y - mid)) best = { cand, box: b };
+        }
+        if (!best) throw new Error('no HGMMA/HMMA line is rendered in the SASS view');
+        clickInfo.viewport = viewport;
+        clickInfo.box = best.box;
+        clickInfo.text = (await best.cand.innerText()).replace(/\u00a0/g, ' ').trim().slice(0, 120);
+        await best.cand.click({ position: { x: Math.min(200, Math.round(best.box.width / 2)), y: Math.round(best.box.height / 2) }, timeout: 30000 });
         clickInfo.clicked = true;
       } catch (e) {
         clickInfo.error = String(e).split('\n')[0];

@@ -10,7 +10,8 @@
 #   NEWT_E2E_SCREENSHOT=1  also copy the workbench screenshot to docs/images and vscode-extension/images
 #   NEWT_E2E_ONLY    "vscode" or "nvim" to run one client (the build always runs)
 #   NEWT_E2E_LOCK_TIMEOUT  seconds to wait for another e2e run that uses the same cache (default 1800)
-#   NEWT_E2E_SASS_CLICK=1  also click a line of a SASS view and check the source editor lands on its line
+#   NEWT_E2E_SASS_CLICK=0  skip the click on a line of a SASS view (by default the e2e clicks one and checks that
+#                          the source editor lands on its source line)
 # Exit status: 0 all passed, 1 a check failed, 77 the tooling could not be installed (the reason is printed).
 # One run at a time per cache folder (an exclusive flock on $C/.lock). The extension is built in a copy under
 # $C (its own node_modules, dist/, out/, the .vsix): the checkout's vscode-extension/ is only read, so a
