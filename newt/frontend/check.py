@@ -434,13 +434,17 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
                                     f"{kd.name} takes {len(pnames)} arguments but the launch passes {ls.nargs}",
                                     file=src.path, kernel=kd.name))
-        for idx, v in enumerate(ls.args[:len(pnames)]):
+        # (the values are read only where a constexpr is passed: ``ls.arg``/``ls.kwarg`` evaluate no launch for a
+        # literal, and most launches pass tensors whose values are never asked for)
+        for idx in range(min(ls.nargs, len(pnames))):
             p = pnames[idx]
             given.add(p)
-            if p in cx and v is not NOT_STATIC and _literal_ok(v):
-                vals[p] = v
-                origins[p] = ls.node.args[idx]
-        for k, v in ls.kwargs.items():
+            if p in cx:
+                v = ls.arg(idx)
+                if v is not NOT_STATIC and _literal_ok(v):
+                    vals[p] = v
+                    origins[p] = ls.node.args[idx]
+        for k in ls.kw_nodes:
             if k in _LAUNCH_OPTIONS and k not in pnames:
                 continue
             if k not in pnames:
@@ -460,9 +464,11 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                         f"{k!r} is set by the autotune configs and must not be passed at launch",
                                         file=src.path, kernel=kd.name))
                 continue
-            if k in cx and v is not NOT_STATIC and _literal_ok(v):
-                vals[k] = v
-                origins[k] = ls.kw_nodes[k].value
+            if k in cx:
+                v = ls.kwarg(k)
+                if v is not NOT_STATIC and _literal_ok(v):
+                    vals[k] = v
+                    origins[k] = ls.kw_nodes[k].value
         missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
         if kd.autotune is not None and not kd.configs_static:
             missing = []  # the configs come from code we do not run: they may provide any parameter
@@ -472,7 +478,7 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
             diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
                                     f"the launch of {kd.name} is missing argument(s): {', '.join(missing)}",
                                     file=src.path, kernel=kd.name))
-        nw = ls.kwargs.get("num_warps")
+        nw = ls.kwarg("num_warps") if "num_warps" in ls.kw_nodes else None
         own = host.own(ls) if host is not None else {}  # this launch's dtypes where they differ from the agreed
         if vals or own:
             arg_types = {**agreed_types, **host.arg_types(own)} if own else None

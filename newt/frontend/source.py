@@ -21,6 +21,7 @@ from newt.diagnostics import Span
 
 from . import launchscan
 from .kinds import kind_of_decorator, module_aliases
+from .launchscan import LaunchSite, _PendingValues, _ScanFacts
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery
 from .staticcall import NotStatic, call_function
@@ -470,18 +471,6 @@ _CMPOPS = {
 
 
 @dataclass
-class LaunchSite:
-    """``kernel[grid](args..., KW=...)`` found in the file."""
-
-    kernel: str
-    node: ast.Call
-    args: list  # evaluated positional args (or a NotStatic marker)
-    kwargs: dict  # name -> evaluated value (only the static ones)
-    kw_nodes: dict  # name -> ast node
-    nargs: int
-
-
-@dataclass
 class KernelDef:
     name: str
     node: ast.FunctionDef
@@ -723,6 +712,7 @@ class ModuleScan:
             words = []  # (a name spelled in other characters may be a kernel's once normalized: walk every hit)
         nlines = len(self.src.lines)
         found: list = []
+        facts = _ScanFacts(self)
         left, right = bisect.bisect_left, bisect.bisect_right
         for top in body:
             first = getattr(top, "lineno", 1)
@@ -745,118 +735,29 @@ class ModuleScan:
                     launchscan._launch_calls(part, kernel_names, calls)
                 if not calls:
                     continue
-            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                env_for = self._single_assignments(top)
-                for node in calls:
-                    used: list = []
-                    for a in node.args:
-                        launchscan._names_in(a, used)
-                    for k in node.keywords:
-                        launchscan._names_in(k.value, used)
-                    found.append(self._launch_site(node, env_for(used)))
-            else:
-                found.extend(self._launch_site(node, {}) for node in calls)
+            # the values of the arguments are evaluated when first read (``LaunchSite``)
+            sites = [LaunchSite(node.func.value.id, node, None, None,
+                                {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
+                     for node in calls]
+            pending = _PendingValues(facts, top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                     else None, sites)
+            for ls in sites:
+                ls._pending = pending
+            found.extend(sites)
         found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
         self.launches.extend(found)
 
     def _launch_site(self, node, local_env) -> LaunchSite:
-        ev = StaticEval(self, local_env)
-        args = []
-        for a in node.args:
-            cls = a.__class__
-            if cls is ast.Constant:  # (what eval gives, without its calls: most arguments are names and literals)
-                args.append(a.value)
-                continue
-            if cls is ast.Name:
-                v = ev.name_value(a.id)
-                args.append(_NOT_STATIC if v is _NO_VALUE else v)
-                continue
-            if ev.never_static(a):
-                args.append(_NOT_STATIC)
-                continue
-            try:
-                args.append(ev.eval(a))
-            except Exception:
-                args.append(_NOT_STATIC)
-        kwargs, kw_nodes = {}, {}
-        for k in node.keywords:
-            if k.arg is None:
-                continue
-            kw_nodes[k.arg] = k
-            try:
-                kwargs[k.arg] = ev.eval(k.value)
-            except Exception:
-                kwargs[k.arg] = _NOT_STATIC
-        return LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes, len(node.args))
+        """The launch ``node`` with its values evaluated now, in ``local_env``."""
+        args, kwargs = launchscan._launch_values(self, node, local_env)
+        return LaunchSite(node.func.value.id, node, args, kwargs,
+                          {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
 
     def _single_assignments(self, fdef):
-        """The static values of the names ``fdef`` assigns once, as a function of the names a launch uses:
-        only those (and what their values use) are evaluated (a host function's other assignments, its
-        ``torch.randn(...)`` calls, are never tried).  Each is evaluated at most once per function, by one
-        evaluator whose environment grows."""
-        counts: dict[str, int] = {}
-        values: dict[str, ast.AST] = {}
-        Name, Assign = ast.Name, ast.Assign
-        stack = [fdef]
-        while stack:  # fdef and every statement nested in it (``_statements``): no expression is visited
-            node = stack.pop()
-            cls = node.__class__
-            if cls is Assign:
-                for t in node.targets:
-                    if t.__class__ is Name:
-                        counts[t.id] = counts.get(t.id, 0) + 1
-                    else:
-                        for n in fast_walk(t):
-                            if isinstance(n, Name):
-                                counts[n.id] = counts.get(n.id, 0) + 1
-                if len(node.targets) == 1 and node.targets[0].__class__ is Name:
-                    values[node.targets[0].id] = node.value
-                continue  # (no nested statements)
-            if cls in launchscan._OTHER_BINDINGS:
-                tgts = [getattr(node, "target", None)] + [it.optional_vars for it in getattr(node, "items", ())]
-                for tgt in tgts:
-                    if tgt is not None:
-                        for n in fast_walk(tgt):
-                            if isinstance(n, Name):
-                                counts[n.id] = counts.get(n.id, 2) + 2
-            for f in launchscan._BLOCK_FIELDS:
-                sub = getattr(node, f, None)
-                if sub.__class__ is list:
-                    stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
-        for a in fdef.args.args + fdef.args.kwonlyargs:
-            counts[a.arg] = 99
-        ev = StaticEval(self, {})  # one evaluator whose environment grows (not a copy of it per assignment)
-        tried: set = set()
-        order = {name: i for i, name in enumerate(values)}
-
-        def env_for(names=None) -> dict:
-            todo = list(values) if names is None else [n for n in names if n in values]
-            need: set = set()
-            while todo:
-                n = todo.pop()
-                if n in need or n in tried or counts.get(n) != 1 or n not in values:
-                    continue
-                need.add(n)
-                launchscan._names_in(values[n], todo)
-            for n in sorted(need, key=order.__getitem__):
-                tried.add(n)
-                if ev.never_static(values[n]):
-                    continue  # (what the evaluation would have said, at no cost)
-                try:
-                    ev.env[n] = ev.eval(values[n])
-                except Exception:
-                    pass
-            return ev.env
-
-        return env_for
+        return launchscan._single_assignments(self, fdef)
 
 
-class _NotStaticMarker:
-    def __repr__(self):
-        return "<not static>"
-
-
-_NOT_STATIC = _NotStaticMarker()
+_NOT_STATIC = launchscan.NOT_STATIC
 NOT_STATIC = _NOT_STATIC
 
 

@@ -412,3 +412,42 @@ def test_a_launch_repeated_a_thousand_times_makes_one_specialization(monkeypatch
     first = a.file.scan.launches[0].node.lineno
     assert [r.spec.label for r in ka.results][1:] == [f"launch at line {first} (BLOCK=128)"]
     assert made[0] == 1, made[0]
+
+
+def test_launch_values_are_evaluated_when_read(monkeypatch):
+    """The scan evaluated every launch's arguments (its function's single assignments, each argument: a third of
+    the 5 MB file's analysis); the 5 MB file's launches pass tensors and a literal BLOCK, so no diagnostic needs
+    those values.  Now a launch's values are evaluated when first read, for the launches of its statement
+    together and in order (what the scan did), and a literal is read without evaluating anything."""
+    from newt.frontend import launchscan, source
+    text = _five_mb(200_000, kernels=4)
+    evaluated = _counting(monkeypatch, launchscan, "_launch_values")
+    functions = _counting(monkeypatch, launchscan, "_single_assignments")
+    a = analyze(text, "file:///lazy.py", 1)
+    diags = lsp_diagnostics(a)
+    scan = a.file.scan
+    n = len(scan.launches)
+    assert n > 1000 and evaluated[0] == 0 and functions[0] == 0
+    assert [d.code for d in diags] == ["N021"]
+    assert all([r.spec.label for r in ka.results][1:] == [f"launch at line {scan.launches[i].node.lineno} (BLOCK=128)"]
+               for i, ka in enumerate(a.file.kernels))
+    ls = scan.launches[7]
+    assert ls.kwarg("BLOCK") == 128 and evaluated[0] == 0  # (a literal)
+    assert ls.args == [source.NOT_STATIC] * 3 and ls.kwargs == {"BLOCK": 128}
+    assert evaluated[0] == 1 and functions[0] == 1
+    assert scan.launches[8].arg(2) is source.NOT_STATIC and evaluated[0] == 2 and functions[0] == 2
+    # a constexpr passed by a name: that function's launches are evaluated (once), as the scan evaluated them
+    text2 = text + ("\ndef by_name(x):\n    b = 64\n    k1[(1,)](x, x, 4, BLOCK=b)\n"
+                    "    k1[(2,)](x, x, 4, BLOCK=b // 2, num_warps=b // 16)\n")
+    evaluated[0] = functions[0] = 0
+    a2 = analyze(text2, "file:///lazy.py", 2)
+    assert evaluated[0] == 2 and functions[0] == 1
+    k1 = a2.file.kernel_named("k1")
+    assert k1 is not None
+    labels = [r.spec.label for r in k1.results]
+    last = len(text2.splitlines())
+    assert labels[-2:] == [f"launch at line {last - 1} (BLOCK=64)", f"launch at line {last} (BLOCK=32)"], labels
+    assert k1.results[-1].spec.num_warps == 4
+    ls = a2.file.scan.launches[-1]
+    assert ls.args == [source.NOT_STATIC, source.NOT_STATIC, 4] and ls.kwargs == {"BLOCK": 32, "num_warps": 4}
+    assert evaluated[0] == 2  # (read before, by the specializations)
