@@ -137,10 +137,18 @@ def _plain_launch(top, line: int, col: int, kernel_names):
                         return v
             return None
         inner = None
-        for fld in _BLOCK_FIELDS:
+        cls = st.__class__
+        fields = _BLOCKS_OF.get(cls)
+        if fields is None:
+            fields = _BLOCKS_OF[cls] = tuple(f for f in _BLOCK_FIELDS if f in cls._fields)
+        for fld in fields:
             for sub in getattr(st, fld, None) or ():
                 lo = getattr(sub, "lineno", None)
-                if lo is not None and lo <= line <= (getattr(sub, "end_lineno", lo) or lo):
+                if lo is None:
+                    continue
+                if lo > line:
+                    break  # (a block's statements are in the order of their lines)
+                if line <= (getattr(sub, "end_lineno", lo) or lo):
                     if inner is not None:
                         return None  # (two statements on that line)
                     inner = sub
@@ -153,6 +161,7 @@ _WORD_CHAR = re.compile(r"\w").match
 
 
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS_OF: dict = {}  # node class -> the ones of _BLOCK_FIELDS it has
 
 
 def _statements(node):

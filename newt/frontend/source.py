@@ -11,6 +11,7 @@ import bisect
 import inspect
 import itertools
 import linecache
+import operator
 import re
 import sys
 import types
@@ -580,15 +581,17 @@ class ModuleScan:
 
     # -- definitions ---------------------------------------------------------
     def _defs(self, body):
-        top = {id(n) for n in body}
-        for node in _walk_module_level(body):
-            if id(node) not in top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    for n in fast_walk(t):
-                        if isinstance(n, ast.Name):
-                            self.assigned.add(n.id)
-                            self.conditional.add(n.id)
+        for top in body:  # (the assignments inside a module-level if/try: not those of the statements themselves)
+            if not isinstance(top, (ast.If, ast.Try)):
+                continue
+            for node in _walk_module_level([top]):
+                if node is not top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for n in fast_walk(t):
+                            if isinstance(n, ast.Name):
+                                self.assigned.add(n.id)
+                                self.conditional.add(n.id)
         # constants first (configs may use them)
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -638,6 +641,8 @@ class ModuleScan:
             self._configs(kd)
 
     def _kernel_def(self, node) -> KernelDef | None:
+        if not node.decorator_list:
+            return None  # (most functions of a file: no KernelDef made to be dropped)
         kind = None
         kd = KernelDef(node.name, node, "jit")
         for dec in node.decorator_list:
@@ -744,7 +749,7 @@ class ModuleScan:
             for ls in sites:
                 ls._pending = pending
             found.extend(sites)
-        found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
+        found.sort(key=_POSITION)
         self.launches.extend(found)
 
     def _launch_site(self, node, local_env) -> LaunchSite:
@@ -758,6 +763,7 @@ class ModuleScan:
 
 
 _NOT_STATIC = launchscan.NOT_STATIC
+_POSITION = operator.attrgetter("node.lineno", "node.col_offset")  # (a launch's, for sorting)
 NOT_STATIC = _NOT_STATIC
 
 

@@ -451,3 +451,63 @@ def test_launch_values_are_evaluated_when_read(monkeypatch):
     ls = a2.file.scan.launches[-1]
     assert ls.args == [source.NOT_STATIC, source.NOT_STATIC, 4] and ls.kwargs == {"BLOCK": 32, "num_warps": 4}
     assert evaluated[0] == 2  # (read before, by the specializations)
+
+
+class _EagerParams(hostvalues.HostIndex):
+    """The index as it was built: every function's parameters bound (at its ``def`` line, before what its body
+    assigns) when the index is made."""
+
+    def __init__(self, body):
+        super().__init__(body)
+        for fn in self.funcs:
+            a = fn.args
+            params = list(a.posonlyargs) + list(a.args)
+            dflt = dict(zip([p.arg for p in params][len(params) - len(a.defaults):], a.defaults))
+            dflt.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+            scope = self.scopes[id(fn)]
+            for p in reversed(params + list(a.kwonlyargs)):
+                scope.setdefault(p.arg, []).insert(0, (fn.lineno, dflt.get(p.arg, hostvalues._UNBOUND)))
+            for lst in scope.values():
+                lst.sort(key=lambda e: e[0])
+
+    def _params(self, fn):
+        return {}
+
+
+def test_the_host_index_reads_parameters_only_when_a_lookup_reaches_them(monkeypatch):
+    """``HostIndex`` bound every parameter of every function when built (a third of building it for the 5 MB
+    file, whose lookups all end at assignments); now a function's parameters are read when a lookup falls
+    through its assignments to them.  Every lookup answers what the eager index answers: each name of random
+    host code (parameters with and without defaults, reassigned, shadowing globals, nested functions,
+    one-line functions) and of the examples."""
+    texts = [_random_host(random.Random(s)) for s in range(60)] + _examples()
+    texts.append("X = 1\ndef f(X, y=2, *a, z=torch.float16, **k):\n    X = y\n    g(X, y, z, a, k)\n"
+                 "def h(x=x): return x\ndef one(q=3): q = q + 1; k0[(1,)](q)\n"
+                 "def outer(p=torch.int8):\n    def inner(r):\n        return p, r\n    p = 5\n    return p\n")
+    checked = 0
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        lazy, eager = hostvalues.HostIndex(tree.body), _EagerParams(tree.body)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                assert lazy.lookup(node.id, node.lineno) is eager.lookup(node.id, node.lineno), (text, node.id)
+                checked += 1
+    assert checked > 3000
+    # the 5 MB file's launches pass tensors assigned in the functions: no parameter is read at all
+    reads = _counting(monkeypatch, hostvalues.HostIndex, "_params")
+    a = analyze(_five_mb(200_000, kernels=4), "file:///params.py", 1)
+    assert [d.code for d in lsp_diagnostics(a)] == ["N021"]
+    assert reads[0] == 0 and len(a.file.scan.launches) > 1000
+
+
+def test_an_undecorated_function_makes_no_kernel_definition(monkeypatch):
+    """The scan made a ``KernelDef`` for each of the 31,000 functions of the 5 MB file, to drop all but 20."""
+    from newt.frontend import source
+    made = _counting(monkeypatch, source, "KernelDef")
+    src = source.SourceFile(_five_mb(100_000, kernels=3), "d.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    assert sorted(scan.kernels) == ["k0", "k1", "k2"] and len(scan.plain_functions) > 300
+    assert made[0] == 3
