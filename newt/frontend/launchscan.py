@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import threading
 from typing import Any
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # (the line ends of ``source.SourceFile``)
@@ -280,6 +281,9 @@ class _ScanFacts:
         self.kernels, self.aliases = scan.kernels, scan.aliases
 
 
+_EVALUATING = threading.RLock()
+
+
 class _PendingValues:
     """The launches of one module-level statement whose argument values are not evaluated yet (``LaunchSite``):
     evaluated together, in the order the scan found them, when one of them is first read.  In a function, the
@@ -292,6 +296,11 @@ class _PendingValues:
         self.facts, self.fdef, self.sites = facts, fdef, sites
 
     def evaluate(self) -> None:
+        with _EVALUATING:  # (an analysis is read by the server's threads: the values are set once, by one)
+            if self.sites:
+                self._evaluate()
+
+    def _evaluate(self) -> None:
         sites, self.sites = self.sites, []
         done = 0
         try:

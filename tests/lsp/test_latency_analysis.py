@@ -526,3 +526,31 @@ def test_first_diagnostics_make_no_table_of_line_offsets():
     for line0 in (0, 3, 9, 10, 11, 500, len(starts) - 1):
         assert a.index.offset(lsp.Position(line0, 0)) == starts[line0]
     assert a.index.__dict__["_line_starts"] == starts
+
+
+def test_launch_values_read_by_several_threads_at_once(monkeypatch):
+    """The server's threads may read one analysis together: a launch's values are evaluated once, by one of
+    them, and every reader gets them (none sees a half-done evaluation)."""
+    import threading
+    import time
+
+    from newt.frontend import launchscan, source
+    src = source.SourceFile(_five_mb(20_000, kernels=2), "t.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    real = launchscan._launch_values
+    calls = [0]
+
+    def slow(*a):
+        calls[0] += 1
+        time.sleep(0.05)  # (lets the other threads in while the first evaluates)
+        return real(*a)
+
+    monkeypatch.setattr(launchscan, "_launch_values", slow)
+    ls = scan.launches[0]
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append((ls.args, ls.kwargs))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [([source.NOT_STATIC] * 3, {"BLOCK": 128})] * 4 and calls[0] == 1
