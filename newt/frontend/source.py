@@ -702,11 +702,12 @@ class ModuleScan:
     def _launches(self, body):
         """Every ``kernel[grid](...)`` of the module (module level, ``__main__``, functions, lambdas), in source
         order.  Only the statements whose lines name a kernel followed by ``[`` are walked (the lines found by one
-        search of the text), and a function's single assignments are read from its statements (not every
-        expression node): linear in the file, with a small constant (a 5 MB file of host code spent most of its
-        analysis here).  A statement whose text names a kernel once, as ``kernel[``, is not walked at all when
-        that name is the launch of a plain statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the
-        walk could find no other launch there."""
+        search of the text), and the values of the launches' arguments are evaluated when first read
+        (``LaunchSite``; a function's single assignments then, read from its statements): linear in the file,
+        with a small constant (a 5 MB file of host code spent most of its analysis here).  A statement whose
+        text names a kernel once, as ``kernel[``, is not walked at all when that name is the launch of a plain
+        statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the walk could find no other launch
+        there."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
