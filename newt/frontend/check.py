@@ -525,6 +525,9 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
 
 def _spec_key(constexprs: dict, arg_types: dict) -> tuple:
     """What makes two specializations the same (``discover_specs`` keeps the first)."""
+    if len(constexprs) == 1 and not arg_types:  # (what most launches give: without sorting or generators)
+        for k, v in constexprs.items():
+            return (((k, repr(v)),), ())
     return (tuple(sorted((k, repr(v)) for k, v in constexprs.items())),
             tuple(sorted((k, str(t)) for k, t in arg_types.items())))
 
