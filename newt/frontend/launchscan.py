@@ -9,6 +9,7 @@ import ast
 import bisect
 import re
 import threading
+import weakref
 from typing import Any
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # (the line ends of ``source.SourceFile``)
@@ -231,7 +232,7 @@ class LaunchSite:
     diagnostic asks for; evaluating them was a third of its analysis).  ``arg(i)`` and ``kwarg(name)`` give one
     value, a literal's without evaluating anything."""
 
-    __slots__ = ("kernel", "node", "kw_nodes", "nargs", "_args", "_kwargs", "_pending")
+    __slots__ = ("kernel", "node", "kw_nodes", "nargs", "_args", "_kwargs", "_pending", "__weakref__")
 
     def __init__(self, kernel: str, node: ast.Call, args: list | None, kwargs: dict | None, kw_nodes: dict,
                  nargs: int, pending: "_PendingValues | None" = None):
@@ -288,25 +289,28 @@ class _PendingValues:
     """The launches of one module-level statement whose argument values are not evaluated yet (``LaunchSite``):
     evaluated together, in the order the scan found them, when one of them is first read.  In a function, the
     names its launches use are evaluated from the function's single assignments, by one evaluator whose
-    environment grows from launch to launch (``_single_assignments``)."""
+    environment grows from launch to launch (``_single_assignments``).  The launches are held by weak
+    references (each holds this): no reference cycle, an analysis is freed by reference counts."""
 
-    __slots__ = ("facts", "fdef", "sites")
+    __slots__ = ("facts", "fdef", "items")
 
     def __init__(self, facts: _ScanFacts, fdef, sites: list):
-        self.facts, self.fdef, self.sites = facts, fdef, sites
+        self.facts, self.fdef = facts, fdef
+        self.items = [(ls.node, weakref.ref(ls)) for ls in sites]
+        for ls in sites:
+            ls._pending = self
 
     def evaluate(self) -> None:
         with _EVALUATING:  # (an analysis is read by the server's threads: the values are set once, by one)
-            if self.sites:
+            if self.items:
                 self._evaluate()
 
     def _evaluate(self) -> None:
-        sites, self.sites = self.sites, []
+        items, self.items = self.items, []
         done = 0
         try:
             env_for = _single_assignments(self.facts, self.fdef) if self.fdef is not None else None
-            for ls in sites:
-                node = ls.node
+            for node, ref in items:
                 if env_for is None:
                     env: dict = {}
                 else:
@@ -315,15 +319,20 @@ class _PendingValues:
                         _names_in(a, used)
                     for k in node.keywords:
                         _names_in(k.value, used)
-                    env = env_for(used)
-                ls._args, ls._kwargs = _launch_values(self.facts, node, env)
-                ls._pending = None
+                    env = env_for(used)  # (for a launch nobody holds too: the later ones' environment grows)
+                values = _launch_values(self.facts, node, env)
+                ls = ref()
+                if ls is not None:
+                    ls._args, ls._kwargs = values
+                    ls._pending = None
                 done += 1
         finally:
-            for ls in sites[done:]:  # (an internal error on the way: the rest say nothing, and are not retried)
-                ls._args = [_NOT_STATIC] * len(ls.node.args)
-                ls._kwargs = {k: _NOT_STATIC for k in ls.kw_nodes}
-                ls._pending = None
+            for node, ref in items[done:]:  # (an internal error on the way: the rest say nothing, not retried)
+                ls = ref()
+                if ls is not None:
+                    ls._args = [_NOT_STATIC] * len(node.args)
+                    ls._kwargs = {k: _NOT_STATIC for k in ls.kw_nodes}
+                    ls._pending = None
 
 
 def _launch_values(facts, node, local_env) -> tuple[list, dict]:

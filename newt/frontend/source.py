@@ -747,10 +747,7 @@ class ModuleScan:
             sites = [LaunchSite(node.func.value.id, node, None, None,
                                 {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
                      for node in calls]
-            pending = _PendingValues(facts, top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                     else None, sites)
-            for ls in sites:
-                ls._pending = pending
+            _PendingValues(facts, top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else None, sites)
             found.extend(sites)
         found.sort(key=_POSITION)
         self.launches.extend(found)

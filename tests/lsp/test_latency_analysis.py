@@ -554,3 +554,26 @@ def test_launch_values_read_by_several_threads_at_once(monkeypatch):
     for t in threads:
         t.join()
     assert got == [([source.NOT_STATIC] * 3, {"BLOCK": 128})] * 4 and calls[0] == 1
+
+
+def test_an_analysis_with_unread_launch_values_is_freed_by_reference_counts():
+    """A launch whose values were never read holds its statement's pending evaluation, which must not hold the
+    launch back (a cycle per launch: a dropped analysis of the 5 MB file would wait for a full collection with
+    the host functions' trees): with the collector off, dropping the analysis frees its launches."""
+    import gc
+    import weakref
+    text = _five_mb(60_000, kernels=3)
+    gc.collect()
+    gc.disable()
+    try:
+        a = analyze(text, "file:///freed.py", 1)
+        lsp_diagnostics(a)
+        launches = a.file.scan.launches
+        read = launches[3]
+        assert read.args and read._pending is None and launches[4]._pending is not None
+        refs = [weakref.ref(ls) for ls in launches]
+        del a, launches, read
+        assert all(r() is None for r in refs)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
