@@ -427,23 +427,33 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
     found = {_spec_key(s.constexprs, s.arg_types) for s in specs}
     agreed_key = _spec_key({}, agreed_types)[1]
     in_decorators = {c for cfg in kd.configs for c in cfg.kwargs} if kd.autotune is not None else set()
+    # (per kernel, not per launch: a big file launches each kernel thousands of times)
+    pset, cxset = set(pnames), set(cx)
+    cx_at = [(i, p) for i, p in enumerate(pnames) if p in cxset]
+    required = [p for p in pnames if p not in defaults and p not in provided_by_decorators]
+    if kd.autotune is not None and not kd.configs_static:
+        required = []  # the configs come from code we do not run: they may provide any parameter
     for ls in launches:
         vals, origins = {}, {}  # origins: the nodes, made spans for a specialization that is kept
-        given = set()
-        if ls.nargs > len(pnames):
+        nargs = ls.nargs
+        given = set(pnames[:nargs])
+        if nargs > len(pnames):
             diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
                                     f"{kd.name} takes {len(pnames)} arguments but the launch passes {ls.nargs}",
                                     file=src.path, kernel=kd.name))
-        for idx, v in enumerate(ls.args[:len(pnames)]):
-            p = pnames[idx]
-            given.add(p)
-            if p in cx and v is not NOT_STATIC and _literal_ok(v):
+        # (the values are read only where a constexpr is passed: ``ls.arg``/``ls.kwarg`` evaluate no launch for a
+        # literal, and most launches pass tensors whose values are never asked for)
+        for idx, p in cx_at:
+            if idx >= nargs:
+                break
+            v = ls.arg(idx)
+            if v is not NOT_STATIC and _literal_ok(v):
                 vals[p] = v
                 origins[p] = ls.node.args[idx]
-        for k, v in ls.kwargs.items():
-            if k in _LAUNCH_OPTIONS and k not in pnames:
-                continue
-            if k not in pnames:
+        for k in ls.kw_nodes:
+            if k not in pset:
+                if k in _LAUNCH_OPTIONS:
+                    continue
                 import difflib
                 sugg = difflib.get_close_matches(k, pnames, n=1)
                 diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.kw_nodes[k]),
@@ -460,19 +470,18 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
                                         f"{k!r} is set by the autotune configs and must not be passed at launch",
                                         file=src.path, kernel=kd.name))
                 continue
-            if k in cx and v is not NOT_STATIC and _literal_ok(v):
-                vals[k] = v
-                origins[k] = ls.kw_nodes[k].value
-        missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
-        if kd.autotune is not None and not kd.configs_static:
-            missing = []  # the configs come from code we do not run: they may provide any parameter
-        has_star = any(isinstance(a, ast.Starred) for a in ls.node.args) or any(k.arg is None for k in
-                                                                               ls.node.keywords)
-        if missing and not has_star:
+            if k in cxset:
+                v = ls.kwarg(k)
+                if v is not NOT_STATIC and _literal_ok(v):
+                    vals[k] = v
+                    origins[k] = ls.kw_nodes[k].value
+        missing = [p for p in required if p not in given]
+        if missing and not (any(isinstance(a, ast.Starred) for a in ls.node.args)
+                            or any(k.arg is None for k in ls.node.keywords)):
             diags.append(Diagnostic("N060", Severity.ERROR, src.span(ls.node),
                                     f"the launch of {kd.name} is missing argument(s): {', '.join(missing)}",
                                     file=src.path, kernel=kd.name))
-        nw = ls.kwargs.get("num_warps")
+        nw = ls.kwarg("num_warps") if "num_warps" in ls.kw_nodes else None
         own = host.own(ls) if host is not None else {}  # this launch's dtypes where they differ from the agreed
         if vals or own:
             arg_types = {**agreed_types, **host.arg_types(own)} if own else None
@@ -516,6 +525,9 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
 
 def _spec_key(constexprs: dict, arg_types: dict) -> tuple:
     """What makes two specializations the same (``discover_specs`` keeps the first)."""
+    if len(constexprs) == 1 and not arg_types:  # (what most launches give: without sorting or generators)
+        for k, v in constexprs.items():
+            return (((k, repr(v)),), ())
     return (tuple(sorted((k, repr(v)) for k, v in constexprs.items())),
             tuple(sorted((k, str(t)) for k, t in arg_types.items())))
 

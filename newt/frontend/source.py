@@ -11,6 +11,7 @@ import bisect
 import inspect
 import itertools
 import linecache
+import operator
 import re
 import sys
 import types
@@ -21,6 +22,7 @@ from newt.diagnostics import Span
 
 from . import launchscan
 from .kinds import kind_of_decorator, module_aliases
+from .launchscan import LaunchSite, _PendingValues, _ScanFacts
 from .namedtuples import namedtuple_call, namedtuple_class
 from .parsing import ParsedChunk, parse_with_recovery
 from .staticcall import NotStatic, call_function
@@ -65,7 +67,8 @@ class SourceFile:
         self.path = path
         # Python's tokenizer ends lines at \r\n, \r and \n only (str.splitlines also splits at \x0b, \x0c,
         # \x1c-\x1e, \x85, \u2028 and \u2029, which would shift every line number after them)
-        self.lines = _NEWLINE.split(text)
+        # (a text without \r: str.split, several times faster than the pattern's split of a big file)
+        self.lines = _NEWLINE.split(text) if "\r" in text else text.split("\n")
         if self.lines and self.lines[-1] == "" and text.endswith(("\n", "\r")):
             self.lines.pop()
         self._ascii = text.isascii()
@@ -470,18 +473,6 @@ _CMPOPS = {
 
 
 @dataclass
-class LaunchSite:
-    """``kernel[grid](args..., KW=...)`` found in the file."""
-
-    kernel: str
-    node: ast.Call
-    args: list  # evaluated positional args (or a NotStatic marker)
-    kwargs: dict  # name -> evaluated value (only the static ones)
-    kw_nodes: dict  # name -> ast node
-    nargs: int
-
-
-@dataclass
 class KernelDef:
     name: str
     node: ast.FunctionDef
@@ -591,15 +582,17 @@ class ModuleScan:
 
     # -- definitions ---------------------------------------------------------
     def _defs(self, body):
-        top = {id(n) for n in body}
-        for node in _walk_module_level(body):
-            if id(node) not in top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    for n in fast_walk(t):
-                        if isinstance(n, ast.Name):
-                            self.assigned.add(n.id)
-                            self.conditional.add(n.id)
+        for top in body:  # (the assignments inside a module-level if/try: not those of the statements themselves)
+            if not isinstance(top, (ast.If, ast.Try)):
+                continue
+            for node in _walk_module_level([top]):
+                if node is not top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for n in fast_walk(t):
+                            if isinstance(n, ast.Name):
+                                self.assigned.add(n.id)
+                                self.conditional.add(n.id)
         # constants first (configs may use them)
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -649,6 +642,8 @@ class ModuleScan:
             self._configs(kd)
 
     def _kernel_def(self, node) -> KernelDef | None:
+        if not node.decorator_list:
+            return None  # (most functions of a file: no KernelDef made to be dropped)
         kind = None
         kd = KernelDef(node.name, node, "jit")
         for dec in node.decorator_list:
@@ -707,11 +702,12 @@ class ModuleScan:
     def _launches(self, body):
         """Every ``kernel[grid](...)`` of the module (module level, ``__main__``, functions, lambdas), in source
         order.  Only the statements whose lines name a kernel followed by ``[`` are walked (the lines found by one
-        search of the text), and a function's single assignments are read from its statements (not every
-        expression node): linear in the file, with a small constant (a 5 MB file of host code spent most of its
-        analysis here).  A statement whose text names a kernel once, as ``kernel[``, is not walked at all when
-        that name is the launch of a plain statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the
-        walk could find no other launch there."""
+        search of the text), and the values of the launches' arguments are evaluated when first read
+        (``LaunchSite``; a function's single assignments then, read from its statements): linear in the file,
+        with a small constant (a 5 MB file of host code spent most of its analysis here).  A statement whose
+        text names a kernel once, as ``kernel[``, is not walked at all when that name is the launch of a plain
+        statement (``kernel[grid](...)``, ``y = kernel[grid](...)``): the walk could find no other launch
+        there."""
         kernel_names = set(self.kernels)
         if not kernel_names:
             return
@@ -723,6 +719,7 @@ class ModuleScan:
             words = []  # (a name spelled in other characters may be a kernel's once normalized: walk every hit)
         nlines = len(self.src.lines)
         found: list = []
+        facts = _ScanFacts(self)
         left, right = bisect.bisect_left, bisect.bisect_right
         for top in body:
             first = getattr(top, "lineno", 1)
@@ -735,7 +732,8 @@ class ModuleScan:
                 continue  # no `kernel[` in this statement: skip the walk
             calls: list = []
             if words and hi - lo == 1:
-                start = min([d.lineno for d in getattr(top, "decorator_list", ())] + [first])
+                decorators = getattr(top, "decorator_list", None)
+                start = min([d.lineno for d in decorators] + [first]) if decorators else first
                 if right(words, last) - left(words, start) == 1:  # the statement names a kernel once: at the hit
                     direct = launchscan._plain_launch(top, hits[lo], at[lo], kernel_names)
                     if direct is not None:
@@ -745,118 +743,27 @@ class ModuleScan:
                     launchscan._launch_calls(part, kernel_names, calls)
                 if not calls:
                     continue
-            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                env_for = self._single_assignments(top)
-                for node in calls:
-                    used: list = []
-                    for a in node.args:
-                        launchscan._names_in(a, used)
-                    for k in node.keywords:
-                        launchscan._names_in(k.value, used)
-                    found.append(self._launch_site(node, env_for(used)))
-            else:
-                found.extend(self._launch_site(node, {}) for node in calls)
-        found.sort(key=lambda ls: (ls.node.lineno, ls.node.col_offset))
+            # the values of the arguments are evaluated when first read (``LaunchSite``)
+            sites = [LaunchSite(node.func.value.id, node, None, None,
+                                {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
+                     for node in calls]
+            _PendingValues(facts, top if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else None, sites)
+            found.extend(sites)
+        found.sort(key=_POSITION)
         self.launches.extend(found)
 
     def _launch_site(self, node, local_env) -> LaunchSite:
-        ev = StaticEval(self, local_env)
-        args = []
-        for a in node.args:
-            cls = a.__class__
-            if cls is ast.Constant:  # (what eval gives, without its calls: most arguments are names and literals)
-                args.append(a.value)
-                continue
-            if cls is ast.Name:
-                v = ev.name_value(a.id)
-                args.append(_NOT_STATIC if v is _NO_VALUE else v)
-                continue
-            if ev.never_static(a):
-                args.append(_NOT_STATIC)
-                continue
-            try:
-                args.append(ev.eval(a))
-            except Exception:
-                args.append(_NOT_STATIC)
-        kwargs, kw_nodes = {}, {}
-        for k in node.keywords:
-            if k.arg is None:
-                continue
-            kw_nodes[k.arg] = k
-            try:
-                kwargs[k.arg] = ev.eval(k.value)
-            except Exception:
-                kwargs[k.arg] = _NOT_STATIC
-        return LaunchSite(node.func.value.id, node, args, kwargs, kw_nodes, len(node.args))
+        """The launch ``node`` with its values evaluated now, in ``local_env``."""
+        args, kwargs = launchscan._launch_values(self, node, local_env)
+        return LaunchSite(node.func.value.id, node, args, kwargs,
+                          {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
 
     def _single_assignments(self, fdef):
-        """The static values of the names ``fdef`` assigns once, as a function of the names a launch uses:
-        only those (and what their values use) are evaluated (a host function's other assignments, its
-        ``torch.randn(...)`` calls, are never tried).  Each is evaluated at most once per function, by one
-        evaluator whose environment grows."""
-        counts: dict[str, int] = {}
-        values: dict[str, ast.AST] = {}
-        Name, Assign = ast.Name, ast.Assign
-        stack = [fdef]
-        while stack:  # fdef and every statement nested in it (``_statements``): no expression is visited
-            node = stack.pop()
-            cls = node.__class__
-            if cls is Assign:
-                for t in node.targets:
-                    if t.__class__ is Name:
-                        counts[t.id] = counts.get(t.id, 0) + 1
-                    else:
-                        for n in fast_walk(t):
-                            if isinstance(n, Name):
-                                counts[n.id] = counts.get(n.id, 0) + 1
-                if len(node.targets) == 1 and node.targets[0].__class__ is Name:
-                    values[node.targets[0].id] = node.value
-                continue  # (no nested statements)
-            if cls in launchscan._OTHER_BINDINGS:
-                tgts = [getattr(node, "target", None)] + [it.optional_vars for it in getattr(node, "items", ())]
-                for tgt in tgts:
-                    if tgt is not None:
-                        for n in fast_walk(tgt):
-                            if isinstance(n, Name):
-                                counts[n.id] = counts.get(n.id, 2) + 2
-            for f in launchscan._BLOCK_FIELDS:
-                sub = getattr(node, f, None)
-                if sub.__class__ is list:
-                    stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
-        for a in fdef.args.args + fdef.args.kwonlyargs:
-            counts[a.arg] = 99
-        ev = StaticEval(self, {})  # one evaluator whose environment grows (not a copy of it per assignment)
-        tried: set = set()
-        order = {name: i for i, name in enumerate(values)}
-
-        def env_for(names=None) -> dict:
-            todo = list(values) if names is None else [n for n in names if n in values]
-            need: set = set()
-            while todo:
-                n = todo.pop()
-                if n in need or n in tried or counts.get(n) != 1 or n not in values:
-                    continue
-                need.add(n)
-                launchscan._names_in(values[n], todo)
-            for n in sorted(need, key=order.__getitem__):
-                tried.add(n)
-                if ev.never_static(values[n]):
-                    continue  # (what the evaluation would have said, at no cost)
-                try:
-                    ev.env[n] = ev.eval(values[n])
-                except Exception:
-                    pass
-            return ev.env
-
-        return env_for
+        return launchscan._single_assignments(self, fdef)
 
 
-class _NotStaticMarker:
-    def __repr__(self):
-        return "<not static>"
-
-
-_NOT_STATIC = _NotStaticMarker()
+_NOT_STATIC = launchscan.NOT_STATIC
+_POSITION = operator.attrgetter("node.lineno", "node.col_offset")  # (a launch's, for sorting)
 NOT_STATIC = _NOT_STATIC
 
 

@@ -266,3 +266,24 @@ def test_the_collector_is_paused_while_a_file_is_parsed():
         assert passes
     finally:
         gc.callbacks.remove(cb)
+
+
+def test_lines_are_split_at_the_tokenizers_line_ends_only():
+    """``SourceFile`` and the language server's ``split_lines`` split a text without ``\\r`` with ``str.split``
+    (a 5 MB file: the pattern's split cost more than the rest of the line work): the same lines as the pattern's
+    split at \\r\\n, \\r and \\n, whatever else the text holds (\\x0b, \\x0c, \\x1c, \\x85, \\u2028 are no line
+    ends for the tokenizer)."""
+    import re
+
+    from lsp_server.positions import split_lines
+    pattern = re.compile(r"\r\n|\r|\n")
+    odd = ["a", "", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029", "é", " "]
+    rng = random.Random(5)
+    texts = ["", "\n", "x", "x\n", "x\r\ny", "\n\n", "a\x0bb\x0cc\n\u2028d\n"]
+    texts += ["".join(rng.choice(odd) for _ in range(rng.randint(0, 30))) for _ in range(500)]
+    for text in texts:
+        want = pattern.split(text)
+        assert split_lines(text) == want, repr(text)
+        lines = SourceFile(text).lines
+        expect = want[:-1] if want and want[-1] == "" and text.endswith(("\n", "\r")) else want
+        assert lines == expect, repr(text)

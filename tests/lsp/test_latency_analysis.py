@@ -412,3 +412,168 @@ def test_a_launch_repeated_a_thousand_times_makes_one_specialization(monkeypatch
     first = a.file.scan.launches[0].node.lineno
     assert [r.spec.label for r in ka.results][1:] == [f"launch at line {first} (BLOCK=128)"]
     assert made[0] == 1, made[0]
+
+
+def test_launch_values_are_evaluated_when_read(monkeypatch):
+    """The scan evaluated every launch's arguments (its function's single assignments, each argument: a third of
+    the 5 MB file's analysis); the 5 MB file's launches pass tensors and a literal BLOCK, so no diagnostic needs
+    those values.  Now a launch's values are evaluated when first read, for the launches of its statement
+    together and in order (what the scan did), and a literal is read without evaluating anything."""
+    from newt.frontend import launchscan, source
+    text = _five_mb(200_000, kernels=4)
+    evaluated = _counting(monkeypatch, launchscan, "_launch_values")
+    functions = _counting(monkeypatch, launchscan, "_single_assignments")
+    a = analyze(text, "file:///lazy.py", 1)
+    diags = lsp_diagnostics(a)
+    scan = a.file.scan
+    n = len(scan.launches)
+    assert n > 1000 and evaluated[0] == 0 and functions[0] == 0
+    assert [d.code for d in diags] == ["N021"]
+    assert all([r.spec.label for r in ka.results][1:] == [f"launch at line {scan.launches[i].node.lineno} (BLOCK=128)"]
+               for i, ka in enumerate(a.file.kernels))
+    ls = scan.launches[7]
+    assert ls.kwarg("BLOCK") == 128 and evaluated[0] == 0  # (a literal)
+    assert ls.args == [source.NOT_STATIC] * 3 and ls.kwargs == {"BLOCK": 128}
+    assert evaluated[0] == 1 and functions[0] == 1
+    assert scan.launches[8].arg(2) is source.NOT_STATIC and evaluated[0] == 2 and functions[0] == 2
+    # a constexpr passed by a name: that function's launches are evaluated (once), as the scan evaluated them
+    text2 = text + ("\ndef by_name(x):\n    b = 64\n    k1[(1,)](x, x, 4, BLOCK=b)\n"
+                    "    k1[(2,)](x, x, 4, BLOCK=b // 2, num_warps=b // 16)\n")
+    evaluated[0] = functions[0] = 0
+    a2 = analyze(text2, "file:///lazy.py", 2)
+    assert evaluated[0] == 2 and functions[0] == 1
+    k1 = a2.file.kernel_named("k1")
+    assert k1 is not None
+    labels = [r.spec.label for r in k1.results]
+    last = len(text2.splitlines())
+    assert labels[-2:] == [f"launch at line {last - 1} (BLOCK=64)", f"launch at line {last} (BLOCK=32)"], labels
+    assert k1.results[-1].spec.num_warps == 4
+    ls = a2.file.scan.launches[-1]
+    assert ls.args == [source.NOT_STATIC, source.NOT_STATIC, 4] and ls.kwargs == {"BLOCK": 32, "num_warps": 4}
+    assert evaluated[0] == 2  # (read before, by the specializations)
+
+
+class _EagerParams(hostvalues.HostIndex):
+    """The index as it was built: every function's parameters bound (at its ``def`` line, before what its body
+    assigns) when the index is made."""
+
+    def __init__(self, body):
+        super().__init__(body)
+        for fn in self.funcs:
+            a = fn.args
+            params = list(a.posonlyargs) + list(a.args)
+            dflt = dict(zip([p.arg for p in params][len(params) - len(a.defaults):], a.defaults))
+            dflt.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+            scope = self.scopes[id(fn)]
+            for p in reversed(params + list(a.kwonlyargs)):
+                scope.setdefault(p.arg, []).insert(0, (fn.lineno, dflt.get(p.arg, hostvalues._UNBOUND)))
+            for lst in scope.values():
+                lst.sort(key=lambda e: e[0])
+
+    def _params(self, fn):
+        return {}
+
+
+def test_the_host_index_reads_parameters_only_when_a_lookup_reaches_them(monkeypatch):
+    """``HostIndex`` bound every parameter of every function when built (a third of building it for the 5 MB
+    file, whose lookups all end at assignments); now a function's parameters are read when a lookup falls
+    through its assignments to them.  Every lookup answers what the eager index answers: each name of random
+    host code (parameters with and without defaults, reassigned, shadowing globals, nested functions,
+    one-line functions) and of the examples."""
+    texts = [_random_host(random.Random(s)) for s in range(60)] + _examples()
+    texts.append("X = 1\ndef f(X, y=2, *a, z=torch.float16, **k):\n    X = y\n    g(X, y, z, a, k)\n"
+                 "def h(x=x): return x\ndef one(q=3): q = q + 1; k0[(1,)](q)\n"
+                 "def outer(p=torch.int8):\n    def inner(r):\n        return p, r\n    p = 5\n    return p\n")
+    checked = 0
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        lazy, eager = hostvalues.HostIndex(tree.body), _EagerParams(tree.body)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                assert lazy.lookup(node.id, node.lineno) is eager.lookup(node.id, node.lineno), (text, node.id)
+                checked += 1
+    assert checked > 3000
+    # the 5 MB file's launches pass tensors assigned in the functions: no parameter is read at all
+    reads = _counting(monkeypatch, hostvalues.HostIndex, "_params")
+    a = analyze(_five_mb(200_000, kernels=4), "file:///params.py", 1)
+    assert [d.code for d in lsp_diagnostics(a)] == ["N021"]
+    assert reads[0] == 0 and len(a.file.scan.launches) > 1000
+
+
+def test_an_undecorated_function_makes_no_kernel_definition(monkeypatch):
+    """The scan made a ``KernelDef`` for each of the 31,000 functions of the 5 MB file, to drop all but 20."""
+    from newt.frontend import source
+    made = _counting(monkeypatch, source, "KernelDef")
+    src = source.SourceFile(_five_mb(100_000, kernels=3), "d.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    assert sorted(scan.kernels) == ["k0", "k1", "k2"] and len(scan.plain_functions) > 300
+    assert made[0] == 3
+
+
+def test_first_diagnostics_make_no_table_of_line_offsets():
+    """``LineIndex`` made the offset of every line's start (190,000 for the 5 MB file, 0.2 s) that only offset
+    conversions read, and first diagnostics make none: made when first asked for, with the same offsets."""
+    from lsprotocol import types as lsp
+    text = _five_mb(100_000, kernels=2).replace("\n", "\r\n", 10)
+    a = analyze(text, "file:///offsets.py", 1)
+    assert [d.code for d in lsp_diagnostics(a)] == ["N021"]
+    assert "_line_starts" not in a.index.__dict__
+    import re
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
+    for line0 in (0, 3, 9, 10, 11, 500, len(starts) - 1):
+        assert a.index.offset(lsp.Position(line0, 0)) == starts[line0]
+    assert a.index.__dict__["_line_starts"] == starts
+
+
+def test_launch_values_read_by_several_threads_at_once(monkeypatch):
+    """The server's threads may read one analysis together: a launch's values are evaluated once, by one of
+    them, and every reader gets them (none sees a half-done evaluation)."""
+    import threading
+    import time
+
+    from newt.frontend import launchscan, source
+    src = source.SourceFile(_five_mb(20_000, kernels=2), "t.py")
+    scan = source.ModuleScan(src, source.parse_with_recovery(src)[0])
+    real = launchscan._launch_values
+    calls = [0]
+
+    def slow(*a):
+        calls[0] += 1
+        time.sleep(0.05)  # (lets the other threads in while the first evaluates)
+        return real(*a)
+
+    monkeypatch.setattr(launchscan, "_launch_values", slow)
+    ls = scan.launches[0]
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append((ls.args, ls.kwargs))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [([source.NOT_STATIC] * 3, {"BLOCK": 128})] * 4 and calls[0] == 1
+
+
+def test_an_analysis_with_unread_launch_values_is_freed_by_reference_counts():
+    """A launch whose values were never read holds its statement's pending evaluation, which must not hold the
+    launch back (a cycle per launch: a dropped analysis of the 5 MB file would wait for a full collection with
+    the host functions' trees): with the collector off, dropping the analysis frees its launches."""
+    import gc
+    import weakref
+    text = _five_mb(60_000, kernels=3)
+    gc.collect()
+    gc.disable()
+    try:
+        a = analyze(text, "file:///freed.py", 1)
+        lsp_diagnostics(a)
+        launches = a.file.scan.launches
+        read = launches[3]
+        assert read.args and read._pending is None and launches[4]._pending is not None
+        refs = [weakref.ref(ls) for ls in launches]
+        del a, launches, read
+        assert all(r() is None for r in refs)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
