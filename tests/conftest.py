@@ -53,6 +53,11 @@ def pytest_configure(config):
         except Exception:  # (no user name: a container with an unknown uid)
             user = str(os.getuid()) if hasattr(os, "getuid") else "user"
         os.environ[var] = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    # property tests (hypothesis) draw their full number of examples where the slow tests run, fewer in the
+    # default run: a module reads NEWT_TESTS_EXAMPLES ("full" or "quick"; "full" when run without this file)
+    var = "NEWT_TESTS_EXAMPLES"
+    saved[var] = os.environ.get(var)
+    os.environ[var] = "full" if _asked_for_slow(config) else "quick"
     # the run's NVRTC results, shared by its workers (made by the controller: a worker finds the variable set)
     var = NVRTC_MEMO_VAR
     if os.environ.get(var) is None:

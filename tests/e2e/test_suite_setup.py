@@ -22,7 +22,8 @@ def _record(tmp_name):
     out = pathlib.Path(os.environ["PROBE_OUT"]) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{tmp_name}.json"
     out.write_text(json.dumps({"newt": os.environ["NEWT_CACHE_DIR"], "deuteron": os.environ["DEUTERON_CACHE_DIR"],
                                "in_use": str(newt.runtime.cache_dir()), "pid": os.getpid(),
-                               "nvrtc": os.environ["NEWT_TESTS_NVRTC_MEMO"]}))
+                               "nvrtc": os.environ["NEWT_TESTS_NVRTC_MEMO"],
+                               "examples": os.environ["NEWT_TESTS_EXAMPLES"]}))
 
 def test_a():
     _record("a")
@@ -66,9 +67,16 @@ def test_each_worker_gets_private_caches_and_the_slow_list_marks(tmp_path):
     # the run's NVRTC results: one folder that both workers share (the controller's), removed at the end
     memo = {s["nvrtc"] for s in seen}
     assert len(memo) == 1 and not any(Path(m).exists() for m in memo), memo
+    assert {s["examples"] for s in seen} == {"quick"}  # fewer property-test examples in a plain run
     # the listed test is slow: skipped with the advice by a plain run, selected by -m slow
     assert "1 skipped" in r.stdout.splitlines()[-1] or "2 skipped" in r.stdout.splitlines()[-1], r.stdout[-1500:]
     assert "-m slow" in r.stdout
+    for p in out.glob("*.json"):
+        p.unlink()
+    r = subprocess.run([*base, "-n", "0", "-m", "slow or not slow", "test_probe.py"], cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "5 passed" in r.stdout, r.stdout[-2000:]
+    assert {json.loads(p.read_text())["examples"] for p in out.glob("*.json")} == {"full"}  # and all with -m
     r = subprocess.run([*base, "-n", "0", "-m", "slow", "test_probe.py"], cwd=proj, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and "1 passed, 4 deselected" in r.stdout, r.stdout[-2000:]
