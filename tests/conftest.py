@@ -64,7 +64,8 @@ def pytest_configure(config):
         saved[var] = None
         os.makedirs(os.path.join(root, "nvrtc"), exist_ok=True)
         os.environ[var] = os.path.join(root, "nvrtc")
-    if os.environ[var] != "off" and os.path.isdir(os.environ[var]):
+    controller = worker == "main" and getattr(config.option, "dist", "no") != "no"  # (xdist's: runs no test)
+    if os.environ[var] != "off" and os.path.isdir(os.environ[var]) and not controller:
         _install_nvrtc_memo(os.environ[var])
     config._newt_private = (root, saved)
 
