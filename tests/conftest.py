@@ -53,6 +53,20 @@ def pytest_configure(config):
         except Exception:  # (no user name: a container with an unknown uid)
             user = str(os.getuid()) if hasattr(os, "getuid") else "user"
         os.environ[var] = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    # property tests (hypothesis) draw their full number of examples where the slow tests run, fewer in the
+    # default run: a module reads NEWT_TESTS_EXAMPLES ("full" or "quick"; "full" when run without this file)
+    var = "NEWT_TESTS_EXAMPLES"
+    saved[var] = os.environ.get(var)
+    os.environ[var] = "full" if _asked_for_slow(config) else "quick"
+    # the run's NVRTC results, shared by its workers (made by the controller: a worker finds the variable set)
+    var = NVRTC_MEMO_VAR
+    if os.environ.get(var) is None:
+        saved[var] = None
+        os.makedirs(os.path.join(root, "nvrtc"), exist_ok=True)
+        os.environ[var] = os.path.join(root, "nvrtc")
+    controller = worker == "main" and getattr(config.option, "dist", "no") != "no"  # (xdist's: runs no test)
+    if os.environ[var] != "off" and os.path.isdir(os.environ[var]) and not controller:
+        _install_nvrtc_memo(os.environ[var])
     config._newt_private = (root, saved)
 
 
@@ -65,6 +79,179 @@ def pytest_unconfigure(config):
             os.environ[var] = value
     if root:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- one NVRTC compile per distinct input in a test run ----------------------------------------------------------
+#: the folder of the run's NVRTC results (set by the controller, or the one process of a serial run; inherited by
+#: its xdist workers, which share it: every file is written whole under a temporary name and renamed into place)
+NVRTC_MEMO_VAR = "NEWT_TESTS_NVRTC_MEMO"
+
+
+def _nvrtc_memo_key(cc, module, target, extra_options, lineinfo) -> str | None:
+    """A digest of everything ``_compile_once`` reads from its arguments and of NVRTC's version (None: not a
+    module it knows)."""
+    import hashlib
+    try:
+        h = hashlib.sha256()
+        for part in (module.source, repr(list(module.headers.items())), module.kernel or module.name, module.name,
+                     module.shared_bytes, module.num_warps, cc.get_target(target or module.target).name,
+                     list(extra_options), bool(lineinfo), cc.nvrtc_version()):
+            h.update(repr(part).encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+        return h.hexdigest()
+    except Exception:  # (a stand-in module of a test: compiled as it is)
+        return None
+
+
+def _install_nvrtc_memo(folder: str) -> None:
+    """Many tests compile the same generated CUDA (the examples' matmul and attention at the same configs) with
+    ``cache=False`` or in a fresh cache; NVRTC and ptxas cost 0.3-3 CPU seconds each time. Within a test run an
+    identical input (source, headers, target, options: see ``_nvrtc_memo_key``) is compiled once and later calls
+    get a copy of that result, the one NVRTC gives again. A test that replaces any part of the compile path
+    (NVRTC's entry point, the ptxas report's parser, the cache options: ``monkeypatch``) gets real compiles
+    while it does. Failures are not kept. ``NEWT_TESTS_NVRTC_MEMO=off`` turns it off."""
+    import dataclasses
+    import pickle
+    try:
+        from cuda.bindings import nvrtc
+
+        from newt.backend.cuda import compiler as cc
+    except Exception:  # (no backend or no NVRTC: nothing to keep)
+        return
+    if getattr(cc._compile_once, "_newt_test_memo", False):
+        return
+    real = cc._compile_once
+    own = {name: getattr(cc, name) for name in ("parse_ptxas_report", "cubin_register_count", "cache_options",
+                                                "nvrtc_version", "get_target")}
+    own_nvrtc = nvrtc.nvrtcCompileProgram
+
+    def untouched() -> bool:
+        return nvrtc.nvrtcCompileProgram is own_nvrtc and all(getattr(cc, n) is f for n, f in own.items())
+
+    def compile_once(module, target, extra_options, lineinfo):
+        key = _nvrtc_memo_key(cc, module, target, extra_options, lineinfo) if untouched() else None
+        if key is None:
+            return real(module, target, extra_options, lineinfo)
+        path = os.path.join(folder, key + ".pickle")
+        try:
+            with open(path, "rb") as f:
+                kept = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            kept = None
+        if isinstance(kept, cc.CompiledBinary):
+            return dataclasses.replace(kept, module=module)
+        b = real(module, target, extra_options, lineinfo)
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                pickle.dump(dataclasses.replace(b, module=None), f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return b
+
+    compile_once._newt_test_memo = True
+    cc._compile_once = compile_once
+    _install_sass_memo(folder)
+
+
+def _install_sass_memo(folder: str) -> None:
+    """The same for ``asm["sass"]``: cuobjdump runs once per distinct cubin in a test run."""
+    import hashlib
+    import importlib
+    try:
+        disasm = importlib.import_module("newt.backend.cuda.disasm")
+        sass_module = importlib.import_module("newt.backend.cuda.sass")  # (the package attribute is a function)
+    except Exception:
+        return
+    real = disasm.sass
+    if getattr(real, "_newt_test_memo", False):
+        return
+
+    def sass(cubin: bytes) -> str:
+        tool = disasm.find_cuobjdump()
+        if tool is None:
+            return real(cubin)
+        path = os.path.join(folder, hashlib.sha256(repr(tool).encode() + bytes(cubin)).hexdigest() + ".sass")
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                return f.read()
+        except OSError:
+            pass
+        text = real(cubin)
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return text
+
+    sass._newt_test_memo = True
+    disasm.sass = sass
+    sass_module.sass = sass  # (bound there at its import)
+
+
+# -- --cpu-durations: where the suite's CPU time goes -------------------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that cost the most CPU time (0: all): this process's and its "
+                          "reaped subprocesses' user+system seconds, setup to teardown; on a loaded machine "
+                          "wall-clock durations say little, CPU seconds much more (tests/conftest.py)")
+
+
+def _cpu_seconds() -> float:
+    """User+system seconds of this process (every thread) and of its children that ended and were waited for
+    (a language server a test started and stopped; one kept by a module-scoped fixture is counted at the
+    teardown that stops it)."""
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.config.getoption("cpu_durations", None) is not None:
+        item._newt_cpu0 = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    start = getattr(item, "_newt_cpu0", None)
+    if start is not None and call.when == "teardown":
+        # on the teardown report: it travels from an xdist worker to the controller with its user_properties
+        outcome.get_result().user_properties.append(("cpu_seconds", round(_cpu_seconds() - start, 3)))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        cpu = dict(report.user_properties).get("cpu_seconds")
+        if cpu is not None:
+            _CPU_SPENT[report.nodeid] = cpu
+
+
+_CPU_SPENT: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = config.getoption("cpu_durations", None)
+    if n is None or not _CPU_SPENT:
+        return
+    tr = terminalreporter
+    ranked = sorted(_CPU_SPENT.items(), key=lambda kv: -kv[1])
+    total = sum(_CPU_SPENT.values())
+    tr.write_sep("=", f"CPU time: {total:.1f} s in {len(ranked)} tests")
+    by_file: dict[str, float] = {}
+    for nodeid, cpu in ranked:
+        by_file[nodeid.split("::", 1)[0]] = by_file.get(nodeid.split("::", 1)[0], 0.0) + cpu
+    for path, cpu in sorted(by_file.items(), key=lambda kv: -kv[1])[: n or None]:
+        tr.write_line(f"{cpu:8.2f}s  {path}")
+    tr.write_sep("-", "per test")
+    for nodeid, cpu in ranked[: n or None]:
+        tr.write_line(f"{cpu:8.2f}s  {nodeid}")
 
 
 #: tests/slow_tests.txt: the tests that get the ``slow`` marker here, by node id (one per line, ``#`` comments):

@@ -7,6 +7,7 @@ functions (those only hide a cycle from Python's module loader, not from the des
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import sys
 
@@ -69,6 +70,7 @@ def _ancestors(mod: str) -> set[str]:
     return {".".join(parts[:i]) for i in range(1, len(parts))}
 
 
+@functools.lru_cache(maxsize=1)  # one parse of the packages per test process (the tests only read the graph)
 def graph() -> dict[str, set[str]]:
     """Import edges, plus the package ``__init__`` edges Python adds: importing ``a.b.c`` first runs ``a/b/__init__``
     (and ``a/__init__``), so a module importing ``newt.tune.tasks`` depends on ``newt.tune`` too. The packages the

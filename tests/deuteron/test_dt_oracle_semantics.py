@@ -331,7 +331,9 @@ def _check_program(prog, seed, blocks):
         raise AssertionError(f"the kernel and kernel.ref disagree on\n{src}\n{ex}") from None
 
 
-_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
+# 40 random programs per test where the slow tests run (`-m slow`, `./dev test`), 20 in the default run
+_SETTINGS = settings(max_examples=40 if os.environ.get("NEWT_TESTS_EXAMPLES", "full") == "full" else 20,
+                     deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 _BLOCKS = st.sampled_from([None, [2], [8]])
 

@@ -21,7 +21,9 @@ import newt.runtime
 def _record(tmp_name):
     out = pathlib.Path(os.environ["PROBE_OUT"]) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{tmp_name}.json"
     out.write_text(json.dumps({"newt": os.environ["NEWT_CACHE_DIR"], "deuteron": os.environ["DEUTERON_CACHE_DIR"],
-                               "in_use": str(newt.runtime.cache_dir()), "pid": os.getpid()}))
+                               "in_use": str(newt.runtime.cache_dir()), "pid": os.getpid(),
+                               "nvrtc": os.environ["NEWT_TESTS_NVRTC_MEMO"],
+                               "examples": os.environ["NEWT_TESTS_EXAMPLES"]}))
 
 def test_a():
     _record("a")
@@ -62,9 +64,19 @@ def test_each_worker_gets_private_caches_and_the_slow_list_marks(tmp_path):
     for newt_dir, dt_dir, in_use in dirs:
         assert in_use == newt_dir and str(tmp_path / "users-cache") not in newt_dir
         assert not Path(newt_dir).exists() and not Path(dt_dir).exists()  # removed when the worker ended
+    # the run's NVRTC results: one folder that both workers share (the controller's), removed at the end
+    memo = {s["nvrtc"] for s in seen}
+    assert len(memo) == 1 and not any(Path(m).exists() for m in memo), memo
+    assert {s["examples"] for s in seen} == {"quick"}  # fewer property-test examples in a plain run
     # the listed test is slow: skipped with the advice by a plain run, selected by -m slow
     assert "1 skipped" in r.stdout.splitlines()[-1] or "2 skipped" in r.stdout.splitlines()[-1], r.stdout[-1500:]
     assert "-m slow" in r.stdout
+    for p in out.glob("*.json"):
+        p.unlink()
+    r = subprocess.run([*base, "-n", "0", "-m", "slow or not slow", "test_probe.py"], cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "5 passed" in r.stdout, r.stdout[-2000:]
+    assert {json.loads(p.read_text())["examples"] for p in out.glob("*.json")} == {"full"}  # and all with -m
     r = subprocess.run([*base, "-n", "0", "-m", "slow", "test_probe.py"], cwd=proj, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and "1 passed, 4 deselected" in r.stdout, r.stdout[-2000:]
@@ -86,3 +98,101 @@ def test_the_slow_list_names_tests_that_exist():
             missing.append(nodeid)
     assert not missing, f"tests/slow_tests.txt names tests that do not exist: {missing}"
     assert len(set(listed)) == len(listed)
+
+
+def test_cpu_durations_ranks_tests_by_cpu_seconds(tmp_path):
+    """``--cpu-durations=N``: the N tests that cost the most CPU seconds (the test's process and its reaped
+    subprocesses), with the per-file sums, here through xdist workers (the figure travels on the reports)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", proj / "conftest.py")
+    (proj / "test_probe.py").write_text(
+        "import subprocess, sys, time\n\n"
+        "def test_spins():\n    t = time.process_time()\n    while time.process_time() - t < 0.6:\n        pass\n\n"
+        "def test_child_spins():\n    subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+        "while time.process_time() - t < 0.6: pass'], check=True)\n\n"
+        "def test_sleeps():\n    time.sleep(0.6)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_", "PYTEST_"))}
+    env["PYTHONPATH"] = str(REPO)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir",
+                        str(proj), "-q", "-n", "2", "--cpu-durations=2", "test_probe.py"], cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if "CPU time:" in ln and "in 3 tests" in ln)
+    per_test = lines[next(i for i, ln in enumerate(lines) if "per test" in ln) + 1:][:2]
+    # the two spinning tests (one in a child process) rank first, each at 0.6 s or more; the sleeping one is left off
+    assert sorted(ln.split()[-1] for ln in per_test) == ["test_probe.py::test_child_spins",
+                                                        "test_probe.py::test_spins"], r.stdout[-2000:]
+    assert all(float(ln.split()[0].rstrip("s")) >= 0.55 for ln in per_test), per_test
+    assert float(lines[head + 1].split()[0].rstrip("s")) >= 1.1 and lines[head + 1].endswith("test_probe.py")
+
+
+def _nvrtc_ready() -> bool:
+    try:
+        import cuda.bindings.nvrtc  # noqa: F401
+
+        import newt.backend.cuda.compiler  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+_MEMO_KERNEL = """
+import newt
+import newt.language as nl
+
+
+@newt.jit
+def memo_probe_{tag}(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=offs < n) * {tag}.0 + 1.0, mask=offs < n)
+"""
+
+
+def _memo_kernel(tmp_path, tag: int):
+    import importlib.util
+    path = tmp_path / f"memo_probe_{tag}.py"
+    path.write_text(_MEMO_KERNEL.format(tag=tag))
+    spec = importlib.util.spec_from_file_location(f"memo_probe_{tag}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, f"memo_probe_{tag}")
+
+
+def test_the_runs_nvrtc_memo_compiles_an_input_once(tmp_path, monkeypatch):
+    """tests/conftest.py keeps NVRTC's result per distinct input for the run: a second ``cache=False`` compile of
+    the same kernel gets an equal binary without NVRTC, a different input compiles, and a test that replaces
+    NVRTC's entry point gets real compiles."""
+    import pytest
+    if not _nvrtc_ready():
+        pytest.skip("NVRTC (cuda-bindings) is not installed")
+    from cuda.bindings import nvrtc
+
+    import newt
+    folder = Path(os.environ["NEWT_TESTS_NVRTC_MEMO"])
+    tag = 1 + os.getpid() % 1000  # a kernel no other test of this run compiles
+    k = _memo_kernel(tmp_path, tag)
+    sig = {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"}
+    before = set(folder.glob("*.pickle"))
+    a = newt.compile(k, signature=sig, constexprs={"BLOCK": 256}, target="sm_90a", cache=False)
+    kept = set(folder.glob("*.pickle")) - before
+    assert len(kept) == 1
+    b = newt.compile(k, signature=sig, constexprs={"BLOCK": 256}, target="sm_90a", cache=False)
+    assert set(folder.glob("*.pickle")) - before == kept  # nothing new: the same input
+    assert b.asm["cubin"] == a.asm["cubin"] and b.asm["ptx"] == a.asm["ptx"] and b is not a
+    assert (b.metadata.n_regs, b.metadata.n_spills, b.metadata.shared) == (a.metadata.n_regs, a.metadata.n_spills,
+                                                                           a.metadata.shared) and a.metadata.n_regs
+    newt.compile(k, signature=sig, constexprs={"BLOCK": 512}, target="sm_90a", cache=False)
+    assert len(set(folder.glob("*.pickle")) - before) == 2  # another input: compiled and kept
+    from newt.backend.cuda.disasm import find_cuobjdump
+    if find_cuobjdump() is not None:  # cuobjdump once per distinct cubin, too
+        sass_before = set(folder.glob("*.sass"))
+        text = a.asm["sass"]
+        assert "memo_probe" in text and len(set(folder.glob("*.sass")) - sass_before) == 1
+        assert b.asm["sass"] == text and len(set(folder.glob("*.sass")) - sass_before) == 1
+    calls = []
+    real = nvrtc.nvrtcCompileProgram
+    monkeypatch.setattr(nvrtc, "nvrtcCompileProgram", lambda *a: calls.append(1) or real(*a))
+    newt.compile(k, signature=sig, constexprs={"BLOCK": 256}, target="sm_90a", cache=False)
+    assert calls == [1]  # replaced by the test: compiled for real

@@ -7,18 +7,20 @@ from __future__ import annotations
 import sys
 
 import pytest
+import pytest_asyncio
 from lsprotocol import types as lsp
 from pytest_lsp import make_test_lsp_client
 
 from .conftest import diagnostics_of, fixture_text, fixture_uri, init_params, pos_of, server_env
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 
-@pytest.fixture(params=["visual-studio-code", "neovim"])
-async def client(request, tmp_path):
+# one server per client kind for the module's tests (they open different files and only read)
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["visual-studio-code", "neovim"])
+async def client(request, tmp_path_factory):
     c = make_test_lsp_client()
-    await c.start_io(sys.executable, "-m", "lsp_server", env=server_env(tmp_path))
+    await c.start_io(sys.executable, "-m", "lsp_server", env=server_env(tmp_path_factory.mktemp("launch-dtypes")))
     c.published = []  # what diagnostics_of reads: every publishDiagnostics, in order
     original = c.protocol.fm.features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
 
