@@ -36,6 +36,7 @@ import ast
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -120,6 +121,7 @@ def pytest_runtest_logreport(report):
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"nodeid": report.nodeid, "result": res, "when": report.when,
                                 "cause": _cause(text) if res != "pass" else None,
+                                "tail": _tail(text) if res == "fail" else None,
                                 "seconds": round(getattr(report, "duration", 0.0), 3)}) + "\n")
 
 
@@ -217,11 +219,24 @@ def jit_kernels(path: str, launched: set) -> list[str]:
 
 # ---- running ------------------------------------------------------------------------------------------------------
 
+#: lines kept of a failing case's report (its traceback's end: the error and where it was raised)
+TAIL_LINES = 30
+
+
+def _tail(text: str, n: int = TAIL_LINES) -> str:
+    """The last ``n`` lines of a failure's report, for the log: the cause line alone often names no place."""
+    lines = [ln.rstrip() for ln in (text or "").strip().splitlines()]
+    return "\n".join(lines[-n:])
+
+
 def _cause(text: str) -> str:
     m = re.search(r"error\[([A-Z]\d+)\] ([^\n]*)", text)
     if m:
         return f"CompilationError {m.group(1)}: {m.group(2)[:120]}"
-    first = (text.strip().splitlines() or [""])[0]
+    # an xdist worker's report starts with "[gw0] linux -- Python 3.11 ..." : not the cause
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not re.match(r"\[gw\d+\] ", ln)]
+    errs = [ln for ln in lines if re.match(r"E\s+\S", ln)]  # pytest's "E   ValueError: ..." lines
+    first = errs[0][1:].strip() if errs else (lines or [""])[0]
     return first[:160]
 
 
@@ -255,8 +270,11 @@ def run_file(lib: str, lay: dict, test: str, per_test: int, timeout: int, file_t
                     if el is not None:
                         res = "skip" if tag == "skipped" else "fail"
                         cause = _cause((el.get("message") or "") + "\n" + (el.text or ""))
+                        ctail = _tail(el.text or el.get("message") or "") if res == "fail" else None
                         break
-                cases.append({"name": tc.get("name"), "result": res, "cause": cause,
+                else:
+                    ctail = None
+                cases.append({"name": tc.get("name"), "result": res, "cause": cause, "tail": ctail,
                               "seconds": float(tc.get("time") or 0)})
         return {"test": test, "seconds": round(time.time() - t0, 1), "cases": cases,
                 "error": None if cases else "no test ran: " + " | ".join(tail)}
@@ -318,6 +336,20 @@ def test_scale(n):
     x = torch.randn(n)
     torch.testing.assert_close(scale(x, 2.0), x * 2)
 """,
+    "tests/test_scale_negative.py": """
+import torch
+from scale import scale
+
+
+def test_negative_factor():
+    x = torch.randn(37)
+    torch.testing.assert_close(scale(x, -0.5), x * -0.5)
+
+
+def test_wrong_reference():
+    x = torch.ones(8)
+    assert scale(x, 3.0).sum().item() == 25.0, "the stand-in's failing case"
+""",
 }
 
 
@@ -333,15 +365,31 @@ def smoke() -> int:
         main([lib, "--json", out])
         with open(out, encoding="utf-8") as f:
             rows = {r["kernel"]: r for r in json.load(f)["rows"]}
-        ok = set(rows) == {"scale_kernel"} and rows["scale_kernel"]["result"] == "pass" \
-            and rows["scale_kernel"]["tests"] == "2/2 tests"
+        by_test = {r["test"]: r for r in json.load(open(out, encoding="utf-8"))["rows"]}
+        ok = set(rows) == {"scale_kernel", "(scale_negative.py)"} and by_test["test_scale.py"]["result"] == "pass" \
+            and by_test["test_scale.py"]["tests"] == "2/2 tests" \
+            and by_test["test_scale_negative.py"]["result"] == "fail"
+        # a failing case keeps the end of its report (the assertion and the line that raised it)
+        res = {r["test"]: r for r in json.load(open(out, encoding="utf-8"))["results"]}
+        bad = [c for c in res["test_scale_negative.py"]["cases"] if c["result"] == "fail"]
+        ok = ok and len(bad) == 1 and "the stand-in's failing case" in (bad[0]["tail"] or "") \
+            and "test_scale_negative.py" in bad[0]["tail"]
         # the GPU mode's plumbing: both runs, compared (without Triton here, its side also runs the drop-in)
-        main([lib, "--impl", "both", "--workers", "1", "--json", out] +
+        main([lib, "--impl", "both", "--workers", "1", "--shards", "2", "--json", out] +
              ([] if _real_triton() else ["--triton-via-dropin"]))
         with open(out, encoding="utf-8") as f:
-            both = {r["kernel"]: r for r in json.load(f)["rows"]}
-        ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
-            and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+            data = json.load(f)
+        both = {r["test"]: r for r in data["rows"]}
+        ok2 = set(both) == {"test_scale.py", "test_scale_negative.py"} and \
+            both["test_scale.py"]["verdict"] == both["test_scale_negative.py"]["verdict"] == "match" \
+            and both["test_scale.py"]["triton"] == both["test_scale.py"]["newt"] == "2/2" \
+            and both["test_scale_negative.py"]["newt"] == "1/2" and data["runs"]["newt"]["shards"] == 2
+        ok2 = ok2 and sorted(map(len, shards(lib, {"tests": "tests"}, ["test_scale.py", "test_scale_negative.py",
+                                                                        "test_x.py"], 2))) == [1, 2]
+        # a run past its time limit stops at once, xdist workers and all, and says so
+        t0 = time.time()
+        cut = run_suite(lib, {"tests": "tests", "pythonpath": ["."]}, ["test_scale.py"], "newt", 2, 60, 2, 2)
+        ok2 = ok2 and time.time() - t0 < 30 and cut["tail"][0].startswith("timed out after 2 s")
         # the comparison itself, on made-up outcomes: a case Triton passes and newt fails, and a file Triton
         # runs none of
         def case(name, result):
@@ -354,6 +402,11 @@ def smoke() -> int:
         not_run = compare(lib, lay, runs, {"scale_kernel"})
         ok2 = ok2 and [r["verdict"] for r in fails] == ["newt fails"] and fails[0]["cause"].startswith("b:") \
             and [r["verdict"] for r in not_run] == ["not run by Triton"]
+        # the log's failure tails: only a case Triton passes and newt fails, with its report's end
+        runs["triton"]["by_file"]["test_scale.py"] = [case("a", "pass"), case("b", "pass")]
+        runs["newt"]["by_file"]["test_scale.py"][1]["tail"] = "Traceback\nE   ValueError: i=0, errors.max()=..."
+        tails = failure_tails(runs)
+        ok2 = ok2 and tails[0].startswith("--- newt fails tests/test_scale.py::b") and "ValueError" in tails[-1]
     print("smoke:", "ok" if ok and ok2 else f"unexpected {rows} {both}")
     return 0 if ok and ok2 else 1
 
@@ -406,12 +459,21 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
             ["-q", "-p", "no:cacheprovider", "-p", "triton_libraries", f"--timeout={timeout}",
              "-o", "addopts=", "-n", str(workers), "--max-worker-restart", "100", "--continue-on-collection-errors"]
         t0 = time.time()
+        # its own session: at the time limit the whole run stops, the xdist workers with it (they hold the
+        # output pipes; killing the controller alone would leave them running and this wait with them)
+        p = subprocess.Popen(cmd, cwd=lib, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
         try:
-            p = subprocess.run(cmd, cwd=lib, env=env, capture_output=True, text=True, timeout=suite_timeout)
-            tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            tail = [f"timed out after {suite_timeout} s"] + out.strip().splitlines()[-2:]
+            out, _ = p.communicate(timeout=suite_timeout)
+            tail = out.strip().splitlines()[-3:]
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            out, _ = p.communicate()
+            tail = [f"timed out after {suite_timeout} s: the cases it finished are counted"] + \
+                (out or "").strip().splitlines()[-2:]
         cases = []
         if os.path.exists(log):
             with open(log, encoding="utf-8") as f:
@@ -425,7 +487,8 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
         f = os.path.basename(c["nodeid"].split("::")[0])
         if f in by_file:
             by_file[f].append({"classname": c["nodeid"].split("::")[0], "name": c["nodeid"].split("::", 1)[-1],
-                               "result": c["result"], "cause": c["cause"], "seconds": c["seconds"]})
+                               "result": c["result"], "cause": c["cause"], "tail": c.get("tail"),
+                               "seconds": c["seconds"]})
     return {"impl": impl, "seconds": round(time.time() - t0, 1), "by_file": by_file, "tail": tail}
 
 
@@ -459,21 +522,73 @@ def compare(lib: str, lay: dict, runs: dict, launched: set) -> list[dict]:
     return rows
 
 
+def shards(lib: str, lay: dict, tests: list[str], k: int) -> list[list[str]]:
+    """``tests`` in ``k`` groups of about equal weight (a test file's size stands for its cases): the largest
+    files first, each onto the lightest group, so the slow files (Liger's grpo_loss, cross_entropy) do not
+    queue behind each other in one run."""
+    if k <= 1 or len(tests) <= 1:
+        return [list(tests)]
+    folder = os.path.join(lib, lay["tests"])
+
+    def weight(t):
+        try:
+            return os.path.getsize(os.path.join(folder, t))
+        except OSError:
+            return 0
+
+    groups: list[list[str]] = [[] for _ in range(min(k, len(tests)))]
+    loads = [0] * len(groups)
+    for t in sorted(tests, key=lambda t: (-weight(t), t)):
+        i = loads.index(min(loads))
+        groups[i].append(t)
+        loads[i] += weight(t)
+    return [sorted(g) for g in groups]
+
+
+def merge_runs(parts: list[dict]) -> dict:
+    """The runs of one implementation over several shards, as one run."""
+    by_file: dict = {}
+    for r in parts:
+        by_file.update(r["by_file"])
+    return {"impl": parts[0]["impl"], "seconds": max(r["seconds"] for r in parts), "by_file": by_file,
+            "tail": [x for r in parts for x in r["tail"]][-6:], "shards": len(parts)}
+
+
+def failure_tails(runs: dict) -> list[str]:
+    """For the log: the end of the report of each case that passes under Triton and fails under newt."""
+    out = []
+    for test, cases in runs["newt"]["by_file"].items():
+        tri = {(c["classname"], c["name"]): c for c in runs["triton"]["by_file"].get(test, [])}
+        for c in cases:
+            t = tri.get((c["classname"], c["name"]))
+            if c["result"] == "fail" and t is not None and t["result"] == "pass":
+                out.append(f"--- newt fails {c['classname']}::{c['name']} (passes under Triton)")
+                out += ["    " + ln for ln in (c.get("tail") or c.get("cause") or "(no report)").splitlines()]
+    return out
+
+
 def main_both(a, lib: str, lay: dict, tests: list[str]) -> int:
     import concurrent.futures as cf
     commit = commit_of(lib)
     launched = launched_names(lib)
-    with cf.ThreadPoolExecutor(2) as ex:  # both runs at once: one GPU, separate processes
-        futs = {impl: ex.submit(run_suite, lib, lay, tests, impl, a.per_test, a.timeout, a.file_timeout, a.workers,
-                                a.capability, a.triton_via_dropin, a.cuda_as_cpu) for impl in ("triton", "newt")}
-        runs = {k: f.result() for k, f in futs.items()}
+    groups = shards(lib, lay, tests, a.shards)
+    with cf.ThreadPoolExecutor(2 * len(groups)) as ex:  # every run at once: one GPU, separate processes
+        futs = {(impl, i): ex.submit(run_suite, lib, lay, g, impl, a.per_test, a.timeout, a.file_timeout,
+                                     a.workers, a.capability, a.triton_via_dropin, a.cuda_as_cpu)
+                for impl in ("triton", "newt") for i, g in enumerate(groups)}
+        runs = {impl: merge_runs([futs[(impl, i)].result() for i in range(len(groups))])
+                for impl in ("triton", "newt")}
     rows = compare(lib, lay, runs, launched)
     for impl, r in runs.items():
         n = sum(len(v) for v in r["by_file"].values())
-        print(f"{impl}: {n} test cases in {r['seconds']} s; {' | '.join(r['tail'])}")
+        print(f"{impl}: {n} test cases in {r['seconds']} s ({len(groups)} shard(s)); {' | '.join(r['tail'])}")
     for x in rows:
         print(f"  {x['verdict']:18s} {x['kernel']:45s} triton {x['triton']:7s} newt {x['newt']:7s}"
               + (f"  {x['cause']}" if x["cause"] else ""))
+    tails = failure_tails(runs)
+    if tails:
+        print("\nThe end of each failing case's report under newt:")
+        print("\n".join(tails))
     # a kernel several test files exercise counts once: it matches when every file Triton runs matches
     verdicts: dict = {}
     for x in rows:
@@ -517,6 +632,9 @@ def main(argv=None) -> int:
                          "files in one pytest run under the installed Triton and one under newt's drop-in, "
                          "compared case by case (the GPU mode)")
     ap.add_argument("--workers", type=int, default=4, help="--impl both: pytest-xdist workers per run")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="--impl both: split the test files into this many groups, each its own pair of runs, all "
+                         "at once (a slow file no longer holds up the rest within the time limit)")
     ap.add_argument("--triton-via-dropin", action="store_true", help=argparse.SUPPRESS)  # the smoke, without Triton
     a = ap.parse_args(argv)
     if a.smoke:
@@ -549,6 +667,10 @@ def main(argv=None) -> int:
         ok = sum(1 for c in r["cases"] if c["result"] == "pass")
         print(f"{t:45s} {ok}/{len(r['cases'])} tests  {len(rs)} kernels {rs[0]['result'] if rs else ''}  "
               f"({r['seconds']} s)" + (f"  {rs[0]['cause']}" if rs and rs[0]["cause"] else ""), flush=True)
+        for c in r["cases"]:
+            if c["result"] == "fail" and c.get("tail"):
+                print(f"    --- {c['name']}\n" + "\n".join("      " + ln for ln in c["tail"].splitlines()),
+                      flush=True)
     counted = [x for x in rows if x["result"] != "skip"]
     passed = [x for x in counted if x["result"] == "pass"]
     print(f"\n{lay['name']} at {commit[:10]}: {len(passed)} of {len(counted)} kernels pass their tests "
