@@ -14,7 +14,9 @@ smallest sizes (the sum of the integer parameters and shape tuples; a pytest plu
 selection, the tests themselves are untouched).  ``--timeout`` bounds one test (pytest-timeout).
 ``--cuda-as-cpu``, for a library whose tests create their tensors on device ``cuda`` by name (attorch), reads
 that device as the CPU (a torch function mode the plugin enters: factory functions' ``device=``,
-``Tensor.to``, ``Tensor.cuda``); without a GPU those tests could not run at all otherwise.
+``Tensor.to``, ``Tensor.cuda``, ``Tensor.is_cuda``); without a GPU those tests could not run at all otherwise.
+``--cuda-tests`` also runs the tests a library marks ``skipif(not torch.cuda.is_available())`` (ml-cross-entropy's):
+torch answers True while they are collected.
 
 Per kernel: each ``@triton.jit`` function of the library module a test file exercises (``test_rms_norm.py``
 -> ``<package>/ops/rms_norm.py``, or ``--map test_x.py=module.py``) gets the result of that file: "pass" when
@@ -76,7 +78,8 @@ def _cpu_device(d):
 
 def _cuda_as_cpu_mode():
     """A torch function mode that reads device ``cuda`` as the CPU (``--cuda-as-cpu``): factory functions'
-    ``device=``, ``Tensor.to("cuda")`` / ``.to(device=...)`` and ``Tensor.cuda()``."""
+    ``device=``, ``Tensor.to("cuda")`` / ``.to(device=...)``, ``Tensor.cuda()``, and ``Tensor.is_cuda`` answers
+    True (host code that asserts its inputs are on the GPU: Liger-Kernel's ``mlp.py``)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -87,6 +90,8 @@ def _cuda_as_cpu_mode():
                 kwargs["device"] = _cpu_device(kwargs["device"])
             if func in (torch.Tensor.cuda,):
                 return args[0]
+            if getattr(func, "__self__", None) is torch.Tensor.is_cuda:  # `x.is_cuda`: a CPU tensor stands for one
+                return True
             if func is torch.Tensor.to and len(args) > 1:
                 args = (args[0], _cpu_device(args[1])) + tuple(args[2:])
             return func(*args, **kwargs)
@@ -104,6 +109,21 @@ def pytest_configure(config):
         mode = _cuda_as_cpu_mode()
         mode.__enter__()
         config._triton_libraries_mode = mode
+    if os.environ.get("TRITON_LIBRARIES_CUDA_TESTS") == "1":
+        # --cuda-tests: the library's `skipif(not torch.cuda.is_available())` marks are read at collection, while
+        # torch answers True; the tests then run (with --cuda-as-cpu, on the CPU), torch's own probes answering
+        # False again.  `is_bf16_supported()` stays True (ml-cross-entropy refuses to run without it).
+        import torch
+        config._triton_libraries_is_available = torch.cuda.is_available
+        torch.cuda.is_available = lambda: True
+        torch.cuda.is_bf16_supported = lambda *a, **k: True
+
+
+def pytest_collection_finish(session):
+    real = getattr(session.config, "_triton_libraries_is_available", None)
+    if real is not None:
+        import torch
+        torch.cuda.is_available = real
 
 
 def pytest_runtest_logreport(report):
@@ -241,10 +261,12 @@ def _cause(text: str) -> str:
 
 
 def run_file(lib: str, lay: dict, test: str, per_test: int, timeout: int, file_timeout: int,
-             cuda_as_cpu: bool = False, capability: str = "9.0") -> dict:
+             cuda_as_cpu: bool = False, capability: str = "9.0", cuda_tests: bool = False) -> dict:
     env = dict(os.environ)
     if cuda_as_cpu:
         env["TRITON_LIBRARIES_CUDA_AS_CPU"] = "1"
+    if cuda_tests:
+        env["TRITON_LIBRARIES_CUDA_TESTS"] = "1"
     paths = [ROOT, HERE] + [os.path.join(lib, p) for p in lay["pythonpath"]] + \
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -350,6 +372,18 @@ def test_wrong_reference():
     x = torch.ones(8)
     assert scale(x, 3.0).sum().item() == 25.0, "the stand-in's failing case"
 """,
+    "tests/test_scale_gpu_only.py": """
+import pytest
+import torch
+from scale import scale
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Test requires CUDA")
+def test_on_the_gpu():
+    x = torch.randn(40, device="cuda")
+    assert x.is_cuda  # host code that insists on a GPU tensor
+    torch.testing.assert_close(scale(x, 4.0), x * 4)
+""",
 }
 
 
@@ -362,7 +396,7 @@ def smoke() -> int:
             with open(os.path.join(lib, rel), "w", encoding="utf-8") as f:
                 f.write(text)
         out = os.path.join(lib, "r.json")
-        main([lib, "--json", out])
+        main([lib, "--json", out, "--skip", "gpu_only"])
         with open(out, encoding="utf-8") as f:
             rows = {r["kernel"]: r for r in json.load(f)["rows"]}
         by_test = {r["test"]: r for r in json.load(open(out, encoding="utf-8"))["rows"]}
@@ -375,7 +409,7 @@ def smoke() -> int:
         ok = ok and len(bad) == 1 and "the stand-in's failing case" in (bad[0]["tail"] or "") \
             and "test_scale_negative.py" in bad[0]["tail"]
         # the GPU mode's plumbing: both runs, compared (without Triton here, its side also runs the drop-in)
-        main([lib, "--impl", "both", "--workers", "1", "--shards", "2", "--json", out] +
+        main([lib, "--impl", "both", "--workers", "1", "--shards", "2", "--json", out, "--skip", "gpu_only"] +
              ([] if _real_triton() else ["--triton-via-dropin"]))
         with open(out, encoding="utf-8") as f:
             data = json.load(f)
@@ -386,6 +420,20 @@ def smoke() -> int:
             and both["test_scale_negative.py"]["newt"] == "1/2" and data["runs"]["newt"]["shards"] == 2
         ok2 = ok2 and sorted(map(len, shards(lib, {"tests": "tests"}, ["test_scale.py", "test_scale_negative.py",
                                                                         "test_x.py"], 2))) == [1, 2]
+        # a test the library keeps for a GPU: skipped, or with --cuda-as-cpu --cuda-tests run on the CPU
+        gpu = {}
+        for extra in ([], ["--cuda-as-cpu", "--cuda-tests"]):
+            main([lib, "--only", "scale_gpu_only", "--json", out] + extra)
+            with open(out, encoding="utf-8") as f:
+                gpu[bool(extra)] = json.load(f)["rows"][0]["result"]
+        ok = ok and gpu == {False: "skip", True: "pass"}
+        # --list: the kernels the files exercise, nothing run
+        import contextlib
+        import io
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            main([lib, "--list"])
+        ok = ok and buf.getvalue().rstrip().endswith("1 kernels exercised by 3 test files")
         # a run past its time limit stops at once, xdist workers and all, and says so
         t0 = time.time()
         cut = run_suite(lib, {"tests": "tests", "pythonpath": ["."]}, ["test_scale.py"], "newt", 2, 60, 2, 2)
@@ -609,6 +657,20 @@ def main_both(a, lib: str, lay: dict, tests: list[str]) -> int:
     return 0
 
 
+def list_kernels(lib: str, lay: dict, tests: list[str]) -> int:
+    """``--list``: the kernels the selected test files exercise (each counted once), without running them."""
+    launched = launched_names(lib)
+    seen: dict = {}
+    for t in tests:
+        mod = lay["module"](t)
+        ks = jit_kernels(os.path.join(lib, mod), launched)
+        print(f"{t:45s} {mod:55s} {len(ks):3d}  {', '.join(ks)}")
+        for k in ks:
+            seen.setdefault(k, t)
+    print(f"\n{lay['name']} at {commit_of(lib)[:10]}: {len(seen)} kernels exercised by {len(tests)} test files")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("library", nargs="?", help="a checkout of a Triton library")
@@ -621,12 +683,19 @@ def main(argv=None) -> int:
                     help="seconds per test file (--impl both: per pytest run)")
     ap.add_argument("--cuda-as-cpu", action="store_true",
                     help="the tests name device 'cuda' (attorch's do): read it as the CPU (a torch function mode)")
+    ap.add_argument("--cuda-tests", action="store_true",
+                    help="(the interpreter) run tests the library marks skipif(not torch.cuda.is_available()): "
+                         "torch answers True while the tests are collected (ml-cross-entropy's are all so marked); "
+                         "with --cuda-as-cpu")
     ap.add_argument("--capability", default="9.0",
                     help="without a GPU, what torch.cuda.get_device_capability() reports (python -m newt.dropin "
                          "--capability): libraries pick configs by it at import")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--md", action="store_true", help="print markdown table rows")
     ap.add_argument("--smoke", action="store_true", help="run on a built-in two-kernel stand-in library")
+    ap.add_argument("--list", action="store_true",
+                    help="run nothing: each selected test file with the kernels it exercises, and their number "
+                         "(what a full pass would count)")
     ap.add_argument("--impl", choices=("newt", "both"), default="newt",
                     help="newt: each test file under the drop-in (the interpreter counts); both: the selected "
                          "files in one pytest run under the installed Triton and one under newt's drop-in, "
@@ -654,13 +723,15 @@ def main(argv=None) -> int:
         want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
         want = {w if w.endswith(".py") else w + ".py" for w in want}
         tests = [t for t in tests if t in want]
+    if a.list:
+        return list_kernels(lib, lay, tests)
     if a.impl == "both":
         return main_both(a, lib, lay, tests)
     commit = commit_of(lib)
     launched = launched_names(lib)
     rows, results = [], []
     for t in tests:
-        r = run_file(lib, lay, t, a.per_test, a.timeout, a.file_timeout, a.cuda_as_cpu, a.capability)
+        r = run_file(lib, lay, t, a.per_test, a.timeout, a.file_timeout, a.cuda_as_cpu, a.capability, a.cuda_tests)
         results.append(r)
         rs = summarize(lib, lay, r, launched)
         rows += rs
