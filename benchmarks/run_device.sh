@@ -190,13 +190,16 @@ for part in "$@"; do
       # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
       # the installed Triton and one under newt's drop-in, compared case by case; the libraries run at once
       # (Liger: its kernel tests only, not the model-level ones (monkey patching, trainers, whole models), one
-      # parametrization each; 16 cores: Liger 4 xdist workers per implementation, the others 2)
+      # parametrization each, its files in 2 shards (the slow grpo_loss / cross_entropy / jsd files apart), each
+      # shard its own pair of runs).  16 cores: 2 xdist workers per run (Liger 2 shards x 2 runs, attorch 2 runs,
+      # ml-cross-entropy 2 runs: 16 workers).  Runs alone in one device call (the 600 s limit): each run stops at
+      # LIB_RUN_T s and reports the cases it finished; a failing case's traceback end is in $R/lib_<library>.log
       for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
         [ -d ".ext/$L" ] || { echo "libraries: .ext/$L missing"; continue; }
         X="--per-test ${LIB_PER_TEST:-2} --workers 2"
-        [ "$L" = Liger-Kernel ] && X="--per-test ${LIGER_PER_TEST:-1} --workers 4 --skip test_monkey_patch,test_auto_model,test_trainer_integration,test_transformers.py,test_utils.py,cutedsl,cutile,cute_"
-        timeout ${LIB_T:-170} python3 benchmarks/triton_libraries.py ".ext/$L" --impl both $X --timeout 60 \
-          --file-timeout ${LIB_RUN_T:-160} --json "$R/lib_$L.json" --md > "$R/lib_$L.log" 2>&1 &
+        [ "$L" = Liger-Kernel ] && X="--per-test ${LIGER_PER_TEST:-1} --workers 2 --shards ${LIGER_SHARDS:-2} --skip test_monkey_patch,test_auto_model,test_trainer_integration,test_transformers.py,test_utils.py,cutedsl,cutile,cute_"
+        timeout ${LIB_T:-530} python3 benchmarks/triton_libraries.py ".ext/$L" --impl both $X --timeout ${LIB_CASE_T:-120} \
+          --file-timeout ${LIB_RUN_T:-500} --json "$R/lib_$L.json" --md > "$R/lib_$L.log" 2>&1 &
       done
       wait
       for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do

@@ -14,7 +14,9 @@ smallest sizes (the sum of the integer parameters and shape tuples; a pytest plu
 selection, the tests themselves are untouched).  ``--timeout`` bounds one test (pytest-timeout).
 ``--cuda-as-cpu``, for a library whose tests create their tensors on device ``cuda`` by name (attorch), reads
 that device as the CPU (a torch function mode the plugin enters: factory functions' ``device=``,
-``Tensor.to``, ``Tensor.cuda``); without a GPU those tests could not run at all otherwise.
+``Tensor.to``, ``Tensor.cuda``, ``Tensor.is_cuda``); without a GPU those tests could not run at all otherwise.
+``--cuda-tests`` also runs the tests a library marks ``skipif(not torch.cuda.is_available())`` (ml-cross-entropy's):
+torch answers True while they are collected.
 
 Per kernel: each ``@triton.jit`` function of the library module a test file exercises (``test_rms_norm.py``
 -> ``<package>/ops/rms_norm.py``, or ``--map test_x.py=module.py``) gets the result of that file: "pass" when
@@ -36,6 +38,7 @@ import ast
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,7 +78,8 @@ def _cpu_device(d):
 
 def _cuda_as_cpu_mode():
     """A torch function mode that reads device ``cuda`` as the CPU (``--cuda-as-cpu``): factory functions'
-    ``device=``, ``Tensor.to("cuda")`` / ``.to(device=...)`` and ``Tensor.cuda()``."""
+    ``device=``, ``Tensor.to("cuda")`` / ``.to(device=...)``, ``Tensor.cuda()``, and ``Tensor.is_cuda`` answers
+    True (host code that asserts its inputs are on the GPU: Liger-Kernel's ``mlp.py``)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -86,6 +90,8 @@ def _cuda_as_cpu_mode():
                 kwargs["device"] = _cpu_device(kwargs["device"])
             if func in (torch.Tensor.cuda,):
                 return args[0]
+            if getattr(func, "__self__", None) is torch.Tensor.is_cuda:  # `x.is_cuda`: a CPU tensor stands for one
+                return True
             if func is torch.Tensor.to and len(args) > 1:
                 args = (args[0], _cpu_device(args[1])) + tuple(args[2:])
             return func(*args, **kwargs)
@@ -103,6 +109,21 @@ def pytest_configure(config):
         mode = _cuda_as_cpu_mode()
         mode.__enter__()
         config._triton_libraries_mode = mode
+    if os.environ.get("TRITON_LIBRARIES_CUDA_TESTS") == "1":
+        # --cuda-tests: the library's `skipif(not torch.cuda.is_available())` marks are read at collection, while
+        # torch answers True; the tests then run (with --cuda-as-cpu, on the CPU), torch's own probes answering
+        # False again.  `is_bf16_supported()` stays True (ml-cross-entropy refuses to run without it).
+        import torch
+        config._triton_libraries_is_available = torch.cuda.is_available
+        torch.cuda.is_available = lambda: True
+        torch.cuda.is_bf16_supported = lambda *a, **k: True
+
+
+def pytest_collection_finish(session):
+    real = getattr(session.config, "_triton_libraries_is_available", None)
+    if real is not None:
+        import torch
+        torch.cuda.is_available = real
 
 
 def pytest_runtest_logreport(report):
@@ -120,6 +141,7 @@ def pytest_runtest_logreport(report):
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"nodeid": report.nodeid, "result": res, "when": report.when,
                                 "cause": _cause(text) if res != "pass" else None,
+                                "tail": _tail(text) if res == "fail" else None,
                                 "seconds": round(getattr(report, "duration", 0.0), 3)}) + "\n")
 
 
@@ -217,19 +239,34 @@ def jit_kernels(path: str, launched: set) -> list[str]:
 
 # ---- running ------------------------------------------------------------------------------------------------------
 
+#: lines kept of a failing case's report (its traceback's end: the error and where it was raised)
+TAIL_LINES = 30
+
+
+def _tail(text: str, n: int = TAIL_LINES) -> str:
+    """The last ``n`` lines of a failure's report, for the log: the cause line alone often names no place."""
+    lines = [ln.rstrip() for ln in (text or "").strip().splitlines()]
+    return "\n".join(lines[-n:])
+
+
 def _cause(text: str) -> str:
     m = re.search(r"error\[([A-Z]\d+)\] ([^\n]*)", text)
     if m:
         return f"CompilationError {m.group(1)}: {m.group(2)[:120]}"
-    first = (text.strip().splitlines() or [""])[0]
+    # an xdist worker's report starts with "[gw0] linux -- Python 3.11 ..." : not the cause
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not re.match(r"\[gw\d+\] ", ln)]
+    errs = [ln for ln in lines if re.match(r"E\s+\S", ln)]  # pytest's "E   ValueError: ..." lines
+    first = errs[0][1:].strip() if errs else (lines or [""])[0]
     return first[:160]
 
 
 def run_file(lib: str, lay: dict, test: str, per_test: int, timeout: int, file_timeout: int,
-             cuda_as_cpu: bool = False, capability: str = "9.0") -> dict:
+             cuda_as_cpu: bool = False, capability: str = "9.0", cuda_tests: bool = False) -> dict:
     env = dict(os.environ)
     if cuda_as_cpu:
         env["TRITON_LIBRARIES_CUDA_AS_CPU"] = "1"
+    if cuda_tests:
+        env["TRITON_LIBRARIES_CUDA_TESTS"] = "1"
     paths = [ROOT, HERE] + [os.path.join(lib, p) for p in lay["pythonpath"]] + \
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -255,8 +292,11 @@ def run_file(lib: str, lay: dict, test: str, per_test: int, timeout: int, file_t
                     if el is not None:
                         res = "skip" if tag == "skipped" else "fail"
                         cause = _cause((el.get("message") or "") + "\n" + (el.text or ""))
+                        ctail = _tail(el.text or el.get("message") or "") if res == "fail" else None
                         break
-                cases.append({"name": tc.get("name"), "result": res, "cause": cause,
+                else:
+                    ctail = None
+                cases.append({"name": tc.get("name"), "result": res, "cause": cause, "tail": ctail,
                               "seconds": float(tc.get("time") or 0)})
         return {"test": test, "seconds": round(time.time() - t0, 1), "cases": cases,
                 "error": None if cases else "no test ran: " + " | ".join(tail)}
@@ -318,6 +358,32 @@ def test_scale(n):
     x = torch.randn(n)
     torch.testing.assert_close(scale(x, 2.0), x * 2)
 """,
+    "tests/test_scale_negative.py": """
+import torch
+from scale import scale
+
+
+def test_negative_factor():
+    x = torch.randn(37)
+    torch.testing.assert_close(scale(x, -0.5), x * -0.5)
+
+
+def test_wrong_reference():
+    x = torch.ones(8)
+    assert scale(x, 3.0).sum().item() == 25.0, "the stand-in's failing case"
+""",
+    "tests/test_scale_gpu_only.py": """
+import pytest
+import torch
+from scale import scale
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Test requires CUDA")
+def test_on_the_gpu():
+    x = torch.randn(40, device="cuda")
+    assert x.is_cuda  # host code that insists on a GPU tensor
+    torch.testing.assert_close(scale(x, 4.0), x * 4)
+""",
 }
 
 
@@ -330,18 +396,48 @@ def smoke() -> int:
             with open(os.path.join(lib, rel), "w", encoding="utf-8") as f:
                 f.write(text)
         out = os.path.join(lib, "r.json")
-        main([lib, "--json", out])
+        main([lib, "--json", out, "--skip", "gpu_only"])
         with open(out, encoding="utf-8") as f:
             rows = {r["kernel"]: r for r in json.load(f)["rows"]}
-        ok = set(rows) == {"scale_kernel"} and rows["scale_kernel"]["result"] == "pass" \
-            and rows["scale_kernel"]["tests"] == "2/2 tests"
+        by_test = {r["test"]: r for r in json.load(open(out, encoding="utf-8"))["rows"]}
+        ok = set(rows) == {"scale_kernel", "(scale_negative.py)"} and by_test["test_scale.py"]["result"] == "pass" \
+            and by_test["test_scale.py"]["tests"] == "2/2 tests" \
+            and by_test["test_scale_negative.py"]["result"] == "fail"
+        # a failing case keeps the end of its report (the assertion and the line that raised it)
+        res = {r["test"]: r for r in json.load(open(out, encoding="utf-8"))["results"]}
+        bad = [c for c in res["test_scale_negative.py"]["cases"] if c["result"] == "fail"]
+        ok = ok and len(bad) == 1 and "the stand-in's failing case" in (bad[0]["tail"] or "") \
+            and "test_scale_negative.py" in bad[0]["tail"]
         # the GPU mode's plumbing: both runs, compared (without Triton here, its side also runs the drop-in)
-        main([lib, "--impl", "both", "--workers", "1", "--json", out] +
+        main([lib, "--impl", "both", "--workers", "1", "--shards", "2", "--json", out, "--skip", "gpu_only"] +
              ([] if _real_triton() else ["--triton-via-dropin"]))
         with open(out, encoding="utf-8") as f:
-            both = {r["kernel"]: r for r in json.load(f)["rows"]}
-        ok2 = set(both) == {"scale_kernel"} and both["scale_kernel"]["verdict"] == "match" \
-            and both["scale_kernel"]["triton"] == both["scale_kernel"]["newt"] == "2/2"
+            data = json.load(f)
+        both = {r["test"]: r for r in data["rows"]}
+        ok2 = set(both) == {"test_scale.py", "test_scale_negative.py"} and \
+            both["test_scale.py"]["verdict"] == both["test_scale_negative.py"]["verdict"] == "match" \
+            and both["test_scale.py"]["triton"] == both["test_scale.py"]["newt"] == "2/2" \
+            and both["test_scale_negative.py"]["newt"] == "1/2" and data["runs"]["newt"]["shards"] == 2
+        ok2 = ok2 and sorted(map(len, shards(lib, {"tests": "tests"}, ["test_scale.py", "test_scale_negative.py",
+                                                                        "test_x.py"], 2))) == [1, 2]
+        # a test the library keeps for a GPU: skipped, or with --cuda-as-cpu --cuda-tests run on the CPU
+        gpu = {}
+        for extra in ([], ["--cuda-as-cpu", "--cuda-tests"]):
+            main([lib, "--only", "scale_gpu_only", "--json", out] + extra)
+            with open(out, encoding="utf-8") as f:
+                gpu[bool(extra)] = json.load(f)["rows"][0]["result"]
+        ok = ok and gpu == {False: "skip", True: "pass"}
+        # --list: the kernels the files exercise, nothing run
+        import contextlib
+        import io
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            main([lib, "--list"])
+        ok = ok and buf.getvalue().rstrip().endswith("1 kernels exercised by 3 test files")
+        # a run past its time limit stops at once, xdist workers and all, and says so
+        t0 = time.time()
+        cut = run_suite(lib, {"tests": "tests", "pythonpath": ["."]}, ["test_scale.py"], "newt", 2, 60, 2, 2)
+        ok2 = ok2 and time.time() - t0 < 30 and cut["tail"][0].startswith("timed out after 2 s")
         # the comparison itself, on made-up outcomes: a case Triton passes and newt fails, and a file Triton
         # runs none of
         def case(name, result):
@@ -354,6 +450,11 @@ def smoke() -> int:
         not_run = compare(lib, lay, runs, {"scale_kernel"})
         ok2 = ok2 and [r["verdict"] for r in fails] == ["newt fails"] and fails[0]["cause"].startswith("b:") \
             and [r["verdict"] for r in not_run] == ["not run by Triton"]
+        # the log's failure tails: only a case Triton passes and newt fails, with its report's end
+        runs["triton"]["by_file"]["test_scale.py"] = [case("a", "pass"), case("b", "pass")]
+        runs["newt"]["by_file"]["test_scale.py"][1]["tail"] = "Traceback\nE   ValueError: i=0, errors.max()=..."
+        tails = failure_tails(runs)
+        ok2 = ok2 and tails[0].startswith("--- newt fails tests/test_scale.py::b") and "ValueError" in tails[-1]
     print("smoke:", "ok" if ok and ok2 else f"unexpected {rows} {both}")
     return 0 if ok and ok2 else 1
 
@@ -406,12 +507,21 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
             ["-q", "-p", "no:cacheprovider", "-p", "triton_libraries", f"--timeout={timeout}",
              "-o", "addopts=", "-n", str(workers), "--max-worker-restart", "100", "--continue-on-collection-errors"]
         t0 = time.time()
+        # its own session: at the time limit the whole run stops, the xdist workers with it (they hold the
+        # output pipes; killing the controller alone would leave them running and this wait with them)
+        p = subprocess.Popen(cmd, cwd=lib, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
         try:
-            p = subprocess.run(cmd, cwd=lib, env=env, capture_output=True, text=True, timeout=suite_timeout)
-            tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            tail = [f"timed out after {suite_timeout} s"] + out.strip().splitlines()[-2:]
+            out, _ = p.communicate(timeout=suite_timeout)
+            tail = out.strip().splitlines()[-3:]
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            out, _ = p.communicate()
+            tail = [f"timed out after {suite_timeout} s: the cases it finished are counted"] + \
+                (out or "").strip().splitlines()[-2:]
         cases = []
         if os.path.exists(log):
             with open(log, encoding="utf-8") as f:
@@ -425,7 +535,8 @@ def run_suite(lib: str, lay: dict, tests: list[str], impl: str, per_test: int, t
         f = os.path.basename(c["nodeid"].split("::")[0])
         if f in by_file:
             by_file[f].append({"classname": c["nodeid"].split("::")[0], "name": c["nodeid"].split("::", 1)[-1],
-                               "result": c["result"], "cause": c["cause"], "seconds": c["seconds"]})
+                               "result": c["result"], "cause": c["cause"], "tail": c.get("tail"),
+                               "seconds": c["seconds"]})
     return {"impl": impl, "seconds": round(time.time() - t0, 1), "by_file": by_file, "tail": tail}
 
 
@@ -459,21 +570,73 @@ def compare(lib: str, lay: dict, runs: dict, launched: set) -> list[dict]:
     return rows
 
 
+def shards(lib: str, lay: dict, tests: list[str], k: int) -> list[list[str]]:
+    """``tests`` in ``k`` groups of about equal weight (a test file's size stands for its cases): the largest
+    files first, each onto the lightest group, so the slow files (Liger's grpo_loss, cross_entropy) do not
+    queue behind each other in one run."""
+    if k <= 1 or len(tests) <= 1:
+        return [list(tests)]
+    folder = os.path.join(lib, lay["tests"])
+
+    def weight(t):
+        try:
+            return os.path.getsize(os.path.join(folder, t))
+        except OSError:
+            return 0
+
+    groups: list[list[str]] = [[] for _ in range(min(k, len(tests)))]
+    loads = [0] * len(groups)
+    for t in sorted(tests, key=lambda t: (-weight(t), t)):
+        i = loads.index(min(loads))
+        groups[i].append(t)
+        loads[i] += weight(t)
+    return [sorted(g) for g in groups]
+
+
+def merge_runs(parts: list[dict]) -> dict:
+    """The runs of one implementation over several shards, as one run."""
+    by_file: dict = {}
+    for r in parts:
+        by_file.update(r["by_file"])
+    return {"impl": parts[0]["impl"], "seconds": max(r["seconds"] for r in parts), "by_file": by_file,
+            "tail": [x for r in parts for x in r["tail"]][-6:], "shards": len(parts)}
+
+
+def failure_tails(runs: dict) -> list[str]:
+    """For the log: the end of the report of each case that passes under Triton and fails under newt."""
+    out = []
+    for test, cases in runs["newt"]["by_file"].items():
+        tri = {(c["classname"], c["name"]): c for c in runs["triton"]["by_file"].get(test, [])}
+        for c in cases:
+            t = tri.get((c["classname"], c["name"]))
+            if c["result"] == "fail" and t is not None and t["result"] == "pass":
+                out.append(f"--- newt fails {c['classname']}::{c['name']} (passes under Triton)")
+                out += ["    " + ln for ln in (c.get("tail") or c.get("cause") or "(no report)").splitlines()]
+    return out
+
+
 def main_both(a, lib: str, lay: dict, tests: list[str]) -> int:
     import concurrent.futures as cf
     commit = commit_of(lib)
     launched = launched_names(lib)
-    with cf.ThreadPoolExecutor(2) as ex:  # both runs at once: one GPU, separate processes
-        futs = {impl: ex.submit(run_suite, lib, lay, tests, impl, a.per_test, a.timeout, a.file_timeout, a.workers,
-                                a.capability, a.triton_via_dropin, a.cuda_as_cpu) for impl in ("triton", "newt")}
-        runs = {k: f.result() for k, f in futs.items()}
+    groups = shards(lib, lay, tests, a.shards)
+    with cf.ThreadPoolExecutor(2 * len(groups)) as ex:  # every run at once: one GPU, separate processes
+        futs = {(impl, i): ex.submit(run_suite, lib, lay, g, impl, a.per_test, a.timeout, a.file_timeout,
+                                     a.workers, a.capability, a.triton_via_dropin, a.cuda_as_cpu)
+                for impl in ("triton", "newt") for i, g in enumerate(groups)}
+        runs = {impl: merge_runs([futs[(impl, i)].result() for i in range(len(groups))])
+                for impl in ("triton", "newt")}
     rows = compare(lib, lay, runs, launched)
     for impl, r in runs.items():
         n = sum(len(v) for v in r["by_file"].values())
-        print(f"{impl}: {n} test cases in {r['seconds']} s; {' | '.join(r['tail'])}")
+        print(f"{impl}: {n} test cases in {r['seconds']} s ({len(groups)} shard(s)); {' | '.join(r['tail'])}")
     for x in rows:
         print(f"  {x['verdict']:18s} {x['kernel']:45s} triton {x['triton']:7s} newt {x['newt']:7s}"
               + (f"  {x['cause']}" if x["cause"] else ""))
+    tails = failure_tails(runs)
+    if tails:
+        print("\nThe end of each failing case's report under newt:")
+        print("\n".join(tails))
     # a kernel several test files exercise counts once: it matches when every file Triton runs matches
     verdicts: dict = {}
     for x in rows:
@@ -494,6 +657,20 @@ def main_both(a, lib: str, lay: dict, tests: list[str]) -> int:
     return 0
 
 
+def list_kernels(lib: str, lay: dict, tests: list[str]) -> int:
+    """``--list``: the kernels the selected test files exercise (each counted once), without running them."""
+    launched = launched_names(lib)
+    seen: dict = {}
+    for t in tests:
+        mod = lay["module"](t)
+        ks = jit_kernels(os.path.join(lib, mod), launched)
+        print(f"{t:45s} {mod:55s} {len(ks):3d}  {', '.join(ks)}")
+        for k in ks:
+            seen.setdefault(k, t)
+    print(f"\n{lay['name']} at {commit_of(lib)[:10]}: {len(seen)} kernels exercised by {len(tests)} test files")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("library", nargs="?", help="a checkout of a Triton library")
@@ -506,17 +683,27 @@ def main(argv=None) -> int:
                     help="seconds per test file (--impl both: per pytest run)")
     ap.add_argument("--cuda-as-cpu", action="store_true",
                     help="the tests name device 'cuda' (attorch's do): read it as the CPU (a torch function mode)")
+    ap.add_argument("--cuda-tests", action="store_true",
+                    help="(the interpreter) run tests the library marks skipif(not torch.cuda.is_available()): "
+                         "torch answers True while the tests are collected (ml-cross-entropy's are all so marked); "
+                         "with --cuda-as-cpu")
     ap.add_argument("--capability", default="9.0",
                     help="without a GPU, what torch.cuda.get_device_capability() reports (python -m newt.dropin "
                          "--capability): libraries pick configs by it at import")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--md", action="store_true", help="print markdown table rows")
     ap.add_argument("--smoke", action="store_true", help="run on a built-in two-kernel stand-in library")
+    ap.add_argument("--list", action="store_true",
+                    help="run nothing: each selected test file with the kernels it exercises, and their number "
+                         "(what a full pass would count)")
     ap.add_argument("--impl", choices=("newt", "both"), default="newt",
                     help="newt: each test file under the drop-in (the interpreter counts); both: the selected "
                          "files in one pytest run under the installed Triton and one under newt's drop-in, "
                          "compared case by case (the GPU mode)")
     ap.add_argument("--workers", type=int, default=4, help="--impl both: pytest-xdist workers per run")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="--impl both: split the test files into this many groups, each its own pair of runs, all "
+                         "at once (a slow file no longer holds up the rest within the time limit)")
     ap.add_argument("--triton-via-dropin", action="store_true", help=argparse.SUPPRESS)  # the smoke, without Triton
     a = ap.parse_args(argv)
     if a.smoke:
@@ -536,19 +723,25 @@ def main(argv=None) -> int:
         want = {w if w.startswith("test_") else f"test_{w}" for w in a.only.split(",")}
         want = {w if w.endswith(".py") else w + ".py" for w in want}
         tests = [t for t in tests if t in want]
+    if a.list:
+        return list_kernels(lib, lay, tests)
     if a.impl == "both":
         return main_both(a, lib, lay, tests)
     commit = commit_of(lib)
     launched = launched_names(lib)
     rows, results = [], []
     for t in tests:
-        r = run_file(lib, lay, t, a.per_test, a.timeout, a.file_timeout, a.cuda_as_cpu, a.capability)
+        r = run_file(lib, lay, t, a.per_test, a.timeout, a.file_timeout, a.cuda_as_cpu, a.capability, a.cuda_tests)
         results.append(r)
         rs = summarize(lib, lay, r, launched)
         rows += rs
         ok = sum(1 for c in r["cases"] if c["result"] == "pass")
         print(f"{t:45s} {ok}/{len(r['cases'])} tests  {len(rs)} kernels {rs[0]['result'] if rs else ''}  "
               f"({r['seconds']} s)" + (f"  {rs[0]['cause']}" if rs and rs[0]["cause"] else ""), flush=True)
+        for c in r["cases"]:
+            if c["result"] == "fail" and c.get("tail"):
+                print(f"    --- {c['name']}\n" + "\n".join("      " + ln for ln in c["tail"].splitlines()),
+                      flush=True)
     counted = [x for x in rows if x["result"] != "skip"]
     passed = [x for x in counted if x["result"] == "pass"]
     print(f"\n{lay['name']} at {commit[:10]}: {len(passed)} of {len(counted)} kernels pass their tests "

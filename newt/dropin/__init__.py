@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import sys
 import threading
@@ -100,6 +101,37 @@ class DropinFinder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.ModuleSpec(fullname, _AliasLoader(provider), is_package=True)
         spec.submodule_search_locations = []
         return spec
+
+    def find_distributions(self, context=None):
+        """``importlib.metadata.version("triton")`` (libraries gate code on it, e.g. ml-cross-entropy's
+        ``is_package_greater_or_equal("triton", "3.2.0")``): a served package answers with the version its
+        facade reports, ahead of an installed Triton's own metadata; nothing is listed for other names."""
+        name = getattr(context, "name", None)
+        if not name:
+            return iter(())
+        top = name.lower().replace("-", "_").replace(".", "_")
+        if top not in _PROVIDERS:
+            return iter(())
+        version = TRITON_API_VERSION if top == "triton" else None
+        if version is None:
+            try:
+                version = getattr(importlib.import_module(_PROVIDERS[top]).module_for(top), "__version__", None)
+            except ImportError:
+                version = None
+        return iter((_ServedDistribution(top, str(version)),) if version else ())
+
+
+class _ServedDistribution(importlib.metadata.Distribution):
+    """The metadata of a package the drop-in serves: its name and version, no files."""
+
+    def __init__(self, name: str, version: str):
+        self._text = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+
+    def read_text(self, filename):
+        return self._text if filename in ("METADATA", "PKG-INFO") else None
+
+    def locate_file(self, path):
+        return path
 
 
 def _load_kind_providers() -> None:

@@ -251,6 +251,10 @@ class StatementBuilder(BuilderPart):
         self.ctx.region = saved
         if speculative:
             self.ctx.speculative -= 1
+        if clear_flags and else_fn is None and self._exited_by_return_only(pre):
+            # the rest of a body after a run-time `return`: its other path is the one that returned, whose
+            # values no longer matter (Triton's early return leaves that path out of the join)
+            returned[1] = True
         then_s, else_s = scopes
         from .rules.blockptr import join_carried, split_branches
         bps = split_branches(then_s, else_s)  # block pointers on both branches: merged part by part
@@ -337,6 +341,14 @@ class StatementBuilder(BuilderPart):
                     merged[f] = Const(True)
         self.ctx.scope = merged
         join_carried(self.api, bps)
+
+    def _exited_by_return_only(self, scope) -> bool:
+        """The dynamic exit flags of ``scope`` are a ``return``'s alone (no ``break``/``continue`` is pending,
+        whose path's values the loop still carries)."""
+        if not isinstance(scope.get(FLAG_RET), TensorV):
+            return False
+        return not any(isinstance(scope.get(f), TensorV) or (isinstance(scope.get(f), Const) and scope[f].value)
+                       for f in (FLAG_BRK, FLAG_CNT))
 
     def merge_type(self, name, a: AV | None, b: AV | None, node):
         """The type a variable takes after two branches (or None when it cannot be a run-time value)."""

@@ -186,7 +186,8 @@ class Param:
 class KernelMetadata(dict):
     """``metadata.n_regs`` or ``metadata["n_regs"]``: name, kernel_name, target, num_warps,
     num_stages, n_regs, n_spills, shared (bytes, static + dynamic), dynamic_shared,
-    static_shared, file, line, signature, constexprs, hints."""
+    static_shared, file, line, signature, constexprs, hints; pipeline_stages (the software pipeline's depth:
+    num_stages, or fewer where that overflowed shared memory)."""
 
     def __getattr__(self, k):
         try:
@@ -604,6 +605,8 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         arg_names=[p.name for p in irfn.params],
         tensormaps=list(module.metadata.get("tensormaps") or []),  # TMA (tensormap.py): encoded per launch
         maxnreg=maxnreg,
+        # fewer than num_stages where the asked depth overflowed shared memory (codegen._generate_fitting)
+        pipeline_stages=int(module.metadata.get("num_stages_used", num_stages)),
     )
     if module.producer_warps:  # a warp-specialized loop: the block has this many warps more (warpspec.py)
         md["producer_warps"] = int(module.producer_warps)

@@ -408,7 +408,8 @@ class Autotuner(KernelInterface):
             tasks = []
             for c in configs:
                 try:
-                    tasks.append(compile_spec_for(self.fn, args, {**c.kwargs, **kwargs}, c.num_warps, c.num_stages,
+                    a, kw = self._config_descriptors(c, args, kwargs)
+                    tasks.append(compile_spec_for(self.fn, a, {**c.kwargs, **kw}, c.num_warps, c.num_stages,
                                                   maxnreg=c.maxnreg))
                 except Exception:  # a bad call: the in-process warm-up below raises it
                     tasks.append(None)
@@ -436,7 +437,8 @@ class Autotuner(KernelInterface):
         """Compile every config (threads: NVRTC runs outside the GIL); failures are recorded."""
         def one(c):
             try:
-                self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs)
+                a, kw = self._config_descriptors(c, args, kwargs)
+                self.fn.run(*a, grid=None, warmup=True, **c.all_kwargs(), **kw)
                 return None
             except Exception as e:
                 return e
@@ -455,6 +457,28 @@ class Autotuner(KernelInterface):
                 if _is_fatal(e):
                     raise e
                 self._skip(c, e)
+
+    def _config_descriptors(self, config, args, kwargs):
+        """The arguments a config compiles with.  A tensor descriptor's block is part of the specialization, and
+        libraries make the descriptor with a placeholder block that each config's ``pre_hook`` replaces before
+        its launch (Liger's ``mlp.py``: ``block_shape=[1, 1, 1]``, then ``nargs["desc_input"].block_shape =
+        [1, BLOCK_M, BLOCK_K]``); compiling ahead of the launch must see that config's block too.  So where a
+        config with a ``pre_hook`` meets a descriptor argument, the hook runs on copies of the descriptors
+        (the caller's are untouched, and configs compiled in parallel do not share them)."""
+        if config.pre_hook is None:
+            return args, kwargs
+        from newt.tools.tensor_descriptor import is_descriptor
+        if not any(is_descriptor(v) for v in (*args, *kwargs.values())):
+            return args, kwargs
+        import copy
+        a = [copy.copy(v) if is_descriptor(v) else v for v in args]
+        kw = {k: copy.copy(v) if is_descriptor(v) else v for k, v in kwargs.items()}
+        nargs = dict(zip(self.arg_names, a))
+        nargs.update(kw)
+        nargs.update(config.all_kwargs())
+        config.pre_hook(nargs)
+        return ([nargs.get(n, v) for n, v in zip(self.arg_names, a)] + a[len(self.arg_names):],
+                {k: nargs.get(k, v) for k, v in kw.items()})
 
     def _bench(self, config, args, kwargs, grid):
         nargs = self._nargs(args, kwargs, config)
@@ -512,7 +536,8 @@ class Autotuner(KernelInterface):
         out = []
         for c in self.prune_configs(kwargs, nargs):
             try:
-                out.append(self.fn.run(*args, grid=None, warmup=True, **c.all_kwargs(), **kwargs))
+                a, kw = self._config_descriptors(c, args, kwargs)
+                out.append(self.fn.run(*a, grid=None, warmup=True, **c.all_kwargs(), **kw))
             except Exception as e:
                 if _is_fatal(e):
                     raise

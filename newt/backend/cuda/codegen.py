@@ -131,12 +131,41 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
         raise ValueError(f"maxnreg must be an int from 1 to 255 (registers per thread), got {maxnreg!r}")
     fn.number()
     try:
-        module = _generate(fn, tgt, num_warps, num_stages, device_asserts, 0 if maxnreg else min_blocks, maxnreg)
+        module = _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, 0 if maxnreg else min_blocks,
+                                   maxnreg)
     except BackendError as e:
         raise _backend_error(fn, e) from None
     module.rerender = functools.partial(generate_cuda, fn, target, num_warps, num_stages,
                                         device_asserts=device_asserts, maxnreg=maxnreg)
     return module
+
+
+def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None) -> CudaModule:
+    """``_generate``, with fewer pipeline stages where the asked number overflows shared memory.
+
+    newt's shared-memory plan is coarser than Triton's (a tile staged once for a dot, a K-major copy and the
+    scratch used inside a pipelined loop overlap no ring), so a kernel Triton fits can overflow here at the
+    same ``num_stages`` (ml-cross-entropy's ``_cce_backward_kernel``: 361 KB at 4 stages on sm_90a).  Rather
+    than refuse it, the kernel is built with the largest smaller depth that fits (down to 1: no software
+    pipeline); ``metadata["num_stages_used"]`` says which.  Where none fits, the asked depth's error stands."""
+    try:
+        return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg)
+    except BackendError as e:
+        if e.data.get("resource") != "shared memory" or num_stages <= 1 or \
+                not any(op.name == "scf.for" for op in fn.walk()):
+            raise
+        first = e
+    for k in range(num_stages - 1, 0, -1):
+        try:
+            module = _generate(fn, tgt, num_warps, k, device_asserts, want_blocks, maxnreg)
+        except BackendError as e:
+            if e.data.get("resource") != "shared memory":
+                raise first from None
+            continue
+        module.num_stages = num_stages
+        module.metadata["num_stages_used"] = k
+        return module
+    raise first
 
 
 def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None, ws=True) -> CudaModule:
@@ -256,7 +285,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
                 d = plan.describe(r)
                 if d:
                     layouts[f"%{r.id}"] = d
-    meta = {"pipelined_loops": len(em.pipelines), "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
+    meta = {"pipelined_loops": len(em.pipelines), "num_stages_used": num_stages,
+            "dot_lowerings": sorted({d.name for d in plan.dot.values()}),
             "needs_shared_opt_in": shared > 48 * 1024, "min_blocks": int(min_blocks[2:] or 0),
             "launch_bounds": qualifier, "tensormaps": tmaps, "maxnreg": maxnreg}
     if pw:
