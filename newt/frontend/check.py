@@ -346,6 +346,24 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
 # ---------------------------------------------------------------------------
 
 
+def _wrapped_by_unknown(kd: KernelDef, scan: ModuleScan) -> bool:
+    """Whether a decorator of the kernel other than jit/autotune/heuristics may supply arguments to its launches:
+    one the file does not define as something known (``@libtuner(...)``, ``@fla_cache_autotune(...)``), or a
+    ``heuristics`` whose values are not a dict literal the file spells out."""
+    for dec in kd.decorator_nodes:
+        if dec is kd.autotune:
+            continue
+        if dec is kd.heuristics:
+            arg = dec.args[0] if dec.args else next((k.value for k in dec.keywords if k.arg == "values"), None)
+            if not isinstance(arg, ast.Dict) or any(k is None for k in arg.keys):
+                return True
+            continue
+        q = scan.resolve(dec.func if isinstance(dec, ast.Call) else dec)
+        if q is None or not q.startswith("newt."):
+            return True
+    return False
+
+
 def _is_constexpr_ann(ann, scan: ModuleScan) -> bool:
     if ann is None:
         return False
@@ -466,6 +484,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
         missing = [p for p in pnames if p not in given and p not in defaults and p not in provided_by_decorators]
         if kd.autotune is not None and not kd.configs_static:
             missing = []  # the configs come from code we do not run: they may provide any parameter
+        if missing and _wrapped_by_unknown(kd, scan):
+            missing = []  # a decorator we do not know (a library's own autotuner) may provide any parameter
         has_star = any(isinstance(a, ast.Starred) for a in ls.node.args) or any(k.arg is None for k in
                                                                                ls.node.keywords)
         if missing and not has_star:

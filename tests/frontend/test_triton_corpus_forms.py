@@ -1,0 +1,72 @@
+"""Forms of valid Triton code found by ``newt check`` over more libraries (flash-linear-attention's ``fla/ops``,
+FlagGems' ``src/flag_gems/ops`` and ``fused``) on which the front end once reported a false error: each has a
+minimal kernel here, written for this test, that must analyze with no error, and, where the form has a wrong
+use, the error that use still gets."""
+
+from __future__ import annotations
+
+import textwrap
+
+from newt.frontend import analyze_source
+
+TRITON = "import triton\nimport triton.language as tl\n"
+
+
+def _diags(body: str, path="lib/kernels.py", header=TRITON):
+    fa = analyze_source(header + textwrap.dedent(body).lstrip("\n"), path)
+    return fa.diagnostics
+
+
+def _errors(body: str, **kw):
+    return [d for d in _diags(body, **kw) if str(d.severity) == "error"]
+
+
+def _fmt(ds):
+    return "\n".join(d.format() for d in ds)
+
+
+def test_a_decorator_of_another_package_may_supply_launch_arguments():
+    # a library's own autotuner (``@libtuner(configs=...)``) sets BLOCK: the launch does not pass it
+    ds = _errors("""
+    from mylib.utils import libtuner
+
+    @libtuner(configs=[triton.Config({"BLOCK": 128})], key=["n"])
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+    def run(x):
+        k[(1,)](x, x.numel())
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_heuristics_from_code_the_file_does_not_spell_may_supply_launch_arguments():
+    ds = _errors("""
+    from mylib import runtime
+
+    @triton.heuristics(runtime.get_heuristic_config("k"))
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+    def run(x):
+        k[(1,)](x, x.numel())
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_missing_launch_argument_of_a_plain_kernel_is_still_an_error():
+    ds = _errors("""
+    @triton.heuristics({"EVEN": lambda a: a["n"] % 128 == 0})
+    @triton.jit
+    def k(x_ptr, n, EVEN: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+    def run(x):
+        k[(1,)](x, x.numel())
+    """)
+    assert [d.code for d in ds] == ["N060"] and "BLOCK" in ds[0].message, _fmt(ds)
