@@ -119,7 +119,9 @@ class StaticEnv(GlobalEnv):
             try:
                 return from_python(resolve_qualname(v.q))
             except (LookupError, AttributeError, ImportError):
-                return Opaque(v.q)
+                # as for an imported name: another package's object (``_tanh = shim.tanh``) may be a jit function
+                known = _TRUSTED_ROOTS + trusted_roots() + _HOST_ONLY_ROOTS
+                return Opaque(v.q) if v.q.split(".")[0] in known else Opaque()
         if isinstance(v, (list, tuple)):
             from .values import TupleV
             return TupleV([self._convert(x) for x in v])

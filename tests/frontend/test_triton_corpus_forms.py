@@ -70,3 +70,30 @@ def test_a_missing_launch_argument_of_a_plain_kernel_is_still_an_error():
         k[(1,)](x, x.numel())
     """)
     assert [d.code for d in ds] == ["N060"] and "BLOCK" in ds[0].message, _fmt(ds)
+
+
+def test_a_module_alias_of_another_packages_function_is_callable():
+    # ``_tanh = tl_extra_shim.tanh`` at module level: a jit function of the library's own (its value unknown here)
+    ds = _errors("""
+    from mylib.utils import tl_extra_shim
+
+    _tanh = tl_extra_shim.tanh
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, _tanh(tl.load(x_ptr + offs)))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_module_alias_of_a_missing_language_function_is_still_an_error():
+    ds = _errors("""
+    _tanh = tl.no_such_function
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, _tanh(tl.load(x_ptr + offs)))
+    """)
+    assert [d.code for d in ds] == ["N006"], _fmt(ds)
