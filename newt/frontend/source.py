@@ -444,6 +444,9 @@ class _Q:
     def __repr__(self):
         return self.q
 
+    def __bool__(self):
+        raise NotStatic(f"the truth of {self.q}")  # an imported flag (IS_INTEL): its value is not in the text
+
 
 def _safe_pow(a, b):
     return a ** b

@@ -97,3 +97,30 @@ def test_a_module_alias_of_a_missing_language_function_is_still_an_error():
         tl.store(x_ptr + offs, _tanh(tl.load(x_ptr + offs)))
     """)
     assert [d.code for d in ds] == ["N006"], _fmt(ds)
+
+
+def test_a_config_dict_chosen_by_an_imported_flag_is_not_known():
+    # ``{'grf_mode': 'large'} if IS_INTEL else {}``: the flag is another module's, its value unknown here
+    ds = _errors("""
+    from mylib.utils import IS_INTEL
+
+    extra = {"grf_mode": "large"} if IS_INTEL else {}
+
+    @triton.autotune(configs=[triton.Config(extra, num_warps=w) for w in (2, 4)], key=["n"])
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_config_key_that_is_no_parameter_is_still_an_error():
+    ds = _errors("""
+    @triton.autotune(configs=[triton.Config({"grf_mode": "large"}, num_warps=4)], key=["n"])
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 1.0, mask=offs < n)
+    """)
+    assert [d.code for d in ds] == ["N060"], _fmt(ds)
