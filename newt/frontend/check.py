@@ -59,6 +59,8 @@ def resolve_qualname(q: str):
             obj = importlib.import_module(modname)
         except ImportError:
             continue
+        if modname == "newt.language.core" and len(parts) > i and not hasattr(obj, parts[i]):
+            obj = importlib.import_module("newt.language")  # Triton's core module is the whole language
         for attr in parts[i:]:
             obj = getattr(obj, attr)
         return obj
