@@ -107,6 +107,11 @@ class ExpressionBuilder(BuilderPart):
         if isinstance(base, Const):
             obj = base.value
             if isinstance(obj, pytypes.ModuleType):
+                if obj is lc and not hasattr(obj, attr):
+                    # Triton's ``triton.language.core`` holds the whole language (``core.arange``, ``core.where``,
+                    # ``tl.core.reshape``), as newt's drop-in has it: the language's names are found there
+                    import newt.language as nl
+                    obj = nl
                 if not hasattr(obj, attr) or attr.startswith("_"):
                     names = [n for n in dir(obj) if not n.startswith("_")]
                     sugg = difflib.get_close_matches(attr, names, n=1)

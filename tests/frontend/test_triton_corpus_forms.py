@@ -124,3 +124,34 @@ def test_a_config_key_that_is_no_parameter_is_still_an_error():
         tl.store(x_ptr + offs, 1.0, mask=offs < n)
     """)
     assert [d.code for d in ds] == ["N060"], _fmt(ds)
+
+
+def test_the_language_through_tritons_core_module():
+    # Triton's ``triton.language.core`` defines the language's functions; code calls them there
+    ds = _errors("""
+    import triton.language.core as core
+    from triton.language.core import broadcast_to
+
+    @triton.jit
+    def k(x_ptr, n_dims: core.constexpr, BLOCK: core.constexpr):
+        core.static_assert(BLOCK % 2 == 0)
+        x = tl.load(x_ptr + core.arange(0, BLOCK))
+        y = core.reshape(x, [BLOCK // 2, 2])
+        m = broadcast_to(core.arange(0, 2)[None, :], [BLOCK // 2, 2])
+        z = core.where(m > 0, y, tl.core.reshape(y, [BLOCK // 2, 2]))
+        for i in core.static_range(n_dims):
+            z = z + i
+        tl.store(x_ptr + tl.arange(0, BLOCK), core.reshape(z, [BLOCK]))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_name_the_language_lacks_is_still_an_error_through_core():
+    ds = _errors("""
+    import triton.language.core as core
+
+    @triton.jit
+    def k(x_ptr, BLOCK: core.constexpr):
+        tl.store(x_ptr + core.arange(0, BLOCK), core.no_such_function(BLOCK))
+    """)
+    assert [d.code for d in ds] == ["N004"], _fmt(ds)
