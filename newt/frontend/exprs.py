@@ -530,6 +530,11 @@ class ExpressionBuilder(BuilderPart):
             return self.ctx.emit("bitcast", [v], [rt], node=node).result
         if src.is_ptr() and dst.is_ptr():
             return self.ctx.emit("bitcast", [v], [rt], node=node).result
+        if src.is_ptr() and dst.is_bool():
+            # Triton: pointer -> int1 is "not null" (its address as a 64-bit integer != 0)
+            v = self.cast_value(v, lc.int64, node)
+            zero = self.ctx.constant(0, v.type, node)
+            return self.ctx.emit("ne", [v, zero], [rt], node=node).result
         if src.is_ptr() or dst.is_ptr():
             other = dst if src.is_ptr() else src
             if not (other.is_int() and other.primitive_bitwidth == 64):

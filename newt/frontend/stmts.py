@@ -210,7 +210,8 @@ class StatementBuilder(BuilderPart):
         if scalar_of(v.type) == lc.int1:
             return v
         if scalar_of(v.type).is_ptr():
-            raise SemError("N023", "a pointer cannot be used as a condition")
+            # Triton's rule: a pointer is true when it is not null (``if bias_ptr:``), its address != 0
+            v = self.exprs.cast_value(v, lc.int64, node)
         zero = self.zero_like(v, node)
         return self.ctx.emit("ne", [v, zero], [block_of(lc.int1, shape_of(v.type))], node=node).result
 

@@ -155,3 +155,36 @@ def test_a_name_the_language_lacks_is_still_an_error_through_core():
         tl.store(x_ptr + core.arange(0, BLOCK), core.no_such_function(BLOCK))
     """)
     assert [d.code for d in ds] == ["N004"], _fmt(ds)
+
+
+def test_a_pointer_as_a_condition_is_a_null_test():
+    # Triton casts the condition to int1, and a pointer's int1 is "its address != 0"
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, w_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        if w_ptr:
+            w = tl.load(w_ptr + offs).to(tl.float32)
+        else:
+            w = 1.0
+        nonnull = w_ptr.to(tl.int1)
+        tl.store(x_ptr + offs, w * nonnull, mask=offs < n)
+
+    def run(x, w):
+        k[(1,)](x, w, x.numel(), BLOCK=128)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_pointer_to_a_narrow_integer_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, x_ptr.to(tl.int32))
+
+    def run():
+        x = torch.empty(128, dtype=torch.float32)
+        k[(1,)](x, BLOCK=128)
+    """, header=TRITON + "import torch\n")
+    assert [d.code for d in ds] == ["N024"], _fmt(ds)
