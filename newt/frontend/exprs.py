@@ -140,6 +140,8 @@ class ExpressionBuilder(BuilderPart):
                         raise SemError("N023", str(e)) from None
                 if (attr.startswith("is_") or attr in ("get_int_max_value", "get_int_min_value")) and \
                         hasattr(obj, attr):
+                    if obj.is_symbolic():
+                        return Opaque()  # a dtype the generic check does not know: its predicates are unknown
                     return PyFunc(attr, getattr(obj, attr), trusted=True)
                 if attr == "scalar":
                     return Const(obj)

@@ -188,3 +188,30 @@ def test_a_pointer_to_a_narrow_integer_is_still_an_error():
         k[(1,)](x, BLOCK=128)
     """, header=TRITON + "import torch\n")
     assert [d.code for d in ds] == ["N024"], _fmt(ds)
+
+
+def test_dtype_predicates_of_an_unknown_dtype_are_unknown():
+    # a helper checked on its own: x's dtype is not known, so no branch of the chain is known to be taken
+    ds = _errors("""
+    @triton.jit
+    def to_key(x, descending: tl.constexpr = False):
+        if x.dtype.is_floating():
+            out = x + 1
+        elif x.dtype.is_int_signed():
+            out = x - 1
+        return out
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_dtype_predicates_of_a_known_dtype_still_decide():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs).to(tl.int16)
+        if x.dtype.is_floating():
+            out = x + 1
+        tl.store(x_ptr + offs, out)
+    """)
+    assert [d.code for d in ds] == ["N003"], _fmt(ds)
