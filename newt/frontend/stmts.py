@@ -105,6 +105,14 @@ class StatementBuilder(BuilderPart):
     def stmt_Pass(self, node):
         pass
 
+    def stmt_Raise(self, node):
+        # Triton rejects a ``raise`` only where its code generator reaches it: the ``else: raise ValueError(...)``
+        # of an if/elif chain over constexprs is fine for the specializations that take another branch.  Under a
+        # branch the generic check cannot decide, no specialization is known to reach it: silent
+        if self.ctx.speculative:
+            return
+        self.unsupported(node)
+
     def stmt_Expr(self, node):
         if isinstance(node.value, ast.Constant):
             return  # docstring / bare literal

@@ -215,3 +215,32 @@ def test_dtype_predicates_of_a_known_dtype_still_decide():
         tl.store(x_ptr + offs, out)
     """)
     assert [d.code for d in ds] == ["N003"], _fmt(ds)
+
+
+def test_a_raise_in_a_branch_no_known_specialization_takes_is_silent():
+    # the ``else: raise`` of a chain over a dtype the generic check does not know
+    ds = _errors("""
+    @triton.jit
+    def as_int(x):
+        if tl.constexpr(x.dtype.primitive_bitwidth) == 16:
+            idtype = tl.int16
+        elif tl.constexpr(x.dtype.primitive_bitwidth) == 32:
+            idtype = tl.int32
+        else:
+            raise ValueError("unsupported dtype")
+        return x.to(idtype, bitcast=True)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_raise_every_specialization_reaches_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs).to(tl.float32)
+        if x.dtype.is_floating():
+            raise ValueError("floats are not supported")
+        tl.store(x_ptr + offs, x)
+    """)
+    assert [d.code for d in ds] == ["N002"], _fmt(ds)
