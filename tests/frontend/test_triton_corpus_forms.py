@@ -244,3 +244,25 @@ def test_a_raise_every_specialization_reaches_is_still_an_error():
         tl.store(x_ptr + offs, x)
     """)
     assert [d.code for d in ds] == ["N002"], _fmt(ds)
+
+
+def test_float_of_an_unknown_constexpr_is_not_an_integer():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BT: tl.constexpr):
+        levels = tl.log2(float(BT)).to(tl.int32) + 1
+        tl.store(x_ptr, levels)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_log2_of_an_integer_constexpr_is_still_an_error_where_known():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BT: tl.constexpr):
+        tl.store(x_ptr, tl.log2(int(BT)))
+
+    def run(x):
+        k[(1,)](x, BT=16)
+    """)
+    assert [d.code for d in ds] == ["N023"], _fmt(ds)
