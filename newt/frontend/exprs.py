@@ -302,6 +302,13 @@ class ExpressionBuilder(BuilderPart):
             except IndexError:
                 raise SemError("N032", f"index {idx.value} is out of range for a tuple of {len(items)}") from None
         if isinstance(base, TensorV):
+            dt = base.dtype
+            if not base.shape and (_unknown_kind(dt) or (dt.is_ptr() and isinstance(dt.element_ty, SymDType))):
+                # a parameter the generic check knows nothing about, or only guesses is a pointer (it flows into a
+                # load): a launch may pass a tuple (``res[0]``, ``res[i]`` in a static_range), so indexing it is
+                # unknown
+                self.expr(sl)
+                return Opaque()
             return self.index_block(base, sl, node)
         if isinstance(base, Sym):
             return Opaque()

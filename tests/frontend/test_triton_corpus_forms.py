@@ -266,3 +266,26 @@ def test_log2_of_an_integer_constexpr_is_still_an_error_where_known():
         k[(1,)](x, BT=16)
     """)
     assert [d.code for d in ds] == ["N023"], _fmt(ds)
+
+
+def test_a_parameter_of_unknown_kind_may_be_a_tuple():
+    # ``res`` is a tuple of pointers at every launch; the file does not say so
+    ds = _errors("""
+    @triton.jit
+    def k(res, o, L2: tl.constexpr, BL: tl.constexpr):
+        o_l = tl.arange(0, BL)
+        p_v = res[0] + o_l * 0
+        for i in tl.static_range(1, L2):
+            p_v = tl.where(o_l == i, res[i], p_v)
+        tl.store(o + o_l, tl.load(p_v))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_indexing_a_scalar_parameter_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(o, n: tl.int32, BL: tl.constexpr):
+        tl.store(o + tl.arange(0, BL), n[0])
+    """)
+    assert [d.code for d in ds] == ["N002"], _fmt(ds)
