@@ -603,6 +603,10 @@ class ModuleScan:
                         if isinstance(n, ast.Name):
                             self.assigned.add(n.id)
                             self.conditional.add(n.id)
+            elif id(node) not in top and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # ``if IS_BLACKWELL: @jit def safe_dot ... else: @jit def safe_dot ...``: defined, which one unknown
+                self.assigned.add(node.name)
+                self.conditional.add(node.name)
         # constants first (configs may use them)
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):

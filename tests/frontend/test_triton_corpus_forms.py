@@ -289,3 +289,36 @@ def test_indexing_a_scalar_parameter_is_still_an_error():
         tl.store(o + tl.arange(0, BL), n[0])
     """)
     assert [d.code for d in ds] == ["N002"], _fmt(ds)
+
+
+def test_a_helper_defined_under_a_module_level_if_exists():
+    ds = _errors("""
+    from mylib import IS_BLACKWELL
+
+    if IS_BLACKWELL:
+        @triton.jit
+        def safe_dot(a, b):
+            return tl.dot(a, b) + 0.0
+    else:
+        @triton.jit
+        def safe_dot(a, b):
+            return tl.dot(a, b)
+
+    @triton.jit
+    def k(a_ptr, o_ptr, B: tl.constexpr):
+        offs = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+        a = tl.load(a_ptr + offs)
+        tl.store(o_ptr + offs, safe_dot(a, a))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_name_defined_nowhere_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(a_ptr, o_ptr, B: tl.constexpr):
+        offs = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+        a = tl.load(a_ptr + offs)
+        tl.store(o_ptr + offs, safe_dot(a, a))
+    """)
+    assert [d.code for d in ds] == ["N003"], _fmt(ds)
