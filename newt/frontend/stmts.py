@@ -278,7 +278,10 @@ class StatementBuilder(BuilderPart):
                 if present is None or isinstance(present, Undef):
                     merged[name] = Undef(name)
                     continue
-                if name.startswith("$") or exited[0] or exited[1]:
+                # a guard over the rest of a block after a run-time ``return`` (``if i_s >= T: return`` then
+                # ``i_t = ...``): its other path has returned, where the value no longer matters
+                ret_guard = clear_flags and not self.ctx.frame.loops and b is None
+                if name.startswith("$") or exited[0] or exited[1] or ret_guard:
                     if isinstance(present, (Const, JitRef, PyFunc)) and not is_number(present):
                         merged[name] = present
                         continue

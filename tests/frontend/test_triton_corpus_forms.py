@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import textwrap
 
+import torch
+
+import newt
+import newt.language as nl
 from newt.frontend import analyze_source
 
 TRITON = "import triton\nimport triton.language as tl\n"
@@ -322,3 +326,60 @@ def test_a_name_defined_nowhere_is_still_an_error():
         tl.store(o_ptr + offs, safe_dot(a, a))
     """)
     assert [d.code for d in ds] == ["N003"], _fmt(ds)
+
+
+def test_a_name_assigned_after_a_run_time_early_return_is_defined():
+    ds = _errors("""
+    @triton.jit
+    def k(y, S, T, BD: tl.constexpr, LEFT: tl.constexpr):
+        i_s = tl.program_id(0)
+        if LEFT:
+            if i_s < S - T:
+                return
+            i_t = i_s - (S - T)
+        else:
+            if i_s >= T:
+                return
+            i_t = i_s
+        tl.store(y + i_t * BD + tl.arange(0, BD), 1.0)
+
+    def run(y, S, T):
+        k[(S,)](y, S, T, BD=16, LEFT=True)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_name_assigned_on_one_run_time_path_is_still_maybe_undefined():
+    ds = _errors("""
+    @triton.jit
+    def k(y, S, T, BD: tl.constexpr):
+        i_s = tl.program_id(0)
+        if i_s < S - T:
+            i_t = i_s
+        tl.store(y + i_t * BD + tl.arange(0, BD), 1.0)
+
+    def run(y, S, T):
+        k[(S,)](y, S, T, BD=16)
+    """)
+    assert [d.code for d in ds] == ["N007"], _fmt(ds)
+
+
+def test_a_name_assigned_after_a_run_time_early_return_runs_on_the_interpreter():
+    @newt.jit(interpret=True)
+    def k(y, S, T, BD: nl.constexpr, LEFT: nl.constexpr):
+        i_s = nl.program_id(0)
+        if LEFT:
+            if i_s < S - T:
+                return
+            i_t = i_s - (S - T)
+        else:
+            if i_s >= T:
+                return
+            i_t = i_s
+        nl.store(y + i_t * BD + nl.arange(0, BD), (i_s + 1).to(nl.float32))
+
+    for left, want in ((True, [3.0, 4.0, 5.0]), (False, [1.0, 2.0, 3.0])):
+        y = torch.zeros(3 * 4)
+        k[(5,)](y, 5, 3, BD=4, LEFT=left)
+        assert y.view(3, 4)[:, 0].tolist() == want
+        assert (y.view(3, 4) == y.view(3, 4)[:, :1]).all()
