@@ -264,12 +264,16 @@ class StatementBuilder(BuilderPart):
         from .rules.blockptr import join_carried, split_branches
         bps = split_branches(then_s, else_s)  # block pointers on both branches: merged part by part
         names = []
+        same = {}  # new names both paths bind to the one value (``i_tg = task_id`` on each side)
         for name in list(then_s) + [n for n in else_s if n not in then_s]:
             a, b = then_s.get(name), else_s.get(name)
             if a is b:
+                if a is not None and name not in pre:
+                    same[name] = a
                 continue
             names.append(name)
         merged = dict(pre)
+        merged.update(same)
         plan = []  # (name, type, a, b)
         for name in names:
             a, b = then_s.get(name), else_s.get(name)

@@ -383,3 +383,36 @@ def test_a_name_assigned_after_a_run_time_early_return_runs_on_the_interpreter()
         k[(5,)](y, 5, 3, BD=4, LEFT=left)
         assert y.view(3, 4)[:, 0].tolist() == want
         assert (y.view(3, 4) == y.view(3, 4)[:, :1]).all()
+
+
+def test_a_new_name_bound_to_the_same_value_on_both_paths_is_defined():
+    ds = _errors("""
+    @triton.jit
+    def k(o, task_num, IS_VARLEN: tl.constexpr):
+        pid = tl.program_id(0)
+        if IS_VARLEN:
+            i_tg = pid
+        else:
+            i_tg = pid
+        if pid < task_num:
+            j = pid
+        else:
+            j = pid
+        tl.store(o + i_tg + j, 1.0)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_same_value_bound_to_the_same_name_runs_on_the_interpreter():
+    @newt.jit(interpret=True)
+    def k(o, n):
+        pid = nl.program_id(0)
+        if pid < n:
+            j = pid
+        else:
+            j = pid
+        nl.store(o + j, (j * 2).to(nl.float32))
+
+    y = torch.zeros(4)
+    k[(4,)](y, 2)
+    assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
