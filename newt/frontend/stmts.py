@@ -21,13 +21,6 @@ from .values import AV, Const, JitRef, Opaque, Poison, PyFunc, Sym, TensorV, Tup
 _STMT_DISPATCH: dict = {}
 
 
-def _compile_time(v) -> bool:
-    """A constexpr value: a constant, a symbol of the specialization, or a tuple of them."""
-    if isinstance(v, TupleV):
-        return all(_compile_time(x) for x in v.items)
-    return isinstance(v, (Const, Sym, Opaque))
-
-
 class StatementBuilder(BuilderPart):
     """Runs statements: assignment, ``if`` (folded, at run time or speculative), ``break``/``continue``/
     ``return`` as flags, ``assert``; hands loops to ``LoopBuilder``."""
@@ -129,8 +122,9 @@ class StatementBuilder(BuilderPart):
         value = self.exprs.expr(node.value)
         ann = self.exprs.expr(node.annotation, record=False)
         if isinstance(ann, Const) and ann.value is lc.constexpr:
-            if not _compile_time(value):
-                self.ctx.report("N010", "a value annotated nl.constexpr must be known at compile time", node.value)
+            # Triton 3.9 binds the value as it is (``CTA_N: tl.constexpr = TILE_N * tiles_per_cta`` with a run-time
+            # ``tiles_per_cta`` holds a run-time value): an error only where it is used as a compile-time value
+            pass
         elif isinstance(ann, Const) and isinstance(ann.value, lc.dtype) and isinstance(value, (TensorV, Const, Sym)):
             value = TensorV(self.exprs.cast_to(value, ann.value, node))
         self.assign(node.target, value, node)

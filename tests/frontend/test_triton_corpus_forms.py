@@ -416,3 +416,27 @@ def test_a_same_value_bound_to_the_same_name_runs_on_the_interpreter():
     y = torch.zeros(4)
     k[(4,)](y, 2)
     assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_a_local_annotated_constexpr_may_hold_a_run_time_value():
+    # Triton 3.9's code generator binds it as it is
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, n, tiles_per_cta, TILE_N: tl.constexpr):
+        CTA_N: tl.constexpr = TILE_N * tiles_per_cta
+        start = CTA_N * tl.program_id(0)
+        for off in range(start, start + CTA_N, TILE_N):
+            offs = off + tl.arange(0, TILE_N)
+            tl.store(x_ptr + offs, 1.0, mask=offs < n)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_run_time_value_annotated_constexpr_is_still_an_error_where_a_size_is_needed():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, tiles_per_cta, TILE_N: tl.constexpr):
+        CTA_N: tl.constexpr = TILE_N * tiles_per_cta
+        tl.store(x_ptr + tl.arange(0, CTA_N), 1.0)
+    """)
+    assert [d.code for d in ds] == ["N010"], _fmt(ds)
