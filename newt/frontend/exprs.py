@@ -112,7 +112,8 @@ class ExpressionBuilder(BuilderPart):
                     # ``tl.core.reshape``), as newt's drop-in has it: the language's names are found there
                     import newt.language as nl
                     obj = nl
-                if not hasattr(obj, attr) or attr.startswith("_"):
+                if not hasattr(obj, attr) or (attr.startswith("_") and
+                                              attr not in getattr(obj, "__triton_private__", ())):
                     names = [n for n in dir(obj) if not n.startswith("_")]
                     sugg = difflib.get_close_matches(attr, names, n=1)
                     modname = obj.__name__.replace("newt.language", "nl")

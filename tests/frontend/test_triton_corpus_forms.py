@@ -440,3 +440,41 @@ def test_a_run_time_value_annotated_constexpr_is_still_an_error_where_a_size_is_
         tl.store(x_ptr + tl.arange(0, CTA_N), 1.0)
     """)
     assert [d.code for d in ds] == ["N010"], _fmt(ds)
+
+
+def test_tritons_int_dtype_and_log2_helpers():
+    # ``tl.core.get_int_dtype`` and ``standard._log2``, which sorting kernels reach into
+    ds = _errors("""
+    from triton.language.standard import _log2
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, BLOCK))
+        idtype = tl.core.get_int_dtype(bitwidth=x.dtype.primitive_bitwidth, signed=True)
+        n_dims: tl.constexpr = _log2(x.shape[0])
+        m: tl.constexpr = tl.standard._log2(BLOCK)
+        y = x.to(idtype, bitcast=True) + n_dims + m
+        tl.store(x_ptr + tl.arange(0, BLOCK), y.to(x.dtype, bitcast=True))
+
+    def run(x):
+        k[(1,)](x, BLOCK=64)
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_a_private_name_triton_does_not_export_is_still_an_error():
+    ds = _errors("""
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), tl.standard._no_such_helper(BLOCK))
+    """)
+    assert [d.code for d in ds] == ["N004"], _fmt(ds)
+
+
+def test_get_int_dtype_and_log2_values():
+    from newt.language import core, standard
+
+    assert core.get_int_dtype(16, True) == nl.int16 and core.get_int_dtype(32, False) == nl.uint32
+    assert core.get_int_dtype(1, True) == nl.int1
+    assert [standard._log2(v) for v in (1, 2, 64, 100)] == [0, 1, 6, 6]
+    assert standard._is_power_of_two(64) and not standard._is_power_of_two(96)
