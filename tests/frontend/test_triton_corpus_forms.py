@@ -478,3 +478,20 @@ def test_get_int_dtype_and_log2_values():
     assert core.get_int_dtype(1, True) == nl.int1
     assert [standard._log2(v) for v in (1, 2, 64, 100)] == [0, 1, 6, 6]
     assert standard._is_power_of_two(64) and not standard._is_power_of_two(96)
+
+
+def test_a_pointer_condition_runs_on_the_interpreter():
+    @newt.jit(interpret=True)
+    def k(x_ptr, w_ptr, BLOCK: nl.constexpr):
+        offs = nl.arange(0, BLOCK)
+        if w_ptr:
+            w = nl.load(w_ptr + offs)
+        else:
+            w = 1.0
+        nl.store(x_ptr + offs, nl.load(x_ptr + offs) * w)
+
+    x = torch.ones(4)
+    k[(1,)](x, torch.full((4,), 3.0), BLOCK=4)
+    assert x.tolist() == [3.0] * 4
+    k[(1,)](x, None, BLOCK=4)
+    assert x.tolist() == [3.0] * 4
