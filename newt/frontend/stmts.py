@@ -280,8 +280,9 @@ class StatementBuilder(BuilderPart):
                 # ``i_t = ...``): its other path has returned, where the value no longer matters
                 ret_guard = clear_flags and not self.ctx.frame.loops and b is None
                 if name.startswith("$") or exited[0] or exited[1] or ret_guard:
-                    if isinstance(present, (Const, JitRef, PyFunc)) and not is_number(present):
-                        merged[name] = present
+                    if isinstance(present, Opaque) or (isinstance(present, (Const, JitRef, PyFunc)) and
+                                                       not is_number(present)):
+                        merged[name] = present  # (an unknown value stays unknown: nothing to materialize)
                         continue
                     plan.append((name, None, a if not isinstance(a, Undef) else None,
                                  b if not isinstance(b, Undef) else None))

@@ -495,3 +495,22 @@ def test_a_pointer_condition_runs_on_the_interpreter():
     assert x.tolist() == [3.0] * 4
     k[(1,)](x, None, BLOCK=4)
     assert x.tolist() == [3.0] * 4
+
+
+def test_an_unknown_value_after_a_run_time_early_return_stays_unknown():
+    # after ``if ...: return`` the rest runs under a guard; a name the generic check only knows as "unknown"
+    # (bound on both sides of a branch over an unknown constexpr) must not become an N042
+    ds = _errors("""
+    @triton.jit
+    def k(x, y, T, BD: tl.constexpr, PACK: tl.constexpr):
+        i_s = tl.program_id(0)
+        if i_s >= T:
+            return
+        o_d = tl.arange(0, BD)
+        if PACK:
+            b_x = tl.load(x + i_s * BD + o_d)
+        else:
+            b_x = tl.load(x + o_d).to(tl.float16)
+        tl.store(y + i_s * BD + o_d, b_x)
+    """)
+    assert not ds, _fmt(ds)
