@@ -514,3 +514,40 @@ def test_an_unknown_value_after_a_run_time_early_return_stays_unknown():
         tl.store(y + i_s * BD + o_d, b_x)
     """)
     assert not ds, _fmt(ds)
+
+
+def test_is_on_a_dtype_the_generic_check_does_not_know_is_unknown():
+    ds = _errors("""
+    @triton.jit
+    def info(dtype, return_max):
+        if dtype is tl.int8:
+            return 127 if return_max else -128
+        elif dtype is tl.uint32:
+            return 7
+        else:
+            raise ValueError("Unknown dtype")
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, x + info(x_ptr.dtype.element_ty, True))
+    """)
+    assert not ds, _fmt(ds)
+
+
+def test_is_on_a_known_dtype_still_decides():
+    ds = _errors("""
+    @triton.jit
+    def info(dtype):
+        if dtype is tl.int8:
+            return 127
+        else:
+            raise ValueError("Unknown dtype")
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, info(tl.float32))
+    """)
+    assert "N002" in [d.code for d in ds], _fmt(ds)
