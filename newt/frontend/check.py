@@ -357,8 +357,9 @@ def _wrapped_by_unknown(kd: KernelDef, scan: ModuleScan) -> bool:
     for dec in kd.decorator_nodes:
         if dec is kd.autotune:
             continue
-        if dec is kd.heuristics:
-            arg = dec.args[0] if dec.args else next((k.value for k in dec.keywords if k.arg == "values"), None)
+        h = kd.heuristics
+        if h is not None and dec is h:
+            arg = h.args[0] if h.args else next((k.value for k in h.keywords if k.arg == "values"), None)
             if not isinstance(arg, ast.Dict) or any(k is None for k in arg.keys):
                 return True
             continue
