@@ -551,3 +551,32 @@ def test_is_on_a_known_dtype_still_decides():
         tl.store(x_ptr + offs, info(tl.float32))
     """)
     assert "N002" in [d.code for d in ds], _fmt(ds)
+
+
+def test_the_pointer_condition_and_the_early_return_compile_for_the_gpu():
+    # offline, through NVRTC for sm_90a (no GPU needed): the CUDA backend takes the null test and the guard
+    @newt.jit
+    def kp(x_ptr, w_ptr, BLOCK: nl.constexpr):
+        offs = nl.arange(0, BLOCK)
+        if w_ptr:
+            w = nl.load(w_ptr + offs)
+        else:
+            w = 1.0
+        nl.store(x_ptr + offs, nl.load(x_ptr + offs) * w)
+
+    @newt.jit
+    def kr(y, S, T, BD: nl.constexpr, LEFT: nl.constexpr):
+        i_s = nl.program_id(0)
+        if LEFT:
+            if i_s < S - T:
+                return
+            i_t = i_s - (S - T)
+        else:
+            if i_s >= T:
+                return
+            i_t = i_s
+        nl.store(y + i_t * BD + nl.arange(0, BD), (i_s + 1).to(nl.float32))
+
+    assert kp.warmup(torch.float32, torch.float32, BLOCK=128, grid=(1,)).n_regs > 0
+    for left in (True, False):
+        assert kr.warmup(torch.float32, 5, 3, BD=4, LEFT=left, grid=(1,)).n_regs > 0
