@@ -270,6 +270,10 @@ class CallBinder(BuilderPart):
             return Sym(f"{name}(...)")
         if fn is pybuiltins.abs and len(args) == 1 and isinstance(args[0], TensorV):
             return self.call_builtin("abs", args, {}, node, arg_nodes, {})
+        if fn is pybuiltins.float and args and isinstance(args[0], Sym) and not args[0].is_bool:
+            # a compile-time float the generic check does not know (``float(BT)``): not the integer a bare unknown
+            # constexpr stands for (``tl.log2(float(BT))`` takes a float), so unknown
+            return Opaque()
         if fn in (pybuiltins.int, pybuiltins.float, pybuiltins.bool) and args and isinstance(args[0], Sym):
             return args[0]
         if any(isinstance(a, Sym) for a in args) and all(isinstance(a, (Const, Sym, TupleV)) for a in args):

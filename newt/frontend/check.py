@@ -59,6 +59,8 @@ def resolve_qualname(q: str):
             obj = importlib.import_module(modname)
         except ImportError:
             continue
+        if modname == "newt.language.core" and len(parts) > i and not hasattr(obj, parts[i]):
+            obj = importlib.import_module("newt.language")  # Triton's core module is the whole language
         for attr in parts[i:]:
             obj = getattr(obj, attr)
         return obj
@@ -119,7 +121,9 @@ class StaticEnv(GlobalEnv):
             try:
                 return from_python(resolve_qualname(v.q))
             except (LookupError, AttributeError, ImportError):
-                return Opaque(v.q)
+                # as for an imported name: another package's object (``_tanh = shim.tanh``) may be a jit function
+                known = _TRUSTED_ROOTS + trusted_roots() + _HOST_ONLY_ROOTS
+                return Opaque(v.q) if v.q.split(".")[0] in known else Opaque()
         if isinstance(v, (list, tuple)):
             from .values import TupleV
             return TupleV([self._convert(x) for x in v])
@@ -346,6 +350,25 @@ def infer_pointer_params(fdef: ast.FunctionDef, scan: ModuleScan | None = None, 
 # ---------------------------------------------------------------------------
 
 
+def _wrapped_by_unknown(kd: KernelDef, scan: ModuleScan) -> bool:
+    """Whether a decorator of the kernel other than jit/autotune/heuristics may supply arguments to its launches:
+    one the file does not define as something known (``@libtuner(...)``, ``@fla_cache_autotune(...)``), or a
+    ``heuristics`` whose values are not a dict literal the file spells out."""
+    for dec in kd.decorator_nodes:
+        if dec is kd.autotune:
+            continue
+        h = kd.heuristics
+        if h is not None and dec is h:
+            arg = h.args[0] if h.args else next((k.value for k in h.keywords if k.arg == "values"), None)
+            if not isinstance(arg, ast.Dict) or any(k is None for k in arg.keys):
+                return True
+            continue
+        q = scan.resolve(dec.func if isinstance(dec, ast.Call) else dec)
+        if q is None or not q.startswith("newt."):
+            return True
+    return False
+
+
 def _is_constexpr_ann(ann, scan: ModuleScan) -> bool:
     if ann is None:
         return False
@@ -433,6 +456,8 @@ def discover_specs(kd: KernelDef, scan: ModuleScan, src: SourceFile, diags: list
     required = [p for p in pnames if p not in defaults and p not in provided_by_decorators]
     if kd.autotune is not None and not kd.configs_static:
         required = []  # the configs come from code we do not run: they may provide any parameter
+    if required and _wrapped_by_unknown(kd, scan):
+        required = []  # a decorator we do not know (a library's own autotuner) may provide any parameter
     for ls in launches:
         vals, origins = {}, {}  # origins: the nodes, made spans for a specialization that is kept
         nargs = ls.nargs

@@ -107,7 +107,13 @@ class ExpressionBuilder(BuilderPart):
         if isinstance(base, Const):
             obj = base.value
             if isinstance(obj, pytypes.ModuleType):
-                if not hasattr(obj, attr) or attr.startswith("_"):
+                if obj is lc and not hasattr(obj, attr):
+                    # Triton's ``triton.language.core`` holds the whole language (``core.arange``, ``core.where``,
+                    # ``tl.core.reshape``), as newt's drop-in has it: the language's names are found there
+                    import newt.language as nl
+                    obj = nl
+                if not hasattr(obj, attr) or (attr.startswith("_") and
+                                              attr not in getattr(obj, "__triton_private__", ())):
                     names = [n for n in dir(obj) if not n.startswith("_")]
                     sugg = difflib.get_close_matches(attr, names, n=1)
                     modname = obj.__name__.replace("newt.language", "nl")
@@ -135,6 +141,8 @@ class ExpressionBuilder(BuilderPart):
                         raise SemError("N023", str(e)) from None
                 if (attr.startswith("is_") or attr in ("get_int_max_value", "get_int_min_value")) and \
                         hasattr(obj, attr):
+                    if obj.is_symbolic():
+                        return Opaque()  # a dtype the generic check does not know: its predicates are unknown
                     return PyFunc(attr, getattr(obj, attr), trusted=True)
                 if attr == "scalar":
                     return Const(obj)
@@ -295,6 +303,13 @@ class ExpressionBuilder(BuilderPart):
             except IndexError:
                 raise SemError("N032", f"index {idx.value} is out of range for a tuple of {len(items)}") from None
         if isinstance(base, TensorV):
+            dt = base.dtype
+            if not base.shape and (_unknown_kind(dt) or (dt.is_ptr() and isinstance(dt.element_ty, SymDType))):
+                # a parameter the generic check knows nothing about, or only guesses is a pointer (it flows into a
+                # load): a launch may pass a tuple (``res[0]``, ``res[i]`` in a static_range), so indexing it is
+                # unknown
+                self.expr(sl)
+                return Opaque()
             return self.index_block(base, sl, node)
         if isinstance(base, Sym):
             return Opaque()
@@ -525,6 +540,11 @@ class ExpressionBuilder(BuilderPart):
             return self.ctx.emit("bitcast", [v], [rt], node=node).result
         if src.is_ptr() and dst.is_ptr():
             return self.ctx.emit("bitcast", [v], [rt], node=node).result
+        if src.is_ptr() and dst.is_bool():
+            # Triton: pointer -> int1 is "not null" (its address as a 64-bit integer != 0)
+            v = self.cast_value(v, lc.int64, node)
+            zero = self.ctx.constant(0, v.type, node)
+            return self.ctx.emit("ne", [v, zero], [rt], node=node).result
         if src.is_ptr() or dst.is_ptr():
             other = dst if src.is_ptr() else src
             if not (other.is_int() and other.primitive_bitwidth == 64):

@@ -368,11 +368,17 @@ def compare_identity(op, a, b):
             return Sym("in", True)
         raise SemError("N023", "'in' needs compile-time values")
     if isinstance(a, Const) and isinstance(b, Const):
+        if any(isinstance(v.value, lc.dtype) and v.value.is_symbolic() for v in (a, b)) and a.value is not b.value:
+            return Sym("is", True)  # a dtype the generic check does not know (``x.dtype is tl.int64``)
         r = a.value is b.value or (a.value is None) == (b.value is None) and a.value is None
         if not (a.value is None or b.value is None):
             r = a.value is b.value or a.value == b.value
         return Const(r if isinstance(op, ast.Is) else not r)
     if isinstance(a, Sym) or isinstance(b, Sym):
+        return Sym("is", True)
+    if any(isinstance(v, TensorV) and v.dtype == SymDType("?") for v in (a, b)):
+        # a parameter the generic check knows nothing about: a launch may pass a dtype, None or an object
+        # (``if dtype is tl.int64:`` in a helper checked on its own), so the answer is not known
         return Sym("is", True)
     # a run-time value is never None
     none_side = (isinstance(b, Const) and b.value is None) or (isinstance(a, Const) and a.value is None)

@@ -447,6 +447,9 @@ class _Q:
     def __repr__(self):
         return self.q
 
+    def __bool__(self):
+        raise NotStatic(f"the truth of {self.q}")  # an imported flag (IS_INTEL): its value is not in the text
+
 
 def _safe_pow(a, b):
     return a ** b
@@ -586,13 +589,19 @@ class ModuleScan:
             if not isinstance(top, (ast.If, ast.Try)):
                 continue
             for node in _walk_module_level([top]):
-                if node is not top and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                if node is top:
+                    continue
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for t in targets:
                         for n in fast_walk(t):
                             if isinstance(n, ast.Name):
                                 self.assigned.add(n.id)
                                 self.conditional.add(n.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    # ``if IS_BLACKWELL: @jit def safe_dot ... else: @jit def safe_dot ...``: defined, which one unknown
+                    self.assigned.add(node.name)
+                    self.conditional.add(node.name)
         # constants first (configs may use them)
         for node in body:
             if isinstance(node, (ast.Assign, ast.AnnAssign)):

@@ -21,13 +21,6 @@ from .values import AV, Const, JitRef, Opaque, Poison, PyFunc, Sym, TensorV, Tup
 _STMT_DISPATCH: dict = {}
 
 
-def _compile_time(v) -> bool:
-    """A constexpr value: a constant, a symbol of the specialization, or a tuple of them."""
-    if isinstance(v, TupleV):
-        return all(_compile_time(x) for x in v.items)
-    return isinstance(v, (Const, Sym, Opaque))
-
-
 class StatementBuilder(BuilderPart):
     """Runs statements: assignment, ``if`` (folded, at run time or speculative), ``break``/``continue``/
     ``return`` as flags, ``assert``; hands loops to ``LoopBuilder``."""
@@ -105,6 +98,14 @@ class StatementBuilder(BuilderPart):
     def stmt_Pass(self, node):
         pass
 
+    def stmt_Raise(self, node):
+        # Triton rejects a ``raise`` only where its code generator reaches it: the ``else: raise ValueError(...)``
+        # of an if/elif chain over constexprs is fine for the specializations that take another branch.  Under a
+        # branch the generic check cannot decide, no specialization is known to reach it: silent
+        if self.ctx.speculative:
+            return
+        self.unsupported(node)
+
     def stmt_Expr(self, node):
         if isinstance(node.value, ast.Constant):
             return  # docstring / bare literal
@@ -121,8 +122,9 @@ class StatementBuilder(BuilderPart):
         value = self.exprs.expr(node.value)
         ann = self.exprs.expr(node.annotation, record=False)
         if isinstance(ann, Const) and ann.value is lc.constexpr:
-            if not _compile_time(value):
-                self.ctx.report("N010", "a value annotated nl.constexpr must be known at compile time", node.value)
+            # Triton 3.9 binds the value as it is (``CTA_N: tl.constexpr = TILE_N * tiles_per_cta`` with a run-time
+            # ``tiles_per_cta`` holds a run-time value): an error only where it is used as a compile-time value
+            pass
         elif isinstance(ann, Const) and isinstance(ann.value, lc.dtype) and isinstance(value, (TensorV, Const, Sym)):
             value = TensorV(self.exprs.cast_to(value, ann.value, node))
         self.assign(node.target, value, node)
@@ -210,7 +212,8 @@ class StatementBuilder(BuilderPart):
         if scalar_of(v.type) == lc.int1:
             return v
         if scalar_of(v.type).is_ptr():
-            raise SemError("N023", "a pointer cannot be used as a condition")
+            # Triton's rule: a pointer is true when it is not null (``if bias_ptr:``), its address != 0
+            v = self.exprs.cast_value(v, lc.int64, node)
         zero = self.zero_like(v, node)
         return self.ctx.emit("ne", [v, zero], [block_of(lc.int1, shape_of(v.type))], node=node).result
 
@@ -259,12 +262,16 @@ class StatementBuilder(BuilderPart):
         from .rules.blockptr import join_carried, split_branches
         bps = split_branches(then_s, else_s)  # block pointers on both branches: merged part by part
         names = []
+        same = {}  # new names both paths bind to the one value (``i_tg = task_id`` on each side)
         for name in list(then_s) + [n for n in else_s if n not in then_s]:
             a, b = then_s.get(name), else_s.get(name)
             if a is b:
+                if a is not None and name not in pre:
+                    same[name] = a
                 continue
             names.append(name)
         merged = dict(pre)
+        merged.update(same)
         plan = []  # (name, type, a, b)
         for name in names:
             a, b = then_s.get(name), else_s.get(name)
@@ -273,9 +280,13 @@ class StatementBuilder(BuilderPart):
                 if present is None or isinstance(present, Undef):
                     merged[name] = Undef(name)
                     continue
-                if name.startswith("$") or exited[0] or exited[1]:
-                    if isinstance(present, (Const, JitRef, PyFunc)) and not is_number(present):
-                        merged[name] = present
+                # a guard over the rest of a block after a run-time ``return`` (``if i_s >= T: return`` then
+                # ``i_t = ...``): its other path has returned, where the value no longer matters
+                ret_guard = clear_flags and not self.ctx.frame.loops and b is None
+                if name.startswith("$") or exited[0] or exited[1] or ret_guard:
+                    if isinstance(present, Opaque) or (isinstance(present, (Const, JitRef, PyFunc)) and
+                                                       not is_number(present)):
+                        merged[name] = present  # (an unknown value stays unknown: nothing to materialize)
                         continue
                     plan.append((name, None, a if not isinstance(a, Undef) else None,
                                  b if not isinstance(b, Undef) else None))

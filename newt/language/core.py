@@ -471,6 +471,21 @@ float32 = _mk("fp32")
 float64 = _mk("fp64")
 void = _mk("void")
 
+
+
+def get_int_dtype(bitwidth: int, signed: bool) -> dtype:
+    """The integer dtype of ``bitwidth`` bits (``int1`` for 1), signed or not: Triton's
+    ``triton.language.core.get_int_dtype``, which kernels call on compile-time values."""
+    bitwidth = bitwidth.value if isinstance(bitwidth, constexpr) else bitwidth
+    signed = signed.value if isinstance(signed, constexpr) else signed
+    if bitwidth == 1:
+        return int1
+    table = {8: (int8, uint8), 16: (int16, uint16), 32: (int32, uint32), 64: (int64, uint64)}
+    if bitwidth not in table:
+        raise ValueError(f"no integer type of {bitwidth} bits")
+    return table[bitwidth][0 if signed else 1]
+
+
 #: Triton's name for a pointer to int32 (``x.to(tl.pi32_t)`` turns int64 addresses into pointers)
 pi32_t = pointer_type(int32)
 

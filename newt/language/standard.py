@@ -10,6 +10,25 @@ from __future__ import annotations
 from . import builtins as _b
 from .core import constexpr, inline_jit
 
+#: Triton's private helpers that published kernels import (``from triton.language.standard import _log2``)
+__triton_private__ = ("_log2", "_is_power_of_two")
+
+
+def _log2(i):
+    """floor(log2(i)) of a compile-time integer (0 for i <= 1): Triton's ``standard._log2``."""
+    i = i.value if isinstance(i, constexpr) else i
+    n = 0
+    while i > 1:
+        i >>= 1
+        n += 1
+    return n
+
+
+def _is_power_of_two(i):
+    """Whether a compile-time integer is a power of two: Triton's ``standard._is_power_of_two``."""
+    i = i.value if isinstance(i, constexpr) else i
+    return i != 0 and (i & (i - 1)) == 0
+
 
 @inline_jit
 def cdiv(x, div):
