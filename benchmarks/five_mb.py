@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--size", type=int, default=5_000_000, help="characters of host code (the smoke run: a few 100k)")
     args = ap.parse_args()
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "lsp")]
     from test_latency_analysis import _five_mb
@@ -31,7 +32,7 @@ def main() -> None:
     from lsp_server.analysis import analyze, lsp_diagnostics
     from newt.frontend import analyzer
 
-    text = _five_mb()
+    text = _five_mb(args.size)
     inner = [0.0]
     real = analyzer.parse_with_recovery
 

@@ -29,6 +29,9 @@ CPU_RUNS = {
     "triton_tutorials.py": ["--smoke"],
     "triton_libraries.py": ["--smoke"],
     "triton_tutorial_timings.py": ["--smoke"],
+    "five_mb.py": ["--size", "200000", "--repeat", "1"],
+    "newt_check_corpus.py": ["--smoke"],
+    "perf_first_warning.py": ["--runs", "1"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {
@@ -38,6 +41,7 @@ GPU_ONLY = {
     "bench_tma.py": ["--out", "{tmp}"],
     "helion_vs_deuteron.py": ["--examples", "{tmp}", "--out", "{tmp}"],
     "dtattn_configs.py": [],
+    "bench_ws.py": ["--out", "{tmp}"],
 }
 #: modules of the benchmarks that are not scripts
 LIBRARIES = {"common.py"}

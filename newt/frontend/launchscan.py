@@ -12,6 +12,8 @@ import threading
 import weakref
 from typing import Any
 
+from .astwalk import fast_walk
+
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # (the line ends of ``source.SourceFile``)
 
 
@@ -275,11 +277,13 @@ class _ScanFacts:
     """What ``StaticEval`` reads of a ``ModuleScan`` (the same dicts): held by the launches' pending values
     instead of the scan, which holds them (no reference cycle: an analysis is freed by reference counts)."""
 
-    __slots__ = ("constants", "assigned", "simple_functions", "kernels", "aliases")
+    __slots__ = ("constants", "assigned", "simple_functions", "kernels", "aliases", "evaluator", "no_value")
 
-    def __init__(self, scan: Any):
+    def __init__(self, scan: Any, evaluator: Any, no_value: object):
         self.constants, self.assigned, self.simple_functions = scan.constants, scan.assigned, scan.simple_functions
         self.kernels, self.aliases = scan.kernels, scan.aliases
+        #: ``source.StaticEval`` and its "no static value" marker, given by the scan (this module sits below it)
+        self.evaluator, self.no_value = evaluator, no_value
 
 
 _EVALUATING = threading.RLock()
@@ -337,8 +341,8 @@ class _PendingValues:
 
 def _launch_values(facts, node, local_env) -> tuple[list, dict]:
     """The static values (or ``NOT_STATIC``) of the arguments of launch ``node``: (positional, keyword)."""
-    from .source import _NO_VALUE, StaticEval
-    ev = StaticEval(facts, local_env)
+    ev = facts.evaluator(facts, local_env)
+    _NO_VALUE = facts.no_value
     args = []
     for a in node.args:
         cls = a.__class__
@@ -372,7 +376,6 @@ def _single_assignments(facts, fdef):
     only those (and what their values use) are evaluated (a host function's other assignments, its
     ``torch.randn(...)`` calls, are never tried).  Each is evaluated at most once per function, by one
     evaluator whose environment grows."""
-    from .source import StaticEval, fast_walk
     counts: dict[str, int] = {}
     values: dict[str, ast.AST] = {}
     Name, Assign = ast.Name, ast.Assign
@@ -404,7 +407,7 @@ def _single_assignments(facts, fdef):
                 stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
     for a in fdef.args.args + fdef.args.kwonlyargs:
         counts[a.arg] = 99
-    ev = StaticEval(facts, {})  # one evaluator whose environment grows (not a copy of it per assignment)
+    ev = facts.evaluator(facts, {})  # one evaluator whose environment grows (not a copy of it per assignment)
     tried: set = set()
     order = {name: i for i, name in enumerate(values)}
 

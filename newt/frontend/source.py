@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from newt.diagnostics import Span
 
 from . import launchscan
+from .astwalk import fast_walk
 from .kinds import kind_of_decorator, module_aliases
 from .launchscan import LaunchSite, _PendingValues, _ScanFacts
 from .namedtuples import namedtuple_call, namedtuple_class
@@ -32,31 +33,7 @@ __all__ = ["SourceFile", "ParsedChunk", "parse_with_recovery", "ModuleScan", "Ke
            "recover_source", "NoSourceError"]
 
 
-_FIELDS_CACHE: dict = {}
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def fast_walk(node):
-    """Like ``ast.walk`` (all descendants, any order) without the generic-field overhead."""
-    stack = [node]
-    pop, push = stack.pop, stack.append
-    AST, lst = ast.AST, list
-    cache = _FIELDS_CACHE
-    while stack:
-        n = pop()
-        yield n
-        cls = n.__class__
-        fields = cache.get(cls)
-        if fields is None:
-            fields = cache[cls] = cls._fields
-        for f in fields:
-            v = getattr(n, f, None)
-            if v.__class__ is lst:
-                for x in v:
-                    if isinstance(x, AST):
-                        push(x)
-            elif isinstance(v, AST):
-                push(v)
 
 
 class SourceFile:
@@ -728,7 +705,7 @@ class ModuleScan:
             words = []  # (a name spelled in other characters may be a kernel's once normalized: walk every hit)
         nlines = len(self.src.lines)
         found: list = []
-        facts = _ScanFacts(self)
+        facts = _ScanFacts(self, StaticEval, _NO_VALUE)
         left, right = bisect.bisect_left, bisect.bisect_right
         for top in body:
             first = getattr(top, "lineno", 1)
@@ -763,12 +740,12 @@ class ModuleScan:
 
     def _launch_site(self, node, local_env) -> LaunchSite:
         """The launch ``node`` with its values evaluated now, in ``local_env``."""
-        args, kwargs = launchscan._launch_values(self, node, local_env)
+        args, kwargs = launchscan._launch_values(_ScanFacts(self, StaticEval, _NO_VALUE), node, local_env)
         return LaunchSite(node.func.value.id, node, args, kwargs,
                           {k.arg: k for k in node.keywords if k.arg is not None}, len(node.args))
 
     def _single_assignments(self, fdef):
-        return launchscan._single_assignments(self, fdef)
+        return launchscan._single_assignments(_ScanFacts(self, StaticEval, _NO_VALUE), fdef)
 
 
 _NOT_STATIC = launchscan.NOT_STATIC

@@ -53,6 +53,10 @@ DEVICE = "cuda" if _gpu() else "interpreter"
                                               server_env=server_env(None, NEWT_CACHE_DIR=_CACHE)))
 async def client(request, lsp_client: LanguageClient):
     lsp_client.kind = request.param
+    # the refresh requests the client's capabilities announce are answered, as the editors answer them (a settings
+    # change or the figures of a trusted document send them)
+    for method in (lsp.WORKSPACE_INLAY_HINT_REFRESH, lsp.WORKSPACE_CODE_LENS_REFRESH, lsp.WORKSPACE_DIAGNOSTIC_REFRESH):
+        lsp_client.feature(method)(lambda params: None)
     await lsp_client.initialize_session(init_params(request.param, trusted=True))
     yield
     await lsp_client.shutdown_session()

@@ -39,6 +39,7 @@ import os
 from newt.ir.ops import ATOMIC
 from newt.ir.types import is_block
 
+from .issue import _PURE, _issue
 from .loops import bind_var, declare_var, loop_condition, loop_header
 
 __all__ = ["ws_forced", "ws_loop", "emit_ws_for", "register_split", "simulate", "PRODUCER_WARPS"]
@@ -95,7 +96,6 @@ def outer_slice(outer, op, pipe):
     ``outer`` (the inner loop's bounds, the initial values its lookahead advances, the copies' coordinates),
     in body order; None when one is not a pure scalar computation of ``outer``'s induction variable and of
     values defined before ``outer``, or comes after ``op``."""
-    from .pipeline import _PURE
     body = outer.regions[0]
     pos = {o: k for k, o in enumerate(body.ops)}
     defs = {r: o for o in body.ops for r in o.results}
@@ -269,7 +269,6 @@ def _producer_outer(em, q, outer, op, pipe, st, slot, ph):
 def _producer_loop(em, q, op, pipe, st, slot, ph):
     """The producer's copy loop of one run of ``op``: wait empty[slot], expect_tx + copies, next slot."""
     from .ctypes import ctype
-    from .pipeline import _issue
     body = op.regions[0]
     carried = body.args[1:]
     yields = list(body.terminator.operands)
