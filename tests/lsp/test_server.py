@@ -182,7 +182,11 @@ async def test_diagnostics_follow_edits_debounced_and_versioned(client: Language
             await asyncio.sleep(0.4)
             mine = [p for p in client.published[n_before:] if p[0] == uri]
             assert mine[-1][1] == version  # the last edit's version
-            assert all(v == version for _, v, _ in mine)  # stale versions were never published
+            # debounced: a version is published only when the server saw the text rest for the debounce (150 ms);
+            # on a loaded machine the server may read the next edit later than that, and then the version it
+            # rested on is published (by design: the user paused) -- but never after a newer one
+            versions = [v for _, v, _ in mine]
+            assert versions == sorted(versions) and len(versions) <= 5
             diags = client.diagnostics[uri]
         assert [(d.code, "length 104" in d.message) for d in diags] == [("N011", True)]
         # fixed again
