@@ -746,6 +746,8 @@ class LaunchTypes:
                         del agreed[p]
                 else:
                     agreed[p] = (dt, str(whys[p]))
+        # (a number every launch passes says no pointer dtype: nothing to agree on)
+        agreed = {p: v for p, v in agreed.items() if v[0] != SCALAR}
         self.agreed, self.conflict = agreed, conflict
         self._own = {id(ls.node): {p: (dt, str(whys[p])) for p, dt in dts.items() if p in conflict}
                      for ls, dts, whys in per_launch if conflict.intersection(dts)} if conflict else {}
@@ -766,7 +768,7 @@ class LaunchTypes:
 
     @staticmethod
     def describe_types(d: dict) -> str:
-        return ", ".join(f"{p}: *{dt}" for p, (dt, _why) in sorted(d.items()))
+        return ", ".join(f"{p}: *{dt}" if dt != SCALAR else f"{p}: a number" for p, (dt, _why) in sorted(d.items()))
 
     def describe(self, d: dict) -> str:
         """``pointer dtypes from the launches (x_ptr: *fp16, out_ptr: *fp16)``: a specialization's context."""
@@ -804,8 +806,30 @@ def launch_types(scan, kd, pointer_params, launches) -> LaunchTypes | None:
     per = []
     look = index.lookup
     at = [(i, p) for i, p in enumerate(pnames) if p in ptrs]  # (the pointers' positions: once per kernel)
+    # a parameter whose default is a number: a launch that leaves it out passes that number, not a pointer
+    # (FlagGems' ``sum_and_scale(..., scale=1.0)``, given a tensor by one launch and nothing by another)
+    plist = list(node.args.posonlyargs) + list(node.args.args)
+    defaults = dict(zip([a.arg for a in plist[len(plist) - len(node.args.defaults):]], node.args.defaults))
+    numeric = {p: d for p, d in defaults.items() if p in ptrs and isinstance(d, ast.Constant)
+               and isinstance(d.value, (int, float)) and not isinstance(d.value, bool)}
+    said = False
     for ls in list(launches) + example_launches(text, kd.name, scan.resolve, index):
         dts, whys = _launch_dtypes(look, ls, at, ptrs)
+        said = said or bool(dts)
+        if numeric and not _passes_unknown(ls.node):
+            given = set(pnames[:len(ls.node.args)]) | {k.arg for k in ls.node.keywords}
+            for p, d in numeric.items():
+                if p not in given:
+                    dts[p], whys[p] = SCALAR, _Why(ls, d)
         if dts:
             per.append((ls, dts, whys))
-    return LaunchTypes(per) if per else None
+    return LaunchTypes(per) if said else None
+
+
+#: what ``LaunchTypes`` records for a parameter a launch gives a number (its default): no pointer dtype
+SCALAR = "<scalar>"
+
+
+def _passes_unknown(call) -> bool:
+    """The call spreads ``*args`` or ``**kwargs``: which parameters it passes is not known."""
+    return any(a.__class__ is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords)

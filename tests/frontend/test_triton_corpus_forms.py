@@ -580,3 +580,38 @@ def test_the_pointer_condition_and_the_early_return_compile_for_the_gpu():
     assert kp.warmup(torch.float32, torch.float32, BLOCK=128, grid=(1,)).n_regs > 0
     for left in (True, False):
         assert kr.warmup(torch.float32, 5, 3, BD=4, LEFT=left, grid=(1,)).n_regs > 0
+
+
+_SCALE_KERNEL = """
+@triton.jit
+def sum_and_scale(x_ptr, out_ptr, n, BY_WEIGHT: tl.constexpr, scale=1.0, BLOCK: tl.constexpr = 128):
+    offs = tl.arange(0, BLOCK)
+    v = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0))
+    if BY_WEIGHT:
+        s = tl.sum(tl.load(scale + offs, mask=offs < n, other=0.0))
+    else:
+        s = scale
+    tl.store(out_ptr, v / s)
+
+def run():
+    x = torch.randn(128, device="cuda")
+    out = torch.empty(1, device="cuda")
+    w = torch.rand(128, device="cuda")
+    sum_and_scale[(1,)](x, out, x.numel(), True, scale=w)
+    sum_and_scale[(1,)](x, out, x.numel(), False)
+"""
+
+
+def test_a_parameter_one_launch_gives_a_tensor_and_another_leaves_at_its_number_default():
+    # FlagGems' fused/cross_entropy_loss.py: ``scale=1.0`` is a pointer only where BY_WEIGHT; the launch that
+    # leaves it out passes the number 1.0, so the tensor of the other launch says nothing about it (was N022)
+    ds = _errors(_SCALE_KERNEL)
+    assert not ds, _fmt(ds)
+
+
+def test_a_launch_that_gives_the_tensor_still_types_it():
+    # the pointer launch keeps its dtype: a float pointer used with ``^`` is still reported at its launch's
+    # specialization
+    ds = _errors(_SCALE_KERNEL.replace("tl.store(out_ptr, v / s)", "tl.store(out_ptr, v / s)\n    if BY_WEIGHT:\n"
+                          "        tl.store(out_ptr, tl.load(scale) ^ 1)"))
+    assert any(d.code == "N021" for d in ds), _fmt(ds)
