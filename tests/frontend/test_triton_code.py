@@ -4,24 +4,7 @@ has a wrong use, the error that use still gets."""
 
 from __future__ import annotations
 
-import textwrap
-
-from newt.frontend import analyze_source
-
-TRITON = "import triton\nimport triton.language as tl\n"
-
-
-def _diags(body: str, path="lib/kernels.py", header=TRITON):
-    fa = analyze_source(header + textwrap.dedent(body).lstrip("\n"), path)
-    return fa.diagnostics
-
-
-def _errors(body: str, **kw):
-    return [d for d in _diags(body, **kw) if str(d.severity) == "error"]
-
-
-def _fmt(ds):
-    return "\n".join(d.format() for d in ds)
+from triton_snippets import TRITON, _diags, _errors, _fmt  # noqa: F401
 
 
 def test_python_min_max_on_run_time_scalars():

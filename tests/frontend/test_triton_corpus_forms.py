@@ -5,28 +5,11 @@ use, the error that use still gets."""
 
 from __future__ import annotations
 
-import textwrap
-
 import torch
+from triton_snippets import TRITON, _diags, _errors, _fmt  # noqa: F401
 
 import newt
 import newt.language as nl
-from newt.frontend import analyze_source
-
-TRITON = "import triton\nimport triton.language as tl\n"
-
-
-def _diags(body: str, path="lib/kernels.py", header=TRITON):
-    fa = analyze_source(header + textwrap.dedent(body).lstrip("\n"), path)
-    return fa.diagnostics
-
-
-def _errors(body: str, **kw):
-    return [d for d in _diags(body, **kw) if str(d.severity) == "error"]
-
-
-def _fmt(ds):
-    return "\n".join(d.format() for d in ds)
 
 
 def test_a_decorator_of_another_package_may_supply_launch_arguments():
