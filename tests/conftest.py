@@ -141,18 +141,24 @@ def _install_nvrtc_memo(folder: str) -> None:
         if isinstance(kept, cc.CompiledBinary):
             return dataclasses.replace(kept, module=module)
         b = real(module, target, extra_options, lineinfo)
-        try:
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                pickle.dump(dataclasses.replace(b, module=None), f)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        _keep(path, "wb", lambda f: pickle.dump(dataclasses.replace(b, module=None), f))
         return b
 
     compile_once._newt_test_memo = True
     cc._compile_once = compile_once
     _install_sass_memo(folder)
+
+
+def _keep(path: str, mode: str, write) -> None:
+    """Write a memo file whole: under a temporary name, then renamed into place (the run's workers share the
+    folder; a reader sees the old file or the whole new one). A failure keeps nothing."""
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _install_sass_memo(folder: str) -> None:
@@ -179,13 +185,7 @@ def _install_sass_memo(folder: str) -> None:
         except OSError:
             pass
         text = real(cubin)
-        try:
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        _keep(path, "w", lambda f: f.write(text))
         return text
 
     sass._newt_test_memo = True
