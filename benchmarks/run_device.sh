@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -166,6 +166,13 @@ for part in "$@"; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
       PYTHONPATH=$PWD:/tmp/site timeout 60 python3 -m pytest tests/lsp -q -p no:cacheprovider -o addopts="" -m gpu \
         2>&1 | tee "$R/lsp_gpu.log" | tail -25 ;;
+    lsp23)
+      # issue 23's GPU half: Verify and Autotune on every shipped example with CUDA (tests/lsp/test_examples_verify.py),
+      # the commands' GPU Verify/Autotune and the CUDA-fault test (tests/lsp/test_commands.py); pygls & co from .whl
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >/dev/null 2>&1
+      PYTHONPATH=$PWD:/tmp/site timeout ${LSP23_T:-240} python3 -m pytest tests/lsp/test_examples_verify.py \
+        tests/lsp/test_commands.py -m gpu -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 \
+        > "$R/lsp23.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/lsp23.log" | tail -20 ;;
     tutorials)
       # issue 28: Triton's tutorials 01-06 as Triton 3.6 ships them (.ext/triton-tutorials, see COMMITS.txt there).
       # First each tutorial kernel's time, newt (drop-in) vs the installed Triton, interleaved rounds in one run

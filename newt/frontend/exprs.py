@@ -104,6 +104,11 @@ class ExpressionBuilder(BuilderPart):
     def getattr(self, base: AV, attr: str, node) -> AV:
         if isinstance(base, (Opaque, Undef)):
             return Opaque()
+        if isinstance(base, Const) and base.typed is not None:
+            if attr == "dtype":
+                return Const(base.typed)
+            # a number assigned to a name is a 0-d tensor in Triton (``bs = BLOCK_SIZE; bs.to(tl.uint32)``)
+            base = TensorV(self.as_value(base, node))
         if isinstance(base, Const):
             obj = base.value
             if isinstance(obj, pytypes.ModuleType):
@@ -234,6 +239,8 @@ class ExpressionBuilder(BuilderPart):
         """Python's ``hasattr`` on what the front end knows of ``base`` (None: unknown until specialized)."""
         if isinstance(base, (Opaque, Undef, Sym)):
             return None
+        if isinstance(base, Const) and base.typed is not None:  # a 0-d tensor in Triton (typedconst.py)
+            return attr in ("dtype", "type", "shape", "numel", "T") or attr in lc.TENSOR_METHODS
         if isinstance(base, Const):
             obj = base.value
             if isinstance(obj, pytypes.ModuleType):

@@ -16,6 +16,7 @@ from .context import BuilderPart
 from .frame import FLAG_BRK, FLAG_CNT, FLAG_RET, RETVAL
 from .semantic import BINOP_NAMES, SemError, computation_type, fmt_shape, is_number, literal_type, shapes_maybe_equal
 from .source import fast_walk
+from .typedconst import assigned
 from .values import AV, Const, JitRef, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
 _STMT_DISPATCH: dict = {}
@@ -112,7 +113,7 @@ class StatementBuilder(BuilderPart):
         self.exprs.expr(node.value)
 
     def stmt_Assign(self, node):
-        value = self.exprs.expr(node.value)
+        value = assigned(self.exprs.expr(node.value))
         for t in node.targets:
             self.assign(t, value, node)
 
@@ -127,6 +128,8 @@ class StatementBuilder(BuilderPart):
             pass
         elif isinstance(ann, Const) and isinstance(ann.value, lc.dtype) and isinstance(value, (TensorV, Const, Sym)):
             value = TensorV(self.exprs.cast_to(value, ann.value, node))
+        else:
+            value = assigned(value)
         self.assign(node.target, value, node)
 
     def stmt_AugAssign(self, node):
@@ -137,7 +140,7 @@ class StatementBuilder(BuilderPart):
         cur = self.exprs.load_name(node.target.id, node.target)
         rhs = self.exprs.expr(node.value)
         res = self.exprs.binop(BINOP_NAMES[type(node.op)], cur, rhs, node)
-        self.assign(node.target, res, node)
+        self.assign(node.target, assigned(res), node)
 
     def assign(self, target, value: AV, node):
         if isinstance(target, ast.Name):
@@ -168,7 +171,7 @@ class StatementBuilder(BuilderPart):
                         self.assign(t, Opaque(), node)
                 return
             for t, v in zip(target.elts, items):
-                self.assign(t, v, node)
+                self.assign(t, assigned(v), node)
         elif isinstance(target, ast.Subscript):
             self.ctx.report("N002", "assigning into a block element is not supported; blocks are values",
                             target, hint="build the new block with nl.where, or write to memory with nl.store")

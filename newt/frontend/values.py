@@ -1,6 +1,7 @@
 """Abstract values the front end computes with while it reads a kernel.
 
-* ``Const``   a compile-time Python value (int, float, bool, str, None, dtype, a module ...)
+* ``Const``   a compile-time Python value (int, float, bool, str, None, dtype, a module ...); a number
+  assigned to a name carries the dtype Triton gives it there (``Const.typed``, see ``typedconst.py``)
 * ``Sym``     a constexpr whose value is unknown (generic check): ``BLOCK``, ``BLOCK*2``
 * ``TensorV`` a run-time value: an IR value (scalar or block) with its type
 * ``TupleV``  a tuple of abstract values
@@ -28,14 +29,17 @@ class AV:
 
 
 class Const(AV):
-    __slots__ = ("value", "origin")
+    __slots__ = ("value", "origin", "typed")
 
-    def __init__(self, value, origin: str | None = None):
+    def __init__(self, value, origin: str | None = None, typed=None):
         self.value = value
         self.origin = origin  # name of the constexpr parameter it came from
+        # the dtype of the 0-d tensor Triton makes of a number assigned to a name inside a kernel
+        # (``MASK = 1 << 31`` is a uint32 tensor): set by ``typedconst.assigned``; None for a literal
+        self.typed = typed
 
     def __repr__(self):
-        return f"Const({self.value!r})"
+        return f"Const({self.value!r}: {self.typed!r})" if self.typed is not None else f"Const({self.value!r})"
 
 
 class Sym(AV):
