@@ -198,8 +198,32 @@ def cached_compile(be, mod, target: str):
         meta = {k: getattr(binary, k) for k in _BINARY_FIELDS}
         meta["module_meta"] = {k: mod.metadata[k] for k in _KEPT_META if k in mod.metadata}
         meta["source_sha"] = hashlib.sha256(mod.source.encode("utf-8", "surrogatepass")).hexdigest()
-        cache.put(key, meta, {"cubin": binary.cubin, "ptx": binary.ptx, "log": binary.log}, "lsp-cubin")
+        if cache.put(key, meta, {"cubin": binary.cubin, "ptx": binary.ptx, "log": binary.log}, "lsp-cubin"):
+            _trim_now_and_then(cache)
     return binary
+
+
+#: the editor's cubin cache is bounded (``NEWT_LSP_CUBIN_CACHE_MB``, default 256 MB): every configuration of every
+#: file the user opens lands there, where ``newt.jit``'s own cache holds only what ran
+_TRIM_EVERY = 32
+_puts = [0]
+
+
+def cubin_cache_limit() -> int:
+    try:
+        mb = float(os.environ.get("NEWT_LSP_CUBIN_CACHE_MB", "256"))
+    except ValueError:
+        mb = 256.0
+    return max(1, int(mb * 1024 * 1024))
+
+
+def _trim_now_and_then(cache) -> None:
+    """Trim the ``lsp-cubin`` entries at the first write of a process and every ``_TRIM_EVERY`` writes after it (a
+    walk of the folder costs milliseconds; doing it per write would cost more than the writes)."""
+    n = _puts[0]
+    _puts[0] = n + 1
+    if n % _TRIM_EVERY == 0:
+        cache.trim("lsp-cubin", cubin_cache_limit())
 
 
 def _restore(be, mod, meta: dict, blobs: dict):

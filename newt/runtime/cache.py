@@ -166,6 +166,10 @@ class DiskCache:
                 pass
             return None
         self.stats.hits += 1
+        try:
+            os.utime(p)  # the entry's last use, for ``trim`` (least recently used first)
+        except OSError:
+            pass
         return entry
 
     # -- writing ------------------------------------------------------------
@@ -206,6 +210,40 @@ class DiskCache:
 
     def put_json(self, key: str, value, kind: str) -> bool:
         return self.put(key, value, {}, kind)
+
+    def trim(self, kind: str, max_bytes: int) -> int:
+        """Keep the entries of ``kind`` within ``max_bytes``: remove the least recently used (written or read)
+        until they fill at most three quarters of it.  Returns the number removed.  Safe against concurrent
+        writers (a vanished file is skipped; a reader of a removed entry sees a miss)."""
+        if self.root is None:
+            return 0
+        files = []
+        total = 0
+        for dirpath, _dirs, names in os.walk(self.root / kind):
+            for n in names:
+                if not n.endswith(".bin"):
+                    continue
+                f = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(f)
+                except OSError:
+                    continue
+                files.append((st.st_mtime, st.st_size, f))
+                total += st.st_size
+        if total <= max_bytes:
+            return 0
+        removed = 0
+        goal = max_bytes * 3 // 4
+        for _mt, size, f in sorted(files):
+            if total <= goal:
+                break
+            try:
+                os.unlink(f)
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed
 
     def clear(self):
         """Remove every entry (used by tests and ``newt.runtime.clear_cache``)."""

@@ -370,3 +370,36 @@ def test_malformed_tuning_entries_are_removed(tmp_path, value):
     good = {"index": 1, "config": "BLOCK: 64", "timings": {"BLOCK: 64": 0.5, "BLOCK: 32": None}}
     dc.put_json("cd" * 32, good, "autotune")
     assert dc.get_json("cd" * 32, "autotune", validate=_check_tuning_entry) == good
+
+
+def test_trim_removes_the_least_recently_used_entries_first(tmp_path):
+    c = C.DiskCache(tmp_path)
+    blob = b"x" * 1000
+    keys = [C.hash_key(["trim", i]) for i in range(8)]
+    for i, k in enumerate(keys):
+        assert c.put(k, {"i": i}, {"b": blob}, "lsp-cubin")
+        os.utime(c.path(k, "lsp-cubin"), (1000 + i, 1000 + i))  # written in this order, a second apart
+    c.put(C.hash_key(["other kind"]), {}, {"b": blob * 20}, "kernels")
+    size = c.path(keys[0], "lsp-cubin").stat().st_size
+    assert c.get(keys[0], "lsp-cubin") is not None  # a read makes the oldest the most recently used
+    assert c.trim("lsp-cubin", 8 * size) == 0  # within the bound: nothing removed
+    removed = c.trim("lsp-cubin", 6 * size)  # over it: down to three quarters (4 entries)
+    assert removed == 4
+    left = [k for k in keys if c.path(k, "lsp-cubin").exists()]
+    assert left == [keys[0], keys[5], keys[6], keys[7]]
+    assert c.get(C.hash_key(["other kind"]), "kernels") is not None  # other kinds untouched
+
+
+def test_the_editors_cubin_cache_is_trimmed_as_it_is_written(tmp_path, monkeypatch):
+    from lsp_server import perfjob
+    c = C.DiskCache(tmp_path)
+    monkeypatch.setattr(perfjob, "_puts", [0])
+    monkeypatch.setenv("NEWT_LSP_CUBIN_CACHE_MB", str(4000 / (1024 * 1024)))
+    blob = b"y" * 1000
+    for i in range(3 * perfjob._TRIM_EVERY + 1):
+        c.put(C.hash_key(["cubin", i]), {}, {"b": blob}, "lsp-cubin")
+        perfjob._trim_now_and_then(c)
+    total = sum(f.stat().st_size for f in (tmp_path / "lsp-cubin").rglob("*.bin"))
+    assert 0 < total <= 4000 + 1000 * perfjob._TRIM_EVERY  # bounded between trims, never emptied
+    monkeypatch.setenv("NEWT_LSP_CUBIN_CACHE_MB", "not a number")
+    assert perfjob.cubin_cache_limit() == 256 * 1024 * 1024
