@@ -263,7 +263,10 @@ async def test_inlay_hints_and_their_settings(client: LanguageClient):
         client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
             settings={"newt": {"inlayHints": {"shapes": False, "dtypes": False}}}))
         await asyncio.sleep(0.2)
-        assert not await client.text_document_inlay_hint_async(lsp.InlayHintParams(_doc(uri), whole))
+        left = await client.text_document_inlay_hint_async(lsp.InlayHintParams(_doc(uri), whole))
+        # the performance figures (``26 regs · no spill · ...`` at a config's line, once its compile is done) are
+        # hints of their own, not governed by inlayHints.shapes/dtypes: only they may remain
+        assert all(re.search(r"\d+ regs · ", str(h.label)) for h in left or []), left
     finally:
         client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
             settings={"newt": {"inlayHints": {"shapes": True, "dtypes": True}}}))
