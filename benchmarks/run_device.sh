@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -173,6 +173,10 @@ for part in "$@"; do
       PYTHONPATH=$PWD:/tmp/site timeout ${LSP23_T:-240} python3 -m pytest tests/lsp/test_examples_verify.py \
         tests/lsp/test_commands.py -m gpu -q -rf --tb=short -p no:cacheprovider -o addopts="" -n 8 \
         > "$R/lsp23.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/lsp23.log" | tail -20 ;;
+    tcompile)
+      # issue 27: newt and deuteron kernels as torch custom ops inside torch.compile (inductor) on the GPU
+      timeout ${TCOMPILE_T:-150} python3 -m pytest tests/runtime/test_torch_compile.py -m gpu -v -rf --tb=short \
+        -p no:cacheprovider -o addopts="" > "$R/tcompile.log" 2>&1; grep -E "PASSED|FAILED|ERROR|passed|failed" "$R/tcompile.log" | tail -8 ;;
     tutorials)
       # issue 28: Triton's tutorials 01-06 as Triton 3.6 ships them (.ext/triton-tutorials, see COMMITS.txt there).
       # First each tutorial kernel's time, newt (drop-in) vs the installed Triton, interleaved rounds in one run
