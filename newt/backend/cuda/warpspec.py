@@ -303,6 +303,10 @@ def emit_ws_for(em, op, pipe):
     c = em.cur
     behind = bool(pipe.async_dots)
     iv = em.vname(ivv)
+    pp = getattr(em.pipes, "pingpong", None)
+    if pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
+        from . import pingpong
+        pingpong.before_loop(em, pp, c)
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:
         c.line(f"#pragma unroll {int(unroll)}")
@@ -321,6 +325,8 @@ def emit_ws_for(em, op, pipe):
         em.emit_region(body, bodyc)
     finally:
         em.yield_stack.pop()
+    if pp is not None:
+        pingpong.check_body(bodyc)
     if behind:
         inner.line(f"if ({prev} >= 0) ws_arrive({st.empty(prev)});  // the previous slot's wgmma has retired")
         inner.line(f"{prev} = {rd};")
@@ -328,6 +334,8 @@ def emit_ws_for(em, op, pipe):
         inner.line(f"ws_arrive({st.empty(rd)});  // every read of this slot is done")
     inner.line(f"if (++{rd} == {st.nb}) {{ {rd} = 0; {cph} ^= 1u; }}")
     c.line("}")
+    if pp is not None:
+        pingpong.after_loop(em, pp, c)
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
         drain_async_dots(em, op, pipe, targets, c)

@@ -582,6 +582,10 @@ class WgmmaLowering(DotLowering):
             d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
+        from ..pingpong import dot_hooks
+        turn_in, turn_out = dot_hooks(em, op)  # ping-pong between warpgroups (pingpong.py), else empty
+        if turn_in:
+            d.line(turn_in)
         dst = part or w
         if part:  # fp8 with max_num_imprecise_acc: each chunk of K from zero, then added in fp32
             d.line(f"float {part}[{lay.nregs}];  // one chunk of {chunk} along K, in the tensor cores' fp8 precision")
@@ -608,9 +612,13 @@ class WgmmaLowering(DotLowering):
             pass  # committed and waited for chunk by chunk
         elif in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
             d.line("wgmma_commit();")
+            if turn_out:
+                d.line(turn_out)
             d.line("wgmma_wait<1>();  // the previous iteration's wgmma is done: its buffer can be refilled")
         else:
             d.line("wgmma_commit();")
+            if turn_out:
+                d.line(turn_out)
             d.line("wgmma_wait<0>();")
         c.line("}")
         if not in_flight:
