@@ -133,6 +133,8 @@ def helpers(em, pp: PingPong):
         preds = ", ".join(f"p{k}" for k in range(g))
         lines.append(f"__device__ __forceinline__ void {fn}(int wg) {{")
         lines.append(f'  asm volatile("{{ .reg .pred {preds}; {body}}}" :: "r"(wg) : "memory"); }}')
+    lines.append("__device__ __forceinline__ void ws_pp_pin(unsigned addr, unsigned x) {")
+    lines.append('  asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(x) : "memory"); }')
     em.helpers.setdefault("ws_pingpong", "\n".join(lines))
 
 
@@ -148,14 +150,26 @@ def after_loop(em, pp: PingPong, c):
            "(P.V) is issued; the last warpgroup passes no token")
 
 
-def dot_hooks(em, op) -> tuple[str, str]:
-    """(line before the dot's first ``wgmma.fence``, line after its ``commit_group``), empty when ``op`` has
-    no part in a ping-pong.  Inside the dot's block ``wg`` is the warp's warpgroup."""
+def dot_hooks(em, op, pin=()) -> tuple[str, str]:
+    """(lines before the dot's first ``wgmma.fence``, line after its ``commit_group``), empty when ``op`` has
+    no part in a ping-pong.  Inside the dot's block ``wg`` is the warp's warpgroup.
+
+    ``pin``: the registers holding the second dot's A fragments (P).  ptxas schedules register arithmetic
+    across ``bar.sync`` freely, and in causal attention it sank the whole softmax (every ``MUFU.EX2``) below
+    the turn's ``bar.sync``, into the turn; so before the sync each thread stores the XOR of those registers to
+    one shared word (``st.shared``: a memory access, which stays before the barrier, and which needs every P
+    value, hence every exp2, computed first)."""
     pp = getattr(em.pipes, "pingpong", None)
     if pp is None:
         return "", ""
     if op is pp.second:
-        return "ws_pp_sync(wg);  // ping-pong: this warpgroup's turn (this P.V, then the next QK)", ""
+        st = em.__dict__["_ws_state"]
+        lines = []
+        if pin:
+            x = " ^ ".join(pin)
+            lines.append(f"ws_pp_pin(smem_u32(smem + {st.bars}) + {16 * st.nb}, {x});  // P complete before the turn")
+        lines.append("ws_pp_sync(wg);  // ping-pong: this warpgroup's turn (this P.V, then the next QK)")
+        return "\n".join(lines), ""
     if op is pp.first:
         return "", "ws_pp_arrive(wg);  // ping-pong: issued; the next warpgroup's turn while this one waits"
     return "", ""

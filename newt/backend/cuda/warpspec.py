@@ -150,9 +150,10 @@ def _helpers(em, cons_threads: int):
     del cons_threads
 
 
-def _ring_barriers(em, nb: int, cons_threads: int) -> str:
-    """Shared-memory offset name of ``2 * nb`` mbarriers: ``full`` 0..nb-1, then ``empty``."""
-    name = em.smem_reserved(16 * nb)
+def _ring_barriers(em, nb: int, cons_threads: int, extra: int = 0) -> str:
+    """Shared-memory offset name of ``2 * nb`` mbarriers: ``full`` 0..nb-1, then ``empty`` (then ``extra``
+    bytes: the ping-pong's pin word, ``pingpong.py``)."""
+    name = em.smem_reserved(16 * nb + extra)
     t = em.top
     t.line(f"// warp specialization: mbarriers full[0..{nb - 1}] (count 1: the producer's expect_tx) and "
            f"empty[0..{nb - 1}] (count {cons_threads}: every consumer thread)")
@@ -188,7 +189,8 @@ def emit_ws_split(em, outer=None):
     cons = 32 * nw
     preg, creg, entry = register_split(nw)
     _helpers(em, cons)
-    st = _State(_ring_barriers(em, NB, cons), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
+    extra = 16 if getattr(em.pipes, "pingpong", None) is not None else 0
+    st = _State(_ring_barriers(em, NB, cons, extra), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
     em.__dict__["_ws_state"] = st
     c = em.cur
     c.line(f"// warp specialization: {pipe.stages}-stage ring of {NB} slots; the producer warpgroup (threads "

@@ -583,9 +583,10 @@ class WgmmaLowering(DotLowering):
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
         from ..pingpong import dot_hooks
-        turn_in, turn_out = dot_hooks(em, op)  # ping-pong between warpgroups (pingpong.py), else empty
-        if turn_in:
-            d.line(turn_in)
+        pin = [f"af[{i}][{q}]" for i in range(m_reps * (K // 16)) for q in range(4)] if a_regs else []
+        turn_in, turn_out = dot_hooks(em, op, pin)  # ping-pong between warpgroups (pingpong.py), else empty
+        for line in turn_in.split("\n") if turn_in else ():
+            d.line(line)
         dst = part or w
         if part:  # fp8 with max_num_imprecise_acc: each chunk of K from zero, then added in fp32
             d.line(f"float {part}[{lay.nregs}];  // one chunk of {chunk} along K, in the tensor cores' fp8 precision")
