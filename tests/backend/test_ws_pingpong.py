@@ -115,9 +115,9 @@ def _strip_pp(src: str) -> str:
 def _events(src: str) -> list[str]:
     """The consumer's loop as the model's steps: turn barriers, ring waits/releases, wgmma commits/waits."""
     body = src.split("ws_setmaxnreg_inc<", 1)[1].split("#undef __syncthreads", 1)[0]
-    pats = [(r"ws_pp_sync", "sync"), (r"ws_pp_arrive", "arrive"), (r"mbar_wait\(", "wait_full"),
-            (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"), (r"wgmma_wait<1>", "wait1"),
-            (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")]
+    pats = [(r"ws_pp_sync", "sync"), (r"ws_pp_arrive", "arrive"), (r"ws_pp_pass", "arrive"),
+            (r"mbar_wait\(", "wait_full"), (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"),
+            (r"wgmma_wait<1>", "wait1"), (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")]
     out = []
     for line in body.splitlines():
         for p, name in pats:
@@ -142,7 +142,9 @@ def test_generated_code_orders_the_models_steps(monkeypatch, d, cfg, causal):
     assert ev == ["sync", "loop", "wait_full", "commit", "arrive", "wait0", "sync", "commit", "wait1", "release",
                   "arrive", "wait0", "release"], ev
     assert "if ((warp_id >> 2) != 0) ws_pp_sync(warp_id >> 2);" in src
-    assert "if ((warp_id >> 2) != 1) ws_pp_arrive(warp_id >> 2);" in src
+    assert "ws_pp_pass(warp_id >> 2);" in src
+    assert ('void ws_pp_pass(int wg) {\n  asm volatile("{ .reg .pred p0; setp.eq.s32 p0, %0, 0; '
+            '@p0 bar.arrive 3, 256; }"') in src, "every warpgroup but the last passes the token after the loop"
     # the barriers: warpgroup k syncs on 2 + k, arrives on 2 + (k + 1) % 2, 256 threads each
     assert 'setp.eq.s32 p0, %0, 0; @p0 bar.sync 2, 256; setp.eq.s32 p1, %0, 1; @p1 bar.sync 3, 256;' in src
     assert 'setp.eq.s32 p0, %0, 0; @p0 bar.arrive 3, 256; setp.eq.s32 p1, %0, 1; @p1 bar.arrive 2, 256;' in src
@@ -150,10 +152,19 @@ def test_generated_code_orders_the_models_steps(monkeypatch, d, cfg, causal):
     pin = re.search(r"ws_pp_pin\(smem_u32\(smem \+ \w+\) \+ \d+, ((?:af\[\d+\]\[\d\](?: \^ )?)+)\);\s*//[^\n]*\n"
                     r"\s*ws_pp_sync\(wg\);", src)
     assert pin and len(pin.group(1).split(" ^ ")) == 4 * (64 // 16), "P.V's A fragments (K = BLOCK_N = 64)"
-    assert not {2, 3} & {pingpong.PP_BARRIER0 - 1, 0}, "distinct from __syncthreads and the consumers' barrier"
+    assert pingpong.PP_BARRIER0 == 2 and ws.warpspec.CONSUMER_BARRIER == 1, "distinct from the consumers' barrier"
     # the model's program, one iteration, has the same order of turn and ring steps
     prog = [s for s, _ in pingpong._program(1, 2, 1, True, True, False, None)]
     assert [s for s in prog if s in ("sync", "arrive", "wait_full")] == ["sync", "wait_full", "arrive", "sync"]
+
+
+def test_eligible_rows_are_wgmma_warpgroups_along_m():
+    """pp_plan's row test (M >= 64 G, G a power of two) is dot/wgmma's split: G warpgroups along M, none along N."""
+    from newt.backend.cuda.dot.wgmma import warpgroups
+    for nw in (8, 16):
+        for M in (64, 128, 192, 256, 512):
+            for N in (16, 64, 128, 256):
+                assert (M >= 64 * (nw // 4)) == (warpgroups(M, N, nw) == (nw // 4, 1, False)), (nw, M, N)
 
 
 def _sass(ck):

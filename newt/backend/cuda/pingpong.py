@@ -45,12 +45,11 @@ from dataclasses import dataclass
 
 from newt.ir.types import shape_of
 
-from .warpspec import CONSUMER_BARRIER
-
 __all__ = ["PingPong", "PingPongUnfit", "pp_forced", "pp_plan", "simulate", "PP_BARRIER0"]
 
-#: the first warpgroup's turn barrier; warpgroup k uses PP_BARRIER0 + k (16 named barriers per block)
-PP_BARRIER0 = CONSUMER_BARRIER + 1
+#: the first warpgroup's turn barrier; warpgroup k uses PP_BARRIER0 + k (16 named barriers per block): 0 is
+#: ``__syncthreads``, 1 ``warpspec.CONSUMER_BARRIER`` (no import: warpspec and dot/wgmma import this module)
+PP_BARRIER0 = 2
 
 
 def pp_forced() -> bool:
@@ -81,9 +80,8 @@ def pp_plan(op, outer, layouts, num_warps: int):
     """The ping-pong of the warp-specialized loop ``op`` (module doc), or None."""
     if op is None or outer is not None or not pp_forced():
         return None
-    from .dot.wgmma import warpgroups
     groups = num_warps // 4
-    if num_warps % 4 or groups < 2 or PP_BARRIER0 + groups > 16:
+    if num_warps % 4 or groups < 2 or groups & (groups - 1) or PP_BARRIER0 + groups > 16:
         return None
     body = op.regions[0]
     dots = [o for o in body.walk() if o.name == "dot"]
@@ -94,8 +92,8 @@ def pp_plan(op, outer, layouts, num_warps: int):
         if getattr(layouts.dot.get(d), "name", None) != "wgmma":
             return None
         M, N = shape_of(d.result.type)
-        if warpgroups(M, N, num_warps) != (groups, 1, False):
-            return None
+        if M < 64 * groups:  # (= dot/wgmma.warpgroups(M, N, num_warps) == (groups, 1, False): every warpgroup
+            return None      # along M, each its own 64-row blocks; tested against it)
     if _bounds_use_asm(op):
         return None
     return PingPong(op, top[0], top[1], groups)
@@ -128,9 +126,11 @@ def helpers(em, pp: PingPong):
     every wgmma of the loop: C7515, "non wgmma instructions defining accumulator registers")."""
     g, n = pp.groups, pp.threads
     lines = ["// ---- ping-pong between consumer warpgroups: named barrier PP_BARRIER0 + k is warpgroup k's turn"]
-    for fn, verb, who in (("ws_pp_sync", "sync", lambda k: k), ("ws_pp_arrive", "arrive", lambda k: (k + 1) % g)):
-        body = "".join(f"setp.eq.s32 p{k}, %0, {k}; @p{k} bar.{verb} {pp.barrier(who(k))}, {n}; " for k in range(g))
-        preds = ", ".join(f"p{k}" for k in range(g))
+    for fn, verb, who, ks in (("ws_pp_sync", "sync", lambda k: k, range(g)),
+                              ("ws_pp_arrive", "arrive", lambda k: (k + 1) % g, range(g)),
+                              ("ws_pp_pass", "arrive", lambda k: k + 1, range(g - 1))):  # (all but the last)
+        body = "".join(f"setp.eq.s32 p{k}, %0, {k}; @p{k} bar.{verb} {pp.barrier(who(k))}, {n}; " for k in ks)
+        preds = ", ".join(f"p{k}" for k in ks)
         lines.append(f"__device__ __forceinline__ void {fn}(int wg) {{")
         lines.append(f'  asm volatile("{{ .reg .pred {preds}; {body}}}" :: "r"(wg) : "memory"); }}')
     lines.append("__device__ __forceinline__ void ws_pp_pin(unsigned addr, unsigned x) {")
@@ -146,8 +146,8 @@ def before_loop(em, pp: PingPong, c):
 
 
 def after_loop(em, pp: PingPong, c):
-    c.line(f"if ((warp_id >> 2) != {pp.groups - 1}) ws_pp_arrive(warp_id >> 2);  // ping-pong: the last turn "
-           "(P.V) is issued; the last warpgroup passes no token")
+    c.line("ws_pp_pass(warp_id >> 2);  // ping-pong: the last turn (P.V) is issued; the last warpgroup passes no "
+           "token (no branch: P.V is still in flight)")
 
 
 def dot_hooks(em, op, pin=()) -> tuple[str, str]:
