@@ -201,6 +201,18 @@ def test_sass_takes_turns_with_the_softmax_outside(monkeypatch, d, cfg, causal, 
     first_arv = min(k for k in arv if k > hg[-1])
     last_sync = max(k for k in syn if k < pv)
     assert all(first_arv < k < last_sync for k in ex2), (first_arv, last_sync, ex2)
+    # the whole loop, from the head its back-edge jumps to: QK's HGMMAs, the token passed, the softmax, the turn
+    # taken, P.V's HGMMAs -- in that order, nothing of one turn outside it
+    addr = [a for a, _ in ins]
+    back = [(k, int(m.group(1), 16)) for k, t in enumerate(text)
+            if k > pv and (m := re.search(r"\bBRA (?:\S+ )?0x([0-9a-f]+)", t))]
+    end, head = next((k, addr.index(a)) for k, a in back if a <= addr[hg[0]])
+    def mark(k, t):
+        return ("Q" if k in hg else "P" if re.search(r"\bHGMMA\.\S+ R\d+, R\d+", t) else "A" if k in arv
+                else "S" if k in syn else "E" if "MUFU.EX2" in t else "")
+    marks = [m for k in range(head, end + 1) if (m := mark(k, text[k]))]
+    order = "".join(m for i, m in enumerate(marks) if i == 0 or m != marks[i - 1])
+    assert order == "QAESP", order
 
 
 def test_byte_identical_without_the_flag_and_only_its_lines_with_it(monkeypatch):
