@@ -289,6 +289,28 @@ def test_the_interpreter_ignores_the_flag(monkeypatch):
     assert torch.equal(outs[0], outs[1]) and not outs[0].isnan().any()
 
 
+def test_the_benchmarks_newt_pp_column():
+    """bench_ws.py: newt_pp is newt_ws plus the flag, on the attention rows only, and its table shows its ratios
+    (the column's kernels compile to the ping-pong offline: test_warp_specialize's benchmark test)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import bench_ws
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
+    assert bench_ws.NEWT_ENV["newt_pp"] == {**bench_ws.NEWT_ENV["newt_ws"], "NEWT_WS_PINGPONG": "1"}
+    assert bench_ws.PP_KINDS == ("attention",)
+    e = {"ms": 1.0, "TFLOPs": 400.0}
+    cell = {"kind": "attention", "dtype": "float16", "shape": [4, 32, 4096, 128, False],
+            "impls": {"newt": e, "newt_ws": e, "newt_pp": {"ms": 0.8, "TFLOPs": 500.0}, "triton": e, "torch": e},
+            "newt_ws_vs_newt": 1.0, "ws_vs_triton": 1.0, "ws_vs_torch": 1.0,
+            "pp_vs_newt_ws": 1.25, "pp_vs_triton": 1.25, "pp_vs_torch": 1.25}
+    mm = {"kind": "matmul", "dtype": "float16", "shape": [8192] * 3, "impls": {"newt": e, "newt_ws": e}}
+    md = bench_ws.render_md({"environment": {"gpu": "H100"}, "results": [cell, mm]})
+    rows = [line for line in md.splitlines() if line.startswith("| attention") or line.startswith("| matmul")]
+    assert rows[0].split(" | ")[5] == "500" and rows[0].endswith("| 1.25x | 1.25x | 1.25x |")
+    assert rows[1].split(" | ")[5] == "-" and rows[1].endswith("| - | - | - |")
+
+
 # ---------------------------------------------------------------------------
 # GPU (a subprocess with a timeout: a deadlocked turn fails the test instead of hanging the suite)
 # ---------------------------------------------------------------------------
