@@ -1,7 +1,8 @@
 """Warp specialization (issue 24, ``NEWT_WARP_SPECIALIZE=1``): tensor-descriptor matmul and attention forward,
 newt with TMA (``NEWT_TMA=1``) against the same newt kernel warp-specialized, for attention also warp-specialized
-with the ping-pong between its consumer warpgroups (``newt_pp``, ``NEWT_WS_PINGPONG=1``), Triton on the same source,
-and torch (cuBLAS; SDPA) in one run (each round runs every implementation in turn).
+with the ping-pong between its consumer warpgroups (``newt_pp``, ``NEWT_WS_PINGPONG=1``) and with QK issued one
+iteration ahead (``newt_ov``, ``NEWT_WS_OVERLAP=1``), Triton on the same source, and torch (cuBLAS; SDPA) in one run
+(each round runs every implementation in turn).
 
     python3 benchmarks/bench_ws.py --out DIR [--budget S] [--rounds N]
 
@@ -148,9 +149,12 @@ def attention(q, k, v, o, n_ctx, causal, cfg):
 
 #: newt's columns and the environment each compiles under (read at the kernel's first call)
 NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"},
-            "newt_pp": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_PINGPONG": "1"}}
-#: the kinds newt_pp runs on (the ping-pong needs two dots in the loop: attention; pingpong.py)
+            "newt_pp": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_PINGPONG": "1"},
+            "newt_ov": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_OVERLAP": "1"}}
+#: the kinds newt_pp and newt_ov run on (both need two dots in the loop: attention; pingpong.py, overlap.py)
 PP_KINDS = ("attention",)
+#: the metadata key each of those columns must show (else the cell reports it failed)
+SCHEDULE_META = {"newt_pp": "ws_pingpong", "newt_ov": "ws_overlap"}
 MM_CFG = (128, 256, 64, 3, 8)          # bench.py's matmul tile: BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
 #: the persistent tile: 128x256 in 2 stages (3 do not fit beside the epilogue's scratch under the split)
 PERSISTENT_CFG = (128, 256, 64, 2, 8)
@@ -191,7 +195,7 @@ def make_cell(kind, shape, dtype, mods):
     torch.manual_seed(0)
     calls, outs = {}, {}
     if kind not in PP_KINDS:
-        mods = {k: v for k, v in mods.items() if k != "newt_pp"}
+        mods = {k: v for k, v in mods.items() if k not in SCHEDULE_META}
     if kind in ("matmul", "persistent"):
         M, N, K = shape
         a = torch.randn(M, K, device="cuda", dtype=dt)
@@ -243,8 +247,8 @@ def run_cell(kind, shape, dtype, mods, rounds):
             if impl == "newt_ws" and not (getattr(ck, "metadata", None) or {}).get("producer_warps"):
                 e["failed"] = "not warp-specialized (metadata has no producer_warps)"
                 continue
-            if impl == "newt_pp" and not (getattr(ck, "metadata", None) or {}).get("ws_pingpong"):
-                e["failed"] = "not ping-ponged (metadata has no ws_pingpong)"
+            if impl in SCHEDULE_META and not (getattr(ck, "metadata", None) or {}).get(SCHEDULE_META[impl]):
+                e["failed"] = f"metadata has no {SCHEDULE_META[impl]}"
                 continue
             err = ((outs[impl].float() - ref).norm() / ref.norm()).item()
             e["rel_error"] = err
@@ -269,15 +273,16 @@ def run_cell(kind, shape, dtype, mods, rounds):
         e["ms"] = statistics.median(e["rounds_ms"])
         e["TFLOPs"] = flops / e["ms"] * 1e-9
     nt = cell["impls"].get("newt", {}).get("ms")
-    for impl in ("newt_ws", "newt_pp", "triton", "torch"):
+    for impl in ("newt_ws", "newt_pp", "newt_ov", "triton", "torch"):
         o = cell["impls"].get(impl, {}).get("ms")
         if nt and o:
             cell[f"{impl}_vs_newt"] = nt / o
-    pp = cell["impls"].get("newt_pp", {}).get("ms")
-    for impl in ("newt_ws", "triton", "torch"):
-        o = cell["impls"].get(impl, {}).get("ms")
-        if pp and o:
-            cell[f"pp_vs_{impl}"] = o / pp
+    for short in ("pp", "ov"):
+        mine = cell["impls"].get(f"newt_{short}", {}).get("ms")
+        for impl in ("newt_ws", "triton", "torch"):
+            o = cell["impls"].get(impl, {}).get("ms")
+            if mine and o:
+                cell[f"{short}_vs_{impl}"] = o / mine
     ws = cell["impls"].get("newt_ws", {}).get("ms")
     for impl in ("triton", "torch"):
         o = cell["impls"].get(impl, {}).get("ms")
@@ -298,11 +303,12 @@ def render_md(data) -> str:
     lines = ["# Warp specialization (NEWT_WARP_SPECIALIZE=1), descriptor kernels, same source", "",
              f"{env.get('gpu', '?')}; " + ", ".join(f"{k} {v}" for k, v in env.items() if k != "gpu"), "",
              "TFLOP/s; ratios are the other's time over the warp-specialized kernel's (above 1: newt_ws faster).", "",
-             "newt_pp: newt_ws plus the ping-pong between its two consumer warpgroups (NEWT_WS_PINGPONG=1; "
-             "attention only).", "",
-             "| kind | dtype | shape | newt | newt_ws | newt_pp | Triton | torch | ws/newt | ws/Triton | ws/torch "
-             "| pp/ws | pp/Triton | pp/torch |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "newt_pp: newt_ws plus the ping-pong between its two consumer warpgroups (NEWT_WS_PINGPONG=1); newt_ov: "
+             "newt_ws plus QK of tile j + 1 issued before the softmax of tile j (NEWT_WS_OVERLAP=1); attention only.",
+             "",
+             "| kind | dtype | shape | newt | newt_ws | newt_pp | newt_ov | Triton | torch | ws/newt | ws/Triton "
+             "| ws/torch | pp/ws | pp/Triton | pp/torch | ov/ws | ov/Triton | ov/torch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def tf(e):
         return f"{e['TFLOPs']:.0f}" if "TFLOPs" in e else "failed: " + e.get("failed", "?")[:60]
@@ -313,11 +319,12 @@ def render_md(data) -> str:
     for c in data["results"]:
         im = c["impls"]
         ws_newt = c.get("newt_ws_vs_newt")  # newt's time over newt_ws's
-        pp = tf(im["newt_pp"]) if "newt_pp" in im else "-"
+        pp, ov = (tf(im[k]) if k in im else "-" for k in ("newt_pp", "newt_ov"))
         lines.append(f"| {c['kind']} | {c['dtype']} | {tuple(c['shape'])} | {tf(im.get('newt', {}))} | "
-                     f"{tf(im.get('newt_ws', {}))} | {pp} | {tf(im.get('triton', {}))} | {tf(im.get('torch', {}))} | "
-                     f"{f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | {r(c, 'ws_vs_torch')} | "
-                     f"{r(c, 'pp_vs_newt_ws')} | {r(c, 'pp_vs_triton')} | {r(c, 'pp_vs_torch')} |")
+                     f"{tf(im.get('newt_ws', {}))} | {pp} | {ov} | {tf(im.get('triton', {}))} | "
+                     f"{tf(im.get('torch', {}))} | {f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | "
+                     f"{r(c, 'ws_vs_torch')} | " + " | ".join(r(c, f"{k}_vs_{o}") for k in ("pp", "ov")
+                                                              for o in ("newt_ws", "triton", "torch")) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -340,6 +347,7 @@ def main(argv=None) -> int:
     triton_alloc()
     mods = {"newt": instantiate(TEMPLATE, "newt", "ws_base"), "newt_ws": instantiate(TEMPLATE, "newt", "ws_split"),
             "newt_pp": instantiate(TEMPLATE, "newt", "ws_pingpong"),
+            "newt_ov": instantiate(TEMPLATE, "newt", "ws_overlap"),
             "triton": instantiate(TEMPLATE, "triton", "ws_triton")}
     only = {x for x in args.only.split(",") if x}
     t0 = time.monotonic()

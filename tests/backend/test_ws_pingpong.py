@@ -19,7 +19,7 @@ import sys
 import pytest
 
 import newt
-from newt.backend.cuda import pingpong
+from newt.backend.cuda import overlap, pingpong
 
 torch = pytest.importorskip("torch")
 
@@ -78,7 +78,7 @@ def test_the_model_catches_the_wrong_variants():
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    for k in ("NEWT_WARP_SPECIALIZE", "NEWT_WS_PINGPONG", "NEWT_DOT_LOWERING", "NEWT_CPASYNC_FENCE",
+    for k in ("NEWT_WARP_SPECIALIZE", "NEWT_WS_PINGPONG", "NEWT_WS_OVERLAP", "NEWT_DOT_LOWERING", "NEWT_CPASYNC_FENCE",
               "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR", "NEWT_STMATRIX", "NEWT_TARGET"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("NEWT_TMA", "1")
@@ -298,17 +298,143 @@ def test_the_benchmarks_newt_pp_column():
     finally:
         sys.path.remove(os.path.join(ROOT, "benchmarks"))
     assert bench_ws.NEWT_ENV["newt_pp"] == {**bench_ws.NEWT_ENV["newt_ws"], "NEWT_WS_PINGPONG": "1"}
+    assert bench_ws.NEWT_ENV["newt_ov"] == {**bench_ws.NEWT_ENV["newt_ws"], "NEWT_WS_OVERLAP": "1"}
     assert bench_ws.PP_KINDS == ("attention",)
+    assert bench_ws.SCHEDULE_META == {"newt_pp": "ws_pingpong", "newt_ov": "ws_overlap"}
     e = {"ms": 1.0, "TFLOPs": 400.0}
     cell = {"kind": "attention", "dtype": "float16", "shape": [4, 32, 4096, 128, False],
-            "impls": {"newt": e, "newt_ws": e, "newt_pp": {"ms": 0.8, "TFLOPs": 500.0}, "triton": e, "torch": e},
+            "impls": {"newt": e, "newt_ws": e, "newt_pp": {"ms": 0.8, "TFLOPs": 500.0},
+                      "newt_ov": {"ms": 0.5, "TFLOPs": 800.0}, "triton": e, "torch": e},
             "newt_ws_vs_newt": 1.0, "ws_vs_triton": 1.0, "ws_vs_torch": 1.0,
-            "pp_vs_newt_ws": 1.25, "pp_vs_triton": 1.25, "pp_vs_torch": 1.25}
+            "pp_vs_newt_ws": 1.25, "pp_vs_triton": 1.25, "pp_vs_torch": 1.25,
+            "ov_vs_newt_ws": 2.0, "ov_vs_triton": 2.0, "ov_vs_torch": 2.0}
     mm = {"kind": "matmul", "dtype": "float16", "shape": [8192] * 3, "impls": {"newt": e, "newt_ws": e}}
     md = bench_ws.render_md({"environment": {"gpu": "H100"}, "results": [cell, mm]})
     rows = [line for line in md.splitlines() if line.startswith("| attention") or line.startswith("| matmul")]
-    assert rows[0].split(" | ")[5] == "500" and rows[0].endswith("| 1.25x | 1.25x | 1.25x |")
-    assert rows[1].split(" | ")[5] == "-" and rows[1].endswith("| - | - | - |")
+    assert rows[0].split(" | ")[5:7] == ["500", "800"]
+    assert rows[0].endswith("| 1.25x | 1.25x | 1.25x | 2.00x | 2.00x | 2.00x |")
+    assert rows[1].split(" | ")[5:7] == ["-", "-"] and rows[1].endswith("| - | - | - | - | - | - |")
+
+
+# ---------------------------------------------------------------------------
+# the intra-warpgroup overlap (NEWT_WS_OVERLAP=1, overlap.py)
+# ---------------------------------------------------------------------------
+
+
+def test_overlap_ring_runs_every_schedule_and_needs_three_slots(monkeypatch):
+    """QK one iteration ahead on the ring's model: every trip count up to three rings of 3-5 slots and every
+    schedule of ``warpspec``'s tests; two slots deadlock (hence ``num_stages + 1 >= 3``); and the model catches
+    a release before the wait that retires the slot's wgmma."""
+    for nb in (3, 4, 5):
+        for n, order in itertools.product(range(0, 3 * nb + 2), ws.ORDERS):
+            trace = overlap.simulate(n, nb, order)
+            assert [x for a, x in trace if a == "p"] == list(range(n))
+    with pytest.raises(AssertionError, match="deadlock"):
+        overlap.simulate(5, 2, "pc")
+    good = overlap.program
+
+    def early(n):  # slot j released right after P.V(j) is issued, before the wait that retires it
+        out = []
+        for k, i in good(n):
+            if k == "release":
+                continue
+            out.append((k, i))
+            if k == "issue_pv":
+                out.append(("release", i))
+        return out
+    monkeypatch.setattr(overlap, "program", early)
+    with pytest.raises(AssertionError, match="released while read|refills slot|deadlock|reads slot"):
+        for order in ws.ORDERS:
+            overlap.simulate(6, 3, order)
+
+
+def _ov(monkeypatch, on=True):
+    monkeypatch.delenv("NEWT_WS_PINGPONG", raising=False)
+    if on:
+        monkeypatch.setenv("NEWT_WS_OVERLAP", "1")
+    else:
+        monkeypatch.delenv("NEWT_WS_OVERLAP", raising=False)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d,cfg", BENCH)
+def test_overlap_code_issues_the_next_qk_before_the_softmax(monkeypatch, d, cfg, causal):
+    """Before the loop: the first slot waited for (guarded), QK issued and waited for.  In the loop: the next
+    slot waited for (guarded: the last iteration issues on a slot nobody fills), the next QK committed and not
+    waited for, the softmax on the previous S, P.V committed and waited for (retiring both), the next S fenced
+    and carried, the slot of the previous iteration released -- the model's ``program``."""
+    _ov(monkeypatch)
+    ck = ws.compile_attn(d, cfg, causal)
+    assert ck.metadata["ws_overlap"] == 1 and "ws_pingpong" not in ck.metadata
+    src = ck.asm["cuda"]
+    ev = _events(src)
+    assert ev == ["wait_full", "commit", "wait0", "loop", "wait_full", "commit", "wait1", "commit", "wait0",
+                  "release", "wait0", "release"], ev  # (wait1 after the next QK: nothing older is pending there)
+    loop = src.split("for (int v", 1)[1]
+    assert re.search(r"if \(0 < \w+\) mbar_wait", src) and re.search(r"if \(\(v\d+ \+ 64\) < \w+\) mbar_wait", loop)
+    nxt = re.search(r"wgmma_m64n\d+k16_f16_00\(&(acc\d+)\[0\], da, db\);", loop).group(1)
+    body = loop.split("ex2_approx_ftz", 1)[0]
+    assert f"wgmma_keep({nxt}[i])" not in body and f"= {nxt}[i]" not in body, "nothing reads the next S before its wait"
+    after = loop.split("wgmma_wait<0>();", 1)[1]
+    assert after.index(f"wgmma_keep({nxt}[i])") < after.index(f"= {nxt}[i];  // S of the next iteration")
+    # the model's program, two iterations, in the same order
+    assert [k for k, _ in overlap.program(2)] == ["wait", "issue_qk", "wait_all", "wait", "issue_qk", "issue_pv",
+                                                  "wait_all", "release", "issue_qk", "issue_pv", "wait_all",
+                                                  "release", "release"]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d,cfg", BENCH)
+def test_overlap_sass_runs_the_next_qk_during_the_softmax(monkeypatch, d, cfg, causal):
+    """SASS of the loop: the next QK's HGMMAs issued among the softmax's MUFU.EX2 (ptxas interleaves them; at
+    least 3/4 of the exp2 after its first HGMMA: 34/34 of 34 at d=128, 31 and 34 at d=64), and no
+    ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` from there to P.V's last HGMMA (the QK is not waited for before the
+    softmax; ptxas did not serialize the wgmmas: C7514/C7515 would put a wait after each); no spill."""
+    _ov(monkeypatch)
+    ck = ws.compile_attn(d, cfg, causal)
+    assert ck.metadata["ws_overlap"] == 1
+    ws._check_split(ck, cfg[2])
+    ins = _sass(ck)
+    text = [t for _, t in ins]
+    addr = [a for a, _ in ins]
+    pv = [k for k, t in enumerate(text) if re.search(r"\bHGMMA\.\S+ R\d+, R\d+", t)]
+    back = [(k, int(m.group(1), 16)) for k, t in enumerate(text)
+            if k > pv[-1] and (m := re.search(r"\bBRA (?:\S+ )?0x([0-9a-f]+)", t))]
+    end, head = next((k, addr.index(a)) for k, a in back if a < addr[pv[0]])
+    qk = [k for k in range(head, end) if re.search(r"\bHGMMA\.\S+ R\d+, gdesc", text[k])]
+    ex2 = [k for k in range(head, end) if "MUFU.EX2" in text[k]]
+    assert qk and ex2 and 4 * sum(k > qk[0] for k in ex2) >= 3 * len(ex2) and max(pv) < end
+    assert not [k for k in range(qk[0], max(pv)) if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0\b", text[k])]
+    assert ck.metadata.n_spills == 0
+
+
+def test_overlap_unset_or_with_the_pingpong_changes_nothing(monkeypatch):
+    """Unset, the code is the plain warp-specialized loop; with NEWT_WS_PINGPONG=1 as well the ping-pong is
+    taken and the overlap is not (one schedule per loop); the matmul (one dot) is left as it was."""
+    for d, cfg in BENCH:
+        _ov(monkeypatch, False)
+        off = ws.compile_attn(d, cfg).asm["cuda"]
+        assert "qk_cur" not in off
+        _ov(monkeypatch)
+        monkeypatch.setenv("NEWT_WS_PINGPONG", "1")
+        both = ws.compile_attn(d, cfg)
+        assert both.metadata["ws_pingpong"] == 2 and "ws_overlap" not in both.metadata
+    _ov(monkeypatch, False)
+    mm = ws.compile_mm().asm["cuda"]
+    _ov(monkeypatch)
+    assert ws.compile_mm().asm["cuda"] == mm
+
+
+def test_the_overlap_flag_is_in_the_cache_key(monkeypatch):
+    from newt.runtime.compiler import cache_key
+
+    def key():
+        return cache_key(None, {"a": "*fp16"}, {"B": 64}, {}, "sm_90a", 8, 3, False, "fingerprint", None)
+    base = key()
+    _ov(monkeypatch)
+    assert key() != base
+    _ov(monkeypatch, False)
+    assert key() == base
 
 
 # ---------------------------------------------------------------------------
@@ -319,7 +445,7 @@ PP_CASES = [(d, causal, (128, 64, 8, 3)) for d in (64, 128) for causal in (False
            [(128, False, (128, 128, 8, 2))]
 
 
-def _gpu_attention():
+def _gpu_attention(meta="ws_pingpong", want=2):
     from newt.tools.tensor_descriptor import TensorDescriptor
     H, N = 3, 1024
     for dt in (torch.float16, torch.bfloat16):
@@ -333,19 +459,19 @@ def _gpu_attention():
             ws.ws_attn[(N // bm, H)](*ds, N, scale * 1.4426950408889634, **kw)
             torch.cuda.synchronize()
             ck = ws.ws_attn.warmup(*ds, N, scale * 1.4426950408889634, grid=(N // bm, H), **kw)
-            assert ck.metadata["ws_pingpong"] == 2, "not ping-ponged"
+            assert ck.metadata.get(meta) == want, f"not {meta}"
             qd, kd, vd = (t.double().reshape(H, N, d) for t in (q, k, v))
             sc = qd @ kd.transpose(1, 2) * scale
             if causal:
                 sc = sc.masked_fill(torch.ones(N, N, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
             ref = (torch.softmax(sc, -1) @ vd).reshape(H * N, d)
             err = (o.double() - ref).abs().max().item()
-            print(f"pingpong attention {dt} d={d} causal={causal} {(bm, bn, w, s)}: max err {err:.2e}", flush=True)
+            print(f"{meta} attention {dt} d={d} causal={causal} {(bm, bn, w, s)}: max err {err:.2e}", flush=True)
             assert not o.isnan().any() and err < (2e-2 if dt == torch.bfloat16 else 4e-3), err
 
 
 def _run_gpu_part(part: str, timeout: int):
-    env = dict(os.environ, NEWT_TMA="1", NEWT_WS_PINGPONG="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, NEWT_TMA="1", PYTHONPATH=ROOT)
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), part], env=env, cwd=ROOT, timeout=timeout,
                            capture_output=True, text=True)
@@ -360,11 +486,25 @@ def _run_gpu_part(part: str, timeout: int):
 def test_pingpong_attention_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    out = _run_gpu_part("attention", 60)
+    out = _run_gpu_part("attention", 45)
     assert out.count("max err") == 2 * len(PP_CASES)
 
 
-if __name__ == "__main__":  # the GPU part, run by the test above in a subprocess
+@pytest.mark.gpu
+def test_overlapped_attention_on_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    out = _run_gpu_part("overlap", 45)
+    assert out.count("max err") == 2 * len(PP_CASES)
+
+
+if __name__ == "__main__":  # the GPU parts, run by the tests above in a subprocess
     os.environ["NEWT_TMA"] = "1"
-    os.environ["NEWT_WS_PINGPONG"] = "1"
-    {"attention": _gpu_attention}[sys.argv[1]]()
+    os.environ.pop("NEWT_WS_PINGPONG", None)
+    os.environ.pop("NEWT_WS_OVERLAP", None)
+    if sys.argv[1] == "attention":
+        os.environ["NEWT_WS_PINGPONG"] = "1"
+        _gpu_attention("ws_pingpong", 2)
+    else:
+        os.environ["NEWT_WS_OVERLAP"] = "1"
+        _gpu_attention("ws_overlap", 1)

@@ -298,6 +298,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         meta["producer_warps"] = pw
     if pipes.pingpong is not None:
         meta["ws_pingpong"] = pipes.pingpong.groups
+    if pipes.overlap is not None:
+        meta["ws_overlap"] = 1
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta, producer_warps=pw)

@@ -110,6 +110,8 @@ class PipelinePlan:
     ws_outer: Op | None = None
     #: ``ws``'s consumer warpgroups taking turns on the tensor cores (``pingpong.PingPong``), or None
     pingpong: object = None
+    #: ``ws``'s first dot issued one iteration ahead (``overlap.Overlap``), or None
+    overlap: object = None
 
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0,
@@ -172,8 +174,10 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
         bars -= loops[ws].buffers or loops[ws].stages
     from .pingpong import pp_plan
     pp = pp_plan(ws, ws_outer, layouts, num_warps) if pingpong else None
+    from .overlap import ov_plan
+    ov = ov_plan(ws, ws_outer, loops.get(ws), layouts, pp)
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
-                        ws=ws, ws_outer=ws_outer, pingpong=pp)
+                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov)
 
 
 def loop_stages(loop, num_stages: int) -> int:

@@ -309,6 +309,10 @@ def emit_ws_for(em, op, pipe):
     if pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
         from . import pingpong
         pingpong.before_loop(em, pp, c)
+    ov = getattr(em.pipes, "overlap", None)
+    if ov is not None:  # QK one iteration ahead (overlap.py)
+        from . import overlap
+        cur = overlap.before_loop(em, ov, pipe, st, c)
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:
         c.line(f"#pragma unroll {int(unroll)}")
@@ -316,7 +320,8 @@ def emit_ws_for(em, op, pipe):
     inner = c.sub(1)
     em.scalars[ivv] = iv
     rd, cph, prev = st.rd, st.phase, st.prev
-    inner.line(f"mbar_wait({st.full(rd)}, {cph});  // this slot's TMA copies have landed")
+    if ov is None:
+        inner.line(f"mbar_wait({st.full(rd)}, {cph});  // this slot's TMA copies have landed")
     for a, (name, lay, _) in zip(carried, targets):
         bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
@@ -324,7 +329,10 @@ def emit_ws_for(em, op, pipe):
     bodyc = inner.sub(0, pipelined=True)
     em.yield_stack.append(targets)
     try:
-        em.emit_region(body, bodyc)
+        if ov is None:
+            em.emit_region(body, bodyc)
+        else:
+            overlap.in_loop(em, ov, pipe, st, inner, bodyc, iv, cur, targets)
     finally:
         em.yield_stack.pop()
     if pp is not None:

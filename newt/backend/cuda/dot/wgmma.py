@@ -494,6 +494,8 @@ class WgmmaLowering(DotLowering):
         n_reps = Nw // n_inst
         m_reps = M // (64 * wgm)
         in_flight = any(op in p.async_dots for p in em.pipelines.values())
+        if op is em.__dict__.get("_ov_wait_all") or op is em.__dict__.get("_ov_issue"):
+            in_flight = op is em.__dict__.get("_ov_issue")  # QK one iteration ahead, P.V waited (overlap.py)
         tiles = list(tiles)
         for i in (0, 1):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
@@ -625,6 +627,9 @@ class WgmmaLowering(DotLowering):
         if not in_flight:
             em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
             self._fence_behind(em, op, c)
+        if op is em.__dict__.get("_ov_issue"):  # read only once a later wait retires it (overlap.py)
+            em.__dict__["_ov_acc"] = w
+            return
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
