@@ -178,11 +178,12 @@ def simulate(iterations: int, nb: int, order: str) -> list:
 # ---------------------------------------------------------------------------
 
 
-def _issue_next(em, ov: Overlap, pipe, chunk, iv_expr: str, slot: str, in_flight: bool = True) -> str:
+def _issue_next(em, ov: Overlap, pipe, chunk, iv_expr: str, slot: str, rerender, in_flight: bool = True) -> str:
     """Render the first dot's slice for the iteration whose induction variable is ``iv_expr`` reading ring slot
     ``slot`` (issued, committed, ``wait_group 1``: left in flight, unless ``in_flight`` is False); return its
-    result's C array."""
-    from .warpspec import _fresh, _restore, _saved
+    result's C array.  ``rerender``: warpspec's (_saved, _restore, _fresh), passed in (warpspec imports this
+    module)."""
+    _saved, _restore, _fresh = rerender
     body = ov.loop.regions[0]
     saved = _saved(em)
     bases = dict(em.pipe_read_base)
@@ -206,7 +207,7 @@ def _issue_next(em, ov: Overlap, pipe, chunk, iv_expr: str, slot: str, in_flight
         _restore(em, saved)
 
 
-def before_loop(em, ov: Overlap, pipe, st, c) -> str:
+def before_loop(em, ov: Overlap, pipe, st, c, rerender) -> str:
     """The first QK, issued before the loop; returns the name of the array that carries S."""
     from .plan import compact
     op = ov.loop
@@ -215,7 +216,7 @@ def before_loop(em, ov: Overlap, pipe, st, c) -> str:
     c.line("// intra-warpgroup overlap: QK of iteration j + 1 is issued before the softmax of j (overlap.py)")
     c.line(f"if ({loop_condition(em, op, lb)}) mbar_wait({st.full(st.rd)}, {st.phase});  // the first slot")
     # (waited for here: a wgmma left in flight across the loop's entry made ptxas serialize them all, C7515)
-    s0 = _issue_next(em, ov, pipe, c, lb, st.rd, in_flight=False)
+    s0 = _issue_next(em, ov, pipe, c, lb, st.rd, rerender, in_flight=False)
     lay = compact(em.layout_of(ov.first.result))
     cur = em.tmp("qk_cur")
     c.line(f"float {cur}[{lay.nregs}];  // S of the iteration the body computes")
@@ -223,7 +224,7 @@ def before_loop(em, ov: Overlap, pipe, st, c) -> str:
     return cur
 
 
-def in_loop(em, ov: Overlap, pipe, st, inner, bodyc, iv: str, cur: str, targets):
+def in_loop(em, ov: Overlap, pipe, st, bodyc, iv: str, cur: str, rerender):
     """The body of the consumers' loop: wait for the next slot, issue the next QK, fence what its wait retired,
     then the body without the first dot (S bound to ``cur``), then the next S into ``cur``."""
     from .loops import loop_condition
@@ -236,7 +237,7 @@ def in_loop(em, ov: Overlap, pipe, st, inner, bodyc, iv: str, cur: str, targets)
     bodyc.line(f"const unsigned {nph} = {st.rd} + 1 == {st.nb} ? {st.phase} ^ 1u : {st.phase};")
     bodyc.line(f"if ({loop_condition(em, op, f'({iv} + {step})')}) mbar_wait({st.full(nx)}, {nph});  "
                "// the next slot (the last iteration issues on a slot nobody fills: never read)")
-    nxt = _issue_next(em, ov, pipe, bodyc, f"({iv} + {step})", nx)
+    nxt = _issue_next(em, ov, pipe, bodyc, f"({iv} + {step})", nx, rerender)
     lay = compact(em.layout_of(ov.first.result))
     em.blocks[(ov.first.result, lay)] = cur
     skip = set(ov.slice_ops)

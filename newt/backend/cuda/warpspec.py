@@ -312,7 +312,7 @@ def emit_ws_for(em, op, pipe):
     ov = getattr(em.pipes, "overlap", None)
     if ov is not None:  # QK one iteration ahead (overlap.py)
         from . import overlap
-        cur = overlap.before_loop(em, ov, pipe, st, c)
+        cur = overlap.before_loop(em, ov, pipe, st, c, (_saved, _restore, _fresh))
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:
         c.line(f"#pragma unroll {int(unroll)}")
@@ -332,7 +332,7 @@ def emit_ws_for(em, op, pipe):
         if ov is None:
             em.emit_region(body, bodyc)
         else:
-            overlap.in_loop(em, ov, pipe, st, inner, bodyc, iv, cur, targets)
+            overlap.in_loop(em, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
     finally:
         em.yield_stack.pop()
     if pp is not None:
