@@ -1,6 +1,8 @@
 """Warp specialization (issue 24, ``NEWT_WARP_SPECIALIZE=1``): tensor-descriptor matmul and attention forward,
-newt with TMA (``NEWT_TMA=1``) against the same newt kernel warp-specialized, Triton on the same source, and
-torch (cuBLAS; SDPA) in one run.
+newt with TMA (``NEWT_TMA=1``) against the same newt kernel warp-specialized, for attention also warp-specialized
+with the ping-pong between its consumer warpgroups (``newt_pp``, ``NEWT_WS_PINGPONG=1``) and with QK issued one
+iteration ahead (``newt_ov``, ``NEWT_WS_OVERLAP=1``), Triton on the same source, and torch (cuBLAS; SDPA) in one run
+(each round runs every implementation in turn).
 
     python3 benchmarks/bench_ws.py --out DIR [--budget S] [--rounds N]
 
@@ -146,7 +148,13 @@ def attention(q, k, v, o, n_ctx, causal, cfg):
 '''
 
 #: newt's columns and the environment each compiles under (read at the kernel's first call)
-NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"}}
+NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"},
+            "newt_pp": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_PINGPONG": "1"},
+            "newt_ov": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_OVERLAP": "1"}}
+#: the kinds newt_pp and newt_ov run on (both need two dots in the loop: attention; pingpong.py, overlap.py)
+PP_KINDS = ("attention",)
+#: the metadata key each of those columns must show (else the cell reports it failed)
+SCHEDULE_META = {"newt_pp": "ws_pingpong", "newt_ov": "ws_overlap"}
 MM_CFG = (128, 256, 64, 3, 8)          # bench.py's matmul tile: BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
 #: the persistent tile: 128x256 in 2 stages (3 do not fit beside the epilogue's scratch under the split)
 PERSISTENT_CFG = (128, 256, 64, 2, 8)
@@ -186,6 +194,8 @@ def make_cell(kind, shape, dtype, mods):
     dt = getattr(torch, dtype)
     torch.manual_seed(0)
     calls, outs = {}, {}
+    if kind not in PP_KINDS:
+        mods = {k: v for k, v in mods.items() if k not in SCHEDULE_META}
     if kind in ("matmul", "persistent"):
         M, N, K = shape
         a = torch.randn(M, K, device="cuda", dtype=dt)
@@ -205,7 +215,7 @@ def make_cell(kind, shape, dtype, mods):
     q, k, v = (torch.randn(z * h * n, d, device="cuda", dtype=dt) for _ in range(3))
     q4, k4, v4 = (t.view(z, h, n, d) for t in (q, k, v))
     ref = torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal).reshape(z * h * n, d)
-    for impl, m in mods.items():
+    for impl, m in mods.items():  # (newt_pp: attention only)
         outs[impl] = torch.empty(z * h * n, d, device="cuda", dtype=dt)
         calls[impl] = (lambda m=m, o=outs[impl]: m.attention(q, k, v, o, n, causal, ATTN_CFG[d]))
     outs["torch"] = torch.empty(z * h * n, d, device="cuda", dtype=dt)
@@ -237,6 +247,9 @@ def run_cell(kind, shape, dtype, mods, rounds):
             if impl == "newt_ws" and not (getattr(ck, "metadata", None) or {}).get("producer_warps"):
                 e["failed"] = "not warp-specialized (metadata has no producer_warps)"
                 continue
+            if impl in SCHEDULE_META and not (getattr(ck, "metadata", None) or {}).get(SCHEDULE_META[impl]):
+                e["failed"] = f"metadata has no {SCHEDULE_META[impl]}"
+                continue
             err = ((outs[impl].float() - ref).norm() / ref.norm()).item()
             e["rel_error"] = err
             if not err < 2e-2:
@@ -260,10 +273,16 @@ def run_cell(kind, shape, dtype, mods, rounds):
         e["ms"] = statistics.median(e["rounds_ms"])
         e["TFLOPs"] = flops / e["ms"] * 1e-9
     nt = cell["impls"].get("newt", {}).get("ms")
-    for impl in ("newt_ws", "triton", "torch"):
+    for impl in ("newt_ws", "newt_pp", "newt_ov", "triton", "torch"):
         o = cell["impls"].get(impl, {}).get("ms")
         if nt and o:
             cell[f"{impl}_vs_newt"] = nt / o
+    for short in ("pp", "ov"):
+        mine = cell["impls"].get(f"newt_{short}", {}).get("ms")
+        for impl in ("newt_ws", "triton", "torch"):
+            o = cell["impls"].get(impl, {}).get("ms")
+            if mine and o:
+                cell[f"{short}_vs_{impl}"] = o / mine
     ws = cell["impls"].get("newt_ws", {}).get("ms")
     for impl in ("triton", "torch"):
         o = cell["impls"].get(impl, {}).get("ms")
@@ -284,8 +303,12 @@ def render_md(data) -> str:
     lines = ["# Warp specialization (NEWT_WARP_SPECIALIZE=1), descriptor kernels, same source", "",
              f"{env.get('gpu', '?')}; " + ", ".join(f"{k} {v}" for k, v in env.items() if k != "gpu"), "",
              "TFLOP/s; ratios are the other's time over the warp-specialized kernel's (above 1: newt_ws faster).", "",
-             "| kind | dtype | shape | newt | newt_ws | Triton | torch | ws/newt | ws/Triton | ws/torch |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "newt_pp: newt_ws plus the ping-pong between its two consumer warpgroups (NEWT_WS_PINGPONG=1); newt_ov: "
+             "newt_ws plus QK of tile j + 1 issued before the softmax of tile j (NEWT_WS_OVERLAP=1); attention only.",
+             "",
+             "| kind | dtype | shape | newt | newt_ws | newt_pp | newt_ov | Triton | torch | ws/newt | ws/Triton "
+             "| ws/torch | pp/ws | pp/Triton | pp/torch | ov/ws | ov/Triton | ov/torch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def tf(e):
         return f"{e['TFLOPs']:.0f}" if "TFLOPs" in e else "failed: " + e.get("failed", "?")[:60]
@@ -296,9 +319,12 @@ def render_md(data) -> str:
     for c in data["results"]:
         im = c["impls"]
         ws_newt = c.get("newt_ws_vs_newt")  # newt's time over newt_ws's
+        pp, ov = (tf(im[k]) if k in im else "-" for k in ("newt_pp", "newt_ov"))
         lines.append(f"| {c['kind']} | {c['dtype']} | {tuple(c['shape'])} | {tf(im.get('newt', {}))} | "
-                     f"{tf(im.get('newt_ws', {}))} | {tf(im.get('triton', {}))} | {tf(im.get('torch', {}))} | "
-                     f"{f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | {r(c, 'ws_vs_torch')} |")
+                     f"{tf(im.get('newt_ws', {}))} | {pp} | {ov} | {tf(im.get('triton', {}))} | "
+                     f"{tf(im.get('torch', {}))} | {f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | "
+                     f"{r(c, 'ws_vs_torch')} | " + " | ".join(r(c, f"{k}_vs_{o}") for k in ("pp", "ov")
+                                                              for o in ("newt_ws", "triton", "torch")) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -320,6 +346,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     triton_alloc()
     mods = {"newt": instantiate(TEMPLATE, "newt", "ws_base"), "newt_ws": instantiate(TEMPLATE, "newt", "ws_split"),
+            "newt_pp": instantiate(TEMPLATE, "newt", "ws_pingpong"),
+            "newt_ov": instantiate(TEMPLATE, "newt", "ws_overlap"),
             "triton": instantiate(TEMPLATE, "triton", "ws_triton")}
     only = {x for x in args.only.split(",") if x}
     t0 = time.monotonic()

@@ -225,11 +225,14 @@ for part in "$@"; do
       # programs) and attention (4x32x4096, 16x16x1024, d=128 then 64, causal and not), 8192 before 4096 before 2048,
       # fp16 before bf16, as newt (NEWT_TMA=1), newt_ws (+NEWT_WARP_SPECIALIZE=1), Triton (same source) and torch
       # (cuBLAS / SDPA) in interleaved rounds, L2 flushed; cells past the budget are skipped (raise WS_BUDGET and
-      # WS_BENCH_T for all of them)
-      timeout ${WS_TEST_T:-280} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu \
-        tests/backend/test_warp_specialize.py > "$R/ws24_tests.log" 2>&1
+      # WS_BENCH_T for all of them). The ping-pong (NEWT_WS_PINGPONG=1, pingpong.py) and the intra-warpgroup overlap
+      # (NEWT_WS_OVERLAP=1, overlap.py): their GPU tests (attention d=64/128, causal and not, fp16/bf16, each in a
+      # subprocess limited to 45 s; the other parts' limits are 60/50/95 s) after the others, and the attention rows'
+      # newt_pp and newt_ov columns (newt_ws plus each, run in the same rounds; pp/ws, ov/ws ... in the table)
+      timeout ${WS_TEST_T:-300} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu \
+        tests/backend/test_warp_specialize.py tests/backend/test_ws_pingpong.py > "$R/ws24_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed|no result" "$R/ws24_tests.log" | tail -15
-      timeout ${WS_BENCH_T:-140} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-110} \
+      timeout ${WS_BENCH_T:-120} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-90} \
         > "$R/ws24_bench.log" 2>&1; tail -34 "$R/ws24_bench.log" ;;
     perfdiag)
       # issue 23 on an idle CPU (no GPU needed): the first N100 spill warning of tests/lsp/fixtures/perf_matmul.py

@@ -490,9 +490,11 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", "")
         + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
         + os.environ.get("NEWT_STMATRIX", ""),
-        # (and NEWT_WARP_SPECIALIZE, warpspec.py: nothing added while it is unset)
+        # (NEWT_WARP_SPECIALIZE, NEWT_WS_PINGPONG, NEWT_WS_OVERLAP: warpspec/pingpong/overlap.py; none if unset)
         "tma": os.environ.get("NEWT_TMA", "") + (f"/ws={os.environ['NEWT_WARP_SPECIALIZE']}"
-                                                 if os.environ.get("NEWT_WARP_SPECIALIZE") else ""),
+                                                 if os.environ.get("NEWT_WARP_SPECIALIZE") else "")
+        + (f"/pp={os.environ['NEWT_WS_PINGPONG']}" if os.environ.get("NEWT_WS_PINGPONG") else "")
+        + (f"/ov={os.environ['NEWT_WS_OVERLAP']}" if os.environ.get("NEWT_WS_OVERLAP") else ""),
     })
 
 
@@ -610,6 +612,10 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
     )
     if module.producer_warps:  # a warp-specialized loop: the block has this many warps more (warpspec.py)
         md["producer_warps"] = int(module.producer_warps)
+    if module.metadata.get("ws_pingpong"):  # its consumer warpgroups take turns (pingpong.py)
+        md["ws_pingpong"] = int(module.metadata["ws_pingpong"])
+    if module.metadata.get("ws_overlap"):  # its first dot issued one iteration ahead (overlap.py)
+        md["ws_overlap"] = 1
     if limit is not None and md.shared > limit:
         raise OutOfResources(kname, "shared memory", md.shared, limit, f"target {target}")
     asm = AsmDict(ir=str(irfn), cuda=module.source, ptx=_text(binary.ptx), cubin=bytes(binary.cubin))

@@ -26,6 +26,7 @@ from .ctypes import ctype
 from .dot import select_dot_lowering
 from .elementwise import libdevice_declaration
 from .emitter import BackendError, Chunk, Emitter
+from .pingpong import PingPongUnfit
 from .pipeline import plan_pipelines
 from .plan import plan_layouts
 from .prelude import HEADER_NAME, PRELUDE
@@ -168,10 +169,11 @@ def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_block
     raise first
 
 
-def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None, ws=True) -> CudaModule:
+def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None, ws=True,
+              pp=True) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
-    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps)
+    pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps, pingpong=pp)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
@@ -194,7 +196,10 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     ids = body.sub(0)
     em.top = body.sub(0)
     main = body.sub(0)
-    em.emit_region(fn.body, main)
+    try:
+        em.emit_region(fn.body, main)
+    except PingPongUnfit:  # the loop body synchronizes the block: no ping-pong (pingpong.py)
+        return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, ws, pp=False)
     for op in fn.walk():  # libdevice functions: declared, NVRTC links their definitions
         if op.name == "libdevice":
             sym, decl = libdevice_declaration(op.attrs["fn"], [o.type for o in op.operands])
@@ -291,6 +296,10 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
             "launch_bounds": qualifier, "tensormaps": tmaps, "maxnreg": maxnreg}
     if pw:
         meta["producer_warps"] = pw
+    if pipes.pingpong is not None:
+        meta["ws_pingpong"] = pipes.pingpong.groups
+    if pipes.overlap is not None:
+        meta["ws_overlap"] = 1
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta, producer_warps=pw)

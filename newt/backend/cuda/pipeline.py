@@ -108,11 +108,17 @@ class PipelinePlan:
     ws: Op | None = None
     #: the top-level loop around ``ws`` (a persistent kernel's tile loop) the producer walks too, or None
     ws_outer: Op | None = None
+    #: ``ws``'s consumer warpgroups taking turns on the tensor cores (``pingpong.PingPong``), or None
+    pingpong: object = None
+    #: ``ws``'s first dot issued one iteration ahead (``overlap.Overlap``), or None
+    overlap: object = None
 
 
-def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0) -> PipelinePlan:
+def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0,
+                   pingpong: bool = True) -> PipelinePlan:
     """The pipelines of ``fn``: loops whose dot operands are loaded in the loop (see the module doc).
-    ``num_warps`` (0: none) lets a loop be warp-specialized (``warpspec.ws_loop``)."""
+    ``num_warps`` (0: none) lets a loop be warp-specialized (``warpspec.ws_loop``), ``pingpong`` its consumer
+    warpgroups take turns (``pingpong.pp_plan``)."""
     # ``nl.range(..., num_stages=n)`` overrides the kernel's ``num_stages`` for its loop (Triton's per-loop
     # knob); n < 2 leaves that loop unpipelined
     asked = [loop_stages(op, num_stages) for op in fn.walk() if op.name == "scf.for"]
@@ -166,8 +172,12 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
     ws, ws_outer = ws_loop(fn, target, loops, layouts, num_warps) if num_warps and bars >= 0 else (None, None)
     if ws is not None:  # its full/empty mbarriers are the producer's own (warpspec.py), not tma.py's
         bars -= loops[ws].buffers or loops[ws].stages
+    from .pingpong import pp_plan
+    pp = pp_plan(ws, ws_outer, layouts, num_warps) if pingpong else None
+    from .overlap import ov_plan
+    ov = ov_plan(ws, ws_outer, loops.get(ws), layouts, pp)
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
-                        ws=ws, ws_outer=ws_outer)
+                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov)
 
 
 def loop_stages(loop, num_stages: int) -> int:

@@ -151,10 +151,14 @@ class Poly:
     def render(self, scalar) -> str:
         """C++ (int arithmetic) for a polynomial without index atoms; ``scalar(v)`` names a value."""
         parts = []
-        def order(kc):  # deterministic: by the atoms' IR ids
-            return [(a[0], a[1] if a[0] == "i" else getattr(self.atoms[a], "id", 0)) for a in kc[0]]
+
+        def akey(a):  # deterministic: by the atoms' IR ids (a term's atoms are sorted by id(), a memory address)
+            return (a[0], a[1] if a[0] == "i" else getattr(self.atoms[a], "id", 0))
+
+        def order(kc):
+            return sorted(akey(a) for a in kc[0])
         for k, c in sorted(self.terms.items(), key=order):
-            fs = [f"(int)({scalar(self.atoms[a])})" for a in k]
+            fs = [f"(int)({scalar(self.atoms[a])})" for a in sorted(k, key=akey)]
             if c != 1 or not fs:
                 fs.insert(0, str(c))
             parts.append(" * ".join(fs))

@@ -150,9 +150,10 @@ def _helpers(em, cons_threads: int):
     del cons_threads
 
 
-def _ring_barriers(em, nb: int, cons_threads: int) -> str:
-    """Shared-memory offset name of ``2 * nb`` mbarriers: ``full`` 0..nb-1, then ``empty``."""
-    name = em.smem_reserved(16 * nb)
+def _ring_barriers(em, nb: int, cons_threads: int, extra: int = 0) -> str:
+    """Shared-memory offset name of ``2 * nb`` mbarriers: ``full`` 0..nb-1, then ``empty`` (then ``extra``
+    bytes: the ping-pong's pin word, ``pingpong.py``)."""
+    name = em.smem_reserved(16 * nb + extra)
     t = em.top
     t.line(f"// warp specialization: mbarriers full[0..{nb - 1}] (count 1: the producer's expect_tx) and "
            f"empty[0..{nb - 1}] (count {cons_threads}: every consumer thread)")
@@ -188,7 +189,8 @@ def emit_ws_split(em, outer=None):
     cons = 32 * nw
     preg, creg, entry = register_split(nw)
     _helpers(em, cons)
-    st = _State(_ring_barriers(em, NB, cons), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
+    extra = 16 if getattr(em.pipes, "pingpong", None) is not None else 0
+    st = _State(_ring_barriers(em, NB, cons, extra), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
     em.__dict__["_ws_state"] = st
     c = em.cur
     c.line(f"// warp specialization: {pipe.stages}-stage ring of {NB} slots; the producer warpgroup (threads "
@@ -303,6 +305,14 @@ def emit_ws_for(em, op, pipe):
     c = em.cur
     behind = bool(pipe.async_dots)
     iv = em.vname(ivv)
+    pp = getattr(em.pipes, "pingpong", None)
+    if pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
+        from . import pingpong
+        pingpong.before_loop(em, pp, c)
+    ov = getattr(em.pipes, "overlap", None)
+    if ov is not None:  # QK one iteration ahead (overlap.py)
+        from . import overlap
+        cur = overlap.before_loop(em, ov, pipe, st, c, (_saved, _restore, _fresh))
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:
         c.line(f"#pragma unroll {int(unroll)}")
@@ -310,7 +320,8 @@ def emit_ws_for(em, op, pipe):
     inner = c.sub(1)
     em.scalars[ivv] = iv
     rd, cph, prev = st.rd, st.phase, st.prev
-    inner.line(f"mbar_wait({st.full(rd)}, {cph});  // this slot's TMA copies have landed")
+    if ov is None:
+        inner.line(f"mbar_wait({st.full(rd)}, {cph});  // this slot's TMA copies have landed")
     for a, (name, lay, _) in zip(carried, targets):
         bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
@@ -318,9 +329,14 @@ def emit_ws_for(em, op, pipe):
     bodyc = inner.sub(0, pipelined=True)
     em.yield_stack.append(targets)
     try:
-        em.emit_region(body, bodyc)
+        if ov is None:
+            em.emit_region(body, bodyc)
+        else:
+            overlap.in_loop(em, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
     finally:
         em.yield_stack.pop()
+    if pp is not None:
+        pingpong.check_body(bodyc)
     if behind:
         inner.line(f"if ({prev} >= 0) ws_arrive({st.empty(prev)});  // the previous slot's wgmma has retired")
         inner.line(f"{prev} = {rd};")
@@ -328,6 +344,8 @@ def emit_ws_for(em, op, pipe):
         inner.line(f"ws_arrive({st.empty(rd)});  // every read of this slot is done")
     inner.line(f"if (++{rd} == {st.nb}) {{ {rd} = 0; {cph} ^= 1u; }}")
     c.line("}")
+    if pp is not None:
+        pingpong.after_loop(em, pp, c)
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
         drain_async_dots(em, op, pipe, targets, c)

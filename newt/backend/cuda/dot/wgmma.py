@@ -494,6 +494,8 @@ class WgmmaLowering(DotLowering):
         n_reps = Nw // n_inst
         m_reps = M // (64 * wgm)
         in_flight = any(op in p.async_dots for p in em.pipelines.values())
+        if op is em.__dict__.get("_ov_wait_all") or op is em.__dict__.get("_ov_issue"):
+            in_flight = op is em.__dict__.get("_ov_issue")  # QK one iteration ahead, P.V waited (overlap.py)
         tiles = list(tiles)
         for i in (0, 1):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
@@ -582,6 +584,11 @@ class WgmmaLowering(DotLowering):
             d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
+        from ..pingpong import dot_hooks
+        pin = [f"af[{i}][{q}]" for i in range(m_reps * (K // 16)) for q in range(4)] if a_regs else []
+        turn_in, turn_out = dot_hooks(em, op, pin)  # ping-pong between warpgroups (pingpong.py), else empty
+        for line in turn_in.split("\n") if turn_in else ():
+            d.line(line)
         dst = part or w
         if part:  # fp8 with max_num_imprecise_acc: each chunk of K from zero, then added in fp32
             d.line(f"float {part}[{lay.nregs}];  // one chunk of {chunk} along K, in the tensor cores' fp8 precision")
@@ -608,14 +615,21 @@ class WgmmaLowering(DotLowering):
             pass  # committed and waited for chunk by chunk
         elif in_flight:  # the accumulation stays in flight; the loop's next dot or its exit waits
             d.line("wgmma_commit();")
+            if turn_out:
+                d.line(turn_out)
             d.line("wgmma_wait<1>();  // the previous iteration's wgmma is done: its buffer can be refilled")
         else:
             d.line("wgmma_commit();")
+            if turn_out:
+                d.line(turn_out)
             d.line("wgmma_wait<0>();")
         c.line("}")
         if not in_flight:
             em.for_regs(lay.nregs, f"wgmma_keep({w}[i]);", c)
             self._fence_behind(em, op, c)
+        if op is em.__dict__.get("_ov_issue"):  # read only once a later wait retires it (overlap.py)
+            em.__dict__["_ov_acc"] = w
+            return
         em.for_regs(lay.nregs, f"{name}[i] = {from_compute(f'{w}[i]', rt)};", c)
 
     # ------------------------------------------------------------------
