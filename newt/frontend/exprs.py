@@ -20,6 +20,7 @@ from newt.language import core as lc
 from . import semantic
 from .context import BuilderPart
 from .semantic import BINOP_NAMES, CMP_NAMES, SemError, broadcast_shapes, fmt_shape, literal_type, sym_text, wrap_int
+from .typedconst import fold_binary, fold_unary, is_typed
 from .values import AV, Const, DescV, JitRef, Method, Opaque, Poison, PyFunc, Sym, TensorV, TupleV, Undef
 
 _PY_BUILTIN_FUNCS: set[Any] = {pybuiltins.range, pybuiltins.min, pybuiltins.max, pybuiltins.len, pybuiltins.int,
@@ -441,6 +442,11 @@ class ExpressionBuilder(BuilderPart):
         return self.unop(type(node.op), v, node)
 
     def unop(self, opty, v, node):
+        if is_typed(v):  # a number assigned to a name: a 0-d tensor in Triton (typedconst.py)
+            r = fold_unary(opty, v)
+            if r is not None:
+                return r
+            v = TensorV(self.as_value(v, node))  # the run-time path has the tensor's semantics
         return semantic.unary(self.api, opty, v, node)
 
     def expr_BinOp(self, node):
@@ -462,6 +468,9 @@ class ExpressionBuilder(BuilderPart):
         return result
 
     def binop(self, opname: str, a: AV, b: AV, node) -> AV:
+        if isinstance(a, Const) and isinstance(b, Const) and (is_typed(a) or is_typed(b)):
+            r = fold_binary(opname, a, b)
+            return r if r is not None else semantic.tensor_binary(self.api, opname, a, b, node)
         return semantic.binary(self.api, opname, a, b, node)
 
     def operand_info(self, av: AV):

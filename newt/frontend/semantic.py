@@ -311,12 +311,6 @@ def wrap_int(v: int, t) -> int:
 def unary(bld, opty, v, node):
     if isinstance(v, (Opaque, Undef)):
         return Opaque()
-    if isinstance(v, Const) and v.typed is not None:
-        from .typedconst import fold_unary
-        r = fold_unary(opty, v)
-        if r is not None:
-            return r
-        v = TensorV(bld.as_value(v, node))  # a 0-d tensor in Triton: the run-time path has its semantics
     if isinstance(v, Const):
         try:
             return Const(UNOPS[opty](v.value))
@@ -396,10 +390,6 @@ def compare_identity(op, a, b):
 def binary(bld, opname: str, a: AV, b: AV, node) -> AV:
     if isinstance(a, (Opaque, Undef)) or isinstance(b, (Opaque, Undef)):
         return Opaque()
-    if isinstance(a, Const) and isinstance(b, Const) and (a.typed is not None or b.typed is not None):
-        from .typedconst import fold_binary
-        r = fold_binary(opname, a, b)
-        return r if r is not None else tensor_binary(bld, opname, a, b, node)
     if isinstance(a, Const) and isinstance(b, Const):
         if isinstance(a.value, lc.dtype) and a.value.is_symbolic() or \
                 isinstance(b.value, lc.dtype) and b.value.is_symbolic():

@@ -20,6 +20,15 @@ import struct
 
 from newt.language import core as lc
 
+from .semantic import (
+    CMP_SET,
+    SemError,
+    computation_type,
+    int_literal_overflows,
+    integer_promote,
+    literal_type,
+    wrap_int,
+)
 from .values import AV, Const
 
 __all__ = ["assigned", "fold_binary", "fold_unary", "is_typed"]
@@ -38,7 +47,6 @@ def assigned(value: AV) -> AV:
         # a bool stays a compile-time flag (``is_desc = isinstance(x, tl.tensor_descriptor)`` feeding a
         # ``static_assert`` or an ``if``): as an int1 tensor it would promote like the literal anyway
         return value
-    from .semantic import SemError, literal_type
     try:
         t = literal_type(v)
     except SemError:
@@ -51,8 +59,7 @@ def _fit(v, t: lc.dtype):
     if t.is_bool():
         return bool(v)
     if t.is_int():
-        from .semantic import wrap_int
-        return wrap_int(int(v), t)
+            return wrap_int(int(v), t)
     if t.is_fp32():
         v = float(v)
         if math.isfinite(v):
@@ -67,7 +74,6 @@ def _fit(v, t: lc.dtype):
 
 
 def _operand(av: Const):
-    from .semantic import literal_type
     if av.typed is not None:
         return av.typed, False
     return literal_type(av.value), True
@@ -76,7 +82,6 @@ def _operand(av: Const):
 def fold_binary(opname: str, a: Const, b: Const):
     """``a <op> b`` for two constants at least one of which is typed, as Triton computes it on 0-d tensors:
     a typed ``Const``, or None where the exact result needs the run-time path."""
-    from .semantic import CMP_SET, computation_type, integer_promote
     if not all(isinstance(x.value, (bool, int, float)) for x in (a, b)):
         return None
     ta, la = _operand(a)
@@ -114,7 +119,6 @@ def fold_binary(opname: str, a: Const, b: Const):
 
 
 def literal_overflows(av: Const, lit: bool, ct: lc.dtype) -> bool:
-    from .semantic import int_literal_overflows
     return lit and int_literal_overflows(av, ct)
 
 
