@@ -416,6 +416,8 @@ class Commands:
             cfg = config_label(data.get("config"))
             if data.get("ms") is not None:
                 msg = f"{cfg}: {data['ms']:.4g} ms"
+            elif data.get("pruned"):
+                msg = f"{cfg}: skipped: {data['pruned'].splitlines()[0][:200]}"
             else:
                 msg = f"{cfg}: rejected: {(data.get('error') or 'failed').splitlines()[0][:200]}"
             pct = int(100 * done_n["n"] / total) if total else None

@@ -626,8 +626,11 @@ def _autotune_self_tuning(kernel, kname, dev, out, on_config, should_stop) -> di
         if not isinstance(ev, dict) or ev.get("kind") != "report":
             return
         ok = ev.get("status") == "ok" and ev.get("ms") is not None
+        pruned = ev.get("status") == "hopeless"  # correct, but a first estimate already lost: not an error
         entry = {"config": _config_text(ev.get("config")), "ms": float(ev["ms"]) if ok else None,
-                 "error": None if ok else (ev.get("error") or ev.get("status") or "failed")}
+                 "error": None if ok or pruned else (ev.get("error") or ev.get("status") or "failed")}
+        if pruned:
+            entry["pruned"] = ev.get("error") or "stopped early: slower than the best so far"
         out["results"].append(entry)
         if on_config is not None:
             on_config(entry)

@@ -64,6 +64,8 @@ def test_autotune_runs_on_every_example_kernel(path, device):
         assert report["device"] == ("cuda" if device == "cuda" else "interpreter")
         assert report["best"] is not None, (name, report.get("message"))
         assert report["results"] and all(r.get("error") is None for r in report["results"]), (name, report["results"])
+        # a config stopped early because a first estimate already lost (deuteron's "hopeless") is not an error
+        assert all((r["ms"] is None) == bool(r.get("pruned")) for r in report["results"]), (name, report["results"])
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))

@@ -375,3 +375,31 @@ def test_deuteron_kernels_verify_against_their_eager_oracle():
     mod = _load(FIXTURES / "dt_kernels.py")
     rep = nh.verify(mod.scaled_add, "cpu")
     assert rep["ok"] is True and rep["cases"][0]["name"] == "small"
+
+
+def test_a_config_the_tuner_stopped_early_is_pruned_not_an_error():
+    """deuteron's tuner stops timing a config whose first estimate already lost ("hopeless"): that config ran and
+    was correct, so Autotune reports it as pruned (the progress line says "skipped"), never as a rejection."""
+
+    class SelfTuning:  # the shape of a deuteron kernel as the harness sees it (its own search, a config space)
+        __name__ = "self_tuning"
+        config_space = ()
+
+        def autotune(self, *args, callback=None, force=False, **kw):
+            callback({"kind": "report", "status": "ok", "ms": 0.5, "config": {"block": 64}})
+            callback({"kind": "report", "status": "hopeless", "ms": 9.0, "config": {"block": 16},
+                      "error": "a first estimate of 9 ms is above the cut-off 1 ms"})
+            callback({"kind": "report", "status": "error", "error": "wrong result", "config": {"block": 8}})
+            return {"block": 64}
+
+    k = SelfTuning()
+    nh.example(k)(lambda device: nh.Case(args=(torch.zeros(4),)))
+    try:
+        rep = nh.autotune(k, "cpu", name="self_tuning")
+    finally:
+        nh.clear()
+    ok, pruned, bad = rep["results"]
+    assert ok["ms"] == 0.5 and ok["error"] is None and "pruned" not in ok
+    assert pruned["ms"] is None and pruned["error"] is None and "cut-off" in pruned["pruned"]
+    assert bad["error"] == "wrong result" and "pruned" not in bad
+    assert rep["best"] is not None and rep["best"]["ms"] == 0.5
