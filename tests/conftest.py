@@ -16,6 +16,30 @@ import pytest
 PRIVATE_CACHES = ("NEWT_CACHE_DIR", "DEUTERON_CACHE_DIR")
 
 
+# -- compiled bytecode kept, even under PYTHONDONTWRITEBYTECODE ----------------------------------------------------
+#: ``PYTHONDONTWRITEBYTECODE=1`` (set in some containers) makes every process of a test run compile the project's
+#: modules from source, and makes pytest rewrite the asserts of every test module in every xdist worker: about
+#: 9 CPU seconds of each worker's collection and 0.2-0.5 s of each of the run's few hundred subprocesses (language
+#: servers, workers, scripts). The test run writes the ``__pycache__`` folders a default Python writes (ignored by
+#: git); ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice. Done when this file is imported: before the
+#: test modules are, and before the xdist workers start (they inherit the environment).
+PYCACHE_VAR = "NEWT_TESTS_PYCACHE"
+
+
+def _keep_bytecode() -> dict:
+    """Lift ``PYTHONDONTWRITEBYTECODE`` for this process and the ones it starts; the variables' old values (for
+    :func:`pytest_unconfigure`)."""
+    import sys
+    if os.environ.get(PYCACHE_VAR) == "off" or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return {}
+    saved = {"PYTHONDONTWRITEBYTECODE": os.environ.pop("PYTHONDONTWRITEBYTECODE")}
+    sys.dont_write_bytecode = False
+    return saved
+
+
+_BYTECODE_SAVED = _keep_bytecode()
+
+
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
     try:
@@ -72,7 +96,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     root, saved = getattr(config, "_newt_private", (None, {}))
-    for var, value in saved.items():
+    for var, value in [*saved.items(), *_BYTECODE_SAVED.items()]:
         if value is None:
             os.environ.pop(var, None)
         else:

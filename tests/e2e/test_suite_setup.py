@@ -203,3 +203,33 @@ def test_the_runs_nvrtc_memo_compiles_an_input_once(tmp_path, monkeypatch):
     monkeypatch.setattr(nvrtc, "nvrtcCompileProgram", lambda *a: calls.append(1) or real(*a))
     newt.compile(k, signature=sig, constexprs={"BLOCK": 256}, target="sm_90a", cache=False)
     assert calls == [1]  # replaced by the test: compiled for real
+
+
+def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
+    """With ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
+    test starts) still keeps compiled modules and pytest's rewritten test modules in ``__pycache__``, so that a
+    second process does not compile them again; ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", proj / "conftest.py")
+    (proj / "helper_mod.py").write_text("VALUE = 1\n")
+    (proj / "test_probe.py").write_text(
+        "import subprocess, sys\n\n"
+        "def test_worker_and_child_write_bytecode():\n"
+        "    assert not sys.dont_write_bytecode\n"
+        "    child = subprocess.run([sys.executable, '-c', 'import sys, helper_mod; print(sys.dont_write_bytecode)'],\n"
+        "                           capture_output=True, text=True, check=True)\n"
+        "    assert child.stdout.strip() == 'False'\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_", "PYTEST_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO), str(proj)]), PYTHONDONTWRITEBYTECODE="1")
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(proj), "-q"]
+    r = subprocess.run([*base, "-n", "2", "test_probe.py"], cwd=proj, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    kept = sorted(p.name for p in (proj / "__pycache__").iterdir())
+    assert any(n.startswith("test_probe.") and "pytest" in n for n in kept), kept  # the worker's rewritten module
+    assert any(n.startswith("helper_mod.") for n in kept), kept  # the child's import
+    shutil.rmtree(proj / "__pycache__")
+    r = subprocess.run([*base, "-n", "0", "test_probe.py"], cwd=proj, env={**env, "NEWT_TESTS_PYCACHE": "off"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and not (proj / "__pycache__").exists(), r.stdout[-2000:]  # the environment's choice
