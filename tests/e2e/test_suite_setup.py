@@ -206,7 +206,7 @@ def test_the_runs_nvrtc_memo_compiles_an_input_once(tmp_path, monkeypatch):
 
 
 def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
-    """With ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
+    """A test process collects its oldest generation less often (threshold 100). With ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
     test starts) still keeps compiled modules and pytest's rewritten test modules in ``__pycache__``, so that a
     second process does not compile them again; ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice."""
     proj = tmp_path / "proj"
@@ -216,6 +216,8 @@ def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
     (proj / "test_probe.py").write_text(
         "import subprocess, sys\n\n"
         "def test_worker_and_child_write_bytecode():\n"
+        "    import gc\n"
+        "    assert gc.get_threshold()[2] == 100  # (and the collector's full passes are rarer: conftest.py)\n"
         "    assert not sys.dont_write_bytecode\n"
         "    child = subprocess.run([sys.executable, '-c', 'import sys, helper_mod; print(sys.dont_write_bytecode)'],\n"
         "                           capture_output=True, text=True, check=True)\n"
