@@ -206,7 +206,8 @@ def test_the_runs_nvrtc_memo_compiles_an_input_once(tmp_path, monkeypatch):
 
 
 def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
-    """A test process collects its oldest generation less often (threshold 100). With ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
+    """A test process collects its oldest generation less often (threshold 100). With
+    ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
     test starts) still keeps compiled modules and pytest's rewritten test modules in ``__pycache__``, so that a
     second process does not compile them again; ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice."""
     proj = tmp_path / "proj"
@@ -235,3 +236,45 @@ def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
     r = subprocess.run([*base, "-n", "0", "test_probe.py"], cwd=proj, env={**env, "NEWT_TESTS_PYCACHE": "off"},
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and not (proj / "__pycache__").exists(), r.stdout[-2000:]  # the environment's choice
+
+
+_SUBPROCESS_COMPILE = """
+import hashlib, importlib.util, sys
+spec = importlib.util.spec_from_file_location("memo_probe_{tag}", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+import newt
+from newt.backend.cuda import compiler
+k = newt.compile(mod.memo_probe_{tag}, signature={{"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"}},
+                 constexprs={{"BLOCK": 256}}, target="sm_90a", cache=False)
+print(getattr(compiler._compile_once, "_newt_test_memo", False), hashlib.sha256(k.asm["cubin"]).hexdigest())
+"""
+
+
+def test_a_process_a_test_starts_shares_the_runs_nvrtc_memo(tmp_path):
+    """tests/subprocess_site is first on ``PYTHONPATH`` for the run: a Python process a test starts (a language
+    server, a worker) installs the run's memo when it imports the compiler, so its compile of an input this
+    process compiled gets that result; with ``NEWT_TESTS_NVRTC_MEMO=off`` it compiles for real."""
+    import hashlib
+
+    import pytest
+    if not _nvrtc_ready():
+        pytest.skip("NVRTC (cuda-bindings) is not installed")
+    import newt
+    folder = Path(os.environ["NEWT_TESTS_NVRTC_MEMO"])
+    assert str(REPO / "tests" / "subprocess_site") in os.environ["PYTHONPATH"].split(os.pathsep)
+    tag = 1001 + os.getpid() % 1000  # a kernel no other test of this run compiles
+    k = _memo_kernel(tmp_path, tag)
+    a = newt.compile(k, signature={"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"}, constexprs={"BLOCK": 256},
+                     target="sm_90a", cache=False)
+    before = set(folder.glob("*.pickle"))
+    code = _SUBPROCESS_COMPILE.format(tag=tag)
+    path = str(tmp_path / f"memo_probe_{tag}.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ["PYTHONPATH"], str(REPO)]))
+    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["True", hashlib.sha256(a.asm["cubin"]).hexdigest()]
+    assert set(folder.glob("*.pickle")) == before  # nothing compiled again
+    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=300,
+                       env={**env, "NEWT_TESTS_NVRTC_MEMO": "off"})
+    assert r.returncode == 0 and r.stdout.split()[0] == "False", r.stdout + r.stderr[-3000:]
