@@ -39,13 +39,6 @@ def _keep_bytecode() -> dict:
 
 _BYTECODE_SAVED = _keep_bytecode()
 
-#: the collector's oldest-generation threshold in a test process (Python's default: 10). A test process holds the
-#: whole session's items, modules and reports, and every full collection traverses them: over the front-end and
-#: deuteron tests 17 full passes cost 2.8 of 52 CPU seconds, at 100 four passes cost 0.7 s. Only full passes
-#: become rarer: the young generations are collected as before (tests/frontend/test_incremental_parse.py watches
-#: those), and nothing is frozen (``gc.freeze`` would change ``newt.frontend.parsing.no_gc``'s path).
-GC_OLDEST_THRESHOLD = 100
-
 
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
@@ -105,18 +98,11 @@ def pytest_configure(config):
         if SUBPROCESS_SITE not in parts:
             saved["PYTHONPATH"] = os.environ.get("PYTHONPATH")
             os.environ["PYTHONPATH"] = os.pathsep.join([SUBPROCESS_SITE, *parts])
-    import gc
-    config._newt_gc_threshold = gc.get_threshold()
-    t0, t1, t2 = config._newt_gc_threshold
-    gc.set_threshold(t0, t1, max(t2, GC_OLDEST_THRESHOLD))
     config._newt_private = (root, saved)
 
 
 def pytest_unconfigure(config):
     root, saved = getattr(config, "_newt_private", (None, {}))
-    if getattr(config, "_newt_gc_threshold", None):
-        import gc
-        gc.set_threshold(*config._newt_gc_threshold)
     for var, value in [*saved.items(), *_BYTECODE_SAVED.items()]:
         if value is None:
             os.environ.pop(var, None)
@@ -249,12 +235,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
                 item.add_marker(skip_slow)
-    if cuda_available():
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if not gpu or cuda_available():  # (torch is imported only where a test needs the answer)
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    for item in gpu:
+        item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
