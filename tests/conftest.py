@@ -16,6 +16,30 @@ import pytest
 PRIVATE_CACHES = ("NEWT_CACHE_DIR", "DEUTERON_CACHE_DIR")
 
 
+# -- compiled bytecode kept, even under PYTHONDONTWRITEBYTECODE ----------------------------------------------------
+#: ``PYTHONDONTWRITEBYTECODE=1`` (set in some containers) makes every process of a test run compile the project's
+#: modules from source, and makes pytest rewrite the asserts of every test module in every xdist worker: about
+#: 9 CPU seconds of each worker's collection and 0.2-0.5 s of each of the run's few hundred subprocesses (language
+#: servers, workers, scripts). The test run writes the ``__pycache__`` folders a default Python writes (ignored by
+#: git); ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice. Done when this file is imported: before the
+#: test modules are, and before the xdist workers start (they inherit the environment).
+PYCACHE_VAR = "NEWT_TESTS_PYCACHE"
+
+
+def _keep_bytecode() -> dict:
+    """Lift ``PYTHONDONTWRITEBYTECODE`` for this process and the ones it starts; the variables' old values (for
+    :func:`pytest_unconfigure`)."""
+    import sys
+    if os.environ.get(PYCACHE_VAR) == "off" or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return {}
+    saved = {"PYTHONDONTWRITEBYTECODE": os.environ.pop("PYTHONDONTWRITEBYTECODE")}
+    sys.dont_write_bytecode = False
+    return saved
+
+
+_BYTECODE_SAVED = _keep_bytecode()
+
+
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
     try:
@@ -65,14 +89,21 @@ def pytest_configure(config):
         os.makedirs(os.path.join(root, "nvrtc"), exist_ok=True)
         os.environ[var] = os.path.join(root, "nvrtc")
     controller = worker == "main" and getattr(config.option, "dist", "no") != "no"  # (xdist's: runs no test)
-    if os.environ[var] != "off" and os.path.isdir(os.environ[var]) and not controller:
-        _install_nvrtc_memo(os.environ[var])
+    memo = _memo_module() if os.environ[var] != "off" and os.path.isdir(os.environ[var]) else None
+    if memo is not None:
+        if not controller:
+            memo.install_nvrtc_memo(os.environ[var])
+        # ... and in the processes the tests start (tests/subprocess_site/sitecustomize.py)
+        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if SUBPROCESS_SITE not in parts:
+            saved["PYTHONPATH"] = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join([SUBPROCESS_SITE, *parts])
     config._newt_private = (root, saved)
 
 
 def pytest_unconfigure(config):
     root, saved = getattr(config, "_newt_private", (None, {}))
-    for var, value in saved.items():
+    for var, value in [*saved.items(), *_BYTECODE_SAVED.items()]:
         if value is None:
             os.environ.pop(var, None)
         else:
@@ -81,116 +112,30 @@ def pytest_unconfigure(config):
         shutil.rmtree(root, ignore_errors=True)
 
 
-# -- one NVRTC compile per distinct input in a test run ----------------------------------------------------------
+# -- one NVRTC compile per distinct input in a test run (tests/subprocess_site/newt_tests_memo.py) ---------------
 #: the folder of the run's NVRTC results (set by the controller, or the one process of a serial run; inherited by
-#: its xdist workers, which share it: every file is written whole under a temporary name and renamed into place)
+#: its xdist workers and every process a test starts, which share it: each file is written whole and renamed)
 NVRTC_MEMO_VAR = "NEWT_TESTS_NVRTC_MEMO"
+#: put first on ``PYTHONPATH`` for the run: its ``sitecustomize.py`` installs the memo in a Python process that a
+#: test starts (a language server, its compile processes), when that process imports the compiler. A test that
+#: must see a subprocess compile for real (one that times it) sets ``NEWT_TESTS_NVRTC_MEMO=off`` for it.
+SUBPROCESS_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "subprocess_site")
 
 
-def _nvrtc_memo_key(cc, module, target, extra_options, lineinfo) -> str | None:
-    """A digest of everything ``_compile_once`` reads from its arguments and of NVRTC's version (None: not a
-    module it knows)."""
-    import hashlib
-    try:
-        h = hashlib.sha256()
-        for part in (module.source, repr(list(module.headers.items())), module.kernel or module.name, module.name,
-                     module.shared_bytes, module.num_warps, cc.get_target(target or module.target).name,
-                     list(extra_options), bool(lineinfo), cc.nvrtc_version()):
-            h.update(repr(part).encode("utf-8", "surrogatepass"))
-            h.update(b"\0")
-        return h.hexdigest()
-    except Exception:  # (a stand-in module of a test: compiled as it is)
+def _memo_module():
+    """tests/subprocess_site/newt_tests_memo.py (None where this file runs without it: a copy in another folder)."""
+    import importlib.util
+    import sys
+    if "newt_tests_memo" in sys.modules:
+        return sys.modules["newt_tests_memo"]
+    path = os.path.join(SUBPROCESS_SITE, "newt_tests_memo.py")
+    if not os.path.isfile(path):
         return None
-
-
-def _install_nvrtc_memo(folder: str) -> None:
-    """Many tests compile the same generated CUDA (the examples' matmul and attention at the same configs) with
-    ``cache=False`` or in a fresh cache; NVRTC and ptxas cost 0.3-3 CPU seconds each time. Within a test run an
-    identical input (source, headers, target, options: see ``_nvrtc_memo_key``) is compiled once and later calls
-    get a copy of that result, the one NVRTC gives again. A test that replaces any part of the compile path
-    (NVRTC's entry point, the ptxas report's parser, the cache options: ``monkeypatch``) gets real compiles
-    while it does. Failures are not kept. ``NEWT_TESTS_NVRTC_MEMO=off`` turns it off."""
-    import dataclasses
-    import pickle
-    try:
-        from cuda.bindings import nvrtc
-
-        from newt.backend.cuda import compiler as cc
-    except Exception:  # (no backend or no NVRTC: nothing to keep)
-        return
-    if getattr(cc._compile_once, "_newt_test_memo", False):
-        return
-    real = cc._compile_once
-    own = {name: getattr(cc, name) for name in ("parse_ptxas_report", "cubin_register_count", "cache_options",
-                                                "nvrtc_version", "get_target")}
-    own_nvrtc = nvrtc.nvrtcCompileProgram
-
-    def untouched() -> bool:
-        return nvrtc.nvrtcCompileProgram is own_nvrtc and all(getattr(cc, n) is f for n, f in own.items())
-
-    def compile_once(module, target, extra_options, lineinfo):
-        key = _nvrtc_memo_key(cc, module, target, extra_options, lineinfo) if untouched() else None
-        if key is None:
-            return real(module, target, extra_options, lineinfo)
-        path = os.path.join(folder, key + ".pickle")
-        try:
-            with open(path, "rb") as f:
-                kept = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            kept = None
-        if isinstance(kept, cc.CompiledBinary):
-            return dataclasses.replace(kept, module=module)
-        b = real(module, target, extra_options, lineinfo)
-        _keep(path, "wb", lambda f: pickle.dump(dataclasses.replace(b, module=None), f))
-        return b
-
-    compile_once._newt_test_memo = True
-    cc._compile_once = compile_once
-    _install_sass_memo(folder)
-
-
-def _keep(path: str, mode: str, write) -> None:
-    """Write a memo file whole: under a temporary name, then renamed into place (the run's workers share the
-    folder; a reader sees the old file or the whole new one). A failure keeps nothing."""
-    try:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
-            write(f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def _install_sass_memo(folder: str) -> None:
-    """The same for ``asm["sass"]``: cuobjdump runs once per distinct cubin in a test run."""
-    import hashlib
-    import importlib
-    try:
-        disasm = importlib.import_module("newt.backend.cuda.disasm")
-        sass_module = importlib.import_module("newt.backend.cuda.sass")  # (the package attribute is a function)
-    except Exception:
-        return
-    real = disasm.sass
-    if getattr(real, "_newt_test_memo", False):
-        return
-
-    def sass(cubin: bytes) -> str:
-        tool = disasm.find_cuobjdump()
-        if tool is None:
-            return real(cubin)
-        path = os.path.join(folder, hashlib.sha256(repr(tool).encode() + bytes(cubin)).hexdigest() + ".sass")
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                return f.read()
-        except OSError:
-            pass
-        text = real(cubin)
-        _keep(path, "w", lambda f: f.write(text))
-        return text
-
-    sass._newt_test_memo = True
-    disasm.sass = sass
-    sass_module.sass = sass  # (bound there at its import)
+    spec = importlib.util.spec_from_file_location("newt_tests_memo", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["newt_tests_memo"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 # -- --cpu-durations: where the suite's CPU time goes -------------------------------------------------------
@@ -290,12 +235,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
                 item.add_marker(skip_slow)
-    if cuda_available():
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if not gpu or cuda_available():  # (torch is imported only where a test needs the answer)
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    for item in gpu:
+        item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -35,8 +35,10 @@ def _module_name(path: str) -> str:
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
 
 
-def _imports(path: str):
-    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+def _imports(path: str, tree: ast.Module | None = None):
+    """(line, module) of every import and string import of the file at ``path`` (``tree``: its parse, if made)."""
+    if tree is None:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
     mod = _module_name(path)
     pkg = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -142,7 +144,7 @@ def _names_above(path: str):
     package built on newt."""
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
     docs = _docstrings(tree)
-    for line, name in _imports(path):
+    for line, name in _imports(path, tree):  # (the same parse: newt's every file, once)
         if name.split(".")[0] in ABOVE_NEWT:
             yield line, f"imports {name}"
     for node in ast.walk(tree):

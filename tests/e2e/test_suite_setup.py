@@ -203,3 +203,80 @@ def test_the_runs_nvrtc_memo_compiles_an_input_once(tmp_path, monkeypatch):
     monkeypatch.setattr(nvrtc, "nvrtcCompileProgram", lambda *a: calls.append(1) or real(*a))
     newt.compile(k, signature=sig, constexprs={"BLOCK": 256}, target="sm_90a", cache=False)
     assert calls == [1]  # replaced by the test: compiled for real
+
+
+def test_bytecode_is_kept_under_pythondontwritebytecode(tmp_path):
+    """With ``PYTHONDONTWRITEBYTECODE=1`` in the environment, a test run (each xdist worker, and the processes a
+    test starts) still keeps compiled modules and pytest's rewritten test modules in ``__pycache__``, so that a
+    second process does not compile them again; ``NEWT_TESTS_PYCACHE=off`` keeps the environment's choice."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", proj / "conftest.py")
+    (proj / "helper_mod.py").write_text("VALUE = 1\n")
+    (proj / "test_probe.py").write_text(
+        "import subprocess, sys\n\n"
+        "def test_worker_and_child_write_bytecode():\n"
+        "    assert not sys.dont_write_bytecode\n"
+        "    assert 'torch' not in sys.modules  # (conftest.py asks torch about CUDA only for a gpu test)\n"
+        "    child = subprocess.run([sys.executable, '-c', 'import sys, helper_mod; print(sys.dont_write_bytecode)'],\n"
+        "                           capture_output=True, text=True, check=True)\n"
+        "    assert child.stdout.strip() == 'False'\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_", "PYTEST_"))}
+    # one process, no plugins (none is needed here): an xdist worker is a process the run starts, like the child
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO), str(proj)]), PYTHONDONTWRITEBYTECODE="1",
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", os.devnull,
+            "--rootdir", str(proj), "-q"]
+    r = subprocess.run([*base, "test_probe.py"], cwd=proj, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    kept = sorted(p.name for p in (proj / "__pycache__").iterdir())
+    assert any(n.startswith("test_probe.") and "pytest" in n for n in kept), kept  # the rewritten test module
+    assert any(n.startswith("helper_mod.") for n in kept), kept  # the child's import
+    shutil.rmtree(proj / "__pycache__")
+    r = subprocess.run([*base, "test_probe.py"], cwd=proj, env={**env, "NEWT_TESTS_PYCACHE": "off"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and not (proj / "__pycache__").exists(), r.stdout[-2000:]  # the environment's choice
+
+
+_SUBPROCESS_COMPILE = """
+import hashlib, importlib.util, sys
+spec = importlib.util.spec_from_file_location("memo_probe_{tag}", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+import newt
+from newt.backend.cuda import compiler
+k = newt.compile(mod.memo_probe_{tag}, signature={{"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"}},
+                 constexprs={{"BLOCK": 256}}, target="sm_90a", cache=False)
+print(getattr(compiler._compile_once, "_newt_test_memo", False), hashlib.sha256(k.asm["cubin"]).hexdigest())
+"""
+
+
+def test_a_process_a_test_starts_shares_the_runs_nvrtc_memo(tmp_path):
+    """tests/subprocess_site is first on ``PYTHONPATH`` for the run: a Python process a test starts (a language
+    server, a worker) installs the run's memo when it imports the compiler, so its compile of an input this
+    process compiled gets that result; with ``NEWT_TESTS_NVRTC_MEMO=off`` it compiles for real."""
+    import hashlib
+
+    import pytest
+    if not _nvrtc_ready():
+        pytest.skip("NVRTC (cuda-bindings) is not installed")
+    import newt
+    folder = Path(os.environ["NEWT_TESTS_NVRTC_MEMO"])
+    assert str(REPO / "tests" / "subprocess_site") in os.environ["PYTHONPATH"].split(os.pathsep)
+    tag = 1001 + os.getpid() % 1000  # a kernel no other test of this run compiles
+    k = _memo_kernel(tmp_path, tag)
+    a = newt.compile(k, signature={"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"}, constexprs={"BLOCK": 256},
+                     target="sm_90a", cache=False)
+    before = set(folder.glob("*.pickle"))
+    code = _SUBPROCESS_COMPILE.format(tag=tag)
+    path = str(tmp_path / f"memo_probe_{tag}.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ["PYTHONPATH"], str(REPO)]))
+    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["True", hashlib.sha256(a.asm["cubin"]).hexdigest()]
+    assert set(folder.glob("*.pickle")) == before  # nothing compiled again
+    off = ("import sys; from newt.backend.cuda import compiler; "
+           "print('newt_tests_memo' in sys.modules, getattr(compiler._compile_once, '_newt_test_memo', False))")
+    r = subprocess.run([sys.executable, "-c", off], capture_output=True, text=True, timeout=300,
+                       env={**env, "NEWT_TESTS_NVRTC_MEMO": "off"})
+    assert r.returncode == 0 and r.stdout.split() == ["False", "False"], r.stdout + r.stderr[-3000:]
