@@ -274,8 +274,39 @@ class NewtLanguageServer(LanguageServer):
         except (KeyboardInterrupt, asyncio.CancelledError):
             pass
         finally:
+            self.kill_children()
             self.shutdown()
         return code
+
+    def child_pids(self) -> list[int]:
+        """The processes this server started that may still run: the analysis engine (and a job's), the compile,
+        run and performance workers."""
+        pids: list[int] = []
+        eng = getattr(self, "engine", None)
+        if eng is not None:
+            proc = eng.proc
+            if proc is not None and proc.returncode is None:
+                pids.append(proc.pid)
+            for c in (eng.current, eng.job.conn if eng.job else None):
+                if c is not None and c.pid and not c.closed:  # (a closed one's process is gone: its pid may be reused)
+                    pids.append(c.pid)
+        cmds = getattr(self, "commands", None)
+        if cmds is not None:
+            for w in (cmds.compile_worker, cmds.run_worker, *cmds.perf.workers):
+                if w is not None and w.alive and w.proc is not None:
+                    pids.append(w.proc.pid)
+        return sorted(set(pids))
+
+    def kill_children(self):
+        """The event loop has ended (``exit``, with or without ``shutdown``, or the client went away): whatever
+        child still runs goes now, rather than when it notices its pipes close (an ``exit`` without ``shutdown``
+        skips the workers' orderly stop)."""
+        import signal
+        for pid in self.child_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     # -- helpers -------------------------------------------------------------------
     def touch(self):

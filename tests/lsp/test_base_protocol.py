@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import time
 
 import pytest
 
@@ -173,6 +175,49 @@ async def test_exit_without_shutdown_is_1(tmp_path, initialized):
         await c.initialize()
     c.notify("exit")
     assert await _exit_code(c) == 1
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.add(int(d))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+async def test_exit_without_shutdown_leaves_no_child_running(tmp_path):
+    """An ``exit`` with no ``shutdown`` while the engine and the workers start: the server exits and no process
+    it started outlives it."""
+    c = await _start(tmp_path)
+    await c.initialize()
+    deadline = time.monotonic() + 20
+    kids: set[int] = set()
+    while time.monotonic() < deadline and not kids:
+        kids = _children(c.proc.pid)
+        await asyncio.sleep(0.05)
+    assert kids, "the server started no engine or worker after initialize"
+    c.notify("exit")
+    assert await _exit_code(c, timeout=15.0) == 1
+    for _ in range(100):
+        if not any(_alive(k) for k in kids):
+            break
+        await asyncio.sleep(0.05)
+    assert not [k for k in kids if _alive(k)], kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 # -- the reader alone (no server process) ------------------------------------------------------------------------
