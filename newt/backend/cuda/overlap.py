@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Overlap", "ov_forced", "ov_plan", "program", "simulate"]
 
@@ -46,9 +47,9 @@ def ov_forced() -> bool:
 
 @dataclass(frozen=True, eq=False)
 class Overlap:
-    loop: object
-    first: object          # the dot issued one iteration ahead (QK)
-    second: object         # the other dot (P.V): waited for in its own iteration (wait_group 0)
+    loop: Any
+    first: Any          # the dot issued one iteration ahead (QK)
+    second: Any         # the other dot (P.V): waited for in its own iteration (wait_group 0)
     slice_ops: tuple       # the body ops it needs, in body order (its ring load, views, the dot)
 
 
@@ -77,7 +78,7 @@ def ov_plan(op, outer, pipe, layouts, pingpong) -> Overlap | None:
     need, stack = [], [b]
     while stack:
         v = stack.pop()
-        o = getattr(v, "owner", None)
+        o: Any = getattr(v, "owner", None)
         if o not in inside:
             continue
         if o in loads:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from newt.ir.types import shape_of
 
@@ -104,7 +105,7 @@ def _bounds_use_asm(op) -> bool:
     trip counts could differ, and the turns would deadlock)."""
     seen, stack = set(), list(op.operands[:3])
     while stack:
-        o = getattr(stack.pop(), "owner", None)
+        o: Any = getattr(stack.pop(), "owner", None)
         if not hasattr(o, "operands") or id(o) in seen:
             continue  # a parameter or a block argument
         seen.add(id(o))
@@ -191,7 +192,7 @@ def check_body(chunk):
 
 def _program(k: int, groups: int, n: int, behind: bool, skip_first: bool, last_arrive: bool, barrier_at):
     """Warpgroup k's steps, as the emission orders them (module doc)."""
-    steps = []
+    steps: list[tuple[str, Any]] = []
     if k != 0 or not skip_first:
         steps.append(("sync", k))
     for i in range(n):
@@ -245,7 +246,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     pj = pslot = pph = 0
     rd = [0] * groups
     cph = [0] * groups
-    trace = []
+    trace: list[Any] = []
     if in_turn[0]:
         turns.append(0)
 
@@ -282,7 +283,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         if pc[k] >= len(progs[k]):
             return False
         kind, arg = progs[k][pc[k]]
-        s = (arg % nb) if isinstance(arg, int) and arg >= 0 else None
+        s: Any = (arg % nb) if isinstance(arg, int) and arg >= 0 else None
         if kind == "sync":
             if not sync_waiting[k] and not sync_done[k]:
                 sync_waiting[k] = True
@@ -340,7 +341,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         pc[k] += 1
         return True
 
-    agents = {"p": produce, **{str(k): (lambda k=k: step(k)) for k in range(groups)}}
+    agents: dict[str, Any] = {"p": produce, **{str(k): (lambda k=k: step(k)) for k in range(groups)}}
     names = list(agents)
     import itertools
     picks = itertools.cycle(order)

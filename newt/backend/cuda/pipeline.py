@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, SimpleNamespace
+from typing import Any
 
 from newt.ir.core import Op, Region
 from newt.ir.types import is_block, scalar_of, shape_of
@@ -109,9 +110,9 @@ class PipelinePlan:
     #: the top-level loop around ``ws`` (a persistent kernel's tile loop) the producer walks too, or None
     ws_outer: Op | None = None
     #: ``ws``'s consumer warpgroups taking turns on the tensor cores (``pingpong.PingPong``), or None
-    pingpong: object = None
+    pingpong: Any = None
     #: ``ws``'s first dot issued one iteration ahead (``overlap.Overlap``), or None
-    overlap: object = None
+    overlap: Any = None
 
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0,
