@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import struct
 
 from newt.language import core as lc
@@ -122,14 +123,14 @@ def literal_overflows(av: Const, lit: bool, ct: lc.dtype) -> bool:
     return lit and int_literal_overflows(av, ct)
 
 
+#: the operators whose exact result both integer (then wrapped) and float (then rounded) folding take as Python's
+_RING = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+
+
 def _int_op(opname, x: int, y: int, ct, left_type):
     bits = ct.int_bitwidth
-    if opname == "add":
-        return x + y
-    if opname == "sub":
-        return x - y
-    if opname == "mul":
-        return x * y
+    if opname in _RING:
+        return _RING[opname](x, y)
     if opname in ("floordiv", "mod"):
         if y == 0 or x < 0 or y < 0:
             return None  # C division differs from Python's for negatives; by zero it is undefined
@@ -147,12 +148,8 @@ def _int_op(opname, x: int, y: int, ct, left_type):
 
 def _float_op(opname, x: float, y: float):
     try:
-        if opname == "add":
-            return x + y
-        if opname == "sub":
-            return x - y
-        if opname == "mul":
-            return x * y
+        if opname in _RING:
+            return _RING[opname](x, y)
         if opname == "truediv":
             return x / y
     except (ZeroDivisionError, OverflowError):
