@@ -235,7 +235,12 @@ def test_what_an_analysis_keeps_joins_the_oldest_generation():
     try:
         before = gc.get_freeze_count()
         analyze_source(text, "g.py")
-        assert gc.get_freeze_count() == before and gc.isenabled()
+        assert gc.isenabled()
+        # still frozen: the count may fall by a few objects the analysis freed (a cache entry another test of this
+        # worker left, frozen with the rest), and our own lists are in no collected generation
+        assert gc.get_freeze_count() > before - 1000, (gc.get_freeze_count(), before)
+        tracked = {id(o) for o in gc.get_objects()}
+        assert id(frozen[3]) not in tracked and id(frozen[4]) not in tracked
     finally:
         gc.unfreeze()
     del frozen
