@@ -545,14 +545,16 @@ def _gpu_attention():
             assert not o.isnan().any() and err < (2e-2 if dt == torch.bfloat16 else 4e-3), err
 
 
-def _run_gpu_part(part: str, timeout: int):
+def _run_gpu_part(part: str, timeout: int, script: str = __file__, hang: str = "a deadlocked producer/consumer?"):
+    """``python script part`` (a GPU part of this file, or of another warp-specialization test file) in a
+    subprocess with a timeout, so that a deadlocked kernel fails the test instead of hanging it; its stdout."""
     env = dict(os.environ, NEWT_TMA="1", PYTHONPATH=ROOT)
     try:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), part], env=env, cwd=ROOT, timeout=timeout,
+        r = subprocess.run([sys.executable, os.path.abspath(script), part], env=env, cwd=ROOT, timeout=timeout,
                            capture_output=True, text=True)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"{part}: no result in {timeout} s (a deadlocked producer/consumer?); last output:\n{out[-2000:]}")
+        pytest.fail(f"{part}: no result in {timeout} s ({hang}); last output:\n{out[-2000:]}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout
 

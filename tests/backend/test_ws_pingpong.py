@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -471,15 +470,7 @@ def _gpu_attention(meta="ws_pingpong", want=2):
 
 
 def _run_gpu_part(part: str, timeout: int):
-    env = dict(os.environ, NEWT_TMA="1", PYTHONPATH=ROOT)
-    try:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), part], env=env, cwd=ROOT, timeout=timeout,
-                           capture_output=True, text=True)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"{part}: no result in {timeout} s (deadlocked turns?); last output:\n{out[-2000:]}")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return r.stdout
+    return ws._run_gpu_part(part, timeout, script=__file__, hang="deadlocked turns?")
 
 
 @pytest.mark.gpu
