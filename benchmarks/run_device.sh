@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|libraries|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -197,6 +197,14 @@ for part in "$@"; do
       timeout 150 python3 -m pytest tests/backend/test_tut06_attention.py tests/ops/test_casts.py -m gpu -q \
         -p no:cacheprovider -o addopts="" -k "desc_attention or fp8 or float8" > "$R/tut06_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed" "$R/tut06_tests.log" | tail -15 ;;
+    prof06)
+      # issue 28: where tutorial 06's time goes (benchmarks/tut06_profile.py): per call host and GPU time, the
+      # kernels one call launches (torch.profiler), the host's top functions; Triton, newt, newt with NEWT_TMA=1
+      T=${TUT_DIR:-.ext/triton-tutorials}
+      timeout ${PROF_T:-100} python3 benchmarks/tut06_profile.py "$T" > "$R/prof06_triton.log" 2>&1; echo "triton exit $?"
+      timeout ${PROF_T:-100} python3 -m newt.dropin benchmarks/tut06_profile.py "$T" > "$R/prof06_newt.log" 2>&1; echo "newt exit $?"
+      NEWT_TMA=1 timeout ${PROF_T:-100} python3 -m newt.dropin benchmarks/tut06_profile.py "$T" > "$R/prof06_newt_tma.log" 2>&1
+      echo "newt tma exit $?"; grep -h "^== " "$R"/prof06_*.log ;;
     libraries)
       # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
       # the installed Triton and one under newt's drop-in, compared case by case; the libraries run at once
