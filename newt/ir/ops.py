@@ -449,8 +449,10 @@ _def("libdevice", ("*args",), {"fn": REQUIRED}, (P, E), _libdevice,
 _def("addptr", ("ptr", "offset"), {}, (P, E, FW), _addptr, data=("ptr",))
 
 # memory
-_def("load", ("ptr", "mask?", "other?"), {"cache": "", "evict": "", "volatile": False}, (MEM,), _loaded)
-_def("store", ("ptr", "value", "mask?"), {"cache": "", "evict": ""}, (MEM,), _mem_pointer, results=0)
+_def("load", ("ptr", "mask?", "other?"), {"cache": "", "evict": "", "volatile": False, "descriptor": False}, (MEM,),
+     _loaded, doc="descriptor: the tile of a tensor descriptor (its TMA policy: newt/backend/cuda/tma.py)")
+_def("store", ("ptr", "value", "mask?"), {"cache": "", "evict": "", "descriptor": False}, (MEM,), _mem_pointer,
+     results=0)
 _def("atomic_rmw", ("ptr", "val", "mask?"), {"kind": REQUIRED, "sem": "acq_rel", "scope": "gpu"}, (MEM, AT),
      _loaded)
 _def("atomic_cas", ("ptr", "cmp", "val", "mask?"), {"sem": "acq_rel", "scope": "gpu"}, (MEM, AT), _loaded)

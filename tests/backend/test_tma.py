@@ -255,15 +255,33 @@ def test_a_ring_with_tma_and_cp_async_loads():
     assert "cp_async_wait<1>();" in m.source and "mbar_wait(" in m.source
 
 
-def test_tma_is_opt_in_until_a_gpu_run_checked_it(monkeypatch):
+def test_the_default_tma_mode_and_a_bad_setting(monkeypatch):
     from newt.backend.cuda import tma
     fn = _ir(desc_matmul, _mm_args(), nw=8)
     monkeypatch.delenv("NEWT_TMA")
     m = generate_cuda(fn, "sm_90a", 8, 3)
-    assert bool(m.metadata["tensormaps"]) == tma._DEFAULT_ON
+    assert bool(m.metadata["tensormaps"]) == (tma._DEFAULT_MODE != "off")
     monkeypatch.setenv("NEWT_TMA", "maybe")
     with pytest.raises(ValueError, match="NEWT_TMA"):
         tma.tma_enabled(tma_target())
+
+
+def test_newt_tma_desc_sends_descriptor_tiles_through_tma_and_keeps_pointer_accesses(monkeypatch):
+    """``NEWT_TMA=desc``: a tensor descriptor's tiles go through TMA, a pointer-form access of the very same
+    shape (which ``NEWT_TMA=1`` would also take) stays on cp.async / plain stores."""
+    from newt.backend.cuda import tma
+    a = torch.empty(512, 256, dtype=torch.float16)
+    fn = _ir(mixed_matmul, (TensorDescriptor.from_tensor(a, [128, 64]), a, a, 512, 256, 256, 256, 256, 128, 128, 64),
+             nw=8)
+    monkeypatch.setenv("NEWT_TMA", "1")
+    assert [r["arg"] for r in generate_cuda(fn, "sm_90a", 8, 3).metadata["tensormaps"]] == ["a_desc", "c_ptr"]
+    monkeypatch.setenv("NEWT_TMA", "desc")
+    assert tma.tma_mode(tma_target()) == "desc"
+    m = generate_cuda(fn, "sm_90a", 8, 3)
+    assert [r["arg"] for r in m.metadata["tensormaps"]] == ["a_desc"]
+    ops = _ops(compile_cuda(m, "sm_90a").cubin)
+    assert ops["UTMALDG"] and not ops["UTMASTG"] and ops["LDGSTS.E.BYPASS.128"]
+    assert tma.tma_mode(__import__("newt.backend.cuda.targets", fromlist=["x"]).get_target("sm_80")) == "off"
 
 
 def tma_target():

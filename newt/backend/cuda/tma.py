@@ -11,8 +11,8 @@ tensor ``(base, n, s)`` must come from the kernel's parameters (or constants): t
 ``CUtensorMap`` on the host (``newt/runtime/tensormap.py``) and passes it as a ``const
 __grid_constant__`` parameter after the ordinary ones (``metadata["tensormaps"]``).  The last stride
 must be 1, the base provably 16-byte aligned and every other stride a proven multiple of 16 bytes (the
-specialization's divisibility); other accesses keep the pointer path.  ``NEWT_TMA=1`` turns it on
-(the default until a GPU run has checked it: ``_DEFAULT_ON``), ``NEWT_TMA=0`` off.
+specialization's divisibility); other accesses keep the pointer path.  ``NEWT_TMA=1`` turns it on,
+``NEWT_TMA=desc`` for tensor descriptors' tiles only, ``NEWT_TMA=0`` off (unset: ``_DEFAULT_MODE``).
 
 **Shared tiles.**  A box lands as ``rows = prod(block[:-1])`` rows of ``inner = block[-1]`` elements in
 the wgmma canonical layout (``dot/wgmma.py: GmmaShared``): rows of ``W = min(128, inner bytes)`` bytes
@@ -40,7 +40,7 @@ from newt.ir.types import is_block, scalar_of, shape_of
 
 from .layout import log2
 
-__all__ = ["tma_enabled", "match_access", "TmaAccess", "Poly", "tile_plan", "TilePlan", "kernel_params",
+__all__ = ["tma_enabled", "tma_mode", "match_access", "TmaAccess", "Poly", "tile_plan", "TilePlan", "kernel_params",
            "emit_tma_load", "emit_tma_store", "standalone_loads"]
 
 #: newt element types TMA moves (fp8/int8 as bytes)
@@ -49,23 +49,36 @@ _TYPES = {"fp16", "bf16", "fp32", "fp64", "int32", "uint32", "int64", "uint64", 
 _NAN_OK = {"fp16", "bf16", "fp32", "fp64"}
 
 
-#: whether sm_90a uses TMA when NEWT_TMA is unset: off until a GPU run has shown the path correct (the
-#: device run of 2026-12-02 08:13 stopped at the host encode, fixed since but not rerun); NEWT_TMA=1 turns it on
-_DEFAULT_ON = False
+#: what sm_90a sends through TMA when NEWT_TMA is unset: ``"off"``, ``"desc"`` (the tiles of tensor descriptors
+#: only: ``tl.make_tensor_descriptor`` / host ``TensorDescriptor`` loads and stores, which the frontend tags
+#: ``descriptor``) or ``"all"`` (also pointer-form accesses of the descriptor shape).  The pointer form stays off:
+#: benchmarks/results_tma_2026-12-06.md (it lost in 6 of 16 matmul cells).
+_DEFAULT_MODE = "off"
+
+_MODES = {"0": "off", "false": "off", "off": "off", "no": "off", "1": "all", "true": "all", "on": "all",
+          "yes": "all", "all": "all", "desc": "desc", "descriptor": "desc", "descriptors": "desc"}
+
+
+def tma_mode(target) -> str:
+    """``"off"``, ``"desc"`` or ``"all"`` on this target: ``NEWT_TMA`` (``0``, ``desc`` or ``1``), unset
+    ``_DEFAULT_MODE``; always ``"off"`` without TMA (before sm_90a)."""
+    if not getattr(target, "tma", False):
+        return "off"
+    return _env_mode()
+
+
+def _env_mode() -> str:
+    v = os.environ.get("NEWT_TMA", "").strip().lower()
+    if not v:
+        return _DEFAULT_MODE
+    if v not in _MODES:
+        raise ValueError(f"NEWT_TMA={v!r}: expected 0, desc or 1")
+    return _MODES[v]
 
 
 def tma_enabled(target) -> bool:
-    """TMA on this target: sm_90a with ``NEWT_TMA=1`` (unset: ``_DEFAULT_ON``); ``NEWT_TMA=0`` turns it off."""
-    if not getattr(target, "tma", False):
-        return False
-    v = os.environ.get("NEWT_TMA", "").strip().lower()
-    if v in ("0", "false", "off", "no"):
-        return False
-    if v in ("1", "true", "on", "yes"):
-        return True
-    if v:
-        raise ValueError(f"NEWT_TMA={v!r}: expected 0 or 1")
-    return _DEFAULT_ON
+    """Whether any access may go through TMA on this target (:func:`tma_mode` is not ``"off"``)."""
+    return tma_mode(target) != "off"
 
 
 # ---------------------------------------------------------------------------
@@ -332,6 +345,8 @@ def _div(axis, v) -> int:
 def match_access(fn, op, axis):
     """The :class:`TmaAccess` of block load/store ``op``, or None (see the module docstring)."""
     if op.name not in ("load", "store"):
+        return None
+    if not op.attrs.get("descriptor") and _env_mode() == "desc":  # the pointer form stays on the pointer path
         return None
     ptr, mask = op.operand("ptr"), op.operand("mask")
     if ptr is None or mask is None or not is_block(ptr.type) or op.attrs.get("volatile"):

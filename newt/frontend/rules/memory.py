@@ -266,7 +266,18 @@ def desc_address(b, desc, offsets_av, node):
 def desc_load(b, desc, offsets_av, node):
     ptr, mask = desc_address(b, desc, offsets_av, node)
     other = Const(float("nan")) if desc.padding == "nan" else Const(0)
-    return b.call_builtin("load", [ptr, mask, other], {}, node, [node] * 3, {})
+    n = len(b.ctx.region.ops)
+    return _mark_descriptor(b, n, b.call_builtin("load", [ptr, mask, other], {}, node, [node] * 3, {}))
+
+
+def _mark_descriptor(b, n: int, result):
+    """Tag the load/store just emitted (the region's ops from index ``n`` on) as a tensor descriptor's tile:
+    the backend's TMA policy (``newt/backend/cuda/tma.py``) may send descriptor tiles through TMA while
+    leaving the pointer form on its own switch."""
+    for op in b.ctx.region.ops[n:]:
+        if op.name in ("load", "store"):
+            op.attrs["descriptor"] = True
+    return result
 
 
 def desc_store(b, desc, offsets_av, value, node):
@@ -274,4 +285,5 @@ def desc_store(b, desc, offsets_av, value, node):
     if isinstance(value, TensorV) and value.shape and tuple(value.shape) != tuple(desc.block_shape):
         raise SemError("N030", f"the value stored through a descriptor has shape {fmt_shape(value.shape)}, "
                        f"not the block shape {fmt_shape(desc.block_shape)}", node=node)
-    return b.call_builtin("store", [ptr, value, mask], {}, node, [node] * 3, {})
+    n = len(b.ctx.region.ops)
+    return _mark_descriptor(b, n, b.call_builtin("store", [ptr, value, mask], {}, node, [node] * 3, {}))
