@@ -199,11 +199,11 @@ for part in "$@"; do
       grep -E "^(FAILED|ERROR)|passed|failed" "$R/tut06_tests.log" | tail -15 ;;
     prof06)
       # issue 28: where tutorial 06's time goes (benchmarks/tut06_profile.py): per call host and GPU time, the
-      # kernels one call launches (torch.profiler), the host's top functions; Triton, newt, newt with NEWT_TMA=1
+      # kernels one call launches (torch.profiler), the host's top functions; Triton, newt, newt with NEWT_TMA=desc
       T=${TUT_DIR:-.ext/triton-tutorials}
       timeout ${PROF_T:-100} python3 benchmarks/tut06_profile.py "$T" > "$R/prof06_triton.log" 2>&1; echo "triton exit $?"
       timeout ${PROF_T:-100} python3 -m newt.dropin benchmarks/tut06_profile.py "$T" > "$R/prof06_newt.log" 2>&1; echo "newt exit $?"
-      NEWT_TMA=1 timeout ${PROF_T:-100} python3 -m newt.dropin benchmarks/tut06_profile.py "$T" > "$R/prof06_newt_tma.log" 2>&1
+      NEWT_TMA=${PROF_TMA:-desc} timeout ${PROF_T:-100} python3 -m newt.dropin benchmarks/tut06_profile.py "$T" > "$R/prof06_newt_tma.log" 2>&1
       echo "newt tma exit $?"; grep -h "^== " "$R"/prof06_*.log ;;
     libraries)
       # issue 28: the libraries' own kernel tests (.ext/<library>, COMMIT in each) on the GPU, one pytest run under
