@@ -43,6 +43,7 @@ GPU_ONLY = {
     "helion_vs_deuteron.py": ["--examples", "{tmp}", "--out", "{tmp}"],
     "dtattn_configs.py": [],
     "bench_ws.py": ["--out", "{tmp}"],
+    "tut06_profile.py": ["{tmp}"],
 }
 #: modules of the benchmarks that are not scripts
 LIBRARIES = {"common.py"}
