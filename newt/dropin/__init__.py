@@ -174,11 +174,11 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
     False).  With a GPU it is ignored."""
     global _finder
     with _lock:
-        if capability is not None:
-            _emulate_capability((int(capability[0]), int(capability[1])))
+        emulated = capability is not None and _emulate_capability((int(capability[0]), int(capability[1])))
         _load_kind_providers()
-        if capability is not None or not os.environ.get(ENV_VAR):
-            os.environ[ENV_VAR] = f"{int(capability[0])}.{int(capability[1])}" if capability is not None else "1"
+        if emulated or not os.environ.get(ENV_VAR):
+            # (with a GPU the capability is the GPU's: a compile worker takes it from its target)
+            os.environ[ENV_VAR] = f"{int(capability[0])}.{int(capability[1])}" if emulated else "1"
         if _finder is None:
             _finder = DropinFinder()
         if _finder in sys.meta_path:
@@ -221,11 +221,13 @@ def install_inherited(target: str | None = None) -> bool:
     return True
 
 
-def _emulate_capability(cap: tuple[int, int]) -> None:
+def _emulate_capability(cap: tuple[int, int]) -> bool:
+    """Make ``torch.cuda.get_device_capability()`` answer ``cap`` where there is no GPU; False (nothing
+    done) with a GPU."""
     global _saved_capability
     from newt.runtime.driver import has_gpu
     if has_gpu():
-        return
+        return False
     import torch
     if _saved_capability is None:
         _saved_capability = torch.cuda.get_device_capability
@@ -235,6 +237,7 @@ def _emulate_capability(cap: tuple[int, int]) -> None:
 
     get_device_capability.__doc__ = f"(newt drop-in, no GPU: the emulated compute capability {cap})"
     torch.cuda.get_device_capability = get_device_capability
+    return True
 
 
 def uninstall() -> None:
