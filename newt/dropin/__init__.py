@@ -193,6 +193,7 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
 
 
 _saved_capability = None
+_inherited: tuple | None = None  # what install_inherited last acted on
 
 
 def install_inherited(target: str | None = None) -> bool:
@@ -205,9 +206,12 @@ def install_inherited(target: str | None = None) -> bool:
     (``"sm_90a"`` -> 9.0) answers ``torch.cuda.get_device_capability()``, as the main process's GPU did:
     libraries call it while their kernel modules are imported (attorch's ``get_n_stages``).  Returns whether the
     mode is on."""
+    global _inherited
     val = os.environ.get(ENV_VAR, "")
     if not val:
         return is_installed()
+    if _inherited == (val, target) and is_installed():  # (every compile task asks: once is enough)
+        return True
     cap = None
     m = re.fullmatch(r"(\d+)\.(\d+)", val)
     if m:
@@ -218,6 +222,7 @@ def install_inherited(target: str | None = None) -> bool:
             cap = (int(t.group(1)), int(t.group(2)))
     if not is_installed() or cap is not None:
         install(capability=cap)
+    _inherited = (val, target)
     return True
 
 
