@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|libraries|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|libraries|lib28|helion ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -223,6 +223,36 @@ for part in "$@"; do
       wait
       for L in ${LIBS:-attorch Liger-Kernel ml-cross-entropy}; do
         [ -f "$R/lib_$L.log" ] && grep -E "^(triton|newt):|kernels Triton runs|newt fails" "$R/lib_$L.log" | cut -c1-220
+      done ;;
+    lib28)
+      # issue 28, lib28: the three library kernels that failed on the H100 (2026-12-07), after their fixes: attorch's
+      # autotuned conv (its 16 configs now compile in the autotuner's workers, which turn the drop-in on; before,
+      # each failed there and the main process compiled them again one by one: past the 120 s case limit) and
+      # Liger's jsd (log as logf, not lg2.approx), dyt and mlp (the same autotune path, 18 and 32 configs), Triton
+      # and newt in the same call, 2 xdist workers each; then the log-accuracy GPU test. Each case's seconds
+      # (Triton | newt) from the JSON; the libraries case's limits (120 s per case)
+      timeout ${LIB28_T:-240} python3 -m pytest tests/backend/test_lib28_log_accuracy.py -q -rf -p no:cacheprovider \
+        -o addopts="" -m gpu > "$R/lib28_log.log" 2>&1; tail -3 "$R/lib28_log.log"
+      timeout ${LIB28_RUN_T:-330} python3 benchmarks/triton_libraries.py .ext/attorch --impl both --only conv_layer \
+        --per-test 2 --workers 2 --timeout 120 --file-timeout 300 --json "$R/lib28_attorch.json" --md \
+        > "$R/lib28_attorch.log" 2>&1 &
+      timeout ${LIB28_RUN_T:-330} python3 benchmarks/triton_libraries.py .ext/Liger-Kernel --impl both --only jsd,dyt,mlp \
+        --per-test 1 --workers 2 --timeout 120 --file-timeout 300 --json "$R/lib28_liger.json" --md \
+        > "$R/lib28_liger.log" 2>&1 &
+      wait
+      for L in attorch liger; do
+        grep -E "^(triton|newt):|kernels Triton runs|newt fails" "$R/lib28_$L.log" | cut -c1-220
+        python3 - "$R/lib28_$L.json" <<'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+by = {}
+for impl, run in d["runs"].items():
+    for f, cases in run["by_file"].items():
+        for c in cases:
+            by.setdefault((f, c["name"]), {})[impl] = f"{c['result']} {c['seconds']:.1f}s"
+for (f, n), v in sorted(by.items()):
+    print(f"  {f} {n[:70]}: triton {v.get('triton', '-')} | newt {v.get('newt', '-')}")
+PY
       done ;;
     ws24)
       # issue 24, warp specialization (timeouts add up to 420 s): first the GPU tests -- descriptor matmuls fp16/bf16

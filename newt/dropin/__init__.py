@@ -32,11 +32,18 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import os
+import re
 import sys
 import threading
 
 __all__ = ["install", "uninstall", "is_installed", "register_provider", "providers", "TRITON_API_VERSION",
-           "DropinFinder"]
+           "DropinFinder", "install_inherited", "ENV_VAR"]
+
+#: set in the environment while the drop-in mode is on, so that newt's own worker processes (the autotuner's
+#: compile workers) turn it on too before they import the project's kernel modules: ``"1"``, or the emulated
+#: compute capability (``"9.0"``) where ``install(capability=...)`` asked for one
+ENV_VAR = "NEWT_DROPIN"
 
 #: the Triton API level newt implements (what ``triton.__version__`` reports in drop-in mode)
 TRITON_API_VERSION = "3.4.0"
@@ -167,9 +174,11 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
     False).  With a GPU it is ignored."""
     global _finder
     with _lock:
-        if capability is not None:
-            _emulate_capability((int(capability[0]), int(capability[1])))
+        emulated = capability is not None and _emulate_capability((int(capability[0]), int(capability[1])))
         _load_kind_providers()
+        if emulated or not os.environ.get(ENV_VAR):
+            # (with a GPU the capability is the GPU's: a compile worker takes it from its target)
+            os.environ[ENV_VAR] = f"{int(capability[0])}.{int(capability[1])}" if emulated else "1"
         if _finder is None:
             _finder = DropinFinder()
         if _finder in sys.meta_path:
@@ -184,13 +193,46 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
 
 
 _saved_capability = None
+_inherited: tuple | None = None  # what install_inherited last acted on
 
 
-def _emulate_capability(cap: tuple[int, int]) -> None:
+def install_inherited(target: str | None = None) -> bool:
+    """In a worker process newt started (an autotuner's compile worker): turn the drop-in mode on when the
+    process that started it had it on (``NEWT_DROPIN`` in the environment), before the worker imports the
+    project's kernel module.  Without it the worker's ``import triton`` finds no module (or, where Triton is
+    installed, Triton itself, whose kernels newt cannot compile), every config fails there and the main process
+    compiles them again one after another.  The capability the main process emulated is emulated here too; a
+    compile worker sees no GPU (``CUDA_VISIBLE_DEVICES=""``), so without one the capability of ``target``
+    (``"sm_90a"`` -> 9.0) answers ``torch.cuda.get_device_capability()``, as the main process's GPU did:
+    libraries call it while their kernel modules are imported (attorch's ``get_n_stages``).  Returns whether the
+    mode is on."""
+    global _inherited
+    val = os.environ.get(ENV_VAR, "")
+    if not val:
+        return is_installed()
+    if _inherited == (val, target) and is_installed():  # (every compile task asks: once is enough)
+        return True
+    cap = None
+    m = re.fullmatch(r"(\d+)\.(\d+)", val)
+    if m:
+        cap = (int(m.group(1)), int(m.group(2)))
+    elif target:
+        t = re.fullmatch(r"sm_(\d+?)(\d)a?", str(target))
+        if t:
+            cap = (int(t.group(1)), int(t.group(2)))
+    if not is_installed() or cap is not None:
+        install(capability=cap)
+    _inherited = (val, target)
+    return True
+
+
+def _emulate_capability(cap: tuple[int, int]) -> bool:
+    """Make ``torch.cuda.get_device_capability()`` answer ``cap`` where there is no GPU; False (nothing
+    done) with a GPU."""
     global _saved_capability
     from newt.runtime.driver import has_gpu
     if has_gpu():
-        return
+        return False
     import torch
     if _saved_capability is None:
         _saved_capability = torch.cuda.get_device_capability
@@ -200,12 +242,14 @@ def _emulate_capability(cap: tuple[int, int]) -> None:
 
     get_device_capability.__doc__ = f"(newt drop-in, no GPU: the emulated compute capability {cap})"
     torch.cuda.get_device_capability = get_device_capability
+    return True
 
 
 def uninstall() -> None:
     """Leave the drop-in mode: remove the finder and the modules it served (and an emulated capability)."""
     global _finder, _saved_capability
     with _lock:
+        os.environ.pop(ENV_VAR, None)
         if _saved_capability is not None:
             import torch
             torch.cuda.get_device_capability = _saved_capability

@@ -238,7 +238,9 @@ def default_target() -> str:
 
 def compile_task(task: CompileTask) -> dict:
     """Worker side: compile and return the cache entry (``key``, ``entry`` bytes, registers, spills)."""
+    from newt.dropin import install_inherited
     from newt.runtime import cache, compiler
+    install_inherited(task.target)  # the main process runs a Triton project through the drop-in: so do we
     base = _jit_base(resolve_ref(task.ref))
     ck = compiler.compile_specialization(base, task.arg_types, task.constexprs, task.hints, task.target,
                                          task.num_warps, task.num_stages, task.debug,
@@ -416,9 +418,11 @@ def time_task(task: TimeTask) -> dict:
     """Worker side: install the cubins, make the arguments, launch once (screen), then time."""
     import torch
 
+    from newt.dropin import install_inherited
     from newt.runtime.driver import synchronize
 
     from .bench import bench
+    install_inherited()
     for e in task.entries:
         install(e)
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -54,8 +54,11 @@ _UNARY_FLOAT = {
     # exp2 as Triton lowers it (ex2.approx.ftz.f32): results under 2**-126 flush to 0, which spares the
     # FSETP + two FMUL that scale a subnormal result around the non-ftz MUFU.EX2 (attention's softmax)
     "exp2": ("ex2_approx_ftz({x})", "exp2"),
-    "log": ("(lg2_approx({x}) * 0.693147180559945309f)", "log"),
-    "log2": ("lg2_approx({x})", "log2"),
+    # log and log2 as Triton lowers them: CUDA's logf/log2f (libdevice's __nv_logf/__nv_log2f, within 1 ulp),
+    # not lg2.approx (2**-22 absolute near 1): the approximation's error adds up where a kernel sums
+    # p * log(p) terms that nearly cancel (Liger's fp32 JSD loss missed its rtol=1e-6 on the H100, Triton's did not)
+    "log": ("logf({x})", "log"),
+    "log2": ("log2f({x})", "log2"),
     "sqrt": ("sqrt_approx({x})", "sqrt"),
     "sqrt_rn": ("sqrt_rn({x})", "sqrt"),
     "rsqrt": ("rsqrt_approx({x})", "rsqrt"),
