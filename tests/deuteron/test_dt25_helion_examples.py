@@ -1,0 +1,92 @@
+"""Issue 25 (dt25): benchmarks/helion_examples.py's GPU and real-Helion modes, without a GPU or Helion.
+
+The CPU mode keeps its smoke run (tests/test_benchmarks.py::test_cpu_smoke_run[helion_examples.py]); here: the
+drivers that name the CPU take ``DEVICE`` on the GPU, ``--device cuda`` refuses to run without one, results are
+written after every file, and ``--compare`` says which kernels Helion runs that deuteron does not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "helion_examples.py"
+
+
+@pytest.fixture(scope="module")
+def hx():
+    spec = importlib.util.spec_from_file_location("_dt25_helion_examples", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_drivers_use_the_examples_device(hx):
+    cpu = hx.drivers_for("flex_attention.py", "cpu")
+    gpu = hx.drivers_for("flex_attention.py", "cuda")
+    assert all("device='cpu'" in s for s in cpu)
+    assert len(gpu) == len(cpu) and not any("'cpu'" in s for s in gpu)
+    assert all("device=DEVICE" in s for s in gpu)
+    assert hx.drivers_for("add.py", "cuda") == hx.drivers_for("add.py", "cpu")
+    assert hx.drivers_for("no_such.py", "cuda") == ["main()"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU this runs the examples")
+def test_cuda_mode_needs_a_gpu(hx, tmp_path, capsys):
+    (tmp_path / "examples").mkdir()
+    assert hx.main([str(tmp_path), "--device", "cuda"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+def _result(impl, kernels):
+    return {"impl": impl, "env": {"impl": impl, "device": "cuda", "device_name": "H100", "helion": "1.4.0"},
+            "passed": sum(1 for v in kernels.values() if v[1] is True),
+            "counted": sum(1 for v in kernels.values() if v[1] is not None),
+            "results": [{"file": f, "kernels": {k: {"ok": ok, "cause": None if ok else "DeuteronError: D002 x"}}}
+                        for k, (f, ok) in kernels.items()]}
+
+
+def test_compare_names_what_helion_runs_and_deuteron_does_not(hx, tmp_path):
+    d = tmp_path / "d.json"
+    h = tmp_path / "h.json"
+    d.write_text(json.dumps(_result("deuteron", {"add": ("add.py", True), "jsd_forward": ("jsd.py", False),
+                                                 "softmax": ("softmax.py", True)})))
+    h.write_text(json.dumps(_result("helion", {"add": ("add.py", True), "jsd_forward": ("jsd.py", True),
+                                               "softmax": ("softmax.py", False)})))
+    md = hx.compare([str(d), str(h)])
+    assert "**Of the 2 kernels Helion runs correctly, deuteron runs 1.**" in md
+    assert "Helion runs them, deuteron does not: jsd.py:jsd_forward" in md
+    assert "deuteron runs them, Helion does not: softmax.py:softmax" in md
+    assert "| jsd.py | jsd_forward | ok | FAIL: DeuteronError: D002 x |" in md
+    with pytest.raises(SystemExit):
+        hx.compare([str(d), str(d)])
+
+
+def test_results_are_written_after_every_file(hx, tmp_path, monkeypatch):
+    """A run cut short by its time limit leaves the files done so far in --json (``partial``)."""
+    (tmp_path / "examples").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "examples" / name).write_text("x = 1\n")
+    out = tmp_path / "r.json"
+    seen = []
+
+    def fake_run_file(name, src, path, tmp, timeout, device="cpu"):
+        if seen:  # the second file: the first one's result is on disk already
+            r = json.loads(out.read_text())
+            assert r["partial"] and [x["file"] for x in r["results"]] == ["a.py"]
+        seen.append(name)
+        return {"file": name, "seconds": 0.0, "kernels": {name[:-3]: {"ok": True, "cause": None}}, "checks": [],
+                "traces": []}
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_EFFORT", "none")  # (main sets it when unset)
+    monkeypatch.setattr(hx, "run_file", fake_run_file)
+    monkeypatch.setattr(hx, "instrument", lambda *a: None)
+    monkeypatch.setattr(hx, "watch_kernels", lambda *a: None)
+    assert hx.main([str(tmp_path), "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert seen == ["a.py", "b.py"] and r["passed"] == 2 and r["partial"] is False and r["impl"] == "deuteron"
