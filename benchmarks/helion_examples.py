@@ -493,7 +493,8 @@ def compare(paths: list[str]) -> str:
             return "not run"
         return "ok" if s["ok"] else ("not called" if s["ok"] is None else "FAIL: " + (s["cause"] or "")[:70])
     dev = {impl: r.get("env", {}) for impl, r in runs.items()}
-    lines = [f"# Helion's examples on {dev['deuteron'].get('device_name', dev['deuteron'].get('device'))}: "
+    where = dev["deuteron"].get("device_name") or dev["deuteron"].get("device") or "cpu"
+    lines = [f"# Helion's examples on {where}: "
              "deuteron (drop-in) and Helion, default configs", "",
              f"deuteron: {runs['deuteron']['passed']} of {runs['deuteron']['counted']} kernels; Helion "
              f"{dev['helion'].get('helion', '?')}: {runs['helion']['passed']} of {runs['helion']['counted']} "
