@@ -287,17 +287,55 @@ def _kernel_class(impl: str):
     return deuteron.Kernel
 
 
+class CompileCheckError(Exception):
+    """``--compile TARGET``: a kernel that ran on the interpreter whose generated code does not compile."""
+
+
+#: ``--compile``: the target, and the generated kernels compiled so far (source, constexprs, warps, stages)
+COMPILE: dict = {"target": None, "done": set(), "seconds": 0.0, "kernels": 0}
+
+
+def compile_check(kernel, a, k):
+    """The generated kernels of this call (the config it ran with), compiled for ``COMPILE["target"]`` with
+    NVRTC, no GPU; raises CompileCheckError naming the failure."""
+    from deuteron.compile import compile_binary
+    from deuteron.hostrun import _HostRun, _runtime_args
+    b = kernel._bind(a, k)
+    e = kernel._entry(b)
+    run = _HostRun(e, e.config or e.space.default(), "source")
+    run.execute(b)
+    for gen, mod, prog, loc in run.built:
+        key = (gen.source, tuple(sorted((n, repr(v)) for n, v in gen.constexprs.items())), gen.num_warps,
+               gen.num_stages)
+        if key in COMPILE["done"]:
+            continue
+        t0 = time.perf_counter()
+        try:
+            compile_binary(gen, mod, _runtime_args(gen, prog, loc, kernel.fn.__globals__), COMPILE["target"])
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise CompileCheckError(f"{COMPILE['target']}: {type(exc).__name__}: {first}") from exc
+        finally:
+            COMPILE["seconds"] += time.perf_counter() - t0
+        COMPILE["done"].add(key)
+        COMPILE["kernels"] += 1
+
+
 def watch_kernels(impl: str = "deuteron"):
     """Wrap the kernel class's ``__call__`` (deuteron's, or real Helion's) to record which kernels a check
-    calls and which one raised."""
+    calls and which one raised; with ``--compile`` (deuteron) each call's generated code is also compiled."""
     cls = _kernel_class(impl)
     original = cls.__call__
 
     def call(self, *a, **k):
         name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
         REC.called.append(name)
+        saved = (_clone(a), {n: _clone((v,))[0] for n, v in k.items()}) if COMPILE["target"] else None
         try:
-            return original(self, *a, **k)
+            out = original(self, *a, **k)
+            if saved is not None:
+                compile_check(self, *saved)
+            return out
         except BaseException:
             if REC.raised_in is None:
                 REC.raised_in = name
@@ -546,6 +584,9 @@ def main(argv=None) -> int:
     ap.add_argument("--helion-site", help="where Helion's wheels are installed (pip --target); put first on sys.path")
     ap.add_argument("--compare", nargs=2, metavar="JSON", help="print the table of a deuteron and a helion --json")
     ap.add_argument("--md", help="with --compare: also write the table here")
+    ap.add_argument("--compile", metavar="TARGET",
+                    help="deuteron on the CPU: also compile each call's generated kernels for TARGET (sm_90a) with "
+                         "NVRTC, no GPU; a kernel counts only if that compiles too")
     a = ap.parse_args(argv)
     if a.smoke:
         return smoke()
@@ -574,6 +615,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("DEUTERON_AUTOTUNE_EFFORT", "none")
     examples = list_examples(a.mirror)
     only = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",")} if a.only else None
+    if a.compile and a.impl == "deuteron":
+        COMPILE["target"] = a.compile
     instrument(a.impl, a.device)
     watch_kernels(a.impl)
     t_all = time.time()
@@ -648,10 +691,16 @@ def summarize(a, results: list, t_all: float, partial: bool = False, quiet: bool
     causes = collections.Counter(x[2]["cause"] for x in counted if not x[2]["ok"])
     env = _env_info(a.impl, a.device)
     env["seconds"] = round(time.time() - t_all, 1)
+    if COMPILE["target"]:
+        env["compiled_for"] = {"target": COMPILE["target"], "kernels": COMPILE["kernels"],
+                               "seconds": round(COMPILE["seconds"], 1)}
     if not quiet:
         print(f"\n{a.impl} on {env.get('device_name', a.device)}: {len(passed)} of {len(counted)} kernels run "
               f"correctly ({files_ok} of {len(results)} example files entirely); {len(kern) - len(counted)} kernels "
               f"no check calls; {env['seconds']} s")
+        if COMPILE["target"]:
+            print(f"(each also compiled for {COMPILE['target']}: {COMPILE['kernels']} generated kernels, "
+                  f"{COMPILE['seconds']:.1f} s)")
         print("causes by frequency:")
         for cause, n in causes.most_common():
             print(f"  {n:3d}  {cause}")

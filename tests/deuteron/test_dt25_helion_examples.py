@@ -90,3 +90,52 @@ def test_results_are_written_after_every_file(hx, tmp_path, monkeypatch):
     assert hx.main([str(tmp_path), "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     assert seen == ["a.py", "b.py"] and r["passed"] == 2 and r["partial"] is False and r["impl"] == "deuteron"
+
+
+_EXAMPLE = '''
+import torch
+import helion
+from helion._testing import DEVICE, run_example
+import helion.language as hl
+
+
+@helion.kernel()
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def main() -> None:
+    x = torch.randn(100, device=DEVICE)
+    run_example(double, lambda x: x * 2, (x,))
+'''
+
+
+def _run_compile(tmp_path, target):
+    import os
+    import subprocess
+    (tmp_path / "examples").mkdir(exist_ok=True)
+    (tmp_path / "examples" / "twice.py").write_text(_EXAMPLE)
+    out = tmp_path / f"{target}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_"))}
+    env["PYTHONPATH"] = str(BENCH.parents[1])
+    env["DEUTERON_CACHE_DIR"] = str(tmp_path / "dcache")
+    env["NEWT_CACHE_DIR"] = str(tmp_path / "ncache")
+    p = subprocess.run([sys.executable, str(BENCH), str(tmp_path), "--compile", target, "--json", str(out)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(out.read_text())
+
+
+def test_compile_mode_compiles_each_kernel_and_blames_a_failure(tmp_path):
+    from dt_helpers import needs_nvrtc
+    if needs_nvrtc.args[0]:
+        pytest.skip("NVRTC (cuda-bindings) is not installed")
+    r = _run_compile(tmp_path, "sm_90a")
+    assert r["passed"] == 1 and r["env"]["compiled_for"]["kernels"] == 1
+    bad = _run_compile(tmp_path, "sm_1")  # no such target: the interpreter's pass does not count
+    ks = bad["results"][0]["kernels"]
+    assert bad["passed"] == 0 and ks["double"]["ok"] is False
+    assert ks["double"]["cause"].startswith("CompileCheckError: sm_N: ")
