@@ -157,3 +157,21 @@ def test_descriptor_form_compiles_to_tma_hgmma_without_spills(ws, monkeypatch, t
     assert (md.get("producer_warps") or 0) == (4 if ws else 0)
     md, _ = _compile(cfg.replace(indexing=None, range_warp_specializes=None))
     assert not md.get("tensormaps")  # the pointer form: no TMA
+
+
+def test_full_search_genome_keeps_the_pointer_form_a_choice():
+    """Effort full's genome: with the TMA moves the indexing gene is [unset, descriptor], not the descriptor
+    form alone (which made every decoded mutant a descriptor config)."""
+    import random
+
+    from deuteron.autotune.search import Genome
+    k, args = _matmul()
+    sp = k._entry(k._bind(args, {})).space
+    sp.tma_loops = 1
+    try:
+        g = Genome(sp, random.Random(0))
+        assert g.domains[("indexing", None)] == [None, "tensor_descriptor"]
+        base = g.decode(g.encode(sp.default()))
+        assert base is not None and not descriptor_indexing(base)
+    finally:
+        sp.tma_loops = 0
