@@ -313,8 +313,9 @@ def compile_check(kernel, a, k):
         try:
             compile_binary(gen, mod, _runtime_args(gen, prog, loc, kernel.fn.__globals__), COMPILE["target"])
         except Exception as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise CompileCheckError(f"{COMPILE['target']}: {type(exc).__name__}: {first}") from exc
+            lines = str(exc).strip().splitlines() or [""]
+            why = next((ln.strip() for ln in lines[1:] if "error" in ln.lower()), lines[0])  # ptxas's own line
+            raise CompileCheckError(f"{COMPILE['target']}: {type(exc).__name__}: {why}") from exc
         finally:
             COMPILE["seconds"] += time.perf_counter() - t0
         COMPILE["done"].add(key)
