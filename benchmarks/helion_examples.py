@@ -2,6 +2,7 @@
 
     python benchmarks/helion_examples.py MIRROR [--only add,softmax] [--json out.json] [--timeout 240]
                                          [--device cpu|cuda] [--impl deuteron|helion --helion-site SITE]
+                                         [--compile sm_90a]
     python benchmarks/helion_examples.py --compare deuteron.json helion.json [--md table.md]
 
 ``--device cuda`` (issue 25) compiles and runs every kernel on the GPU, each at its default config (deuteron's
@@ -10,7 +11,8 @@ minutes), with the same drivers, sizes and tolerances as on the CPU (drivers tha
 ``DEVICE``).  ``--impl helion`` runs the same files under the real Helion package (installed with ``pip
 --target SITE``; ``--helion-site SITE`` puts it first on ``sys.path``; no drop-in), recorded by the same harness,
 so ``--compare`` can say which kernels Helion runs correctly and whether deuteron runs each of them
-(``benchmarks/run_device.sh helionex``).
+(``benchmarks/run_device.sh helionex``).  ``--compile sm_90a`` (deuteron on the CPU, no GPU) also compiles each
+call's generated kernels for that target with NVRTC: a kernel counts only if they compile too.
 
 MIRROR is a local copy of github.com/pytorch/helion: a checkout (a folder with ``examples/``) or a bare git
 directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept.
