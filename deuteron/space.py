@@ -15,7 +15,7 @@ import random
 from .config import PID_TYPES, Config, ConfigError
 
 __all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loops", "descriptor_indexing",
-           "tma_active"]
+           "tma_active", "gpu_target"]
 
 #: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default, the
 #: compiler's choice).  newt honors ``nl.range(loop_unroll_factor=)`` (a ``#pragma unroll`` on the loop in the
@@ -59,17 +59,29 @@ def descriptor_indexing(cfg: Config) -> bool:
     return any(x == "tensor_descriptor" for x in ([v] if isinstance(v, str) else v))
 
 
+def gpu_target(device):
+    """newt's Target for ``device`` (the current GPU's, or ``NEWT_TARGET`` without one); None on the CPU or for
+    an unknown target."""
+    if getattr(device, "type", device) != "cuda":
+        return None
+    try:
+        from newt.backend.cuda.targets import get_target
+        from newt.tune import default_target
+        return get_target(default_target())
+    except Exception:
+        return None
+
+
 def tma_active(device) -> bool:
     """Whether newt compiles descriptor-form tiles to TMA copies for ``device`` (a CUDA device whose target
     has TMA, sm_90a, and newt's ``NEWT_TMA`` switch on); False on the CPU and wherever newt says no."""
-    if getattr(device, "type", device) != "cuda":
+    target = gpu_target(device)
+    if target is None:
         return False
     try:
-        from newt.backend.cuda.targets import get_target
         from newt.backend.cuda.tma import tma_enabled
-        from newt.tune import default_target
-        return bool(tma_enabled(get_target(default_target())))
-    except Exception:  # an unknown target, a bad NEWT_TMA value: no TMA moves
+        return bool(tma_enabled(target))
+    except Exception:  # a bad NEWT_TMA value: no TMA moves
         return False
 
 
@@ -84,6 +96,8 @@ MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth com
 #: 154-176 registers and no spills; over 4 warps, and 256x256 over 8 (256 a thread), 255 registers and about
 #: 10.8 KB of spills -- compiled and timed for nothing
 DOT_ELEMS_PER_THREAD = 128
+#: rows of a dot's first tile per warpgroup (four warps) below which newt's sm_90a lowering uses mma.sync
+WGMMA_ROWS = 64
 HARD_BLOCK_ELEMS = 1 << 20
 
 
@@ -151,6 +165,9 @@ class ConfigSpace:
         #: (sm_90a with ``NEWT_TMA=1``; set by the tuner, :func:`tma_active`); 0 = no TMA: the search then
         #: never proposes ``indexing="tensor_descriptor"`` (it would only add bounds masks)
         self.tma_loops = 0
+        #: the target lowers dots to warpgroup MMA (sm_90a; set by the tuner): the search then skips dot tiles
+        #: that newt lowers to mma.sync instead (:meth:`feasible`)
+        self.wgmma = False
 
     # ------------------------------------------------------------------ validation
     def complete(self, cfg: Config | None) -> Config:
@@ -231,7 +248,20 @@ class ConfigSpace:
         for s in self.batch_slots():
             if cfg.block_sizes[s.index] > max(1, s.lo):
                 return False  # a batched dot: no wgmma on sm_90a (attention's [2, 128, 64]: 0 HGMMA, 253 registers)
+        if self.wgmma and self.has_dot and not self._wgmma_tile(cfg):
+            return False
         return True
+
+    def _wgmma_tile(self, cfg: Config) -> bool:
+        """Whether newt can lower this config's dots to wgmma: warpgroups of four warps, each taking at least
+        64 rows of the dot's first tile (``WGMMA_ROWS``).  On sm_90a (``deuteron_bench.py --plan``, matmul 4096^3
+        and attention 4x32x4096x64) every config the plan compiled without an HGMMA broke this: 2 warps, or 8
+        warps over 64 rows, or 16 over 128.  Where the dimension is shorter than 64 anyway, anything goes."""
+        mn = [s for s in self.slots if s.dot_role == "mn"]
+        if not mn or mn[0].hi < WGMMA_ROWS:
+            return True
+        w = cfg.num_warps or 4
+        return w % 4 == 0 and cfg.block_sizes[mn[0].index] >= WGMMA_ROWS * (w // 4)
 
     def batch_slots(self) -> list:
         """In a kernel with a matmul, the block sizes that are not the matmul's own but share a value with one

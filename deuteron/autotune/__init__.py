@@ -124,9 +124,10 @@ class Tuner:
             self.space.range_loops = count_tile_loops(entry.discovered.values())
         # TMA on this GPU (sm_90a, NEWT_TMA=1): a kernel with a matmul also tries the descriptor form (TMA
         # copies) and, with one tile loop, its warp-specialized pipeline (seeds and neighbours)
-        self.space.tma_loops = 0
+        self.space.tma_loops, self.space.wgmma = 0, False
         if self.gpu and self.space.has_dot:
-            from ..space import count_tile_loops, tma_active
+            from ..space import count_tile_loops, gpu_target, tma_active
+            self.space.wgmma = bool(getattr(gpu_target(entry.device), "wgmma", False))
             if tma_active(entry.device):
                 self.space.tma_loops = count_tile_loops(entry.discovered.values())
         if configs:

@@ -175,3 +175,26 @@ def test_full_search_genome_keeps_the_pointer_form_a_choice():
         assert base is not None and not descriptor_indexing(base)
     finally:
         sp.tma_loops = 0
+
+
+def test_wgmma_targets_skip_dot_tiles_newt_lowers_to_mma_sync():
+    """On sm_90a the plan compiled no HGMMA for 2 warps, 8 warps over 64 rows or 16 over 128; with ``wgmma``
+    set (the tuner sets it from the GPU's target) the search skips those, elsewhere it keeps them."""
+    mk, margs = _matmul()
+    ms = mk._entry(mk._bind(margs, {})).space
+    base = ms.default()
+    bad = [base.replace(block_sizes=[64, 256, 64], num_warps=8), base.replace(block_sizes=[64, 64, 32], num_warps=2),
+           base.replace(block_sizes=[128, 128, 64], num_warps=16)]
+    good = [base.replace(block_sizes=[128, 256, 64], num_warps=8), base.replace(block_sizes=[64, 128, 64], num_warps=4)]
+    assert all(ms.feasible(c) for c in bad + good)  # no target said: everything the other rules allow
+    ms.wgmma = True
+    try:
+        assert not any(ms.feasible(c) for c in bad)
+        assert all(ms.feasible(c) for c in good)
+    finally:
+        ms.wgmma = False
+    # the plan (as on sm_90a): every config after the default has warpgroups of at least 64 rows of the dot's M
+    p = quick_plan(mk, margs)
+    assert all(c.num_warps % 4 == 0 and c.block_sizes[0] >= 16 * c.num_warps for c in p["seeds"] + p["refine"])
+    p = quick_plan(*_attention())
+    assert all(c.num_warps % 4 == 0 and c.block_sizes[1] >= 16 * c.num_warps for c in p["seeds"] + p["refine"])
