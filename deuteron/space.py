@@ -263,6 +263,12 @@ class ConfigSpace:
         w = cfg.num_warps or 4
         return w % 4 == 0 and cfg.block_sizes[mn[0].index] >= WGMMA_ROWS * (w // 4)
 
+    def descriptor_tiles(self) -> bool:
+        """Whether every value of the kernel is made of tiles only (no whole-dimension ``:`` slice, no fixed
+        extent): only then can each load's mask cover every dimension, the form newt's TMA matching needs
+        (attention's ``q[tile_b, tile_m, :]`` keeps the pointer path: no TMA map in its descriptor form)."""
+        return bool(self.value_dims) and all(d[0] == "s" for dims in self.value_dims for d in dims)
+
     def batch_slots(self) -> list:
         """In a kernel with a matmul, the block sizes that are not the matmul's own but share a value with one
         (attention's head/batch tile): a block of more than one there makes every dot a batched dot, which newt

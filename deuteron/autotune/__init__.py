@@ -128,7 +128,7 @@ class Tuner:
         if self.gpu and self.space.has_dot:
             from ..space import count_tile_loops, gpu_target, tma_active
             self.space.wgmma = bool(getattr(gpu_target(entry.device), "wgmma", False))
-            if tma_active(entry.device):
+            if tma_active(entry.device) and self.space.descriptor_tiles():
                 self.space.tma_loops = count_tile_loops(entry.discovered.values())
         if configs:
             self.max_configs = max(self.max_configs, len(configs))

@@ -32,7 +32,8 @@ def quick_plan(kernel, args, kwargs=None, tma: bool = False, leader: Config | No
     t = Tuner.__new__(Tuner)  # only what seed_configs and _neighbours read: no worker pool, no oracle
     t.space, t.rng, t.n_seeds, t.width, t.wide, t.results = space, random.Random(1234), n_seeds, width, False, {}
     old = space.tma_loops, space.wgmma
-    space.tma_loops = count_tile_loops(entry.discovered.values()) if (tma and space.has_dot) else 0
+    space.tma_loops = (count_tile_loops(entry.discovered.values())
+                       if (tma and space.has_dot and space.descriptor_tiles()) else 0)
     space.wgmma = wgmma and space.has_dot
     try:
         default = space.default()

@@ -74,6 +74,17 @@ def test_matmul_quick_plan_with_tma_tries_descriptors_and_warp_specialization():
     assert not any(descriptor_indexing(c) for c in sp.neighbors(sp.default()))
 
 
+def test_descriptor_form_only_where_every_value_is_tiles():
+    """attention's loads keep a whole head dimension (no mask there: no TMA map in its descriptor form on
+    sm_90a), so with TMA on its plan is the pointer plan; matmul's values are tiles only."""
+    k, args = _attention()
+    assert not k._entry(k._bind(args, {})).space.descriptor_tiles()
+    with_tma, without = quick_plan(k, args, tma=True), quick_plan(k, args)
+    assert [c.key() for c in with_tma["seeds"]] == [c.key() for c in without["seeds"]]
+    mk, margs = _matmul()
+    assert mk._entry(mk._bind(margs, {})).space.descriptor_tiles()
+
+
 def test_attention_quick_plan_is_small_and_keeps_the_pinned_winners():
     k, args = _attention()
     p = quick_plan(k, args)
