@@ -11,8 +11,10 @@ minutes), with the same drivers, sizes and tolerances as on the CPU (drivers tha
 ``DEVICE``).  ``--impl helion`` runs the same files under the real Helion package (installed with ``pip
 --target SITE``; ``--helion-site SITE`` puts it first on ``sys.path``; no drop-in), recorded by the same harness,
 so ``--compare`` can say which kernels Helion runs correctly and whether deuteron runs each of them
-(``benchmarks/run_device.sh helionex``).  ``--compile sm_90a`` (deuteron on the CPU, no GPU) also compiles each
-call's generated kernels for that target with NVRTC: a kernel counts only if they compile too.
+(``benchmarks/run_device.sh helionex``).  On the GPU the files run in supervised child processes (``supervise``):
+a crash, a lost GPU context or a hang costs the file it happened in, not the rest.  ``--compile sm_90a``
+(deuteron on the CPU, no GPU) also compiles each call's generated kernels for that target with NVRTC: a kernel
+counts only if they compile too.
 
 MIRROR is a local copy of github.com/pytorch/helion: a checkout (a folder with ``examples/``) or a bare git
 directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept.
@@ -587,6 +589,9 @@ def main(argv=None) -> int:
     ap.add_argument("--helion-site", help="where Helion's wheels are installed (pip --target); put first on sys.path")
     ap.add_argument("--compare", nargs=2, metavar="JSON", help="print the table of a deuteron and a helion --json")
     ap.add_argument("--md", help="with --compare: also write the table here")
+    ap.add_argument("--supervise", action="store_true",
+                    help="run the files in child processes that a crash or a hang does not end (the GPU default)")
+    ap.add_argument("--child", metavar="MARKER", help=argparse.SUPPRESS)  # (a supervised child: writes its file here)
     ap.add_argument("--compile", metavar="TARGET",
                     help="deuteron on the CPU: also compile each call's generated kernels for TARGET (sm_90a) with "
                          "NVRTC, no GPU; a kernel counts only if that compiles too")
@@ -618,19 +623,25 @@ def main(argv=None) -> int:
     os.environ.setdefault("DEUTERON_AUTOTUNE_EFFORT", "none")
     examples = list_examples(a.mirror)
     only = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",")} if a.only else None
+    t_all = time.time()
+    todo = [n for n in examples if n not in SKIPPED and not (only and n not in only)]
+    if (a.device != "cpu" or a.supervise) and not a.child:  # the files run in children; this one only watches
+        summarize(a, supervise(a, todo, examples), t_all)
+        return 0
     if a.compile and a.impl == "deuteron":
         COMPILE["target"] = a.compile
     instrument(a.impl, a.device)
     watch_kernels(a.impl)
-    t_all = time.time()
     folder = os.path.join(a.mirror, "examples") if os.path.isdir(os.path.join(a.mirror, "examples")) else None
     results = []
-    todo = [n for n in examples if n not in SKIPPED and not (only and n not in only)]
-    rest: list[str] = []
+    lost = False
     with tempfile.TemporaryDirectory(prefix="helion_examples_") as tmp:
         sys.path.insert(0, tmp)
-        for i, name in enumerate(todo):
+        for name in todo:
             src = examples[name]
+            if a.child:  # the supervisor reads which file this process is in (to blame a crash or a hang)
+                with open(a.child, "w", encoding="utf-8") as f:
+                    f.write(name)
             path = os.path.join(folder, name) if folder else os.path.join(tmp, name)
             if not folder:  # a bare git mirror: the file's text, unchanged, in a folder of its own
                 with open(path, "w", encoding="utf-8") as f:
@@ -649,14 +660,16 @@ def main(argv=None) -> int:
             if a.json:  # after every file: a run cut short by its time limit still leaves its results
                 summarize(a, results, t_all, partial=True, quiet=True)
             if a.device != "cpu" and not gpu_alive():
-                rest = todo[i + 1:]
-                print(f"the GPU context is lost after {name} (a fault is sticky): the other {len(rest)} files run "
-                      "in a fresh process", flush=True)
+                print(f"the GPU context is lost after {name} (a fault is sticky): the rest runs in a fresh process",
+                      flush=True)
+                lost = True
                 break
-    if rest:
-        results += run_rest(a, rest)
-    summarize(a, results, t_all)
-    return 0
+    summarize(a, results, t_all, quiet=bool(a.child))
+    return GPU_LOST if lost else 0
+
+
+#: a child's exit status when the GPU context was lost after its last file (the supervisor goes on)
+GPU_LOST = 3
 
 
 def gpu_alive() -> bool:
@@ -669,19 +682,59 @@ def gpu_alive() -> bool:
         return False
 
 
-def run_rest(a, files: list[str]) -> list:
-    """The example ``files`` in a fresh process (same options); its per-file results."""
-    with tempfile.TemporaryDirectory(prefix="helion_examples_rest_") as d:
-        out = os.path.join(d, "rest.json")
-        cmd = [sys.executable, os.path.abspath(__file__), a.mirror, "--device", a.device, "--impl", a.impl,
-               "--timeout", str(a.timeout), "--only", ",".join(files), "--json", out]
-        if a.helion_site:
-            cmd += ["--helion-site", a.helion_site]
-        subprocess.run(cmd, check=False)
-        if not os.path.exists(out):
-            return []
-        with open(out, encoding="utf-8") as f:
-            return json.load(f)["results"]
+def supervise(a, todo: list[str], examples: dict) -> list:
+    """Run the example files in child processes, one after the other, each going on where the last stopped: a
+    child that crashes (a segfault, a lost GPU context) or stops making progress -- a GPU kernel that never
+    finishes blocks the interpreter's per-check alarm -- is killed, the file it was in is recorded as failed
+    with that cause, and a new child takes the files after it.  The default on the GPU (``--supervise``
+    elsewhere)."""
+    results: list = []
+    rest = list(todo)
+    while rest:
+        with tempfile.TemporaryDirectory(prefix="helion_examples_part_") as d:
+            out, marker = os.path.join(d, "part.json"), os.path.join(d, "current")
+            cmd = [sys.executable, os.path.abspath(__file__), a.mirror, "--device", a.device, "--impl", a.impl,
+                   "--timeout", str(a.timeout), "--only", ",".join(rest), "--json", out, "--child", marker]
+            cmd += (["--helion-site", a.helion_site] if a.helion_site else []) + (
+                ["--compile", a.compile] if a.compile else []) + (["-v"] if a.verbose else [])
+            proc = subprocess.Popen(cmd)
+            current, since, hung = None, time.time(), False
+            while proc.poll() is None:
+                time.sleep(0.2)
+                try:
+                    with open(marker, encoding="utf-8") as f:
+                        now = f.read().strip() or None
+                except OSError:
+                    now = None
+                if now != current:
+                    current, since = now, time.time()
+                # a file's checks each have the alarm's time; past all of them and a margin, the child is stuck
+                margin = float(os.environ.get("HELION_EXAMPLES_HANG_MARGIN", "120"))
+                limit = a.timeout * max(1, len(drivers_for(current, a.device))) + margin if current else 600
+                if time.time() - since > limit:
+                    proc.kill()
+                    proc.wait()
+                    hung = True
+            done = []
+            if os.path.exists(out):
+                with open(out, encoding="utf-8") as f:
+                    done = json.load(f)["results"]
+        results += done
+        finished = {r["file"] for r in done}
+        left = [n for n in rest if n not in finished]
+        if proc.returncode not in (0, GPU_LOST) and current in left:
+            why = (f"no progress for {int(time.time() - since)} s (a kernel that never finishes?); the process was "
+                   "stopped" if hung else f"the process died in this file (exit status {proc.returncode})")
+            print(f"{current:32s} {why}", flush=True)
+            results.append({"file": current, "seconds": None, "checks": [], "traces": [],
+                            "kernels": {k: {"ok": False, "cause": f"ProcessDied: {why}"}
+                                        for k in kernel_names(examples[current])}})
+            left.remove(current)
+        if left == rest:  # no progress at all: stop rather than loop
+            print(f"stopped: {len(left)} files never started (exit status {proc.returncode})", flush=True)
+            break
+        rest = left
+    return results
 
 
 def summarize(a, results: list, t_all: float, partial: bool = False, quiet: bool = False) -> dict:

@@ -139,3 +139,34 @@ def test_compile_mode_compiles_each_kernel_and_blames_a_failure(tmp_path):
     ks = bad["results"][0]["kernels"]
     assert bad["passed"] == 0 and ks["double"]["ok"] is False
     assert ks["double"]["cause"].startswith("CompileCheckError: sm_N: ")
+
+
+_OK = _EXAMPLE
+_CRASH = _EXAMPLE.replace("    run_example(double", "    import os\n    os._exit(7)\n    run_example(double")
+_HANG = _EXAMPLE.replace("    run_example(double", "    import signal, time\n    signal.pthread_sigmask("
+                         "signal.SIG_BLOCK, {signal.SIGALRM})\n    time.sleep(120)\n    run_example(double")
+
+
+def test_supervised_run_survives_a_crash_and_a_hang(tmp_path):
+    """--supervise (the GPU default): a file whose process dies, and one that never returns (the per-check
+    alarm blocked, as in a GPU kernel that never finishes), are blamed with that cause; the files after them
+    still run, each in a fresh child."""
+    import os
+    import subprocess
+    ex = tmp_path / "examples"
+    ex.mkdir()
+    for name, text in (("a_ok.py", _OK), ("b_crash.py", _CRASH), ("c_hang.py", _HANG), ("d_ok.py", _OK)):
+        (ex / name).write_text(text)
+    out = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_"))}
+    env.update(PYTHONPATH=str(BENCH.parents[1]), DEUTERON_CACHE_DIR=str(tmp_path / "dc"),
+               NEWT_CACHE_DIR=str(tmp_path / "nc"), HELION_EXAMPLES_HANG_MARGIN="3")
+    p = subprocess.run([sys.executable, str(BENCH), str(tmp_path), "--supervise", "--timeout", "2", "--json",
+                        str(out)], capture_output=True, text=True, timeout=280, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    by = {x["file"]: x["kernels"]["double"] for x in r["results"]}
+    assert by["a_ok.py"]["ok"] and by["d_ok.py"]["ok"]
+    assert by["b_crash.py"]["ok"] is False and "exit status 7" in by["b_crash.py"]["cause"]
+    assert by["c_hang.py"]["ok"] is False and "no progress" in by["c_hang.py"]["cause"]
+    assert r["passed"] == 2 and r["counted"] == 4
