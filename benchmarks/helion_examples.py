@@ -626,7 +626,7 @@ def main(argv=None) -> int:
     t_all = time.time()
     todo = [n for n in examples if n not in SKIPPED and not (only and n not in only)]
     if (a.device != "cpu" or a.supervise) and not a.child:  # the files run in children; this one only watches
-        summarize(a, supervise(a, todo, examples), t_all)
+        summarize(a, supervise(a, todo, examples, t_all), t_all)
         return 0
     if a.compile and a.impl == "deuteron":
         COMPILE["target"] = a.compile
@@ -682,12 +682,21 @@ def gpu_alive() -> bool:
         return False
 
 
-def supervise(a, todo: list[str], examples: dict) -> list:
+def _read_results(path: str) -> list:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["results"]
+    except (OSError, ValueError, KeyError):  # not written yet, or being written
+        return []
+
+
+def supervise(a, todo: list[str], examples: dict, t_all: float) -> list:
     """Run the example files in child processes, one after the other, each going on where the last stopped: a
     child that crashes (a segfault, a lost GPU context) or stops making progress -- a GPU kernel that never
     finishes blocks the interpreter's per-check alarm -- is killed, the file it was in is recorded as failed
-    with that cause, and a new child takes the files after it.  The default on the GPU (``--supervise``
-    elsewhere)."""
+    with that cause, and a new child takes the files after it.  ``--json`` is rewritten (``partial``) whenever
+    a child finishes a file, so a run stopped by its time limit keeps what it did.  The default on the GPU
+    (``--supervise`` elsewhere)."""
     results: list = []
     rest = list(todo)
     while rest:
@@ -698,9 +707,13 @@ def supervise(a, todo: list[str], examples: dict) -> list:
             cmd += (["--helion-site", a.helion_site] if a.helion_site else []) + (
                 ["--compile", a.compile] if a.compile else []) + (["-v"] if a.verbose else [])
             proc = subprocess.Popen(cmd)
-            current, since, hung = None, time.time(), False
+            current, since, hung, seen = None, time.time(), False, None
             while proc.poll() is None:
                 time.sleep(0.2)
+                stamp = os.path.getmtime(out) if os.path.exists(out) else None
+                if a.json and stamp != seen:  # the child finished a file: the results so far, on disk
+                    seen = stamp
+                    summarize(a, results + _read_results(out), t_all, partial=True, quiet=True)
                 try:
                     with open(marker, encoding="utf-8") as f:
                         now = f.read().strip() or None
@@ -715,10 +728,7 @@ def supervise(a, todo: list[str], examples: dict) -> list:
                     proc.kill()
                     proc.wait()
                     hung = True
-            done = []
-            if os.path.exists(out):
-                with open(out, encoding="utf-8") as f:
-                    done = json.load(f)["results"]
+            done = _read_results(out)
         results += done
         finished = {r["file"] for r in done}
         left = [n for n in rest if n not in finished]

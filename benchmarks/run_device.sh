@@ -247,15 +247,17 @@ for part in "$@"; do
       # ef091f41, unmodified) on the GPU, every kernel at its default config (no tuning), checked against the
       # example's reference at its own tolerances: deuteron through the drop-in, then the real Helion 1.4 (.whl/helion
       # into /tmp/helion-site) on the same files and drivers, then the table of both (benchmarks/helion_examples.py)
-      HX=${HELION_EXAMPLES:-.ext/helion/examples}; HX=${HX%/}; HX=${HX%/examples}
-      timeout ${HELIONEX_DT_T:-290} python3 benchmarks/helion_examples.py "$HX" --device cuda --timeout 60 \
+      # (the files run in supervised children: a crash or a hang costs its own file; a hang is cut 30 s after
+      # its checks' 45 s alarms)
+      HX=${HELION_EXAMPLES:-.ext/helion/examples}; HX=${HX%/}; HX=${HX%/examples}; export HELION_EXAMPLES_HANG_MARGIN=30
+      timeout ${HELIONEX_DT_T:-290} python3 benchmarks/helion_examples.py "$HX" --device cuda --timeout 45 \
         --json "$R/helionex_deuteron.json" > "$R/helionex_deuteron.log" 2>&1
       echo "deuteron (drop-in) exit $?"; grep -A12 "kernels run correctly" "$R/helionex_deuteron.log" | head -14
       rm -rf /tmp/helion-site
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
         "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
       timeout ${HELIONEX_H_T:-220} python3 benchmarks/helion_examples.py "$HX" --device cuda --impl helion \
-        --helion-site /tmp/helion-site --timeout 60 --json "$R/helionex_helion.json" > "$R/helionex_helion.log" 2>&1
+        --helion-site /tmp/helion-site --timeout 45 --json "$R/helionex_helion.json" > "$R/helionex_helion.log" 2>&1
       echo "Helion exit $?"; grep -A8 "kernels run correctly" "$R/helionex_helion.log" | head -10
       python3 benchmarks/helion_examples.py --compare "$R/helionex_deuteron.json" "$R/helionex_helion.json" \
         --md "$R/helionex.md" 2>&1 | head -100 ;;

@@ -170,3 +170,33 @@ def test_supervised_run_survives_a_crash_and_a_hang(tmp_path):
     assert by["b_crash.py"]["ok"] is False and "exit status 7" in by["b_crash.py"]["cause"]
     assert by["c_hang.py"]["ok"] is False and "no progress" in by["c_hang.py"]["cause"]
     assert r["passed"] == 2 and r["counted"] == 4
+
+
+def test_supervised_run_stopped_by_its_time_limit_keeps_what_it_did(tmp_path):
+    """run_device.sh stops the run with ``timeout`` (SIGTERM to the process group): the files finished before
+    are in --json already (``partial``)."""
+    import os
+    import signal
+    import subprocess
+    import time
+    ex = tmp_path / "examples"
+    ex.mkdir()
+    (ex / "a_ok.py").write_text(_OK)
+    (ex / "b_hang.py").write_text(_HANG)
+    out = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWT_", "DEUTERON_"))}
+    env.update(PYTHONPATH=str(BENCH.parents[1]), DEUTERON_CACHE_DIR=str(tmp_path / "dc"),
+               NEWT_CACHE_DIR=str(tmp_path / "nc"))
+    p = subprocess.Popen([sys.executable, str(BENCH), str(tmp_path), "--supervise", "--timeout", "60", "--json",
+                          str(out)], env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 200
+        while time.time() < deadline and not (out.exists() and "a_ok.py" in out.read_text()):
+            time.sleep(0.5)
+        time.sleep(1)
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=60)
+    r = json.loads(out.read_text())
+    assert r["partial"] is True and [x["file"] for x in r["results"]] == ["a_ok.py"] and r["passed"] == 1
