@@ -22,8 +22,9 @@ __all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loop
 #: CUDA source).  Not searched: ``range_num_stages`` (newt's pipeliner honors a loop's own depth, but with one
 #: tile loop -- matmul, attention -- ``range_num_stages=[s]`` is the very cubin of ``num_stages=s``, which the
 #: space already searches), and, because newt's code generator ignores them and every value would compile to
-#: the same cubin, ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing``
-#: (pointer arithmetic always).
+#: the same cubin, ``range_flattens`` and ``range_multi_buffers``.  ``indexing`` (the descriptor form: TMA
+#: copies) and ``range_warp_specializes`` (a TMA producer warpgroup) are moves of their own, only where newt
+#: uses TMA on the GPU (:meth:`ConfigSpace._descriptor_moves`).
 RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
 #: the register caps the wide space tries (newt's ``maxnreg``; 0: none, the compiler's choice under
 #: ``__launch_bounds__``): fewer registers for more resident warps, or fewer spills forced elsewhere
