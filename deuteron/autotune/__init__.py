@@ -387,14 +387,16 @@ class Tuner:
     def _descriptor_seeds(self, default: Config, classic: list) -> list:
         """With TMA (``space.tma_loops``): the descriptor form of the default and of the first three classic
         tiles (Hopper's large-matmul winners), and, for a kernel with one tile loop, the warp-specialized
-        128x256x64 pipeline at 3 and 4 stages (newt's persistent warp-specialized matmul is 1.00-1.02x cuBLAS)."""
+        128x256x64 pipeline: 3 stages, and persistent at 2 stages -- newt's persistent warp-specialized matmul,
+        1.00-1.02x cuBLAS (benchmarks/bench_ws.py ``PERSISTENT_CFG``; 3 stages do not fit beside the persistent
+        epilogue, and newt then keeps the ordinary pipeline)."""
         sp = self.space
         if not sp.tma_loops:
             return []
         out = [c.replace(indexing="tensor_descriptor") for c in [default] + classic[:3]]
         if sp.tma_loops == 1 and classic:
             big = classic[0].replace(indexing="tensor_descriptor", range_warp_specializes=[True])
-            out += [big, big.replace(num_stages=4)]
+            out += [big, big.replace(pid_type="persistent", num_stages=2)]
         return [c for c in out if sp.feasible(c)]
 
     def ranked(self) -> list:

@@ -59,7 +59,8 @@ def test_matmul_quick_plan_with_tma_tries_descriptors_and_warp_specialization():
     desc = [c for c in p["seeds"] if descriptor_indexing(c)]
     assert ((128, 256, 64), 8, 3) in {_shape(c) for c in desc if not c.range_warp_specializes}
     ws = [c for c in desc if c.range_warp_specializes == [True]]
-    assert {_shape(c) for c in ws} == {((128, 256, 64), 8, 3), ((128, 256, 64), 8, 4)}
+    assert {(_shape(c), c.pid_type) for c in ws} == {(((128, 256, 64), 8, 3), "flat"),
+                                                     (((128, 256, 64), 8, 2), "persistent")}
     # the pointer form of the same tile stays a seed, and the neighbours flip the indexing
     assert any(_shape(c) == ((128, 256, 64), 8, 3) and not descriptor_indexing(c) for c in p["seeds"])
     b = k._bind(args, {})
@@ -155,12 +156,14 @@ def _compile(cfg):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("ws", [False, True])
-def test_descriptor_form_compiles_to_tma_hgmma_without_spills(ws, monkeypatch, tmp_path):
+@pytest.mark.parametrize("ws,pid,stages", [(False, "flat", 3), (True, "flat", 3), (True, "persistent", 2)])
+def test_descriptor_form_compiles_to_tma_hgmma_without_spills(ws, pid, stages, monkeypatch, tmp_path):
+    """The TMA seeds as sm_90a cubins: TMA boxes, HGMMA, no spills, and a producer warpgroup where warp
+    specialized -- persistent too, at newt's persistent tile (128x256x64 in 2 stages)."""
     monkeypatch.setenv("NEWT_TMA", "1")
     monkeypatch.setenv("NEWT_CACHE_DIR", str(tmp_path))
-    cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=3, indexing="tensor_descriptor",
-                    range_warp_specializes=[True] if ws else None)
+    cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=stages, indexing="tensor_descriptor",
+                    range_warp_specializes=[True] if ws else None, pid_type=pid)
     md, sass = _compile(cfg)
     assert len(md.get("tensormaps") or []) == 3  # x, y and out as TMA boxes
     assert "HGMMA" in sass and "UTMALDG" in sass
