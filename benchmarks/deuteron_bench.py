@@ -1,7 +1,8 @@
 """deuteron on the GPU: matmul, softmax, layer norm and attention against hand-written newt and Triton, in one run.
 
     python3 benchmarks/deuteron_bench.py --out DIR [--only matmul,softmax,layer_norm,attention] [--budget SECONDS]
-                                          [--effort quick|full] [--full matmul] [--small]
+                                          [--effort quick|full] [--full matmul] [--small] [--tma]
+    python3 benchmarks/deuteron_bench.py --out DIR --plan [--tma] [--only matmul,attention]   (no GPU)
 
 For each kernel:
 
@@ -23,6 +24,11 @@ Every implementation is checked against torch first and timed by the same timer
 (``newt.testing.do_bench``: CUDA events, L2 flushed, median).  Helion 1.4's quick-effort figures on
 this H200 are the anchors (``shared/anchors/helion1.4_quick_h200_2026-11-30.json``): matmul 4096^3
 fp16 tuned in 84.4 s to 476 TFLOP/s, softmax 8192x4096 fp16 tuned in 78.9 s to 3.59 TB/s.
+
+``--tma`` sets ``NEWT_TMA=1`` for every implementation (newt's TMA copies on sm_90a; Triton ignores it): the
+deuteron tunes then also try the descriptor form (``indexing="tensor_descriptor"``) and its warp-specialized
+pipeline.  ``--plan`` needs no GPU: it lists the seeds and the first pattern-search batch of each kernel's
+quick tune and compiles each for sm_90a (seconds, registers, spills, HGMMA, TMA maps).
 
 Writes ``deuteron_results.json``, ``deuteron_results.md``, the autotuning logs and the generated newt
 source of each winner to ``--out``.  Meant to take under ~6 minutes of device time.
@@ -375,6 +381,60 @@ def full_vs_quick(kernel, case, k, quick_cfg, args_ns, log) -> dict:
     return out
 
 
+def plan_offline(kernels: list, tma: bool, compile_them: bool, log, only_seeds: bool = False) -> list:
+    """No GPU: what a quick tune of each kernel starts with at the benchmark's full sizes (its seeds and its
+    first pattern-search batch, ``deuteron.autotune.plan``), each config compiled for sm_90a (seconds in this
+    process, one after the other; registers, spills, shared bytes, HGMMA, TMA maps, the warp-specialized
+    producer).  ``tma``: as on an H100/H200 with ``NEWT_TMA=1`` (set it here too, so the compiles use TMA)."""
+    import torch
+
+    from deuteron.autotune.plan import quick_plan
+    from deuteron.compile import compile_binary
+    from deuteron.hostrun import _HostRun, _runtime_args
+    shapes = {"matmul": lambda: (torch.randn(4096, 4096, dtype=torch.float16),) * 2,
+              "attention": lambda: tuple(torch.randn(4, 32, 4096, 64, dtype=torch.float16) for _ in range(3)),
+              "softmax": lambda: (torch.randn(8192, 4096, dtype=torch.float16),),
+              "layer_norm": lambda: (torch.randn(8192, 4096, dtype=torch.float16),
+                                     torch.randn(4096, dtype=torch.float16), torch.randn(4096, dtype=torch.float16))}
+    rows = []
+    for kernel in kernels:
+        k = dt_kernel(kernel)
+        args = shapes[kernel]()
+        p = quick_plan(k, args, tma=tma)
+        todo = [("seed", c) for c in p["seeds"]] + ([] if only_seeds else [("refine", c) for c in p["refine"]])
+        log(f"{kernel}: {p['space']}; quick budget {p['budget']} configs; {len(p['seeds'])} seeds, "
+            f"{len(p['refine'])} more in the first pattern-search batch (around the first seed after the default)")
+        b = k._bind(args, {})
+        e = k._entry(b)
+        total = 0.0
+        for i, (phase, cfg) in enumerate(todo):
+            row = {"kernel": kernel, "phase": phase, "config": str(cfg)}
+            if compile_them:
+                try:
+                    run = _HostRun(e, e.complete(cfg, where=None), "source")
+                    run.execute(b)
+                    t0 = time.perf_counter()
+                    for gen, mod, prog, loc in run.built:
+                        ck = compile_binary(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
+                        md = ck.metadata
+                        sass = ck.asm.get("sass", "") or ""
+                        row.update(regs=md.get("n_regs"), spills=md.get("n_spills"), shared=md.get("shared"),
+                                   hgmma=sass.count("HGMMA"), tma_maps=len(md.get("tensormaps") or []),
+                                   producer_warps=md.get("producer_warps") or 0)
+                    row["compile_s"] = round(time.perf_counter() - t0, 2)
+                    total += row["compile_s"]
+                except Exception as ex:  # a config that does not build or compile: reported, not fatal
+                    row["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:160] if str(ex) else ''}"
+            rows.append(row)
+            log(f"  {i:2d} {phase:6s} " + (f"{row['compile_s']:5.1f} s regs {row['regs']:3d} spills {row['spills']} "
+                                           f"HGMMA {row['hgmma']:2d} TMA maps {row['tma_maps']} producer "
+                                           f"{row['producer_warps']}  " if "compile_s" in row else
+                                           (f"ERROR {row['error']}  " if "error" in row else "")) + row["config"])
+        if compile_them:
+            log(f"  {kernel}: {len(todo)} configs, {total:.1f} s of compiling one after the other here")
+    return rows
+
+
 def report_md(results: list, anchor: dict, env: dict) -> str:
     lines = ["# deuteron on the GPU", "", f"{env.get('gpu')}; torch {env.get('torch')}, triton {env.get('triton')}, "
              f"effort `{env.get('effort')}`; ratios are other time / deuteron time (above 1: deuteron faster), "
@@ -444,7 +504,23 @@ def main(argv=None) -> int:
                     help="DEUTERON_AUTOTUNE_SECONDS per deuteron kernel (0: the effort's own budget, quick 15 s)")
     ap.add_argument("--small", action="store_true", help="smaller shapes (a smoke run)")
     ap.add_argument("--anchors", default=None, help="directory or file with the Helion anchor figures")
+    ap.add_argument("--plan", action="store_true",
+                    help="no GPU: list what each kernel's quick tune starts with and compile it for sm_90a")
+    ap.add_argument("--plan-seeds", action="store_true", help="with --plan: the seeds only")
+    ap.add_argument("--no-compile", action="store_true", help="with --plan: list the configs only")
+    ap.add_argument("--tma", action="store_true",
+                    help="NEWT_TMA=1 (newt's TMA copies on sm_90a): the tunes also try the descriptor form")
     ns = ap.parse_args(argv)
+    if ns.tma:
+        os.environ["NEWT_TMA"] = "1"
+    if ns.plan:
+        os.environ.setdefault("NEWT_CACHE_DIR", tempfile.mkdtemp(prefix="deuteron-plan-cache-"))
+        out = Path(ns.out)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = plan_offline([k.strip() for k in ns.only.split(",") if k.strip()], ns.tma, not ns.no_compile,
+                            lambda m: print(m, flush=True), only_seeds=ns.plan_seeds)
+        (out / "deuteron_plan.json").write_text(json.dumps({"tma": ns.tma, "rows": rows}, indent=1))
+        return 0
     ns.full_kernels = {k.strip() for k in ns.full.split(",") if k.strip()}
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)

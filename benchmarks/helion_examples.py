@@ -1,6 +1,20 @@
 """Helion's own examples, unmodified, through newt's drop-in mode (``import helion`` is deuteron), on the CPU.
 
     python benchmarks/helion_examples.py MIRROR [--only add,softmax] [--json out.json] [--timeout 240]
+                                         [--device cpu|cuda] [--impl deuteron|helion --helion-site SITE]
+                                         [--compile sm_90a]
+    python benchmarks/helion_examples.py --compare deuteron.json helion.json [--md table.md]
+
+``--device cuda`` (issue 25) compiles and runs every kernel on the GPU, each at its default config (deuteron's
+``DEUTERON_AUTOTUNE_EFFORT=none``, Helion's ``HELION_AUTOTUNE_EFFORT=none``: no tuning, so the whole set takes
+minutes), with the same drivers, sizes and tolerances as on the CPU (drivers that name ``device='cpu'`` take
+``DEVICE``).  ``--impl helion`` runs the same files under the real Helion package (installed with ``pip
+--target SITE``; ``--helion-site SITE`` puts it first on ``sys.path``; no drop-in), recorded by the same harness,
+so ``--compare`` can say which kernels Helion runs correctly and whether deuteron runs each of them
+(``benchmarks/run_device.sh helionex``).  On the GPU the files run in supervised child processes (``supervise``):
+a crash, a lost GPU context or a hang costs the file it happened in, not the rest.  ``--compile sm_90a``
+(deuteron on the CPU, no GPU) also compiles each call's generated kernels for that target with NVRTC: a kernel
+counts only if they compile too.
 
 MIRROR is a local copy of github.com/pytorch/helion: a checkout (a folder with ``examples/``) or a bare git
 directory (read with ``git show HEAD:examples/<file>``). Nothing is fetched and none of Helion's code is kept.
@@ -246,36 +260,92 @@ def _once(fn, *a, **k):
     return max((time.perf_counter() - t0) * 1e3, 1e-6)
 
 
-def instrument():
-    """Turn the drop-in mode on and put the recording ``run_example`` and the one-shot timers in place of the
-    served ones (before any example imports them)."""
-    import newt.dropin
-    newt.dropin.install()
+def instrument(impl: str = "deuteron", device: str = "cpu"):
+    """Turn the drop-in mode on (``impl`` deuteron; with ``helion`` the real package, first on ``sys.path``,
+    is used as it is) and put the recording ``run_example`` and the one-shot timers in place of the served
+    ones (before any example imports them).  ``device``: what ``helion._testing.DEVICE`` says (the examples
+    allocate their inputs there)."""
+    if impl == "deuteron":
+        import newt.dropin
+        newt.dropin.install()
     import helion._testing
     import helion.autotuner.benchmarking
-    import triton.testing
+    import torch
     helion._testing.run_example = run_example
     helion._testing.do_bench = _once
+    helion._testing.DEVICE = torch.device(device)
     helion.autotuner.benchmarking.do_bench = _once
     helion.autotuner.benchmarking.do_bench_generic = _once
-    triton.testing.do_bench = _once
+    try:
+        import triton.testing
+        triton.testing.do_bench = _once
+    except ImportError:  # (real Helion on a machine without Triton: nothing to replace)
+        pass
 
 
-def watch_kernels():
-    """Wrap deuteron.Kernel.__call__ to record which kernels a check calls and which one raised."""
+def _kernel_class(impl: str):
+    if impl == "helion":
+        from helion.runtime.kernel import Kernel
+        return Kernel
     import deuteron
-    original = deuteron.Kernel.__call__
+    return deuteron.Kernel
+
+
+class CompileCheckError(Exception):
+    """``--compile TARGET``: a kernel that ran on the interpreter whose generated code does not compile."""
+
+
+#: ``--compile``: the target, and the generated kernels compiled so far (source, constexprs, warps, stages)
+COMPILE: dict = {"target": None, "done": set(), "seconds": 0.0, "kernels": 0}
+
+
+def compile_check(kernel, a, k):
+    """The generated kernels of this call (the config it ran with), compiled for ``COMPILE["target"]`` with
+    NVRTC, no GPU; raises CompileCheckError naming the failure."""
+    from deuteron.compile import compile_binary
+    from deuteron.hostrun import _HostRun, _runtime_args
+    b = kernel._bind(a, k)
+    e = kernel._entry(b)
+    run = _HostRun(e, e.config or e.space.default(), "source")
+    run.execute(b)
+    for gen, mod, prog, loc in run.built:
+        key = (gen.source, tuple(sorted((n, repr(v)) for n, v in gen.constexprs.items())), gen.num_warps,
+               gen.num_stages)
+        if key in COMPILE["done"]:
+            continue
+        t0 = time.perf_counter()
+        try:
+            compile_binary(gen, mod, _runtime_args(gen, prog, loc, kernel.fn.__globals__), COMPILE["target"])
+        except Exception as exc:
+            lines = str(exc).strip().splitlines() or [""]
+            why = next((ln.strip() for ln in lines[1:] if "error" in ln.lower()), lines[0])  # ptxas's own line
+            raise CompileCheckError(f"{COMPILE['target']}: {type(exc).__name__}: {why}") from exc
+        finally:
+            COMPILE["seconds"] += time.perf_counter() - t0
+        COMPILE["done"].add(key)
+        COMPILE["kernels"] += 1
+
+
+def watch_kernels(impl: str = "deuteron"):
+    """Wrap the kernel class's ``__call__`` (deuteron's, or real Helion's) to record which kernels a check
+    calls and which one raised; with ``--compile`` (deuteron) each call's generated code is also compiled."""
+    cls = _kernel_class(impl)
+    original = cls.__call__
 
     def call(self, *a, **k):
         name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "?")
         REC.called.append(name)
+        saved = (_clone(a), {n: _clone((v,))[0] for n, v in k.items()}) if COMPILE["target"] else None
         try:
-            return original(self, *a, **k)
+            out = original(self, *a, **k)
+            if saved is not None:
+                compile_check(self, *saved)
+            return out
         except BaseException:
             if REC.raised_in is None:
                 REC.raised_in = name
             raise
-    deuteron.Kernel.__call__ = call
+    cls.__call__ = call
 
 
 def kernel_names(src: str) -> list[str]:
@@ -319,7 +389,15 @@ def _main_with_sizes(name: str, src: str) -> str | None:
     return text
 
 
-def run_file(name: str, src: str, path: str, tmp: str, timeout: int) -> dict:
+def drivers_for(name: str, device: str) -> list[str]:
+    """The check statements of example ``name``; on the GPU the drivers that name the CPU take ``DEVICE``."""
+    stmts = DRIVERS.get(name, ["main()"])
+    if device != "cpu":
+        stmts = [st.replace("device='cpu'", "device=DEVICE") for st in stmts]
+    return stmts
+
+
+def run_file(name: str, src: str, path: str, tmp: str, timeout: int, device: str = "cpu") -> dict:
     """Import the example at ``path`` as it is and run its checks."""
     small_main = _main_with_sizes(name, src)
     declared = kernel_names(src)
@@ -336,7 +414,7 @@ def run_file(name: str, src: str, path: str, tmp: str, timeout: int) -> dict:
         file_errors.append({"stmt": "import", "cause": cause_of(exc), "trace": traceback.format_exc(limit=-4),
                             "kernels": []})
     if mod is not None:
-        for i, stmt in enumerate(DRIVERS.get(name, ["main()"])):
+        for i, stmt in enumerate(drivers_for(name, device)):
             # from a file of its own, so that a lambda the statement passes (a score modifier) has source to read
             drv = os.path.join(tmp, f"drv_{name[:-3]}_{i}.py")
             with open(drv, "w", encoding="utf-8") as f:
@@ -438,6 +516,63 @@ def smoke() -> int:
     return 0 if ok else 1
 
 
+def compare(paths: list[str]) -> str:
+    """A table from two ``--json`` results (one per ``--impl``): per kernel, whether each implementation ran
+    it correctly, and the kernels Helion runs that deuteron does not."""
+    runs = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+        runs[r.get("impl", "deuteron")] = r
+    if set(runs) != {"deuteron", "helion"}:
+        raise SystemExit(f"--compare needs one deuteron and one helion result, got {sorted(runs)}")
+    status = {impl: {(x["file"], k): s for x in r["results"] for k, s in x["kernels"].items()}
+              for impl, r in runs.items()}
+    keys = sorted(set(status["deuteron"]) | set(status["helion"]))
+
+    def cell(impl, key):
+        s = status[impl].get(key)
+        if s is None:
+            return "not run"
+        return "ok" if s["ok"] else ("not called" if s["ok"] is None else "FAIL: " + (s["cause"] or "")[:70])
+    dev = {impl: r.get("env", {}) for impl, r in runs.items()}
+    where = dev["deuteron"].get("device_name") or dev["deuteron"].get("device") or "cpu"
+    lines = [f"# Helion's examples on {where}: "
+             "deuteron (drop-in) and Helion, default configs", "",
+             f"deuteron: {runs['deuteron']['passed']} of {runs['deuteron']['counted']} kernels; Helion "
+             f"{dev['helion'].get('helion', '?')}: {runs['helion']['passed']} of {runs['helion']['counted']} "
+             "(a kernel counts when every check that calls it passed; sizes and tolerances as in "
+             "benchmarks/helion_examples.py)", ""]
+    h_ok = [k for k in keys if status["helion"].get(k, {}).get("ok")]
+    both = [k for k in h_ok if status["deuteron"].get(k, {}).get("ok")]
+    lines.append(f"**Of the {len(h_ok)} kernels Helion runs correctly, deuteron runs {len(both)}.**")
+    missing = [k for k in h_ok if k not in both]
+    if missing:
+        lines.append("Helion runs them, deuteron does not: " + ", ".join(f"{f}:{k}" for f, k in missing))
+    extra = [k for k in keys if status["deuteron"].get(k, {}).get("ok") and not status["helion"].get(k, {}).get("ok")]
+    if extra:
+        lines.append("deuteron runs them, Helion does not: " + ", ".join(f"{f}:{k}" for f, k in extra))
+    lines += ["", "| file | kernel | Helion | deuteron |", "|---|---|---|---|"]
+    for key in keys:
+        lines.append(f"| {key[0]} | {key[1]} | {cell('helion', key)} | {cell('deuteron', key)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _env_info(impl: str, device: str) -> dict:
+    import importlib.metadata
+
+    import torch
+    env = {"impl": impl, "device": device, "torch": torch.__version__}
+    if device != "cpu":
+        env["device_name"] = torch.cuda.get_device_name()
+    if impl == "helion":
+        try:
+            env["helion"] = importlib.metadata.version("helion")
+        except importlib.metadata.PackageNotFoundError:
+            env["helion"] = "?"
+    return env
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mirror", nargs="?", help="a local copy of github.com/pytorch/helion (checkout or git dir)")
@@ -446,29 +581,72 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=240, help="seconds per check statement")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the trace of each failure")
     ap.add_argument("--smoke", action="store_true", help="run the harness on a built-in two-kernel example")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cpu: newt's interpreter; cuda: compiled and run on the GPU (each kernel at its default "
+                         "config, no tuning)")
+    ap.add_argument("--impl", default="deuteron", choices=["deuteron", "helion"],
+                    help="deuteron through the drop-in, or the real Helion package (--helion-site) on the same files")
+    ap.add_argument("--helion-site", help="where Helion's wheels are installed (pip --target); put first on sys.path")
+    ap.add_argument("--compare", nargs=2, metavar="JSON", help="print the table of a deuteron and a helion --json")
+    ap.add_argument("--md", help="with --compare: also write the table here")
+    ap.add_argument("--supervise", action="store_true",
+                    help="run the files in child processes that a crash or a hang does not end (the GPU default)")
+    ap.add_argument("--child", metavar="MARKER", help=argparse.SUPPRESS)  # (a supervised child: writes its file here)
+    ap.add_argument("--compile", metavar="TARGET",
+                    help="deuteron on the CPU: also compile each call's generated kernels for TARGET (sm_90a) with "
+                         "NVRTC, no GPU; a kernel counts only if that compiles too")
     a = ap.parse_args(argv)
     if a.smoke:
         return smoke()
+    if a.compare:
+        md = compare(a.compare)
+        print(md)
+        if a.md:
+            with open(a.md, "w", encoding="utf-8") as f:
+                f.write(md)
+        return 0
     if not a.mirror or not os.path.exists(a.mirror):
         print(f"helion_examples: no Helion mirror at {a.mirror!r}; nothing measured")
         return 0
+    if a.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            print("helion_examples: --device cuda needs a CUDA GPU (benchmarks/run_device.sh helionex runs it)")
+            return 2
+    if a.impl == "helion":
+        if a.helion_site:
+            sys.path.insert(0, os.path.abspath(a.helion_site))
+        os.environ.setdefault("HELION_AUTOTUNE_EFFORT", "none")  # each kernel at its default config
+        os.environ.setdefault("HELION_AUTOTUNE_PROGRESS_BAR", "0")
+        if a.device == "cpu":
+            os.environ.setdefault("HELION_INTERPRET", "1")
     os.environ.setdefault("DEUTERON_AUTOTUNE_EFFORT", "none")
     examples = list_examples(a.mirror)
     only = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",")} if a.only else None
-    instrument()
-    watch_kernels()
+    t_all = time.time()
+    todo = [n for n in examples if n not in SKIPPED and not (only and n not in only)]
+    if (a.device != "cpu" or a.supervise) and not a.child:  # the files run in children; this one only watches
+        summarize(a, supervise(a, todo, examples, t_all), t_all)
+        return 0
+    if a.compile and a.impl == "deuteron":
+        COMPILE["target"] = a.compile
+    instrument(a.impl, a.device)
+    watch_kernels(a.impl)
     folder = os.path.join(a.mirror, "examples") if os.path.isdir(os.path.join(a.mirror, "examples")) else None
     results = []
+    lost = False
     with tempfile.TemporaryDirectory(prefix="helion_examples_") as tmp:
         sys.path.insert(0, tmp)
-        for name, src in examples.items():
-            if name in SKIPPED or (only and name not in only):
-                continue
+        for name in todo:
+            src = examples[name]
+            if a.child:  # the supervisor reads which file this process is in (to blame a crash or a hang)
+                with open(a.child, "w", encoding="utf-8") as f:
+                    f.write(name)
             path = os.path.join(folder, name) if folder else os.path.join(tmp, name)
             if not folder:  # a bare git mirror: the file's text, unchanged, in a folder of its own
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(src)
-            r = run_file(name, src, path, tmp, a.timeout)
+            r = run_file(name, src, path, tmp, a.timeout, a.device)
             results.append(r)
             oks = sum(1 for s in r["kernels"].values() if s["ok"])
             tot = sum(1 for s in r["kernels"].values() if s["ok"] is not None)
@@ -479,22 +657,125 @@ def main(argv=None) -> int:
             if a.verbose:
                 for t in r["traces"]:
                     print("      " + (t or "").replace("\n", "\n      "))
+            if a.json:  # after every file: a run cut short by its time limit still leaves its results
+                summarize(a, results, t_all, partial=True, quiet=True)
+            if a.device != "cpu" and not gpu_alive():
+                print(f"the GPU context is lost after {name} (a fault is sticky): the rest runs in a fresh process",
+                      flush=True)
+                lost = True
+                break
+    summarize(a, results, t_all, quiet=bool(a.child))
+    return GPU_LOST if lost else 0
+
+
+#: a child's exit status when the GPU context was lost after its last file (the supervisor goes on)
+GPU_LOST = 3
+
+
+def gpu_alive() -> bool:
+    """Whether this process can still use the GPU (after an illegal address every later launch fails)."""
+    import torch
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add_(1).item() == 2.0
+    except Exception:
+        return False
+
+
+def _read_results(path: str) -> list:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["results"]
+    except (OSError, ValueError, KeyError):  # not written yet, or being written
+        return []
+
+
+def supervise(a, todo: list[str], examples: dict, t_all: float) -> list:
+    """Run the example files in child processes, one after the other, each going on where the last stopped: a
+    child that crashes (a segfault, a lost GPU context) or stops making progress -- a GPU kernel that never
+    finishes blocks the interpreter's per-check alarm -- is killed, the file it was in is recorded as failed
+    with that cause, and a new child takes the files after it.  ``--json`` is rewritten (``partial``) whenever
+    a child finishes a file, so a run stopped by its time limit keeps what it did.  The default on the GPU
+    (``--supervise`` elsewhere)."""
+    results: list = []
+    rest = list(todo)
+    while rest:
+        with tempfile.TemporaryDirectory(prefix="helion_examples_part_") as d:
+            out, marker = os.path.join(d, "part.json"), os.path.join(d, "current")
+            cmd = [sys.executable, os.path.abspath(__file__), a.mirror, "--device", a.device, "--impl", a.impl,
+                   "--timeout", str(a.timeout), "--only", ",".join(rest), "--json", out, "--child", marker]
+            cmd += (["--helion-site", a.helion_site] if a.helion_site else []) + (
+                ["--compile", a.compile] if a.compile else []) + (["-v"] if a.verbose else [])
+            proc = subprocess.Popen(cmd)
+            current, since, hung, seen = None, time.time(), False, None
+            while proc.poll() is None:
+                time.sleep(0.2)
+                stamp = os.path.getmtime(out) if os.path.exists(out) else None
+                if a.json and stamp != seen:  # the child finished a file: the results so far, on disk
+                    seen = stamp
+                    summarize(a, results + _read_results(out), t_all, partial=True, quiet=True)
+                try:
+                    with open(marker, encoding="utf-8") as f:
+                        now = f.read().strip() or None
+                except OSError:
+                    now = None
+                if now != current:
+                    current, since = now, time.time()
+                # a file's checks each have the alarm's time; past all of them and a margin, the child is stuck
+                margin = float(os.environ.get("HELION_EXAMPLES_HANG_MARGIN", "120"))
+                limit = a.timeout * max(1, len(drivers_for(current, a.device))) + margin if current else 600
+                if time.time() - since > limit:
+                    proc.kill()
+                    proc.wait()
+                    hung = True
+            done = _read_results(out)
+        results += done
+        finished = {r["file"] for r in done}
+        left = [n for n in rest if n not in finished]
+        if proc.returncode not in (0, GPU_LOST) and current in left:
+            why = (f"no progress for {int(time.time() - since)} s (a kernel that never finishes?); the process was "
+                   "stopped" if hung else f"the process died in this file (exit status {proc.returncode})")
+            print(f"{current:32s} {why}", flush=True)
+            results.append({"file": current, "seconds": None, "checks": [], "traces": [],
+                            "kernels": {k: {"ok": False, "cause": f"ProcessDied: {why}"}
+                                        for k in kernel_names(examples[current])}})
+            left.remove(current)
+        if left == rest:  # no progress at all: stop rather than loop
+            print(f"stopped: {len(left)} files never started (exit status {proc.returncode})", flush=True)
+            break
+        rest = left
+    return results
+
+
+def summarize(a, results: list, t_all: float, partial: bool = False, quiet: bool = False) -> dict:
+    """Count the kernels, print the summary (unless ``quiet``) and write ``--json``."""
     kern = [(r["file"], k, s) for r in results for k, s in r["kernels"].items()]
     counted = [x for x in kern if x[2]["ok"] is not None]
     passed = [x for x in counted if x[2]["ok"]]
     files_ok = sum(1 for r in results if all(s["ok"] is not False for s in r["kernels"].values())
                    and any(s["ok"] for s in r["kernels"].values()))
     causes = collections.Counter(x[2]["cause"] for x in counted if not x[2]["ok"])
-    print(f"\n{len(passed)} of {len(counted)} kernels run correctly ({files_ok} of {len(results)} example files "
-          f"entirely); {len(kern) - len(counted)} kernels no check calls")
-    print("causes by frequency:")
-    for cause, n in causes.most_common():
-        print(f"  {n:3d}  {cause}")
+    env = _env_info(a.impl, a.device)
+    env["seconds"] = round(time.time() - t_all, 1)
+    if COMPILE["target"]:
+        env["compiled_for"] = {"target": COMPILE["target"], "kernels": COMPILE["kernels"],
+                               "seconds": round(COMPILE["seconds"], 1)}
+    if not quiet:
+        print(f"\n{a.impl} on {env.get('device_name', a.device)}: {len(passed)} of {len(counted)} kernels run "
+              f"correctly ({files_ok} of {len(results)} example files entirely); {len(kern) - len(counted)} kernels "
+              f"no check calls; {env['seconds']} s")
+        if COMPILE["target"]:
+            print(f"(each also compiled for {COMPILE['target']}: {COMPILE['kernels']} generated kernels, "
+                  f"{COMPILE['seconds']:.1f} s)")
+        print("causes by frequency:")
+        for cause, n in causes.most_common():
+            print(f"  {n:3d}  {cause}")
+    out = {"impl": a.impl, "env": env, "partial": partial, "passed": len(passed), "counted": len(counted),
+           "files_ok": files_ok, "causes": causes.most_common(), "results": results}
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({"passed": len(passed), "counted": len(counted), "files_ok": files_ok,
-                       "causes": causes.most_common(), "results": results}, f, indent=1)
-    return 0
+            json.dump(out, f, indent=1)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|libraries|lib28|helion ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|libraries|lib28|helion|helionex ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -272,6 +272,35 @@ PY
       grep -E "^(FAILED|ERROR)|passed|failed|no result" "$R/ws24_tests.log" | tail -15
       timeout ${WS_BENCH_T:-120} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-90} \
         > "$R/ws24_bench.log" 2>&1; tail -34 "$R/ws24_bench.log" ;;
+    helionex)
+      # issue 25 (dt25; carry .whl and .ext; <= 540 s): Helion's examples (.ext/helion/examples, pytorch/helion at
+      # ef091f41, unmodified) on the GPU, every kernel at its default config (no tuning), checked against the
+      # example's reference at its own tolerances: deuteron through the drop-in, then the real Helion 1.4 (.whl/helion
+      # into /tmp/helion-site) on the same files and drivers, then the table of both (benchmarks/helion_examples.py)
+      # (the files run in supervised children: a crash or a hang costs its own file; a hang is cut 30 s after
+      # its checks' 45 s alarms)
+      HX=${HELION_EXAMPLES:-.ext/helion/examples}; HX=${HX%/}; HX=${HX%/examples}; export HELION_EXAMPLES_HANG_MARGIN=30
+      timeout ${HELIONEX_DT_T:-290} python3 benchmarks/helion_examples.py "$HX" --device cuda --timeout 45 \
+        --json "$R/helionex_deuteron.json" > "$R/helionex_deuteron.log" 2>&1
+      echo "deuteron (drop-in) exit $?"; grep -A12 "kernels run correctly" "$R/helionex_deuteron.log" | head -14
+      rm -rf /tmp/helion-site
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/helion-site \
+        "${WHL:-.whl}"/helion/*.whl > "$R/helion_pip.log" 2>&1 || { echo "Helion's wheels did not install:"; tail -5 "$R/helion_pip.log"; }
+      timeout ${HELIONEX_H_T:-220} python3 benchmarks/helion_examples.py "$HX" --device cuda --impl helion \
+        --helion-site /tmp/helion-site --timeout 45 --json "$R/helionex_helion.json" > "$R/helionex_helion.log" 2>&1
+      echo "Helion exit $?"; grep -A8 "kernels run correctly" "$R/helionex_helion.log" | head -10
+      python3 benchmarks/helion_examples.py --compare "$R/helionex_deuteron.json" "$R/helionex_helion.json" \
+        --md "$R/helionex.md" 2>&1 | head -100 ;;
+    dt25)
+      # issue 25 (dt25; ~5 min): deuteron's quick tunes of matmul 4096^3 and attention 4x32x4096x64 from empty
+      # caches at the quick effort's own limits (40 configs, 15 s; no --budget), against hand-written newt and
+      # Triton in the same process; first as newt is by default, then with NEWT_TMA=1 (--tma: the tunes also try
+      # the descriptor form, TMA copies, and its warp-specialized pipeline; newt's hand-written kernel gets TMA too)
+      timeout ${DT25_T:-170} python3 benchmarks/deuteron_bench.py --out "$R/dt25_plain" --only matmul,attention \
+        > "$R/dt25_plain.log" 2>&1; echo "deuteron_bench.py exit $?"; grep -B2 -A4 "^| kernel" "$R/dt25_plain.log" | head -8
+      timeout ${DT25_T:-170} python3 benchmarks/deuteron_bench.py --out "$R/dt25_tma" --only matmul,attention --tma \
+        > "$R/dt25_tma.log" 2>&1; echo "deuteron_bench.py --tma exit $?"; grep -B2 -A4 "^| kernel" "$R/dt25_tma.log" | head -8
+      grep -h -A1 "^  deuteron " "$R/dt25_plain.log" "$R/dt25_tma.log" | head -16 ;;
     perfdiag)
       # issue 23 on an idle CPU (no GPU needed): the first N100 spill warning of tests/lsp/fixtures/perf_matmul.py
       # within 3 s of opening it (a fresh server, an empty compile cache), and the figures equal newt.compile's

@@ -19,6 +19,7 @@ from .config import Config, ConfigError
 from .ops.reduce import COMBINE_HELPERS
 from .optable import EFFECT, NAMED, NODE_KINDS, PRODUCED_BY_EFFECT, VARIABLE, has
 from .program import ONE, IfStmt, LoopStmt, Node, Program, RInfo, TileInfo
+from .space import descriptor_indexing
 
 __all__ = ["generate", "Generated", "NL_DTYPE"]
 
@@ -80,6 +81,10 @@ class _Gen(ExprRenderer):
     def __init__(self, prog: Program, config: Config, fn_name: str, defaults: Config):
         self.prog = prog
         self.cfg = config
+        #: ``indexing="tensor_descriptor"``: every tile load and store keeps its bounds mask (``offs < end``
+        #: along each tiled dimension, even where the block divides the extent) -- the descriptor form newt's
+        #: sm_90a back end turns into TMA boxes (NEWT_TMA=1, newt/backend/cuda/tma.py)
+        self.descriptor_form = descriptor_indexing(config)
         self.fn_name = fn_name
         self.names = _Names()
         self.lines: list[str] = []
@@ -176,7 +181,7 @@ class _Gen(ExprRenderer):
         if t.kind == "grid" or t.id in self.unit:
             return False
         ext = t.extent
-        if ext is None:
+        if ext is None or self.descriptor_form:
             return True
         b = self.block_vals[t.id]
         return ext % b != 0
@@ -456,7 +461,10 @@ class _Gen(ExprRenderer):
                 "", ""]
         for field, what in (("indexing", "loads and stores"), ("atomic_indexing", "atomics")):
             v = getattr(cfg, field, None)
-            if v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
+            if field == "indexing" and self.descriptor_form:
+                head[1:1] = [f"# config {field}={v!r}: pointer arithmetic with every tile's bounds mask (the "
+                             "descriptor form: TMA copies on sm_90a with NEWT_TMA=1)."]
+            elif v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
                 head[1:1] = [f"# config {field}={v!r}: newt's generated {what} use pointer arithmetic for every one."]
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
         self.w(0, "@newt.jit")

@@ -14,15 +14,17 @@ import random
 
 from .config import PID_TYPES, Config, ConfigError
 
-__all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loops"]
+__all__ = ["SlotSpec", "RSpec", "ConfigSpace", "RANGE_CHOICES", "count_tile_loops", "descriptor_indexing",
+           "tma_active", "gpu_target"]
 
 #: the per-loop knobs the wide space (effort ``full``) searches, and their choices (0: newt's default, the
 #: compiler's choice).  newt honors ``nl.range(loop_unroll_factor=)`` (a ``#pragma unroll`` on the loop in the
 #: CUDA source).  Not searched: ``range_num_stages`` (newt's pipeliner honors a loop's own depth, but with one
 #: tile loop -- matmul, attention -- ``range_num_stages=[s]`` is the very cubin of ``num_stages=s``, which the
 #: space already searches), and, because newt's code generator ignores them and every value would compile to
-#: the same cubin, ``range_flattens``, ``range_warp_specializes``, ``range_multi_buffers``, ``indexing``
-#: (pointer arithmetic always).
+#: the same cubin, ``range_flattens`` and ``range_multi_buffers``.  ``indexing`` (the descriptor form: TMA
+#: copies) and ``range_warp_specializes`` (a TMA producer warpgroup) are moves of their own, only where newt
+#: uses TMA on the GPU (:meth:`ConfigSpace._descriptor_moves`).
 RANGE_CHOICES = {"range_unroll_factors": (0, 1, 2, 4)}
 #: the register caps the wide space tries (newt's ``maxnreg``; 0: none, the compiler's choice under
 #: ``__launch_bounds__``): fewer registers for more resident warps, or fewer spills forced elsewhere
@@ -48,12 +50,55 @@ def count_tile_loops(programs) -> int:
     return max((count(p.body) for p in programs), default=0)
 
 
+def descriptor_indexing(cfg: Config) -> bool:
+    """Whether ``cfg`` asks for the descriptor form (``indexing="tensor_descriptor"``, for one memory op or
+    all): deuteron's generated loads and stores then keep their bounds masks on every tiled dimension, the
+    form newt's sm_90a back end turns into TMA boxes (``NEWT_TMA=1``)."""
+    v = cfg.indexing
+    if v is None:
+        return False
+    return any(x == "tensor_descriptor" for x in ([v] if isinstance(v, str) else v))
+
+
+def gpu_target(device):
+    """newt's Target for ``device`` (the current GPU's, or ``NEWT_TARGET`` without one); None on the CPU or for
+    an unknown target."""
+    if getattr(device, "type", device) != "cuda":
+        return None
+    try:
+        from newt.backend.cuda.targets import get_target
+        from newt.tune import default_target
+        return get_target(default_target())
+    except Exception:
+        return None
+
+
+def tma_active(device) -> bool:
+    """Whether newt compiles descriptor-form tiles to TMA copies for ``device`` (a CUDA device whose target
+    has TMA, sm_90a, and newt's ``NEWT_TMA`` switch on); False on the CPU and wherever newt says no."""
+    target = gpu_target(device)
+    if target is None:
+        return False
+    try:
+        from newt.backend.cuda.tma import tma_enabled
+        return bool(tma_enabled(target))
+    except Exception:  # a bad NEWT_TMA value: no TMA moves
+        return False
+
+
 def normalize_ranges(cfg: Config) -> Config:
     """``cfg`` without ``range_*`` lists that set nothing (every entry 0 or None): one key per kernel."""
     drop = {f: None for f in RANGE_CHOICES if getattr(cfg, f) is not None and not any(getattr(cfg, f))}
     return cfg.replace(**drop) if drop else cfg
 
 MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth compiling
+#: in a kernel with a matmul, the most elements of one value per thread the search proposes: on sm_90a
+#: (benchmarks/deuteron_bench.py --plan, 4096^3 fp16) a 128x256 accumulator over 8 warps (128 a thread) takes
+#: 154-176 registers and no spills; over 4 warps, and 256x256 over 8 (256 a thread), 255 registers and about
+#: 10.8 KB of spills -- compiled and timed for nothing
+DOT_ELEMS_PER_THREAD = 128
+#: rows of a dot's first tile per warpgroup (four warps) below which newt's sm_90a lowering uses mma.sync
+WGMMA_ROWS = 64
 HARD_BLOCK_ELEMS = 1 << 20
 
 
@@ -117,6 +162,13 @@ class ConfigSpace:
         #: tile loops inside a kernel (the ``range_*`` knobs of the wide space); set by the tuner from the
         #: discovered programs (:func:`count_tile_loops`), 0 = no per-loop knobs
         self.range_loops = 0
+        #: the tile loops inside a kernel when newt turns descriptor-form tiles into TMA copies on the target
+        #: (sm_90a with ``NEWT_TMA=1``; set by the tuner, :func:`tma_active`); 0 = no TMA: the search then
+        #: never proposes ``indexing="tensor_descriptor"`` (it would only add bounds masks)
+        self.tma_loops = 0
+        #: the target lowers dots to warpgroup MMA (sm_90a; set by the tuner): the search then skips dot tiles
+        #: that newt lowers to mma.sync instead (:meth:`feasible`)
+        self.wgmma = False
 
     # ------------------------------------------------------------------ validation
     def complete(self, cfg: Config | None) -> Config:
@@ -192,7 +244,45 @@ class ConfigSpace:
             return False
         if cfg.num_warps * 32 > e * 4 and e >= 32 and cfg.num_warps > 1:
             return False  # more threads than a quarter of the elements: wasteful
+        if self.has_dot and e > DOT_ELEMS_PER_THREAD * 32 * cfg.num_warps:
+            return False  # a value this large per thread spills (sm_90a: 128x256 fp32 over 4 warps, 10.8 KB)
+        for s in self.batch_slots():
+            if cfg.block_sizes[s.index] > max(1, s.lo):
+                return False  # a batched dot: no wgmma on sm_90a (attention's [2, 128, 64]: 0 HGMMA, 253 registers)
+        if self.wgmma and self.has_dot and not self._wgmma_tile(cfg):
+            return False
         return True
+
+    def _wgmma_tile(self, cfg: Config) -> bool:
+        """Whether newt can lower this config's dots to wgmma: warpgroups of four warps, each taking at least
+        64 rows of the dot's first tile (``WGMMA_ROWS``).  On sm_90a (``deuteron_bench.py --plan``, matmul 4096^3
+        and attention 4x32x4096x64) every config the plan compiled without an HGMMA broke this: 2 warps, or 8
+        warps over 64 rows, or 16 over 128.  Where the dimension is shorter than 64 anyway, anything goes."""
+        mn = [s for s in self.slots if s.dot_role == "mn"]
+        if not mn or mn[0].hi < WGMMA_ROWS:
+            return True
+        w = cfg.num_warps or 4
+        return w % 4 == 0 and cfg.block_sizes[mn[0].index] >= WGMMA_ROWS * (w // 4)
+
+    def descriptor_tiles(self) -> bool:
+        """Whether every value of the kernel is made of tiles only (no whole-dimension ``:`` slice, no fixed
+        extent): only then can each load's mask cover every dimension, the form newt's TMA matching needs
+        (attention's ``q[tile_b, tile_m, :]`` keeps the pointer path: no TMA map in its descriptor form)."""
+        return bool(self.value_dims) and all(d[0] == "s" for dims in self.value_dims for d in dims)
+
+    def batch_slots(self) -> list:
+        """In a kernel with a matmul, the block sizes that are not the matmul's own but share a value with one
+        (attention's head/batch tile): a block of more than one there makes every dot a batched dot, which newt
+        does not lower to wgmma; the search keeps them at 1 (a user config may set anything)."""
+        if not self.has_dot:
+            return []
+        dot = {s.index for s in self.slots if s.used_in_dot}
+        out = set()
+        for dims in self.value_dims:
+            idx = {d[1] for d in dims if d[0] == "s"}
+            if idx & dot:
+                out |= idx - dot
+        return [s for s in self.slots if s.index in out and not s.used_in_dot]
 
     # ------------------------------------------------------------------ defaults
     def default(self) -> Config:
@@ -321,6 +411,7 @@ class ConfigSpace:
                 no = [list(o) for o in orders]
                 no[k][i], no[k][i + 1] = no[k][i + 1], no[k][i]
                 out.append(cfg.replace(loop_orders=no))
+        out += self._descriptor_moves(cfg)
         for p in SEARCH_PID_TYPES:
             if p != cfg.pid_type and not (p == "xyz" and not self.grid_extents) and not (
                     {p, cfg.pid_type} == {"persistent", "persistent_interleaved"}):
@@ -345,6 +436,20 @@ class ConfigSpace:
             if self.feasible(c) and c.key() != cfg.key():
                 uniq.setdefault(c.key(), c)
         return list(uniq.values())
+
+    def _descriptor_moves(self, cfg: Config) -> list:
+        """With TMA on the target (``tma_loops``), for a kernel with a matmul: the other indexing (pointer <->
+        the descriptor form, whose tiles newt loads with TMA), and, in the descriptor form of a kernel with one
+        tile loop, that loop warp-specialized or not (a TMA producer warpgroup beside ``num_warps`` consumer
+        warps: newt/backend/cuda/warpspec.py; newt keeps the ordinary pipeline where it does not apply)."""
+        if not (self.tma_loops and self.has_dot):
+            return []
+        desc = descriptor_indexing(cfg)
+        out = [cfg.replace(indexing=None if desc else "tensor_descriptor", range_warp_specializes=None)]
+        if desc and self.tma_loops == 1:
+            ws = bool(cfg.range_warp_specializes and cfg.range_warp_specializes[0])
+            out.append(cfg.replace(range_warp_specializes=None if ws else [True]))
+        return out
 
     def _range_moves(self, cfg: Config) -> list:
         out = []

@@ -35,9 +35,11 @@ from .progress import Progress
 __all__ = ["autotune", "Tuner", "Candidate", "EFFORT_BUDGETS"]
 
 #: effort -> (max configs, max seconds, seeds, search frontier width).  ``full`` stops taking new configs after
-#: 50 s (a batch under way finishes: the whole tune stays well under 90 s)
+#: 50 s (a batch under way finishes: the whole tune stays well under 90 s).  quick: 40 configs (72 until
+#: 2026-12-07: attention's quick tune took 20.8 s on an H100 for 72; its winner, [1, 128, 64] 8 warps 3 stages,
+#: is the second seed and its neighbours are the first pattern-search batch, ``deuteron_bench.py --plan``)
 EFFORT_BUDGETS = {
-    "quick": (72, 15.0, 14, 2),
+    "quick": (40, 15.0, 14, 2),
     "full": (480, 50.0, 48, 5),
 }
 #: effort -> a timing is stopped after a first estimate above this many times the best so far ("hopeless")
@@ -120,6 +122,14 @@ class Tuner:
         if self.wide:
             from ..space import count_tile_loops
             self.space.range_loops = count_tile_loops(entry.discovered.values())
+        # TMA on this GPU (sm_90a, NEWT_TMA=1): a kernel with a matmul also tries the descriptor form (TMA
+        # copies) and, with one tile loop, its warp-specialized pipeline (seeds and neighbours)
+        self.space.tma_loops, self.space.wgmma = 0, False
+        if self.gpu and self.space.has_dot:
+            from ..space import count_tile_loops, gpu_target, tma_active
+            self.space.wgmma = bool(getattr(gpu_target(entry.device), "wgmma", False))
+            if tma_active(entry.device) and self.space.descriptor_tiles():
+                self.space.tma_loops = count_tile_loops(entry.discovered.values())
         if configs:
             self.max_configs = max(self.max_configs, len(configs))
         self.t0 = time.perf_counter()
@@ -342,6 +352,7 @@ class Tuner:
                 c = default.replace(block_sizes=bs, num_warps=w, num_stages=st)
                 if sp.feasible(c):
                     out.append(c)
+            out = self._descriptor_seeds(default, out) + out
         else:
             grid = [s for s in sp.slots if s.is_grid]
             for f in (0.25, 0.5, 2, 4):
@@ -372,6 +383,21 @@ class Tuner:
                 uniq.append(c)
         self.rng.shuffle(uniq) if not dot else None
         return uniq
+
+    def _descriptor_seeds(self, default: Config, classic: list) -> list:
+        """With TMA (``space.tma_loops``): the descriptor form of the default and of the first three classic
+        tiles (Hopper's large-matmul winners), and, for a kernel with one tile loop, the warp-specialized
+        128x256x64 pipeline: 3 stages, and persistent at 2 stages -- newt's persistent warp-specialized matmul,
+        1.00-1.02x cuBLAS (benchmarks/bench_ws.py ``PERSISTENT_CFG``; 3 stages do not fit beside the persistent
+        epilogue, and newt then keeps the ordinary pipeline)."""
+        sp = self.space
+        if not sp.tma_loops:
+            return []
+        out = [c.replace(indexing="tensor_descriptor") for c in [default] + classic[:3]]
+        if sp.tma_loops == 1 and classic:
+            big = classic[0].replace(indexing="tensor_descriptor", range_warp_specializes=[True])
+            out += [big, big.replace(pid_type="persistent", num_stages=2)]
+        return [c for c in out if sp.feasible(c)]
 
     def ranked(self) -> list:
         ok = [c for c in self.results.values() if c.status == "ok" and c.ms is not None]

@@ -102,6 +102,8 @@ class Genome:
         for g in doms:  # a per-loop knob (or the register cap) left unset is 0 (newt's default): a choice of its own
             if g[0] in RANGE_FIELDS or g[0] == "maxnreg":
                 doms[g].add(0)
+            elif g[0] == "indexing":  # unset (pointer arithmetic) beside the descriptor form the TMA moves add
+                doms[g].add(None)
         self.genes = sorted(doms, key=repr)
         self.domains = {g: sorted(doms[g], key=_order) for g in self.genes}
         self.ordinal = {g: all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.domains[g])
