@@ -326,3 +326,99 @@ def test_backward_matches_torch_on_the_gpu(d, causal, fold, monkeypatch):
         assert not got.isnan().any(), name
         err = (got.double() - ref).abs().max().item()
         assert err < 2e-2 * max(1.0, ref.abs().max().item()), (name, err)
+
+
+# ---- fp8 forward: P from registers (dot/fp8_regs.py) ---------------------------------------------------------------
+
+def _fp8_fwd(d, monkeypatch, mode=None):
+    from test_tut06_attention import _desc_attn, compile_desc_attn
+    if mode is None:
+        monkeypatch.delenv("NEWT_FP8_A_REGS", raising=False)
+    else:
+        monkeypatch.setenv("NEWT_FP8_A_REGS", mode)
+    _desc_attn.clear_cache()
+    return compile_desc_attn(d=d, dt=torch.float8_e5m2, cfg=(128, 64, 4, 2))
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_fp8_p_goes_to_qgmma_from_registers(d, monkeypatch):
+    """Tutorial 06's fp8 forward (V stored transposed): ``p.to(fp8)`` feeds P·V's QGMMA from registers, four
+    elements converted to a word by two F2FP pairs and put in the A fragment by quad shuffles: no store of P to
+    shared memory, the loop's one barrier (the pipeline's).  Before (``NEWT_FP8_A_REGS=0``) P went through shared
+    memory every iteration: 32 STS, three barriers, one F2FP and a NaN test per element, ~1,340 instructions."""
+    ck = _fp8_fwd(d, monkeypatch)
+    body = max(_loops(ck), key=len)
+    cu = ck.asm["cuda"]
+    assert "quad shuffles" in cu and "stage operand a" not in cu
+    assert count(body, "QGMMA") >= 8 and count(body, "HGMMA") == 0
+    assert count(body, "STS") == 0 and count(body, "BAR.SYNC") == 1
+    assert count(body, "F2FP") == 32  # 128x64 P over 128 threads: 64 elements, two a conversion
+    assert count(body, "FSETP") == 0
+    # the QK dot's 4 (d=64) or 6 instructions and P·V's 4 each get one WARPGROUP.ARRIVE before them at most:
+    # ptxas did not serialize the wgmmas (one ARRIVE + DEPBAR per instruction)
+    assert count(body, "WARPGROUP") <= 6
+    assert len(body) < 800
+    assert ck.n_spills == 0
+    off = max(_loops(_fp8_fwd(d, monkeypatch, "0")), key=len)
+    assert count(off, "STS") >= 32 and count(off, "BAR.SYNC") >= 3 and len(off) > len(body) + 400
+
+
+def test_fp8_byte_mode_keeps_p_v_in_flight(monkeypatch):
+    """``NEWT_FP8_A_REGS=bytes``: the cast's bytes shuffled, P·V left in flight into the next iteration (its
+    wait is ``wgmma_wait<1>``); still no shared-memory P."""
+    ck = _fp8_fwd(64, monkeypatch, "bytes")
+    cu = ck.asm["cuda"]
+    assert "quad shuffles" in cu and "wgmma_wait<1>" in cu
+    body = max(_loops(ck), key=len)
+    assert count(body, "STS") == 0 and count(body, "BAR.SYNC") == 1 and count(body, "F2FP") == 64
+
+
+def test_fp8_quad_shuffle_scheme_builds_the_ptx_a_fragment():
+    """The scheme fp8_regs.py emits, run in Python over a quad: lane t holds the accumulator layout's column
+    pairs ``8 j + 2 t, + 1``; after packing X0 = groups (0, 2), X1 = groups (1, 3), reading ``odd ? X1 : X0`` from
+    lane qa and ``odd ? X0 : X1`` from ``qa ^ 1`` and the two ``prmt``, register q of lane t holds the bytes of
+    columns ``4 t .. 4 t + 3`` (q = 0, 1) and ``16 + 4 t ..`` (q = 2, 3), as PTX's m64nNk32 A fragment says."""
+    def byte_perm(x, y, s):
+        b = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
+        return sum(b[(s >> (4 * i)) & 7] << (8 * i) for i in range(4))
+
+    def pair(t, g):  # the column numbers (as the byte values) of lane t's pair in column group g
+        return (8 * g + 2 * t) | ((8 * g + 2 * t + 1) << 8)
+
+    x = {t: (pair(t, 0) | pair(t, 2) << 16, pair(t, 1) | pair(t, 3) << 16) for t in range(4)}
+    for lane in range(32):
+        t, base = lane & 3, lane & ~3
+        qa = base | ((lane & 1) << 1) | ((lane >> 1) & 1)
+        s_lo, s_hi = (0x1054, 0x3276) if lane & 2 else (0x5410, 0x7632)
+
+        def sent(src_lane, first):
+            o = src_lane & 1
+            x0, x1 = x[src_lane & 3]
+            return (x1 if o else x0) if first else (x0 if o else x1)
+
+        ya, yb = sent(qa, True), sent(qa ^ 1, False)
+        lo, hi = byte_perm(ya, yb, s_lo), byte_perm(ya, yb, s_hi)
+        assert [(lo >> (8 * i)) & 0xFF for i in range(4)] == [4 * t + i for i in range(4)], lane
+        assert [(hi >> (8 * i)) & 0xFF for i in range(4)] == [16 + 4 * t + i for i in range(4)], lane
+
+
+# ---- m and Di in the dK/dV loop: loaded in the accumulator's slice layout (plan.py) -----------------------------
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_row_vectors_load_in_the_accumulator_slice(causal, monkeypatch):
+    """``m = tl.load(M + offs_m)`` / ``Di`` broadcast against ``qkT`` / ``dpT`` (wgmma accumulators) load straight
+    in the accumulator's column slice (LDG.64, each lane its own columns): the dK/dV loop keeps one barrier (the
+    pipeline's) and stores nothing to shared memory.  ``NEWT_SLICE_LOADS=0`` (the coalesced layout, before): each
+    goes through shared memory, two more barriers apiece."""
+    _fresh(monkeypatch, {})
+    ck = compile_bwd(64, causal=causal)
+    dkdv = [b for b in _loops(ck) if count(b, "HGMMA") >= 24 or (causal and count(b, "FSEL") and
+                                                                   count(b, "HGMMA") == 20 and count(b, "LDG"))]
+    assert dkdv, "no dK/dV loop found"
+    for b in dkdv:
+        assert count(b, "BAR.SYNC") == 1 and count(b, "STS") == 0
+        assert count(b, "LDG.E.64") >= 4  # m and Di: 8-byte loads (four each for 32 columns, two for 16)
+    assert ck.n_spills == 0
+    _fresh(monkeypatch, {"NEWT_SLICE_LOADS": "0"})
+    off = compile_bwd(64, causal=causal)
+    assert max(count(b, "BAR.SYNC") for b in _loops(off)) >= 5

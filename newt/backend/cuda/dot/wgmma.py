@@ -501,13 +501,19 @@ class WgmmaLowering(DotLowering):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
                 tiles[i] = None  # a tile in another layout: stage it again (not expected from the pipeline)
         a_regs = self._a_registers(em, op, tiles, wgm)
+        a8 = None  # fp8 A from registers: (fragment array, count), built by quad shuffles (fp8_regs.py)
+        if a_regs is None and tiles[0] is None and t.is_fp8() and not promotion(op):
+            from .fp8_regs import fp8_a_fragments, fp8_regs_mode
+            a8 = fp8_a_fragments(em, op, wgm, None)  # built inside the dot's block, before its fence
+            if a8 and fp8_regs_mode() == "packed":
+                in_flight = False  # waited at once: in flight, ptxas may serialize every wgmma (fp8_regs.py)
         for i in (0, 1):  # loop-invariant operands: into shared memory once, where they are defined
             v = op.operands[i]
-            if i == 0 and a_regs:
+            if i == 0 and (a_regs or a8):
                 continue
             if tiles[i] is None and v not in em.plan.poly and em.loop_invariant(v, op):
                 tiles[i] = self._stage_once(em, op, i)
-        if a_regs:
+        if a_regs or a8:
             tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
         ta_t, tb_t = self._tiles(em, op, tiles)
         kstep = _KSTEP[t.name]
@@ -523,6 +529,10 @@ class WgmmaLowering(DotLowering):
         if a_regs:
             fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
             a_desc = "A from registers (mma.sync A fragments)"
+        elif a8:
+            from .fp8_regs import helper_ra_fp8
+            fn = helper_ra_fp8(em, n_inst, _TYPES[t.name], _TYPES[scalar_of(b.type).name])
+            a_desc = "A from registers (fp8 fragments by quad shuffles)"
         elif k_major_only(t):
             fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name], kstep)
             a_desc = f"A K-major {ta_t.smem.swizzle_bytes}B swizzle"
@@ -539,22 +549,22 @@ class WgmmaLowering(DotLowering):
         wgb = log2(wgm)
         d.line("const int wg = warp_id >> 2;  // this warp's warpgroup")
         d.line(f"const int wg_m = wg & {wgm - 1}, wg_n = {'0' if dup or wgn == 1 else f'wg >> {wgb}'};")
-        if a_regs:
+        if a_regs or a8:
             d.line(f"const unsigned sb = smem_u32({tb_t.base});")
         else:
             d.line(f"const unsigned sa = smem_u32({ta_t.base}), sb = smem_u32({tb_t.base});")
         descs = {"a": "0"}
-        for key, tile, kmaj in ((("a", ta_t, a_k),) if not a_regs else ()) + (("b", tb_t, b_k),):
+        for key, tile, kmaj in ((("a", ta_t, a_k),) if not (a_regs or a8) else ()) + (("b", tb_t, b_k),):
             lbo, sbo, mode = gmma_desc_fields(tile.smem, kmaj)
             rest = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | mode << 62
             descs[key] = f"0x{rest:016x}ull"
-        if a_regs:
+        if a_regs or a8:
             d.line(f"const unsigned long long rb = {descs['b']};  // offsets and swizzle")
         else:
             d.line(f"const unsigned long long ra = {descs['a']}, rb = {descs['b']};  // offsets and swizzle")
         sa, sb = ta_t.smem, tb_t.smem
         # byte offsets of this warpgroup's sub-tile start: M/N offsets are warpgroup multiples
-        if a_regs:
+        if a_regs or a8:
             a_wg = "0"
         elif a_k:
             a_wg = f"wg_m * {64 * sa.swizzle_bytes}"
@@ -579,6 +589,10 @@ class WgmmaLowering(DotLowering):
                     for q in range(4):
                         wd = pack_words([f"{a_regs}[{ab + 2 * q}]", f"{a_regs}[{ab + 2 * q + 1}]"], t, 4)[0]
                         d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
+        elif a8:
+            d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long db = gmma_desc(sb_wg, rb);")
+            a8 = fp8_a_fragments(em, op, wgm, d)
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
             d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
@@ -586,6 +600,8 @@ class WgmmaLowering(DotLowering):
         part = em.tmp("part") if promotion(op) else None
         from ..pingpong import dot_hooks
         pin = [f"af[{i}][{q}]" for i in range(m_reps * (K // 16)) for q in range(4)] if a_regs else []
+        if a8:
+            pin = [f"{a8[0]}[{i}][{q}]" for i in range(a8[1]) for q in range(4)]
         turn_in, turn_out = dot_hooks(em, op, pin)  # ping-pong between warpgroups (pingpong.py), else empty
         for line in turn_in.split("\n") if turn_in else ():
             d.line(line)
@@ -603,6 +619,10 @@ class WgmmaLowering(DotLowering):
                         reg0 = (mi * n_reps + ni) * (n_inst // 2)
                         if a_regs:
                             d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
+                            continue
+                        if a8:
+                            d.line(f"{fn}(&{w}[{reg0}], {a8[0]}[{mi * (K // 32) + kk // 32}], "
+                                   f"{_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
                         sd = "" if not k_major_only(t) else ", 0" if part and kk == k0 else ", 1"
