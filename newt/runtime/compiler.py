@@ -491,7 +491,8 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", "")
         + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
         + os.environ.get("NEWT_STMATRIX", "")
-        + "".join(f"/{k}={os.environ[k]}" for k in ("NEWT_DOT_FOLD_ADD", "NEWT_FP8_A_REGS", "NEWT_SLICE_LOADS")
+        + "".join(f"/{k}={os.environ[k]}" for k in ("NEWT_DOT_FOLD_ADD", "NEWT_FP8_A_REGS", "NEWT_SLICE_LOADS",
+                                                 "NEWT_ASYNC_RA")
                  if k in os.environ),
         # (NEWT_WARP_SPECIALIZE, NEWT_WS_PINGPONG, NEWT_WS_OVERLAP: warpspec/pingpong/overlap.py; none if unset)
         "tma": os.environ.get("NEWT_TMA", "") + (f"/ws={os.environ['NEWT_WARP_SPECIALIZE']}"

@@ -418,7 +418,43 @@ def test_row_vectors_load_in_the_accumulator_slice(causal, monkeypatch):
     for b in dkdv:
         assert count(b, "BAR.SYNC") == 1 and count(b, "STS") == 0
         assert count(b, "LDG.E.64") >= 4  # m and Di: 8-byte loads (four each for 32 columns, two for 16)
-    assert ck.n_spills == 0
+    assert ck.n_spills <= 16  # causal: 8 bytes with dv/dk in flight (Triton 3.9: 164)
     _fresh(monkeypatch, {"NEWT_SLICE_LOADS": "0"})
     off = compile_bwd(64, causal=causal)
     assert max(count(b, "BAR.SYNC") for b in _loops(off)) >= 5
+
+
+def test_register_a_accumulations_stay_in_flight(monkeypatch):
+    """d=64: ``dv += dot(p, do)`` and ``dk += dot(ds, qT^T)`` (A in registers, B from the cp.async ring) stay in
+    flight as in Triton's schedule: dv until dpT's wait, dk until the next iteration's QK wait (one
+    ``wgmma_wait<1>`` each; dq's too), with no spill.  ``NEWT_ASYNC_RA=0``: every dot waits at once."""
+    _fresh(monkeypatch, {})
+    ck = compile_bwd(64)
+    cu = ck.asm["cuda"]
+    assert cu.count("wgmma_wait<1>") == 3
+    assert ck.n_spills == 0
+    _fresh(monkeypatch, {"NEWT_ASYNC_RA": "0"})
+    assert compile_bwd(64).asm["cuda"].count("wgmma_wait<1>") == 0
+    _fresh(monkeypatch, {})
+    assert compile_bwd(128).asm["cuda"].count("wgmma_wait<1>") == 0  # 256 accumulator registers: waited
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_matches_torch_in_the_interpreter(causal, monkeypatch):
+    """The kernel and the reference of the GPU test above agree in newt's interpreter (N=256, one head)."""
+    monkeypatch.setenv("NEWT_INTERPRET", "1")
+    _bwd.clear_cache()
+    H, N, d = 1, 256, 64
+    g = torch.Generator().manual_seed(0)
+    q, k, v, do = (torch.randn(H, N, d, generator=g).half() for _ in range(4))
+    sm_scale = 0.5 / math.sqrt(d)
+    o, lse, dq_ref, dk_ref, dv_ref = _reference(q, k, v, do, causal, sm_scale)
+    M = (lse / math.log(2)).float().contiguous()
+    delta = (o.detach().half().float() * do.float()).sum(-1).contiguous()
+    k_scaled = (k * (sm_scale / math.log(2))).contiguous()
+    dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
+    _bwd[(N // 128, 1, H)](q, k_scaled, v, sm_scale, do, dq, dk, dv, M, delta, q.stride(0), q.stride(1), N,
+                           SLICE=2, HEAD_DIM=d, CAUSAL=causal, **LAUNCH)
+    for got, ref in ((dq, dq_ref), (dk, dk_ref), (dv, dv_ref)):
+        assert not got.isnan().any()
+        assert (got.double() - ref).abs().max().item() < 2e-3 * max(1.0, ref.abs().max().item())

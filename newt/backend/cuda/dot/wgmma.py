@@ -228,7 +228,8 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
             continue
         if scalar_of(r.type).name not in ("fp32", "int32") or scalar_of(acc.type) != scalar_of(r.type) or promotion(d):
             continue
-        if not all(getattr(load_of(v)[0], "name", None) == "load" and load_of(v)[0] in loads for v in d.operands[:2]):
+        from_ring = [getattr(load_of(v)[0], "name", None) == "load" and load_of(v)[0] in loads for v in d.operands[:2]]
+        if not all(from_ring) and not (from_ring[1] and _ra_in_flight(layouts, body, d)):
             continue
         out.add(d)
     for d in body.ops:  # then dots whose accumulator is read only behind another dot's full wait
@@ -236,6 +237,39 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
             continue
         out.add(d)
     return frozenset(out)
+
+
+def _ra_in_flight(layouts, body, d) -> bool:
+    """A pure accumulation whose A comes from registers (tutorial 06's ``dv += tl.dot(p, do)``, ``dk += tl.dot(ds,
+    tl.trans(qT))`` once folded): it may stay in flight, as Triton leaves it, when A is a 16-bit value already in
+    wgmma's A-fragment registers (``_a_registers``: never a staged tile the next iteration would overwrite) and
+    the body's dot accumulators fit ``_RA_IN_FLIGHT_ACC_REGS`` registers a thread (their fragments stay live into
+    the next iteration beside them).  ``NEWT_ASYNC_RA=0`` waits for it at once."""
+    if os.environ.get("NEWT_ASYNC_RA", "1") == "0":
+        return False
+    from ..plan import compact
+    a = d.operands[0]
+    t = scalar_of(a.type)
+    have = layouts.layout.get(a)
+    if t.primitive_bitwidth != 16 or have is None or a in layouts.poly:
+        return False
+    have = compact(have)
+    nw = have.num_warps
+    M, K = shape_of(a.type)
+    wgm, _, _ = warpgroups(M, shape_of(d.operands[1].type)[1], nw)
+    afl = mma_a_fragment((M, K), 4 * wgm, max(1, nw // (4 * wgm)), num_warps=nw)
+    if in_thread_map(have, afl.reg, afl.lane, afl.warp) is None:
+        return False
+    regs = sum(_regs_per_thread(layouts, o.result) for o in body.ops if o.name == "dot")
+    return regs <= _RA_IN_FLIGHT_ACC_REGS and _regs_per_thread(layouts, d.result) <= _RA_IN_FLIGHT_ONE
+
+
+#: accumulator registers per thread of a loop body's dots, and of the dot itself, up to which an accumulation with
+#: a register A stays in flight: tutorial 06's dK/dV loop at d=64 (64 + 64 + 32 + 32) and its dQ loop (64 + 32 +
+#: 32); not at d=128 (the dK/dV loop's 256 + 64 already spill, and the dQ loop's 128-register dQ in flight took
+#: one more ring buffer, 229 KB of shared memory, for a kernel ptxas serializes anyway)
+_RA_IN_FLIGHT_ACC_REGS = 192
+_RA_IN_FLIGHT_ONE = 64
 
 
 def _behind(layouts, body, d, in_flight, loads, users, yields, ring=None):
