@@ -418,6 +418,34 @@ def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None, kste
     return name
 
 
+def _starts_from_zero(op) -> bool:
+    """A dot on a zero accumulator (``tl.dot(a, b)``) without fp8 promotion, with ``NEWT_WGMMA_ZERO_START=1``: its
+    first k step uses wgmma's scale-d = 0 instead of zeroed registers.  Off by default: it shortens tutorial 06's
+    causal backward loops (401 -> 360 and 348 -> 304 SASS instructions at d=64) but moves ptxas's allocation at
+    the 255-register edge (that kernel 0 -> 52 spill bytes; attention forward 128x64, d=128, 4 warps 0 -> 112),
+    so a GPU run decides."""
+    if os.environ.get("NEWT_WGMMA_ZERO_START", "0") != "1" or promotion(op):
+        return False
+    from .fold import _is_zero
+    return _is_zero(op.operands[2])
+
+
+def _zero_start(em, fn: str) -> str | None:
+    """The variant of wgmma helper ``fn`` whose accumulator is write-only and scale-d 0 (D = A·B): the compiler
+    need not materialize zeros in the accumulator registers first (tutorial 06's causal backward: 64 register
+    moves an iteration zeroing QK's and dP's accumulators, Triton passes scale-d 0 there)."""
+    src = em.helpers.get(fn)
+    if src is None or '"+' not in src:
+        return None
+    z = fn + "_z"
+    body = src.replace(f" {fn}(", f" {z}(", 1).replace('"+f"', '"=f"').replace('"+r"', '"=r"')
+    body = body.replace('"r"(1));', '"r"(0));').replace('"r"(sd));', '"r"(0));')
+    if '"r"(0));' not in body:
+        return None
+    em.helper(z, body)
+    return z
+
+
 def promotion(op) -> int:
     """For an fp8 dot with ``max_num_imprecise_acc = n`` (0 < n <= K): the K chunk (n rounded down to the
     instruction's 32, at least 32) the tensor cores accumulate in their reduced fp8-accumulation precision
@@ -577,7 +605,9 @@ class WgmmaLowering(DotLowering):
                f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
                f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
         c.line(f"{'int' if t.name == 'int8' else 'float'} {w}[{lay.nregs}];")
-        em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
+        fz = _zero_start(em, fn) if _starts_from_zero(op) else None  # the first k step ignores (writes) d
+        if fz is None:
+            em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
         c.line("{")
         d = c.sub(1)
         wgb = log2(wgm)
@@ -651,16 +681,16 @@ class WgmmaLowering(DotLowering):
                         n0 = ni * n_inst
                         offb = gmma_address(sb, b_k, n0, kk)
                         reg0 = (mi * n_reps + ni) * (n_inst // 2)
+                        f_ = fz if fz and kk == 0 else fn
                         if a_regs:
-                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
+                            d.line(f"{f_}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
                             continue
                         if a8:
-                            d.line(f"{fn}(&{w}[{reg0}], {a8[0]}[{mi * (K // 32) + kk // 32}], "
-                                   f"{_desc_at('db', offb)});")
+                            d.line(f"{f_}(&{w}[{reg0}], {a8[0]}[{mi * (K // 32) + kk // 32}], {_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
                         sd = "" if not k_major_only(t) else ", 0" if part and kk == k0 else ", 1"
-                        d.line(f"{fn}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
+                        d.line(f"{f_}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
             if part:
                 d.line("wgmma_commit();")
                 d.line("wgmma_wait<0>();")
