@@ -12,7 +12,9 @@ its result feeds only that one add, both ops are in the same block, the add's ot
 type, and the dot does not promote imprecise fp8 accumulations (``max_num_imprecise_acc``, which the fold would
 change).  The add op becomes the dot (its result value, and so every use of the sum, stays); the zero dot goes.
 The sum is the tensor cores' fp32 (int32) accumulation instead of a separate rounding of the product: the same
-values Triton computes.  ``NEWT_DOT_FOLD_ADD=0`` turns it off.
+values Triton computes.  Being in place, it shows in the kernel's ``asm["ir"]`` (the IR after the backend, as
+Triton's ``ttir`` is after its combine pass) and in the IR a compiled kernel interprets without a GPU (the same
+sum, accumulated in fp32).  ``NEWT_DOT_FOLD_ADD=0`` turns it off.
 """
 
 from __future__ import annotations
