@@ -1,8 +1,9 @@
 """Tutorial 06's backward and fp8 forward compiled offline for sm_90a, newt (the drop-in) against Triton (AOT).
 
-    python benchmarks/tut06_bwd_offline.py TUT_DIR [--triton-path DIR] [--json OUT.json]
+    python benchmarks/tut06_bwd_offline.py [TUT_DIR] [--triton-path DIR] [--json OUT.json] [--smoke]
 
-TUT_DIR holds Triton's ``06-fused-attention.py`` (``.ext/triton-tutorials``).  Each kernel is compiled at the
+TUT_DIR holds Triton's ``06-fused-attention.py`` (default ``.ext/triton-tutorials``; without it nothing is
+compiled).  ``--smoke``: newt's side of the d=64 backward only.  Each kernel is compiled at the
 tutorial's launch: ``_attn_bwd`` with BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2,
 4 warps, 5 stages (d=64 and d=128, causal and not); ``_attn_fwd`` in fp8 e5m2 with V transposed, BLOCK_M=128,
 BLOCK_N=64, 4 warps, 2 stages (its ``PYTEST_VERSION`` config), d=64 and d=128.  newt through ``newt.dropin``
@@ -50,7 +51,7 @@ def _kernel(k):
     return k
 
 
-def newt_side(tut_dir: str) -> list:
+def newt_side(tut_dir: str, kernels=KERNELS) -> list:
     os.environ.setdefault("NEWT_TARGET", "sm_90a")
     import newt.dropin
     newt.dropin.install(capability=(9, 0))
@@ -61,7 +62,7 @@ def newt_side(tut_dir: str) -> list:
     mod = _load(tut_dir)
     out = []
     Z, H, N = 1, 2, 1024
-    for label in KERNELS:
+    for label in kernels:
         if label.startswith("bwd"):
             d = int(label[3:].rstrip("c"))
             q = torch.empty((Z, H, N, d), dtype=torch.float16)
@@ -172,21 +173,29 @@ def table(newt: list, triton: list) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir", help="folder with Triton's 06-fused-attention.py")
+    ap.add_argument("dir", nargs="?", default=os.path.join(os.path.dirname(HERE), ".ext", "triton-tutorials"),
+                    help="folder with Triton's 06-fused-attention.py")
+    ap.add_argument("--smoke", action="store_true", help="newt's d=64 backward only")
     ap.add_argument("--triton-path", default="/work/ext/tsite", help="prepended to the Triton side's sys.path")
     ap.add_argument("--side", choices=("newt", "triton"), help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write both sides' figures here")
     a = ap.parse_args(argv)
+    if not os.path.isfile(os.path.join(a.dir, "06-fused-attention.py")):
+        print(f"tut06_bwd_offline: no 06-fused-attention.py in {a.dir!r}; nothing compiled")
+        return 0
     if a.side:
-        res = newt_side(a.dir) if a.side == "newt" else triton_side(a.dir)
+        res = newt_side(a.dir, ("bwd64",) if a.smoke else KERNELS) if a.side == "newt" else triton_side(a.dir)
         print(json.dumps(res))
         return 0
     root = os.path.dirname(HERE)
     sides = {}
     for side, path in (("newt", root), ("triton", a.triton_path + os.pathsep + root)):
+        if a.smoke and side == "triton":
+            sides[side] = []
+            continue
         env = dict(os.environ, PYTHONPATH=path, TRITON_DEFAULT_FP_FUSION="1")
-        r = subprocess.run([sys.executable, __file__, a.dir, "--side", side], capture_output=True, text=True,
-                           env=env)
+        r = subprocess.run([sys.executable, __file__, a.dir, "--side", side] + (["--smoke"] if a.smoke else []),
+                           capture_output=True, text=True, env=env)
         if r.returncode != 0:
             print(f"{side}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
             sides[side] = []
