@@ -33,6 +33,7 @@ CPU_RUNS = {
     "five_mb.py": ["--size", "200000", "--repeat", "1"],
     "newt_check_corpus.py": ["--smoke"],
     "perf_first_warning.py": ["--runs", "1"],
+    "tut06_bwd_offline.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {

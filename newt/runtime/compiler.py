@@ -486,10 +486,14 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         "num_warps": int(num_warps),
         "num_stages": int(num_stages),
         "debug": bool(debug),
-        # wgmma | mma_sync on sm_90a, wgmma's N-split tiles, staging dot operands at their loads
+        # wgmma | mma_sync on sm_90a, wgmma's N-split tiles, staging dot operands at their loads; x + dot folded
+        # (dot/fold.py), fp8 A from registers (dot/fp8_regs.py), 1-D loads in slice layouts (plan.py): absent when unset
         "dot_lowering": os.environ.get("NEWT_DOT_LOWERING", "") + os.environ.get("NEWT_WGMMA_SPLIT_N", "")
         + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
-        + os.environ.get("NEWT_STMATRIX", ""),
+        + os.environ.get("NEWT_STMATRIX", "")
+        + "".join(f"/{k}={os.environ[k]}" for k in ("NEWT_DOT_FOLD_ADD", "NEWT_FP8_A_REGS", "NEWT_SLICE_LOADS",
+                                                 "NEWT_ASYNC_RA", "NEWT_WGMMA_ZERO_START")
+                 if k in os.environ),
         # (NEWT_WARP_SPECIALIZE, NEWT_WS_PINGPONG, NEWT_WS_OVERLAP: warpspec/pingpong/overlap.py; none if unset)
         "tma": os.environ.get("NEWT_TMA", "") + (f"/ws={os.environ['NEWT_WARP_SPECIALIZE']}"
                                                  if os.environ.get("NEWT_WARP_SPECIALIZE") else "")

@@ -24,6 +24,7 @@ from . import (  # noqa: F401
 from .axisinfo import analyze_axis_info
 from .ctypes import ctype
 from .dot import select_dot_lowering
+from .dot.fold import fold_dot_adds
 from .elementwise import libdevice_declaration
 from .emitter import BackendError, Chunk, Emitter
 from .pingpong import PingPongUnfit
@@ -130,6 +131,7 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
     if maxnreg is not None and (not isinstance(maxnreg, int) or isinstance(maxnreg, bool) or
                                 not 1 <= maxnreg <= 255):
         raise ValueError(f"maxnreg must be an int from 1 to 255 (registers per thread), got {maxnreg!r}")
+    fold_dot_adds(fn)  # x + dot(a, b, 0) -> dot(a, b, x) (dot/fold.py)
     fn.number()
     try:
         module = _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, 0 if maxnreg else min_blocks,

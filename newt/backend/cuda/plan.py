@@ -98,6 +98,7 @@ class _Planner:
 
     def run(self) -> LayoutPlan:
         self.chained = _chained_dots(self.fn)
+        self.hints = _slice_hints(self.fn, self.nw, self.select_dot, self.chained)
         self.region(self.fn.body)
         return self.plan
 
@@ -164,7 +165,9 @@ class _Planner:
                 return
             elem = scalar_of(ptr.type).element_ty
             eb = max(1, elem.primitive_bitwidth // 8)
-            lay = mem_layout(shape_of(ptr.type), self.info(ptr), eb, self.nw)
+            lay = self.hints.get(op)
+            if lay is None or any(is_block(o.type) and o not in P.poly for o in op.operands):
+                lay = mem_layout(shape_of(ptr.type), self.info(ptr), eb, self.nw)  # (an anchored pointer: kept)
             P.access[op] = lay
             for o in op.operands:
                 if o in self.unknown or (o in P.layout and o not in P.poly and _is_arg(o)):
@@ -369,6 +372,46 @@ def _chained_dots(fn) -> set:
                     out.add(u)
                 elif u.name in ELEMENTWISE or u.name in VIEW or u.name == "reduce":
                     stack.extend(u.results)
+    return out
+
+
+def _slice_hints(fn, nw, select_dot, chained) -> dict:
+    """{load op: layout} for a 1-D load whose only use is ``x[None, :]`` / ``x[:, None]`` (then broadcast) in an
+    elementwise op with a dot's result: loaded in the slice of that dot's accumulator layout (where its pointer
+    and mask are polymorphic: computed in any layout), the broadcast is in-thread.  Tutorial 06's backward loads
+    ``m`` and ``Di`` in its dK/dV loop so; in the coalesced layout each went through shared memory (a store, two
+    barriers, a load) every iteration and the loop waited for the global load right there.  Off with
+    ``NEWT_SLICE_LOADS=0``."""
+    import os
+    if os.environ.get("NEWT_SLICE_LOADS", "1") == "0":
+        return {}
+    from newt.ir.core import Op
+    users: dict = {}
+    for op in fn.walk():
+        for o in op.operands:
+            users.setdefault(o, []).append(op)
+    out = {}
+    for op in fn.walk():
+        if op.name != "load" or not is_block(op.result.type) or len(shape_of(op.result.type)) != 1:
+            continue
+        us = users.get(op.result, [])
+        if len(us) != 1 or us[0].name != "expand_dims":
+            continue
+        axis = us[0].attrs["axis"]
+        v = us[0].result
+        nxt = users.get(v, [])
+        if len(nxt) == 1 and nxt[0].name == "broadcast":
+            v = nxt[0].result
+            nxt = users.get(v, [])
+        for u in nxt:
+            if u.name not in ELEMENTWISE:
+                continue
+            d = next((o.owner for o in u.operands if o is not v and isinstance(o.owner, Op) and o.owner.name == "dot"
+                      and tuple(shape_of(o.type)) == tuple(shape_of(v.type))), None)
+            if d is not None:
+                acc = select_dot(d).acc_layout(d, nw, chained=d in chained)
+                out[op] = compact(acc.drop_dims([axis]))
+                break
     return out
 
 

@@ -228,7 +228,8 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
             continue
         if scalar_of(r.type).name not in ("fp32", "int32") or scalar_of(acc.type) != scalar_of(r.type) or promotion(d):
             continue
-        if not all(getattr(load_of(v)[0], "name", None) == "load" and load_of(v)[0] in loads for v in d.operands[:2]):
+        from_ring = [getattr(load_of(v)[0], "name", None) == "load" and load_of(v)[0] in loads for v in d.operands[:2]]
+        if not all(from_ring) and not (from_ring[1] and _ra_in_flight(layouts, body, d)):
             continue
         out.add(d)
     for d in body.ops:  # then dots whose accumulator is read only behind another dot's full wait
@@ -236,6 +237,39 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
             continue
         out.add(d)
     return frozenset(out)
+
+
+def _ra_in_flight(layouts, body, d) -> bool:
+    """A pure accumulation whose A comes from registers (tutorial 06's ``dv += tl.dot(p, do)``, ``dk += tl.dot(ds,
+    tl.trans(qT))`` once folded): it may stay in flight, as Triton leaves it, when A is a 16-bit value already in
+    wgmma's A-fragment registers (``_a_registers``: never a staged tile the next iteration would overwrite) and
+    the body's dot accumulators fit ``_RA_IN_FLIGHT_ACC_REGS`` registers a thread (their fragments stay live into
+    the next iteration beside them).  ``NEWT_ASYNC_RA=0`` waits for it at once."""
+    if os.environ.get("NEWT_ASYNC_RA", "1") == "0":
+        return False
+    from ..plan import compact
+    a = d.operands[0]
+    t = scalar_of(a.type)
+    have = layouts.layout.get(a)
+    if t.primitive_bitwidth != 16 or have is None or a in layouts.poly:
+        return False
+    have = compact(have)
+    nw = have.num_warps
+    M, K = shape_of(a.type)
+    wgm, _, _ = warpgroups(M, shape_of(d.operands[1].type)[1], nw)
+    afl = mma_a_fragment((M, K), 4 * wgm, max(1, nw // (4 * wgm)), num_warps=nw)
+    if in_thread_map(have, afl.reg, afl.lane, afl.warp) is None:
+        return False
+    regs = sum(_regs_per_thread(layouts, o.result) for o in body.ops if o.name == "dot")
+    return regs <= _RA_IN_FLIGHT_ACC_REGS and _regs_per_thread(layouts, d.result) <= _RA_IN_FLIGHT_ONE
+
+
+#: accumulator registers per thread of a loop body's dots, and of the dot itself, up to which an accumulation with
+#: a register A stays in flight: tutorial 06's dK/dV loop at d=64 (64 + 64 + 32 + 32) and its dQ loop (64 + 32 +
+#: 32); not at d=128 (the dK/dV loop's 256 + 64 already spill, and the dQ loop's 128-register dQ in flight took
+#: one more ring buffer, 229 KB of shared memory, for a kernel ptxas serializes anyway)
+_RA_IN_FLIGHT_ACC_REGS = 192
+_RA_IN_FLIGHT_ONE = 64
 
 
 def _behind(layouts, body, d, in_flight, loads, users, yields, ring=None):
@@ -384,6 +418,34 @@ def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None, kste
     return name
 
 
+def _starts_from_zero(op) -> bool:
+    """A dot on a zero accumulator (``tl.dot(a, b)``) without fp8 promotion, with ``NEWT_WGMMA_ZERO_START=1``: its
+    first k step uses wgmma's scale-d = 0 instead of zeroed registers.  Off by default: it shortens tutorial 06's
+    causal backward loops (401 -> 360 and 348 -> 304 SASS instructions at d=64) but moves ptxas's allocation at
+    the 255-register edge (that kernel 0 -> 52 spill bytes; attention forward 128x64, d=128, 4 warps 0 -> 112),
+    so a GPU run decides."""
+    if os.environ.get("NEWT_WGMMA_ZERO_START", "0") != "1" or promotion(op):
+        return False
+    from .fold import _is_zero
+    return _is_zero(op.operands[2])
+
+
+def _zero_start(em, fn: str) -> str | None:
+    """The variant of wgmma helper ``fn`` whose accumulator is write-only and scale-d 0 (D = A·B): the compiler
+    need not materialize zeros in the accumulator registers first (tutorial 06's causal backward: 64 register
+    moves an iteration zeroing QK's and dP's accumulators, Triton passes scale-d 0 there)."""
+    src = em.helpers.get(fn)
+    if src is None or '"+' not in src:
+        return None
+    z = fn + "_z"
+    body = src.replace(f" {fn}(", f" {z}(", 1).replace('"+f"', '"=f"').replace('"+r"', '"=r"')
+    body = body.replace('"r"(1));', '"r"(0));').replace('"r"(sd));', '"r"(0));')
+    if '"r"(0));' not in body:
+        return None
+    em.helper(z, body)
+    return z
+
+
 def promotion(op) -> int:
     """For an fp8 dot with ``max_num_imprecise_acc = n`` (0 < n <= K): the K chunk (n rounded down to the
     instruction's 32, at least 32) the tensor cores accumulate in their reduced fp8-accumulation precision
@@ -501,13 +563,19 @@ class WgmmaLowering(DotLowering):
             if tiles[i] is not None and not isinstance(tiles[i].smem, GmmaShared):
                 tiles[i] = None  # a tile in another layout: stage it again (not expected from the pipeline)
         a_regs = self._a_registers(em, op, tiles, wgm)
+        a8 = None  # fp8 A from registers: (fragment array, count), built by quad shuffles (fp8_regs.py)
+        if a_regs is None and tiles[0] is None and t.is_fp8() and not promotion(op):
+            from .fp8_regs import fp8_a_fragments, fp8_regs_mode
+            a8 = fp8_a_fragments(em, op, wgm, None)  # built inside the dot's block, before its fence
+            if a8 and fp8_regs_mode() == "packed":
+                in_flight = False  # waited at once: in flight, ptxas may serialize every wgmma (fp8_regs.py)
         for i in (0, 1):  # loop-invariant operands: into shared memory once, where they are defined
             v = op.operands[i]
-            if i == 0 and a_regs:
+            if i == 0 and (a_regs or a8):
                 continue
             if tiles[i] is None and v not in em.plan.poly and em.loop_invariant(v, op):
                 tiles[i] = self._stage_once(em, op, i)
-        if a_regs:
+        if a_regs or a8:
             tiles[0] = OperandTile("", None, 1)  # placeholder: A comes from registers
         ta_t, tb_t = self._tiles(em, op, tiles)
         kstep = _KSTEP[t.name]
@@ -523,6 +591,10 @@ class WgmmaLowering(DotLowering):
         if a_regs:
             fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
             a_desc = "A from registers (mma.sync A fragments)"
+        elif a8:
+            from .fp8_regs import helper_ra_fp8
+            fn = helper_ra_fp8(em, n_inst, _TYPES[t.name], _TYPES[scalar_of(b.type).name])
+            a_desc = "A from registers (fp8 fragments by quad shuffles)"
         elif k_major_only(t):
             fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name], kstep)
             a_desc = f"A K-major {ta_t.smem.swizzle_bytes}B swizzle"
@@ -533,28 +605,30 @@ class WgmmaLowering(DotLowering):
                f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
                f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
         c.line(f"{'int' if t.name == 'int8' else 'float'} {w}[{lay.nregs}];")
-        em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
+        fz = _zero_start(em, fn) if _starts_from_zero(op) else None  # the first k step ignores (writes) d
+        if fz is None:
+            em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
         c.line("{")
         d = c.sub(1)
         wgb = log2(wgm)
         d.line("const int wg = warp_id >> 2;  // this warp's warpgroup")
         d.line(f"const int wg_m = wg & {wgm - 1}, wg_n = {'0' if dup or wgn == 1 else f'wg >> {wgb}'};")
-        if a_regs:
+        if a_regs or a8:
             d.line(f"const unsigned sb = smem_u32({tb_t.base});")
         else:
             d.line(f"const unsigned sa = smem_u32({ta_t.base}), sb = smem_u32({tb_t.base});")
         descs = {"a": "0"}
-        for key, tile, kmaj in ((("a", ta_t, a_k),) if not a_regs else ()) + (("b", tb_t, b_k),):
+        for key, tile, kmaj in ((("a", ta_t, a_k),) if not (a_regs or a8) else ()) + (("b", tb_t, b_k),):
             lbo, sbo, mode = gmma_desc_fields(tile.smem, kmaj)
             rest = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | mode << 62
             descs[key] = f"0x{rest:016x}ull"
-        if a_regs:
+        if a_regs or a8:
             d.line(f"const unsigned long long rb = {descs['b']};  // offsets and swizzle")
         else:
             d.line(f"const unsigned long long ra = {descs['a']}, rb = {descs['b']};  // offsets and swizzle")
         sa, sb = ta_t.smem, tb_t.smem
         # byte offsets of this warpgroup's sub-tile start: M/N offsets are warpgroup multiples
-        if a_regs:
+        if a_regs or a8:
             a_wg = "0"
         elif a_k:
             a_wg = f"wg_m * {64 * sa.swizzle_bytes}"
@@ -579,6 +653,10 @@ class WgmmaLowering(DotLowering):
                     for q in range(4):
                         wd = pack_words([f"{a_regs}[{ab + 2 * q}]", f"{a_regs}[{ab + 2 * q + 1}]"], t, 4)[0]
                         d.line(f"af[{mi * (K // 16) + kk // 16}][{q}] = {wd};")
+        elif a8:
+            d.line(f"const unsigned sb_wg = sb + {b_wg};")
+            d.line("const unsigned long long db = gmma_desc(sb_wg, rb);")
+            a8 = fp8_a_fragments(em, op, wgm, d)
         else:
             d.line(f"const unsigned sa_wg = sa + {a_wg}, sb_wg = sb + {b_wg};")
             d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
@@ -586,6 +664,8 @@ class WgmmaLowering(DotLowering):
         part = em.tmp("part") if promotion(op) else None
         from ..pingpong import dot_hooks
         pin = [f"af[{i}][{q}]" for i in range(m_reps * (K // 16)) for q in range(4)] if a_regs else []
+        if a8:
+            pin = [f"{a8[0]}[{i}][{q}]" for i in range(a8[1]) for q in range(4)]
         turn_in, turn_out = dot_hooks(em, op, pin)  # ping-pong between warpgroups (pingpong.py), else empty
         for line in turn_in.split("\n") if turn_in else ():
             d.line(line)
@@ -601,12 +681,16 @@ class WgmmaLowering(DotLowering):
                         n0 = ni * n_inst
                         offb = gmma_address(sb, b_k, n0, kk)
                         reg0 = (mi * n_reps + ni) * (n_inst // 2)
+                        f_ = fz if fz and kk == 0 else fn
                         if a_regs:
-                            d.line(f"{fn}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
+                            d.line(f"{f_}(&{w}[{reg0}], af[{mi * (K // 16) + kk // 16}], {_desc_at('db', offb)});")
+                            continue
+                        if a8:
+                            d.line(f"{f_}(&{w}[{reg0}], {a8[0]}[{mi * (K // 32) + kk // 32}], {_desc_at('db', offb)});")
                             continue
                         offa = gmma_address(sa, a_k, m0, kk)
                         sd = "" if not k_major_only(t) else ", 0" if part and kk == k0 else ", 1"
-                        d.line(f"{fn}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
+                        d.line(f"{f_}(&{dst}[{reg0}], {_desc_at('da', offa)}, {_desc_at('db', offb)}{sd});")
             if part:
                 d.line("wgmma_commit();")
                 d.line("wgmma_wait<0>();")
