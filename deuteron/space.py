@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from types import SimpleNamespace
 
 from .config import PID_TYPES, Config, ConfigError
 
@@ -61,29 +62,23 @@ def descriptor_indexing(cfg: Config) -> bool:
 
 
 def gpu_target(device):
-    """newt's Target for ``device`` (the current GPU's, or ``NEWT_TARGET`` without one); None on the CPU or for
-    an unknown target."""
+    """What newt's backend does for ``device`` (``newt.tune.target_features``: ``wgmma``, ``tma``; the current
+    GPU's target, or ``NEWT_TARGET`` without one) as attributes; None on the CPU or for an unknown target."""
     if getattr(device, "type", device) != "cuda":
         return None
     try:
-        from newt.backend.cuda.targets import get_target
-        from newt.tune import default_target
-        return get_target(default_target())
-    except Exception:
+        from newt.tune import target_features
+        return SimpleNamespace(**target_features())
+    except Exception:  # an unknown target or a bad NEWT_TMA value: the search proposes no target-specific forms
         return None
 
 
 def tma_active(device) -> bool:
     """Whether newt compiles descriptor-form tiles to TMA copies for ``device`` (a CUDA device whose target
-    has TMA, sm_90a, and newt's ``NEWT_TMA`` switch on); False on the CPU and wherever newt says no."""
+    has TMA, sm_90a, with newt's ``NEWT_TMA`` switch on: ``desc`` or ``1``); False on the CPU and wherever newt
+    says no."""
     target = gpu_target(device)
-    if target is None:
-        return False
-    try:
-        from newt.backend.cuda.tma import tma_enabled
-        return bool(tma_enabled(target))
-    except Exception:  # a bad NEWT_TMA value: no TMA moves
-        return False
+    return target is not None and target.tma != "off"
 
 
 def normalize_ranges(cfg: Config) -> Config:

@@ -178,7 +178,7 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
         _load_kind_providers()
         if emulated or not os.environ.get(ENV_VAR):
             # (with a GPU the capability is the GPU's: a compile worker takes it from its target)
-            os.environ[ENV_VAR] = f"{int(capability[0])}.{int(capability[1])}" if emulated else "1"
+            os.environ[ENV_VAR] = f"{int(capability[0])}.{int(capability[1])}" if emulated and capability else "1"
         if _finder is None:
             _finder = DropinFinder()
         if _finder in sys.meta_path:

@@ -21,7 +21,18 @@ from .executor import Executor, LocalExecutor, SerialExecutor, ThreadExecutor, c
 from .pipeline import close_shared, compile_all, compile_stream, shared_executor
 from .progress import TuneProgress
 from .select import get_executor, register_executor
-from .tasks import COMPILE, TIME, ArgSpec, CompileTask, KernelRef, TimeTask, compile_spec_for, default_target, install
+from .tasks import (
+           COMPILE,
+           TIME,
+           ArgSpec,
+           CompileTask,
+           KernelRef,
+           TimeTask,
+           compile_spec_for,
+           default_target,
+           install,
+           target_features,
+)
 from .timeouts import AdaptiveTimeout
 from .worker import main as worker_main
 from .workers import ProcessPool, read_frame, write_frame
@@ -30,4 +41,4 @@ __all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "LocalExecutor", "get
            "visible_gpus", "cpu_count", "CompileTask", "TimeTask", "ArgSpec", "KernelRef", "compile_spec_for",
            "install", "compile_stream", "compile_all", "shared_executor", "close_shared", "AdaptiveTimeout",
            "TuneProgress", "classify", "STATUSES", "FAILED", "COMPILE", "TIME",
-           "default_target", "worker_main", "ProcessPool", "read_frame", "write_frame"]
+           "default_target", "target_features", "worker_main", "ProcessPool", "read_frame", "write_frame"]

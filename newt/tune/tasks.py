@@ -236,6 +236,16 @@ def default_target() -> str:
     return dt()
 
 
+def target_features(target: str | None = None) -> dict:
+    """What newt's CUDA backend does on ``target`` (default :func:`default_target`), for tuners above newt:
+    ``{"target", "wgmma", "tma"}`` -- ``tma`` the mode descriptor tiles compile to (``"off"``, ``"desc"``,
+    ``"all"``: ``NEWT_TMA``).  Raises ``ValueError`` for an unknown target or a bad ``NEWT_TMA``."""
+    from newt.backend.cuda.targets import get_target
+    from newt.backend.cuda.tma import tma_mode
+    t = get_target(target or default_target())
+    return {"target": t.name, "wgmma": bool(getattr(t, "wgmma", False)), "tma": tma_mode(t)}
+
+
 def compile_task(task: CompileTask) -> dict:
     """Worker side: compile and return the cache entry (``key``, ``entry`` bytes, registers, spills)."""
     from newt.dropin import install_inherited

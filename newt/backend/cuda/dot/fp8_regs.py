@@ -42,7 +42,7 @@ def _index(lay, M: int, K: int, wgm: int, nw: int) -> dict | None:
     """{(mi, kb, h, jj, e): register} where register r of every thread holds row ``mi * 64 * wgm + (its 64-row
     block) + 16 * (warp % 4) + 8 * h + lane / 4`` and column ``32 * kb + 8 * jj + 2 * (lane % 4) + e``; None
     when the layout does not hold the value so."""
-    at = {}
+    at: dict = {}
     for r in range(lay.nregs):
         at.setdefault(lay.coords(r, 0, 0), r)
     out = {}
@@ -51,10 +51,10 @@ def _index(lay, M: int, K: int, wgm: int, nw: int) -> dict | None:
             for h in (0, 1):
                 for jj in range(4):
                     for e in (0, 1):
-                        r = at.get((mi * 64 * wgm + 8 * h, 32 * kb + 8 * jj + e))
-                        if r is None:
+                        reg = at.get((mi * 64 * wgm + 8 * h, 32 * kb + 8 * jj + e))
+                        if reg is None:
                             return None
-                        out[(mi, kb, h, jj, e)] = r
+                        out[(mi, kb, h, jj, e)] = reg
     for w in range(nw):
         row_w = 64 * ((w >> 2) % wgm) + 16 * (w & 3)
         for ln in range(32):
@@ -157,10 +157,10 @@ def _helper_cvt2(em, t) -> str:
     return name
 
 
-def helper_ra_fp8(em, n: int, ta: str, tb: str) -> str:
-    """wgmma m64nNk32 with an fp8 A from registers (four 32-bit registers) and B from shared memory."""
-    from .wgmma import _COMMON
-    em.helper("wgmma_common", _COMMON)
+def helper_ra_fp8(em, n: int, ta: str, tb: str, common: str) -> str:
+    """wgmma m64nNk32 with an fp8 A from registers (four 32-bit registers) and B from shared memory;
+    ``common``: wgmma.py's shared helper text (passed in: this module is below wgmma.py)."""
+    em.helper("wgmma_common", common)
     name = f"wgmma_m64n{n}k32_{ta}_{tb}_ra"
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))

@@ -593,7 +593,7 @@ class WgmmaLowering(DotLowering):
             a_desc = "A from registers (mma.sync A fragments)"
         elif a8:
             from .fp8_regs import helper_ra_fp8
-            fn = helper_ra_fp8(em, n_inst, _TYPES[t.name], _TYPES[scalar_of(b.type).name])
+            fn = helper_ra_fp8(em, n_inst, _TYPES[t.name], _TYPES[scalar_of(b.type).name], _COMMON)
             a_desc = "A from registers (fp8 fragments by quad shuffles)"
         elif k_major_only(t):
             fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name], kstep)
