@@ -166,11 +166,15 @@ def test_fp8_conversion_is_the_hardware_one_where_there_is_one(target, hw):
 @pytest.mark.parametrize("d,dt,cfg", [(64, torch.float16, (128, 64, 4, 2)), (128, torch.float16, (128, 64, 4, 2)),
                                       (64, torch.float16, (128, 64, 8, 3)), (64, torch.float8_e5m2, (128, 64, 4, 2)),
                                       (128, torch.float8_e5m2, (128, 64, 4, 3))])
-@pytest.mark.parametrize("env", [{"NEWT_TMA": "0"}, {"NEWT_TMA": "1"}, {"NEWT_DOT_LOWERING": "mma_sync"}],
-                         ids=["cpasync", "tma", "mma_sync"])
+@pytest.mark.parametrize("env", [{"NEWT_TMA": "0"}, {"NEWT_TMA": "1"}, {"NEWT_TMA": "desc"},
+                                 {"NEWT_DOT_LOWERING": "mma_sync"}, {"NEWT_FP8_A_REGS": "1"},
+                                 {"NEWT_FP8_A_REGS": "1", "NEWT_TMA": "desc"}],
+                         ids=["cpasync", "tma", "tma_desc", "mma_sync", "fp8_regs", "fp8_regs_tma"])
 def test_desc_attention_on_the_gpu(d, dt, cfg, env, monkeypatch):
     if dt == torch.float8_e5m2 and "NEWT_DOT_LOWERING" in env:
         pytest.skip("mma.sync has no fp8 on sm_90a")
+    if dt != torch.float8_e5m2 and "NEWT_FP8_A_REGS" in env:
+        pytest.skip("the fp8 register path applies to fp8 only")
     monkeypatch.delenv("NEWT_TARGET", raising=False)
     for k, v in env.items():  # the transposed view of a TMA-filled buffer, and read by ldmatrix, too
         monkeypatch.setenv(k, v)

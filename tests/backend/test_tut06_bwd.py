@@ -303,12 +303,12 @@ def _reference(q, k, v, do, causal, sm_scale):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d,causal", [(64, False), (64, True), (128, False), (128, True)])
-@pytest.mark.parametrize("fold", ["1", "0"])
-def test_backward_matches_torch_on_the_gpu(d, causal, fold, monkeypatch):
+@pytest.mark.parametrize("fold,async_ra", [("1", "0"), ("0", "0"), ("1", "1")])
+def test_backward_matches_torch_on_the_gpu(d, causal, fold, async_ra, monkeypatch):
     """The backward above (the tutorial's algorithm and launch) against torch's float64 autograd, with the
-    accumulating dots folded (default) and not."""
+    accumulating dots folded (default) and not, and with the opt-in in-flight register-A accumulations."""
     monkeypatch.delenv("NEWT_TARGET", raising=False)
-    _fresh(monkeypatch, {"NEWT_DOT_FOLD_ADD": fold})
+    _fresh(monkeypatch, {"NEWT_DOT_FOLD_ADD": fold, "NEWT_ASYNC_RA": async_ra})
     H, N = 3, 1024
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v, do = (torch.randn(H, N, d, device="cuda", generator=g, dtype=torch.float16) for _ in range(4))
@@ -346,7 +346,7 @@ def test_fp8_p_goes_to_qgmma_from_registers(d, monkeypatch):
     elements converted to a word by two F2FP pairs and put in the A fragment by quad shuffles: no store of P to
     shared memory, the loop's one barrier (the pipeline's).  Before (``NEWT_FP8_A_REGS=0``) P went through shared
     memory every iteration: 32 STS, three barriers, one F2FP and a NaN test per element, ~1,340 instructions."""
-    ck = _fp8_fwd(d, monkeypatch)
+    ck = _fp8_fwd(d, monkeypatch, "1")
     body = max(_loops(ck), key=len)
     cu = ck.asm["cuda"]
     assert "quad shuffles" in cu and "stage operand a" not in cu
@@ -359,7 +359,8 @@ def test_fp8_p_goes_to_qgmma_from_registers(d, monkeypatch):
     assert count(body, "WARPGROUP") <= 6
     assert len(body) < 800
     assert ck.n_spills == 0
-    off = max(_loops(_fp8_fwd(d, monkeypatch, "0")), key=len)
+    off = max(_loops(_fp8_fwd(d, monkeypatch)), key=len)  # opt-in until a GPU run checks it: unset is off
+    assert off == max(_loops(_fp8_fwd(d, monkeypatch, "0")), key=len)
     assert count(off, "STS") >= 32 and count(off, "BAR.SYNC") >= 3 and len(off) > len(body) + 400
 
 
@@ -427,16 +428,19 @@ def test_row_vectors_load_in_the_accumulator_slice(causal, monkeypatch):
 def test_register_a_accumulations_stay_in_flight(monkeypatch):
     """d=64: ``dv += dot(p, do)`` and ``dk += dot(ds, qT^T)`` (A in registers, B from the cp.async ring) stay in
     flight as in Triton's schedule: dv until dpT's wait, dk until the next iteration's QK wait (one
-    ``wgmma_wait<1>`` each; dq's too), with no spill.  ``NEWT_ASYNC_RA=0``: every dot waits at once."""
-    _fresh(monkeypatch, {})
+    ``wgmma_wait<1>`` each; dq's too), with no spill, with ``NEWT_ASYNC_RA=1`` (opt-in until a GPU run has
+    checked it).  Unset or ``NEWT_ASYNC_RA=0``: every dot waits at once."""
+    _fresh(monkeypatch, {"NEWT_ASYNC_RA": "1"})
     ck = compile_bwd(64)
     cu = ck.asm["cuda"]
     assert cu.count("wgmma_wait<1>") == 3
     assert ck.n_spills == 0
+    assert compile_bwd(128).asm["cuda"].count("wgmma_wait<1>") == 0  # 256 accumulator registers: waited
     _fresh(monkeypatch, {"NEWT_ASYNC_RA": "0"})
     assert compile_bwd(64).asm["cuda"].count("wgmma_wait<1>") == 0
-    _fresh(monkeypatch, {})
-    assert compile_bwd(128).asm["cuda"].count("wgmma_wait<1>") == 0  # 256 accumulator registers: waited
+    monkeypatch.delenv("NEWT_ASYNC_RA")
+    _bwd.clear_cache()
+    assert compile_bwd(64).asm["cuda"].count("wgmma_wait<1>") == 0
 
 
 @pytest.mark.parametrize("causal", [False, True])

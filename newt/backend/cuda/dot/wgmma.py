@@ -244,8 +244,9 @@ def _ra_in_flight(layouts, body, d) -> bool:
     tl.trans(qT))`` once folded): it may stay in flight, as Triton leaves it, when A is a 16-bit value already in
     wgmma's A-fragment registers (``_a_registers``: never a staged tile the next iteration would overwrite) and
     the body's dot accumulators fit ``_RA_IN_FLIGHT_ACC_REGS`` registers a thread (their fragments stay live into
-    the next iteration beside them).  ``NEWT_ASYNC_RA=0`` waits for it at once."""
-    if os.environ.get("NEWT_ASYNC_RA", "1") == "0":
+    the next iteration beside them).  Opt-in (``NEWT_ASYNC_RA=1``) until a GPU run has checked it; unset or ``0``
+    waits for it at once."""
+    if os.environ.get("NEWT_ASYNC_RA", "0") != "1":
         return False
     from ..plan import compact
     a = d.operands[0]
