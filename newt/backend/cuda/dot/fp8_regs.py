@@ -20,7 +20,7 @@ import os
 
 from newt.ir.types import scalar_of, shape_of
 
-__all__ = ["fp8_a_fragments", "fp8_regs_enabled", "fp8_regs_mode", "helper_ra_fp8"]
+__all__ = ["fp8_a_fragments", "fp8_regs_enabled", "fp8_regs_mode"]
 
 
 def fp8_regs_mode() -> str:
@@ -155,22 +155,4 @@ def _helper_cvt2(em, t) -> str:
         f"cvt.rn.satfinite.{ty}x2.f32 h, %4, %3;\\nmov.b32 %0, {{l, h}};\\n}}\" : \"=r\"(r) : "
         f"\"f\"(a), \"f\"(b), \"f\"(c), \"f\"(d));\n"
         f"  return r;\n}}\n"))
-    return name
-
-
-def helper_ra_fp8(em, n: int, ta: str, tb: str, common: str) -> str:
-    """wgmma m64nNk32 with an fp8 A from registers (four 32-bit registers) and B from shared memory;
-    ``common``: wgmma.py's shared helper text (passed in: this module is below wgmma.py)."""
-    em.helper("wgmma_common", common)
-    name = f"wgmma_m64n{n}k32_{ta}_{tb}_ra"
-    nreg = n // 2
-    regs = ", ".join(f"%{i}" for i in range(nreg))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
-    a = ", ".join(f"%{nreg + q}" for q in range(4))
-    em.helper(name, (
-        f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long db) {{\n"
-        f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ta}.{tb} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1;"
-        f"\\n}}\\n\"\n    : {outs}\n"
-        f"    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
     return name

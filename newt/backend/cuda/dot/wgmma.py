@@ -376,18 +376,22 @@ def drain_async_dots(em, op, pipe, targets, c):
         em.for_regs(lay.nregs, f"wgmma_keep({name}[i]);", c)
 
 
-def _helpers_ra(em, n: int, ty: str, tb: int) -> str:
-    """wgmma with A from registers (four 32-bit fragment registers, the mma.sync A fragment per warp)."""
+def _helpers_ra(em, n: int, ty: str, tb: int | None, k: int = 16, tyb: str | None = None) -> str:
+    """wgmma with A from registers (four 32-bit fragment registers, the mma.sync A fragment per warp) and B from
+    shared memory: 16-bit types at k16 with ``tb`` B's transpose immediate; fp8 (``dot/fp8_regs.py``) at k32 with
+    ``tb`` None (K-major only) and ``tyb`` the B type."""
     em.helper("wgmma_common", _COMMON)
-    name = f"wgmma_m64n{n}k16_{ty}_r{tb}"
+    tyb = tyb or ty
+    name = f"wgmma_m64n{n}k{k}_{ty}_r{tb}" if tb is not None else f"wgmma_m64n{n}k{k}_{ty}_{tyb}_ra"
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
     a = ", ".join(f"%{nreg + q}" for q in range(4))
+    trans = f", {tb}" if tb is not None else ""
     em.helper(name, (
         f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long db) {{\n"
         f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {tb};"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ty}.{tyb} {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1{trans};"
         f"\\n}}\\n\"\n    : {outs}\n"
         f"    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}}\n"))
     return name
@@ -593,8 +597,7 @@ class WgmmaLowering(DotLowering):
             fn = _helpers_ra(em, n_inst, _TYPES[t.name], 0 if b_k else 1)
             a_desc = "A from registers (mma.sync A fragments)"
         elif a8:
-            from .fp8_regs import helper_ra_fp8
-            fn = helper_ra_fp8(em, n_inst, _TYPES[t.name], _TYPES[scalar_of(b.type).name], _COMMON)
+            fn = _helpers_ra(em, n_inst, _TYPES[t.name], None, k=32, tyb=_TYPES[scalar_of(b.type).name])
             a_desc = "A from registers (fp8 fragments by quad shuffles)"
         elif k_major_only(t):
             fn = _helpers(em, n_inst, _TYPES[t.name], 0, 0, _TYPES[scalar_of(b.type).name], kstep)
