@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|libraries|lib28|helion|helionex ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|libraries|lib28|helion|helionex|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -327,6 +327,11 @@ PY
       timeout ${DT25_T:-170} python3 benchmarks/deuteron_bench.py --out "$R/dt25_tma" --only matmul,attention --tma \
         > "$R/dt25_tma.log" 2>&1; echo "deuteron_bench.py --tma exit $?"; grep -B2 -A4 "^| kernel" "$R/dt25_tma.log" | head -8
       grep -h -A1 "^  deuteron " "$R/dt25_plain.log" "$R/dt25_tma.log" | head -16 ;;
+    fp8ws)
+      # issue 24's fp8 >= 0.90x cuBLAS: bench_ws.py's persistent fp8 e4m3 matmul (B K-major, 128x256x128, 2 stages,
+      # 8 warps), newt with TMA, warp-specialized, Triton (same source) and cuBLAS (_scaled_mm) at 8192/4096/2048^3
+      timeout ${FP8WS_T:-200} python3 benchmarks/bench_ws.py --out "$R/fp8ws" --only persistent_fp8 \
+        --budget ${FP8WS_BUDGET:-160} > "$R/fp8ws.log" 2>&1; tail -12 "$R/fp8ws.log" ;;
     perfdiag)
       # issue 23 on an idle CPU (no GPU needed): the first N100 spill warning of tests/lsp/fixtures/perf_matmul.py
       # within 3 s of opening it (a fresh server, an empty compile cache), and the figures equal newt.compile's
