@@ -322,6 +322,40 @@ class ActiveDriver:
         return "<newt drop-in driver (cuda)>"
 
 
+class CudaDriver(ActiveDriver):
+    """The driver of ``triton.backends.backends["nvidia"]`` (what ``set_driver_to_gpu`` makes active): the
+    default driver's answers."""
+
+
+class CpuDriver(ActiveDriver):
+    """The driver of ``triton.backends.backends["cpu"]`` (inductor's ``set_driver_to_cpu``): device 0 of the
+    CPU, kernels compiled for target ``GPUTarget("cpu", 0, 1)`` run on newt's interpreter."""
+
+    backend = "cpu"
+
+    def _gpu(self) -> bool:
+        return False
+
+    def get_current_target(self) -> GPUTarget:
+        return GPUTarget("cpu", 0, 1)
+
+    def get_active_torch_device(self):
+        return _torch().device("cpu")
+
+    def get_device_interface(self):
+        return _torch().cpu
+
+    def get_empty_cache_for_benchmark(self):
+        return _torch().empty(0)
+
+    def __repr__(self):
+        return "<newt drop-in driver (cpu: the interpreter)>"
+
+
+def _driver_class(kind: str) -> type:
+    return CpuDriver if kind == "cpu" else CudaDriver
+
+
 _ACTIVE = None
 
 
@@ -332,9 +366,24 @@ def _active():
     return _ACTIVE
 
 
+#: the driver ``triton.runtime.driver.set_active`` chose (None: the default one)
+_DRIVER_STATE: dict = {"active": None}
+
+
+def current_driver() -> ActiveDriver:
+    """``triton.runtime.driver.active``: the driver made active (inductor's ``set_driver_to_cpu``) or the
+    default one."""
+    return _DRIVER_STATE["active"] or _active()
+
+
+def reset_driver() -> None:
+    """Back to the default driver (``uninstall()`` does it: a later ``install()`` starts afresh)."""
+    _DRIVER_STATE["active"] = None
+
+
 def _make_driver():
     m = _facade("triton.runtime.driver", "Triton's driver registry (newt drop-in): ``driver.active``.", {})
-    state = {"active": None}
+    state = _DRIVER_STATE
 
     def set_active(drv):
         state["active"] = drv
@@ -344,7 +393,7 @@ def _make_driver():
 
     def getattr_(attr):
         if attr in ("active", "default"):
-            return state["active"] or _active()
+            return current_driver()
         raise AttributeError(f"module 'triton.runtime.driver' has no attribute {attr!r}")
 
     m.set_active, m.reset_active = set_active, reset_active
@@ -439,7 +488,8 @@ def _make_triton():
             "constexpr_function": ("newt.runtime.jit", "constexpr_function"),
             "TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
             "reinterpret": ("newt.runtime.wrappers", "reinterpret"),
-            "MockTensor": ("newt.runtime.wrappers", "MockTensor")}
+            "MockTensor": ("newt.runtime.wrappers", "MockTensor"),
+            "compile": ("newt.dropin.compiler", "compile"), "knobs": ("newt.dropin.compiler", "knobs")}
     return _facade("triton", "Triton's API served by newt (drop-in mode: ``python -m newt.dropin``).", attrs,
                    lazy)
 
@@ -471,15 +521,18 @@ def _make_runtime_errors():
 
 def triton_key() -> str:
     """``triton.compiler.compiler.triton_key()``: what compiled code depends on (torch keys its caches on it)."""
-    import newt
-    from newt.dropin import TRITON_API_VERSION
-    return f"newt-{newt.__version__}-triton-api-{TRITON_API_VERSION}"
+    from .compiler import triton_key as key
+    return key()
 
 
 def _compiler_attrs() -> dict:
     import newt
     from newt.runtime.compiler import CompiledKernel
-    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError, "triton_key": triton_key}
+
+    from . import compiler as dc
+    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError, "triton_key": triton_key,
+            "ASTSource": dc.ASTSource, "compile": dc.compile, "make_backend": dc.make_backend,
+            "GPUTarget": GPUTarget, "knobs": dc.knobs}
 
 
 def _make_compiler():
@@ -508,14 +561,44 @@ class BaseBackend:
         return target.backend == "cuda"
 
 
+class DriverBase:
+    """``triton.backends.driver.DriverBase``."""
+
+
+def _backends() -> dict:
+    """``triton.backends.backends``: newt's one compiler under the names torch looks for, ``"nvidia"`` (torch
+    refuses to compile for CUDA without it) and ``"cpu"`` (inductor's ``cpu_backend="triton"``: the
+    interpreter), each with its driver class (``triton_helpers.set_driver_to_cpu/gpu`` switch
+    ``driver.active`` between them)."""
+    from . import compiler as dc
+    nb = dc.NewtBackend
+    return {"nvidia": dc.Backend(nb, _driver_class("cuda")), "cpu": dc.Backend(nb, _driver_class("cpu"))}
+
+
 def _make_backends():
     return _facade("triton.backends", "triton.backends (newt drop-in).",
-                   {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget, "backends": {}})
+                   {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget, "backends": _backends(),
+                    "DriverBase": DriverBase})
 
 
 def _make_backends_compiler():
     return _facade("triton.backends.compiler", "triton.backends.compiler (newt drop-in).",
                    {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget})
+
+
+def _make_backends_driver():
+    return _facade("triton.backends.driver", "triton.backends.driver (newt drop-in).", {"DriverBase": DriverBase})
+
+
+def _make_knobs():
+    from .compiler import knobs
+    return knobs
+
+
+def _make_runtime_cache():
+    from . import compiler as dc
+    return _facade("triton.runtime.cache", "triton.runtime.cache (newt drop-in): the keys torch reads.",
+                   {"triton_key": dc.triton_key, "knobs": dc.knobs, "_base32": dc._base32})
 
 
 _CACHE: dict[str, types.ModuleType] = {}
@@ -547,4 +630,7 @@ _FACADES = {
     "triton.compiler.errors": _once(_make_compiler_errors),
     "triton.backends": _once(_make_backends),
     "triton.backends.compiler": _once(_make_backends_compiler),
+    "triton.backends.driver": _once(_make_backends_driver),
+    "triton.knobs": _once(_make_knobs),
+    "triton.runtime.cache": _once(_make_runtime_cache),
 }
