@@ -500,10 +500,11 @@ def _make_runtime():
 
 
 def _make_runtime_jit():
-    from newt.runtime.jit import JITFunction, constexpr_function
+    from newt.runtime.jit import ConstexprFunction, JITFunction, constexpr_function
     from newt.tune.autotuner import KernelInterface
     attrs = {"JITFunction": JITFunction, "KernelInterface": KernelInterface, "jit": jit,
-             "constexpr_function": constexpr_function, "KernelParam": KernelParam}
+             "constexpr_function": constexpr_function, "ConstexprFunction": ConstexprFunction,
+             "KernelParam": KernelParam}
     lazy = {"TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
             "reinterpret": ("newt.runtime.wrappers", "reinterpret")}
     return _facade("triton.runtime.jit", "triton.runtime.jit (newt drop-in).", attrs, lazy)
