@@ -34,8 +34,7 @@ def inductor(dropin, tmp_path, monkeypatch):
     list of kernels ``triton.compile`` built (``newt.dropin.compiler``'s compiled kernels)."""
     import torch._dynamo
     import torch._inductor.config as cfg
-
-    from newt.dropin import compiler as dc
+    dc = _compiler_module()
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # (inductor sets it where it is unset)
     torch._dynamo.reset()
@@ -47,6 +46,17 @@ def inductor(dropin, tmp_path, monkeypatch):
     finally:
         torch._dynamo.reset()
         dc._COMPILED.clear()
+
+
+def _compiler_module():
+    """newt.dropin.compiler (a stand-in with an empty record where it is missing, so that each test fails
+    on what torch.compile does without it, not here)."""
+    try:
+        from newt.dropin import compiler
+    except ImportError:
+        import types
+        return types.SimpleNamespace(_COMPILED={})
+    return compiler
 
 
 def _names(compiled) -> set:
