@@ -83,7 +83,6 @@ def test_reductions_sum_and_softmax_over_rows(inductor):
     assert any(n.startswith(("triton_per_", "triton_red_")) for n in _names(inductor))
 
 
-@pytest.mark.slow
 def test_looped_reduction(inductor):
     """Inductor's looped (``triton_red_``) reduction kernel, persistent reductions turned off."""
     import torch._inductor.config as cfg
