@@ -32,6 +32,7 @@ import collections
 import dataclasses
 import hashlib
 import types
+from typing import Any
 
 from .triton import BaseBackend
 
@@ -72,19 +73,21 @@ def _cache_dir() -> str | None:
 
 def _make_knobs() -> types.ModuleType:
     m = types.ModuleType("triton.knobs", "triton.knobs (newt drop-in): the settings torch and libraries read.")
-    m.__dict__["__newt_dropin__"] = True
-    m.runtime = _KnobGroup(launch_enter_hook=None, launch_exit_hook=None, jit_post_compile_hook=None,
+    m.__dict__.update(
+        __newt_dropin__=True,
+        runtime=_KnobGroup(launch_enter_hook=None, launch_exit_hook=None, jit_post_compile_hook=None,
                            jit_cache_hook=None, kernel_load_start_hook=None, kernel_load_end_hook=None,
-                           add_stages_inspection_hook=None, interpret=False, debug=False)
-    m.cache = _KnobGroup(dir=_cache_dir(), dump_dir=None, override_dir=None, home_dir=None)
-    m.compilation = _KnobGroup(always_compile=False, listener=None, dump_ir=False, override=False,
-                               store_binary_only=False, front_end_debugging=False, use_ir_loc=None)
-    m.nvidia = _KnobGroup(libdevice_path=None, ptxas_path=None)
-    m.amd = _KnobGroup()
-    m.language = _KnobGroup(fp32_default=None, default_fp_fusion=True)
-    m.autotuning = _KnobGroup(cache=False, print=False)
-    m.CompileTimes = collections.namedtuple("CompileTimes", ["ir_initialization", "lowering_stages",
-                                                             "store_results"])
+                           add_stages_inspection_hook=None, interpret=False, debug=False),
+        cache=_KnobGroup(dir=_cache_dir(), dump_dir=None, override_dir=None, home_dir=None),
+        compilation=_KnobGroup(always_compile=False, listener=None, dump_ir=False, override=False,
+                               store_binary_only=False, front_end_debugging=False, use_ir_loc=None),
+        nvidia=_KnobGroup(libdevice_path=None, ptxas_path=None),
+        amd=_KnobGroup(),
+        language=_KnobGroup(fp32_default=None, default_fp_fusion=True),
+        autotuning=_KnobGroup(cache=False, print=False),
+        CompileTimes=collections.namedtuple("CompileTimes", ["ir_initialization", "lowering_stages",
+                                                             "store_results"]),
+    )
     return m
 
 
@@ -281,7 +284,7 @@ class DropinCompiledKernel:
         fields.update(name=self.name, hash=hash_, target=target, shared=int(md.get("shared", 0)),
                       triton_version=_api_version(), n_regs=md.get("n_regs"), n_spills=md.get("n_spills"))
         meta_cls = collections.namedtuple("KernelMetadata", sorted(fields))  # type: ignore[misc]
-        self.metadata = meta_cls(**fields)
+        self.metadata: Any = meta_cls(**fields)
         self.packed_metadata = make_backend(target).pack_metadata(self.metadata)
         self.asm = dict(newt_kernel.asm) if newt_kernel is not None else {"ir": str(ir)}
         self.kernel = self.asm.get("cubin")
