@@ -31,13 +31,81 @@ import base64
 import collections
 import dataclasses
 import hashlib
+import os
 import types
 from typing import Any
 
-from .triton import BaseBackend
-
 __all__ = ["ASTSource", "compile", "make_backend", "NewtBackend", "NewtOptions", "DropinCompiledKernel",
            "Backend", "knobs", "triton_key"]
+
+
+# ---- shared with newt.dropin.triton (which imports them from here) ----------------------------------------
+
+def _flag(name: str) -> bool | None:
+    v = os.environ.get(name)
+    if v is None or not v.strip():
+        return None
+    return v.strip().lower() in ("1", "true", "yes", "on")
+
+
+def interpret_rule() -> bool:
+    """Whether a drop-in kernel runs on newt's interpreter: ``NEWT_INTERPRET`` when set (1 or 0), else
+    ``TRITON_INTERPRET=1``, else when torch sees no CUDA device."""
+    n = _flag("NEWT_INTERPRET")
+    if n is not None:
+        return n
+    if _flag("TRITON_INTERPRET"):
+        return True
+    from newt.runtime.driver import has_gpu
+    return not has_gpu()
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUTarget:
+    """``triton.backends.compiler.GPUTarget``: the backend (``"cuda"``), the compute capability as one int
+    (90 for sm_90) and the warp size."""
+    backend: str
+    arch: int | str
+    warp_size: int
+
+
+class BaseBackend:
+    """``triton.backends.compiler.BaseBackend``: newt has one backend (CUDA through NVRTC); this class
+    exists for the ``issubclass``/``isinstance`` probes of code written against Triton."""
+
+    def __init__(self, target: GPUTarget):
+        self.target = target
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend == "cuda"
+
+
+#: the driver ``triton.runtime.driver.set_active`` chose (None: the default one)
+_DRIVER_STATE: dict = {"active": None, "default": None}
+
+
+def set_default_driver(factory) -> None:
+    """The drop-in's default driver (newt.dropin.triton hands its ``driver.active`` factory down here)."""
+    _DRIVER_STATE["default"] = factory
+
+
+def current_driver():
+    """``triton.runtime.driver.active``: the driver made active (inductor's ``set_driver_to_cpu``) or the
+    default one."""
+    active = _DRIVER_STATE["active"]
+    if active is not None:
+        return active
+    default = _DRIVER_STATE["default"]
+    if default is None:
+        raise RuntimeError("no Triton driver: the drop-in's triton package is not loaded (newt.dropin.install(), "
+                           "then import triton)")
+    return default()
+
+
+def reset_driver() -> None:
+    """Back to the default driver (``uninstall()`` does it: a later ``install()`` starts afresh)."""
+    _DRIVER_STATE["active"] = None
 
 
 def triton_key() -> str:
@@ -305,7 +373,6 @@ class DropinCompiledKernel:
         """Whether launches run on newt's interpreter: a ``"cpu"`` target, no GPU, or the drop-in's rule
         (``NEWT_INTERPRET`` / ``TRITON_INTERPRET``)."""
         if self._interpreted is None:
-            from newt.dropin.triton import interpret_rule
             self._interpreted = self.newt is None or interpret_rule()
         return self._interpreted
 
@@ -313,7 +380,6 @@ class DropinCompiledKernel:
         """Load the cubin on the current device (once); nothing to load for the interpreter."""
         if self.module is not None or self.interpreted():
             return
-        from newt.dropin.triton import current_driver
         from newt.runtime.errors import OutOfResources
         dev = current_driver().get_current_device()
         max_shared = current_driver().utils.get_device_properties(dev)["max_shared_mem"]
@@ -360,7 +426,6 @@ class DropinCompiledKernel:
         self._init_handles()
 
         def runner(*args, stream=None):
-            from newt.dropin.triton import current_driver
             if stream is None:
                 stream = current_driver().get_current_stream()
             g = tuple(grid) + (1,) * (3 - len(grid))
@@ -396,7 +461,6 @@ def compile(src, target=None, options=None, _env_vars=None):
     """``triton.compile(src, target=None, options=None)`` for an :class:`ASTSource`: newt's front end builds
     the kernel's IR; for a ``"cuda"`` target newt's backend compiles it to a cubin (NVRTC: no GPU needed).
     Returns a :class:`DropinCompiledKernel`."""
-    from newt.dropin.triton import GPUTarget, current_driver
     if not isinstance(src, ASTSource):
         raise TypeError("newt's triton.compile takes an ASTSource (a @triton.jit kernel); Triton IR files "
                         f"(ttir/ttgir/ptx) have no meaning for newt, got {type(src).__name__}")

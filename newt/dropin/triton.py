@@ -20,10 +20,14 @@ modules are small facades built here, each answering what Triton code, torch and
                                           ``perf_report``, ``Benchmark``, ``Mark``, and the peak-figure
                                           helpers ``nvsmi``, ``get_dram_gbps``,
                                           ``get_max_tensorcore_tflops``, ``get_max_simd_tflops``
-``triton.compiler`` (``.compiler``,       ``CompiledKernel``, ``CompilationError``
-``.errors``)
-``triton.backends`` (``.compiler``)       ``GPUTarget``, ``BaseBackend`` (no ``AttrsDescriptor``: Triton
-                                          3.4 has none, and torch picks its code path by that probe)
+``triton.compiler`` (``.compiler``,       ``CompiledKernel``, ``CompilationError``, and what torch.compile
+``.errors``)                              calls (newt.dropin.compiler): ``ASTSource``, ``compile``,
+                                          ``make_backend``, ``triton_key``
+``triton.backends`` (``.compiler``,       ``GPUTarget``, ``BaseBackend`` (no ``AttrsDescriptor``: Triton
+``.driver``)                              3.4 has none, and torch picks its code path by that probe),
+                                          ``backends`` (``"nvidia"``, ``"cpu"``), ``DriverBase``
+``triton.knobs``, ``triton.runtime.cache``  the settings and keys inductor reads (``knobs.runtime`` launch
+                                          hooks, ``knobs.cache.dir``, ``triton_key``, ``_base32``)
 ========================================  ===================================================================
 
 A module Triton has and newt does not (``triton._C``, ``triton.runtime.interpreter``) is a
@@ -36,11 +40,20 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
-import os
 import types
 
+from .compiler import (
+    _DRIVER_STATE,
+    BaseBackend,
+    GPUTarget,
+    current_driver,
+    interpret_rule,
+    reset_driver,
+    set_default_driver,
+)
+
 __all__ = ["module_for", "has_module", "interpret_rule", "GPUTarget", "KernelParam", "jit", "ActiveDriver",
-           "BaseBackend"]
+           "BaseBackend", "current_driver", "reset_driver"]
 
 #: Triton module prefixes served by newt's module of the same path (``triton.language.x`` -> ``newt.language.x``)
 _ALIASED = ("triton.language", "triton.tools")
@@ -132,25 +145,6 @@ def _make_language():
 
 # ---- where kernels run ----------------------------------------------------------------------------------------
 
-def _flag(name: str) -> bool | None:
-    v = os.environ.get(name)
-    if v is None or not v.strip():
-        return None
-    return v.strip().lower() in ("1", "true", "yes", "on")
-
-
-def interpret_rule() -> bool:
-    """Whether a drop-in kernel runs on newt's interpreter: ``NEWT_INTERPRET`` when set (1 or 0), else
-    ``TRITON_INTERPRET=1``, else when torch sees no CUDA device."""
-    n = _flag("NEWT_INTERPRET")
-    if n is not None:
-        return n
-    if _flag("TRITON_INTERPRET"):
-        return True
-    from newt.runtime.driver import has_gpu
-    return not has_gpu()
-
-
 @dataclasses.dataclass(frozen=True)
 class KernelParam:
     """One parameter of a kernel, as Triton's ``JITFunction.params`` lists them (torch reads ``name``,
@@ -213,15 +207,6 @@ def jit(fn=None, *, version=None, repr=None, launch_metadata=None, do_not_specia
 
 
 # ---- triton.runtime.driver ------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class GPUTarget:
-    """``triton.backends.compiler.GPUTarget``: the backend (``"cuda"``), the compute capability as one int
-    (90 for sm_90) and the warp size."""
-    backend: str
-    arch: int | str
-    warp_size: int
-
 
 def _torch():
     import torch
@@ -366,19 +351,7 @@ def _active():
     return _ACTIVE
 
 
-#: the driver ``triton.runtime.driver.set_active`` chose (None: the default one)
-_DRIVER_STATE: dict = {"active": None}
-
-
-def current_driver() -> ActiveDriver:
-    """``triton.runtime.driver.active``: the driver made active (inductor's ``set_driver_to_cpu``) or the
-    default one."""
-    return _DRIVER_STATE["active"] or _active()
-
-
-def reset_driver() -> None:
-    """Back to the default driver (``uninstall()`` does it: a later ``install()`` starts afresh)."""
-    _DRIVER_STATE["active"] = None
+set_default_driver(_active)
 
 
 def _make_driver():
@@ -548,18 +521,6 @@ def _make_compiler_errors():
     import newt
     return _facade("triton.compiler.errors", "triton.compiler.errors (newt drop-in).",
                    {"CompilationError": newt.CompilationError})
-
-
-class BaseBackend:
-    """``triton.backends.compiler.BaseBackend``: newt has one backend (CUDA through NVRTC); this class
-    exists for the ``issubclass``/``isinstance`` probes of code written against Triton."""
-
-    def __init__(self, target: GPUTarget):
-        self.target = target
-
-    @staticmethod
-    def supports_target(target: GPUTarget) -> bool:
-        return target.backend == "cuda"
 
 
 class DriverBase:
