@@ -98,6 +98,8 @@ class DropinFinder(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         provider = _PROVIDERS.get(top)
         if provider is None:
+            if fullname in _AFTER_IMPORT:
+                return _spec_with_after_hook(self, fullname, path, target)
             return None
         prov = importlib.import_module(provider)
         has = getattr(prov, "has_module", None)
@@ -126,6 +128,43 @@ class DropinFinder(importlib.abc.MetaPathFinder):
             except ImportError:
                 version = None
         return iter((_ServedDistribution(top, str(version)),) if version else ())
+
+
+#: modules the drop-in adjusts once they are loaded: ``{name: "module:function"}``, the function called with
+#: the loaded module (inductor's config: the settings of newt.dropin.inductor)
+_AFTER_IMPORT: dict[str, str] = {"torch._inductor.config": "newt.dropin.inductor:configure"}
+
+
+class _AfterLoader(importlib.abc.Loader):
+    """The module's own loader, then the drop-in's adjustment of the loaded module; any other attribute
+    (``get_source``, ``is_package`` ...) is the original loader's."""
+
+    def __init__(self, loader, hook: str):
+        self._loader, self._hook = loader, hook
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        modname, _, func = self._hook.partition(":")
+        getattr(importlib.import_module(modname), func)(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _spec_with_after_hook(finder, fullname, path, target):
+    """The spec the other finders give ``fullname``, its loader wrapped by :class:`_AfterLoader`."""
+    for f in sys.meta_path:
+        if f is finder or not hasattr(f, "find_spec"):
+            continue
+        spec = f.find_spec(fullname, path, target)
+        if spec is not None:
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _AfterLoader(spec.loader, _AFTER_IMPORT[fullname])
+            return spec
+    return None
 
 
 class _ServedDistribution(importlib.metadata.Distribution):
@@ -189,6 +228,8 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
             if mod is not None and not getattr(mod, "__newt_dropin__", False):
                 _forget(top)
         _reset_torch_probes()
+        from . import inductor
+        inductor.configure()  # (inductor imported before install(): its settings now; else at its import)
         return _finder
 
 
@@ -261,6 +302,10 @@ def uninstall() -> None:
             if mod is not None and getattr(mod, "__newt_dropin__", False):
                 _forget(top)
         _reset_torch_probes()
+        from . import inductor
+        inductor.restore()
+        if "newt.dropin.triton" in sys.modules:
+            sys.modules["newt.dropin.triton"].reset_driver()
 
 
 def is_installed() -> bool:

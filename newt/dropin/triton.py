@@ -20,10 +20,14 @@ modules are small facades built here, each answering what Triton code, torch and
                                           ``perf_report``, ``Benchmark``, ``Mark``, and the peak-figure
                                           helpers ``nvsmi``, ``get_dram_gbps``,
                                           ``get_max_tensorcore_tflops``, ``get_max_simd_tflops``
-``triton.compiler`` (``.compiler``,       ``CompiledKernel``, ``CompilationError``
-``.errors``)
-``triton.backends`` (``.compiler``)       ``GPUTarget``, ``BaseBackend`` (no ``AttrsDescriptor``: Triton
-                                          3.4 has none, and torch picks its code path by that probe)
+``triton.compiler`` (``.compiler``,       ``CompiledKernel``, ``CompilationError``, and what torch.compile
+``.errors``)                              calls (newt.dropin.compiler): ``ASTSource``, ``compile``,
+                                          ``make_backend``, ``triton_key``
+``triton.backends`` (``.compiler``,       ``GPUTarget``, ``BaseBackend`` (no ``AttrsDescriptor``: Triton
+``.driver``)                              3.4 has none, and torch picks its code path by that probe),
+                                          ``backends`` (``"nvidia"``, ``"cpu"``), ``DriverBase``
+``triton.knobs``, ``triton.runtime.cache``  the settings and keys inductor reads (``knobs.runtime`` launch
+                                          hooks, ``knobs.cache.dir``, ``triton_key``, ``_base32``)
 ========================================  ===================================================================
 
 A module Triton has and newt does not (``triton._C``, ``triton.runtime.interpreter``) is a
@@ -36,11 +40,20 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
-import os
 import types
 
+from .compiler import (
+    _DRIVER_STATE,
+    BaseBackend,
+    GPUTarget,
+    current_driver,
+    interpret_rule,
+    reset_driver,
+    set_default_driver,
+)
+
 __all__ = ["module_for", "has_module", "interpret_rule", "GPUTarget", "KernelParam", "jit", "ActiveDriver",
-           "BaseBackend"]
+           "BaseBackend", "current_driver", "reset_driver"]
 
 #: Triton module prefixes served by newt's module of the same path (``triton.language.x`` -> ``newt.language.x``)
 _ALIASED = ("triton.language", "triton.tools")
@@ -132,25 +145,6 @@ def _make_language():
 
 # ---- where kernels run ----------------------------------------------------------------------------------------
 
-def _flag(name: str) -> bool | None:
-    v = os.environ.get(name)
-    if v is None or not v.strip():
-        return None
-    return v.strip().lower() in ("1", "true", "yes", "on")
-
-
-def interpret_rule() -> bool:
-    """Whether a drop-in kernel runs on newt's interpreter: ``NEWT_INTERPRET`` when set (1 or 0), else
-    ``TRITON_INTERPRET=1``, else when torch sees no CUDA device."""
-    n = _flag("NEWT_INTERPRET")
-    if n is not None:
-        return n
-    if _flag("TRITON_INTERPRET"):
-        return True
-    from newt.runtime.driver import has_gpu
-    return not has_gpu()
-
-
 @dataclasses.dataclass(frozen=True)
 class KernelParam:
     """One parameter of a kernel, as Triton's ``JITFunction.params`` lists them (torch reads ``name``,
@@ -213,15 +207,6 @@ def jit(fn=None, *, version=None, repr=None, launch_metadata=None, do_not_specia
 
 
 # ---- triton.runtime.driver ------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class GPUTarget:
-    """``triton.backends.compiler.GPUTarget``: the backend (``"cuda"``), the compute capability as one int
-    (90 for sm_90) and the warp size."""
-    backend: str
-    arch: int | str
-    warp_size: int
-
 
 def _torch():
     import torch
@@ -322,6 +307,40 @@ class ActiveDriver:
         return "<newt drop-in driver (cuda)>"
 
 
+class CudaDriver(ActiveDriver):
+    """The driver of ``triton.backends.backends["nvidia"]`` (what ``set_driver_to_gpu`` makes active): the
+    default driver's answers."""
+
+
+class CpuDriver(ActiveDriver):
+    """The driver of ``triton.backends.backends["cpu"]`` (inductor's ``set_driver_to_cpu``): device 0 of the
+    CPU, kernels compiled for target ``GPUTarget("cpu", 0, 1)`` run on newt's interpreter."""
+
+    backend = "cpu"
+
+    def _gpu(self) -> bool:
+        return False
+
+    def get_current_target(self) -> GPUTarget:
+        return GPUTarget("cpu", 0, 1)
+
+    def get_active_torch_device(self):
+        return _torch().device("cpu")
+
+    def get_device_interface(self):
+        return _torch().cpu
+
+    def get_empty_cache_for_benchmark(self):
+        return _torch().empty(0)
+
+    def __repr__(self):
+        return "<newt drop-in driver (cpu: the interpreter)>"
+
+
+def _driver_class(kind: str) -> type:
+    return CpuDriver if kind == "cpu" else CudaDriver
+
+
 _ACTIVE = None
 
 
@@ -332,9 +351,12 @@ def _active():
     return _ACTIVE
 
 
+set_default_driver(_active)
+
+
 def _make_driver():
     m = _facade("triton.runtime.driver", "Triton's driver registry (newt drop-in): ``driver.active``.", {})
-    state = {"active": None}
+    state = _DRIVER_STATE
 
     def set_active(drv):
         state["active"] = drv
@@ -344,7 +366,7 @@ def _make_driver():
 
     def getattr_(attr):
         if attr in ("active", "default"):
-            return state["active"] or _active()
+            return current_driver()
         raise AttributeError(f"module 'triton.runtime.driver' has no attribute {attr!r}")
 
     m.set_active, m.reset_active = set_active, reset_active
@@ -439,7 +461,8 @@ def _make_triton():
             "constexpr_function": ("newt.runtime.jit", "constexpr_function"),
             "TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
             "reinterpret": ("newt.runtime.wrappers", "reinterpret"),
-            "MockTensor": ("newt.runtime.wrappers", "MockTensor")}
+            "MockTensor": ("newt.runtime.wrappers", "MockTensor"),
+            "compile": ("newt.dropin.compiler", "compile"), "knobs": ("newt.dropin.compiler", "knobs")}
     return _facade("triton", "Triton's API served by newt (drop-in mode: ``python -m newt.dropin``).", attrs,
                    lazy)
 
@@ -450,10 +473,11 @@ def _make_runtime():
 
 
 def _make_runtime_jit():
-    from newt.runtime.jit import JITFunction, constexpr_function
+    from newt.runtime.jit import ConstexprFunction, JITFunction, constexpr_function
     from newt.tune.autotuner import KernelInterface
     attrs = {"JITFunction": JITFunction, "KernelInterface": KernelInterface, "jit": jit,
-             "constexpr_function": constexpr_function, "KernelParam": KernelParam}
+             "constexpr_function": constexpr_function, "ConstexprFunction": ConstexprFunction,
+             "KernelParam": KernelParam}
     lazy = {"TensorWrapper": ("newt.runtime.wrappers", "TensorWrapper"),
             "reinterpret": ("newt.runtime.wrappers", "reinterpret")}
     return _facade("triton.runtime.jit", "triton.runtime.jit (newt drop-in).", attrs, lazy)
@@ -471,15 +495,18 @@ def _make_runtime_errors():
 
 def triton_key() -> str:
     """``triton.compiler.compiler.triton_key()``: what compiled code depends on (torch keys its caches on it)."""
-    import newt
-    from newt.dropin import TRITON_API_VERSION
-    return f"newt-{newt.__version__}-triton-api-{TRITON_API_VERSION}"
+    from .compiler import triton_key as key
+    return key()
 
 
 def _compiler_attrs() -> dict:
     import newt
     from newt.runtime.compiler import CompiledKernel
-    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError, "triton_key": triton_key}
+
+    from . import compiler as dc
+    return {"CompiledKernel": CompiledKernel, "CompilationError": newt.CompilationError, "triton_key": triton_key,
+            "ASTSource": dc.ASTSource, "compile": dc.compile, "make_backend": dc.make_backend,
+            "GPUTarget": GPUTarget, "knobs": dc.knobs}
 
 
 def _make_compiler():
@@ -496,26 +523,44 @@ def _make_compiler_errors():
                    {"CompilationError": newt.CompilationError})
 
 
-class BaseBackend:
-    """``triton.backends.compiler.BaseBackend``: newt has one backend (CUDA through NVRTC); this class
-    exists for the ``issubclass``/``isinstance`` probes of code written against Triton."""
+class DriverBase:
+    """``triton.backends.driver.DriverBase``."""
 
-    def __init__(self, target: GPUTarget):
-        self.target = target
 
-    @staticmethod
-    def supports_target(target: GPUTarget) -> bool:
-        return target.backend == "cuda"
+def _backends() -> dict:
+    """``triton.backends.backends``: newt's one compiler under the names torch looks for, ``"nvidia"`` (torch
+    refuses to compile for CUDA without it) and ``"cpu"`` (inductor's ``cpu_backend="triton"``: the
+    interpreter), each with its driver class (``triton_helpers.set_driver_to_cpu/gpu`` switch
+    ``driver.active`` between them)."""
+    from . import compiler as dc
+    nb = dc.NewtBackend
+    return {"nvidia": dc.Backend(nb, _driver_class("cuda")), "cpu": dc.Backend(nb, _driver_class("cpu"))}
 
 
 def _make_backends():
     return _facade("triton.backends", "triton.backends (newt drop-in).",
-                   {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget, "backends": {}})
+                   {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget, "backends": _backends(),
+                    "DriverBase": DriverBase})
 
 
 def _make_backends_compiler():
     return _facade("triton.backends.compiler", "triton.backends.compiler (newt drop-in).",
                    {"BaseBackend": BaseBackend, "GPUTarget": GPUTarget})
+
+
+def _make_backends_driver():
+    return _facade("triton.backends.driver", "triton.backends.driver (newt drop-in).", {"DriverBase": DriverBase})
+
+
+def _make_knobs():
+    from .compiler import knobs
+    return knobs
+
+
+def _make_runtime_cache():
+    from . import compiler as dc
+    return _facade("triton.runtime.cache", "triton.runtime.cache (newt drop-in): the keys torch reads.",
+                   {"triton_key": dc.triton_key, "knobs": dc.knobs, "_base32": dc._base32})
 
 
 _CACHE: dict[str, types.ModuleType] = {}
@@ -547,4 +592,7 @@ _FACADES = {
     "triton.compiler.errors": _once(_make_compiler_errors),
     "triton.backends": _once(_make_backends),
     "triton.backends.compiler": _once(_make_backends_compiler),
+    "triton.backends.driver": _once(_make_backends_driver),
+    "triton.knobs": _once(_make_knobs),
+    "triton.runtime.cache": _once(_make_runtime_cache),
 }
