@@ -172,8 +172,9 @@ def test_copies_commit_with_the_tiles_and_are_read_after_the_wait(monkeypatch):
 def test_rows_are_planned_only_for_loads_that_advance(monkeypatch):
     """The planner: tutorial 06's backward at d=64 gets exactly two rows, m and Di of the dK/dV loop (the dQ
     loop's Di is loaded once before its loop); none without the flag."""
-    import newt.backend.cuda.codegen as cg
     from test_tut06_bwd import _bwd, compile_bwd
+
+    import newt.backend.cuda.codegen as cg
 
     seen = []
 
@@ -244,8 +245,8 @@ def test_flag_off_leaves_the_code_as_it_was(monkeypatch):
     """``NEWT_RING_1D`` unset and ``=0`` generate the same CUDA (the backward at d=64, causal); a kernel with no
     1-D load in a pipelined loop (bench.py's matmul) is the same with the flag on.  (Against the tree before the
     ring, byte for byte: benchmarks/tut06_bwd_offline.md, "1-D loads through the ring".)"""
-    from test_tut06_bwd import _bwd, compile_bwd
     import hopper_kernels as H
+    from test_tut06_bwd import _bwd, compile_bwd
     texts = []
     for on in (None, "0", "1"):
         _ring(monkeypatch, on)

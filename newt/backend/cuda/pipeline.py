@@ -191,13 +191,13 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
                 off = (off + al - 1) // al * al
                 named.append(replace(pl, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
                 off += sizes[pl.buf]
-            rows = []
+            placed = []
             for rw in p.rows:  # 1-D rings after the tiles (16-byte cp.async destinations)
                 off = (off + 15) // 16 * 16
-                rows.append(replace(rw, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
+                placed.append(replace(rw, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
                 off += sizes[rw.buf]
             top = max(top, off)
-            loops[lp] = replace(p, loads=tuple(named), rows=tuple(rows))
+            loops[lp] = replace(p, loads=tuple(named), rows=tuple(placed))
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         buffers = [("SMEM_PIPE0", top)]
     from .warpspec import ws_loop
@@ -208,9 +208,9 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
     pp = pp_plan(ws, ws_outer, layouts, num_warps) if pingpong else None
     from .overlap import ov_plan
     ov = ov_plan(ws, ws_outer, loops.get(ws), layouts, pp)
-    rows = {rw.op: (p, rw) for p in loops.values() for rw in p.rows}
+    row_map = {rw.op: (p, rw) for p in loops.values() for rw in p.rows}
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
-                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov, rows=MappingProxyType(rows))
+                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov, rows=MappingProxyType(row_map))
 
 
 def loop_stages(loop, num_stages: int) -> int:
