@@ -216,7 +216,7 @@ for part in "$@"; do
         grep -E "^(FAILED|ERROR)|passed|failed" "$R/bwd06_tests.log" | tail -15
         env_off=""
       elif [ "$part" = bwd06r ]; then
-        NEWT_RING_1D=1 timeout 200 python3 -m pytest tests/backend/test_ring1d.py -m gpu -q \
+        timeout 200 python3 -m pytest tests/backend/test_ring1d.py -m gpu -q \
           -p no:cacheprovider -o addopts="" > "$R/bwd06r_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$R/bwd06r_tests.log" | tail -15
         env_off="NEWT_RING_1D=1"
