@@ -61,15 +61,20 @@ def _ring_mm(A, B, R, O, K, n_valid, stride_a, stride_b, BLOCK_M: nl.constexpr, 
     a_ptrs = A + offs_m[:, None] * stride_a + offs_k[None, :]
     b_ptrs = B + offs_k[:, None] * stride_b + offs_n[None, :]
     r_ptr = R
+    r_ptrs = R + offs_n
     acc = nl.zeros([BLOCK_M, BLOCK_N], dtype=nl.float32)
     for k in range(0, K, BLOCK_K):
         a = nl.load(a_ptrs)
         b = nl.load(b_ptrs)
-        if CARRIED:
+        if CARRIED == 2:  # a loop-carried pointer block (anchored: the copy keeps the load's own layout)
+            rp = r_ptrs
+        elif CARRIED:
             rp = r_ptr + offs_n
         else:
             rp = R + (k // BLOCK_K) * BLOCK_N + offs_n
-        if MASK:
+        if MASK == 2:  # constant over pairs of columns: 8-byte copies of fp32
+            r = nl.load(rp, mask=(offs_n // 2) * 2 < n_valid, other=OTHER)
+        elif MASK:
             r = nl.load(rp, mask=offs_n < n_valid, other=OTHER)
         else:
             r = nl.load(rp)
@@ -77,13 +82,14 @@ def _ring_mm(A, B, R, O, K, n_valid, stride_a, stride_b, BLOCK_M: nl.constexpr, 
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * stride_b
         r_ptr += BLOCK_N
+        r_ptrs += BLOCK_N
     nl.store(O + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
 
 
 CFG = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)
 
 
-def compile_ring(mask=False, other=0.0, carried=True, rdt="fp32", aligned=True, stages=3):
+def compile_ring(mask=False, other=0.0, carried=1, rdt="fp32", aligned=True, stages=3):
     h = ":16" if aligned else ""
     sig = {"A": "*fp16:16", "B": "*fp16:16", "R": f"*{rdt}{h}", "O": "*fp32:16", "K": "i32:16", "n_valid": "i32",
            "stride_a": "i32:16", "stride_b": "i32:16"}
@@ -97,12 +103,16 @@ def _plain_ldg(body) -> int:
 
 
 # (variant, the cp.async width of the row's copies): fp32 rows 16 bytes a copy where contiguous and aligned,
-# 4 where a run-time mask (constancy 1) or an unknown alignment allows one element; fp16 rows 16 bytes
+# 8 under a mask constant over column pairs, 4 where a run-time mask (constancy 1) or an unknown alignment allows
+# one element, 4 through a loop-carried pointer block (the load's coalesced layout: one element a thread);
+# fp16 rows 16 bytes
 VARIANTS = [
     ({}, 16),
-    ({"carried": False}, 16),
+    ({"carried": 0}, 16),
+    ({"carried": 2}, 4),
     ({"mask": True}, 4),
     ({"mask": True, "other": 2.0}, 4),
+    ({"mask": 2, "other": -1.0}, 8),
     ({"rdt": "fp16"}, 16),
     ({"aligned": False}, 4),
 ]
@@ -323,12 +333,13 @@ def _ring_inputs(kw, device):
     rdt = torch.float16 if kw.get("rdt") == "fp16" else torch.float32
     r_store = torch.randn(steps * BN + 1, generator=g).to(rdt)
     r = r_store[1:] if kw.get("aligned", True) is False else r_store[:-1]  # (one element off: 4-byte aligned)
-    n_valid = 40 if kw.get("mask") else BN
+    n_valid = 39 if kw.get("mask") else BN  # (odd: the pair mask keeps column 39, the plain one drops it)
     ref = torch.zeros(BM, BN, dtype=torch.float64)
     for it in range(steps):
         row = r[it * BN:(it + 1) * BN].double().clone()
         if kw.get("mask"):
-            row[n_valid:] = kw.get("other", 0.0)
+            cols = torch.arange(BN)
+            row[(cols // 2 * 2 if kw["mask"] == 2 else cols) >= n_valid] = kw.get("other", 0.0)
         ref += (a[:, it * BK:(it + 1) * BK].double() @ b[it * BK:(it + 1) * BK].double()) * row[None, :]
     args = [t.to(device) for t in (a, b, r)]
     out = torch.full((BM, BN), float("nan"), device=device)
@@ -338,7 +349,7 @@ def _ring_inputs(kw, device):
 def _run_ring(kw, device):
     (a, b, r), out, K, n_valid, ref = _ring_inputs(kw, device)
     _ring_mm[(1,)](a, b, r, out, K, n_valid, a.stride(0), b.stride(0), **CFG, MASK=kw.get("mask", False),
-                   OTHER=kw.get("other", 0.0), CARRIED=kw.get("carried", True), num_warps=4, num_stages=3)
+                   OTHER=kw.get("other", 0.0), CARRIED=kw.get("carried", 1), num_warps=4, num_stages=3)
     return out, ref
 
 
