@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|libraries|lib28|helion|helionex|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -197,7 +197,7 @@ for part in "$@"; do
       timeout 150 python3 -m pytest tests/backend/test_tut06_attention.py tests/ops/test_casts.py -m gpu -q \
         -p no:cacheprovider -o addopts="" -k "desc_attention or fp8 or float8" > "$R/tut06_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed" "$R/tut06_tests.log" | tail -15 ;;
-    bwd06|bwd06off|bwd06on|bwd06z)
+    bwd06|bwd06off|bwd06on|bwd06z|bwd06r)
       # issue 28 (bwd06): tutorial 06's backward and fp8 forward after the offline fixes
       # (benchmarks/tut06_bwd_offline.md): x + dot folded (dot/fold.py), m / Di loaded in the accumulator's slice
       # (plan.py), dv/dk/dq left in flight (dot/wgmma.py), fp8 P from registers (dot/fp8_regs.py).  bwd06: the GPU
@@ -205,7 +205,9 @@ for part in "$@"; do
       # tutorial 06 newt vs Triton; bwd06off: the same timings with the four fixes off (the tree before them), to
       # read each ratio's change in one session; bwd06on: with the two opt-in paths on (in-flight register-A
       # accumulations, fp8 P from registers: off by default until this run checks them; the GPU tests of bwd06
-      # cover them); bwd06z: the same with the opt-in zero-start dots on top
+      # cover them); bwd06z: the same with the opt-in zero-start dots on top; bwd06r: 1-D loads through the
+      # cp.async ring (NEWT_RING_1D=1, pipeline.py RingRow: m and Di of the dK/dV loop), its GPU tests first
+      # (tests/backend/test_ring1d.py: a ring kernel and the backward against torch), then the timings with it
       T=${TUT_DIR:-.ext/triton-tutorials}
       tag=$part
       if [ "$part" = bwd06 ]; then
@@ -213,6 +215,11 @@ for part in "$@"; do
           -p no:cacheprovider -o addopts="" > "$R/bwd06_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$R/bwd06_tests.log" | tail -15
         env_off=""
+      elif [ "$part" = bwd06r ]; then
+        timeout 200 python3 -m pytest tests/backend/test_ring1d.py -m gpu -q \
+          -p no:cacheprovider -o addopts="" > "$R/bwd06r_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed" "$R/bwd06r_tests.log" | tail -15
+        env_off="NEWT_RING_1D=1"
       elif [ "$part" = bwd06z ]; then
         env_off="NEWT_WGMMA_ZERO_START=1"
       elif [ "$part" = bwd06on ]; then

@@ -72,7 +72,22 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1, 
             chunk.line(f"for (int i = 0; i < {lay.nregs}; i += {pl.vec}) {{ const int f = {fe}; "
                        f"cp_async_{total}(smem_u32(smem + {pl.buf} + ({stage}) * {pl.tile.size_bytes} + {off}), "
                        f"{p}[i], {pred}); }}")
-        if len(tmas) < len(pipe.loads):
+        for rw in getattr(pipe, "rows", ()):  # 1-D rings (pipeline.RingRow, NEWT_RING_1D=1)
+            lop = rw.op
+            mask = lop.operand("mask")
+            p = em.get(lop.operand("ptr"), rw.lay)
+            m = em.get(mask, rw.lay) if mask is not None else None
+            fe = em.flat_expr(rw.lay)
+            own = em.owner_pred(rw.lay)  # threads holding duplicates copy nothing (a zero-fill would race)
+            pred = "live" + (f" && {m}[i]" if m else "")
+            nb = rw.vec * rw.elem_bytes
+            dst = f"smem_u32(smem + {rw.buf} + ({stage}) * {rw.slot} + ({fe}) * {rw.elem_bytes})"
+            # the owner test predicates the instruction (a C branch in a wgmma loop made ptxas serialize them)
+            copy = f"{_cp_async_own(em, nb)}({dst}, {p}[i], {pred}, {own});" if own else \
+                f"cp_async_{nb}({dst}, {p}[i], {pred});"
+            chunk.line("#pragma unroll")
+            chunk.line(f"for (int i = 0; i < {rw.lay.nregs}; i += {rw.vec}) {{ {copy} }}")
+        if len(tmas) < len(pipe.loads) or getattr(pipe, "rows", ()):
             chunk.line("cp_async_commit();")
         # advance the lookahead's loop-carried values and induction variable
         targets = [(ahead[carried[i]][0], ahead[carried[i]][1], carried[i].type) for i in pipe.carried]
@@ -80,3 +95,14 @@ def _issue(em, op, pipe, chunk, stage, ahead_iv, ahead, yields, carried, b0=-1, 
         chunk.line(f"{ahead_iv} += {em.scalar(op.operands[2])};")
     finally:
         em.scalars, em.blocks, em.def_chunk, em.cur, em.last_line = saved
+
+
+def _cp_async_own(em, nbytes: int) -> str:
+    """``cp_async_N`` issued only where ``own`` holds (a predicated instruction, no branch)."""
+    name = f"cp_async_{nbytes}_own"
+    cache = ".cg" if nbytes == 16 else ".ca"
+    return em.helper(name, (
+        f"__device__ __forceinline__ void {name}(unsigned dst, const void* src, bool pred, bool own) {{\n"
+        f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %3, 0;\\n'
+        f' @p cp.async{cache}.shared.global [%0], [%1], {nbytes}, %2;\\n}}"\n'
+        f'               :: "r"(dst), "l"(src), "r"(pred ? {nbytes} : 0), "r"((int)own) : "memory");\n}}\n'))

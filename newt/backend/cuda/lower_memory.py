@@ -13,7 +13,7 @@ from newt.ir.types import is_block, scalar_of
 
 from .ctypes import const_literal, ctype
 from .emitter import BackendError, lowers
-from .pipeline import emit_pipelined_load_value
+from .pipeline import emit_pipelined_load_value, emit_ring_row_value
 from .plan import compact
 from .tma import barrier_available, emit_tma_load, emit_tma_store, match_access, tma_enabled
 from .vectors import from_bits, pack_words, to_bits, unpack_words, vector_width, vector_width_of  # noqa: F401
@@ -92,6 +92,9 @@ def _load(em, op):
     cache, evict, vol = op.attr("cache"), op.attr("evict"), bool(op.attr("volatile"))
     if op in em.pipelined_loads:
         emit_pipelined_load_value(em, op)
+        return
+    if op in getattr(em.pipes, "rows", {}):  # a 1-D load read from its cp.async ring (NEWT_RING_1D=1)
+        emit_ring_row_value(em, op)
         return
     if not is_block(res.type):
         total = _nbytes(t)

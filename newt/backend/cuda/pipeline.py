@@ -18,6 +18,7 @@ re-renders that slice of the body for iteration ``it + S - 1``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -30,11 +31,11 @@ from newt.ir.types import is_block, scalar_of, shape_of
 from .ctypes import ctype
 from .dot.base import OperandTile, load_of
 from .issue import _PURE, _issue
-from .layout import Layout, SwizzledShared, log2
+from .layout import Layout, SwizzledShared, blocked_for, log2
 from .loops import bind_var, declare_var, loop_condition, loop_header
 from .plan import compact
 from .tma import bar_addr, barriers, match_access, same_layout, standalone_loads, tile_plan, tma_enabled
-from .vectors import vector_width_of
+from .vectors import unpack_words, vector_width_of
 
 
 def cpasync_fence_on() -> bool:
@@ -50,6 +51,14 @@ def late_issue_on() -> bool:
     body (Triton's order: the tensor cores get their instructions first, the copies overlap them) instead of
     right after the loop-top barrier."""
     return os.environ.get("NEWT_PIPE_ISSUE", "") == "late"
+
+
+def ring1d_on() -> bool:
+    """``NEWT_RING_1D=1``: a 1-D block load of a pipelined loop whose address advances with the loop (tutorial
+    06's ``m = tl.load(M + offs_m)`` / ``Di`` in its dK/dV loop) is copied by cp.async into a ring of its own,
+    ``num_stages - 1`` iterations ahead in the 2-D tiles' commit groups, and read back from shared memory in
+    the layout its users want (``RingRow``).  Unset: such loads stay plain global loads in the body."""
+    return os.environ.get("NEWT_RING_1D", "") == "1"
 
 
 def _last_dot(body) -> int:
@@ -84,6 +93,20 @@ class PipeLoad:
 
 
 @dataclass(frozen=True, eq=False)
+class RingRow:
+    """A 1-D load of a pipelined loop copied into its own ring (``NEWT_RING_1D=1``): ``lay`` is the copy's
+    layout (``vec`` consecutive elements a thread, duplicates skipped), ``slot`` the bytes of one buffer (the
+    block's bytes rounded up to 16), ``buf`` the ring's name.  The ring has the pipeline's buffer count and
+    follows its read / write indices; the body reads the current buffer in the value's own layout."""
+    op: Op
+    lay: Layout
+    vec: int
+    elem_bytes: int
+    slot: int
+    buf: str = ""
+
+
+@dataclass(frozen=True, eq=False)
 class Pipeline:
     loop: Op
     stages: int
@@ -93,6 +116,7 @@ class Pipeline:
     async_proxy: bool = False    # wgmma reads the buffers: fence the cp.async writes for the async proxy
     async_dots: frozenset = frozenset()  # wgmma dots left in flight into the next iteration (dot/wgmma.py)
     buffers: int = 0             # buffers in the ring (stages, or stages + 1 with async dots)
+    rows: tuple = ()             # RingRow: 1-D loads copied into rings of their own (NEWT_RING_1D=1)
 
 
 @dataclass(frozen=True)
@@ -113,6 +137,8 @@ class PipelinePlan:
     pingpong: Any = None
     #: ``ws``'s first dot issued one iteration ahead (``overlap.Overlap``), or None
     overlap: Any = None
+    #: 1-D loads read from a ring of their own (``RingRow``, NEWT_RING_1D=1)
+    rows: Mapping[Op, tuple[Pipeline, RingRow]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 0,
@@ -165,8 +191,13 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
                 off = (off + al - 1) // al * al
                 named.append(replace(pl, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
                 off += sizes[pl.buf]
+            placed = []
+            for rw in p.rows:  # 1-D rings after the tiles (16-byte cp.async destinations)
+                off = (off + 15) // 16 * 16
+                placed.append(replace(rw, buf=f"(SMEM_PIPE0 + {off})" if off else "SMEM_PIPE0"))
+                off += sizes[rw.buf]
             top = max(top, off)
-            loops[lp] = replace(p, loads=tuple(named))
+            loops[lp] = replace(p, loads=tuple(named), rows=tuple(placed))
         loads = {pl.op: (p, pl) for p in loops.values() for pl in p.loads}
         buffers = [("SMEM_PIPE0", top)]
     from .warpspec import ws_loop
@@ -177,8 +208,9 @@ def plan_pipelines(fn, target, num_stages: int, layouts, axis, num_warps: int = 
     pp = pp_plan(ws, ws_outer, layouts, num_warps) if pingpong else None
     from .overlap import ov_plan
     ov = ov_plan(ws, ws_outer, loops.get(ws), layouts, pp)
+    row_map = {rw.op: (p, rw) for p in loops.values() for rw in p.rows}
     return PipelinePlan(MappingProxyType(loops), MappingProxyType(loads), tuple(buffers), tma_barriers=bars,
-                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov)
+                        ws=ws, ws_outer=ws_outer, pingpong=pp, overlap=ov, rows=MappingProxyType(row_map))
 
 
 def loop_stages(loop, num_stages: int) -> int:
@@ -291,16 +323,31 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
             kept.append(c)
     if not kept:
         return None
-    done = set()
-    while True:
-        todo = [a for a in need_args if a not in done]
-        if not todo:
-            break
-        for a in todo:
-            done.add(a)
-            i = carried.index(a)
-            if i >= len(yields) or not visit([yields[i]]):
-                return None
+    done: set = set()
+
+    def closure() -> bool:
+        """Add what the needed loop-carried values advance by (their yields' slices)."""
+        while True:
+            todo = [a for a in need_args if a not in done]
+            if not todo:
+                return True
+            for a in todo:
+                done.add(a)
+                i = carried.index(a)
+                if i >= len(yields) or not visit([yields[i]]):
+                    return False
+
+    if not closure():
+        return None
+    rows = []
+    for lop, lay, vec, eb in (_row_candidates(body, layouts, axis, kept, tma_fn) if ring1d_on() else ()):
+        saved = (set(need_ops), set(need_args), set(done))
+        operands = [x for x in (lop.operand("ptr"), lop.operand("mask")) if x is not None]
+        if visit(operands) and closure():
+            n = shape_of(lop.result.type)[0]
+            rows.append(RingRow(lop, lay, vec, eb, (n * eb + 15) // 16 * 16))
+        else:  # its address is not a pure function of the loop's values: it stays a load in the body
+            need_ops, need_args, done = saved
     stages = num_stages
     total = sum(c.tile.size_bytes for c in kept)
     budget -= sum(transposed.get(c.op, 0) for c in kept)
@@ -317,16 +364,81 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
         if fewer:
             stages, asyncs = stages - 1, fewer
     nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
+    if rows and (total + sum(rw.slot for rw in rows)) * nbuf > budget:
+        rows = []  # (the tiles' ring first; the slice ops the rows added are re-rendered for nothing)
     named = []
     for c in kept:
         name = f"SMEM_PIPE{len(buffers)}"
         buffers.append((name, c.tile.size_bytes * nbuf))
         named.append(replace(c, buf=name))
+    named_rows = []
+    for rw in rows:  # the rows' rings follow the tiles' buffer indices (nbuf buffers each)
+        name = f"SMEM_PIPE{len(buffers)}"
+        buffers.append((name, rw.slot * nbuf))
+        named_rows.append(replace(rw, buf=name))
     slice_ops = tuple(o for o in body.ops if o in need_ops)
     idx = tuple(sorted(carried.index(a) for a in need_args))
     return Pipeline(loop, stages, tuple(named), slice_ops, idx,
                     async_proxy=any(getattr(c.tile, "align", None) and c.tma is None for c in kept),
-                    async_dots=asyncs, buffers=nbuf)
+                    async_dots=asyncs, buffers=nbuf, rows=tuple(named_rows))
+
+
+def _row_candidates(body, layouts, axis, kept, tma_fn):
+    """(load, copy layout, vector width, element bytes) of each 1-D block load at the top of ``body`` whose
+    address advances with the loop (it depends on the induction variable or a loop-carried value) and whose
+    copy is a 4-, 8- or 16-byte cp.async (``NEWT_RING_1D=1``).  The copy's layout: ``vec`` consecutive
+    elements a thread, as wide as the axis analysis allows (contiguity, alignment, the mask's constancy), over
+    as many threads as that takes (the others hold duplicates and copy nothing); where the pointer or mask is
+    an anchored value (a loop-carried pointer block) the load's own access layout, so that nothing converts."""
+    taken = {c.op for c in kept}
+    out = []
+    for lop in body.ops:
+        if lop.name != "load" or lop in taken or lop.attrs.get("volatile"):
+            continue
+        v = lop.result
+        if not is_block(v.type) or len(shape_of(v.type)) != 1 or lop not in layouts.access:
+            continue
+        if tma_fn is not None and match_access(tma_fn, lop, axis) is not None:
+            continue  # a descriptor's 1-D tile: TMA's (tma.py)
+        ptr, mask = lop.operand("ptr"), lop.operand("mask")
+        if not _advances(ptr, body):
+            continue
+        n = shape_of(v.type)[0]
+        eb = max(1, scalar_of(v.type).primitive_bitwidth // 8)
+        acc = compact(layouts.access[lop])
+        if all(x is None or not is_block(x.type) or x in layouts.poly for x in (ptr, mask)):
+            nw = 1 << len(acc.warp)
+            want = max(1, min(16 // eb, n))
+            lay = blocked_for((n,), nw, vec=want)
+            vec = vector_width_of(axis, lay, ptr, mask)
+            if vec < want:  # narrower copies over more threads
+                lay = blocked_for((n,), nw, vec=vec)
+        else:
+            lay = acc
+        vec = vector_width_of(axis, lay, ptr, mask)
+        if vec * eb not in (4, 8, 16):
+            continue
+        out.append((lop, lay, vec, eb))
+    return out
+
+
+def _advances(v, body) -> bool:
+    """Whether ``v`` (defined at the top of ``body`` or outside) depends on the induction variable or a
+    loop-carried value of ``body``'s loop."""
+    stack, seen, tops = [v], set(), set(body.ops)
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if isinstance(x.owner, Region):
+            if x.owner is body:
+                return True
+            continue
+        o = x.owner
+        if o is not None and o in tops:
+            stack.extend(o.operands)
+    return False
 
 
 def _defined_inside(v, region) -> bool:
@@ -379,7 +491,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         nm, lay = declare_var(em, a, c, init=op.operands[3 + i], name=name)
         ahead[a] = (nm, lay)
     has_tma = any(pl.tma is not None for pl in pipe.loads)
-    has_cp = any(pl.tma is None for pl in pipe.loads)
+    has_cp = any(pl.tma is None for pl in pipe.loads) or bool(pipe.rows)
     b0 = barriers(em, NB) if has_tma else -1
     # scratch outside pipelined loops overlaps the pipeline buffers: whatever read it before the loop
     # (a conversion, a reduction, operands converted once where they are defined) is done first
@@ -413,7 +525,10 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     inner.line("__syncthreads();")
     # NEWT_PIPE_ISSUE=late: the copies go after the body's last dot (the buffer they fill was last read by
     # a dot every warpgroup finished before this iteration's barrier, wherever they are issued in between)
-    split = _last_dot(body) if late_issue_on() and has_cp and not has_tma else -1
+    # a 1-D ring's value is read where it is first used, not where it was loaded (read before the loop's first
+    # dot, tutorial 06's m was live across it: ptxas moved the dots' zero accumulators through registers)
+    region = SimpleNamespace(ops=_rows_late(body, pipe.rows)) if pipe.rows else body
+    split = _last_dot(region) if late_issue_on() and has_cp and not has_tma else -1
 
     def issue(chunk):
         chunk.line(f"{{  // issue the loads of iteration it + {S - 1}")
@@ -425,15 +540,17 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         bind_var(em, a, name, lay, inner)
     for pl in pipe.loads:
         em.pipe_read_base[pl.op] = f"(smem + {pl.buf} + {rd} * {pl.tile.size_bytes})"
+    for rw in pipe.rows:
+        em.pipe_read_base[rw.op] = f"(smem + {rw.buf} + {rd} * {rw.slot})"
     bodyc = inner.sub(0, pipelined=True)
     em.yield_stack.append(targets)
     try:
         if split < 0:
-            em.emit_region(body, bodyc)
+            em.emit_region(region, bodyc)
         else:
-            em.emit_region(SimpleNamespace(ops=body.ops[:split + 1]), bodyc)
+            em.emit_region(SimpleNamespace(ops=region.ops[:split + 1]), bodyc)
             issue(bodyc)
-            em.emit_region(SimpleNamespace(ops=body.ops[split + 1:]), bodyc)
+            em.emit_region(SimpleNamespace(ops=region.ops[split + 1:]), bodyc)
     finally:
         em.yield_stack.pop()
     inner.line(f"{rd} = {rd} + 1 == {NB} ? 0 : {rd} + 1;")
@@ -448,6 +565,20 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     for r, (name, lay, _) in zip(op.results, targets):
         bind_var(em, r, name, lay, c)
     del ub, step
+
+
+def _rows_late(body, rows) -> list:
+    """``body``'s ops with each ring row's load moved to just before the first op that uses its value (itself
+    or inside its regions): its operands are defined before it still, and its data was copied iterations
+    earlier whatever the body does in between."""
+    ops = list(body.ops)
+    for rw in rows:
+        res = rw.op.result
+        ops.remove(rw.op)
+        at = next((k for k, o in enumerate(ops) if any(x is res for x in o.operands) or
+                   any(x is res for r in o.regions for y in r.walk() for x in y.operands)), len(ops))
+        ops.insert(at, rw.op)
+    return ops
 
 
 def emit_pipelined_load_value(em, op):
@@ -470,3 +601,56 @@ def emit_pipelined_load_value(em, op):
     off = tile.offset(f"(f >> {lc})", f"(f & {shape[1] - 1})")
     em.for_regs(lay.nregs, f"{{ const int f = {fe}; {name}[i] = *reinterpret_cast<const {ctype(t)}*>("
                            f"{tile.base} + {off}); }}")
+
+
+def emit_ring_row_value(em, op):
+    """In the loop body: a ``RingRow``'s value, read from this iteration's buffer of its ring in the value's
+    own layout (the dot accumulator's slice for tutorial 06's ``m`` and ``Di``), as wide as a thread's run of
+    consecutive elements allows (up to 16 bytes); where the mask is off, ``other`` (the copy wrote zeros)."""
+    _pipe, rw = em.pipes.rows[op]
+    res = op.result
+    t = scalar_of(res.type)
+    ct = ctype(t)
+    lay = compact(em.layout_of(res))
+    name = em.declare_block(res, lay)
+    base = em.pipe_read_base[op]
+    eb = rw.elem_bytes
+    run = 1
+    for j, b in enumerate(lay.reg):
+        if b != 1 << j:
+            break
+        run = 1 << (j + 1)
+    v = min(run, max(1, 16 // eb))
+    if any(b and b < v for b in lay.lane + lay.warp):
+        v = 1
+    fe = em.flat_expr(lay)
+    n = lay.nregs
+    if v * eb < 4:
+        em.for_regs(n, f"{name}[i] = *reinterpret_cast<const {ct}*>({base} + ({fe}) * {eb});")
+    else:
+        nwd = v * eb // 4
+        vt = {1: "unsigned", 2: "uint2", 4: "uint4"}[nwd]
+        words = ["q"] if nwd == 1 else [f"q.{c}" for c in "xyzw"[:nwd]]
+        sets = " ".join(f"{name}[i + {j}] = {e};" for j, e in enumerate(unpack_words(words, t, v)))
+        stmt = f"{{ const {vt} q = *reinterpret_cast<const {vt}*>({base} + ({fe}) * {eb}); {sets} }}"
+        if n == v:
+            em.line(f"{{ const int i = 0; {stmt} }}")
+        else:
+            em.line("#pragma unroll")
+            em.line(f"for (int i = 0; i < {n}; i += {v}) {stmt}")
+    mask, other = op.operand("mask"), op.operand("other")
+    if mask is not None and other is not None and not _is_plus_zero(other):
+        m = em.get(mask, lay)
+        o = f"{em.get(other, lay)}[i]" if is_block(other.type) else em.scalar(other)
+        em.for_regs(n, f"if (!{m}[i]) {name}[i] = {o};")
+
+
+def _is_plus_zero(v) -> bool:
+    """``other`` is +0 (the bits the masked-off copy writes)."""
+    if not _is_zero(v):
+        return False
+    o = v.owner
+    while getattr(o, "name", None) in ("splat", "broadcast", "expand_dims"):
+        o = o.operands[0].owner
+    x = o.attrs.get("value")
+    return not (isinstance(x, float) and math.copysign(1.0, x) < 0)

@@ -70,7 +70,7 @@ def ws_loop(fn, target, loops, layouts, num_warps: int):
     (op, pipe), = loops.items()
     if not (op.attrs.get("warp_specialize") or ws_forced()):
         return none
-    if not pipe.loads or any(pl.tma is None for pl in pipe.loads):
+    if not pipe.loads or any(pl.tma is None for pl in pipe.loads) or pipe.rows:  # (1-D rings: cp.async)
         return none
     outer = None
     if op not in fn.body.ops:
