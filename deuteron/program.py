@@ -285,6 +285,10 @@ class Program:
         self.has_dot = False
         self.has_atomic = False
         self.dims_used: set = set()  # tuples of dims that appear together in a block value
+        # why kernel.ref cannot be this program's oracle: TraceError causes (D004 TileBoundDecision: an `if` on
+        # where a tile of tunable block size starts), raised by kernel.ref; the autotuner then checks configs
+        # against the default config's output (Helion's rule)
+        self.oracle_gaps: list = []
 
     def block_slots(self) -> list:
         return sorted({t.slot for t in self.tiles if t.slot is not None})
