@@ -171,6 +171,8 @@ class Node:
             for it in self.attrs.get(k, ()):
                 if it[0] in ("scalar", "vec") and isinstance(it[1], Node):
                     yield it[1]
+                    if len(it) > 3 and isinstance(it[3][1], Node):  # checked against a run-time size
+                        yield it[3][1]
                 elif it[0] == "red" and len(it) > 3:  # a slice whose start moves: its start and the bound
                     yield from (x for x in it[3:] if isinstance(x, Node))
 
