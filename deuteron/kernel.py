@@ -566,9 +566,10 @@ class _Entry:
         if NoEagerOracle.code in self.kernel.ignore_warnings:
             return
         import warnings
-        first = str(self.oracle_gap).splitlines()[0]
-        warnings.warn(NoEagerOracle(f"{self.kernel.__name__} has no eager oracle ({first}): {what} "
-                                    f"({self.baseline_config()})"), stacklevel=3)
+        d = self.oracle_gap.diagnostics[0]
+        where = f"{d.file}:{d.span.line}:{d.span.col}" if d.span is not None else d.file
+        warnings.warn(NoEagerOracle(f"{self.kernel.__name__} has no eager oracle, kernel.ref is D004 at {where} "
+                                    f"({d.message}): {what}, {self.baseline_config()}"), stacklevel=2)
 
     def _build_space(self, run):
         from .program import RInfo, TileInfo
