@@ -376,9 +376,13 @@ class Kernel:
         with no eager oracle (``oracle_gap``) the default config's output (Helion's rule), said once
         (``dt.exc.NoEagerOracle``)."""
         b = self._bind(args, kwargs)
-        e = self._entry(b)
-        if e.oracle_gap is None:
-            return self.ref(*args, **kwargs)
+        try:
+            e = self._entry(b)
+        except Exception:  # a kernel that does not trace: the check reports it from the kernel's own call
+            e = None
+        if e is None or e.oracle_gap is None:
+            from .ref import run_ref
+            return run_ref(self.fn, args, kwargs, structure=self.structure)
         e.warn_no_oracle("the check compares it with the default config's output")
         from .oracle import nan_allocations
         with nan_allocations():
