@@ -307,10 +307,14 @@ class ExprRenderer:
                 for vd in v.dims:  # a jagged tile of block size 1 (a scalar here) still masks its parents' lanes
                     if self.is_unit(vd) and vd.jagged_mask is not None:
                         masks.append(self.dim_mask(vd, dims, pos, rank))
+                if len(it) > 3:
+                    masks.extend(self.bound_masks(e, it[3]))
                 pos += k
             else:  # scalar
                 v = it[1]
                 e = self.scalar_expr(v)
+                if len(it) > 3:
+                    masks.extend(self.bound_masks(e, it[3]))
                 if isinstance(v, int) and v == 0:
                     continue
             if st_expr == "0":
@@ -330,6 +334,17 @@ class ExprRenderer:
                 seen.append(m)
         mask = " & ".join(seen) if seen else None
         return ptr, mask
+
+    def bound_masks(self, e: str, check) -> list:
+        """The masks that keep index ``e`` inside its dimension: ``check`` is ``(check_lower, size or None)`` of an
+        index item (``deuteron.ops.memory._index_item``)."""
+        lower, size = check
+        out = []
+        if lower:
+            out.append(f"({_atom(e)} >= 0)")
+        if size is not None:
+            out.append(f"({_atom(e)} < {self.scalar_expr(size)})")
+        return out
 
     # ------------------------------------------------------------------ reductions and dots
     def masked(self, a: Node, ax: int, identity, d) -> str:

@@ -183,6 +183,10 @@ def count_uses(g):
                 g.cross_block.add(o.id)
             if _sink(g, n) is not None:
                 g.cross_block.add(o.id)
+        for it in n.attrs.get("items", ()):
+            if it[0] in ("vec", "scalar") and len(it) > 3 and isinstance(it[1], Node):
+                # an index checked against its dimension's size is read by the mask too: a named value
+                g.use_count[it[1].id] = g.use_count.get(it[1].id, 0) + 1
 
     def visit(block):
         for s in block.stmts:

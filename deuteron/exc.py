@@ -10,7 +10,7 @@ from .errors import *  # noqa: F403  (every per-cause class)
 from .errors import Cause, DeuteronError, TraceError  # noqa: F401
 from .errors import __all__ as _errors_all
 
-__all__ = list(_errors_all) + ["DeuteronWarning", "TensorOperationInWrapper", "WARNINGS"]
+__all__ = list(_errors_all) + ["DeuteronWarning", "TensorOperationInWrapper", "NoEagerOracle", "WARNINGS"]
 
 
 class DeuteronWarning(UserWarning):
@@ -25,5 +25,14 @@ class TensorOperationInWrapper(DeuteronWarning):
     code = "D001"
 
 
+class NoEagerOracle(DeuteronWarning):
+    """D004 as a warning: the kernel decides on where a tile of tunable block size starts or ends (``if
+    tile.begin < n``), which ``kernel.ref`` (the loop run as one tile) cannot reproduce; the autotuner and the
+    editor's Verify check configs against the default config's output instead (Helion's rule).  Said once per
+    kernel and argument signature."""
+
+    code = "D004"
+
+
 #: class name -> class, for the static checker (which reads ``ignore_warnings=[dt.exc.<Name>]`` as text)
-WARNINGS = {c.__name__: c for c in (TensorOperationInWrapper,)}
+WARNINGS = {c.__name__: c for c in (TensorOperationInWrapper, NoEagerOracle)}

@@ -358,8 +358,7 @@ class _HostRun:
         try:
             prog = tracer.run()
         except TraceError as e:
-            raise DeuteronError.at(src.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
-                                   data={"cause": type(e).__name__, **e.data}) from None
+            raise located(kern, e) from None
         return prog
 
     def launch(self, k, host_locals):
@@ -444,6 +443,12 @@ class _CallRun(_HostRun):
                         return None
                     break
         return _HostRun.launch(self, k, host_locals)
+
+
+def located(kern, e) -> DeuteronError:
+    """A tracer's ``TraceError`` (a cause of ``deuteron.errors``) as the DeuteronError at the user's line."""
+    return DeuteronError.at(kern.source.src, e.node, e.code, e.message, hint=e.hint, kernel=kern.__name__,
+                            data={"cause": type(e).__name__, **e.data})
 
 
 def _scalar_params(kern) -> set:

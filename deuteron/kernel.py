@@ -341,15 +341,52 @@ class Kernel:
         return e.run(b, e.complete(_as_config(config, "config"), where=None))
 
     def ref(self, *args, **kwargs):
-        """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against."""
+        """The same function run eagerly in PyTorch, tiles as slices: the oracle every config is checked against.
+
+        A kernel that decides on where a tile of tunable block size starts or ends (``if tile.begin < n``) has no
+        eager oracle (the kernel decides per tile of the config's size, ``ref`` would run the loop as one tile):
+        ``ref`` raises that D004 (``TileBoundDecision``) at the decision's line."""
+        gap = self.oracle_gap(*args, **kwargs)
+        if gap is not None:
+            raise gap
         from .ref import run_ref
         return run_ref(self.fn, args, kwargs, structure=self.structure)
 
+    def oracle_gap(self, *args, **kwargs):
+        """Why ``ref`` cannot be the oracle of a call with these arguments (the D004 ``TileBoundDecision`` error,
+        located), or None.  Traces the kernel for them (what the first call does anyway); a kernel that does not
+        trace, or fake / meta tensors (``newt.library``'s shapes), give None: ``ref`` runs as it is."""
+        if _fake_args(args, kwargs):
+            return None
+        try:
+            e = self._entry(self._bind(args, kwargs))
+        except Exception:
+            return None
+        return e.oracle_gap
+
     def autotune_reference(self, *args, **kwargs):
-        """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref``."""
+        """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref`` (for a
+        kernel with no eager oracle, ``oracle_gap``, the autotuner uses the default config's output instead)."""
         if self.autotune_baseline_fn is not None:
             return self.autotune_baseline_fn(*args, **kwargs)
         return self.ref(*args, **kwargs)
+
+    def verify_reference(self, *args, **kwargs):
+        """What a check of a call (the editor's Verify, ``newt.harness``) compares with: ``ref``, or for a kernel
+        with no eager oracle (``oracle_gap``) the default config's output (Helion's rule), said once
+        (``dt.exc.NoEagerOracle``)."""
+        b = self._bind(args, kwargs)
+        try:
+            e = self._entry(b)
+        except Exception:  # a kernel that does not trace: the check reports it from the kernel's own call
+            e = None
+        if e is None or e.oracle_gap is None:
+            from .ref import run_ref
+            return run_ref(self.fn, args, kwargs, structure=self.structure)
+        e.warn_no_oracle("the check compares it with the default config's output")
+        from .oracle import nan_allocations
+        with nan_allocations():
+            return e.run(b, e.baseline_config())
 
     @property
     def __dt_eager__(self):
@@ -378,6 +415,16 @@ class Kernel:
 
 
 _EMPTY_CELL = object()
+
+
+def _fake_args(args, kwargs) -> bool:
+    """Any tensor argument on the meta device or a FakeTensor (shape propagation, not a run)."""
+    for v in list(args) + list(kwargs.values()):
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            dev = getattr(t, "device", None)
+            if dev is not None and (getattr(dev, "type", None) == "meta" or type(t).__name__ == "FakeTensor"):
+                return True
+    return False
 
 
 def _cell_value(cell):
@@ -492,12 +539,41 @@ class _Entry:
         self.launchers: dict = {}  # (id(program), config key) -> Entry.launcher's tuple
         self.tunables: dict = {}
         self.discovered: dict = {}
+        self.oracle_gap = None  # why kernel.ref is not this entry's oracle (a located D004), or None
+        self._oracle_warned = False
 
     # -- discovery --------------------------------------------------------------------
     def discover(self, bound):
         run = _HostRun(self, None, "discover")
         run.execute(bound)
         self._build_space(run)
+        for k in sorted(run.programs):
+            self._note_gap(run.programs[k])
+
+    def _note_gap(self, prog):
+        if self.oracle_gap is None and prog.oracle_gaps:
+            from .hostrun import located
+            self.oracle_gap = located(self.kernel, prog.oracle_gaps[0])
+
+    def baseline_config(self) -> Config:
+        """The config whose output stands for the oracle where kernel.ref cannot (``oracle_gap``): the default,
+        with ``autotune_config_overrides`` (Helion checks every config against its default config's output)."""
+        return self.kernel._override(self.space.default(), self)
+
+    def warn_no_oracle(self, what: str):
+        """Say once per argument signature that ``kernel.ref`` is not the oracle here (``dt.exc.NoEagerOracle``,
+        silenced by ``ignore_warnings=[dt.exc.NoEagerOracle]``)."""
+        if self._oracle_warned or self.oracle_gap is None:
+            return
+        self._oracle_warned = True
+        from .exc import NoEagerOracle
+        if NoEagerOracle.code in self.kernel.ignore_warnings:
+            return
+        import warnings
+        d = self.oracle_gap.diagnostics[0]
+        where = f"{d.file}:{d.span.line}:{d.span.col}" if d.span is not None else d.file
+        warnings.warn(NoEagerOracle(f"{self.kernel.__name__} has no eager oracle, kernel.ref is D004 at {where} "
+                                    f"({d.message}): {what}, {self.baseline_config()}"), stacklevel=2)
 
     def _build_space(self, run):
         from .program import RInfo, TileInfo
@@ -625,6 +701,7 @@ class _Entry:
             if check(host_locals, run.fn_globals, run.arguments):
                 return p
         p = run.trace(k, host_locals)
+        self._note_gap(p)
         progs.insert(0, (p, guard_checker(p, self.kernel.static_shapes)))
         del progs[self.MAX_PROGRAMS:]
         return p

@@ -112,15 +112,22 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 class Expected:
     """The oracle's outputs for one set of arguments."""
 
-    def __init__(self, kernel, bound, tf32: bool = False):
+    def __init__(self, kernel, bound, tf32: bool = False, reference=None, poison=()):
+        """``reference``: what computes the expected outputs instead of ``kernel.autotune_reference`` (the default
+        config's run, for a kernel with no eager oracle), its write-only arguments named in ``poison`` NaN-filled
+        like every candidate's."""
         self.kernel = kernel
         self.tf32 = tf32
         self.bound = bound
+        self.what = "the eager reference" if reference is None else "the default config's output"
         args, kwargs = list(bound.args), dict(bound.kwargs)
         self.names = list(bound.signature.parameters)[:len(args)]
-        ref_args = [self._clone(a) for a in args]
-        ref_kwargs = {k: self._clone(v) for k, v in kwargs.items()}
-        result = getattr(kernel, "autotune_reference", kernel.ref)(*ref_args, **ref_kwargs)
+        if reference is None:
+            poison = ()
+        ref_args = [_clone_poison(a, n in poison) for a, n in zip(args, self.names + [None] * len(args))]
+        ref_kwargs = {k: _clone_poison(v, k in poison) for k, v in kwargs.items()}
+        fn = reference if reference is not None else getattr(kernel, "autotune_reference", kernel.ref)
+        result = fn(*ref_args, **ref_kwargs)
         self.returned = flatten(result)
         self.returned_structure = _structure(result)
         # arguments the function wrote into are outputs too

@@ -171,6 +171,8 @@ class Node:
             for it in self.attrs.get(k, ()):
                 if it[0] in ("scalar", "vec") and isinstance(it[1], Node):
                     yield it[1]
+                    if len(it) > 3 and isinstance(it[3][1], Node):  # checked against a run-time size
+                        yield it[3][1]
                 elif it[0] == "red" and len(it) > 3:  # a slice whose start moves: its start and the bound
                     yield from (x for x in it[3:] if isinstance(x, Node))
 
@@ -285,6 +287,10 @@ class Program:
         self.has_dot = False
         self.has_atomic = False
         self.dims_used: set = set()  # tuples of dims that appear together in a block value
+        # why kernel.ref cannot be this program's oracle: TraceError causes (D004 TileBoundDecision: an `if` on
+        # where a tile of tunable block size starts), raised by kernel.ref; the autotuner then checks configs
+        # against the default config's output (Helion's rule)
+        self.oracle_gaps: list = []
 
     def block_slots(self) -> list:
         return sorted({t.slot for t in self.tiles if t.slot is not None})

@@ -673,7 +673,7 @@ class Tracer:
             step = self.static_int(step, s.iter, "the step of range()")
         if step == 0:
             raise RangeLoop(s.iter, problem="the step must not be zero")
-        idx = Node("loop_index", dims=(), dtype=torch.int32, weak=True)
+        idx = Node("loop_index", dims=(), dtype=torch.int32, weak=True, attrs={"range": (start, end, step)})
         idx.src = s
         loop = LoopStmt("range", index=idx, start=start, end=end, step=step, src=s)
         self.loop_body(loop, s.body, lambda: self.assign(s.target, idx), s)

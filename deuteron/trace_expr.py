@@ -621,7 +621,9 @@ class Evaluator:
     # ------------------------------------------------------------------ indexing
     def check_not_per_tile(self, v, src, what: str):
         """``what`` decides in Python on a value computed from tiles: the kernel would decide per tile, PyTorch
-        on the whole tensor -- a D004 (use torch.where)."""
+        on the whole tensor -- a D004 (use torch.where).  A decision on where a tile of tunable block size starts
+        or ends (``if tile.begin < n``) is the kernel's, as in Helion: it is compiled, and only ``kernel.ref``
+        (which runs the loop as one tile) cannot stand for it -- recorded as the program's oracle gap."""
         if not isinstance(v, Node):
             return
         if v.dims:
@@ -630,7 +632,7 @@ class Evaluator:
             raise PerTileDecision(src, what=what)
         t = _tunable_tile_bound(v)
         if t is not None:
-            raise TileBoundDecision(src, what=what, tile=t.name)
+            self.tr.prog.oracle_gaps.append(TileBoundDecision(src, what=what, tile=t.name))
 
     # ------------------------------------------------------------------ elementwise
 

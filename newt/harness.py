@@ -291,8 +291,9 @@ def _expected_outputs(kernel, case: Case, ref_fn) -> dict:
 
 
 def _oracle(kernel):
-    """A deuteron kernel's eager oracle, when it has one."""
-    for attr in ("ref", "eager", "reference", "__dt_eager__", "run_eager"):
+    """A deuteron kernel's eager oracle, when it has one (``verify_reference``: its ``ref``, or for a kernel whose
+    ``ref`` cannot stand for it -- an `if` on where a tile of tunable size starts -- its default config's output)."""
+    for attr in ("verify_reference", "ref", "eager", "reference", "__dt_eager__", "run_eager"):
         fn = getattr(kernel, attr, None)
         if callable(fn):
             return fn

@@ -2,7 +2,9 @@
 ``dt.load`` / ``dt.store`` -- and the index items of an access.
 
 An access is a list of items, one per index: ``("tile", t, d[, clip])``, ``("red", rdim, d[, start[, size]])`` (a
-whole dimension or a slice), ``("vec", node, d)``, ``("scalar", v, d)``, ``("none",)`` (a new dim of 1).
+whole dimension or a slice), ``("vec", node, d[, check])``, ``("scalar", v, d[, check])`` (``check``: the index is
+not provably inside the dimension, ``(check_lower, size or None)``: see ``_index_item``), ``("none",)`` (a new dim
+of 1).
 
 Node kinds ``load`` and ``store``.
 """
@@ -28,7 +30,8 @@ from ..errors import (
     UnknownOption,
     WholeTensor,
 )
-from ..optable import EFFECT, MEMORY, NAMED, node, op
+from ..index_range import bound_check
+from ..optable import BOUND, EFFECT, MEMORY, NAMED, TILE_ATTR, has, node, op
 from ..program import ONE, Node, TileInfo, same_dim
 from ..trace_common import (
     HostTensor,
@@ -164,16 +167,28 @@ def _items_for(tr, ht: HostTensor, flat: list, e):
                 raise BadIndex(e, problem=f"indexing {ht.name} with a {it.dtype} value (indices must be ints)")
             if it.op == "tile_index":
                 items.append(_tile_item(tr, ht, it.attrs["tile"], d, size, e))
-            elif it.dims:
-                items.append(("vec", it, d))
             else:
-                items.append(("scalar", it, d))
+                items.append(_index_item(tr, ht, "vec" if it.dims else "scalar", it, d))
         elif isinstance(it, HostTensor):
             raise BadIndex(e, problem=f"indexing with the tensor {it.name}: load it with tiles first")
         else:
             raise BadIndex(e, problem=f"cannot index {ht.name} with {_describe(it)}")
         d += 1
     return items
+
+
+def _index_item(tr, ht: HostTensor, kind: str, v: Node, d: int):
+    """``("vec", v, d)`` / ``("scalar", v, d)``: an index the kernel computes into dimension ``d``; where it is
+    not provably inside the dimension (``deuteron.index_range``) the item carries the check, ``(kind, v, d,
+    (check_lower, size or None))``: the access is masked with ``v >= 0`` / ``v < size`` too (issue 25)."""
+    size = int(ht.t.shape[d]) if tr.static else f"{ht.name}_size_{d}"  # (the name tr.size_of gives it)
+    check = bound_check(v, size)
+    if check is None:
+        return (kind, v, d)
+    if v.name is None and not has(v, BOUND) and not has(v, TILE_ATTR):
+        v.name = f"idx_{ht.name}"  # (read by the access and its check: a named value of the generated code)
+    lower, upper = check
+    return (kind, v, d, (lower, None if not upper else tr.size_of(ht, d)))
 
 
 def _bounded_slice(tr, ht: HostTensor, it: slice, d: int, e):

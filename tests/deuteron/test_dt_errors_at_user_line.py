@@ -97,11 +97,11 @@ def test_a_bad_module_global_is_d004_at_its_use(bad):
 
 GEN_ERRORS = """
 @dt.kernel(config=dt.Config(block_sizes=[8]))
-def gather(x, idx):
-    out = torch.empty(idx.size(0), dtype=x.dtype)
-    for t in dt.tile(idx.size(0)):
-        i = idx[t]
-        out[t] = x[i] * 2
+def gather(x, s: int):
+    # (a window whose start is below 0: a computed index, x[i] with i = idx[t], reads 0 past x since issue 25)
+    out = torch.empty(x.size(0), 8, dtype=x.dtype)
+    for t in dt.tile(x.size(0)):
+        out[t, :] = x[t, s:s + 8] * 2
     return out
 
 
@@ -138,24 +138,23 @@ def _user_line(mod, text):
 
 def test_an_out_of_bounds_load_is_reported_at_the_users_line(gen_mod):
     from newt.interpreter.errors import OutOfBoundsError
-    x = torch.arange(8, dtype=torch.float32)
-    idx = torch.tensor([0, 1, 2, 9, 3, 4, 5, 6])
+    x = torch.arange(16, dtype=torch.float32).reshape(2, 8)
     for _ in range(2):  # the first call (compiled, launched the full way) and the fast path of the second
         with pytest.raises(OutOfBoundsError) as ei:
-            gen_mod.gather(x, idx)
+            gen_mod.gather(x, -2)
         e = ei.value
-        line = _user_line(gen_mod, "out[t] = x[i] * 2")
+        line = _user_line(gen_mod, "out[t, :] = x[t, s:s + 8] * 2")
         assert e.location.file == gen_mod.__file__ and e.location.line == line
         assert e.loc == e.location
         msg = str(e)
         assert msg.startswith(f"{gen_mod.__file__}:{line}:"), msg
-        assert "out[t] = x[i] * 2" in msg and "^" in msg
+        assert "out[t, :] = x[t, s:s + 8] * 2" in msg and "^" in msg
         # newt's own message and the generated place, as secondary information
-        assert "element offset 9 from 'x'" in msg and "2 past the last one" in msg
+        assert "element offset -2 from 'x'" in msg and "before its first element" in msg
         gen_path, gen_line, _col = e.data["generated"].rsplit(":", 2)
         assert os.sep + "gen" + os.sep in gen_path and gen_path in msg
         assert "nl.load(" in open(gen_path).read().splitlines()[int(gen_line) - 1]
-        assert isinstance(e, IndexError) and e.data["offset"] == 9
+        assert isinstance(e, IndexError) and e.data["offset"] == -2
 
 
 def test_a_deadlock_is_reported_at_the_wait(gen_mod):
@@ -241,8 +240,8 @@ def pick(v, mode):
     return torch.where(v > 0, v, mode)
 
 
-def take(x, i):
-    return x[i] * 2
+def take(x, t, s):
+    return x[t, s:s + 8] * 2
 """
 
 USES_HELPERS = """
@@ -259,10 +258,10 @@ def uses_pick(x, mode):
 
 
 @dt.kernel(config=dt.Config(block_sizes=[8]))
-def uses_take(x, idx):
-    out = torch.empty(idx.size(0), dtype=x.dtype)
-    for t in dt.tile(idx.size(0)):
-        out[t] = H.take(x, idx[t])
+def uses_take(x, s: int):
+    out = torch.empty(x.size(0), 8, dtype=x.dtype)
+    for t in dt.tile(x.size(0)):
+        out[t, :] = H.take(x, t.index, s)
     return out
 """
 
@@ -287,11 +286,10 @@ def test_an_error_in_a_helper_of_another_file_is_at_the_call_naming_the_helper(t
 def test_code_of_a_helper_of_another_file_is_placed_at_the_call(two_files):
     from newt.interpreter.errors import OutOfBoundsError
     mod, _helpers = two_files
-    x = torch.arange(8, dtype=torch.float32)
-    idx = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7])
-    src = mod.uses_take.to_newt_source(x, idx)
-    line = _user_line(mod, "out[t] = H.take(x, idx[t])")
-    assert f"# line {line}: out[t] = H.take(x, idx[t])" in src
+    x = torch.arange(16, dtype=torch.float32).reshape(2, 8)
+    src = mod.uses_take.to_newt_source(x, 0)
+    line = _user_line(mod, "out[t, :] = H.take(x, t.index, s)")
+    assert f"# line {line}: out[t, :] = H.take(x, t.index, s)" in src
     with pytest.raises(OutOfBoundsError) as ei:
-        mod.uses_take(x, torch.tensor([0, 1, 2, 3, 4, 5, 6, 99]))
+        mod.uses_take(x, -3)  # (a window starting below 0; a computed index is masked by x's size, issue 25)
     assert ei.value.location.file == mod.__file__ and ei.value.location.line == line
