@@ -106,3 +106,53 @@ def last(body: list[str], prefix: str) -> int:
 
 def count(body: list[str], prefix: str) -> int:
     return sum(1 for x in body if x.startswith(prefix))
+
+
+# ---- Triton 3.6's tutorial 06 backward, compiled through the drop-in (test_tut06_bwd.py, test_ring1d.py) -------
+
+def tutorial_dir() -> Path | None:
+    """Where Triton's tutorial files are (``$TUT_DIR``, ``.ext/triton-tutorials``), or None (the tests skip)."""
+    import os
+    for p in (os.environ.get("TUT_DIR"), ROOT / ".ext" / "triton-tutorials",
+              ROOT.parent.parent / "main" / ".ext" / "triton-tutorials"):
+        if p and (Path(p) / "06-fused-attention.py").is_file():
+            return Path(p)
+    return None
+
+
+def tutorial_bwd(d: int, causal: bool, prefixes: tuple, env: dict | None = None) -> tuple[list[list[int]], int, int]:
+    """Triton's own ``_attn_bwd`` (tutorial 06, ``--capability 9.0``, BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128,
+    BLOCK_N2=32, 4 warps, 5 stages) compiled for sm_90a in a fresh process under ``env``: for each SASS loop the
+    count of each opcode prefix in ``prefixes``, then the spill bytes and the shared memory.  Skips the test
+    where the tutorial file is not here."""
+    import os
+    import subprocess
+    tdir = tutorial_dir()
+    if tdir is None:
+        pytest.skip("Triton's tutorial files are not here (.ext/triton-tutorials or $TUT_DIR)")
+    code = f"""
+import os, sys
+os.environ["NEWT_TARGET"] = "sm_90a"; os.environ["PYTEST_VERSION"] = "1"
+sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import newt.dropin
+newt.dropin.install(capability=(9, 0))
+import torch
+import triton_tutorial_timings as T
+from hopper_kernels import loops, count
+from newt.backend.cuda import sass
+mod = T.load({str(tdir)!r}, "06")
+q = torch.empty((1, 2, 1024, {d}), dtype=torch.float16); m = torch.empty((1, 2, 1024), dtype=torch.float32)
+ck = mod._attn_bwd.warmup(q, q, q, 0.5, q, q, q, q, m, m, *q.stride(), 2, 1024, BLOCK_M1=32, BLOCK_N1=128,
+                          BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM={d}, num_warps=4, num_stages=5,
+                          CAUSAL={bool(causal)}, grid=(8, 1, 2))
+for b in loops(sass(ck.asm["cubin"])):
+    print("LOOP", *[count(b, p) for p in {tuple(prefixes)!r}])
+print("SPILLS", ck.n_spills, ck.metadata.shared)
+"""
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout.splitlines()
+    counts = [list(map(int, x.split()[1:])) for x in out if x.startswith("LOOP")]
+    spills, shared = map(int, next(x for x in out if x.startswith("SPILLS")).split()[1:])
+    return counts, spills, shared

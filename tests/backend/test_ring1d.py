@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import newt
 import newt.language as nl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hopper_kernels import count, loops, sass_text
+from hopper_kernels import count, loops, sass_text, tutorial_bwd
 
 torch = pytest.importorskip("torch")
 
@@ -270,55 +269,16 @@ def test_flag_off_leaves_the_code_as_it_was(monkeypatch):
     assert mm[0] == mm[1]
 
 
-def _tutorial_dir() -> Path | None:
-    for p in (os.environ.get("TUT_DIR"), ROOT / ".ext" / "triton-tutorials",
-              ROOT.parent.parent / "main" / ".ext" / "triton-tutorials"):
-        if p and (Path(p) / "06-fused-attention.py").is_file():
-            return Path(p)
-    return None
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True])
 def test_tutorial_file_backward_through_the_ring(causal):
     """Triton 3.6's own ``_attn_bwd`` through the drop-in (``--capability 9.0``, d=64) with ``NEWT_RING_1D=1``:
     no LDG in its dK/dV loops, two more LDGSTS than without the flag, no spill, 2 blocks per SM."""
-    tdir = _tutorial_dir()
-    if tdir is None:
-        pytest.skip("Triton's tutorial files are not here (.ext/triton-tutorials or $TUT_DIR)")
-    code = f"""
-import os, sys
-os.environ["NEWT_TARGET"] = "sm_90a"; os.environ["PYTEST_VERSION"] = "1"
-sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-import newt.dropin
-newt.dropin.install(capability=(9, 0))
-import torch
-import triton_tutorial_timings as T
-from hopper_kernels import loops, count
-from newt.backend.cuda import sass
-mod = T.load({str(tdir)!r}, "06")
-q = torch.empty((1, 2, 1024, 64), dtype=torch.float16); m = torch.empty((1, 2, 1024), dtype=torch.float32)
-ck = mod._attn_bwd.warmup(q, q, q, 0.5, q, q, q, q, m, m, *q.stride(), 2, 1024, BLOCK_M1=32, BLOCK_N1=128,
-                          BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=64, num_warps=4, num_stages=5,
-                          CAUSAL={causal}, grid=(8, 1, 2))
-for b in loops(sass(ck.asm["cubin"])):
-    print("LOOP", count(b, "LDG.E"), count(b, "LDGSTS"))
-print("SPILLS", ck.n_spills, ck.metadata.shared)
-"""
-    got = {}
-    for on in ("1", "0"):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), NEWT_RING_1D=on)
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        got[on] = r.stdout.splitlines()
-    for on in ("1", "0"):
-        assert len([x for x in got[on] if x.startswith("LOOP")]) == (4 if causal else 2)
-    dkdv = (0, 1) if causal else (0,)
-    lon = [list(map(int, x.split()[1:])) for x in got["1"] if x.startswith("LOOP")]
-    loff = [list(map(int, x.split()[1:])) for x in got["0"] if x.startswith("LOOP")]
-    for i in dkdv:
+    lon, spills, shared = tutorial_bwd(64, causal, ("LDG.E", "LDGSTS"), {"NEWT_RING_1D": "1"})
+    loff, _, _ = tutorial_bwd(64, causal, ("LDG.E", "LDGSTS"), {"NEWT_RING_1D": "0"})
+    assert len(lon) == len(loff) == (4 if causal else 2)
+    for i in ((0, 1) if causal else (0,)):  # the dK/dV loops
         assert loff[i][0] >= 4 and lon[i][0] == 0 and lon[i][1] == loff[i][1] + 2
-    spills, shared = map(int, next(x for x in got["1"] if x.startswith("SPILLS")).split()[1:])
     assert spills == 0 and 2 * (shared + BLOCK_RESERVED) <= SM_SHARED
 
 

@@ -20,7 +20,7 @@ import newt
 import newt.language as nl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hopper_kernels import count, loops, sass_text
+from hopper_kernels import count, loops, sass_text, tutorial_bwd
 
 torch = pytest.importorskip("torch")
 
@@ -241,50 +241,15 @@ def test_fold_applies_only_to_a_zero_accumulator_used_once():
             assert dot.operands[2].owner.__class__.__name__ == "Region"  # the loop-carried acc
 
 
-def _tutorial_dir() -> Path | None:
-    for p in (os.environ.get("TUT_DIR"), ROOT / ".ext" / "triton-tutorials",
-              ROOT.parent.parent / "main" / ".ext" / "triton-tutorials"):
-        if p and (Path(p) / "06-fused-attention.py").is_file():
-            return Path(p)
-    return None
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("d", [64, 128])
 def test_tutorial_file_backward_compiles_like_this_one(d):
     """Triton 3.6's own ``_attn_bwd`` through the drop-in (``--capability 9.0``): HGMMA for every dot, the
     accumulating ones folded (FADDs: 64 a thread per loop), at d=64 no spill store or load in its loops."""
-    tdir = _tutorial_dir()
-    if tdir is None:
-        pytest.skip("Triton's tutorial files are not here (.ext/triton-tutorials or $TUT_DIR)")
-    import subprocess
-    code = f"""
-import os, sys
-os.environ["NEWT_TARGET"] = "sm_90a"; os.environ["PYTEST_VERSION"] = "1"
-sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-import newt.dropin
-newt.dropin.install(capability=(9, 0))
-import torch
-import triton_tutorial_timings as T
-from hopper_kernels import loops, count
-from newt.backend.cuda import sass
-mod = T.load({str(tdir)!r}, "06")
-q = torch.empty((1, 2, 1024, {d}), dtype=torch.float16); m = torch.empty((1, 2, 1024), dtype=torch.float32)
-ck = mod._attn_bwd.warmup(q, q, q, 0.5, q, q, q, q, m, m, *q.stride(), 2, 1024, BLOCK_M1=32, BLOCK_N1=128,
-                          BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM={d}, num_warps=4, num_stages=5,
-                          CAUSAL=False, grid=(8, 1, 2))
-for b in loops(sass(ck.asm["cubin"])):
-    print("LOOP", count(b, "HGMMA"), count(b, "FADD"), count(b, "STL") + count(b, "LDL"))
-print("SPILLS", ck.n_spills)
-"""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    lines = [x.split() for x in r.stdout.splitlines() if x.startswith("LOOP")]
-    assert len(lines) == 2
-    for _, hg, fadd, sl in lines:
-        assert int(hg) >= 20 and int(fadd) <= 64 and (d == 128 or int(sl) == 0)
-    spills = int(next(x for x in r.stdout.splitlines() if x.startswith("SPILLS")).split()[1])
+    counts, spills, _ = tutorial_bwd(d, False, ("HGMMA", "FADD", "STL", "LDL"))
+    assert len(counts) == 2
+    for hg, fadd, stl, ldl in counts:
+        assert hg >= 20 and fadd <= 64 and (d == 128 or stl + ldl == 0)
     assert d == 128 or spills <= 64  # d=128: 256 accumulator registers, spills like Triton's
 
 
