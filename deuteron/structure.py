@@ -497,13 +497,32 @@ class KernelStructure:
                     indexed.add(n.value.id)
         tensors |= indexed
         self._host_tensors = tensors
+        # tensors the kernel stores into (a split reduction's partial results): combining them on the host after
+        # the tile loops (``partial.sum(0)``, Helion's layer-norm backward) is the second stage, meant as host work
+        stored = {n.value.id for loop in self.loops for n in ast.walk(loop.node)
+                  if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+                  and n.value.id not in loop.assigned}
+        last_loop = max((loop.node.end_lineno or loop.node.lineno for loop in self.loops), default=None)
         for stmt in self._host_stmts(body):
+            after = last_loop is not None and stmt.lineno > last_loop
             for expr in self._stmt_exprs(stmt):
+                if after and self._combines_results(expr, tensors, stored):
+                    continue
                 self._host_expr(expr, tensors)
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 r = self.ranks.get(stmt.targets[0].id)
                 if r is not None and isinstance(stmt.value, ast.Call):
                     self.note(stmt.targets[0], "tensor", f"tensor of rank {r} (allocated on the host)")
+
+    def _combines_results(self, expr, tensors, stored) -> bool:
+        """Whether every tensor ``expr`` reads is one the kernel stored into (the host combines its results)."""
+        roots, meta = set(), set()
+        for n in ast.walk(expr):
+            if self._is_metadata(n) and isinstance(n.value, ast.Name):
+                meta.add(id(n.value))  # x.dtype, x.shape: not a read of x's values
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in tensors and id(n) not in meta:
+                roots.add(n.id)
+        return bool(roots) and roots <= stored
 
     def _stmt_exprs(self, stmt):
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):

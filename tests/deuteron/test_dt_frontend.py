@@ -72,6 +72,27 @@ def test_d001_tensor_work_on_the_host_is_a_warning():
     """, "D001", severity="warning")
 
 
+def test_d001_spares_combining_the_kernels_partial_results_after_the_loops():
+    """A split reduction's second stage on the host (Helion's layer-norm backward: ``partial.sum(0)`` of the
+    blocks the kernel stored) is meant as host work: no D001 there; host work on the inputs, or on a stored
+    tensor before the loop or mixed with an input after it, still gets one."""
+    expect("""
+    @dt.kernel
+    def f(x, w):
+        m, n = x.shape
+        part = torch.empty([4, n], dtype=torch.float32, device=x.device)
+        y = «w * 2
+        for tile_n in dt.tile(n):
+            acc = dt.zeros([tile_n], dtype=torch.float32)
+            for tile_m in dt.tile(m):
+                acc += x[tile_m, tile_n].sum(0)
+            part[0, tile_n] = acc
+        total = part.sum(0).to(w.dtype)
+        scaled = «part * w
+        return total, y, scaled
+    """, "D001", severity="warning")
+
+
 def test_d002_rank_mismatch_from_unpacked_shape():
     expect("""
     @dt.kernel
