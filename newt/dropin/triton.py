@@ -103,6 +103,7 @@ def module_for(fullname: str) -> types.ModuleType:
 def _facade(name: str, doc: str, attrs: dict, lazy: dict | None = None) -> types.ModuleType:
     m = types.ModuleType(name, doc)
     m.__dict__.update(__newt_dropin__=True, __path__=[])  # a package: its submodules come through the drop-in's finder
+    m.__file__ = __file__  # (scripts print or probe ``triton.__file__``: this file serves the module)
     m.__dict__.update(attrs)
     lazy = dict(lazy or {})
 
@@ -134,9 +135,14 @@ def _make_language():
     m.extra = importlib.import_module("triton.language.extra")
     lazy_get = m.__dict__["__getattr__"]
 
+    from newt.language import core as lc
+
     def getattr_(attr):
         if hasattr(nl, attr):
             return getattr(nl, attr)
+        if not attr.startswith("_") and hasattr(lc, attr):
+            # ``tl.core.get_int_dtype`` (inductor's sort helpers), the core module's own functions
+            return getattr(lc, attr)
         return lazy_get(attr)
 
     m.__dict__["__getattr__"] = getattr_

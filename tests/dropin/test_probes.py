@@ -138,3 +138,10 @@ def test_testing_peak_figure_helpers(dropin, monkeypatch):
     assert get_max_simd_tflops(torch.float32, 1000) == get_max_tensorcore_tflops(torch.float32, 1000) / 8
     with pytest.raises(RuntimeError, match="dtype not supported"):
         get_max_simd_tflops(torch.int8, 1000)
+
+
+def test_modules_have_a_file(dropin):
+    """Scripts print or probe ``triton.__file__`` (tutorial 06's profile printed it and stopped on the H100)."""
+    import triton
+    import triton.language as tl
+    assert triton.__file__.endswith(".py") and tl.__file__ == triton.__file__
