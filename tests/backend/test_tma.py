@@ -284,6 +284,20 @@ def test_newt_tma_desc_sends_descriptor_tiles_through_tma_and_keeps_pointer_acce
     assert tma.tma_mode(__import__("newt.backend.cuda.targets", fromlist=["x"]).get_target("sm_80")) == "off"
 
 
+def test_descriptor_tiles_go_through_tma_by_default(monkeypatch):
+    """Unset ``NEWT_TMA`` on sm_90a is ``desc`` (the H100, 2026-12-07: tutorial 06's forward 0.78-0.92x
+    Triton's time at N=4096 with it against 0.93-1.07x without, the GPU suite 2,369 passed under it;
+    benchmarks/results_session11_2026-12-07.md): a descriptor's tiles on TMA, the pointer form on cp.async."""
+    from newt.backend.cuda import tma
+    monkeypatch.delenv("NEWT_TMA", raising=False)
+    assert tma.tma_mode(tma_target()) == "desc"
+    a = torch.empty(512, 256, dtype=torch.float16)
+    fn = _ir(mixed_matmul, (TensorDescriptor.from_tensor(a, [128, 64]), a, a, 512, 256, 256, 256, 256, 128, 128, 64),
+             nw=8)
+    m = generate_cuda(fn, "sm_90a", 8, 3)
+    assert [r["arg"] for r in m.metadata["tensormaps"]] == ["a_desc"]
+
+
 def tma_target():
     from newt.backend.cuda.targets import get_target
     return get_target("sm_90a")

@@ -93,15 +93,20 @@ def _main_loop(ck):
 
 @pytest.fixture(autouse=True)
 def _sm90(monkeypatch):
+    """sm_90a with the descriptor tiles on the cp.async pipeline (``NEWT_TMA=0``: what this file checks; by
+    default they go through TMA, test_tma.py), the other flags at their defaults."""
     monkeypatch.setenv("NEWT_TARGET", "sm_90a")
-    for k in ("NEWT_TMA", "NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR", "NEWT_DOT_LOWERING"):
+    monkeypatch.setenv("NEWT_TMA", "0")
+    for k in ("NEWT_CPASYNC_FENCE", "NEWT_PIPE_ISSUE", "NEWT_CONVERT_ADDR", "NEWT_DOT_LOWERING"):
         monkeypatch.delenv(k, raising=False)
 
 
 @pytest.mark.parametrize("d,cfg", [(64, (128, 64, 4, 2)), (128, (128, 64, 4, 2)), (64, (128, 64, 8, 3))])
-def test_transposed_descriptor_load_is_pipelined(d, cfg):
+def test_transposed_descriptor_load_is_pipelined(d, cfg, monkeypatch):
     """``desc_k.load([...]).T`` feeding QK: copied by cp.async like V (before the fix K was loaded with LDG
-    every iteration and staged into shared memory: 12 STS and 5 barriers in the loop at d=64)."""
+    every iteration and staged into shared memory: 12 STS and 5 barriers in the loop at d=64).  The cp.async
+    path (``NEWT_TMA=0``; by default descriptor tiles go through TMA: test_tma.py)."""
+    monkeypatch.setenv("NEWT_TMA", "0")
     ck = compile_desc_attn(d=d, cfg=cfg)
     cu = ck.asm["cuda"]
     loads = re.findall(r"^\s+ld_global_16B\(", cu, re.M)

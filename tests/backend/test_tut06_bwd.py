@@ -297,6 +297,7 @@ def test_backward_matches_torch_on_the_gpu(d, causal, fold, async_ra, monkeypatc
 
 def _fp8_fwd(d, monkeypatch, mode=None):
     from test_tut06_attention import _desc_attn, compile_desc_attn
+    monkeypatch.setenv("NEWT_TMA", "0")  # the cp.async pipeline's fp8 path (descriptor tiles default to TMA)
     if mode is None:
         monkeypatch.delenv("NEWT_FP8_A_REGS", raising=False)
     else:

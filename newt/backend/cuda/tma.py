@@ -53,7 +53,7 @@ _NAN_OK = {"fp16", "bf16", "fp32", "fp64"}
 #: only: ``tl.make_tensor_descriptor`` / host ``TensorDescriptor`` loads and stores, which the frontend tags
 #: ``descriptor``) or ``"all"`` (also pointer-form accesses of the descriptor shape).  The pointer form stays off:
 #: benchmarks/results_tma_2026-12-06.md (it lost in 6 of 16 matmul cells).
-_DEFAULT_MODE = "off"
+_DEFAULT_MODE = "desc"
 
 _MODES = {"0": "off", "false": "off", "off": "off", "no": "off", "1": "all", "true": "all", "on": "all",
           "yes": "all", "all": "all", "desc": "desc", "descriptor": "desc", "descriptors": "desc"}
