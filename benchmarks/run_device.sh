@@ -210,7 +210,9 @@ for part in "$@"; do
       # (tests/backend/test_ring1d.py: a ring kernel and the backward against torch), then the timings with it
       T=${TUT_DIR:-.ext/triton-tutorials}
       tag=$part
-      if [ "$part" = bwd06 ]; then
+      if [ "$part" = bwd06 ] && [ "${BWD06_TESTS:-1}" = 0 ]; then
+        env_off=""  # (BWD06_TESTS=0: the timings only, e.g. beside bwd06on in one call)
+      elif [ "$part" = bwd06 ]; then
         timeout 200 python3 -m pytest tests/backend/test_tut06_bwd.py tests/backend/test_tut06_attention.py -m gpu -q \
           -p no:cacheprovider -o addopts="" > "$R/bwd06_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$R/bwd06_tests.log" | tail -15
@@ -269,7 +271,7 @@ for part in "$@"; do
       timeout ${LIB28_RUN_T:-330} python3 benchmarks/triton_libraries.py .ext/attorch --impl both --only conv_layer \
         --per-test 2 --workers 2 --timeout 120 --file-timeout 300 --json "$R/lib28_attorch.json" --md \
         > "$R/lib28_attorch.log" 2>&1 &
-      timeout ${LIB28_RUN_T:-330} python3 benchmarks/triton_libraries.py .ext/Liger-Kernel --impl both --only jsd,dyt,mlp \
+      timeout ${LIB28_RUN_T:-330} python3 benchmarks/triton_libraries.py .ext/Liger-Kernel --impl both --only jsd,dyt,mlp,swiglu \
         --per-test 1 --workers 2 --timeout 120 --file-timeout 300 --json "$R/lib28_liger.json" --md \
         > "$R/lib28_liger.log" 2>&1 &
       wait

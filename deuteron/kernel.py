@@ -359,10 +359,19 @@ class Kernel:
         if _fake_args(args, kwargs):
             return None
         try:
-            e = self._entry(self._bind(args, kwargs))
+            b = self._bind(args, kwargs)
         except Exception:
             return None
-        return e.oracle_gap
+        e = self._traced(b)
+        return None if e is None else e.oracle_gap
+
+    def _traced(self, b):
+        """The traced entry of bound arguments ``b``, or None for a kernel that does not trace for them (its
+        own call reports why)."""
+        try:
+            return self._entry(b)
+        except Exception:
+            return None
 
     def autotune_reference(self, *args, **kwargs):
         """What the autotuner checks configs against: ``autotune_baseline_fn`` if given, else ``ref`` (for a
@@ -376,10 +385,7 @@ class Kernel:
         with no eager oracle (``oracle_gap``) the default config's output (Helion's rule), said once
         (``dt.exc.NoEagerOracle``)."""
         b = self._bind(args, kwargs)
-        try:
-            e = self._entry(b)
-        except Exception:  # a kernel that does not trace: the check reports it from the kernel's own call
-            e = None
+        e = self._traced(b)
         if e is None or e.oracle_gap is None:
             from .ref import run_ref
             return run_ref(self.fn, args, kwargs, structure=self.structure)

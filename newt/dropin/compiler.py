@@ -363,8 +363,8 @@ class DropinCompiledKernel:
         self._num_args = len(names)
         self.module = None
         self.function = None
-        self.n_regs = md.get("n_regs", 0) if newt_kernel is not None else 0
-        self.n_spills = md.get("n_spills", 0) if newt_kernel is not None else 0
+        self.n_regs = md.get("n_regs", 0)
+        self.n_spills = md.get("n_spills", 0)
         self.n_max_threads = newt_kernel.n_max_threads if newt_kernel is not None else 1024
         self._interpreted: bool | None = None
 
@@ -454,7 +454,11 @@ def _api_version() -> str:
     return TRITON_API_VERSION
 
 
-_COMPILED: dict = {}  # hash -> DropinCompiledKernel (the process's; the newt build itself is cached on disk too)
+#: hash -> DropinCompiledKernel, the process's most recent ``_COMPILED_MAX`` (the newt build itself is cached on
+#: disk too): a long torch.compile session compiles thousands of kernels, and holding every one's cubin and IR
+#: would grow without bound
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_COMPILED_MAX = 512
 
 
 def compile(src, target=None, options=None, _env_vars=None):
@@ -473,6 +477,7 @@ def compile(src, target=None, options=None, _env_vars=None):
     hash_ = hashlib.sha256(f"{triton_key()}-{src.hash()}-{backend.hash()}-{opts.hash()}".encode()).hexdigest()
     hit = _COMPILED.get(hash_)
     if hit is not None:
+        _COMPILED.move_to_end(hash_)
         return hit
     from newt.frontend import build_ir
     from newt.runtime.grid import check_options
@@ -488,4 +493,6 @@ def compile(src, target=None, options=None, _env_vars=None):
         build_ir(fn, arg_types, cvals, hints, num_warps=opts.num_warps, num_stages=opts.num_stages)
     ck = DropinCompiledKernel(src, target, opts, hash_, ir, nk)
     _COMPILED[hash_] = ck
+    while len(_COMPILED) > _COMPILED_MAX:
+        _COMPILED.popitem(last=False)
     return ck

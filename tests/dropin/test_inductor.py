@@ -364,3 +364,32 @@ def test_torch_compile_on_the_gpu_runs_newt_kernels(tmp_path):
                TRITON_CACHE_DIR=str(tmp_path / "tri"), NEWT_CACHE_DIR=str(tmp_path / "newt"))
     r = subprocess.run([sys.executable, "-c", GPU_SCRIPT], capture_output=True, text=True, env=env, timeout=400)
     assert r.returncode == 0 and "INDUCTOR-GPU-OK" in r.stdout, (r.stdout[-2000:], r.stderr[-4000:])
+
+
+def test_the_process_record_of_compiled_kernels_is_bounded(inductor, monkeypatch):
+    """``triton.compile``'s in-process record keeps the most recent kernels only (a long torch.compile session
+    builds thousands): past its bound the oldest goes, a hit moves a kernel to the newest end, and a kernel that
+    went is compiled again (from newt's disk cache) as an equal build."""
+    import triton
+    from triton.compiler import ASTSource
+    dc = _compiler_module()
+    monkeypatch.setattr(dc, "_COMPILED_MAX", 2)
+
+    def f(x):
+        return x.cos() + 1
+
+    torch.compile(f)(torch.randn(20))
+    src = next(iter(inductor.values())).src
+    consts = {src.fn.arg_names[k[0]]: v for k, v in src.constants.items()}
+
+    def build(warps):
+        return triton.compile(ASTSource(src.fn, src.signature, consts, src.attrs), target=("cpu", 0, 32),
+                              options={"num_warps": warps})
+    dc._COMPILED.clear()
+    a, b = build(1), build(2)
+    assert build(1) is a and list(dc._COMPILED.values()) == [b, a]  # the hit moved to the newest end
+    c = build(4)
+    assert len(dc._COMPILED) == 2 and list(dc._COMPILED.values()) == [a, c]  # b, the oldest, went
+    b2 = build(2)
+    assert b2 is not b and b2.hash == b.hash and b2.name == b.name
+    assert list(dc._COMPILED.values()) == [c, b2]
