@@ -52,6 +52,10 @@ TRITON_API_VERSION = "3.4.0"
 _PROVIDERS: dict[str, str] = {"triton": "newt.dropin.triton"}
 _lock = threading.RLock()
 _finder: DropinFinder | None = None
+#: what install() forgot of a real package imported before it (name -> module), and the references it rebound
+#: (rebind.py); uninstall() puts both back
+_real_modules: dict = {}
+_rebound: list = []
 
 
 def register_provider(foreign: str, provider: str) -> None:
@@ -194,8 +198,9 @@ def _load_kind_providers() -> None:
             _PROVIDERS[foreign] = name
 
 
-def _forget(top: str) -> list[str]:
-    gone = [m for m in list(sys.modules) if m == top or m.startswith(top + ".")]
+def _forget(top: str) -> dict:
+    """Drop ``top`` and its submodules from ``sys.modules``; returns them by name."""
+    gone = {m: sys.modules[m] for m in list(sys.modules) if m == top or m.startswith(top + ".")}
     for m in gone:
         del sys.modules[m]
     return gone
@@ -223,10 +228,15 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
         if _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
         sys.meta_path.insert(0, _finder)
+        real: dict = {}
         for top in _PROVIDERS:
             mod = sys.modules.get(top)
             if mod is not None and not getattr(mod, "__newt_dropin__", False):
-                _forget(top)
+                real.update(_forget(top))
+        if real:  # (modules that imported the real package first: torch's inductor holds its objects)
+            from .rebind import rebind
+            _real_modules.update(real)
+            _rebound.extend(rebind(real, tuple(_PROVIDERS)))
         _reset_torch_probes()
         from . import inductor
         inductor.configure()  # (inductor imported before install(): its settings now; else at its import)
@@ -301,6 +311,12 @@ def uninstall() -> None:
             mod = sys.modules.get(top)
             if mod is not None and getattr(mod, "__newt_dropin__", False):
                 _forget(top)
+        if _rebound:
+            from .rebind import restore
+            restore(_rebound)
+        for name, mod in _real_modules.items():  # (the real package install() found, back as it was)
+            sys.modules.setdefault(name, mod)
+        _real_modules.clear()
         _reset_torch_probes()
         from . import inductor
         inductor.restore()
