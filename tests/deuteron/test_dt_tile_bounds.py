@@ -77,10 +77,19 @@ def prefix(x):
 """
 
 
-def test_a_scan_along_a_tunable_tile_is_d004(tmp_path):
+def test_a_scan_along_a_tunable_tile_runs_per_tile_and_is_d004_of_ref(tmp_path):
+    """As in Helion (its segment_reduction example): the kernel scans each tile of the config's size; kernel.ref,
+    which runs the loop as one tile, cannot stand for it and raises the D004 (TileScan) at the user's line."""
     mod = write_module(tmp_path, "ts_bad", SCAN.format(bs="", dim=1))
+    x = torch.randn(8, 40, device=DEV)
+    for bn in (8, 16):
+        got = mod.prefix.run_with(dt.Config(block_sizes=[8, bn]), x)
+        want = torch.cat([torch.cumsum(c, dim=1) for c in x.split(bn, dim=1)], dim=1)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    out = mod.prefix(x)
+    assert out.shape == x.shape
     with pytest.raises(newt.CompilationError) as ei:
-        mod.prefix(torch.randn(8, 40, device=DEV))
+        mod.prefix.ref(x)
     d = ei.value.diagnostics[0]
     assert d.code == "D004" and d.data["cause"] == "TileScan" and d.span.line == 11, d.message
 
