@@ -306,11 +306,14 @@ def emit_ws_for(em, op, pipe):
     behind = bool(pipe.async_dots)
     iv = em.vname(ivv)
     pp = getattr(em.pipes, "pingpong", None)
-    if pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
+    ov = getattr(em.pipes, "overlap", None)
+    if pp is not None and ov is not None:  # both: the next QK and this P.V in one turn (ppov.py)
+        from . import pingpong, ppov
+        cur = ppov.before_loop(em, pp, ov, pipe, st, c, (_saved, _restore, _fresh))
+    elif pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
         from . import pingpong
         pingpong.before_loop(em, pp, c)
-    ov = getattr(em.pipes, "overlap", None)
-    if ov is not None:  # QK one iteration ahead (overlap.py)
+    if ov is not None and pp is None:  # QK one iteration ahead (overlap.py)
         from . import overlap
         cur = overlap.before_loop(em, ov, pipe, st, c, (_saved, _restore, _fresh))
     unroll = op.attrs.get("loop_unroll_factor")
@@ -331,6 +334,8 @@ def emit_ws_for(em, op, pipe):
     try:
         if ov is None:
             em.emit_region(body, bodyc)
+        elif pp is not None:
+            ppov.in_loop(em, pp, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
         else:
             overlap.in_loop(em, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
     finally:
@@ -344,7 +349,7 @@ def emit_ws_for(em, op, pipe):
         inner.line(f"ws_arrive({st.empty(rd)});  // every read of this slot is done")
     inner.line(f"if (++{rd} == {st.nb}) {{ {rd} = 0; {cph} ^= 1u; }}")
     c.line("}")
-    if pp is not None:
+    if pp is not None and ov is None:
         pingpong.after_loop(em, pp, c)
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
