@@ -73,7 +73,7 @@ def helpers(em, pp):
         body += f"{cmp}@p{k} bar.arrive {pp.barrier((k + 1) % g)}, {n}; "
     preds = ", ".join(f"p{k}" for k in range(g))
     em.helpers.setdefault("ws_ppov", "\n".join([
-        "// ---- ping-pong with the next QK issued in the turn (ppov.py): the last warpgroup's last turn passes no token",
+        "// ---- ping-pong, the next QK issued in the turn (ppov.py): no token after the last warpgroup's last turn",
         "__device__ __forceinline__ void ws_pp_arrive_last(int wg, int last) {",
         f'  asm volatile("{{ .reg .pred {preds}, q; {body}}}" :: "r"(wg), "r"(last) : "memory"); }}']))
 
@@ -156,9 +156,9 @@ _EFFECTS = {"store", "print", "assert", "atomic_rmw", "atomic_cas", "atomic_poll
 
 def _split(body, skip, second, acc_args):
     """The body's ops less ``skip`` and ``second`` as (before, after): ``after`` those that read the carried
-    accumulators or the second dot's A operand (P, converted), directly or through other ops, ``before`` the rest, each in body order (a valid order: nothing
-    of ``before`` uses a result of ``after``).  A body with an effect (a store, an asm) keeps its order: all in
-    ``after``."""
+    accumulators, or make the second dot's A operand (P's conversion), directly or through other ops, ``before``
+    the rest, each in body order (a valid order: nothing of ``before`` uses a result of ``after``).  A body with an
+    effect (a store, an asm) keeps its order: all in ``after``."""
     ops = [o for o in body.ops if o not in skip and o is not second and o.name not in ("yield", "condition")]
     if any(x.name in _EFFECTS or x.name.startswith("atomic") for o in ops for x in [o, *(y for r in o.regions
                                                                                           for y in r.walk())]):
@@ -246,7 +246,8 @@ def program(k: int, groups: int, n: int, skip_first: bool = True, last_arrive: b
             qk_wait: int = 1, acc_wait: bool = True, release_lag: int = 1) -> list:
     """Warpgroup k's steps as the emission orders them (module doc).  The keywords give the variants the tests
     show wrong: warpgroup 0 waiting for a first token, the last warpgroup passing a token after its last turn,
-    another ``wait_group`` after the turn, no wait for P.V before the accumulator is read, an earlier release."""
+    another ``wait_group`` after the turn, no wait for P.V before the accumulator is read, a release in the slot's
+    own iteration (``release_lag=-1``; 0 releases the previous slot right after the ``wait_group 0``, also right)."""
     steps: list[tuple[str, Any]] = []
     if n:
         steps.append(("wait_full", 0))
@@ -268,8 +269,10 @@ def program(k: int, groups: int, n: int, skip_first: bool = True, last_arrive: b
                   ("read_s", j + 1)]
         if release_lag == 1 and j > 0:
             steps.append(("release", j - 1))
+        if release_lag == -1:
+            steps.append(("release", j))
     if n:
-        steps += [("wait", 0), ("release", n - 1)]
+        steps += [("wait", 0)] + ([("release", n - 1)] if release_lag >= 0 else [])
     return steps
 
 

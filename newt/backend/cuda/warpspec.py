@@ -48,6 +48,9 @@ __all__ = ["ws_forced", "ws_loop", "emit_ws_for", "register_split", "simulate", 
 PRODUCER_WARPS = 4
 #: registers the producer keeps (CUTLASS's load warpgroup: 40)
 PRODUCER_REGS = 40
+#: registers the producer keeps under the ping-pong with the overlap (``ppov.py``: its consumers hold two S tiles, the
+#: accumulator and P; the producer of a top-level loop needs few): 24, so two consumer warpgroups get 240
+PPOV_PRODUCER_REGS = 24
 #: the named barrier the consumers use for ``__syncthreads`` past the split (0 is __syncthreads itself)
 CONSUMER_BARRIER = 1
 
@@ -126,13 +129,13 @@ def outer_slice(outer, op, pipe):
     return [o for o in body.ops if o in need]
 
 
-def register_split(num_warps: int) -> tuple[int, int, int]:
-    """(producer, consumer, at launch) registers per thread: the producer keeps ``PRODUCER_REGS`` after
-    ``setmaxnreg.dec``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)
+def register_split(num_warps: int, producer: int = PRODUCER_REGS) -> tuple[int, int, int]:
+    """(producer, consumer, at launch) registers per thread: the producer keeps ``producer`` (``PRODUCER_REGS``)
+    after ``setmaxnreg.dec``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)
     after ``setmaxnreg.inc``; at launch every thread has the file's share under ``__launch_bounds__(T, 1)``."""
-    cons = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGS) // (32 * num_warps) // 8 * 8
+    cons = (65536 - 32 * PRODUCER_WARPS * producer) // (32 * num_warps) // 8 * 8
     entry = min(256, 65536 // (32 * (num_warps + PRODUCER_WARPS)) // 8 * 8)
-    return PRODUCER_REGS, min(256, cons), entry
+    return producer, min(256, cons), entry
 
 
 def _helpers(em, cons_threads: int):
@@ -187,7 +190,8 @@ def emit_ws_split(em, outer=None):
     NB = pipe.buffers or pipe.stages
     nw = em.nw
     cons = 32 * nw
-    preg, creg, entry = register_split(nw)
+    both = getattr(em.pipes, "pingpong", None) is not None and getattr(em.pipes, "overlap", None) is not None
+    preg, creg, entry = register_split(nw, PPOV_PRODUCER_REGS if both else PRODUCER_REGS)  # (ppov.py)
     _helpers(em, cons)
     extra = 16 if getattr(em.pipes, "pingpong", None) is not None else 0
     st = _State(_ring_barriers(em, NB, cons, extra), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
