@@ -1,8 +1,8 @@
 """Warp specialization (issue 24, ``NEWT_WARP_SPECIALIZE=1``): tensor-descriptor matmul and attention forward,
 newt with TMA (``NEWT_TMA=1``) against the same newt kernel warp-specialized, for attention also warp-specialized
-with the ping-pong between its consumer warpgroups (``newt_pp``, ``NEWT_WS_PINGPONG=1``) and with QK issued one
-iteration ahead (``newt_ov``, ``NEWT_WS_OVERLAP=1``), Triton on the same source, and torch (cuBLAS; SDPA) in one run
-(each round runs every implementation in turn).
+with the ping-pong between its consumer warpgroups (``newt_pp``, ``NEWT_WS_PINGPONG=1``), with QK issued one
+iteration ahead (``newt_ov``, ``NEWT_WS_OVERLAP=1``) and with both (``newt_ppov``), Triton on the same source,
+and torch (cuBLAS; SDPA) in one run (each round runs every implementation in turn).
 
     python3 benchmarks/bench_ws.py --out DIR [--budget S] [--rounds N]
 
@@ -187,11 +187,16 @@ def attention(q, k, v, o, n_ctx, causal, cfg):
 #: newt's columns and the environment each compiles under (read at the kernel's first call)
 NEWT_ENV = {"newt": {"NEWT_TMA": "1"}, "newt_ws": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1"},
             "newt_pp": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_PINGPONG": "1"},
-            "newt_ov": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_OVERLAP": "1"}}
-#: the kinds newt_pp and newt_ov run on (both need two dots in the loop: attention; pingpong.py, overlap.py)
+            "newt_ov": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_OVERLAP": "1"},
+            "newt_ppov": {"NEWT_TMA": "1", "NEWT_WARP_SPECIALIZE": "1", "NEWT_WS_PINGPONG": "1",
+                          "NEWT_WS_OVERLAP": "1"}}
+#: the kinds newt_pp, newt_ov and newt_ppov run on (they need two dots in the loop: attention; pingpong.py,
+#: overlap.py, ppov.py)
 PP_KINDS = ("attention",)
 #: the metadata key each of those columns must show (else the cell reports it failed)
 SCHEDULE_META = {"newt_pp": "ws_pingpong", "newt_ov": "ws_overlap"}
+#: newt_ppov must show both (the two schedules combined, ppov.py)
+PPOV_META = {"newt_ppov": ("ws_pingpong", "ws_overlap")}
 MM_CFG = (128, 256, 64, 3, 8)          # bench.py's matmul tile: BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
 #: the persistent tile: 128x256 in 2 stages (3 do not fit beside the epilogue's scratch under the split)
 PERSISTENT_CFG = (128, 256, 64, 2, 8)
@@ -237,7 +242,7 @@ def make_cell(kind, shape, dtype, mods):
     torch.manual_seed(0)
     calls, outs = {}, {}
     if kind not in PP_KINDS:
-        mods = {k: v for k, v in mods.items() if k not in SCHEDULE_META}
+        mods = {k: v for k, v in mods.items() if k not in SCHEDULE_META and k not in PPOV_META}
     if kind == "persistent_fp8":  # A M x K, B stored N x K; cuBLAS through _scaled_mm (unit scales), fp16 out
         M, N, K = shape
         a = torch.randn(M, K, device="cuda").to(dt)
@@ -308,6 +313,10 @@ def run_cell(kind, shape, dtype, mods, rounds):
             if impl in SCHEDULE_META and not (getattr(ck, "metadata", None) or {}).get(SCHEDULE_META[impl]):
                 e["failed"] = f"metadata has no {SCHEDULE_META[impl]}"
                 continue
+            missing = [k for k in PPOV_META.get(impl, ()) if not (getattr(ck, "metadata", None) or {}).get(k)]
+            if missing:
+                e["failed"] = f"metadata has no {' and no '.join(missing)}"
+                continue
             err = ((outs[impl].float() - ref).norm() / ref.norm()).item()
             e["rel_error"] = err
             if not err < 2e-2:
@@ -331,13 +340,13 @@ def run_cell(kind, shape, dtype, mods, rounds):
         e["ms"] = statistics.median(e["rounds_ms"])
         e["TFLOPs"] = flops / e["ms"] * 1e-9
     nt = cell["impls"].get("newt", {}).get("ms")
-    for impl in ("newt_ws", "newt_pp", "newt_ov", "triton", "torch"):
+    for impl in ("newt_ws", "newt_pp", "newt_ov", "newt_ppov", "triton", "torch"):
         o = cell["impls"].get(impl, {}).get("ms")
         if nt and o:
             cell[f"{impl}_vs_newt"] = nt / o
-    for short in ("pp", "ov"):
+    for short in ("pp", "ov", "ppov"):
         mine = cell["impls"].get(f"newt_{short}", {}).get("ms")
-        for impl in ("newt_ws", "triton", "torch"):
+        for impl in ("newt_ws", "triton", "torch") + (("newt_pp", "newt_ov") if short == "ppov" else ()):
             o = cell["impls"].get(impl, {}).get("ms")
             if mine and o:
                 cell[f"{short}_vs_{impl}"] = o / mine
@@ -362,11 +371,13 @@ def render_md(data) -> str:
              f"{env.get('gpu', '?')}; " + ", ".join(f"{k} {v}" for k, v in env.items() if k != "gpu"), "",
              "TFLOP/s; ratios are the other's time over the warp-specialized kernel's (above 1: newt_ws faster).", "",
              "newt_pp: newt_ws plus the ping-pong between its two consumer warpgroups (NEWT_WS_PINGPONG=1); newt_ov: "
-             "newt_ws plus QK of tile j + 1 issued before the softmax of tile j (NEWT_WS_OVERLAP=1); attention only.",
+             "newt_ws plus QK of tile j + 1 issued before the softmax of tile j (NEWT_WS_OVERLAP=1); newt_ppov: both "
+             "(NEWT_WS_PINGPONG=1 NEWT_WS_OVERLAP=1: a turn issues the next QK and this P.V, ppov.py); attention only.",
              "",
-             "| kind | dtype | shape | newt | newt_ws | newt_pp | newt_ov | Triton | torch | ws/newt | ws/Triton "
-             "| ws/torch | pp/ws | pp/Triton | pp/torch | ov/ws | ov/Triton | ov/torch |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| kind | dtype | shape | newt | newt_ws | newt_pp | newt_ov | newt_ppov | Triton | torch | ppov/ws "
+             "| ppov/pp | ppov/ov | ppov/torch | ws/newt | ws/Triton | ws/torch | pp/ws | pp/Triton | pp/torch | ov/ws "
+             "| ov/Triton | ov/torch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def tf(e):
         return f"{e['TFLOPs']:.0f}" if "TFLOPs" in e else "failed: " + e.get("failed", "?")[:60]
@@ -377,10 +388,12 @@ def render_md(data) -> str:
     for c in data["results"]:
         im = c["impls"]
         ws_newt = c.get("newt_ws_vs_newt")  # newt's time over newt_ws's
-        pp, ov = (tf(im[k]) if k in im else "-" for k in ("newt_pp", "newt_ov"))
+        pp, ov, ppov = (tf(im[k]) if k in im else "-" for k in ("newt_pp", "newt_ov", "newt_ppov"))
+        mine = " | ".join(r(c, f"ppov_vs_{o}") for o in ("newt_ws", "newt_pp", "newt_ov", "torch"))
         lines.append(f"| {c['kind']} | {c['dtype']} | {tuple(c['shape'])} | {tf(im.get('newt', {}))} | "
-                     f"{tf(im.get('newt_ws', {}))} | {pp} | {ov} | {tf(im.get('triton', {}))} | "
-                     f"{tf(im.get('torch', {}))} | {f'{ws_newt:.2f}x' if ws_newt else '-'} | {r(c, 'ws_vs_triton')} | "
+                     f"{tf(im.get('newt_ws', {}))} | {pp} | {ov} | {ppov} | {tf(im.get('triton', {}))} | "
+                     f"{tf(im.get('torch', {}))} | {mine} | {f'{ws_newt:.2f}x' if ws_newt else '-'} | "
+                     f"{r(c, 'ws_vs_triton')} | "
                      f"{r(c, 'ws_vs_torch')} | " + " | ".join(r(c, f"{k}_vs_{o}") for k in ("pp", "ov")
                                                               for o in ("newt_ws", "triton", "torch")) + " |")
     return "\n".join(lines) + "\n"
@@ -406,6 +419,7 @@ def main(argv=None) -> int:
     mods = {"newt": instantiate(TEMPLATE, "newt", "ws_base"), "newt_ws": instantiate(TEMPLATE, "newt", "ws_split"),
             "newt_pp": instantiate(TEMPLATE, "newt", "ws_pingpong"),
             "newt_ov": instantiate(TEMPLATE, "newt", "ws_overlap"),
+            "newt_ppov": instantiate(TEMPLATE, "newt", "ws_ppov"),
             "triton": instantiate(TEMPLATE, "triton", "ws_triton")}
     only = {x for x in args.only.split(",") if x}
     t0 = time.monotonic()

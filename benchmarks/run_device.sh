@@ -299,13 +299,16 @@ PY
       # fp16 before bf16, as newt (NEWT_TMA=1), newt_ws (+NEWT_WARP_SPECIALIZE=1), Triton (same source) and torch
       # (cuBLAS / SDPA) in interleaved rounds, L2 flushed; cells past the budget are skipped (raise WS_BUDGET and
       # WS_BENCH_T for all of them). The ping-pong (NEWT_WS_PINGPONG=1, pingpong.py) and the intra-warpgroup overlap
-      # (NEWT_WS_OVERLAP=1, overlap.py): their GPU tests (attention d=64/128, causal and not, fp16/bf16, each in a
-      # subprocess limited to 45 s; the other parts' limits are 60/50/95 s) after the others, and the attention rows'
-      # newt_pp and newt_ov columns (newt_ws plus each, run in the same rounds; pp/ws, ov/ws ... in the table)
-      timeout ${WS_TEST_T:-300} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu \
-        tests/backend/test_warp_specialize.py tests/backend/test_ws_pingpong.py > "$R/ws24_tests.log" 2>&1
+      # (NEWT_WS_OVERLAP=1, overlap.py) and both together (both flags, ppov.py): their GPU tests (attention d=64/128,
+      # causal and not, fp16/bf16, each in a subprocess limited to 45 s; the other parts' limits are 60/50/95 s) after
+      # the others, and the attention rows' newt_pp, newt_ov and newt_ppov columns (newt_ws plus each, run in the same
+      # rounds; pp/ws, ov/ws, ppov/ws, ppov/pp ... in the table). The bench's default budget covers the first cells
+      # (attention d=128 4x32x4096 among them); WS_BENCH_T=250 WS_BUDGET=220 for more of the table
+      timeout ${WS_TEST_T:-345} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu \
+        tests/backend/test_warp_specialize.py tests/backend/test_ws_pingpong.py tests/backend/test_ws_ppov.py \
+        > "$R/ws24_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed|no result" "$R/ws24_tests.log" | tail -15
-      timeout ${WS_BENCH_T:-120} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-90} \
+      timeout ${WS_BENCH_T:-75} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-50} \
         > "$R/ws24_bench.log" 2>&1; tail -34 "$R/ws24_bench.log" ;;
     helionex)
       # issue 25 (dt25; carry .whl and .ext; <= 540 s): Helion's examples (.ext/helion/examples, pytorch/helion at

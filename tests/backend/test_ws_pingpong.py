@@ -408,8 +408,8 @@ def test_overlap_sass_runs_the_next_qk_during_the_softmax(monkeypatch, d, cfg, c
 
 
 def test_overlap_unset_or_with_the_pingpong_changes_nothing(monkeypatch):
-    """Unset, the code is the plain warp-specialized loop; with NEWT_WS_PINGPONG=1 as well the ping-pong is
-    taken and the overlap is not (one schedule per loop); the matmul (one dot) is left as it was."""
+    """Unset, the code is the plain warp-specialized loop; with NEWT_WS_PINGPONG=1 as well both are taken, as
+    one schedule (``ppov.py``; its tests: test_ws_ppov.py); the matmul (one dot) is left as it was."""
     for d, cfg in BENCH:
         _ov(monkeypatch, False)
         off = ws.compile_attn(d, cfg).asm["cuda"]
@@ -417,7 +417,8 @@ def test_overlap_unset_or_with_the_pingpong_changes_nothing(monkeypatch):
         _ov(monkeypatch)
         monkeypatch.setenv("NEWT_WS_PINGPONG", "1")
         both = ws.compile_attn(d, cfg)
-        assert both.metadata["ws_pingpong"] == 2 and "ws_overlap" not in both.metadata
+        assert both.metadata["ws_pingpong"] == 2 and both.metadata["ws_overlap"] == 1
+        assert "ws_pp_arrive_last" in both.asm["cuda"]
     _ov(monkeypatch, False)
     mm = ws.compile_mm().asm["cuda"]
     _ov(monkeypatch)

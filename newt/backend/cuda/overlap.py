@@ -1,5 +1,6 @@
 """Intra-warpgroup overlap on a warp-specialized loop (FlashAttention-3's ``IntraWGOverlap``; issue 24), sm_90a.
-Opt-in: ``NEWT_WS_OVERLAP=1``; not with the ping-pong (``pingpong.py``), which takes precedence.
+Opt-in: ``NEWT_WS_OVERLAP=1``; with the ping-pong (``pingpong.py``, ``NEWT_WS_PINGPONG=1`` too) the two are
+combined (``ppov.py``: the loop then has both plans).
 
 The loop body's first dot (QK) of iteration ``j + 1`` is issued before the rest of iteration ``j`` (the softmax,
 P.V) and waited for with P.V(j), so the tensor cores run it while the warps compute the softmax::
@@ -57,7 +58,7 @@ _VIEWS = {"permute", "trans", "reshape", "expand_dims", "broadcast", "splat", "c
 
 
 def ov_plan(op, outer, pipe, layouts, pingpong) -> Overlap | None:
-    if op is None or outer is not None or pingpong is not None or not ov_forced():
+    if op is None or outer is not None or not ov_forced():
         return None
     body = op.regions[0]
     dots = [o for o in body.walk() if o.name == "dot"]

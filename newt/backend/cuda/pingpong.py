@@ -163,6 +163,9 @@ def dot_hooks(em, op, pin=()) -> tuple[str, str]:
     pp = getattr(em.pipes, "pingpong", None)
     if pp is None:
         return "", ""
+    if getattr(em.pipes, "overlap", None) is not None:  # combined with the overlap: ppov.py places the turns
+        from .ppov import dot_hook
+        return "", dot_hook(em, op)
     if op is pp.second:
         st = em.__dict__["_ws_state"]
         lines = []

@@ -48,6 +48,9 @@ __all__ = ["ws_forced", "ws_loop", "emit_ws_for", "register_split", "simulate", 
 PRODUCER_WARPS = 4
 #: registers the producer keeps (CUTLASS's load warpgroup: 40)
 PRODUCER_REGS = 40
+#: registers the producer keeps under the ping-pong with the overlap (``ppov.py``: its consumers hold two S tiles, the
+#: accumulator and P; the producer of a top-level loop needs few): 24, so two consumer warpgroups get 240
+PPOV_PRODUCER_REGS = 24
 #: the named barrier the consumers use for ``__syncthreads`` past the split (0 is __syncthreads itself)
 CONSUMER_BARRIER = 1
 
@@ -126,13 +129,13 @@ def outer_slice(outer, op, pipe):
     return [o for o in body.ops if o in need]
 
 
-def register_split(num_warps: int) -> tuple[int, int, int]:
-    """(producer, consumer, at launch) registers per thread: the producer keeps ``PRODUCER_REGS`` after
-    ``setmaxnreg.dec``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)
+def register_split(num_warps: int, producer: int = PRODUCER_REGS) -> tuple[int, int, int]:
+    """(producer, consumer, at launch) registers per thread: the producer keeps ``producer`` (``PRODUCER_REGS``)
+    after ``setmaxnreg.dec``, the consumers share the rest of the 64K register file (multiples of 8, at most 256)
     after ``setmaxnreg.inc``; at launch every thread has the file's share under ``__launch_bounds__(T, 1)``."""
-    cons = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGS) // (32 * num_warps) // 8 * 8
+    cons = (65536 - 32 * PRODUCER_WARPS * producer) // (32 * num_warps) // 8 * 8
     entry = min(256, 65536 // (32 * (num_warps + PRODUCER_WARPS)) // 8 * 8)
-    return PRODUCER_REGS, min(256, cons), entry
+    return producer, min(256, cons), entry
 
 
 def _helpers(em, cons_threads: int):
@@ -187,7 +190,8 @@ def emit_ws_split(em, outer=None):
     NB = pipe.buffers or pipe.stages
     nw = em.nw
     cons = 32 * nw
-    preg, creg, entry = register_split(nw)
+    both = getattr(em.pipes, "pingpong", None) is not None and getattr(em.pipes, "overlap", None) is not None
+    preg, creg, entry = register_split(nw, PPOV_PRODUCER_REGS if both else PRODUCER_REGS)  # (ppov.py)
     _helpers(em, cons)
     extra = 16 if getattr(em.pipes, "pingpong", None) is not None else 0
     st = _State(_ring_barriers(em, NB, cons, extra), NB, em.tmp("rd"), em.tmp("phase"), em.tmp("prev"))
@@ -306,11 +310,14 @@ def emit_ws_for(em, op, pipe):
     behind = bool(pipe.async_dots)
     iv = em.vname(ivv)
     pp = getattr(em.pipes, "pingpong", None)
-    if pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
+    ov = getattr(em.pipes, "overlap", None)
+    if pp is not None and ov is not None:  # both: the next QK and this P.V in one turn (ppov.py)
+        from . import pingpong, ppov
+        cur = ppov.before_loop(em, pp, ov, pipe, st, c, (_saved, _restore, _fresh))
+    elif pp is not None:  # consumer warpgroups taking turns on the tensor cores (pingpong.py)
         from . import pingpong
         pingpong.before_loop(em, pp, c)
-    ov = getattr(em.pipes, "overlap", None)
-    if ov is not None:  # QK one iteration ahead (overlap.py)
+    if ov is not None and pp is None:  # QK one iteration ahead (overlap.py)
         from . import overlap
         cur = overlap.before_loop(em, ov, pipe, st, c, (_saved, _restore, _fresh))
     unroll = op.attrs.get("loop_unroll_factor")
@@ -331,6 +338,8 @@ def emit_ws_for(em, op, pipe):
     try:
         if ov is None:
             em.emit_region(body, bodyc)
+        elif pp is not None:
+            ppov.in_loop(em, pp, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
         else:
             overlap.in_loop(em, ov, pipe, st, bodyc, iv, cur, (_saved, _restore, _fresh))
     finally:
@@ -344,7 +353,7 @@ def emit_ws_for(em, op, pipe):
         inner.line(f"ws_arrive({st.empty(rd)});  // every read of this slot is done")
     inner.line(f"if (++{rd} == {st.nb}) {{ {rd} = 0; {cph} ^= 1u; }}")
     c.line("}")
-    if pp is not None:
+    if pp is not None and ov is None:
         pingpong.after_loop(em, pp, c)
     if pipe.async_dots:
         from .dot.wgmma import drain_async_dots
