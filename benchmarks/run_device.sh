@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -310,6 +310,15 @@ PY
       grep -E "^(FAILED|ERROR)|passed|failed|no result" "$R/ws24_tests.log" | tail -15
       timeout ${WS_BENCH_T:-75} python3 benchmarks/bench_ws.py --out "$R/ws24" --budget ${WS_BUDGET:-50} \
         > "$R/ws24_bench.log" 2>&1; tail -34 "$R/ws24_bench.log" ;;
+    attn24)
+      # issue 24, attention forward only (a short call beside others): the ping-pong + overlap GPU tests
+      # (tests/backend/test_ws_ppov.py, each case in a subprocess limited to 45 s), then bench_ws.py's attention
+      # rows (newt, newt_ws, newt_pp, newt_ov, newt_ppov, Triton, SDPA; d=128 before 64), ATTN24_BUDGET s of cells
+      timeout ${ATTN24_TEST_T:-100} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu \
+        tests/backend/test_ws_ppov.py > "$R/attn24_tests.log" 2>&1
+      grep -E "^(FAILED|ERROR)|passed|failed|no result" "$R/attn24_tests.log" | tail -12
+      timeout ${ATTN24_BENCH_T:-200} python3 benchmarks/bench_ws.py --out "$R/attn24" --only attention \
+        --budget ${ATTN24_BUDGET:-160} > "$R/attn24_bench.log" 2>&1; tail -24 "$R/attn24_bench.log" ;;
     helionex)
       # issue 25 (dt25; carry .whl and .ext; <= 540 s): Helion's examples (.ext/helion/examples, pytorch/helion at
       # ef091f41, unmodified) on the GPU, every kernel at its default config (no tuning), checked against the
