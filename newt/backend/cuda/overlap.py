@@ -119,31 +119,16 @@ def simulate(iterations: int, nb: int, order: str) -> list:
     loop; the last QK reads a slot nobody fills any more).  ``order``: "p"/"c" cycled, as in
     ``warpspec.simulate``.  Raises AssertionError on a deadlock, a refill of a slot being read, a read of a slot
     not filled for its iteration, or a release of a slot still read."""
-    full_phase = [0] * nb
-    empty_phase = [0] * nb
-    content: list = [None] * nb
+    from .warpspec import RingModel
+    trace: list = []
+    ring = RingModel(nb, iterations, trace)
+    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
     reading: set = set()          # (slot, what, iteration) of the wgmmas in flight
-    pj = pslot = pph = 0
-    trace = []
     prog = program(iterations)
     pc = 0
 
-    def done(ph, parity):
-        return (ph & 1) != parity
-
     def produce() -> bool:
-        nonlocal pj, pslot, pph
-        if pj >= iterations or not done(empty_phase[pslot], pph ^ 1):
-            return False
-        assert not {r for r in reading if r[0] == pslot}, f"producer refills slot {pslot} while it is read"
-        content[pslot] = pj
-        full_phase[pslot] += 1
-        trace.append(("p", pj))
-        pj += 1
-        pslot += 1
-        if pslot == nb:
-            pslot, pph = 0, pph ^ 1
-        return True
+        return ring.produce(lambda slot: {r for r in reading if r[0] == slot})
 
     def consume() -> bool:
         nonlocal pc
@@ -171,7 +156,7 @@ def simulate(iterations: int, nb: int, order: str) -> list:
     moves = itertools.cycle(order)
     while pc < len(prog):
         first, second = (produce, consume) if next(moves) == "p" else (consume, produce)
-        assert first() or second(), f"deadlock: producer at iteration {pj}, consumer at {prog[pc]}"
+        assert first() or second(), f"deadlock: producer at iteration {ring.j}, consumer at {prog[pc]}"
     return trace
 
 

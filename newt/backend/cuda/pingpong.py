@@ -241,20 +241,16 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     in_turn = [k == 0 and skip_first for k in range(groups)]
     turns: list[int] = []          # order in which turns begin
     # the ring: full[s] completes when the producer fills it; empty[s] needs every warpgroup's release
-    full_phase = [0] * nb
-    empty_phase = [0] * nb
+    from .warpspec import RingModel  # (here: warpspec imports this module)
+    trace: list[Any] = []
+    ring = RingModel(nb, total, trace)
+    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
     empty_count = [0] * nb
-    content: list = [None] * nb
     reading: list[set] = [set() for _ in range(nb)]
-    pj = pslot = pph = 0
     rd = [0] * groups
     cph = [0] * groups
-    trace: list[Any] = []
     if in_turn[0]:
         turns.append(0)
-
-    def done(phase_no, parity):
-        return (phase_no & 1) != parity
 
     def release(s):
         empty_count[s] += 1
@@ -263,18 +259,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
             empty_phase[s] += 1
 
     def produce() -> bool:
-        nonlocal pj, pslot, pph
-        if pj >= total or not done(empty_phase[pslot], pph ^ 1):
-            return False
-        assert not reading[pslot], f"producer refills slot {pslot} while {reading[pslot]} read it"
-        content[pslot] = pj
-        full_phase[pslot] += 1
-        trace.append(("p", pj))
-        pj += 1
-        pslot += 1
-        if pslot == nb:
-            pslot, pph = 0, pph ^ 1
-        return True
+        return ring.produce(lambda slot: reading[slot])
 
     def complete(b):
         count[b] = 0
@@ -354,7 +339,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         if not any(agents[names[(start + j) % len(names)]]() for j in range(len(names))):
             raise AssertionError("deadlock: " + ", ".join(
                 f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
-                + f", producer at iteration {pj}")
+                + f", producer at iteration {ring.j}")
     assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     return trace

@@ -294,31 +294,15 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     turns: list[int] = [0] if in_turn[0] else []
     arrives = syncs = 0
     groups_q: list[list] = [[] for _ in range(groups)]     # committed, unretired wgmma groups: (what, j, slot)
-    full_phase = [0] * nb
-    empty_phase = [0] * nb
-    empty_count = [0] * nb
-    content: list = [None] * nb
-    released: dict = {}             # (warpgroup, iteration) -> times its slot was released
-    pj = pslot = pph = 0
+    from .warpspec import RingModel
     trace: list[Any] = []
-
-    def done(ph, parity):
-        return (ph & 1) != parity
+    ring = RingModel(nb, total, trace)
+    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
+    empty_count = [0] * nb
+    released: dict = {}             # (warpgroup, iteration) -> times its slot was released
 
     def produce() -> bool:
-        nonlocal pj, pslot, pph
-        if pj >= total or not done(empty_phase[pslot], pph ^ 1):
-            return False
-        reading = [(k, g) for k in range(groups) for g in groups_q[k] if g[2] == pslot]
-        assert not reading, f"producer refills slot {pslot} while {reading} read it"
-        content[pslot] = pj
-        full_phase[pslot] += 1
-        trace.append(("p", pj))
-        pj += 1
-        pslot += 1
-        if pslot == nb:
-            pslot, pph = 0, pph ^ 1
-        return True
+        return ring.produce(lambda slot: [(k, g) for k in range(groups) for g in groups_q[k] if g[2] == slot])
 
     def complete(b):
         count[b] = 0
@@ -366,7 +350,7 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
             if j < n:
                 assert content[s] == j, f"warpgroup {k}: {what}({j}) reads slot {s} holding {content[s]}"
             else:
-                assert what == "qk" and j == n and pj == total, f"warpgroup {k}: {arg} past the loop"
+                assert what == "qk" and j == n and ring.j == total, f"warpgroup {k}: {arg} past the loop"
             groups_q[k].append((what, j, s))
         elif kind == "wait":
             del groups_q[k][:max(0, len(groups_q[k]) - arg)]
@@ -398,7 +382,7 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
         if not any(agents[names[(start + j) % len(names)]]() for j in range(len(names))):
             raise AssertionError("deadlock: " + ", ".join(
                 f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
-                + f", producer at iteration {pj}")
+                + f", producer at iteration {ring.j}")
     assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
     assert arrives == syncs, (arrives, syncs)
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"

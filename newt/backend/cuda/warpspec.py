@@ -364,6 +364,43 @@ def emit_ws_for(em, op, pipe):
         bind_var(em, res, name, lay, c)
 
 
+class RingModel:
+    """The ring's mbarriers and its producer, as the schedule models replay them (:func:`simulate`, and
+    ``pingpong`` / ``overlap`` / ``ppov``'s ``simulate``): per slot the phase numbers of ``full`` and ``empty``
+    and the iteration whose tiles it holds (``content``); the producer fills slot after slot, ``total``
+    iterations, each once ``empty`` has completed the phase of parity ``phase ^ producer_xor``.  The consumers'
+    side is each model's own: it reads ``full_phase`` / ``content`` and completes ``empty_phase``."""
+
+    def __init__(self, nb: int, total: int, trace: list, producer_xor: int = 1, slot_in_trace: bool = False):
+        self.nb, self.total, self.trace = nb, total, trace
+        self.producer_xor, self.slot_in_trace = producer_xor, slot_in_trace
+        self.full_phase = [0] * nb
+        self.empty_phase = [0] * nb
+        self.content: list[int | None] = [None] * nb
+        self.j = self.slot = self.phase = 0
+
+    @staticmethod
+    def done(phase_no: int, parity: int) -> bool:
+        """try_wait.parity: the phase with this parity has completed."""
+        return (phase_no & 1) != parity
+
+    def produce(self, readers) -> bool:
+        """Fill the next slot if its ``empty`` barrier lets the producer; ``readers(slot)``: who still reads the
+        slot (nothing may: an AssertionError).  Returns whether it moved."""
+        if self.j >= self.total or not self.done(self.empty_phase[self.slot], self.phase ^ self.producer_xor):
+            return False
+        who = readers(self.slot)
+        assert not who, f"producer refills slot {self.slot} while {who} read it"
+        self.content[self.slot] = self.j
+        self.full_phase[self.slot] += 1     # expect_tx + the copies: one arrival, the transaction complete
+        self.trace.append(("p", self.j, self.slot) if self.slot_in_trace else ("p", self.j))
+        self.j += 1
+        self.slot += 1
+        if self.slot == self.nb:
+            self.slot, self.phase = 0, self.phase ^ 1
+        return True
+
+
 def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,
              release_lag: int | None = None, drain_release: bool = True) -> list[tuple[str, int, int]]:
     """Replay the protocol's phase arithmetic (as :func:`emit_ws_for` writes it) on a model of mbarriers.
@@ -386,34 +423,18 @@ def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,
     ends = set(itertools.accumulate(runs))   # global iteration counts at which a run of the loop ends
     iterations = sum(runs)
     # an mbarrier: its current phase number and the arrivals pending in it
-    full_phase = [0] * nb
-    empty_phase = [0] * nb
-    content: list[int | None] = [None] * nb         # iteration whose data the slot holds
+    trace: list = []
+    ring = RingModel(nb, iterations, trace, producer_xor, slot_in_trace=True)
+    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
     reading: list[set[int]] = [set() for _ in range(nb)]
-    pj = pslot = pph = 0
     ci = rd = cph = 0
     prev = -1
     released: list[int] = []      # slots read, in order, not yet released
-    trace = []
-
-    def done(phase_no, parity):   # try_wait.parity: the phase with this parity has completed
-        return (phase_no & 1) != parity
 
     moves = itertools.cycle(order)
 
     def produce() -> bool:
-        nonlocal pj, pslot, pph
-        if pj >= iterations or not done(empty_phase[pslot], pph ^ producer_xor):
-            return False
-        assert not reading[pslot], f"producer refills slot {pslot} while iteration(s) {reading[pslot]} read it"
-        content[pslot] = pj
-        full_phase[pslot] += 1     # expect_tx + the copies: one arrival, the transaction complete
-        trace.append(("p", pj, pslot))
-        pj += 1
-        pslot += 1
-        if pslot == nb:
-            pslot, pph = 0, pph ^ 1
-        return True
+        return ring.produce(lambda slot: reading[slot])
 
     def consume() -> bool:
         nonlocal ci, rd, cph, prev
@@ -445,5 +466,5 @@ def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,
 
     while ci < iterations:
         first, second = (produce, consume) if next(moves) == "p" else (consume, produce)
-        assert first() or second(), f"deadlock: producer at iteration {pj}, consumer at {ci}"
+        assert first() or second(), f"deadlock: producer at iteration {ring.j}, consumer at {ci}"
     return trace
