@@ -521,29 +521,34 @@ def _gpu_persistent():
             assert not c.isnan().any() and err < (1e-2 if dt == torch.bfloat16 else 3e-3), err
 
 
-def _gpu_attention():
+def gpu_attention(cases=None, meta=None, label: str = "attention"):
+    """``ws_attn`` for each of ``cases`` ((d, causal, (BLOCK_M, BLOCK_N, warps, stages)); default ATTN_CASES) in
+    fp16 and bf16 against torch in float64, after checking its compiled metadata holds ``meta`` (default: the
+    producer/consumer split); prints one "max err" line a case (test_ws_pingpong and test_ws_ppov use it too)."""
     from newt.tools.tensor_descriptor import TensorDescriptor
+    cases = ATTN_CASES if cases is None else cases
+    meta = {"producer_warps": 4} if meta is None else meta
     H, N = 3, 1024
     for dt in (torch.float16, torch.bfloat16):
-        for d, causal, (bm, bn, w, s) in ATTN_CASES:
+        for d, causal, (bm, bn, w, s) in cases:
             g = torch.Generator(device="cuda").manual_seed(d)
             q, k, v = (torch.randn(H * N, d, device="cuda", generator=g).to(dt) for _ in range(3))
             o = torch.full((H * N, d), float("nan"), device="cuda", dtype=dt)
             ds = [TensorDescriptor.from_tensor(t, [bm if i in (0, 3) else bn, d]) for i, t in enumerate((q, k, v, o))]
             scale = 1.0 / d ** 0.5
-            ws_attn[(N // bm, H)](*ds, N, scale * 1.4426950408889634, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
-                                  CAUSAL=causal, WS=True, num_warps=w, num_stages=s)
+            kw = dict(HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, WS=True, num_warps=w, num_stages=s)
+            ws_attn[(N // bm, H)](*ds, N, scale * 1.4426950408889634, **kw)
             torch.cuda.synchronize()
-            ck = ws_attn.warmup(*ds, N, scale * 1.4426950408889634, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                                WS=True, num_warps=w, num_stages=s, grid=(N // bm, H))
-            assert ck.metadata["producer_warps"] == 4
+            ck = ws_attn.warmup(*ds, N, scale * 1.4426950408889634, grid=(N // bm, H), **kw)
+            got = {key: ck.metadata.get(key) for key in meta}
+            assert got == meta, f"{label}: compiled with {got}, expected {meta}"
             qd, kd, vd = (t.double().reshape(H, N, d) for t in (q, k, v))
             sc = qd @ kd.transpose(1, 2) * scale
             if causal:
                 sc = sc.masked_fill(torch.ones(N, N, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
             ref = (torch.softmax(sc, -1) @ vd).reshape(H * N, d)
             err = (o.double() - ref).abs().max().item()
-            print(f"attention {dt} d={d} causal={causal} {(bm, bn, w, s)}: max err {err:.2e}", flush=True)
+            print(f"{label} {dt} d={d} causal={causal} {(bm, bn, w, s)}: max err {err:.2e}", flush=True)
             assert not o.isnan().any() and err < (2e-2 if dt == torch.bfloat16 else 4e-3), err
 
 
@@ -587,4 +592,4 @@ def test_warp_specialized_attention_on_the_gpu():
 
 if __name__ == "__main__":  # the GPU parts, run by the tests above in a subprocess
     os.environ["NEWT_TMA"] = "1"
-    {"matmul": _gpu_matmul, "persistent": _gpu_persistent, "attention": _gpu_attention}[sys.argv[1]]()
+    {"matmul": _gpu_matmul, "persistent": _gpu_persistent, "attention": gpu_attention}[sys.argv[1]]()

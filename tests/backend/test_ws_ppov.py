@@ -406,28 +406,7 @@ CASES = [(d, causal, (128, 64, 8, 3)) for d in (64, 128) for causal in (False, T
 
 
 def _gpu_attention():
-    from newt.tools.tensor_descriptor import TensorDescriptor
-    H, N = 3, 1024
-    for dt in (torch.float16, torch.bfloat16):
-        for d, causal, (bm, bn, w, s) in CASES:
-            g = torch.Generator(device="cuda").manual_seed(d)
-            q, k, v = (torch.randn(H * N, d, device="cuda", generator=g).to(dt) for _ in range(3))
-            o = torch.full((H * N, d), float("nan"), device="cuda", dtype=dt)
-            ds = [TensorDescriptor.from_tensor(t, [bm if i in (0, 3) else bn, d]) for i, t in enumerate((q, k, v, o))]
-            scale = 1.0 / d ** 0.5
-            kw = dict(HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, WS=True, num_warps=w, num_stages=s)
-            ws.ws_attn[(N // bm, H)](*ds, N, scale * 1.4426950408889634, **kw)
-            torch.cuda.synchronize()
-            ck = ws.ws_attn.warmup(*ds, N, scale * 1.4426950408889634, grid=(N // bm, H), **kw)
-            assert ck.metadata.get("ws_pingpong") == 2 and ck.metadata.get("ws_overlap") == 1, "not combined"
-            qd, kd, vd = (t.double().reshape(H, N, d) for t in (q, k, v))
-            sc = qd @ kd.transpose(1, 2) * scale
-            if causal:
-                sc = sc.masked_fill(torch.ones(N, N, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
-            ref = (torch.softmax(sc, -1) @ vd).reshape(H * N, d)
-            err = (o.double() - ref).abs().max().item()
-            print(f"ppov attention {dt} d={d} causal={causal} {(bm, bn, w, s)}: max err {err:.2e}", flush=True)
-            assert not o.isnan().any() and err < (2e-2 if dt == torch.bfloat16 else 4e-3), err
+    ws.gpu_attention(CASES, {"ws_pingpong": 2, "ws_overlap": 1}, "ppov attention")
 
 
 def _run_gpu_part(part: str, timeout: int):
