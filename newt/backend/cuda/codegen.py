@@ -178,7 +178,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
     pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps, pingpong=pp)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
-    em.zero_start = zero_start  # dots whose first wgmma k step gets scale-d 0 (dot/wgmma.py _starts_from_zero)
+    em.__dict__["zero_start"] = zero_start  # dots whose first wgmma k step gets scale-d 0 (dot/wgmma.py _starts_from_zero)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
     # parameters
@@ -306,8 +306,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         meta["ws_pingpong"] = pipes.pingpong.groups
     if pipes.overlap is not None:
         meta["ws_overlap"] = 1
-    if getattr(em, "zero_dots", None):  # accumulator array -> dot result id (compiler._zero_start_retry)
-        meta["zero_dots"] = dict(em.zero_dots)
+    if em.__dict__.get("zero_dots"):  # accumulator array -> dot result id (compiler._zero_start_retry)
+        meta["zero_dots"] = dict(em.__dict__["zero_dots"])
     if zero_start:
         meta["zero_start"] = sorted(zero_start)
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
