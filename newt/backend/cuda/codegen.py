@@ -178,7 +178,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
     pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps, pingpong=pp)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
-    em.__dict__["zero_start"] = zero_start  # dots whose first wgmma k step gets scale-d 0 (dot/wgmma.py _starts_from_zero)
+    em.__dict__["zero_start"] = zero_start  # dots whose first k step gets scale-d 0 (wgmma._starts_from_zero)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
     # parameters
