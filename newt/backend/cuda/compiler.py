@@ -268,8 +268,8 @@ def _zero_start_retry(module, b, target, extra_options, lineinfo):
         return b
     md = module.metadata
     dots = md.get("zero_dots") or {}
-    if not dots:
-        return b
+    if not dots or md.get("ws_overlap") or md.get("ws_pingpong") or module.producer_warps:
+        return b  # (warp-specialized loops schedule their dots themselves: left as they are)
     ids = unfolded_zero_dots(module, b) if lineinfo else []
     have = frozenset(md.get("zero_start") or ())
     want = have | frozenset(ids or dots.values())
