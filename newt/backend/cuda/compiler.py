@@ -4,6 +4,7 @@ ptxas report parsed into registers, spills and shared memory."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -155,6 +156,7 @@ def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True
     """
     b = _compile_once(module, target, extra_options, lineinfo)
     md = module.metadata
+    b = _zero_start_retry(module, b, target, extra_options, lineinfo)
     if b.n_spills and md.get("min_blocks") == 2 and module.rerender is not None:
         best, chosen, spent = b, None, b.compile_seconds
         # first without a second argument (ptxas' own choice: often no spill below the cap's count,
@@ -194,6 +196,105 @@ def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True
             b2.module = module
             return b2
     return b
+
+
+_C7519 = re.compile(r"\(C7519\) warpgroup\.arrive is injected in around line (\d+)")
+
+
+def unfolded_zero_dots(module, b) -> list:
+    """The result ids of the dots on a zero accumulator whose zeroed registers ptxas did not fold into the
+    wgmma: ptxas reports ``(C7519) warpgroup.arrive is injected in around line N ... to allow use of registers
+    in GMMA`` (N a PTX line) when registers a wgmma reads were written after ``wgmma.fence``; a dot on a zero
+    accumulator writes zeros there, which ptxas usually turns into scale-d 0 (``HGMMA ..., RZ, !UPT``) but in
+    some kernels only for the first instruction: the rest get a register move per element every time the dot
+    runs and the group is split by the injected arrive (tutorial 06's causal backward, the loops after the
+    masked ones: 44-64 ``IMAD.MOV`` an iteration at d=64, Triton 3.9 passes scale-d 0 and has none).  The PTX
+    line's ``.loc`` (the wgmma helper inlined at a CUDA line) names the call, the call its accumulator array,
+    the module's ``zero_dots`` the dot."""
+    dots = module.metadata.get("zero_dots") or {}
+    lines = [int(n) for n in _C7519.findall(b.log)]
+    if not dots or not lines:
+        return []
+    ptx = b.ptx.split("\n")
+    src = module.source.split("\n")
+    found: list = []
+    for n in lines:
+        cu = None
+        for k in range(min(n, len(ptx)) - 1, -1, -1):
+            m = re.match(r"\s*\.loc\s+\d+\s+(\d+)\s+\d+(?:,.*inlined_at\s+\d+\s+(\d+)\s+\d+)?", ptx[k])
+            if m:
+                cu = int(m.group(2) or m.group(1))
+                break
+        if cu is None or not 0 < cu <= len(src):
+            continue
+        m = re.search(r"\(&(\w+)\[\d+\]", src[cu - 1])
+        rid = dots.get(m.group(1)) if m else None
+        if rid is not None and rid not in found:
+            found.append(rid)
+    return found
+
+
+def kernel_text_bytes(cubin: bytes, name: str | None = None) -> int | None:
+    """Bytes of SASS of kernel ``name`` (or of the first kernel): the size of the cubin's ``.text.<name>``
+    section (16 bytes an instruction on sm_70 and later).  None when the ELF has no such section."""
+    import struct
+    try:
+        if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+            return None
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        base = secs[shstrndx][4]
+        for sec in secs:
+            nm = cubin[base + sec[0]:cubin.index(b"\0", base + sec[0])].decode(errors="replace")
+            if nm.startswith(".text.") and (name is None or nm == ".text." + name):
+                return int(sec[5])
+    except (struct.error, IndexError, ValueError):
+        return None
+    return None
+
+
+def _zero_start_retry(module, b, target, extra_options, lineinfo):
+    """Dots on a zero accumulator inside loops (``tl.dot(a, b)``, the module's ``zero_dots``) whose zeroed
+    registers ptxas may not fold into the wgmma: the kernel is generated again with their first k step at
+    scale-d 0 (write-only accumulators: nothing to zero, ``dot/wgmma.py _zero_start``) and that version kept
+    where it spills no more and has less SASS (``kernel_text_bytes``); ``metadata["zero_start"]`` then lists
+    the dots and ``module.source`` is the kept version.  Where ptxas says which dots it could not fold (C7519,
+    ``unfolded_zero_dots``; ptxas 12.x prints it, NVRTC 13's does not) only those are tried.
+    ``NEWT_WGMMA_ZERO_START=0`` (none) or ``=1`` (every such dot, no second compile) turn the trial off.
+    Exact: scale-d 0 computes A·B where the zeroed accumulator computed A·B + 0 (the same but for the sign of
+    an exact zero sum, as in Triton, which starts its dots this way)."""
+    if os.environ.get("NEWT_WGMMA_ZERO_START", "") in ("0", "1") or module.rerender is None:
+        return b
+    md = module.metadata
+    dots = md.get("zero_dots") or {}
+    if not dots or md.get("ws_overlap") or md.get("ws_pingpong") or module.producer_warps:
+        return b  # (warp-specialized loops schedule their dots themselves: left as they are)
+    ids = unfolded_zero_dots(module, b) if lineinfo else []
+    have = frozenset(md.get("zero_start") or ())
+    want = have | frozenset(ids or dots.values())
+    if want == have:
+        return b
+    kw = {} if md.get("maxnreg") else {"min_blocks": md.get("min_blocks", 0)}
+    alt = module.rerender(zero_start=want, **kw)
+    from newt.diagnostics import CompilationError
+    try:
+        b2 = _compile_once(alt, target, extra_options, lineinfo)
+    except CompilationError:
+        return b
+    b2.compile_seconds += b.compile_seconds
+    t1, t2 = kernel_text_bytes(b.cubin, module.name), kernel_text_bytes(b2.cubin, module.name)
+    if b2.n_spills > b.n_spills or t1 is None or t2 is None or t2 >= t1:
+        md["zero_start_rejected"] = (f"{len(want)} dots: {b.n_spills} -> {b2.n_spills} spill bytes, "
+                                     f"{t1} -> {t2} bytes of SASS")
+        b.compile_seconds = b2.compile_seconds
+        return b
+    md.update(zero_start=sorted(want), zero_start_gain=f"{t1} -> {t2} bytes of SASS, {b.n_spills} -> "
+                                                       f"{b2.n_spills} spill bytes")
+    module.source, module.line_locs = alt.source, alt.line_locs
+    module.rerender = functools.partial(module.rerender, zero_start=want)
+    b2.module = module
+    return b2
 
 
 def _next_block_within_reach(b, module, target) -> int:

@@ -423,16 +423,46 @@ def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None, kste
     return name
 
 
-def _starts_from_zero(op) -> bool:
-    """A dot on a zero accumulator (``tl.dot(a, b)``) without fp8 promotion, with ``NEWT_WGMMA_ZERO_START=1``: its
-    first k step uses wgmma's scale-d = 0 instead of zeroed registers.  Off by default: it shortens tutorial 06's
-    causal backward loops (401 -> 360 and 348 -> 304 SASS instructions at d=64) but moves ptxas's allocation at
-    the 255-register edge (that kernel 0 -> 52 spill bytes; attention forward 128x64, d=128, 4 warps 0 -> 112),
-    so a GPU run decides."""
-    if os.environ.get("NEWT_WGMMA_ZERO_START", "0") != "1" or promotion(op):
-        return False
+def _starts_from_zero(em, op, acc: str) -> bool:
+    """A dot on a zero accumulator (``tl.dot(a, b)``) without fp8 promotion whose first k step uses wgmma's
+    scale-d = 0 instead of zeroed registers: every such dot with ``NEWT_WGMMA_ZERO_START=1``; by default (unset)
+    only the dots that ``compile_cuda`` names in ``zero_start`` after ptxas reported it could not fold their
+    zeroed registers into the wgmma (``compiler._zero_start_retry``: ptxas info C7519).  ``=0``: none.
+
+    Every candidate is recorded in ``em.zero_dots`` (accumulator array -> the dot's result id), which is how
+    the retry maps ptxas' PTX line back to a dot.  Not for all dots by default: it shortens tutorial 06's causal
+    backward loops (d=64: 393 -> 350 and 348 -> 302 SASS instructions) but moves ptxas's allocation at the
+    255-register edge where ptxas folded the zeros already (causal d=128: 4,180 -> 4,248 spill bytes; the
+    attention forward 128x64, d=128, 4 warps once 0 -> 112)."""
     from .fold import _is_zero
-    return _is_zero(op.operands[2])
+    if promotion(op) or not _is_zero(op.operands[2]):
+        return False
+    rid = op.result.id
+    if op in _loop_ops(em):  # run once outside loops, a zeroed accumulator costs nothing worth a second compile
+        em.__dict__.setdefault("zero_dots", {})[acc] = rid
+    mode = os.environ.get("NEWT_WGMMA_ZERO_START", "")
+    if mode == "1":
+        return True
+    if mode == "0":
+        return False
+    return rid in (em.__dict__.get("zero_start") or ())
+
+
+def _loop_ops(em) -> set:
+    """The ops inside ``scf.for`` / ``scf.while`` bodies of the emitter's function (computed once)."""
+    got = em.__dict__.get("_loop_ops")
+    if got is None:
+        got = set()
+
+        def walk(region, inside):
+            for o in region.ops:
+                if inside:
+                    got.add(o)
+                for r in o.regions:
+                    walk(r, inside or o.name in ("scf.for", "scf.while"))
+        walk(em.fn.body, False)
+        em.__dict__["_loop_ops"] = got
+    return got
 
 
 def _zero_start(em, fn: str) -> str | None:
@@ -609,7 +639,7 @@ class WgmmaLowering(DotLowering):
                f"{' (duplicated along N)' if dup and wgn > 1 else ''}, {a_desc}, "
                f"B {'K' if b_k else 'N'}-major {tb_t.smem.swizzle_bytes}B swizzle")
         c.line(f"{'int' if t.name == 'int8' else 'float'} {w}[{lay.nregs}];")
-        fz = _zero_start(em, fn) if _starts_from_zero(op) else None  # the first k step ignores (writes) d
+        fz = _zero_start(em, fn) if _starts_from_zero(em, op, w) else None  # the first k step ignores (writes) d
         if fz is None:
             em.for_regs(lay.nregs, f"{w}[i] = {to_compute(f'{acc_src}[i]', accv.type)};", c)
         c.line("{")
