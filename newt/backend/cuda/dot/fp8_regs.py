@@ -24,14 +24,16 @@ __all__ = ["fp8_a_fragments", "fp8_regs_enabled", "fp8_regs_mode"]
 
 
 def fp8_regs_mode() -> str:
-    """``NEWT_FP8_A_REGS``: unset or ``0`` stages fp8 A operands in shared memory (the default until a GPU run has
-    checked the register path); ``bytes`` shuffles
+    """``NEWT_FP8_A_REGS``: ``0`` stages fp8 A operands in shared memory (the default until the H100 run of
+    2026-12-07, session 12: with the register path tutorial 06's fp8 forward went from 1.59x / 1.58x Triton's time
+    to 0.80x / 0.98x at d=64 / 128, and the GPU suite passed, benchmarks/results_session12_2026-12-07.md);
+    unset or ``1`` (``packed``) the register path below; ``bytes`` shuffles
     the cast's bytes and leaves the dot in flight as the pipeline planned; ``1`` (``packed``) converts
     the fp32 source four elements to a word (F2FP pairs) and waits for the dot at once: ptxas serialized every
     wgmma of tutorial 06's fp8 forward at d=64 when that dot stayed in flight with converted registers ("insufficient
     register resources"), and the byte path spends ~300 more instructions an iteration on the cast's NaN rule
     and byte packing (benchmarks/tut06_bwd_offline.md)."""
-    v = os.environ.get("NEWT_FP8_A_REGS", "0")
+    v = os.environ.get("NEWT_FP8_A_REGS", "1")
     return {"0": "off", "bytes": "bytes"}.get(v, "packed")
 
 
