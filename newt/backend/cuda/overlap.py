@@ -119,7 +119,7 @@ def simulate(iterations: int, nb: int, order: str) -> list:
     loop; the last QK reads a slot nobody fills any more).  ``order``: "p"/"c" cycled, as in
     ``warpspec.simulate``.  Raises AssertionError on a deadlock, a refill of a slot being read, a read of a slot
     not filled for its iteration, or a release of a slot still read."""
-    from .warpspec import RingModel
+    from .ringmodel import RingModel
     trace: list = []
     ring = RingModel(nb, iterations, trace)
     full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done

@@ -163,9 +163,6 @@ def dot_hooks(em, op, pin=()) -> tuple[str, str]:
     pp = getattr(em.pipes, "pingpong", None)
     if pp is None:
         return "", ""
-    if getattr(em.pipes, "overlap", None) is not None:  # combined with the overlap: ppov.py places the turns
-        from .ppov import dot_hook
-        return "", dot_hook(em, op)
     if op is pp.second:
         st = em.__dict__["_ws_state"]
         lines = []
@@ -241,7 +238,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     in_turn = [k == 0 and skip_first for k in range(groups)]
     turns: list[int] = []          # order in which turns begin
     # the ring: full[s] completes when the producer fills it; empty[s] needs every warpgroup's release
-    from .warpspec import RingModel  # (here: warpspec imports this module)
+    from .ringmodel import RingModel
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done

@@ -294,7 +294,7 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     turns: list[int] = [0] if in_turn[0] else []
     arrives = syncs = 0
     groups_q: list[list] = [[] for _ in range(groups)]     # committed, unretired wgmma groups: (what, j, slot)
-    from .warpspec import RingModel
+    from .ringmodel import RingModel
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done

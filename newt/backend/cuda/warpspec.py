@@ -41,6 +41,7 @@ from newt.ir.types import is_block
 
 from .issue import _PURE, _issue
 from .loops import bind_var, declare_var, loop_condition, loop_header
+from .ringmodel import RingModel
 
 __all__ = ["ws_forced", "ws_loop", "emit_ws_for", "register_split", "simulate", "PRODUCER_WARPS"]
 
@@ -362,43 +363,6 @@ def emit_ws_for(em, op, pipe):
     c.line("__syncthreads();")
     for res, (name, lay, _) in zip(op.results, targets):
         bind_var(em, res, name, lay, c)
-
-
-class RingModel:
-    """The ring's mbarriers and its producer, as the schedule models replay them (:func:`simulate`, and
-    ``pingpong`` / ``overlap`` / ``ppov``'s ``simulate``): per slot the phase numbers of ``full`` and ``empty``
-    and the iteration whose tiles it holds (``content``); the producer fills slot after slot, ``total``
-    iterations, each once ``empty`` has completed the phase of parity ``phase ^ producer_xor``.  The consumers'
-    side is each model's own: it reads ``full_phase`` / ``content`` and completes ``empty_phase``."""
-
-    def __init__(self, nb: int, total: int, trace: list, producer_xor: int = 1, slot_in_trace: bool = False):
-        self.nb, self.total, self.trace = nb, total, trace
-        self.producer_xor, self.slot_in_trace = producer_xor, slot_in_trace
-        self.full_phase = [0] * nb
-        self.empty_phase = [0] * nb
-        self.content: list[int | None] = [None] * nb
-        self.j = self.slot = self.phase = 0
-
-    @staticmethod
-    def done(phase_no: int, parity: int) -> bool:
-        """try_wait.parity: the phase with this parity has completed."""
-        return (phase_no & 1) != parity
-
-    def produce(self, readers) -> bool:
-        """Fill the next slot if its ``empty`` barrier lets the producer; ``readers(slot)``: who still reads the
-        slot (nothing may: an AssertionError).  Returns whether it moved."""
-        if self.j >= self.total or not self.done(self.empty_phase[self.slot], self.phase ^ self.producer_xor):
-            return False
-        who = readers(self.slot)
-        assert not who, f"producer refills slot {self.slot} while {who} read it"
-        self.content[self.slot] = self.j
-        self.full_phase[self.slot] += 1     # expect_tx + the copies: one arrival, the transaction complete
-        self.trace.append(("p", self.j, self.slot) if self.slot_in_trace else ("p", self.j))
-        self.j += 1
-        self.slot += 1
-        if self.slot == self.nb:
-            self.slot, self.phase = 0, self.phase ^ 1
-        return True
 
 
 def simulate(iterations, nb: int, behind: bool, order, producer_xor: int = 1,

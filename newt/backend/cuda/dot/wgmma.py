@@ -239,6 +239,17 @@ def async_dots(layouts, body, kept, stages: int, total: int, budget: int) -> fro
     return frozenset(out)
 
 
+def _turn_hooks(em, op, pin) -> tuple[str, str]:
+    """The lines a warp-specialized loop's schedule puts around dot ``op`` (before its first fence, after its
+    commit): the ping-pong's turns (``pingpong.dot_hooks``), or, with the intra-warpgroup overlap planned too,
+    the combined schedule's (``ppov.dot_hook``); empty otherwise."""
+    if getattr(em.pipes, "pingpong", None) is not None and getattr(em.pipes, "overlap", None) is not None:
+        from ..ppov import dot_hook
+        return "", dot_hook(em, op)
+    from ..pingpong import dot_hooks
+    return dot_hooks(em, op, pin)
+
+
 def _ra_in_flight(layouts, body, d) -> bool:
     """A pure accumulation whose A comes from registers (tutorial 06's ``dv += tl.dot(p, do)``, ``dk += tl.dot(ds,
     tl.trans(qT))`` once folded): it may stay in flight, as Triton leaves it, when A is a 16-bit value already in
@@ -697,11 +708,10 @@ class WgmmaLowering(DotLowering):
             d.line("const unsigned long long da = gmma_desc(sa_wg, ra), db = gmma_desc(sb_wg, rb);")
         chunk = promotion(op) or K
         part = em.tmp("part") if promotion(op) else None
-        from ..pingpong import dot_hooks
         pin = [f"af[{i}][{q}]" for i in range(m_reps * (K // 16)) for q in range(4)] if a_regs else []
         if a8:
             pin = [f"{a8[0]}[{i}][{q}]" for i in range(a8[1]) for q in range(4)]
-        turn_in, turn_out = dot_hooks(em, op, pin)  # ping-pong between warpgroups (pingpong.py), else empty
+        turn_in, turn_out = _turn_hooks(em, op, pin)
         for line in turn_in.split("\n") if turn_in else ():
             d.line(line)
         dst = part or w
