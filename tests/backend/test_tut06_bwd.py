@@ -434,7 +434,7 @@ def test_backward_matches_torch_in_the_interpreter(causal, monkeypatch):
 def test_zero_accumulator_dots_start_with_scale_d_zero(monkeypatch):
     """``qkT = tl.dot(k, qT)`` and ``dpT = tl.dot(v, tl.trans(do))`` (zero accumulators): their first k step is a
     wgmma with scale-d 0 and a write-only accumulator, so no zeros are moved into the accumulator registers
-    every iteration (``NEWT_WGMMA_ZERO_START=1``; unset: tried by a second compile and kept where it wins, see
+    every iteration (``NEWT_WGMMA_ZERO_START=1``; ``=trial``: tried by a second compile and kept where it wins, see
     ``compiler._zero_start_retry`` and test_causal_masks.py).  Causal d=64, the unmasked dK/dV loop: 64 IMAD
     (``IMAD.MOV`` of a zero register) without it (``=0``), 18 with it (Triton 3.9: 14)."""
     _fresh(monkeypatch, {"NEWT_WGMMA_ZERO_START": "1"})

@@ -261,10 +261,12 @@ def _zero_start_retry(module, b, target, extra_options, lineinfo):
     where it spills no more and has less SASS (``kernel_text_bytes``); ``metadata["zero_start"]`` then lists
     the dots and ``module.source`` is the kept version.  Where ptxas says which dots it could not fold (C7519,
     ``unfolded_zero_dots``; ptxas 12.x prints it, NVRTC 13's does not) only those are tried.
-    ``NEWT_WGMMA_ZERO_START=0`` (none) or ``=1`` (every such dot, no second compile) turn the trial off.
+    Opt-in, ``NEWT_WGMMA_ZERO_START=trial``: on the H100 (2026-12-07, session 12) it gave tutorial 06's causal d=64
+    backward no visible gain (1.08x Triton's time before, 1.079x with it, not the same run) for a second compile
+    of every attention kernel; unset or ``=0`` none, ``=1`` every such dot with no second compile.
     Exact: scale-d 0 computes A·B where the zeroed accumulator computed A·B + 0 (the same but for the sign of
     an exact zero sum, as in Triton, which starts its dots this way)."""
-    if os.environ.get("NEWT_WGMMA_ZERO_START", "") in ("0", "1") or module.rerender is None:
+    if os.environ.get("NEWT_WGMMA_ZERO_START", "") != "trial" or module.rerender is None:
         return b
     md = module.metadata
     dots = md.get("zero_dots") or {}

@@ -437,9 +437,9 @@ def _helpers(em, n: int, ty: str, ta: int, tb: int, tyb: str | None = None, kste
 
 def _starts_from_zero(em, op, acc: str) -> bool:
     """A dot on a zero accumulator (``tl.dot(a, b)``) without fp8 promotion whose first k step uses wgmma's
-    scale-d = 0 instead of zeroed registers: every such dot with ``NEWT_WGMMA_ZERO_START=1``; by default (unset)
-    only the dots that ``compile_cuda`` names in ``zero_start`` after ptxas reported it could not fold their
-    zeroed registers into the wgmma (``compiler._zero_start_retry``: ptxas info C7519).  ``=0``: none.
+    scale-d = 0 instead of zeroed registers: every such dot with ``NEWT_WGMMA_ZERO_START=1``; with ``=trial``
+    only the dots that ``compile_cuda`` names in ``zero_start`` after its second compile won
+    (``compiler._zero_start_retry``; ptxas info C7519 names them where it is printed).  Unset or ``=0``: none.
 
     Every candidate is recorded in ``em.zero_dots`` (accumulator array -> the dot's result id), which is how
     the retry maps ptxas' PTX line back to a dot.  Not for all dots by default: it shortens tutorial 06's causal
