@@ -95,16 +95,14 @@ def cubin_register_count(cubin: bytes, name: str | None = None) -> int | None:
     """
     import struct
     try:
-        if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        named = _elf_sections(cubin)
+        if named is None:
             return None
-        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        secs = [sec for _, sec in named]
 
         def cstr(base, off):
             return cubin[base + off:cubin.index(b"\0", base + off)].decode(errors="replace")
-        shstr = secs[shstrndx][4]
-        info = next((sec for sec in secs if cstr(shstr, sec[0]) == ".nv.info"), None)
+        info = next((sec for nm, sec in named if nm == ".nv.info"), None)
         symtab = next((sec for sec in secs if sec[1] == 2), None)  # SHT_SYMTAB
         if info is None or symtab is None:
             return None
@@ -237,6 +235,15 @@ def unfolded_zero_dots(module, b) -> list:
 def kernel_text_bytes(cubin: bytes, name: str | None = None) -> int | None:
     """Bytes of SASS of kernel ``name`` (or of the first kernel): the size of the cubin's ``.text.<name>``
     section (16 bytes an instruction on sm_70 and later).  None when the ELF has no such section."""
+    for nm, sec in _elf_sections(cubin) or ():
+        if nm.startswith(".text.") and (name is None or nm == ".text." + name):
+            return int(sec[5])
+    return None
+
+
+def _elf_sections(cubin: bytes) -> list | None:
+    """The section headers of a 64-bit little-endian ELF as (name, (sh_name, sh_type, sh_flags, sh_addr,
+    sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize)); None for anything else or a malformed file."""
     import struct
     try:
         if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
@@ -245,13 +252,10 @@ def kernel_text_bytes(cubin: bytes, name: str | None = None) -> int | None:
         shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
         secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
         base = secs[shstrndx][4]
-        for sec in secs:
-            nm = cubin[base + sec[0]:cubin.index(b"\0", base + sec[0])].decode(errors="replace")
-            if nm.startswith(".text.") and (name is None or nm == ".text." + name):
-                return int(sec[5])
+        return [(cubin[base + sec[0]:cubin.index(b"\0", base + sec[0])].decode(errors="replace"), sec)
+                for sec in secs]
     except (struct.error, IndexError, ValueError):
         return None
-    return None
 
 
 def _zero_start_retry(module, b, target, extra_options, lineinfo):
