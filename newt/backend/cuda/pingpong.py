@@ -241,8 +241,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     from .ringmodel import RingModel
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
-    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
-    empty_count = [0] * nb
+    full_phase, content, done = ring.full_phase, ring.content, ring.done
     reading: list[set] = [set() for _ in range(nb)]
     rd = [0] * groups
     cph = [0] * groups
@@ -250,10 +249,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         turns.append(0)
 
     def release(s):
-        empty_count[s] += 1
-        if empty_count[s] == groups:
-            empty_count[s] = 0
-            empty_phase[s] += 1
+        ring.release(s, groups)
 
     def produce() -> bool:
         return ring.produce(lambda slot: reading[slot])
@@ -326,17 +322,7 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         pc[k] += 1
         return True
 
-    agents: dict[str, Any] = {"p": produce, **{str(k): (lambda k=k: step(k)) for k in range(groups)}}
-    names = list(agents)
-    import itertools
-    picks = itertools.cycle(order)
-    while any(pc[k] < len(progs[k]) for k in range(groups)):
-        first = next(picks)
-        start = names.index(first) if first in agents else 0
-        if not any(agents[names[(start + j) % len(names)]]() for j in range(len(names))):
-            raise AssertionError("deadlock: " + ", ".join(
-                f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
-                + f", producer at iteration {ring.j}")
+    ring.run(produce, step, progs, pc, order)
     assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     return trace

@@ -49,7 +49,6 @@ warpgroup, no slot refilled while a wgmma reads it, every real read seeing its o
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 __all__ = ["both", "helpers", "before_loop", "in_loop", "program", "simulate"]
@@ -297,8 +296,7 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     from .ringmodel import RingModel
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
-    full_phase, empty_phase, content, done = ring.full_phase, ring.empty_phase, ring.content, ring.done
-    empty_count = [0] * nb
+    full_phase, content, done = ring.full_phase, ring.content, ring.done
     released: dict = {}             # (warpgroup, iteration) -> times its slot was released
 
     def produce() -> bool:
@@ -365,24 +363,12 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
             assert content[s] == arg, f"warpgroup {k} releases slot {s} for iteration {arg}: it holds {content[s]}"
             released[(k, arg)] = released.get((k, arg), 0) + 1
             assert released[(k, arg)] == 1, f"warpgroup {k} releases the slot of iteration {arg} twice"
-            empty_count[s] += 1
-            if empty_count[s] == groups:
-                empty_count[s] = 0
-                empty_phase[s] += 1
+            ring.release(s, groups)
         trace.append((k, (kind, arg)))
         pc[k] += 1
         return True
 
-    agents: dict[str, Any] = {"p": produce, **{str(k): (lambda k=k: step(k)) for k in range(groups)}}
-    names = list(agents)
-    picks = itertools.cycle(order)
-    while any(pc[k] < len(progs[k]) for k in range(groups)):
-        first = next(picks)
-        start = names.index(first) if first in agents else 0
-        if not any(agents[names[(start + j) % len(names)]]() for j in range(len(names))):
-            raise AssertionError("deadlock: " + ", ".join(
-                f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
-                + f", producer at iteration {ring.j}")
+    ring.run(produce, step, progs, pc, order)
     assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
     assert arrives == syncs, (arrives, syncs)
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"

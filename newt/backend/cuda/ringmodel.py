@@ -19,6 +19,7 @@ class RingModel:
         self.producer_xor, self.slot_in_trace = producer_xor, slot_in_trace
         self.full_phase = [0] * nb
         self.empty_phase = [0] * nb
+        self.empty_count = [0] * nb  # releases of the slot in its current phase (``release``)
         self.content: list[int | None] = [None] * nb
         self.j = self.slot = self.phase = 0
 
@@ -42,3 +43,29 @@ class RingModel:
         if self.slot == self.nb:
             self.slot, self.phase = 0, self.phase ^ 1
         return True
+
+    def release(self, slot: int, consumers: int) -> None:
+        """One consumer (warpgroup) releases ``slot``; its ``empty`` barrier completes a phase once all
+        ``consumers`` have."""
+        self.empty_count[slot] += 1
+        if self.empty_count[slot] == consumers:
+            self.empty_count[slot] = 0
+            self.empty_phase[slot] += 1
+
+    def run(self, produce, step, progs: list, pc: list, order: str) -> None:
+        """Replay the producer (``produce()``) and the consumer warpgroups (``step(k)`` runs warpgroup ``k``'s
+        next action of ``progs[k]``, ``pc[k]`` its position) until every warpgroup is done: each move the side
+        ``order`` names next (cycled: "p", "0", "1", ...) goes first, the others in turn after it when it cannot
+        move; an AssertionError names every side's position when none can (a deadlock)."""
+        import itertools
+        groups = len(progs)
+        agents: dict = {"p": produce, **{str(k): (lambda k=k: step(k)) for k in range(groups)}}
+        names = list(agents)
+        picks = itertools.cycle(order)
+        while any(pc[k] < len(progs[k]) for k in range(groups)):
+            first = next(picks)
+            start = names.index(first) if first in agents else 0
+            if not any(agents[names[(start + j) % len(names)]]() for j in range(len(names))):
+                raise AssertionError("deadlock: " + ", ".join(
+                    f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
+                    + f", producer at iteration {self.j}")
