@@ -364,7 +364,8 @@ def full_vs_quick(kernel, case, k, quick_cfg, args_ns, log) -> dict:
     env = {"DEUTERON_AUTOTUNE_SECONDS": args_ns.full_budget} if args_ns.full_budget else {}
     r = _run_row(kernel, size, env, effort="full", timeout=(args_ns.full_budget or 90) * 2 + 60)
     if "error" in r:
-        log(f"  full       FAILED {r['error'][:300]}")
+        err = r["error"]  # "exit N: <the stderr's tail>": its last lines hold the exception
+        log(f"  full       FAILED {err.split(':', 1)[0]}: ..." + "\n    ".join(err.splitlines()[-12:]))
         return r
     full_cfg = Config.from_dict(r["best"])
     times: list = [[], []]
