@@ -58,13 +58,21 @@ class Candidate:
         self.ms = None
         self.error = None
         self.source_key = None
-        self.launches = []  # (gen, module, prog, host_locals)
+        self.launches = []  # (gen, module, prog, host_locals): host_locals None once released
+        self.tasks = None  # (compile tasks, timing task), made once
         self.screen_left = 0
         self.max_err = None
         self.duplicate_of = None
 
     def __repr__(self):
         return f"Candidate({self.config}, {self.status}, {self.ms})"
+
+    def release(self):
+        """Drop the host code's locals of the generating run (the candidate's own clones of the arguments and
+        the outputs its host code allocated): what the worker tasks need is in ``tasks`` by then.  A tune keeps
+        every candidate until it ends, and with the locals 365 full-effort candidates of a 4x32x4096x64
+        attention held 42 GiB of GPU memory (H100, 2026-12-07: the full tune died out of memory)."""
+        self.launches = [(gen, mod, prog, None) for gen, mod, prog, _ in self.launches]
 
 
 def autotune(kernel, entry, bound, effort: str = "quick", configs=None, callback=None, force: bool = False) -> Config:
@@ -457,6 +465,8 @@ class Tuner:
         if cand is None:
             cand = Candidate(cfg)
             self.prepare(cand)
+            if not self.isolate:
+                cand.release()  # the serial path runs it through the kernel's entry: no worker tasks to make
         self.results[cfg.key()] = cand
         if cand.status != "pending":
             self.record(cand)
@@ -464,6 +474,7 @@ class Tuner:
         dup = self.by_source.get(cand.source_key)
         if dup is not None:
             cand.duplicate_of = dup
+            cand.release()  # a duplicate takes its original's results: nothing of its own runs
         else:
             self.by_source[cand.source_key] = cand
         return cand
@@ -506,6 +517,7 @@ class Tuner:
         c.status, c.ms, c.error, c.max_err = d.status, d.ms, d.error, d.max_err
 
     def record(self, cand: Candidate):
+        cand.release()
         self.tested += 1
         err = cand.error if cand.status != "ok" else None
         quiet = cand.status in ("out_of_resources",)
@@ -638,12 +650,18 @@ class Tuner:
         self.time_timeout = float(os.environ.get("DEUTERON_AUTOTUNE_TIMEOUT", 120))
 
     def _tasks_of(self, c):
-        """The candidate's compile tasks and its screening/timing task (inputs made on the worker)."""
-        t = time.perf_counter()
-        try:
-            return self._make_tasks(c)
-        finally:
-            self._add("tasks", t)
+        """The candidate's compile tasks and its screening/timing task (inputs made on the worker), made once
+        (a candidate generated ahead is asked again when admitted); the timing's cut-off is the current one."""
+        if c.tasks is None:
+            t = time.perf_counter()
+            try:
+                c.tasks = self._make_tasks(c)
+            finally:
+                self._add("tasks", t)
+            c.release()
+        compiles, timing = c.tasks
+        timing.cutoff_ms = self._cutoff()
+        return compiles, timing
 
     def _make_tasks(self, c):
         from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for, default_target
@@ -793,6 +811,7 @@ class Tuner:
         self.prepare(cand)
         self._pre[nxt.key()] = cand
         if cand.status != "pending" or cand.source_key in self.by_source:
+            cand.release()
             return True  # invalid, or a duplicate: nothing to compile
         compiles, _ = self._tasks_of(cand)
         real = [t for t in compiles if t is not None]

@@ -453,3 +453,43 @@ def test_the_next_pattern_batch_is_generated_while_a_batch_finishes(monkeypatch,
     assert order["1"] == order["0"]
     assert seen["ahead"] >= 1 and 1 <= seen["taken"] <= seen["ahead"]
     torch.testing.assert_close(searched(x, y), x * y)
+
+
+@pytest.mark.parametrize("isolate", ["0", "1"])
+def test_a_tune_does_not_keep_each_candidates_arguments(monkeypatch, isolate):
+    """Regression (H100, 2026-12-07): every candidate kept the locals of the host run that generated it (its own
+    clones of the arguments and the outputs its host code allocated) until the tune ended, so a full-effort tune
+    of a 4x32x4096x64 attention (365 candidates) ran out of GPU memory.  The clones made for candidates are
+    counted while the tune goes on: at most a few are alive at any report, however many candidates were tried;
+    both the serial path and the worker path (the GPU's, with interpreter workers)."""
+    import gc
+    import weakref
+    import zlib
+
+    from deuteron.autotune import Tuner
+    from deuteron.oracle import Expected
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_ISOLATE", isolate)
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_WORKERS", "2")
+    monkeypatch.setenv("DEUTERON_AUTOTUNE_MAX_CONFIGS", "14")
+    monkeypatch.setattr(Tuner, "time", lambda self, cfg, b, rep=None: 1.0 + zlib.crc32(cfg.to_json().encode()) % 97)
+    clones: list = []
+    fresh_args = Expected.fresh_args
+
+    def counted(self, poison):
+        args, kwargs = fresh_args(self, poison)
+        clones.extend(weakref.ref(a) for a in args if isinstance(a, torch.Tensor))
+        return args, kwargs
+
+    monkeypatch.setattr(Expected, "fresh_args", counted)
+    alive_at_reports = []
+
+    def on_event(e):
+        if e["kind"] == "report":
+            gc.collect()
+            alive_at_reports.append(sum(r() is not None for r in clones))
+
+    x, y = torch.randn(300, 20), torch.randn(300, 20)
+    searched.autotune(x, y, callback=on_event, force=True)
+    assert len(alive_at_reports) >= 10 and len(clones) >= 20
+    # two tensors per set of arguments; a few sets in flight (the one being checked, one generated ahead)
+    assert max(alive_at_reports) <= 8, alive_at_reports
