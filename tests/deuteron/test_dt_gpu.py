@@ -182,3 +182,35 @@ def test_dynamic_shapes_on_gpu():
         x = torch.randn(m, 700, device="cuda")
         torch.testing.assert_close(dyn(x), torch.softmax(x, -1))
     assert len(dyn._entries) == 2  # 100 and 128 share a power-of-two bucket; 200 does not
+
+
+@dt.kernel
+def gathered_gemv(w: torch.Tensor, idx: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``w`` (``[groups * s, s]``) picked through ``idx`` times the vector ``x``: Helion's gather_gemv
+    example in deuteron's words (a [tile, s] gathered block dotted with an [s, 1] column)."""
+    rows_total, s = w.size()
+    n = idx.size(0)
+    col = x.view(s, 1)
+    out = torch.empty([n * s, 1], dtype=x.dtype, device=x.device)
+    for tile_r in dt.tile(n * s):
+        acc = dt.zeros([tile_r, 1], dtype=torch.float32)
+        base = idx[tile_r.index // s] * s
+        for tile_k in dt.tile(s):
+            acc += dt.dot(w[base + tile_r.index % s, tile_k], col[tile_k, :])
+        out[tile_r, :] = acc
+    return out.view(n, s)
+
+
+@pytest.mark.parametrize("s", [128, 256, 1024])
+def test_gathered_gemv_at_the_default_config(s):
+    """Regression (H100, 2026-12-07): Helion's gather_gemv example (8 x 128 x 128 weights, 2 indices) gave 10 of 256
+    wrong outputs through the drop-in at the default config (blocks 128 x 64, 4 warps, 3 stages) while passing on
+    the interpreter; here with its shapes and larger ones, against eager PyTorch."""
+    g = torch.Generator().manual_seed(s)
+    groups = 8
+    w = torch.randn(groups * s, s, generator=g).half().cuda()
+    idx = torch.randint(0, groups, (2,), generator=g, dtype=torch.int32).cuda()
+    x = torch.randn(s, generator=g).half().cuda()
+    out = gathered_gemv(w, idx, x)
+    ref = torch.stack([w.view(groups, s, s)[i].float() @ x.float() for i in idx.tolist()]).half()
+    torch.testing.assert_close(out, ref, atol=0.1, rtol=0.01)

@@ -1,0 +1,100 @@
+"""A dot whose A operand is gathered (rows picked by indices loaded in the kernel), in a K loop of fewer,
+as many or more iterations than ``num_stages``, alone or inside outer loops: the shape of Helion's
+``gather_gemv`` and ``moe_matmul_ogs`` examples, which gave wrong numbers on the H100 (2026-12-07, 3-4 % of the
+outputs) at their default configs (3 stages, 1-2 K iterations) while passing on the interpreter."""
+
+from __future__ import annotations
+
+import pytest
+
+import newt
+import newt.language as nl
+
+
+@newt.jit
+def gather_dot_kernel(idx, a, b, c, M, N, K, sa, sb, sc, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
+    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
+    rows = nl.load(idx + offs_m, mask=offs_m < M, other=0)
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k0 in range(0, K, BK):
+        offs_k = k0 + nl.arange(0, BK)
+        x = nl.load(a + rows[:, None] * sa + offs_k[None, :], mask=(offs_m[:, None] < M) & (offs_k[None, :] < K),
+                    other=0)
+        y = nl.load(b + offs_k[:, None] * sb + offs_n[None, :], mask=(offs_k[:, None] < K) & (offs_n[None, :] < N),
+                    other=0)
+        acc = nl.dot(x, y, acc)
+    nl.store(c + offs_m[:, None] * sc + offs_n[None, :], acc.to(c.dtype.element_ty),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@newt.jit
+def grouped_gather_kernel(starts, counts, idx, a, w, c, N, K, max_t, sa, sw0, sw1, sc,
+                          BT: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    """Each program one group (an expert): its rows gathered through ``idx``, tiles over rows and columns,
+    a K loop inside (moe_matmul_ogs's loop nest)."""
+    e = nl.program_id(0)
+    start = nl.load(starts + e)
+    n_rows = nl.load(counts + e)
+    if n_rows != 0:
+        for t0 in range(0, max_t, BT):
+            offs_t = t0 + nl.arange(0, BT)
+            valid = offs_t < n_rows
+            rows = nl.load(idx + start + nl.where(valid, offs_t, 0), mask=offs_t < max_t, other=0)
+            for n0 in range(0, N, BN):
+                offs_n = n0 + nl.arange(0, BN)
+                acc = nl.zeros((BT, BN), dtype=nl.float32)
+                for k0 in range(0, K, BK):
+                    offs_k = k0 + nl.arange(0, BK)
+                    x = nl.load(a + rows[:, None] * sa + offs_k[None, :], mask=valid[:, None] & (offs_k[None, :] < K),
+                                other=0)
+                    y = nl.load(w + e * sw0 + offs_k[:, None] * sw1 + offs_n[None, :],
+                                mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0)
+                    acc = nl.dot(x, y, acc)
+                nl.store(c + rows[:, None] * sc + offs_n[None, :], acc.to(c.dtype.element_ty),
+                         mask=valid[:, None] & (offs_n[None, :] < N))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("K", [64, 128, 320])
+@pytest.mark.parametrize("BN", [16, 128])
+def test_gathered_rows_dot(num_stages, K, BN):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(K + BN)
+    M, N, rows_a = 256, (1 if BN == 16 else 200), 1024
+    a = torch.randn(rows_a, K, generator=g).half().cuda()
+    b = torch.randn(K, N, generator=g).half().cuda()
+    idx = torch.randint(0, rows_a, (M,), generator=g, dtype=torch.int32).cuda()
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    BM, BK = 128, 64
+    gather_dot_kernel[(triton_cdiv(M, BM), triton_cdiv(N, BN))](idx, a, b, c, M, N, K, a.stride(0), b.stride(0),
+                                                                 c.stride(0), BM=BM, BN=BN, BK=BK, num_warps=4,
+                                                                 num_stages=num_stages)
+    ref = (a[idx.long()].float() @ b.float()).half()
+    torch.testing.assert_close(c, ref, atol=0.1, rtol=0.01)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_stages", [1, 3])
+@pytest.mark.parametrize("K", [64, 192])
+def test_grouped_gathered_dot_in_outer_loops(num_stages, K):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(K)
+    T, N, E = 300, 96, 4
+    a = torch.randn(T, K, generator=g).half().cuda()
+    w = torch.randn(E, K, N, generator=g).half().cuda()
+    expert = torch.randint(0, E, (T,), generator=g)
+    order = torch.argsort(expert, stable=True)
+    counts = torch.bincount(expert, minlength=E)
+    starts = torch.cumsum(counts, 0) - counts
+    c = torch.full((T, N), float("nan"), dtype=torch.float16, device="cuda")
+    grouped_gather_kernel[(E,)](starts.int().cuda(), counts.int().cuda(), order.int().cuda(), a, w, c, N, K,
+                                int(counts.max()), a.stride(0), w.stride(0), w.stride(1), c.stride(0),
+                                BT=128, BN=64, BK=64, num_warps=8, num_stages=num_stages)
+    ref = torch.bmm(a.float().unsqueeze(1), w.float()[expert.cuda()]).squeeze(1).half()
+    torch.testing.assert_close(c, ref, atol=0.1, rtol=0.01)
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b
