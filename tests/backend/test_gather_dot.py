@@ -1,7 +1,8 @@
 """A dot whose A operand is gathered (rows picked by indices loaded in the kernel), in a K loop of fewer,
 as many or more iterations than ``num_stages``, alone or inside outer loops: the shape of Helion's
-``gather_gemv`` and ``moe_matmul_ogs`` examples, which gave wrong numbers on the H100 (2026-12-07, 3-4 % of the
-outputs) at their default configs (3 stages, 1-2 K iterations) while passing on the interpreter."""
+``gather_gemv`` example, which gave wrong numbers on the H100 through deuteron (2026-12-07, 10 of 256 outputs) at
+its default config (3 stages, 2 K iterations) while passing on the interpreter, and the loop nest of
+``moe_matmul_ogs`` (whose own wrong rows are the example's race: one store writes two values to one address)."""
 
 from __future__ import annotations
 
