@@ -266,7 +266,7 @@ def instrument(impl: str = "deuteron", device: str = "cpu"):
     ones (before any example imports them).  ``device``: what ``helion._testing.DEVICE`` says (the examples
     allocate their inputs there)."""
     if impl == "deuteron":
-        import deuteron.frontend  # registers the helion alias (from a source tree no entry point does)
+        import deuteron.frontend  # noqa: F401  (registers the helion alias: from a source tree no entry point does)
         import newt.dropin
         newt.dropin.install()
     import helion._testing
