@@ -6,6 +6,8 @@ its default config (3 stages, 2 K iterations) while passing on the interpreter, 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import newt
@@ -54,6 +56,49 @@ def grouped_gather_kernel(starts, counts, idx, a, w, c, N, K, max_t, sa, sw0, sw
                     acc = nl.dot(x, y, acc)
                 nl.store(c + rows[:, None] * sc + offs_n[None, :], acc.to(c.dtype.element_ty),
                          mask=valid[:, None] & (offs_n[None, :] < N))
+
+
+def _offsets(cuda: str) -> dict:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"constexpr int (SMEM_\w+) = (\d+);", cuda)}
+
+
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_the_staged_operand_shares_no_bytes_with_a_layout_conversion(num_warps):
+    """Offline (NVRTC, sm_90a): the gathered rows' index vector changes layout through shared memory inside the
+    K loop, and the gathered tile is staged there for wgmma; the staging area starts after the conversion's
+    buffer instead of at the same offset (on the H100 the rows under the conversion's bytes came out wrong)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from newt.runtime.compiler import compile as ncompile
+    k = ncompile(gather_dot_kernel, signature={"idx": "*i32", "a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32",
+                                               "N": "i32", "K": "i32", "sa": "i32", "sb": "i32", "sc": "i32"},
+                 constexprs={"BM": 128, "BN": 16, "BK": 64}, num_warps=num_warps, num_stages=3, cache=False)
+    cuda = k.asm["cuda"]
+    assert "wgmma.mma_async" in cuda
+    offs = _offsets(cuda)
+    conv = set(re.findall(r"reinterpret_cast<int\*>\(smem \+ (SMEM_\w+)\)", cuda))
+    staged = set(re.findall(r"\(smem \+ (SMEM_\w+) \+ \d+\) \+ \(\(r\)", cuda))
+    assert conv and staged, "expected a layout conversion of int indices and a staged wgmma operand"
+    # the conversion holds 128 indices (plus a padding word every 32): 528 bytes
+    assert all(offs[s] >= offs[c] + 528 for s in staged for c in conv), (offs, conv, staged)
+    assert k.metadata.shared >= max(offs[s] for s in staged) + 128 * 64 * 2
+
+
+def test_async_proxy_areas_start_after_their_class_plain_areas():
+    from newt.backend.cuda.codegen import _scratch_offsets
+    from newt.backend.cuda.emitter import SmemUse
+    uses = [SmemUse("P", 8192, True, False), SmemUse("A", 1024, False, True),
+            SmemUse("B", 16384, False, True, async_proxy=True), SmemUse("C", 5120, False, True),
+            SmemUse("D", 4096, False, False), SmemUse("E", 2048, False, False, async_proxy=True)]
+    base, (end_in, end_out) = _scratch_offsets(uses, pers=8192, beside=False)
+    assert base == {"A": 8192, "C": 8192, "B": 8192 + 5120, "D": 0, "E": 4096}
+    assert (end_in, end_out) == (8192 + 5120 + 16384, 4096 + 2048)
+    # without async-proxy areas nothing moves: every area of a class at the class's start
+    plain = [u for u in uses if not u.async_proxy]
+    base, (end_in, end_out) = _scratch_offsets(plain, pers=8192, beside=False)
+    assert base == {"A": 8192, "C": 8192, "D": 0} and (end_in, end_out) == (8192 + 5120, 4096)
+    # beside a producer's ring every area is of the inside class
+    base, _ = _scratch_offsets(uses, pers=8192, beside=True)
+    assert base["D"] == 8192 and base["E"] == 8192 + 5120
 
 
 @pytest.mark.gpu

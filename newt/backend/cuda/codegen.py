@@ -221,8 +221,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
     # a producer that walks a tile loop refills the ring while the consumers run the tile's epilogue: no
     # scratch overlaps the ring then (warpspec.py)
     beside = pipes.ws_outer is not None
-    inside = max((u.size for u in em.smem_uses if not u.persistent and (u.inside or beside)), default=0)
-    outside = max((u.size for u in em.smem_uses if not u.persistent and not (u.inside or beside)), default=0)
+    scratch_base, scratch_end = _scratch_offsets(em.smem_uses, pers, beside)
     off = 0
     for u in em.smem_uses:
         if u.persistent:
@@ -230,8 +229,8 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
             off += u.size
     for u in em.smem_uses:
         if not u.persistent:
-            smem_decl.line(f"constexpr int {u.name} = {pers if u.inside or beside else 0};")
-    shared = max(pers + inside, outside)
+            smem_decl.line(f"constexpr int {u.name} = {scratch_base[u.name]};")
+    shared = max(scratch_end)
     red = em.reduce_bytes
     if red:  # the two reduction buffers overlap nothing (see Emitter.reduce_buffer)
         base = (shared + 15) // 16 * 16
@@ -345,3 +344,27 @@ def _min_blocks(fn, num_warps, em) -> str:
     if any(d.name != "fma" for d in em.plan.dot.values()):
         return ", 1"
     return ""
+
+
+def _scratch_offsets(uses, pers: int, beside: bool) -> tuple[dict, tuple[int, int]]:
+    """Where each scratch area starts, and where the two classes of areas end: areas used inside a
+    software-pipelined loop (or beside a producer's ring) start after the pipeline buffers (``pers``), the
+    others at 0; within a class the areas share bytes (each use is ordered against the others by barriers).
+    Areas the async proxy also accesses (a wgmma operand staged by plain stores, a TMA tile) start after their
+    class's plain-access areas: on an H100 a layout conversion's plain stores at the bytes of a wgmma operand
+    tile, then the staging stores there, fenced (``fence.proxy.async``) and ordered by barriers, still left
+    wrong data in a few rows for the tensor cores (Helion's gather_gemv through deuteron, 2026-12-07: 10 of 256
+    outputs wrong, the rows under the conversion's 524 bytes).  Sizes are already rounded to the swizzle
+    period where wgmma is used, so the moved areas keep their alignment."""
+    base: dict = {}
+    ends = []
+    for inside in (True, False):
+        cls = [u for u in uses if not u.persistent and bool(u.inside or beside) == inside]
+        start = pers if inside else 0
+        plain = max((u.size for u in cls if not u.async_proxy), default=0)
+        end = start
+        for u in cls:
+            base[u.name] = start + (plain if u.async_proxy else 0)
+            end = max(end, base[u.name] + u.size)
+        ends.append(end)
+    return base, (ends[0], ends[1])

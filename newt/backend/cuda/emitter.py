@@ -84,6 +84,7 @@ class SmemUse:
     size: int
     persistent: bool   # a pipeline buffer live through its loop
     inside: bool       # used inside a software-pipelined loop
+    async_proxy: bool = False  # also accessed through the async proxy (wgmma operands, TMA tiles): see codegen
 
 
 class Emitter:
@@ -501,9 +502,12 @@ class Emitter:
         c.line("#pragma unroll")
         c.line(f"for (int i = 0; i < {n}; i += {step}) {stmt}")
 
-    def smem_scratch(self, size: int, chunk: Chunk) -> str:
+    def smem_scratch(self, size: int, chunk: Chunk, async_proxy: bool = False) -> str:
+        """A scratch area of ``size`` bytes, used by ``chunk``'s code only (areas of different uses may share
+        bytes, ordered by barriers).  ``async_proxy``: the tensor cores or the TMA unit access it too (a wgmma
+        operand staged by plain stores, a TMA tile); such an area shares no bytes with the plain-access ones."""
         name = f"SMEM_SCRATCH{len(self.smem_uses)}"
-        self.smem_uses.append(SmemUse(name, _align(size, 16), False, chunk.pipelined))
+        self.smem_uses.append(SmemUse(name, _align(size, 16), False, chunk.pipelined, async_proxy))
         return name
 
     def reduce_buffer(self, size: int) -> tuple[str, bool]:

@@ -671,7 +671,7 @@ def emit_tma_store(em, op, acc: TmaAccess):
     v = _vector_run(lay, inner, eb)
     tm = tensor_map(em, acc, plan)
     c = em.cur
-    off = em.smem_scratch(plan.size_bytes + plan.align, c)
+    off = em.smem_scratch(plan.size_bytes + plan.align, c, async_proxy=True)
     base = em.tmp("tile")
     c.line(f"// TMA store of a {'x'.join(map(str, acc.box))} box ({plan.swizzle}-byte swizzle)")
     c.line("{")
@@ -740,7 +740,7 @@ def emit_tma_load(em, op, acc: TmaAccess):
     v = _vector_run(lay, inner, eb)
     name = em.declare_block(res, lay)
     c = em.cur
-    off = em.smem_scratch(plan.size_bytes + plan.align, c)
+    off = em.smem_scratch(plan.size_bytes + plan.align, c, async_proxy=True)
     bi = barriers(em, 1)
     bar = bar_addr(em, str(bi))
     base = em.tmp("tile")

@@ -841,7 +841,7 @@ class WgmmaLowering(DotLowering):
             offs[i] = total
             total += sws[i].size_bytes
         early = stage_where_loaded(em, op, todo)
-        off = em.smem_scratch(total, em.cur)
+        off = em.smem_scratch(total, em.cur, async_proxy=True)
         if early:
             # each operand is written to shared memory right after its load, so its registers are free
             # before the next load (the masked K loop that cannot use cp.async: both operands' 32 loaded
