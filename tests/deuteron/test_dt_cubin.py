@@ -69,3 +69,38 @@ def test_config_maxnreg_caps_the_generated_kernel():
     assert Config(maxnreg=0).maxnreg is None and "maxnreg" not in Config(maxnreg=0).to_dict()
     with pytest.raises(ConfigError, match="maxnreg must be from 1 to 255"):
         Config(maxnreg=300)
+
+
+def test_a_row_a_program_squeeze_compiles_for_sm90a():
+    """A [tile, 1] block squeezed to [tile] at one row a program is a one-element block read as a scalar in the
+    generated newt (``nl.reshape(x, ())``), as in Helion's cross_entropy at Helion's own best config there (a row
+    a program, 32 warps); it stopped newt's CUDA backend with an internal error (B002), so the tune never had it
+    and settled for two rows a program, which spills."""
+    import torch
+
+    import deuteron as dt
+
+    @dt.kernel
+    def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
+        n, v = x.shape
+        out = torch.empty([n], dtype=x.dtype, device=x.device)
+        for tile_n in dt.tile(n):
+            rows = x[tile_n, :]
+            top = torch.amax(rows, dim=-1, keepdim=True)
+            total = torch.sum(torch.exp(rows - top), dim=-1, keepdim=True)
+            out[tile_n] = top.squeeze(-1) + torch.log(total.squeeze(-1))
+        return out
+
+    x = torch.randn(64, 8192)
+    b = row_logsumexp._bind((x,), {})
+    e = row_logsumexp._entry(b)
+    for rows, warps in ((1, 32), (1, 16), (2, 16)):
+        cfg = e.complete(dt.Config(block_sizes=[rows], num_warps=warps, num_stages=1), where=None)
+        run = _HostRun(e, cfg, "source")
+        run.execute(b)
+        for gen, m, prog, loc in run.built:
+            if rows == 1:
+                assert "nl.reshape(" in gen.source and ", ())" in gen.source, gen.source
+            ck = compile_binary(gen, m, _runtime_args(gen, prog, loc, row_logsumexp.fn.__globals__), "sm_90a")
+            assert ck.asm["cubin"] and ck.metadata["n_spills"] == 0, (cfg, ck.metadata)
+    torch.testing.assert_close(row_logsumexp(x), torch.logsumexp(x, dim=1))

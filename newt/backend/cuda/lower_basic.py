@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from newt.ir.types import is_block, scalar_of, shape_of
+from newt.ir.types import is_block, numel, scalar_of, shape_of
 
 from .ctypes import const_literal, ctype
 from .elementwise import ELEMENTWISE, scalar_expr
 from .emitter import BackendError, lowers
-from .layout import Layout, bit_index_expr
+from .layout import Layout, bit_index_expr, blocked_for
 from .loops import assign as _assign
 from .loops import bind_var as _bind_var
 from .loops import declare_var as _declare_var
@@ -62,6 +62,14 @@ def _view_scalar(em, op):
     res = op.result
     if op.name == "hint" and not is_block(res.type):
         em.bind_scalar(res, em.scalar(op.operands[0]), declare=False)
+        return
+    src = op.operands[0] if op.operands else None
+    if op.name in ("reshape", "permute") and not is_block(res.type) and src is not None and is_block(src.type) \
+            and numel(shape_of(src.type)) == 1:
+        # a one-element block read as a scalar (``reshape(x, ())``; deuteron's ``squeeze`` of a [1] block, as in
+        # Helion's cross_entropy at one row a program): every thread holds its one element
+        lay = em.layout_of(src) or blocked_for(shape_of(src.type), em.nw)
+        em.bind_scalar(res, f"{em.get(src, lay)}[0]")
         return
     raise BackendError(f"internal: {op.name} of {res!r} should have been materialized on use", op)
 
