@@ -74,11 +74,15 @@ def gpu_target(device):
 
 
 def tma_active(device) -> bool:
-    """Whether newt compiles descriptor-form tiles to TMA copies for ``device`` (a CUDA device whose target
-    has TMA, sm_90a, with newt's ``NEWT_TMA`` switch on: ``desc`` or ``1``); False on the CPU and wherever newt
-    says no."""
+    """Whether newt compiles the tiles of deuteron's descriptor form (``indexing="tensor_descriptor"``) to TMA
+    copies for ``device``: a CUDA device whose target has TMA (sm_90a) with newt's ``NEWT_TMA=1`` (``"all"``).
+    The descriptor form generates block loads through pointers, which newt sends through TMA in that mode only;
+    under newt's default (``desc``: only host tensor descriptors' tiles) such configs compiled to the same
+    cp.async pipeline as the pointer form, and their warp-specialized variants to no producer at all (helper-38,
+    offline, 2026-12-07: the H100's quick winner that day, "tensor_descriptor" and warp-specialized, had no
+    TMA copy), so the search does not propose them there.  False on the CPU and wherever newt says no."""
     target = gpu_target(device)
-    return target is not None and target.tma != "off"
+    return target is not None and target.tma == "all"
 
 
 def normalize_ranges(cfg: Config) -> Config:

@@ -140,6 +140,26 @@ def test_tma_active_follows_newts_switch(monkeypatch):
         monkeypatch.setenv("NEWT_TARGET", "sm_90a")
     monkeypatch.setenv("NEWT_TMA", "0")
     assert tma_active(torch.device("cuda")) is False
+    # newt's default (host descriptors' tiles only) does not turn the descriptor form's pointer loads into TMA
+    for v in ("desc", ""):
+        monkeypatch.setenv("NEWT_TMA", v)
+        if not torch.cuda.is_available():
+            assert tma_active(torch.device("cuda")) is False
+
+
+@needs_nvrtc
+def test_under_newts_default_the_descriptor_form_would_compile_without_tma(monkeypatch):
+    """Why the search proposes the descriptor form only with ``NEWT_TMA=1``: under newt's default its
+    warp-specialized config compiles to no TMA copy and no producer warpgroup (what the H100's quick tune
+    picked on 2026-12-07 under that label); with ``NEWT_TMA=1`` the same config has both."""
+    monkeypatch.delenv("NEWT_TMA", raising=False)
+    cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=2, pid_type="persistent",
+                    indexing="tensor_descriptor", range_warp_specializes=[True])
+    md, sass = _compile(cfg)
+    assert not (md.get("tensormaps") or []) and not md.get("producer_warps") and "UTMALDG" not in sass
+    monkeypatch.setenv("NEWT_TMA", "1")
+    md, sass = _compile(cfg)
+    assert md.get("tensormaps") and md.get("producer_warps") and "UTMALDG" in sass
 
 
 def _compile(cfg):
