@@ -38,7 +38,7 @@ import sys
 import threading
 
 __all__ = ["install", "uninstall", "is_installed", "register_provider", "providers", "TRITON_API_VERSION",
-           "DropinFinder", "install_inherited", "ENV_VAR"]
+           "DropinFinder", "install_inherited", "ENV_VAR", "inductor_decided_without_triton"]
 
 #: set in the environment while the drop-in mode is on, so that newt's own worker processes (the autotuner's
 #: compile workers) turn it on too before they import the project's kernel modules: ``"1"``, or the emulated
@@ -240,6 +240,14 @@ def install(capability: tuple[int, int] | None = None) -> DropinFinder:
         _reset_torch_probes()
         from . import inductor
         inductor.configure()  # (inductor imported before install(): its settings now; else at its import)
+        if inductor_decided_without_triton():
+            import warnings
+            warnings.warn("torch's inductor was imported before newt.dropin.install() in a process where no "
+                          "`triton` could be imported, and decided then that there is none: torch.compile in this "
+                          "process will not generate kernels through the drop-in (\"triton package is not "
+                          "installed\"). Install the drop-in first: `python -m newt.dropin ...`, or "
+                          "newt.dropin.install() before torch.compile or any torch._inductor import.",
+                          RuntimeWarning, stacklevel=2)
         return _finder
 
 
@@ -326,6 +334,15 @@ def uninstall() -> None:
 
 def is_installed() -> bool:
     return _finder is not None and _finder in sys.meta_path
+
+
+def inductor_decided_without_triton() -> bool:
+    """Whether torch's inductor was imported in this process while no ``triton`` could be imported: its
+    ``torch._inductor.runtime.triton_compat`` then binds fallbacks once (``HAS_TRITON = False``,
+    ``triton_key`` raising "triton package is not installed"), and modules imported after it keep them, so the
+    drop-in installed later cannot serve torch.compile in this process."""
+    mod = sys.modules.get("torch._inductor.runtime.triton_compat")
+    return mod is not None and getattr(mod, "HAS_TRITON", True) is False
 
 
 def _reset_torch_probes() -> None:

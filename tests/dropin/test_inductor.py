@@ -10,10 +10,26 @@ inductor-generated kernel is compiled for sm_90a (a cubin, through NVRTC, with n
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import pytest
 import torch  # (module scope: triton_op reads the annotations ``torch.Tensor`` of the op below)
+
+# torch's inductor decides once, when first imported, whether a ``triton`` exists; where another test of the
+# same process imported it without the drop-in on a machine without Triton, torch.compile cannot use the drop-in
+# any more (newt.dropin.install() warns). ``./dev test`` runs these tests in a process of their own.
+pytestmark = pytest.mark.own_process
+
+
+@pytest.fixture(autouse=True)
+def _inductor_not_imported_without_triton():
+    from newt.dropin import inductor_decided_without_triton
+    if inductor_decided_without_triton():
+        if os.environ.get("NEWT_TEST_OWN_PROCESS") == "1":  # (./dev test's own step: this must not happen)
+            pytest.fail("torch's inductor was imported without a triton before these tests, in their own process")
+        pytest.skip("another test of this process imported torch's inductor without a triton first: run with "
+                    "`python -m pytest -m own_process -n 0 tests/dropin` (as ./dev test does)")
 
 USER_KERNELS = """
 import triton

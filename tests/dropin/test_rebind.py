@@ -106,3 +106,34 @@ def test_inductor_imported_with_real_triton_compiles_through_newt(tmp_path):
         print("ok")
     """, fake=False)
     assert "ok" in out.split()
+
+
+def test_install_warns_where_inductor_decided_there_is_no_triton(tmp_path):
+    """A process that imported torch's inductor while no ``triton`` could be imported (torch.compile used before
+    the drop-in, on a machine without Triton) cannot get torch.compile through the drop-in: install() says so
+    and how to avoid it; with inductor imported after install() it does not warn."""
+    code = textwrap.dedent("""
+        import sys, warnings
+        sys.modules["triton"] = None  # as on a machine without Triton
+        import torch._inductor.runtime.triton_compat
+        del sys.modules["triton"]
+        import newt.dropin
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            newt.dropin.install()
+        print("WARNED" if any("install the drop-in first" in str(x.message).lower() for x in w) else "SILENT")
+        print(newt.dropin.inductor_decided_without_triton())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split() == ["WARNED", "True"], r.stdout + r.stderr[-2000:]
+    clean = textwrap.dedent("""
+        import warnings
+        import newt.dropin
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            newt.dropin.install()
+        import torch._inductor.runtime.triton_compat as tc
+        print("SILENT" if not any("drop-in first" in str(x.message) for x in w) else "WARNED", tc.HAS_TRITON)
+    """)
+    r = subprocess.run([sys.executable, "-c", clean], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split() == ["SILENT", "True"], r.stdout + r.stderr[-2000:]

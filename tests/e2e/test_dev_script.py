@@ -129,7 +129,9 @@ def test_dev_test_runs_everything_but_the_e2e_in_parallel_then_the_e2e(dev, monk
     monkeypatch.setattr(dev, "run", lambda cmd, **kw: calls.append([str(c) for c in cmd]) or _Ok())
     monkeypatch.setenv("NEWT_VENV", str(tmp_path / "v"))
     assert dev.main(["test"]) == 0
-    assert [c[3:] for c in calls] == [["-m", "not e2e", "-q"], ["-m", "e2e", "-q", "-n", "0", "tests/e2e"]]
+    assert [c[3:] for c in calls] == [["-m", "not e2e and not own_process", "-q"],
+                                      ["-m", "own_process", "-q", "-n", "0", "tests/dropin"],
+                                      ["-m", "e2e", "-q", "-n", "0", "tests/e2e"]]
     assert all(c[:3] == [str(tmp_path / "v" / "bin" / "python"), "-m", "pytest"] for c in calls)
     calls.clear()
     assert dev.main(["test", "tests/runtime", "-x"]) == 0
