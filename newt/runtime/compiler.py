@@ -588,6 +588,10 @@ def build(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, num_w
         res = next((d.data for d in e.diagnostics if d.data.get("resource") == "registers"), None) if maxnreg else None
         if res is None:
             raise
+        if res["needed"] is None:  # ptxas could not allocate the kernel's values within the cap
+            raise OutOfResources(kname, "registers", res["limit"] + 1, res["limit"],
+                                 f"maxnreg={maxnreg}: ptxas cannot allocate this kernel's registers within "
+                                 f"{res['limit']} per thread on target {target}") from e
         raise OutOfResources(kname, "registers", res["needed"], res["limit"],
                              f"maxnreg={maxnreg}: ptxas needs at least {res['needed']} registers per thread for an "
                              f"instruction of this kernel on target {target}") from e

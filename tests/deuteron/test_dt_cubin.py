@@ -104,3 +104,23 @@ def test_a_row_a_program_squeeze_compiles_for_sm90a():
             ck = compile_binary(gen, m, _runtime_args(gen, prog, loc, row_logsumexp.fn.__globals__), "sm_90a")
             assert ck.asm["cubin"] and ck.metadata["n_spills"] == 0, (cfg, ck.metadata)
     torch.testing.assert_close(row_logsumexp(x), torch.logsumexp(x, dim=1))
+
+
+def test_a_register_cap_ptxas_cannot_allocate_within_is_out_of_resources():
+    """``maxnreg=64`` on the attention example at [1, 128, 64], 4 warps, 4 stages: ptxas fails register allocation
+    (C7600) without naming an instruction that needs more; that is a resource refusal the autotuner skips quietly
+    (OutOfResources), not a compile error (B001), as a cap below an instruction's need already was (maxnreg=40)."""
+    import deuteron as dt
+    from newt.runtime.errors import OutOfResources
+    mod = importlib.import_module("attention")
+    k = mod.attention
+    b = k._bind(mod.make_args("cpu"), {})
+    e = k._entry(b)
+    for cap, says in ((64, "cannot allocate"), (40, "needs at least")):
+        cfg = e.complete(dt.Config(block_sizes=[1, 128, 64], num_warps=4, num_stages=4, maxnreg=cap), where=None)
+        run = _HostRun(e, cfg, "source")
+        run.execute(b)
+        (gen, m, prog, loc), = run.built
+        with pytest.raises(OutOfResources, match=says) as ei:
+            compile_binary(gen, m, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
+        assert ei.value.resource == "registers" and ei.value.limit == cap

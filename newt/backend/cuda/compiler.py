@@ -340,7 +340,7 @@ def _compile_once(module, target, extra_options, lineinfo) -> CompiledBinary:
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
         buf = b" " * n
         nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.decode(errors="replace").rstrip("\x00").strip()
+        log = buf.decode(errors="replace").replace("\x00", "").strip()  # (ptxas' part may start with a NUL)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             from .asm_errors import inline_asm_error  # ptxas on the user's inline asm: B003 at the call
             raise inline_asm_error(module, log, tgt.name, opts) or _compile_error(module, log, fname)
@@ -398,6 +398,12 @@ def resource_failure(log: str) -> dict:
     (``{"resource": "registers", "needed": 168, "limit": 64}`` for ptxas' "Insufficient registers (64) ...
     register target of 168"): the backend reads its tools' text, nobody above it does. ``{}`` when none."""
     m = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", log, re.S)
-    if m is None:
-        return {}
-    return {"resource": "registers", "needed": int(m.group(2)), "limit": int(m.group(1))}
+    if m is not None:
+        return {"resource": "registers", "needed": int(m.group(2)), "limit": int(m.group(1))}
+    # "(C7600) Register allocation failed with register count of '64'": no instruction needs more, but ptxas
+    # cannot fit the kernel's live values in the cap (a maxnreg below the kernel's need; how many it needs is
+    # not said: ``needed`` None)
+    m = re.search(r"Register allocation failed with register count of '?(\d+)'?", log)
+    if m is not None:
+        return {"resource": "registers", "needed": None, "limit": int(m.group(1))}
+    return {}
