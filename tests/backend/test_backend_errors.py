@@ -56,5 +56,6 @@ def test_a_ptxas_resource_failure_is_data_on_the_diagnostic():
     assert resource_failure("nvrtc: error: identifier x is undefined") == {}
     # a cap below what the kernel's live values need (no single instruction named): a resource refusal too,
     # with the need unknown (helper-39's sweep of deuteron configs found it labelled a compile error, B001)
-    log = "ptxas error   : (C7600) Register allocation failed with register count of '64'. Compile the program with a higher register target\n"
+    log = ("ptxas error   : (C7600) Register allocation failed with register count of '64'. "
+           "Compile the program with a higher register target\n")
     assert resource_failure(log) == {"resource": "registers", "needed": None, "limit": 64}
