@@ -506,11 +506,12 @@ class _Gen(ExprRenderer):
         self.origin(body_indent, origin_src)
         total = " * ".join(_paren(x) for x in nblocks) if nblocks else "1"
         if pid_type == "persistent" and blocked:
+            # the bound in the range, not an ``if`` around the body: newt warp-specializes a tile loop whose body
+            # is the K loop itself (an ``if`` there made the split fall back, silently)
             self.w(body_indent, f"tiles_per_program = nl.cdiv({total}, nl.num_programs(0))")
             self.w(body_indent, "for virtual_pid in range(nl.program_id(0) * tiles_per_program, "
-                                "(nl.program_id(0) + 1) * tiles_per_program):")
-            self.w(body_indent + 1, f"if virtual_pid < {total}:")
-            body_indent += 2
+                                f"nl.minimum((nl.program_id(0) + 1) * tiles_per_program, {total})):")
+            body_indent += 1
             pid_src = "virtual_pid"
         elif pid_type == "persistent":
             self.w(body_indent, f"for virtual_pid in range(nl.program_id(0), {total}, nl.num_programs(0)):")

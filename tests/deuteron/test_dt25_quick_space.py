@@ -232,3 +232,17 @@ def test_wgmma_targets_skip_dot_tiles_newt_lowers_to_mma_sync():
     assert all(c.num_warps % 4 == 0 and c.block_sizes[0] >= 16 * c.num_warps for c in p["seeds"] + p["refine"])
     p = quick_plan(*_attention())
     assert all(c.num_warps % 4 == 0 and c.block_sizes[1] >= 16 * c.num_warps for c in p["seeds"] + p["refine"])
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("pid_type", ["persistent", "persistent_blocked"])
+def test_both_persistent_forms_warp_specialize_with_tma(monkeypatch, pid_type):
+    """``persistent_blocked`` bounds its tile loop in the ``range`` (no ``if`` around the K loop), so newt's
+    warp specialization takes it as it takes ``persistent``: a producer warpgroup and TMA maps on sm_90a under
+    ``NEWT_TMA=1``, 0 spill bytes (helper-38: the ``if`` made the split fall back, silently)."""
+    monkeypatch.setenv("NEWT_TMA", "1")
+    cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=2, pid_type=pid_type, l2_groupings=[8],
+                    indexing="tensor_descriptor", range_warp_specializes=[True])
+    md, sass = _compile(cfg)
+    assert md.get("producer_warps") == 4 and md.get("tensormaps") and md["n_spills"] == 0, md
+    assert "UTMALDG" in sass
