@@ -651,7 +651,7 @@ class Tuner:
 
     def _tasks_of(self, c):
         """The candidate's compile tasks and its screening/timing task (inputs made on the worker), made once
-        (a candidate generated ahead is asked again when admitted); the timing's cut-off is the current one."""
+        (a candidate generated ahead is asked again when admitted; the timing's cut-off is set at submission)."""
         if c.tasks is None:
             t = time.perf_counter()
             try:
@@ -659,9 +659,7 @@ class Tuner:
             finally:
                 self._add("tasks", t)
             c.release()
-        compiles, timing = c.tasks
-        timing.cutoff_ms = self._cutoff()
-        return compiles, timing
+        return c.tasks
 
     def _make_tasks(self, c):
         from newt.tune import ArgSpec, KernelRef, TimeTask, compile_spec_for, default_target
@@ -698,7 +696,7 @@ class Tuner:
             launches.append((KernelRef(file, gen.launch_name, sha, None, text), specs,
                              {**kw, "num_warps": gen.num_warps, "num_stages": gen.num_stages}, None))
         return compiles, TimeTask(launches[0][0], [], launches=launches, warmup=5, rep=25,
-                                  cutoff_ms=self._cutoff(), label=str(c.config))
+                                  label=str(c.config))  # (its cut-off: set in _submit_time)
 
     def _cutoff(self) -> float | None:
         """The hopeless cut-off for a timing submitted now: a multiple (``CUTOFFS``, or
