@@ -230,15 +230,13 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     progs = [_program(k, groups, runs[k], behind, skip_first, last_arrive, barrier_at) for k in range(groups)]
     pc = [0] * groups
     # named barriers: units (warpgroups) counted in the current phase, and who is blocked in bar.sync
-    count = [0] * groups
-    sync_waiting = [False] * groups
-    sync_done = [False] * groups   # the phase this warpgroup synced on has completed
     block = {"count": 0, "phase": 0}
     block_seen = [-1] * groups     # the block barrier phase each warpgroup waits for
     in_turn = [k == 0 and skip_first for k in range(groups)]
     turns: list[int] = []          # order in which turns begin
     # the ring: full[s] completes when the producer fills it; empty[s] needs every warpgroup's release
-    from .ringmodel import RingModel
+    from .ringmodel import RingModel, TurnBarriers
+    bars = TurnBarriers(groups, PP_BARRIER0)
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, content, done = ring.full_phase, ring.content, ring.done
@@ -254,36 +252,21 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     def produce() -> bool:
         return ring.produce(lambda slot: reading[slot])
 
-    def complete(b):
-        count[b] = 0
-        assert sync_waiting[b], f"barrier {PP_BARRIER0 + b}: a phase completed by two arrivals (no bar.sync in it)"
-        sync_waiting[b] = False
-        sync_done[b] = True
-
     def step(k) -> bool:
         if pc[k] >= len(progs[k]):
             return False
         kind, arg = progs[k][pc[k]]
         s: Any = (arg % nb) if isinstance(arg, int) and arg >= 0 else None
         if kind == "sync":
-            if not sync_waiting[k] and not sync_done[k]:
-                sync_waiting[k] = True
-                count[k] += 1
-                if count[k] == 2:
-                    complete(k)
-            if not sync_done[k]:
+            if not bars.sync(k):
                 return False      # blocked in bar.sync
-            sync_done[k] = False
             assert not any(in_turn), f"warpgroup {k} enters a turn while {in_turn.index(True)} holds one"
             in_turn[k] = True
             turns.append(k)
         elif kind == "arrive":
             assert in_turn[k], f"warpgroup {k} passes a turn it does not hold"
             in_turn[k] = False
-            count[arg] += 1
-            assert count[arg] <= 2
-            if count[arg] == 2:
-                complete(arg)
+            bars.arrive(arg)
         elif kind == "wait_full":
             if not done(full_phase[rd[k]], cph[k]):
                 return False
@@ -323,6 +306,6 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         return True
 
     ring.run(produce, step, progs, pc, order)
-    assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
+    bars.check_exit()
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     return trace

@@ -286,14 +286,12 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     total = max(runs, default=0)
     progs = [program(k, groups, runs[k], **variant) for k in range(groups)]
     pc = [0] * groups
-    count = [0] * groups            # arrivals + syncs in the current phase of barrier k
-    sync_waiting = [False] * groups
-    sync_done = [False] * groups
     in_turn = [k == 0 and variant.get("skip_first", True) for k in range(groups)]
     turns: list[int] = [0] if in_turn[0] else []
     arrives = syncs = 0
     groups_q: list[list] = [[] for _ in range(groups)]     # committed, unretired wgmma groups: (what, j, slot)
-    from .ringmodel import RingModel
+    from .ringmodel import RingModel, TurnBarriers
+    bars = TurnBarriers(groups)
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, content, done = ring.full_phase, ring.content, ring.done
@@ -301,12 +299,6 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
 
     def produce() -> bool:
         return ring.produce(lambda slot: [(k, g) for k in range(groups) for g in groups_q[k] if g[2] == slot])
-
-    def complete(b):
-        count[b] = 0
-        assert sync_waiting[b], f"barrier {b}: a phase completed by two arrivals (no bar.sync in it)"
-        sync_waiting[b] = False
-        sync_done[b] = True
 
     def step(k) -> bool:
         nonlocal arrives, syncs
@@ -320,14 +312,8 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
                 return False
             assert content[s] == arg, f"warpgroup {k}: iteration {arg} finds slot {s} holding {content[s]}"
         elif kind == "sync":
-            if not sync_waiting[k] and not sync_done[k]:
-                sync_waiting[k] = True
-                count[k] += 1
-                if count[k] == 2:
-                    complete(k)
-            if not sync_done[k]:
+            if not bars.sync(k):
                 return False
-            sync_done[k] = False
             syncs += 1
             assert not any(in_turn), f"warpgroup {k} enters a turn while {in_turn.index(True)} holds one"
             in_turn[k] = True
@@ -336,11 +322,8 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
             assert in_turn[k], f"warpgroup {k} passes a turn it does not hold"
             in_turn[k] = False
             if not arg:          # (arg: the last warpgroup's last turn, the predicate off)
-                b = (k + 1) % groups
-                count[b] += 1
+                bars.arrive((k + 1) % groups)
                 arrives += 1
-                if count[b] == 2:
-                    complete(b)
         elif kind == "commit":
             what, j = arg
             assert in_turn[k], f"warpgroup {k} issues {arg} outside its turn"
@@ -369,7 +352,7 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
         return True
 
     ring.run(produce, step, progs, pc, order)
-    assert not any(count), f"named barriers left with pending arrivals at exit: {count}"
+    bars.check_exit()
     assert arrives == syncs, (arrives, syncs)
     assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     assert not any(groups_q), "wgmma groups left in flight at exit"

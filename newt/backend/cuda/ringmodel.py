@@ -4,7 +4,7 @@ so that each model can use it without an import cycle."""
 
 from __future__ import annotations
 
-__all__ = ["RingModel"]
+__all__ = ["RingModel", "TurnBarriers"]
 
 
 class RingModel:
@@ -69,3 +69,46 @@ class RingModel:
                 raise AssertionError("deadlock: " + ", ".join(
                     f"warpgroup {k} at {progs[k][pc[k]] if pc[k] < len(progs[k]) else 'exit'}" for k in range(groups))
                     + f", producer at iteration {self.j}")
+
+
+class TurnBarriers:
+    """The named barriers that pass the turn between consumer warpgroups (the ping-pong's, in ``pingpong`` and
+    ``ppov``'s ``simulate``): barrier ``b`` belongs to warpgroup ``b``; a phase completes on two participants,
+    the previous warpgroup's ``bar.arrive`` and the owner's ``bar.sync`` (which blocks until then).  ``first``:
+    the hardware id of barrier 0, for the messages."""
+
+    def __init__(self, n: int, first: int = 0):
+        self.first = first
+        self.count = [0] * n          # participants in the current phase of barrier b
+        self.waiting = [False] * n    # warpgroup b is blocked in its bar.sync
+        self.passed = [False] * n     # the phase warpgroup b synced on has completed
+
+    def _complete(self, b: int):
+        self.count[b] = 0
+        assert self.waiting[b], f"barrier {self.first + b}: a phase completed by two arrivals (no bar.sync in it)"
+        self.waiting[b] = False
+        self.passed[b] = True
+
+    def _join(self, b: int):
+        self.count[b] += 1
+        assert self.count[b] <= 2
+        if self.count[b] == 2:
+            self._complete(b)
+
+    def arrive(self, b: int):
+        """``bar.arrive`` on barrier ``b`` (does not block)."""
+        self._join(b)
+
+    def sync(self, k: int) -> bool:
+        """Warpgroup ``k``'s ``bar.sync`` on its own barrier: whether it has passed (else it stays blocked and
+        is asked again)."""
+        if not self.waiting[k] and not self.passed[k]:
+            self.waiting[k] = True
+            self._join(k)
+        if not self.passed[k]:
+            return False
+        self.passed[k] = False
+        return True
+
+    def check_exit(self):
+        assert not any(self.count), f"named barriers left with pending arrivals at exit: {self.count}"
