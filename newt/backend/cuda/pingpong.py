@@ -232,19 +232,16 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
     # named barriers: units (warpgroups) counted in the current phase, and who is blocked in bar.sync
     block = {"count": 0, "phase": 0}
     block_seen = [-1] * groups     # the block barrier phase each warpgroup waits for
-    in_turn = [k == 0 and skip_first for k in range(groups)]
-    turns: list[int] = []          # order in which turns begin
     # the ring: full[s] completes when the producer fills it; empty[s] needs every warpgroup's release
     from .ringmodel import RingModel, TurnBarriers
-    bars = TurnBarriers(groups, PP_BARRIER0)
+    bars = TurnBarriers(groups, PP_BARRIER0, first_holds=skip_first)
+    in_turn = bars.in_turn
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, content, done = ring.full_phase, ring.content, ring.done
     reading: list[set] = [set() for _ in range(nb)]
     rd = [0] * groups
     cph = [0] * groups
-    if in_turn[0]:
-        turns.append(0)
 
     def release(s):
         ring.release(s, groups)
@@ -258,14 +255,10 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
         kind, arg = progs[k][pc[k]]
         s: Any = (arg % nb) if isinstance(arg, int) and arg >= 0 else None
         if kind == "sync":
-            if not bars.sync(k):
+            if not bars.take_turn(k):
                 return False      # blocked in bar.sync
-            assert not any(in_turn), f"warpgroup {k} enters a turn while {in_turn.index(True)} holds one"
-            in_turn[k] = True
-            turns.append(k)
         elif kind == "arrive":
-            assert in_turn[k], f"warpgroup {k} passes a turn it does not hold"
-            in_turn[k] = False
+            bars.leave_turn(k)
             bars.arrive(arg)
         elif kind == "wait_full":
             if not done(full_phase[rd[k]], cph[k]):
@@ -307,5 +300,4 @@ def simulate(iterations, groups: int, nb: int, behind: bool, order: str, skip_fi
 
     ring.run(produce, step, progs, pc, order)
     bars.check_exit()
-    assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     return trace

@@ -286,12 +286,11 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     total = max(runs, default=0)
     progs = [program(k, groups, runs[k], **variant) for k in range(groups)]
     pc = [0] * groups
-    in_turn = [k == 0 and variant.get("skip_first", True) for k in range(groups)]
-    turns: list[int] = [0] if in_turn[0] else []
     arrives = syncs = 0
     groups_q: list[list] = [[] for _ in range(groups)]     # committed, unretired wgmma groups: (what, j, slot)
     from .ringmodel import RingModel, TurnBarriers
-    bars = TurnBarriers(groups)
+    bars = TurnBarriers(groups, first_holds=variant.get("skip_first", True))
+    in_turn = bars.in_turn
     trace: list[Any] = []
     ring = RingModel(nb, total, trace)
     full_phase, content, done = ring.full_phase, ring.content, ring.done
@@ -312,15 +311,11 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
                 return False
             assert content[s] == arg, f"warpgroup {k}: iteration {arg} finds slot {s} holding {content[s]}"
         elif kind == "sync":
-            if not bars.sync(k):
+            if not bars.take_turn(k):
                 return False
             syncs += 1
-            assert not any(in_turn), f"warpgroup {k} enters a turn while {in_turn.index(True)} holds one"
-            in_turn[k] = True
-            turns.append(k)
         elif kind == "arrive":
-            assert in_turn[k], f"warpgroup {k} passes a turn it does not hold"
-            in_turn[k] = False
+            bars.leave_turn(k)
             if not arg:          # (arg: the last warpgroup's last turn, the predicate off)
                 bars.arrive((k + 1) % groups)
                 arrives += 1
@@ -354,7 +349,6 @@ def simulate(iterations, groups: int, nb: int, order: str, **variant) -> list:
     ring.run(produce, step, progs, pc, order)
     bars.check_exit()
     assert arrives == syncs, (arrives, syncs)
-    assert turns == [t % groups for t in range(len(turns))], f"turns out of round-robin order: {turns}"
     assert not any(groups_q), "wgmma groups left in flight at exit"
     for k in range(groups):
         for i in range(runs[k]):

@@ -73,15 +73,18 @@ class RingModel:
 
 class TurnBarriers:
     """The named barriers that pass the turn between consumer warpgroups (the ping-pong's, in ``pingpong`` and
-    ``ppov``'s ``simulate``): barrier ``b`` belongs to warpgroup ``b``; a phase completes on two participants,
-    the previous warpgroup's ``bar.arrive`` and the owner's ``bar.sync`` (which blocks until then).  ``first``:
-    the hardware id of barrier 0, for the messages."""
+    ``ppov``'s ``simulate``), and who holds the turn: barrier ``b`` belongs to warpgroup ``b``; a phase completes
+    on two participants, the previous warpgroup's ``bar.arrive`` and the owner's ``bar.sync`` (which blocks until
+    then).  ``first``: the hardware id of barrier 0, for the messages; ``first_holds``: warpgroup 0 starts in its
+    turn (it skips its first ``bar.sync``)."""
 
-    def __init__(self, n: int, first: int = 0):
+    def __init__(self, n: int, first: int = 0, first_holds: bool = False):
         self.first = first
         self.count = [0] * n          # participants in the current phase of barrier b
         self.waiting = [False] * n    # warpgroup b is blocked in its bar.sync
         self.passed = [False] * n     # the phase warpgroup b synced on has completed
+        self.in_turn = [k == 0 and first_holds for k in range(n)]
+        self.turns: list[int] = [0] if first_holds else []  # the order in which turns begin
 
     def _complete(self, b: int):
         self.count[b] = 0
@@ -110,5 +113,21 @@ class TurnBarriers:
         self.passed[k] = False
         return True
 
+    def take_turn(self, k: int) -> bool:
+        """Warpgroup ``k``'s ``bar.sync``, then its turn: whether it holds the turn now (else it is blocked)."""
+        if not self.sync(k):
+            return False
+        assert not any(self.in_turn), f"warpgroup {k} enters a turn while {self.in_turn.index(True)} holds one"
+        self.in_turn[k] = True
+        self.turns.append(k)
+        return True
+
+    def leave_turn(self, k: int):
+        """Warpgroup ``k`` ends its turn (its ``bar.arrive`` for the next one is :meth:`arrive`)."""
+        assert self.in_turn[k], f"warpgroup {k} passes a turn it does not hold"
+        self.in_turn[k] = False
+
     def check_exit(self):
         assert not any(self.count), f"named barriers left with pending arrivals at exit: {self.count}"
+        n = len(self.count)
+        assert self.turns == [t % n for t in range(len(self.turns))], f"turns out of round-robin order: {self.turns}"
