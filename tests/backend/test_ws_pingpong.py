@@ -111,12 +111,10 @@ def _strip_pp(src: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _events(src: str) -> list[str]:
-    """The consumer's loop as the model's steps: turn barriers, ring waits/releases, wgmma commits/waits."""
+def consumer_events(src: str, pats) -> list[str]:
+    """The consumers' code from the split to the end as steps: each line that matches one of ``pats`` (regex,
+    step name; the first that matches) becomes that step."""
     body = src.split("ws_setmaxnreg_inc<", 1)[1].split("#undef __syncthreads", 1)[0]
-    pats = [(r"ws_pp_sync", "sync"), (r"ws_pp_arrive", "arrive"), (r"ws_pp_pass", "arrive"),
-            (r"mbar_wait\(", "wait_full"), (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"),
-            (r"wgmma_wait<1>", "wait1"), (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")]
     out = []
     for line in body.splitlines():
         for p, name in pats:
@@ -124,6 +122,14 @@ def _events(src: str) -> list[str]:
                 out.append(name)
                 break
     return out
+
+
+def _events(src: str) -> list[str]:
+    """The consumer's loop as the model's steps: turn barriers, ring waits/releases, wgmma commits/waits."""
+    return consumer_events(src, [
+        (r"ws_pp_sync", "sync"), (r"ws_pp_arrive", "arrive"), (r"ws_pp_pass", "arrive"),
+        (r"mbar_wait\(", "wait_full"), (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"),
+        (r"wgmma_wait<1>", "wait1"), (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")])
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

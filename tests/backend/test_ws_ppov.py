@@ -103,17 +103,10 @@ BENCH = wpp.BENCH  # bench_ws.py's attention configs at d = 64 and 128
 
 def _events(src: str) -> list[str]:
     """The consumers' code from the split to the end, as the model's steps (plus "loop" and "pin")."""
-    body = src.split("ws_setmaxnreg_inc<", 1)[1].split("#undef __syncthreads", 1)[0]
-    pats = [(r"ws_pp_sync", "sync"), (r"ws_pp_arrive_last", "arrive"), (r"ws_pp_pin", "pin"),
-            (r"mbar_wait\(", "wait_full"), (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"),
-            (r"wgmma_wait<1>", "wait1"), (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")]
-    out = []
-    for line in body.splitlines():
-        for p, name in pats:
-            if re.search(p, line):
-                out.append(name)
-                break
-    return out
+    return wpp.consumer_events(src, [
+        (r"ws_pp_sync", "sync"), (r"ws_pp_arrive_last", "arrive"), (r"ws_pp_pin", "pin"),
+        (r"mbar_wait\(", "wait_full"), (r"wgmma_commit\(\)", "commit"), (r"wgmma_wait<0>", "wait0"),
+        (r"wgmma_wait<1>", "wait1"), (r"ws_arrive\(", "release"), (r"^\s*for \(int v", "loop")])
 
 
 def _model_events(steps) -> list[str]:
