@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -348,18 +348,22 @@ PY
       timeout ${DT25_T:-170} python3 benchmarks/deuteron_bench.py --out "$R/dt25_tma" --only matmul,attention --tma \
         > "$R/dt25_tma.log" 2>&1; echo "deuteron_bench.py --tma exit $?"; grep -B2 -A4 "^| kernel" "$R/dt25_tma.log" | head -8
       grep -h -A1 "^  deuteron " "$R/dt25_plain.log" "$R/dt25_tma.log" | head -16 ;;
-    fix13)
+    fix13|fix13g|fix13t)
+      # (fix13g: the gathered-dot tests and Helion's two files only; fix13t: the full attention tune only)
       # session 13's offline fixes, first on the GPU (<= 300 s; carry .ext and .whl): the gathered-row dots and
       # deuteron's gather_gemv at its default config (the async-proxy scratch no longer shares bytes with a layout
       # conversion's), Helion's gather_gemv and moe_matmul_ogs files through the drop-in (moe_matmul_ogs races with
       # itself: expected to stay wrong), then deuteron's full attention tune (the tuner no longer keeps every
       # candidate's argument clones; it ran out of GPU memory before)
+      if [ "$part" != fix13t ]; then
       timeout ${FIX13_TEST_T:-120} python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" -m gpu -n 4 \
         tests/backend/test_gather_dot.py tests/deuteron/test_dt_gpu.py -k "gather" > "$R/fix13_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed" "$R/fix13_tests.log" | tail -12
       HX=${HELION_EXAMPLES:-.ext/helion/examples}; HX=${HX%/}; HX=${HX%/examples}
       timeout 60 python3 benchmarks/helion_examples.py "$HX" --device cuda --only gather_gemv,moe_matmul_ogs \
         --timeout 30 > "$R/fix13_helionex.log" 2>&1; grep -E "kernels|Error|Mismatch" "$R/fix13_helionex.log" | head -8
+      fi
+      [ "$part" = fix13g ] && { echo "== $part took $(( $(date +%s) - t0 )) s"; continue; }
       timeout ${FIX13_TUNE_T:-150} python3 benchmarks/deuteron_bench.py --out "$R/fix13_dbench" --only attention \
         --full attention > "$R/fix13_dbench.log" 2>&1; echo "deuteron_bench.py --full attention exit $?"
       grep -E "^\| attention|^  full|FAILED|OutOfMemory" "$R/fix13_dbench.log" | head -6 ;;
