@@ -112,7 +112,8 @@ def _param_size(ty) -> int:
 
 def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, *,
                   device_asserts: bool = True, min_blocks: int | None = None,
-                  maxnreg: int | None = None, zero_start: frozenset = frozenset()) -> CudaModule:
+                  maxnreg: int | None = None, zero_start: frozenset = frozenset(),
+                  opaque_trip: bool = False) -> CudaModule:
     """Lower one concrete ``ir.Function`` to CUDA C++ for ``target``.
 
     ``min_blocks`` is the second ``__launch_bounds__`` argument (resident blocks per SM; 0: none);
@@ -135,7 +136,7 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
     fn.number()
     try:
         module = _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, 0 if maxnreg else min_blocks,
-                                   maxnreg, zero_start)
+                                   maxnreg, zero_start, opaque_trip)
     except BackendError as e:
         raise _backend_error(fn, e) from None
     module.rerender = functools.partial(generate_cuda, fn, target, num_warps, num_stages,
@@ -144,7 +145,7 @@ def generate_cuda(fn, target="sm_90a", num_warps: int = 4, num_stages: int = 3, 
 
 
 def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None,
-                      zero_start=frozenset()) -> CudaModule:
+                      zero_start=frozenset(), opaque_trip=False) -> CudaModule:
     """``_generate``, with fewer pipeline stages where the asked number overflows shared memory.
 
     newt's shared-memory plan is coarser than Triton's (a tile staged once for a dot, a K-major copy and the
@@ -153,7 +154,8 @@ def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_block
     than refuse it, the kernel is built with the largest smaller depth that fits (down to 1: no software
     pipeline); ``metadata["num_stages_used"]`` says which.  Where none fits, the asked depth's error stands."""
     try:
-        return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, zero_start=zero_start)
+        return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, zero_start=zero_start,
+                         opaque_trip=opaque_trip)
     except BackendError as e:
         if e.data.get("resource") != "shared memory" or num_stages <= 1 or \
                 not any(op.name == "scf.for" for op in fn.walk()):
@@ -161,7 +163,8 @@ def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_block
         first = e
     for k in range(num_stages - 1, 0, -1):
         try:
-            module = _generate(fn, tgt, num_warps, k, device_asserts, want_blocks, maxnreg, zero_start=zero_start)
+            module = _generate(fn, tgt, num_warps, k, device_asserts, want_blocks, maxnreg, zero_start=zero_start,
+                               opaque_trip=opaque_trip)
         except BackendError as e:
             if e.data.get("resource") != "shared memory":
                 raise first from None
@@ -173,12 +176,13 @@ def _generate_fitting(fn, tgt, num_warps, num_stages, device_asserts, want_block
 
 
 def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg=None, ws=True,
-              pp=True, zero_start=frozenset()) -> CudaModule:
+              pp=True, zero_start=frozenset(), opaque_trip=False) -> CudaModule:
     axis = analyze_axis_info(fn)
     plan = plan_layouts(fn, num_warps, axis, lambda op: select_dot_lowering(op, tgt, num_warps))
     pipes = plan_pipelines(fn, tgt, num_stages, plan, axis, 0 if maxnreg or not ws else num_warps, pingpong=pp)
     em = Emitter(fn, tgt, num_warps, num_stages, plan, axis, device_asserts=device_asserts, pipes=pipes)
     em.__dict__["zero_start"] = zero_start  # dots whose first k step gets scale-d 0 (wgmma._starts_from_zero)
+    em.__dict__["opaque_trip"] = opaque_trip  # constant loop bounds hidden from the optimizer (pipeline.py)
     for name, size in pipes.buffers:  # pipeline buffers first: they live through their loops
         em.smem_persistent(size, name)
     # parameters
@@ -204,7 +208,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         em.emit_region(fn.body, main)
     except PingPongUnfit:  # the loop body synchronizes the block: no ping-pong (pingpong.py)
         return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, ws, pp=False,
-                         zero_start=zero_start)
+                         zero_start=zero_start, opaque_trip=opaque_trip)
     for op in fn.walk():  # libdevice functions: declared, NVRTC links their definitions
         if op.name == "libdevice":
             sym, decl = libdevice_declaration(op.attrs["fn"], [o.type for o in op.operands])
@@ -244,7 +248,7 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         shared = base + u.size
     if shared > tgt.max_shared and pipes.ws is not None:  # the split's barriers / separate scratch do not fit
         return _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnreg, ws=False,
-                         zero_start=zero_start)
+                         zero_start=zero_start, opaque_trip=opaque_trip)
     if shared > tgt.max_shared:
         raise BackendError(f"the kernel needs {shared} bytes of shared memory but {tgt.name} allows "
                            f"{tgt.max_shared}; use smaller blocks or fewer stages (num_stages={num_stages})",
@@ -309,6 +313,9 @@ def _generate(fn, tgt, num_warps, num_stages, device_asserts, want_blocks, maxnr
         meta["zero_dots"] = dict(em.__dict__["zero_dots"])
     if zero_start:
         meta["zero_start"] = sorted(zero_start)
+    if em.__dict__.get("const_trip_loops"):  # pipelined loops of a constant trip count (compiler._opaque_trip_retry)
+        meta["const_trip_loops"] = em.__dict__["const_trip_loops"]
+        meta["opaque_trip"] = bool(em.__dict__.get("opaque_trip_applied"))
     return CudaModule(source=source, name=kname, params=params, shared_bytes=shared, num_warps=num_warps,
                       num_stages=num_stages, target=tgt.name, layouts=layouts, headers={HEADER_NAME: PRELUDE},
                       line_locs=locs, kernel=fn.name, file=fn.file, metadata=meta, producer_warps=pw)

@@ -155,6 +155,7 @@ def compile_cuda(module, target=None, *, extra_options=(), lineinfo: bool = True
     b = _compile_once(module, target, extra_options, lineinfo)
     md = module.metadata
     b = _zero_start_retry(module, b, target, extra_options, lineinfo)
+    b = _opaque_trip_retry(module, b, target, extra_options, lineinfo)
     if b.n_spills and md.get("min_blocks") == 2 and module.rerender is not None:
         best, chosen, spent = b, None, b.compile_seconds
         # first without a second argument (ptxas' own choice: often no spill below the cap's count,
@@ -299,6 +300,40 @@ def _zero_start_retry(module, b, target, extra_options, lineinfo):
                                                        f"{b2.n_spills} spill bytes")
     module.source, module.line_locs = alt.source, alt.line_locs
     module.rerender = functools.partial(module.rerender, zero_start=want)
+    b2.module = module
+    return b2
+
+
+def _opaque_trip_retry(module, b, target, extra_options, lineinfo):
+    """A kernel with software-pipelined loops of a constant trip count (``metadata["const_trip_loops"]``) is
+    generated again with those bounds opaque to the optimizer (``pipeline.opaque_trip_count``: ptxas can
+    otherwise take the loops off the uniform datapath) and that version kept where it spills no more and has
+    less SASS (``kernel_text_bytes``); ``metadata["opaque_trip"]`` then says so and ``module.source`` is the kept
+    version.  ``NEWT_OPAQUE_TRIP=0`` or ``=1`` (never / always opaque): no trial.  Exact: the same bound."""
+    md = module.metadata
+    if os.environ.get("NEWT_OPAQUE_TRIP", "trial") in ("0", "1") or module.rerender is None:
+        return b
+    if not md.get("const_trip_loops") or md.get("opaque_trip"):
+        return b
+    kw = {} if md.get("maxnreg") else {"min_blocks": md.get("min_blocks", 0)}
+    if md.get("zero_start"):
+        kw["zero_start"] = frozenset(md["zero_start"])
+    alt = module.rerender(opaque_trip=True, **kw)
+    from newt.diagnostics import CompilationError
+    try:
+        b2 = _compile_once(alt, target, extra_options, lineinfo)
+    except CompilationError:
+        return b
+    b2.compile_seconds += b.compile_seconds
+    t1, t2 = kernel_text_bytes(b.cubin, module.name), kernel_text_bytes(b2.cubin, module.name)
+    if b2.n_spills > b.n_spills or t1 is None or t2 is None or t2 >= t1:
+        md["opaque_trip_rejected"] = f"{b.n_spills} -> {b2.n_spills} spill bytes, {t1} -> {t2} bytes of SASS"
+        b.compile_seconds = b2.compile_seconds
+        return b
+    md.update(opaque_trip=True, opaque_trip_gain=f"{t1} -> {t2} bytes of SASS, {b.n_spills} -> {b2.n_spills} "
+                                                  "spill bytes")
+    module.source, module.line_locs = alt.source, alt.line_locs
+    module.rerender = functools.partial(module.rerender, opaque_trip=True)
     b2.module = module
     return b2
 

@@ -109,10 +109,11 @@ def loop_header(em, op, offsets=False):
     return targets
 
 
-def loop_condition(em, op, iv: str) -> str:
+def loop_condition(em, op, iv: str, ub_expr: str | None = None) -> str:
+    """The C condition of an scf.for over ``iv`` (``ub_expr``: the upper bound as already declared)."""
     ub, step = op.operands[1], op.operands[2]
     s_op = step.owner
-    ubs, ss = em.scalar(ub), em.scalar(step)
+    ubs, ss = ub_expr or em.scalar(ub), em.scalar(step)
     if getattr(s_op, "name", None) == "constant":
         sv = s_op.attrs["value"]
         return f"{iv} < {ubs}" if sv > 0 else f"{iv} > {ubs}"

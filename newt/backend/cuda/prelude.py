@@ -236,6 +236,11 @@ __device__ __forceinline__ int sat_i(int v, int lo, int hi) { return v < lo ? lo
 // constant back into an index it shares with a mask (`tid + c < n`) and widening that per access.
 template <class T>
 __device__ __forceinline__ T* opaque_ptr(T* p) { asm("" : "+l"(p)); return p; }
+// A loop bound the optimizer cannot see as a constant (an empty asm): a software-pipelined loop of constant
+// trip count otherwise loses ptxas' uniform datapath (its counters, ring slots and wgmma descriptors go to
+// vector registers and R2UR each use: tutorial 06's causal backward, benchmarks/tut06_bwd_offline.md)
+__device__ __forceinline__ int opaque_int(int v) { asm("" : "+r"(v)); return v; }
+__device__ __forceinline__ long long opaque_int(long long v) { asm("" : "+l"(v)); return v; }
 
 // ---- fast math (what Triton emits by default) -----------------------------------
 __device__ __forceinline__ float ex2_approx(float x) { float r; asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
