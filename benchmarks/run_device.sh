@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|mm24|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -27,6 +27,11 @@ for part in "$@"; do
     bench)
       # 47 cells (memory-bound, matmul fp16/bf16/fp8/tf32 1024^3..8192^3, attention d=64/128): ~6 min
       timeout ${BENCH_T:-560} python3 benchmarks/bench.py --out "$R" --budget ${BENCH_BUDGET:-480} 2>&1 | tail -80 > "$R/bench.log"; tail -55 "$R/bench.log" ;;
+    mm24)
+      # issue 24's matmul target cells only: fp16/bf16 at 2048^3..8192^3, newt vs Triton (same source) vs cuBLAS
+      timeout ${BENCH_T:-300} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
+        --matmul-sizes 2048,4096,8192 --out "$R/mm24" --budget ${BENCH_BUDGET:-270} 2>&1 | tail -40 > "$R/mm24.log"
+      tail -20 "$R/mm24.log" ;;
     dots)
       # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
       timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
