@@ -175,12 +175,14 @@ def _plan(g, n: Node, store: bool):
             shape.append(bound)
             offsets.append(g.rd_names[r.id]["off"] if r.id in g.looped else "0")
             block.append((g.block_expr(r), g.rblock[r.id]))
-    strides = ta.strides
+    strides = ta.strides  # (static_shapes=False: the key holds which are 1 and which are 16-byte multiples)
+    static = g.prog.static_shapes
     if strides[-1] != 1:
-        return f"the last dimension is not contiguous (stride {strides[-1]})"
+        return "the last dimension is not contiguous" + (f" (stride {strides[-1]})" if static else "")
     for d, st in enumerate(strides[:-1]):
         if st <= 0 or (st * eb) % 16:
-            return f"the stride of dimension {d} ({st} elements) is not a multiple of 16 bytes"
+            return (f"the stride of dimension {d}" + (f" ({st} elements)" if static else "") +
+                    " is not a positive multiple of 16 bytes")
     for d, (_, b) in enumerate(block):
         if b > MAX_BOX:
             return f"a block of {b} elements along dimension {d} (TMA boxes stop at {MAX_BOX})"
@@ -191,7 +193,7 @@ def _plan(g, n: Node, store: bool):
         if not (isinstance(v, Node) and len(g.rd(v.dims)) == len(g.rd(dims)) and len(v.dims) == len(dims) and
                 all(same_dim(a, b) for a, b in zip(v.dims, dims))):
             return "a broadcast value"
-    if g.prog.static_shapes:
+    if static:
         st_text = [str(s) for s in strides[:-1]]
     else:
         st_text = [f"{ta.name}_stride_{d}" for d in range(rank - 1)]
