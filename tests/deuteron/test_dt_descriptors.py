@@ -326,6 +326,7 @@ def test_a_later_non_contiguous_call_never_reuses_a_descriptor_kernel():
     mm = _matmul()
     x = torch.randn(100, 72, dtype=torch.float16)
     y = torch.randn(72, 80, dtype=torch.float16)
+    assert "y_desc.load(" in mm.to_newt_source(x, y, config=cfg)
     torch.testing.assert_close(mm.run_with(cfg, x, y).float(), x.float() @ y.float(), atol=1e-1, rtol=1e-2)
     yt = y.t().contiguous().t()  # the same values, strides (1, 72)
     assert mm.bind(x, y) is not mm.bind(x, yt)
