@@ -13,8 +13,8 @@ from __future__ import annotations
 import keyword
 
 from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
+from .codegen_desc import DescriptorForm, place_descriptors
 from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _lit, _paren, binary
-from .codegen_desc import desc_comment
 from .codegen_rolled import count_uses, emit_segment
 from .config import Config, ConfigError
 from .ops.reduce import COMBINE_HELPERS
@@ -82,17 +82,10 @@ class _Gen(ExprRenderer):
     def __init__(self, prog: Program, config: Config, fn_name: str, defaults: Config):
         self.prog = prog
         self.cfg = config
-        #: ``indexing="tensor_descriptor"``: tile loads and stores that can take one go through a tensor
-        #: descriptor made before the loops (``deuteron/codegen_desc.py``: newt copies their tiles with TMA on
-        #: sm_90a under its default ``NEWT_TMA=desc``); the others keep pointers with every tile's bounds mask
-        #: (``offs < end`` along each tiled dimension, even where the block divides the extent: the form newt's
-        #: ``NEWT_TMA=1`` may still turn into TMA boxes)
+        #: ``indexing="tensor_descriptor"``: tile loads and stores through tensor descriptors where exact (TMA on
+        #: sm_90a), the others through pointers with every tile's bounds mask: ``deuteron/codegen_desc.py``
         self.descriptor_form = descriptor_indexing(config)
-        self.access_ordinal: dict | None = None  # load/store node id -> its entry of a list ``indexing``
-        self.desc_plans: dict = {}  # load/store node id -> (descriptor name, offsets), or False: pointers
-        self.desc_names: dict = {}  # (tensor, shape, block) -> the descriptor's name
-        self.desc_lines: list[str] = []  # the descriptors' definitions (at the top of the kernel)
-        self.desc_notes: dict = {}  # load/store node id -> (the access, None or why it keeps pointers)
+        self.desc = DescriptorForm()  # the descriptors chosen so far, their definitions and the reasons
         self.fn_name = fn_name
         self.names = _Names()
         self.lines: list[str] = []
@@ -470,16 +463,14 @@ class _Gen(ExprRenderer):
         for field, what in (("indexing", "loads and stores"), ("atomic_indexing", "atomics")):
             v = getattr(cfg, field, None)
             if field == "indexing" and self.descriptor_form:
-                head[1:1] = [f"# config {field}={v!r}: tile loads and stores through tensor descriptors where one "
-                             "is exact (TMA copies on sm_90a), the others through pointers with every tile's "
-                             "bounds mask (the kernel's first comment says which)."]
+                head[1:1] = [f"# config {field}={v!r}: tensor descriptors where exact (TMA copies on sm_90a), else "
+                             "pointers with every tile's bounds mask (the kernel's first comment says which)."]
             elif v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
                 head[1:1] = [f"# config {field}={v!r}: newt's generated {what} use pointer arithmetic for every one."]
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
         self.w(0, "@newt.jit")
         self.w(0, f"def {kname}({', '.join(sig)}):")
         body_indent = 1
-        desc_at = len(self.lines)  # the descriptors go here, once the body's accesses have chosen them
         grid_tiles = prog.grid_tiles
         g = len(grid_tiles)
         order = list(range(g))
@@ -594,9 +585,8 @@ class _Gen(ExprRenderer):
                 self.w(body_indent, f"{rn['mask']} = {rn['offs']} < {self.scalar_expr(r.size_expr)}")
         self.last_line = None
         self.emit_block(prog.body, body_indent)
-        if self.descriptor_form:
-            self.lines[desc_at:desc_at] = ["    " + x for x in desc_comment(self) + self.desc_lines]
-            self._drop_unused_masks()
+        if self.descriptor_form:  # the descriptors the accesses chose, made at the top of the kernel
+            place_descriptors(self, kname)
         body = "\n".join(self.lines)
         prelude = list(self.helpers)
         for h, lines in COMBINE_HELPERS.items():  # the combine functions of nl.reduce the body calls
@@ -627,24 +617,6 @@ class _Gen(ExprRenderer):
                         pid_type == "persistent", cfg.maxnreg)
         gen.origins, gen.src, gen.loop_src = dict(self.origins), src, prog_loop_src(prog)
         return gen
-
-    def _drop_unused_masks(self):
-        """The descriptor form: the bounds masks (then the offsets) of tiles and whole dimensions that no pointer
-        access reads any more (every access along them took a descriptor)."""
-        import re
-        names = [(d["mask"], d["offs"]) for d in self.tile_names.values() if "mask" in d]
-        names += [(d["mask"], d["offs"]) for d in self.rd_names.values()]
-        for group in (0, 1):
-            for pair in names:
-                nm = pair[group]
-                defs = [i for i, ln in enumerate(self.lines) if ln.strip().startswith(f"{nm} = ")]
-                if not defs:
-                    continue
-                pat = re.compile(rf"\b{re.escape(nm)}\b")
-                uses = sum(len(pat.findall(ln)) for ln in self.lines)
-                if uses == len(defs):
-                    for i in reversed(defs):
-                        del self.lines[i]
 
     def _host_nblocks(self, t: TileInfo) -> str:
         ext = t.extent

@@ -32,17 +32,31 @@ and why the others do not.
 
 from __future__ import annotations
 
+import re
+
 from ._torch import torch
 from .codegen_expr import _atom, _dt
-from .program import Node, TileInfo, same_dim
+from .program import Node, same_dim
 
-__all__ = ["plan_access", "access_ordinals", "TMA_DTYPES", "MAX_BOX", "desc_comment"]
+__all__ = ["DescriptorForm", "plan_access", "access_ordinals", "TMA_DTYPES", "MAX_BOX", "desc_comment",
+           "drop_unused_masks", "place_descriptors"]
 
 #: torch dtypes whose tiles TMA moves (newt/backend/cuda/tma.py ``_TYPES``)
 TMA_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
               "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
 #: the largest box dimension TMA copies (elements)
 MAX_BOX = 256
+
+
+class DescriptorForm:
+    """What the generator decided in the descriptor form (``_Gen.desc``)."""
+
+    def __init__(self):
+        self.ordinal: dict | None = None  # load/store node id -> its entry of a list ``indexing``
+        self.plans: dict = {}  # load/store node id -> (descriptor name, offsets), or False: pointers
+        self.names: dict = {}  # (tensor, shape, block) -> the descriptor's name
+        self.lines: list[str] = []  # the descriptors' definitions (at the top of the kernel)
+        self.notes: dict = {}  # load/store node id -> (the access, None or why it keeps pointers)
 
 
 def _tma_dtype(dtype) -> bool:
@@ -76,9 +90,9 @@ def access_mode(g, n: Node) -> str:
     v = g.cfg.indexing
     if v is None or isinstance(v, str):
         return v or "pointer"
-    if g.access_ordinal is None:
-        g.access_ordinal = access_ordinals(g.prog)
-    i = g.access_ordinal.get(n.id)
+    if g.desc.ordinal is None:
+        g.desc.ordinal = access_ordinals(g.prog)
+    i = g.desc.ordinal.get(n.id)
     return v[i] if i is not None and i < len(v) else "pointer"
 
 
@@ -103,19 +117,19 @@ def access_text(n: Node, items) -> str:
 
 def plan_access(g, n: Node, store: bool):
     """``(descriptor name, offsets)`` for load/store ``n`` in the descriptor form, or None (the pointer form).
-    Records the decision and its reason for the kernel's comment (``g.desc_notes``)."""
+    Records the decision and its reason for the kernel's comment (``g.desc.notes``)."""
     if not g.descriptor_form or access_mode(g, n) != "tensor_descriptor":
         return None
-    hit = g.desc_plans.get(n.id)
+    hit = g.desc.plans.get(n.id)
     if hit is not None:
         return hit or None
     plan = _plan(g, n, store)
     if isinstance(plan, str):
-        g.desc_notes.setdefault(n.id, (access_text(n, n.attrs["items"]), plan))
-        g.desc_plans[n.id] = False
+        g.desc.notes.setdefault(n.id, (access_text(n, n.attrs["items"]), plan))
+        g.desc.plans[n.id] = False
         return None
-    g.desc_notes.setdefault(n.id, (access_text(n, n.attrs["items"]), None))
-    g.desc_plans[n.id] = plan
+    g.desc.notes.setdefault(n.id, (access_text(n, n.attrs["items"]), None))
+    g.desc.plans[n.id] = plan
     return plan
 
 
@@ -198,11 +212,11 @@ def _plan(g, n: Node, store: bool):
     else:
         st_text = [f"{ta.name}_stride_{d}" for d in range(rank - 1)]
     key = (ta.name, tuple(shape), tuple(b for b, _ in block))
-    name = g.desc_names.get(key)
+    name = g.desc.names.get(key)
     if name is None:
         name = g.names.fresh(f"{ta.name}_desc")
-        g.desc_names[key] = name
-        g.desc_lines.append(f"{name} = nl.make_tensor_descriptor({ta.name}, shape=[{', '.join(shape)}], "
+        g.desc.names[key] = name
+        g.desc.lines.append(f"{name} = nl.make_tensor_descriptor({ta.name}, shape=[{', '.join(shape)}], "
                             f"strides=[{', '.join(st_text + ['1'])}], "
                             f"block_shape=[{', '.join(b for b, _ in block)}])")
     return name, offsets
@@ -235,8 +249,8 @@ def emit_desc_store(g, n: Node, plan, indent: int):
 
 def desc_comment(g) -> list:
     """The comment above the descriptors: which accesses use one, which keep pointers and why."""
-    used = [t for t, why in g.desc_notes.values() if why is None]
-    kept = [(t, why) for t, why in g.desc_notes.values() if why is not None]
+    used = [t for t, why in g.desc.notes.values() if why is None]
+    kept = [(t, why) for t, why in g.desc.notes.values() if why is not None]
     out = []
     if used:
         out.append("# tensor descriptors (indexing='tensor_descriptor'; TMA copies on sm_90a): " + ", ".join(used))
@@ -244,3 +258,28 @@ def desc_comment(g) -> list:
         out.append("# pointers with every tile's bounds mask where a descriptor would not be exact:")
         out += [f"#   {t}: {why}" for t, why in kept]
     return out
+
+
+def place_descriptors(g, kname: str):
+    """The descriptors' comment and definitions at the top of kernel ``kname``'s body (before the loops); then
+    the masks no access reads any more go."""
+    at = next(i for i, ln in enumerate(g.lines) if ln.startswith(f"def {kname}(")) + 1
+    g.lines[at:at] = ["    " + x for x in desc_comment(g) + g.desc.lines]
+    drop_unused_masks(g)
+
+
+def drop_unused_masks(g):
+    """The descriptor form: the bounds masks (then the offsets) of tiles and whole dimensions that no pointer
+    access reads any more (every access along them took a descriptor)."""
+    names = [(d["mask"], d["offs"]) for d in g.tile_names.values() if "mask" in d]
+    names += [(d["mask"], d["offs"]) for d in g.rd_names.values()]
+    for group in (0, 1):
+        for pair in names:
+            nm = pair[group]
+            defs = [i for i, ln in enumerate(g.lines) if ln.strip().startswith(f"{nm} = ")]
+            if not defs:
+                continue
+            pat = re.compile(rf"\b{re.escape(nm)}\b")
+            if sum(len(pat.findall(ln)) for ln in g.lines) == len(defs):
+                for i in reversed(defs):
+                    del g.lines[i]
