@@ -11,16 +11,23 @@ form's value exactly, loads reading 0 and stores writing nothing outside the bou
 
 * every index is a plain tile (``x[tile_m, tile_k]``: the tile's start is the offset, the tile's end the
   descriptor's bound along that dimension) or a whole dimension (``x[tile, :]``: offset 0, or the chunk's start in
-  a looped reduction; the dimension's size is the bound); the tile's end is known before the loops (a literal or
-  a size parameter) -- not a gather (a computed index), ``tile.index + k``, a scalar index, a new axis
-  (``None``), a slice ``a:b``, a jagged tile, a tile of block size 1 (a scalar in the generated code) or a
-  ``dt.load`` tile that may run past the tensor's end;
+  a looped reduction; the dimension's size is the bound); each bound is a literal or a tensor's size (what the
+  kernel's key pins down; not an int argument or a value computed in the kernel) -- not a gather (a computed
+  index), ``tile.index + k``, a scalar index, a new axis (``None``), a slice ``a:b``, a jagged tile, a tile of
+  block size 1 (a scalar in the generated code) or a ``dt.load`` tile that may run past the tensor's end;
 * the tensor has rank 2 to 5 (newt keeps rank-1 boxes on the pointer path; TMA stops at 5) and an element type
-  TMA moves; its last dimension is contiguous (stride 1) and every other stride a positive multiple of 16 bytes
-  (with ``static_shapes=False`` the kernel's key records both, ``Kernel._key``); each block dimension is at most
-  256 elements and the last at least 16 bytes; offsets fit in 32 bits;
+  TMA moves; its last dimension is contiguous (stride 1) and every other stride a positive multiple of 16 bytes;
+  each block dimension is at most 256 elements, the last at least 16 bytes, and none larger than its bound
+  (Helion's rule: a box larger than the tensor made invalid tensor maps); offsets fit in 32 bits;
+* a store's last bound is a multiple of 16 bytes (TMA stores write whole 16-byte chunks of a row: a bound of
+  another size would be overrun, into the next elements of a wider buffer);
 * no ``extra_mask=`` or ``eviction_policy=``; a store's value has the access's own shape (no broadcast);
   atomics always use pointers (``atomic_indexing``).
+
+With ``static_shapes=False`` the rules read the binding's strides and sizes, so the kernel's key
+(``Kernel._key``) holds what they depend on: which strides are 1, which are positive multiples of 16 bytes, the
+next power of two of each size (a box is taken only if it is at most half of that, so at most any size of the
+key) and the power-of-two divisor (up to 16) of each tensor's last size (a store's last bound must be one).
 
 The base pointer's 16-byte alignment is newt's to check: newt specializes every pointer argument on it and keeps
 a misaligned base on the pointer path (the descriptor's masked loads and stores are exact either way).
@@ -173,7 +180,7 @@ def _plan(g, n: Node, store: bool):
                 return f"tile {t.name} has block size 1"
             bound = _host_bound(g, t.end)
             if bound is None:
-                return f"the end of tile {t.name} is computed in the kernel"
+                return f"the end of tile {t.name} is not a literal or a tensor's size"
             shape.append(bound)
             offsets.append(g.tile_names[t.id]["begin"])
             block.append((g.block_expr(t), g.block_vals[t.id]))
@@ -185,7 +192,7 @@ def _plan(g, n: Node, store: bool):
                 return "a broadcast dimension of size 1"
             bound = _host_bound(g, r.size_expr)
             if bound is None:
-                return "a dimension of a size computed in the kernel"
+                return "a dimension whose size is not a literal or a tensor's size"
             shape.append(bound)
             offsets.append(g.rd_names[r.id]["off"] if r.id in g.looped else "0")
             block.append((g.block_expr(r), g.rblock[r.id]))
@@ -202,6 +209,23 @@ def _plan(g, n: Node, store: bool):
             return f"a block of {b} elements along dimension {d} (TMA boxes stop at {MAX_BOX})"
     if block[-1][1] * eb < 16:
         return f"the block's last dimension is {block[-1][1] * eb} bytes (TMA needs at least 16)"
+    for d, ((_, b), (text, value)) in enumerate(zip(block, shape)):
+        # a box no larger than the tensor (Helion's rule: a larger one made invalid tensor maps); with
+        # static_shapes=False the key holds the next power of two of each size, so sizes down to half of it
+        fits = b <= value if static else 2 * b <= _np2(value)
+        if not fits:
+            return (f"a block of {b} elements along dimension {d}, more than the bound {text}" +
+                    ("" if static else " may be"))
+    if store:
+        inner_text, inner = shape[-1]
+        # TMA stores write whole 16-byte chunks of a row: an inner bound of another size would be overrun
+        if not static:  # the key holds the power-of-two divisor (up to 16) of each tensor's last size only
+            spec = g.prog.size_params.get(inner_text)
+            if spec is None or spec[2] != len(g.prog.tensors[spec[0]].shape) - 1:
+                return f"a store whose last bound ({inner_text}) is not a tensor's last size"
+        if (inner * eb) % 16 if static else min(16, inner & -inner) * eb < 16:
+            return (f"a store whose last bound ({inner_text}) is not a multiple of 16 bytes (TMA stores write "
+                    "whole 16-byte chunks)")
     if store:
         v = n.args[0]
         if not (isinstance(v, Node) and len(g.rd(v.dims)) == len(g.rd(dims)) and len(v.dims) == len(dims) and
@@ -211,24 +235,32 @@ def _plan(g, n: Node, store: bool):
         st_text = [str(s) for s in strides[:-1]]
     else:
         st_text = [f"{ta.name}_stride_{d}" for d in range(rank - 1)]
-    key = (ta.name, tuple(shape), tuple(b for b, _ in block))
+    key = (ta.name, tuple(t for t, _ in shape), tuple(b for b, _ in block))
     name = g.desc.names.get(key)
     if name is None:
         name = g.names.fresh(f"{ta.name}_desc")
         g.desc.names[key] = name
-        g.desc.lines.append(f"{name} = nl.make_tensor_descriptor({ta.name}, shape=[{', '.join(shape)}], "
+        g.desc.lines.append(f"{name} = nl.make_tensor_descriptor({ta.name}, shape=[{', '.join(t for t, _ in shape)}], "
                             f"strides=[{', '.join(st_text + ['1'])}], "
                             f"block_shape=[{', '.join(b for b, _ in block)}])")
     return name, offsets
 
 
-def _host_bound(g, v) -> str | None:
-    """A bound the descriptor can take before the loops (a literal or a parameter of the kernel), as text."""
+def _host_bound(g, v):
+    """``(text, value)`` of a bound the descriptor can take before the loops and the kernel's key pins down: a
+    literal, or a tensor's size (a parameter with ``static_shapes=False``: its value at this binding); None
+    otherwise (a value computed in the kernel, an int argument: the key does not hold ints' values)."""
     if isinstance(v, int) and not isinstance(v, bool):
-        return str(v)
-    if isinstance(v, Node) and v.op == "param":
-        return g.expr(v)
+        return str(v), v
+    if isinstance(v, Node) and v.op == "param" and isinstance(v.host_value, int):
+        spec = g.prog.size_params.get(v.attrs["name"])
+        if spec is not None and spec[1] == "size":
+            return g.expr(v), v.host_value
     return None
+
+
+def _np2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def render_desc_load(g, plan) -> str:

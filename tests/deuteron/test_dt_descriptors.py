@@ -86,6 +86,13 @@ def add1(x: torch.Tensor) -> torch.Tensor:
 
 
 @dt.kernel
+def copy_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for tm, tn in dt.tile(x.size()):
+        out[tm, tn] = x[tm, tn]
+    return out
+
+
+@dt.kernel
 def scatter_add(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
     for tm, tn in dt.tile(x.size()):
         dt.atomic_add(acc, [tm, tn], x[tm, tn])
@@ -198,13 +205,13 @@ def test_computed_and_scalar_indices_fall_back(kernel, args, why):
 
 
 def test_broadcast_store_falls_back():
-    x = torch.randn(40, 64)
+    x = torch.randn(64, 64)
     cfg = dt.Config(block_sizes=[64, 32], indexing=DESC)
     src = column_broadcast.to_newt_source(x, config=cfg)
     body = _kernel_text(src)
     assert "x_desc.load([begin_tm, begin_tn])" in body and "out_desc" not in body
     assert "out[tm, tn] (line 76): a broadcast value" in _notes(src)
-    torch.testing.assert_close(column_broadcast.run_with(cfg, x), x.sum(0).expand(40, 64))
+    torch.testing.assert_close(column_broadcast.run_with(cfg, x), x.sum(0).expand(64, 64))
 
 
 def test_unaligned_rows_fall_back():
@@ -224,6 +231,7 @@ def test_unaligned_rows_fall_back():
 
 @pytest.mark.parametrize("block,why", [([16, 4], "the block's last dimension is 8 bytes"),
                                        ([16, 512], "a block of 512 elements along dimension 1"),
+                                       ([64, 64], "a block of 64 elements along dimension 0, more than the bound 37"),
                                        ([1, 64], "tile tm has block size 1")])
 def test_boxes_tma_cannot_copy_fall_back(block, why):
     x = torch.randn(37, 512, dtype=torch.float16)
@@ -273,7 +281,7 @@ def test_matmul_descriptor_form_equals_pointer_form_and_torch(m, k, n, bs):
     torch.testing.assert_close(got.float(), x.float() @ y.float(), atol=1e-1, rtol=1e-2)
 
 
-@pytest.mark.parametrize("shape,bs", [((37, 72), [16, 32]), ((64, 64), [32, 32]), ((5, 132), [8, 64]),
+@pytest.mark.parametrize("shape,bs", [((37, 72), [16, 32]), ((64, 64), [32, 32]), ((5, 132), [4, 64]),
                                       ((100, 8), [32, 8])])
 def test_elementwise_descriptor_form_equals_pointer_form_and_torch(shape, bs):
     x = torch.randn(*shape)
@@ -290,13 +298,6 @@ def test_ragged_store_writes_nothing_past_the_bounds():
     base = torch.full((40, 80), 7.0)
     out_view = base[:37, :72]  # strides (80, 1): 320-byte rows, a descriptor
     x = torch.randn(37, 72)
-
-    @dt.kernel
-    def copy_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        for tm, tn in dt.tile(x.size()):
-            out[tm, tn] = x[tm, tn]
-        return out
-
     cfg = dt.Config(block_sizes=[16, 32], indexing=DESC)
     assert "out_desc.store(" in copy_into.to_newt_source(x, out_view, config=cfg)
     copy_into.run_with(cfg, x, out_view)
@@ -304,18 +305,40 @@ def test_ragged_store_writes_nothing_past_the_bounds():
     assert (base[37:, :] == 7.0).all() and (base[:, 72:] == 7.0).all()
 
 
-@pytest.mark.parametrize("rl", [None, 64])
-def test_softmax_whole_rows_through_descriptors(rl):
-    """``x[tile_m, :]`` (a whole dimension): offset 0, or each chunk's start in a looped reduction."""
-    x = torch.randn(37, 200, dtype=torch.float16)
+@pytest.mark.parametrize("n,rl", [(256, None), (200, 64), (200, None)])
+def test_softmax_whole_rows_through_descriptors(n, rl):
+    """``x[tile_m, :]`` (a whole dimension): offset 0, or each chunk's start in a looped reduction; a row of 200
+    in one block of 256 keeps pointers (a box larger than the tensor)."""
+    x = torch.randn(37, n, dtype=torch.float16)
     cfg = dt.Config(block_sizes=[16], reduction_loops=[rl], indexing=DESC)
     src = _softmax().to_newt_source(x, config=cfg)
     body = _kernel_text(src)
-    assert ("x_desc.load([begin_m, 0])" if rl is None else "x_desc.load([begin_m, roff_r0])") in body
-    assert "out_desc.store(" in body
+    if n == 200 and rl is None:
+        assert "make_tensor_descriptor" not in body
+        assert "x[tile_m, :] (line 21): a block of 256 elements along dimension 1, more than the bound 200" in body
+    else:
+        assert ("x_desc.load([begin_m, 0])" if rl is None else "x_desc.load([begin_m, roff_r0])") in body
+        assert "out_desc.store(" in body
     got = _softmax().run_with(cfg, x)
     torch.testing.assert_close(got, _softmax().run_with(cfg.replace(indexing=None), x))
     torch.testing.assert_close(got.float(), torch.softmax(x.float(), -1), atol=1e-2, rtol=1e-2)
+
+
+def test_store_with_a_ragged_inner_bound_keeps_pointers():
+    """TMA stores write whole 16-byte chunks of a row: a store whose last bound is 100 fp16 elements (200 bytes)
+    would overwrite the 4 elements after it in a wider buffer, so it keeps pointers; the load of a tensor of the
+    same bound takes a descriptor (loads clip per element)."""
+    base = torch.full((40, 128), 7.0, dtype=torch.float16)
+    out_view = base[:37, :100]  # 256-byte rows: aligned, but the bound is not
+    x = torch.randn(37, 104, dtype=torch.float16)[:, :100]
+    cfg = dt.Config(block_sizes=[16, 64], indexing=DESC)
+    src = copy_into.to_newt_source(x, out_view, config=cfg)
+    body = _kernel_text(src)
+    assert "x_desc.load([begin_tm, begin_tn])" in body and "out_desc" not in body
+    assert "out[tm, tn] (line 91): a store whose last bound (100) is not a multiple of 16 bytes" in body
+    copy_into.run_with(cfg, x, out_view)
+    torch.testing.assert_close(base[:37, :100], x)
+    assert (base[37:, :] == 7.0).all() and (base[:, 100:] == 7.0).all()
 
 
 # ---------------------------------------------------------------------------------------------- the kernel cache
@@ -342,7 +365,7 @@ def test_dynamic_shapes_key_on_contiguity_and_stride_alignment():
     src = add2_dyn.to_newt_source(x, y, config=cfg)
     assert "x_desc = nl.make_tensor_descriptor(x, shape=[x_size_0, x_size_1], strides=[x_stride_0, 1]" in src
     torch.testing.assert_close(add2_dyn.run_with(cfg, x, y), x * 2 + y)
-    x2, y2 = torch.randn(60, 100), torch.randn(60, 100)  # another shape, aligned rows: the same kernel
+    x2, y2 = torch.randn(60, 88), torch.randn(60, 88)  # another shape of the same key: the same kernel
     assert add2_dyn.bind(x2, y2) is add2_dyn.bind(x, y)
     torch.testing.assert_close(add2_dyn.run_with(cfg, x2, y2), x2 * 2 + y2)
     xs = torch.randn(37, 73)[:, :72]  # rows of 292 bytes
