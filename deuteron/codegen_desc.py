@@ -40,6 +40,7 @@ and why the others do not.
 from __future__ import annotations
 
 import re
+import textwrap
 
 from ._torch import torch
 from .codegen_expr import _atom, _dt
@@ -285,7 +286,9 @@ def desc_comment(g) -> list:
     kept = [(t, why) for t, why in g.desc.notes.values() if why is not None]
     out = []
     if used:
-        out.append("# tensor descriptors (indexing='tensor_descriptor'; TMA copies on sm_90a): " + ", ".join(used))
+        out += textwrap.wrap("# tensor descriptors (indexing='tensor_descriptor'; TMA copies on sm_90a): " +
+                             ", ".join(used), width=112, subsequent_indent="#   ", break_long_words=False,
+                             break_on_hyphens=False)
     if kept:
         out.append("# pointers with every tile's bounds mask where a descriptor would not be exact:")
         out += [f"#   {t}: {why}" for t, why in kept]
