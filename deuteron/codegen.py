@@ -13,6 +13,7 @@ from __future__ import annotations
 import keyword
 
 from . import ops as _ops  # noqa: F401  (the op entries declare the node kinds and their renderers)
+from .codegen_desc import DescriptorForm, place_descriptors
 from .codegen_expr import NL_DTYPE, ExprRenderer, _atom, _dt, _lit, _paren, binary
 from .codegen_rolled import count_uses, emit_segment
 from .config import Config, ConfigError
@@ -81,10 +82,10 @@ class _Gen(ExprRenderer):
     def __init__(self, prog: Program, config: Config, fn_name: str, defaults: Config):
         self.prog = prog
         self.cfg = config
-        #: ``indexing="tensor_descriptor"``: every tile load and store keeps its bounds mask (``offs < end``
-        #: along each tiled dimension, even where the block divides the extent) -- the descriptor form newt's
-        #: sm_90a back end turns into TMA boxes (NEWT_TMA=1, newt/backend/cuda/tma.py)
+        #: ``indexing="tensor_descriptor"``: tile loads and stores through tensor descriptors where exact (TMA on
+        #: sm_90a), the others through pointers with every tile's bounds mask: ``deuteron/codegen_desc.py``
         self.descriptor_form = descriptor_indexing(config)
+        self.desc = DescriptorForm()  # the descriptors chosen so far, their definitions and the reasons
         self.fn_name = fn_name
         self.names = _Names()
         self.lines: list[str] = []
@@ -462,8 +463,8 @@ class _Gen(ExprRenderer):
         for field, what in (("indexing", "loads and stores"), ("atomic_indexing", "atomics")):
             v = getattr(cfg, field, None)
             if field == "indexing" and self.descriptor_form:
-                head[1:1] = [f"# config {field}={v!r}: pointer arithmetic with every tile's bounds mask (the "
-                             "descriptor form: TMA copies on sm_90a with NEWT_TMA=1)."]
+                head[1:1] = [f"# config {field}={v!r}: tensor descriptors where exact (TMA copies on sm_90a), else "
+                             "pointers with every tile's bounds mask (the kernel's first comment says which)."]
             elif v not in (None, "pointer") and any(x != "pointer" for x in ([v] if isinstance(v, str) else v)):
                 head[1:1] = [f"# config {field}={v!r}: newt's generated {what} use pointer arithmetic for every one."]
         sig = [nm for nm, _, _ in params] + [f"{c}: nl.constexpr" for c in constexprs]
@@ -584,6 +585,8 @@ class _Gen(ExprRenderer):
                 self.w(body_indent, f"{rn['mask']} = {rn['offs']} < {self.scalar_expr(r.size_expr)}")
         self.last_line = None
         self.emit_block(prog.body, body_indent)
+        if self.descriptor_form:  # the descriptors the accesses chose, made at the top of the kernel
+            place_descriptors(self, kname)
         body = "\n".join(self.lines)
         prelude = list(self.helpers)
         for h, lines in COMBINE_HELPERS.items():  # the combine functions of nl.reduce the body calls

@@ -28,8 +28,10 @@ Fields (all optional; missing ones take the kernel's defaults):
                      ``loop_unroll_factor`` / ``num_stages`` / ``not disallow_acc_multi_buffer`` /
                      ``warp_specialize`` / ``flatten`` (0, None or False: newt's default).
 ``indexing``         ``"pointer"``, ``"block_ptr"`` or ``"tensor_descriptor"`` (one value or one per
-                     load/store): accepted for Helion configs; newt's generated code uses pointer
-                     arithmetic for every one (the generated kernel says so in a comment).
+                     load/store, in source order): ``"tensor_descriptor"`` makes tensor descriptors for the
+                     tile accesses where one is exact (``deuteron/codegen_desc.py``: TMA copies on sm_90a),
+                     the others -- and ``"pointer"`` / ``"block_ptr"`` -- use pointer arithmetic (the
+                     generated kernel says which in a comment).
 ``atomic_indexing``  the same choices for the atomics (Helion's field; pointer arithmetic here too).
 ``maxnreg``          registers per thread, 1-255 (newt's ``maxnreg`` launch option: ``__maxnreg__`` in the
                      CUDA); None or 0: the compiler's choice.

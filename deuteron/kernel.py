@@ -214,9 +214,12 @@ class Kernel:
                 dev = "cuda" if v.is_cuda else v.device.type
                 if static:
                     parts.append(("T", dt, tuple(v.shape), v.stride(), dev))
-                else:
+                else:  # the strides' 16-byte alignment and the last size's power-of-two divisor up to 16 too: what
+                    es = v.element_size()  # the descriptor form chose on (deuteron/codegen_desc.py)
                     parts.append(("T", dt, v.dim(), tuple(_np2(s) if s > 1 else s for s in v.shape),
-                                  tuple(st == 1 for st in v.stride()), dev))
+                                  tuple(st == 1 for st in v.stride()),
+                                  tuple(st > 0 and st * es % 16 == 0 for st in v.stride()),
+                                  min(16, v.shape[-1] & -v.shape[-1]) if v.dim() and v.shape[-1] else 16, dev))
             elif isinstance(v, (list, tuple)):
                 parts.append(("L", len(v)))
                 for x in v:

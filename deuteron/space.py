@@ -53,8 +53,8 @@ def count_tile_loops(programs) -> int:
 
 def descriptor_indexing(cfg: Config) -> bool:
     """Whether ``cfg`` asks for the descriptor form (``indexing="tensor_descriptor"``, for one memory op or
-    all): deuteron's generated loads and stores then keep their bounds masks on every tiled dimension, the
-    form newt's sm_90a back end turns into TMA boxes (``NEWT_TMA=1``)."""
+    all): deuteron's generated tile loads and stores then go through ``nl.make_tensor_descriptor`` where one is
+    exact (``deuteron/codegen_desc.py``), which newt copies with TMA on sm_90a."""
     v = cfg.indexing
     if v is None:
         return False
@@ -75,14 +75,15 @@ def gpu_target(device):
 
 def tma_active(device) -> bool:
     """Whether newt compiles the tiles of deuteron's descriptor form (``indexing="tensor_descriptor"``) to TMA
-    copies for ``device``: a CUDA device whose target has TMA (sm_90a) with newt's ``NEWT_TMA=1`` (``"all"``).
-    The descriptor form generates block loads through pointers, which newt sends through TMA in that mode only;
-    under newt's default (``desc``: only host tensor descriptors' tiles) such configs compiled to the same
-    cp.async pipeline as the pointer form, and their warp-specialized variants to no producer at all (helper-38,
-    offline, 2026-12-07: the H100's quick winner that day, "tensor_descriptor" and warp-specialized, had no
-    TMA copy), so the search does not propose them there.  False on the CPU and wherever newt says no."""
+    copies for ``device``: a CUDA device whose target has TMA (sm_90a) with newt's ``NEWT_TMA`` at its default
+    (``desc``: tensor descriptors' tiles) or ``1`` (``all``).  The descriptor form makes real tensor descriptors
+    (``deuteron/codegen_desc.py``), whose tiles newt tags and sends through TMA in both modes, and whose
+    warp-specialized loops get a TMA producer warpgroup.  (Until issue 25's dtdesc the form only kept bounds masks
+    on pointer loads, which newt turned into TMA under ``NEWT_TMA=1`` only: the H100's quick winner of
+    2026-12-07, "tensor_descriptor" and warp-specialized, had no TMA copy.)  False on the CPU, without TMA
+    on the target and with ``NEWT_TMA=0``."""
     target = gpu_target(device)
-    return target is not None and target.tma == "all"
+    return target is not None and target.tma in ("desc", "all")
 
 
 def normalize_ranges(cfg: Config) -> Config:
@@ -162,8 +163,8 @@ class ConfigSpace:
         #: discovered programs (:func:`count_tile_loops`), 0 = no per-loop knobs
         self.range_loops = 0
         #: the tile loops inside a kernel when newt turns descriptor-form tiles into TMA copies on the target
-        #: (sm_90a with ``NEWT_TMA=1``; set by the tuner, :func:`tma_active`); 0 = no TMA: the search then
-        #: never proposes ``indexing="tensor_descriptor"`` (it would only add bounds masks)
+        #: (sm_90a unless ``NEWT_TMA=0``; set by the tuner, :func:`tma_active`); 0 = no TMA: the search then
+        #: never proposes ``indexing="tensor_descriptor"`` (masked loads and stores without TMA gain nothing)
         self.tma_loops = 0
         #: the target lowers dots to warpgroup MMA (sm_90a; set by the tuner): the search then skips dot tiles
         #: that newt lowers to mma.sync instead (:meth:`feasible`)
@@ -265,8 +266,9 @@ class ConfigSpace:
 
     def descriptor_tiles(self) -> bool:
         """Whether every value of the kernel is made of tiles only (no whole-dimension ``:`` slice, no fixed
-        extent): only then can each load's mask cover every dimension, the form newt's TMA matching needs
-        (attention's ``q[tile_b, tile_m, :]`` keeps the pointer path: no TMA map in its descriptor form)."""
+        extent): the kernels whose loads the descriptor form's tensor descriptors cover (attention's
+        ``q[tile_b, tile_m, :]`` indexes with a tile of block size 1 in the search, which keeps pointers:
+        ``deuteron/codegen_desc.py``), where the search proposes it."""
         return bool(self.value_dims) and all(d[0] == "s" for dims in self.value_dims for d in dims)
 
     def batch_slots(self) -> list:

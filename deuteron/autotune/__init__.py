@@ -130,8 +130,9 @@ class Tuner:
         if self.wide:
             from ..space import count_tile_loops
             self.space.range_loops = count_tile_loops(entry.discovered.values())
-        # TMA on this GPU (sm_90a, NEWT_TMA=1): a kernel with a matmul also tries the descriptor form (TMA
-        # copies) and, with one tile loop, its warp-specialized pipeline (seeds and neighbours)
+        # TMA on this GPU (sm_90a, newt's default NEWT_TMA=desc or 1): a kernel with a matmul also tries the
+        # descriptor form (tensor descriptors: TMA copies) and, with one tile loop, its warp-specialized pipeline
+        # (a TMA producer warpgroup; seeds and neighbours)
         self.space.tma_loops, self.space.wgmma = 0, False
         if self.gpu and self.space.has_dot:
             from ..space import count_tile_loops, gpu_target, tma_active

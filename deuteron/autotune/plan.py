@@ -4,7 +4,9 @@
 of the real shapes do), then the seeds a GPU quick tune evaluates first (``Tuner.seed_configs``, the same
 random draws) and the neighbours it evaluates next if ``leader`` (default: the first seed after the default)
 leads, cut to the quick budget.  It plans as on an sm_90a GPU (``wgmma``: dot tiles newt lowers to wgmma
-only); ``tma=True`` as with ``NEWT_TMA=1`` there (the descriptor form and warp-specialized seeds).
+only); ``tma``: whether the target copies the descriptor form's tiles with TMA (the descriptor form and
+warp-specialized seeds), by default what :func:`deuteron.space.tma_active` says for a CUDA device here (the GPU's
+target, or ``NEWT_TARGET``'s without one, under the current ``NEWT_TMA``: on sm_90a true unless ``NEWT_TMA=0``).
 ``benchmarks/deuteron_bench.py --plan`` prints it and compiles every planned config for sm_90a; the CI tests
 check its composition.
 """
@@ -19,12 +21,14 @@ from . import EFFORT_BUDGETS, Tuner
 __all__ = ["quick_plan"]
 
 
-def quick_plan(kernel, args, kwargs=None, tma: bool = False, leader: Config | None = None,
+def quick_plan(kernel, args, kwargs=None, tma: bool | None = None, leader: Config | None = None,
                wgmma: bool = True) -> dict:
     """``{"space", "default", "seeds", "refine", "budget"}``: the seeds in the order they are submitted (the
     default first), then the first pattern-search batch (the unseen neighbours of ``leader``, then of the
     second seed), both within the quick config budget."""
-    from ..space import count_tile_loops
+    from ..space import count_tile_loops, tma_active
+    if tma is None:
+        tma = tma_active("cuda")
     b = kernel._bind(tuple(args), dict(kwargs or {}))
     entry = kernel._entry(b)
     space = entry.space

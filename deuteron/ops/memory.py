@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .. import language as L
 from .._torch import torch
+from ..codegen_desc import emit_desc_store, plan_access, render_desc_load
 from ..codegen_expr import _atom, _dt, _lit
 from ..errors import (
     AliasedOutput,
@@ -47,6 +48,9 @@ from .elementwise import binop
 
 
 def render_load(g, n: Node) -> str:
+    plan = plan_access(g, n, store=False)
+    if plan is not None:  # the descriptor form (deuteron/codegen_desc.py)
+        return render_desc_load(g, plan)
     ta = n.attrs["tensor"]
     ptr, mask = g.pointer(ta, n.attrs["items"], n.dims)
     if n.args:  # dt.load(..., extra_mask=)
@@ -59,6 +63,11 @@ def render_load(g, n: Node) -> str:
 
 
 def emit_store(g, n: Node, indent: int, atomic=False):
+    if not atomic:
+        plan = plan_access(g, n, store=True)
+        if plan is not None:  # the descriptor form (deuteron/codegen_desc.py)
+            emit_desc_store(g, n, plan, indent)
+            return
     ta = n.attrs["tensor"]
     dims = n.attrs["dims"]
     ptr, mask = g.pointer(ta, n.attrs["items"], dims, keep_shape=True)

@@ -1,9 +1,10 @@
 """Issue 25 (dt25), no GPU: what deuteron's quick tune tries for matmul 4096^3 and attention 4x32x4096x64 fp16.
 
 * matmul: the quick plan (seeds, then the first pattern-search batch) holds Triton's Hopper winners (128x256x64
-  / 256x128x64, 8 warps, 3 stages) and their persistent / L2 variants; with TMA on the target (sm_90a,
-  ``NEWT_TMA=1``) also the descriptor form (``indexing="tensor_descriptor"``) and its warp-specialized pipeline,
-  which compile to TMA copies, HGMMA and a producer warpgroup without spills;
+  / 256x128x64, 8 warps, 3 stages) and their persistent / L2 variants; with TMA on the target (sm_90a under
+  newt's default ``NEWT_TMA``, or ``NEWT_TMA=1``) also the descriptor form (``indexing="tensor_descriptor"``:
+  tensor descriptors) and its warp-specialized pipeline, which compile to TMA copies, HGMMA and a producer
+  warpgroup without spills;
 * attention: at most 40 configs, the pinned winners of benchmarks/dtattn_configs.py among them, no batched-dot
   tile (``tile_b`` > 1: no wgmma) and no matmul tile that spills.
 """
@@ -42,7 +43,7 @@ def test_quick_budget_is_forty_configs():
 
 def test_matmul_quick_plan_holds_the_hopper_winners():
     k, args = _matmul()
-    p = quick_plan(k, args)
+    p = quick_plan(k, args, tma=False)
     seeds = {_shape(c) for c in p["seeds"]}
     assert ((128, 256, 64), 8, 3) in seeds and ((256, 128, 64), 8, 3) in seeds
     allc = p["seeds"] + p["refine"]
@@ -80,7 +81,7 @@ def test_descriptor_form_only_where_every_value_is_tiles():
     sm_90a), so with TMA on its plan is the pointer plan; matmul's values are tiles only."""
     k, args = _attention()
     assert not k._entry(k._bind(args, {})).space.descriptor_tiles()
-    with_tma, without = quick_plan(k, args, tma=True), quick_plan(k, args)
+    with_tma, without = quick_plan(k, args, tma=True), quick_plan(k, args, tma=False)
     assert [c.key() for c in with_tma["seeds"]] == [c.key() for c in without["seeds"]]
     mk, margs = _matmul()
     assert mk._entry(mk._bind(margs, {})).space.descriptor_tiles()
@@ -114,7 +115,9 @@ def test_search_space_prunes_batched_dots_and_spilling_tiles_but_users_may_ask()
     assert not ms.feasible(base.replace(block_sizes=[256, 256, 64], num_warps=8))
 
 
-def test_descriptor_form_keeps_every_bounds_mask_and_stays_correct():
+def test_descriptor_form_uses_tensor_descriptors_and_stays_correct():
+    """The descriptor form makes x, y and out tensor descriptors (bounds checked by the descriptors, no pointer
+    masks left); it used to keep every bounds mask on pointer loads (TMA only under ``NEWT_TMA=1``)."""
     k = importlib.import_module("matmul").matmul
     x = torch.randn(64, 64, dtype=torch.float16)
     y = torch.randn(64, 64, dtype=torch.float16)
@@ -123,8 +126,9 @@ def test_descriptor_form_keeps_every_bounds_mask_and_stays_correct():
     src_plain = k.to_newt_source(x, y, config=plain)
     src_desc = k.to_newt_source(x, y, config=desc)
     assert "mask=" not in src_plain  # 64 divides by every block: no masks
-    assert src_desc.count("mask=") == 3  # two loads and the store keep offs < end on both dimensions
-    assert "mask_k[None, :]" in src_desc and "descriptor form" in src_desc
+    assert "mask=" not in src_desc and "nl.load(" not in src_desc and "nl.store(" not in src_desc
+    assert src_desc.count("nl.make_tensor_descriptor(") == 3
+    assert "x_desc.load([begin_m, begin_k])" in src_desc and "out_desc.store([begin_m, begin_n]" in src_desc
     got = k.run_with(desc, x, y)
     torch.testing.assert_close(got.float(), x.float() @ y.float(), atol=1e-1, rtol=1e-2)
 
@@ -140,26 +144,34 @@ def test_tma_active_follows_newts_switch(monkeypatch):
         monkeypatch.setenv("NEWT_TARGET", "sm_90a")
     monkeypatch.setenv("NEWT_TMA", "0")
     assert tma_active(torch.device("cuda")) is False
-    # newt's default (host descriptors' tiles only) does not turn the descriptor form's pointer loads into TMA
+    # newt's default (tensor descriptors' tiles) takes the descriptor form's tiles: they are tensor descriptors
     for v in ("desc", ""):
         monkeypatch.setenv("NEWT_TMA", v)
+        assert tma_active(torch.device("cpu")) is False
         if not torch.cuda.is_available():
-            assert tma_active(torch.device("cuda")) is False
+            assert tma_active(torch.device("cuda")) is True
+    monkeypatch.delenv("NEWT_TMA")
+    if not torch.cuda.is_available():
+        assert tma_active(torch.device("cuda")) is True
 
 
 @needs_nvrtc
-def test_under_newts_default_the_descriptor_form_would_compile_without_tma(monkeypatch):
-    """Why the search proposes the descriptor form only with ``NEWT_TMA=1``: under newt's default its
-    warp-specialized config compiles to no TMA copy and no producer warpgroup (what the H100's quick tune
-    picked on 2026-12-07 under that label); with ``NEWT_TMA=1`` the same config has both."""
+def test_under_newts_default_the_descriptor_form_compiles_to_tma(monkeypatch):
+    """Why the search proposes the descriptor form under newt's default: its warp-specialized config compiles
+    to TMA copies and a producer warpgroup there (tensor descriptors' tiles), as with ``NEWT_TMA=1``; with
+    ``NEWT_TMA=0`` to neither.  (Until the descriptor form made real descriptors, the default gave no TMA copy
+    and no producer: what the H100's quick tune picked on 2026-12-07 under that label.)"""
     monkeypatch.delenv("NEWT_TMA", raising=False)
     cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=2, pid_type="persistent",
                     indexing="tensor_descriptor", range_warp_specializes=[True])
     md, sass = _compile(cfg)
-    assert not (md.get("tensormaps") or []) and not md.get("producer_warps") and "UTMALDG" not in sass
+    assert len(md.get("tensormaps") or []) == 3 and md.get("producer_warps") == 4 and "UTMALDG" in sass
     monkeypatch.setenv("NEWT_TMA", "1")
     md, sass = _compile(cfg)
     assert md.get("tensormaps") and md.get("producer_warps") and "UTMALDG" in sass
+    monkeypatch.setenv("NEWT_TMA", "0")
+    md, sass = _compile(cfg)
+    assert not (md.get("tensormaps") or []) and not md.get("producer_warps") and "UTMALDG" not in sass
 
 
 def _compile(cfg):
@@ -178,9 +190,10 @@ def _compile(cfg):
 @needs_nvrtc
 @pytest.mark.parametrize("ws,pid,stages", [(False, "flat", 3), (True, "flat", 3), (True, "persistent", 2)])
 def test_descriptor_form_compiles_to_tma_hgmma_without_spills(ws, pid, stages, monkeypatch, tmp_path):
-    """The TMA seeds as sm_90a cubins: TMA boxes, HGMMA, no spills, and a producer warpgroup where warp
-    specialized -- persistent too, at newt's persistent tile (128x256x64 in 2 stages)."""
-    monkeypatch.setenv("NEWT_TMA", "1")
+    """The TMA seeds as sm_90a cubins under newt's default ``NEWT_TMA``: TMA boxes, HGMMA, no spills, and a
+    producer warpgroup where warp specialized -- persistent too, at newt's persistent tile (128x256x64 in 2
+    stages)."""
+    monkeypatch.delenv("NEWT_TMA", raising=False)
     monkeypatch.setenv("NEWT_CACHE_DIR", str(tmp_path))
     cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=stages, indexing="tensor_descriptor",
                     range_warp_specializes=[True] if ws else None, pid_type=pid)
@@ -236,11 +249,16 @@ def test_wgmma_targets_skip_dot_tiles_newt_lowers_to_mma_sync():
 
 @needs_nvrtc
 @pytest.mark.parametrize("pid_type", ["persistent", "persistent_blocked"])
-def test_both_persistent_forms_warp_specialize_with_tma(monkeypatch, pid_type):
+@pytest.mark.parametrize("tma_env", [None, "1"])
+def test_both_persistent_forms_warp_specialize_with_tma(monkeypatch, pid_type, tma_env):
     """``persistent_blocked`` bounds its tile loop in the ``range`` (no ``if`` around the K loop), so newt's
     warp specialization takes it as it takes ``persistent``: a producer warpgroup and TMA maps on sm_90a under
-    ``NEWT_TMA=1``, 0 spill bytes (helper-38: the ``if`` made the split fall back, silently)."""
-    monkeypatch.setenv("NEWT_TMA", "1")
+    newt's default ``NEWT_TMA`` and ``NEWT_TMA=1``, 0 spill bytes (helper-38: the ``if`` made the split fall
+    back, silently)."""
+    if tma_env is None:
+        monkeypatch.delenv("NEWT_TMA", raising=False)
+    else:
+        monkeypatch.setenv("NEWT_TMA", tma_env)
     cfg = dt.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=2, pid_type=pid_type, l2_groupings=[8],
                     indexing="tensor_descriptor", range_warp_specializes=[True])
     md, sass = _compile(cfg)
