@@ -58,6 +58,26 @@ def grouped_gather_kernel(starts, counts, idx, a, w, c, N, K, max_t, sa, sw0, sw
                          mask=valid[:, None] & (offs_n[None, :] < N))
 
 
+@newt.jit
+def gather_index_in_loop_kernel(idx, w, x, out, S: nl.constexpr, BR: nl.constexpr, BK: nl.constexpr,
+                                R: nl.constexpr):
+    """``out[r] = w[idx[r // S] * S + r % S, :] . x``, the gathered row index computed inside the K loop, as
+    deuteron generates Helion's gather_gemv (its default config: 128 x 64 blocks, the column padded to R):
+    each copy of the pipeline converts the index vector to the copy's layout through shared memory."""
+    offs_r = nl.program_id(0) * BR + nl.arange(0, BR)
+    col = nl.arange(0, R)
+    base = nl.load(idx + offs_r // S) * S
+    acc = nl.zeros((BR, R), dtype=nl.float32)
+    for k0 in range(0, S, BK):
+        offs_k = k0 + nl.arange(0, BK)
+        row = base + offs_r % S
+        a = nl.load(w + row[:, None] * S + offs_k[None, :], mask=(row[:, None] >= 0) & (row[:, None] < 8 * S),
+                    other=0)
+        b = nl.load(x + offs_k[:, None], mask=col[None, :] < 1, other=0)
+        acc = acc + nl.dot(a, b)
+    nl.store(nl.broadcast_to(out + offs_r[:, None], (BR, R)), acc.to(nl.float16), mask=col[None, :] < 1)
+
+
 def _offsets(cuda: str) -> dict:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"constexpr int (SMEM_\w+) = (\d+);", cuda)}
 
@@ -81,6 +101,33 @@ def test_the_staged_operand_shares_no_bytes_with_a_layout_conversion(num_warps):
     # the conversion holds 128 indices (plus a padding word every 32): 528 bytes
     assert all(offs[s] >= offs[c] + 528 for s in staged for c in conv), (offs, conv, staged)
     assert k.metadata.shared >= max(offs[s] for s in staged) + 128 * 64 * 2
+
+
+@pytest.mark.parametrize("num_stages", [2, 3, 4])
+def test_the_copies_own_scratch_shares_no_bytes_with_the_ring(num_stages):
+    """Offline (NVRTC, sm_90a): the code that issues a pipeline's copies -- the prologue's and each iteration's
+    -- runs while earlier copies are landing in the ring, so the scratch it uses (here the conversion of the
+    gathered rows' indices to the copy's layout) starts after the ring's buffers.  Before, it started at 0, in
+    stage 0 of the A ring: on the H100 and the H200 deuteron's gather_gemv came out wrong in tile rows 0-4 (the
+    conversion's 528 bytes) while the interpreter was right."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from newt.runtime.compiler import compile as ncompile
+    k = ncompile(gather_index_in_loop_kernel, signature={"idx": "*i32", "w": "*fp16", "x": "*fp16", "out": "*fp16"},
+                 constexprs={"S": 128, "BR": 128, "BK": 32, "R": 16}, num_warps=4, num_stages=num_stages, cache=False,
+                 hints={"idx": 16, "w": 16, "x": 16, "out": 16})
+    cuda = k.asm["cuda"]
+    offs = _offsets(cuda)
+    ring = {n: o for n, o in offs.items() if n.startswith("SMEM_PIPE")}
+    # the ring: A's buffers (128 x 32 fp16 a stage) at 0, then the padded column's (32 x 16 fp16 a stage)
+    assert sorted(ring.values())[0] == 0 and len(ring) == 2
+    ring_end = max(ring.values()) + num_stages * 32 * 16 * 2
+    issuing = re.findall(r"// (?:prologue: iteration \d+|issue the loads of iteration it \+ \d+)\n(.*?)"
+                         r"cp_async_commit\(\);", cuda, re.S)
+    assert len(issuing) == num_stages, "the prologue's copies and the loop's"
+    used = {m for block in issuing for m in re.findall(r"reinterpret_cast<int\*>\(smem \+ (SMEM_SCRATCH\d+)\)", block)}
+    assert used, "expected the index conversion in the copies' code"
+    assert all(offs[u] >= ring_end for u in used), (offs, used)
+    assert k.metadata.shared >= max(offs[u] for u in used) + 528
 
 
 def test_async_proxy_areas_start_after_their_class_plain_areas():
@@ -119,6 +166,22 @@ def test_gathered_rows_dot(num_stages, K, BN):
                                                                  num_stages=num_stages)
     ref = (a[idx.long()].float() @ b.float()).half()
     torch.testing.assert_close(c, ref, atol=0.1, rtol=0.01)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("S", [128, 1024])
+def test_gathered_index_in_loop_dot(num_stages, S):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(S + num_stages)
+    w = torch.randn(8 * S, S, generator=g).half().cuda()
+    idx = torch.tensor([1, 6], dtype=torch.int32).cuda()
+    x = torch.randn(S, generator=g).half().cuda()
+    out = torch.full((2 * S,), float("nan"), dtype=torch.float16, device="cuda")
+    gather_index_in_loop_kernel[(2 * S // 128,)](idx, w, x, out, S=S, BR=128, BK=64, R=16, num_warps=4,
+                                                 num_stages=num_stages)
+    ref = torch.cat([w.view(8, S, S)[i].float() @ x.float() for i in idx.tolist()]).half()
+    torch.testing.assert_close(out, ref, atol=0.1, rtol=0.01)
 
 
 @pytest.mark.gpu

@@ -515,9 +515,14 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         c.line(f"// TMA copies complete on mbarriers {b0} .. {b0 + NB - 1} (one per buffer)")
         c.line("tma_fence_proxy_async();  // plain accesses to the buffers' memory before the async-proxy copies")
     c.line("__syncthreads();")
+    # the copies' own code (the prologue's and each iteration's issue) runs while earlier copies are in flight
+    # into the ring: scratch it needs (an index converted to the copy's layout, a gather's rows) must not
+    # share the ring's bytes (pipelined=True: after the buffers).  At offset 0 a layout conversion of the
+    # gathered rows' indices wrote over stage 0 while its copies landed (Helion's gather_gemv through
+    # deuteron on the H100 and the H200: tile rows 0-4, the conversion's 524 bytes, came out wrong)
     for s in range(S - 1):
         c.line(f"{{  // prologue: iteration {s}")
-        _issue(em, op, pipe, c.sub(1), str(s), ahead_iv, ahead, yields, carried, b0)
+        _issue(em, op, pipe, c.sub(1, pipelined=True), str(s), ahead_iv, ahead, yields, carried, b0)
         c.line("}")
     rd, wr = em.tmp("rd"), em.tmp("wr")
     c.line(f"int {rd} = 0, {wr} = {S - 1};")
@@ -555,7 +560,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
 
     def issue(chunk):
         chunk.line(f"{{  // issue the loads of iteration it + {S - 1}")
-        _issue(em, op, pipe, chunk.sub(1), wr, ahead_iv, ahead, yields, carried, b0)
+        _issue(em, op, pipe, chunk.sub(1, pipelined=True), wr, ahead_iv, ahead, yields, carried, b0)
         chunk.line("}")
     if split < 0:
         issue(inner)
