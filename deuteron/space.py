@@ -98,12 +98,12 @@ MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth com
 #: thread) takes 154-176 registers and no spills; over 4 warps, and 256x256 over 8 (256 a thread), 255 registers and
 #: about 10.8 KB of spills.  Without one (issue 25, session 14: Helion's layer_norm_bwd, rms_norm_bwd, jagged_mean,
 #: jagged_dense_add through deuteron, sm_90a, NVRTC 13.5): 1024 a thread, 32,000-45,000 lines of PTX, 110-180 KB of
-#: spills and 10-90 s of compile (59-125 s with the machine loaded); 512, 16,000-24,000 lines, 60-80 KB and 4-10 s;
-#: 256, ptxas settles on 32 registers and spills 20-67 KB (1.2-5.8 s); 128, 128-255 registers and 0-5 KB in most
-#: (0.5-1.4 s at up to 8 warps), 14-15 KB at 32 registers in two (1.3 and 3.9 s) -- a tune that proposed the larger
-#: counts paid those compiles (about half of layer_norm_bwd's proposals at 8192 columns) and timed kernels that
-#: cannot win.  The rule drops a thread count, never a tile: a tile of up to MAX_BLOCK_ELEMS keeps 16 warps (128 a
-#: thread).  docs/backend.md, "The output".
+#: spills and 10-20 s of compile, 47-125 s for jagged_mean's 32x256x8; 512, 16,000-24,000 lines, 60-80 KB and
+#: 4-11 s; 256, ptxas settles on 32 registers and spills 20-67 KB (1.2-5.8 s); 128, 128-255 registers and 0-5 KB in
+#: most, 14-15 KB at 32 registers in two, 0.5-1.1 s at up to 8 warps and 1.6-3.1 s at 16 (three compiles) -- a tune
+#: that proposed the larger counts paid those compiles (about half of layer_norm_bwd's proposals at 8192 columns)
+#: and timed kernels that cannot win.  The rule drops a thread count, never a tile: a tile of up to MAX_BLOCK_ELEMS
+#: keeps 16 warps (128 a thread).  docs/backend.md, "The output".
 ELEMS_PER_THREAD = 128
 #: (the same bound, under the name it had while it held for kernels with a matmul only)
 DOT_ELEMS_PER_THREAD = ELEMS_PER_THREAD

@@ -49,11 +49,12 @@ def _per_thread(space, cfg) -> int:
     return space.elems(cfg) // (32 * cfg.num_warps)
 
 
-def _proposals(space) -> list:
-    """What a tune proposes: the default, the seeds, every neighbour of those (the wide space's too) and random
-    configs (fixed seeds)."""
-    t = Tuner.__new__(Tuner)
-    t.space, t.rng, t.n_seeds, t.width, t.wide, t.results = space, random.Random(0), 12, 4, True, {}
+def _proposals(k, b, e) -> list:
+    """What a tune proposes: the default, the tuner's seeds, every neighbour of those (the wide space's too) and
+    random configs."""
+    space = e.space
+    t = Tuner(k, e, b, "full", None, None)
+    t.rng = random.Random(0)
     d = space.default()
     out = [d] + t.seed_configs(d)
     for c in list(out):
@@ -64,7 +65,7 @@ def _proposals(space) -> list:
 
 
 def test_search_proposes_at_most_128_elements_a_thread_without_a_matmul(rows_bwd):
-    _k, _b, e = rows_bwd
+    k, b, e = rows_bwd
     sp = e.space
     assert not sp.has_dot and ELEMS_PER_THREAD == 128
     one = dt.Config(block_sizes=[32], reduction_loops=[None])
@@ -72,7 +73,7 @@ def test_search_proposes_at_most_128_elements_a_thread_without_a_matmul(rows_bwd
     assert not sp.feasible(sp.complete(one.replace(num_warps=8)))   # 256 a thread
     assert sp.feasible(sp.complete(one.replace(num_warps=16)))      # the tile itself stays: 128 a thread
     assert sp.feasible(sp.complete(one.replace(block_sizes=[4], num_warps=2)))
-    props = _proposals(sp)
+    props = _proposals(k, b, e)
     assert len(props) > 100
     assert max(_per_thread(sp, c) for c in props) == ELEMS_PER_THREAD
     sp.complete(one.replace(num_warps=2))  # a user's config is still valid (no ConfigError)
@@ -87,7 +88,7 @@ def test_the_largest_proposal_compiles_to_bounded_code(rows_bwd):
     from deuteron.kernel import _HostRun, _runtime_args
     k, b, e = rows_bwd
     sp = e.space
-    props = _proposals(sp)
+    props = _proposals(k, b, e)
     top = max(_per_thread(sp, c) for c in props)
     worst = min((c for c in props if _per_thread(sp, c) == top),
                 key=lambda c: (any(r is not None for r in c.reduction_loops or []), c.num_warps, c.key()))
