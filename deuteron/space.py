@@ -92,11 +92,22 @@ def normalize_ranges(cfg: Config) -> Config:
     return cfg.replace(**drop) if drop else cfg
 
 MAX_BLOCK_ELEMS = 1 << 16  # a value of more elements than this is not worth compiling
-#: in a kernel with a matmul, the most elements of one value per thread the search proposes: on sm_90a
-#: (benchmarks/deuteron_bench.py --plan, 4096^3 fp16) a 128x256 accumulator over 8 warps (128 a thread) takes
-#: 154-176 registers and no spills; over 4 warps, and 256x256 over 8 (256 a thread), 255 registers and about
-#: 10.8 KB of spills -- compiled and timed for nothing
-DOT_ELEMS_PER_THREAD = 128
+#: the most elements of one value per thread (``elems / (32 * num_warps)``) the search proposes, in every kernel.
+#: newt gives each thread its elements of a block value as registers and renders every op as a fully unrolled loop
+#: over them (docs/backend.md, "The output"), so the CUDA, the PTX and ptxas' work grow with this count. In a kernel
+#: with a matmul (benchmarks/deuteron_bench.py --plan, 4096^3 fp16) a 128x256 accumulator over 8 warps (128 a
+#: thread) takes 154-176 registers and no spills; over 4 warps, and 256x256 over 8 (256 a thread), 255 registers and
+#: about 10.8 KB of spills.  Without one (issue 25, session 14: Helion's layer_norm_bwd, rms_norm_bwd, jagged_mean,
+#: jagged_dense_add through deuteron, sm_90a, NVRTC 13.5): 1024 a thread, 32,000-45,000 lines of PTX, 110-180 KB of
+#: spills and 10-20 s of compile, 47-125 s for jagged_mean's 32x256x8; 512, 16,000-24,000 lines, 60-80 KB and
+#: 4-11 s; 256, ptxas settles on 32 registers and spills 20-67 KB (1.2-5.8 s); 128, 128-255 registers and 0-5 KB in
+#: most, 14-15 KB at 32 registers in two, 0.5-1.1 s at up to 8 warps and 1.6-3.1 s at 16 (three compiles) -- a tune
+#: that proposed the larger counts paid those compiles (about half of layer_norm_bwd's proposals at 8192 columns)
+#: and timed kernels that cannot win.  The rule drops a thread count, never a tile: a tile of up to MAX_BLOCK_ELEMS
+#: keeps 16 warps (128 a thread).  docs/backend.md, "The output".
+ELEMS_PER_THREAD = 128
+#: (the same bound, under the name it had while it held for kernels with a matmul only)
+DOT_ELEMS_PER_THREAD = ELEMS_PER_THREAD
 #: rows of a dot's first tile per warpgroup (four warps) below which newt's sm_90a lowering uses mma.sync
 WGMMA_ROWS = 64
 HARD_BLOCK_ELEMS = 1 << 20
@@ -244,8 +255,8 @@ class ConfigSpace:
             return False
         if cfg.num_warps * 32 > e * 4 and e >= 32 and cfg.num_warps > 1:
             return False  # more threads than a quarter of the elements: wasteful
-        if self.has_dot and e > DOT_ELEMS_PER_THREAD * 32 * cfg.num_warps:
-            return False  # a value this large per thread spills (sm_90a: 128x256 fp32 over 4 warps, 10.8 KB)
+        if e > ELEMS_PER_THREAD * 32 * cfg.num_warps:
+            return False  # a value this large per thread spills, and takes ptxas seconds to minutes (above)
         for s in self.batch_slots():
             if cfg.block_sizes[s.index] > max(1, s.lo):
                 return False  # a batched dot: no wgmma on sm_90a (attention's [2, 128, 64]: 0 HGMMA, 253 registers)
