@@ -1,0 +1,84 @@
+"""Host time of one call of tutorial 06's forward through newt's drop-in, with no GPU (issue 28).
+
+    python benchmarks/host_dispatch_offline.py [TUT_DIR] [--calls N] [--profile]
+
+On the H200 (2026-12-07, session 14) tutorial 06's forward at N=1024 timed 2.97x (d=64) and 2.01x (d=128)
+Triton's time while N=4096 was 0.79-0.93x: a host-bound call (the kernel takes ~0.11 ms; the timer's L2 flush
+leaves the host that long to enqueue the next one).  On the H100 (session 12) the same cells were 1.02-1.06x.
+This script measures the host side alone: the tutorial's own ``attention`` (its TensorDescriptors, the
+autotuner and its ``pre_hook``, the JIT's binding and specialization key, the launcher's parameter packing),
+with the CUDA driver replaced by the test doubles of ``tests/runtime/fakes.py`` (launches recorded, nothing
+run) and tensor-map encoding stubbed (cached per tensor at a real launch anyway).  CPU tensors stand for the
+GPU's, so ``torch.empty_like`` costs a CPU allocation here: read differences between runs of this script, not
+absolute figures against the device.  ``--profile``: cProfile's top functions by cumulative time."""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir", nargs="?", default=os.path.join(ROOT, ".ext", "triton-tutorials"))
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--n-ctx", type=int, default=1024)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(a.dir, "06-fused-attention.py")):
+        print(f"no 06-fused-attention.py in {a.dir}")
+        return 2
+    os.environ.setdefault("NEWT_TARGET", "sm_90a")
+    os.environ["PYTEST_VERSION"] = "1"  # the tutorial's single forward config
+    sys.path[:0] = [HERE, os.path.join(ROOT, "tests")]
+    import newt.dropin
+    newt.dropin.install(capability=(9, 0))
+    import torch
+    import triton_tutorial_timings as T
+    from _pytest.monkeypatch import MonkeyPatch
+    mod = T.load(a.dir, "06")  # (before the fake GPU: the tutorial asks the driver for its device at import)
+    from runtime.fakes import install_fake_gpu
+
+    from newt.runtime import specialize, tensormap
+    mp = MonkeyPatch()
+    cu = install_fake_gpu(mp)
+    mp.setattr(specialize, "raise_not_cuda", lambda *x: None)
+    mp.setattr(tensormap, "encode", lambda args, kernel, arg: b"\0" * 128)
+    mp.setattr(torch.cuda, "get_device_capability", lambda *x: (9, 0))
+    q, k, v = (torch.randn(4, 32, a.n_ctx, 64, dtype=torch.float16) for _ in range(3))
+
+    def call():
+        return mod.attention(q, k, v, False, 0.5, False)
+    call()
+    call()  # compiled (for sm_90a, through NVRTC) and cached by now
+    rounds = []
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        for _ in range(a.calls):
+            call()
+        rounds.append((time.perf_counter() - t0) / a.calls * 1e6)
+    rounds.sort()
+    print(f"tutorial 06 forward, Z4 H32 N{a.n_ctx} d64: host time per call min {rounds[0]:.1f} us, median "
+          f"{rounds[len(rounds) // 2]:.1f} us ({a.rounds} rounds of {a.calls} calls, {len(cu.launches)} launches "
+          "recorded)")
+    if a.profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(100):
+            call()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("cumtime").print_stats(25)
+    mp.undo()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
