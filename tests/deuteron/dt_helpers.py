@@ -79,3 +79,17 @@ def nvrtc_available() -> bool:
 
 
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cuda-bindings) is not installed")
+
+
+def compile_config_sm90(kernel, args, cfg):
+    """``(metadata, SASS)`` of ``kernel`` bound to ``args`` at ``cfg``, generated and compiled for sm_90a
+    through deuteron's host run (no GPU: the launch is only planned)."""
+    from deuteron.compile import compile_binary
+    from deuteron.hostrun import _HostRun, _runtime_args
+    b = kernel._bind(args, {})
+    e = kernel._entry(b)
+    run = _HostRun(e, e.complete(cfg, where=None), "source")
+    run.execute(b)
+    (gen, mod, prog, loc), = run.built
+    ck = compile_binary(gen, mod, _runtime_args(gen, prog, loc, kernel.fn.__globals__), "sm_90a")
+    return ck.metadata, ck.asm["sass"]

@@ -15,7 +15,7 @@ import importlib
 
 import pytest
 import torch
-from dt_helpers import needs_nvrtc
+from dt_helpers import compile_config_sm90, needs_nvrtc
 
 import deuteron as dt
 from deuteron.autotune import EFFORT_BUDGETS
@@ -175,16 +175,8 @@ def test_under_newts_default_the_descriptor_form_compiles_to_tma(monkeypatch):
 
 
 def _compile(cfg):
-    from deuteron.compile import compile_binary
-    from deuteron.hostrun import _HostRun, _runtime_args
     k, args = _matmul()
-    b = k._bind(args, {})
-    e = k._entry(b)
-    run = _HostRun(e, e.complete(cfg, where=None), "source")
-    run.execute(b)
-    (gen, mod, prog, loc), = run.built
-    ck = compile_binary(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
-    return ck.metadata, ck.asm["sass"]
+    return compile_config_sm90(k, args, cfg)
 
 
 @needs_nvrtc

@@ -16,7 +16,7 @@ import importlib
 
 import pytest
 import torch
-from dt_helpers import needs_nvrtc
+from dt_helpers import compile_config_sm90, needs_nvrtc
 
 import deuteron as dt
 from deuteron.autotune.plan import quick_plan
@@ -384,15 +384,7 @@ def test_dynamic_shapes_key_on_contiguity_and_stride_alignment():
 
 
 def _compile(k, args, cfg):
-    from deuteron.compile import compile_binary
-    from deuteron.hostrun import _HostRun, _runtime_args
-    b = k._bind(args, {})
-    e = k._entry(b)
-    run = _HostRun(e, e.complete(cfg, where=None), "source")
-    run.execute(b)
-    (gen, mod, prog, loc), = run.built
-    ck = compile_binary(gen, mod, _runtime_args(gen, prog, loc, k.fn.__globals__), "sm_90a")
-    return ck.metadata, ck.asm["sass"]
+    return compile_config_sm90(k, args, cfg)
 
 
 @needs_nvrtc

@@ -282,8 +282,18 @@ def _zero_start_retry(module, b, target, extra_options, lineinfo):
     want = have | frozenset(ids or dots.values())
     if want == have:
         return b
+    return _keep_smaller_variant(module, b, target, extra_options, lineinfo, "zero_start", sorted(want),
+                                 f"{len(want)} dots: ", zero_start=want)
+
+
+def _keep_smaller_variant(module, b, target, extra_options, lineinfo, tag: str, value, why: str = "", **render):
+    """``b``'s kernel generated again with ``render`` (``module.rerender`` keywords) and compiled; the new
+    version is kept where it spills no more and has less SASS (``kernel_text_bytes``): ``metadata[tag] = value``
+    and ``metadata[tag + "_gain"]``, ``module.source`` and later rerenders then follow it.  Otherwise ``b``
+    stays, byte for byte, and ``metadata[tag + "_rejected"]`` says why (``why`` first)."""
+    md = module.metadata
     kw = {} if md.get("maxnreg") else {"min_blocks": md.get("min_blocks", 0)}
-    alt = module.rerender(zero_start=want, **kw)
+    alt = module.rerender(**kw, **render)
     from newt.diagnostics import CompilationError
     try:
         b2 = _compile_once(alt, target, extra_options, lineinfo)
@@ -292,14 +302,13 @@ def _zero_start_retry(module, b, target, extra_options, lineinfo):
     b2.compile_seconds += b.compile_seconds
     t1, t2 = kernel_text_bytes(b.cubin, module.name), kernel_text_bytes(b2.cubin, module.name)
     if b2.n_spills > b.n_spills or t1 is None or t2 is None or t2 >= t1:
-        md["zero_start_rejected"] = (f"{len(want)} dots: {b.n_spills} -> {b2.n_spills} spill bytes, "
-                                     f"{t1} -> {t2} bytes of SASS")
+        md[f"{tag}_rejected"] = f"{why}{b.n_spills} -> {b2.n_spills} spill bytes, {t1} -> {t2} bytes of SASS"
         b.compile_seconds = b2.compile_seconds
         return b
-    md.update(zero_start=sorted(want), zero_start_gain=f"{t1} -> {t2} bytes of SASS, {b.n_spills} -> "
-                                                       f"{b2.n_spills} spill bytes")
+    md[tag] = value
+    md[f"{tag}_gain"] = f"{t1} -> {t2} bytes of SASS, {b.n_spills} -> {b2.n_spills} spill bytes"
     module.source, module.line_locs = alt.source, alt.line_locs
-    module.rerender = functools.partial(module.rerender, zero_start=want)
+    module.rerender = functools.partial(module.rerender, **render)
     b2.module = module
     return b2
 
@@ -315,27 +324,7 @@ def _opaque_trip_retry(module, b, target, extra_options, lineinfo):
         return b
     if not md.get("const_trip_loops") or md.get("opaque_trip"):
         return b
-    kw = {} if md.get("maxnreg") else {"min_blocks": md.get("min_blocks", 0)}
-    if md.get("zero_start"):
-        kw["zero_start"] = frozenset(md["zero_start"])
-    alt = module.rerender(opaque_trip=True, **kw)
-    from newt.diagnostics import CompilationError
-    try:
-        b2 = _compile_once(alt, target, extra_options, lineinfo)
-    except CompilationError:
-        return b
-    b2.compile_seconds += b.compile_seconds
-    t1, t2 = kernel_text_bytes(b.cubin, module.name), kernel_text_bytes(b2.cubin, module.name)
-    if b2.n_spills > b.n_spills or t1 is None or t2 is None or t2 >= t1:
-        md["opaque_trip_rejected"] = f"{b.n_spills} -> {b2.n_spills} spill bytes, {t1} -> {t2} bytes of SASS"
-        b.compile_seconds = b2.compile_seconds
-        return b
-    md.update(opaque_trip=True, opaque_trip_gain=f"{t1} -> {t2} bytes of SASS, {b.n_spills} -> {b2.n_spills} "
-                                                  "spill bytes")
-    module.source, module.line_locs = alt.source, alt.line_locs
-    module.rerender = functools.partial(module.rerender, opaque_trip=True)
-    b2.module = module
-    return b2
+    return _keep_smaller_variant(module, b, target, extra_options, lineinfo, "opaque_trip", True, opaque_trip=True)
 
 
 def _next_block_within_reach(b, module, target) -> int:
