@@ -1,6 +1,6 @@
 """Host time of one call of tutorial 06's forward through newt's drop-in, with no GPU (issue 28).
 
-    python benchmarks/host_dispatch_offline.py [TUT_DIR] [--calls N] [--profile]
+    python benchmarks/host_dispatch_offline.py [TUT_DIR] [--calls N] [--rounds R] [--profile] [--smoke]
 
 On the H200 (2026-12-07, session 14) tutorial 06's forward at N=1024 timed 2.97x (d=64) and 2.01x (d=128)
 Triton's time while N=4096 was 0.79-0.93x: a host-bound call (the kernel takes ~0.11 ms; the timer's L2 flush
@@ -32,10 +32,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n-ctx", type=int, default=1024)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="one round of 5 calls")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.calls, a.rounds = 5, 1
     if not os.path.exists(os.path.join(a.dir, "06-fused-attention.py")):
-        print(f"no 06-fused-attention.py in {a.dir}")
-        return 2
+        print(f"no 06-fused-attention.py in {a.dir}: nothing to time (fetch Triton's tutorials into .ext)")
+        return 0
     os.environ.setdefault("NEWT_TARGET", "sm_90a")
     os.environ["PYTEST_VERSION"] = "1"  # the tutorial's single forward config
     sys.path[:0] = [HERE, os.path.join(ROOT, "tests")]

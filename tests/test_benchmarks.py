@@ -34,6 +34,7 @@ CPU_RUNS = {
     "newt_check_corpus.py": ["--smoke"],
     "perf_first_warning.py": ["--runs", "1"],
     "tut06_bwd_offline.py": ["--smoke"],
+    "host_dispatch_offline.py": ["--smoke"],
 }
 #: scripts that need a GPU for everything they measure -> arguments they require
 GPU_ONLY = {
