@@ -196,8 +196,8 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
     """
     if isinstance(v, bool):
         return v, "i1", False
-    if type(v) is _TensorDescriptor:  # newt's own descriptor (the drop-in's TensorDescriptor): no recursion
-        return _desc_entries(kernel_name, name, v, dns, check_cuda)
+    if type(v) is _TensorDescriptor and (r := _desc_entries(kernel_name, name, v, dns, check_cuda)) is not None:
+        return r  # newt's own descriptor (the drop-in's TensorDescriptor) on a tensor: no recursion
     if isinstance(v, int):
         if v == 1 and not dns:
             return 1, "c1", None
@@ -245,29 +245,20 @@ def _desc_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool):
     """``key_entries`` of a ``newt.tools.tensor_descriptor.TensorDescriptor``, in one pass: the same values and
     entries as the generic path (the tuple ``(base, *shape, *strides)`` element by element), which a launch with
     descriptors (tutorial 06's forward: four a call) otherwise reaches after six failed type tests and a
-    recursion per element."""
+    recursion per element.  None where the base is not a tensor (a dtype for warmup, anything else): the
+    generic path handles and reports those."""
     parts, block, padding = descriptor_parts(v)
     base = parts[0]
-    if not _is_tensor_like(base):  # a dtype (warmup) or a wrapper: the generic path says what to do
-        ps_t, (_, es_t), _ = key_entries(kernel_name, name, parts, dns, check_cuda)
-        if isinstance(es_t[0][0], (str, tuple)):
-            raise TypeError(f"{kernel_name}(): argument {name!r}: a TensorDescriptor's base must be a tensor, "
-                            f"got {type(base).__name__}")
-        return ps_t, ("desc", es_t, block, padding), None
+    if not _is_tensor_like(base):
+        return None
     a = tensor_entry(kernel_name, f"{name}[0]", base)
     if check_cuda and not getattr(base, "is_cuda", True):
         raise_not_cuda(kernel_name, f"{name}[0]", base)
     p = base.data_ptr()
-    ps = [p]
     es = [(a, not dns and p % 16 == 0)]
-    for x in parts[1:]:  # ints (descriptor_parts made them so)
-        ps.append(x)
-        if x == 1 and not dns:
-            ps[-1] = 1
-            es.append(("c1", None))
-        else:
-            es.append((int_kind(x, name), not dns and x % 16 == 0))
-    return tuple(ps), ("desc", tuple(es), block, padding), None
+    for i, x in enumerate(parts[1:], start=1):  # ints (descriptor_parts made them so)
+        es.append(("c1", None) if x == 1 and not dns else (int_kind(x, f"{name}[{i}]"), not dns and x % 16 == 0))
+    return (p, *parts[1:]), ("desc", tuple(es), block, padding), None
 
 
 def tensor_entry(kernel_name: str, name: str, v):

@@ -533,10 +533,10 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     ub_expr = None
     if getattr(ub.owner, "name", None) == "constant":
         em.__dict__["const_trip_loops"] = em.__dict__.get("const_trip_loops", 0) + 1
-    if getattr(ub.owner, "name", None) == "constant" and opaque_trip_count(em):
-        em.__dict__["opaque_trip_applied"] = True
-        ub_expr = em.tmp("trip_ub")  # (see opaque_trip_count)
-        c.line(f"const {ivt} {ub_expr} = opaque_int(({ivt})({em.scalar(ub)}));  // the bound, not folded as a constant")
+        if opaque_trip_count(em):
+            em.__dict__["opaque_trip_applied"] = True
+            ub_expr = em.tmp("trip_ub")  # (see opaque_trip_count)
+            c.line(f"const {ivt} {ub_expr} = opaque_int(({ivt})({em.scalar(ub)}));  // the bound, not folded")
     c.line(f"for ({ivt} {iv} = {em.scalar(lb)}; {loop_condition(em, op, iv, ub_expr)}; {iv} += {em.scalar(step)}) {{")
     inner = c.sub(1)
     em.scalars[ivv] = iv
