@@ -86,7 +86,8 @@ def _offsets(cuda: str) -> dict:
 def test_the_staged_operand_shares_no_bytes_with_a_layout_conversion(num_warps):
     """Offline (NVRTC, sm_90a): the gathered rows' index vector changes layout through shared memory inside the
     K loop, and the gathered tile is staged there for wgmma; the staging area starts after the conversion's
-    buffer instead of at the same offset (on the H100 the rows under the conversion's bytes came out wrong)."""
+    buffer instead of at the same offset (session 13's suspect for gather_gemv's wrong rows; the cause was the
+    ring overlap that ``test_the_copies_own_scratch_shares_no_bytes_with_the_ring`` checks)."""
     pytest.importorskip("cuda.bindings.nvrtc")
     from newt.runtime.compiler import compile as ncompile
     k = ncompile(gather_dot_kernel, signature={"idx": "*i32", "a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32",

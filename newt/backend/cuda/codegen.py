@@ -358,11 +358,11 @@ def _scratch_offsets(uses, pers: int, beside: bool) -> tuple[dict, tuple[int, in
     software-pipelined loop (or beside a producer's ring) start after the pipeline buffers (``pers``), the
     others at 0; within a class the areas share bytes (each use is ordered against the others by barriers).
     Areas the async proxy also accesses (a wgmma operand staged by plain stores, a TMA tile) start after their
-    class's plain-access areas: on an H100 a layout conversion's plain stores at the bytes of a wgmma operand
-    tile, then the staging stores there, fenced (``fence.proxy.async``) and ordered by barriers, still left
-    wrong data in a few rows for the tensor cores (Helion's gather_gemv through deuteron, 2026-12-07: 10 of 256
-    outputs wrong, the rows under the conversion's 524 bytes).  Sizes are already rounded to the swizzle
-    period where wgmma is used, so the moved areas keep their alignment."""
+    class's plain-access areas.  This was session 13's suspect for Helion's gather_gemv giving wrong rows through
+    deuteron (the rows under a layout conversion's 524 bytes); the H200 showed it was not the cause (session 14:
+    the pipeline's copy code had put that conversion in the ring, ``pipeline.emit_pipelined_for``), so the
+    separation is a precaution, not a fix shown to be needed.  Sizes are already rounded to the swizzle period
+    where wgmma is used, so the moved areas keep their alignment."""
     base: dict = {}
     ends = []
     for inside in (True, False):
