@@ -332,7 +332,8 @@ static PyTypeObject LauncherType = {
 
 static PyObject *S_data_ptr, *S_dtype, *S_is_cuda, *S_launch, *S_kernel, *S_c1, *S_i32, *S_u32, *S_i64, *S_u64,
     *S_i1, *S_fp32, *S_cx, *S_num_warps, *S_num_stages, *S_num_ctas, *S_stream, *S_warmup, *S_coop,
-    *S_best_config, *S_pre_hook, *I_one, *I_three, *I_four;
+    *S_best_config, *S_pre_hook, *S_base, *S_shape, *S_strides, *S_block_shape, *S_padding, *S_zero, *S_desc,
+    *S_element_size, *S_sub0, *I_one, *I_three, *I_four;
 
 enum { O_NW, O_NS, O_NC };
 
@@ -356,6 +357,7 @@ typedef struct {
     PyObject *opt_default[3];  /* num_warps, num_stages, num_ctas defaults (None: 4 / 3) */
     int opt_param[3];          /* index of a parameter of that name (it is the option too), or -1 */
     PyTypeObject *tensor_type;
+    PyTypeObject *desc_type; /* newt's TensorDescriptor class (NULL: descriptors take the Python path) */
     PyObject *dev_fn, *stream_fn, *stream_handle, *not_cuda, *grid_tail, *kname;
     PyObject *fn, *code; /* a preset's function and the code it was built for (None: not checked here) */
     PyObject *spare_key; /* the last call's key tuple, emptied, for the next (NULL while one is in use) */
@@ -422,6 +424,185 @@ static PyObject *tensor_attr(PyTypeObject *t, tgetters_t *g, PyObject *v, int wh
 
 static int name_eq(PyObject *a, PyObject *b) {
     return a == b || (PyUnicode_Check(a) && PyUnicode_Compare(a, b) == 0);
+}
+
+/* key entries (a, b) of an int argument, as specialize.key_entries makes them (new references); 1: not handled
+   here (beyond 64 bits: the Python path's TypeError), -1: an exception */
+static int int_entry(PyObject *v, int dns, PyObject **pa, PyObject **pb) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    PyObject *kind, *b;
+    int div;
+    if (overflow < 0) return 1; /* below -2**63: the Python path's TypeError */
+    if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 1; /* 2**64 or more */
+        }
+        kind = S_u64;
+        div = (u & 15) == 0;
+    } else {
+        div = (x & 15) == 0;
+        if (!dns && x == 1) kind = S_c1;
+        else if (x >= -2147483648LL && x <= 2147483647LL) kind = S_i32;
+        else if (x >= 2147483648LL && x <= 4294967295LL) kind = S_u32;
+        else kind = S_i64;
+    }
+    b = kind == S_c1 ? Py_None : ((!dns && div) ? Py_True : Py_False);
+    Py_INCREF(kind);
+    Py_INCREF(b);
+    *pa = kind;
+    *pb = b;
+    return 0;
+}
+
+/* a list of 1 to 5 exact ints (a TensorDescriptor's shape, strides or block_shape), else NULL (borrowed) */
+static PyObject *int_list(PyObject *o, Py_ssize_t rank) {
+    if (!PyList_CheckExact(o) || (rank >= 0 && PyList_GET_SIZE(o) != rank) || PyList_GET_SIZE(o) < 1 ||
+        PyList_GET_SIZE(o) > 5)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++)
+        if (!PyLong_CheckExact(PyList_GET_ITEM(o, i))) return NULL;
+    return o;
+}
+
+/* newt's own TensorDescriptor (exactly that class) on an exact torch.Tensor: the key entry a (b is None) and the
+   value to pass, the tuple (data_ptr, *shape, *strides), as specialize._desc_entries makes them; 1 for anything
+   else (a block the launch's check refuses, a tensor not on the GPU, lists of other things, ...): the Python
+   path, which keys, or raises, as it always does. */
+static int desc_entry(Dispatcher *self, PyObject *v, int dns, Py_ssize_t inc, PyObject **pa, PyObject **pp) {
+    PyObject *base = NULL, *shape = NULL, *strides = NULL, *block = NULL, *pad = NULL, *es = NULL, *bt = NULL;
+    PyObject *p = NULL, *dt = NULL, *out = NULL, *a = NULL;
+    int st = 1;
+    if ((base = PyObject_GetAttr(v, S_base)) == NULL || (shape = PyObject_GetAttr(v, S_shape)) == NULL ||
+        (strides = PyObject_GetAttr(v, S_strides)) == NULL || (block = PyObject_GetAttr(v, S_block_shape)) == NULL ||
+        (pad = PyObject_GetAttr(v, S_padding)) == NULL) {
+        PyErr_Clear();
+        goto done;
+    }
+    if (Py_TYPE(base) != self->tensor_type || !int_list(shape, -1)) goto done;
+    Py_ssize_t rank = PyList_GET_SIZE(shape);
+    if (!int_list(strides, rank) || !int_list(block, rank)) goto done;
+    if (pad == Py_None || (PyUnicode_CheckExact(pad) && PyUnicode_GET_LENGTH(pad) == 0)) {
+        Py_DECREF(pad);
+        pad = S_zero;
+        Py_INCREF(pad);
+    } else if (!PyUnicode_CheckExact(pad)) {
+        goto done;
+    }
+    long long last = 0;
+    for (Py_ssize_t i = 0; i < rank; i++) { /* descriptor_parts' check_block: powers of two */
+        int overflow = 0;
+        long long d = PyLong_AsLongLongAndOverflow(PyList_GET_ITEM(block, i), &overflow);
+        if (overflow || d <= 0 || (d & (d - 1))) goto done;
+        last = d;
+    }
+    {
+        PyObject *esz = PyObject_CallMethodNoArgs(base, S_element_size);
+        if (esz == NULL) {
+            PyErr_Clear();
+            goto done;
+        }
+        long e = PyLong_CheckExact(esz) ? PyLong_AsLong(esz) : -1;
+        Py_DECREF(esz);
+        if (e <= 0 || last * e < 16) { /* ... and at least 16 bytes in the last dimension */
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    p = PyObject_CallMethodNoArgs(base, S_data_ptr);
+    if (p == NULL) {
+        st = -1;
+        goto done;
+    }
+    if (!PyLong_CheckExact(p)) goto done;
+    dt = tensor_attr(self->tensor_type, &self->tget, base, T_DTYPE);
+    if (dt == NULL) {
+        st = -1;
+        goto done;
+    }
+    {
+        PyObject *cu = tensor_attr(self->tensor_type, &self->tget, base, T_IS_CUDA);
+        int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
+        Py_XDECREF(cu);
+        if (on < 0) {
+            st = -1;
+            goto done;
+        }
+        if (!on) { /* the Python path's check of element [0]: raises, or returns where a test lets CPU tensors by */
+            PyObject *ix = PyLong_FromSsize_t(inc), *r = NULL;
+            if (ix != NULL) {
+                PyObject *ca[3] = {ix, base, S_sub0};
+                r = PyObject_Vectorcall(self->not_cuda, ca, 3, NULL);
+                Py_DECREF(ix);
+            }
+            if (r == NULL) {
+                st = -1;
+                goto done;
+            }
+            Py_DECREF(r);
+        }
+    }
+    unsigned long long pu = PyLong_AsUnsignedLongLongMask(p);
+    if (PyErr_Occurred()) {
+        st = -1;
+        goto done;
+    }
+    if ((es = PyTuple_New(1 + 2 * rank)) == NULL || (out = PyTuple_New(1 + 2 * rank)) == NULL ||
+        (bt = PyList_AsTuple(block)) == NULL) {
+        st = -1;
+        goto done;
+    }
+    {
+        PyObject *e0 = PyTuple_Pack(2, dt, (!dns && !(pu & 15)) ? Py_True : Py_False);
+        if (e0 == NULL) {
+            st = -1;
+            goto done;
+        }
+        PyTuple_SET_ITEM(es, 0, e0);
+        Py_INCREF(p);
+        PyTuple_SET_ITEM(out, 0, p);
+    }
+    for (Py_ssize_t i = 0; i < 2 * rank; i++) {
+        PyObject *x = PyList_GET_ITEM(i < rank ? shape : strides, i < rank ? i : i - rank), *ka, *kb;
+        int r = int_entry(x, dns, &ka, &kb);
+        if (r) {
+            st = r;
+            goto done;
+        }
+        PyObject *e = PyTuple_Pack(2, ka, kb);
+        Py_DECREF(ka);
+        Py_DECREF(kb);
+        if (e == NULL) {
+            st = -1;
+            goto done;
+        }
+        PyTuple_SET_ITEM(es, 1 + i, e);
+        Py_INCREF(x);
+        PyTuple_SET_ITEM(out, 1 + i, x);
+    }
+    if ((a = PyTuple_Pack(4, S_desc, es, bt, pad)) == NULL) {
+        st = -1;
+        goto done;
+    }
+    *pa = a;
+    *pp = out;
+    out = NULL;
+    st = 0;
+done:
+    Py_XDECREF(base);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(block);
+    Py_XDECREF(pad);
+    Py_XDECREF(es);
+    Py_XDECREF(bt);
+    Py_XDECREF(p);
+    Py_XDECREF(dt);
+    Py_XDECREF(out);
+    return st;
 }
 
 /* 0: computed (c->key set); 1: not handled here (forward the call); -1: an exception (raised as the Python
@@ -518,34 +699,16 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
             }
             Py_INCREF(b);
         } else if (t == &PyLong_Type) {
-            int overflow = 0;
-            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (x == -1 && PyErr_Occurred()) return -1;
-            PyObject *kind;
-            int div;
-            if (overflow < 0) return 1; /* below -2**63: the Python path's TypeError */
-            if (overflow > 0) {
-                unsigned long long u = PyLong_AsUnsignedLongLong(v);
-                if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    return 1; /* 2**64 or more */
-                }
-                kind = S_u64;
-                div = (u & 15) == 0;
-            } else {
-                div = (x & 15) == 0;
-                if (!dns && x == 1) kind = S_c1;
-                else if (x >= -2147483648LL && x <= 2147483647LL) kind = S_i32;
-                else if (x >= 2147483648LL && x <= 4294967295LL) kind = S_u32;
-                else kind = S_i64;
-            }
-            Py_INCREF(kind);
-            a = kind;
-            if (kind == S_c1) b = Py_None;
-            else b = (!dns && div) ? Py_True : Py_False;
-            Py_INCREF(b);
+            int st = int_entry(v, dns, &a, &b);
+            if (st) return st;
             Py_INCREF(v);
             c->pv[c->npv++] = v;
+        } else if (self->desc_type != NULL && t == self->desc_type) {
+            int st = desc_entry(self, v, dns, inc, &a, &p);
+            if (st) return st;
+            c->pv[c->npv++] = p;
+            b = Py_None;
+            Py_INCREF(b);
         } else if (t == &PyBool_Type || t == &PyFloat_Type || v == Py_None) {
             a = t == &PyBool_Type ? S_i1 : (t == &PyFloat_Type ? S_fp32 : S_cx);
             b = v == Py_None ? Py_None : Py_False;
@@ -734,18 +897,18 @@ static PyObject *dispatcher_stats(PyObject *op, PyObject *unused) {
     X(tget.get[0]) X(tget.get[1]) X(meta_tmpl)
 
 /* Dispatcher(py_fast, cache, names, kinds, defaults, missing, opt_defaults, opt_params, tensor_type, dev_fn,
-              stream_fn, stream_handle, not_cuda, grid_tail, name, fn, code) */
+              stream_fn, stream_handle, not_cuda, grid_tail, name, fn, code[, desc_type]) */
 static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *py_fast, *cache, *names, *kinds, *defaults, *missing, *od, *op, *tt, *dev_fn, *stream_fn, *sh, *nc,
-        *gt, *kname, *fn, *code;
+        *gt, *kname, *fn, *code, *dt = Py_None;
     if (kw != NULL && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "Dispatcher() takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!OO!O!O!OOOOOUOO", &py_fast, &PyDict_Type, &cache, &PyTuple_Type, &names,
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!OO!O!O!OOOOOUOO|O", &py_fast, &PyDict_Type, &cache, &PyTuple_Type, &names,
                           &PyBytes_Type, &kinds, &PyTuple_Type, &defaults, &missing, &PyTuple_Type, &od,
                           &PyTuple_Type, &op, &PyType_Type, &tt, &dev_fn, &stream_fn, &sh, &nc, &gt, &kname, &fn,
-                          &code))
+                          &code, &dt))
         return NULL;
     Py_ssize_t np = PyTuple_GET_SIZE(names);
     if (np > D_MAX || PyBytes_GET_SIZE(kinds) != np || PyTuple_GET_SIZE(defaults) != np ||
@@ -781,6 +944,10 @@ static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     self->tensor_type = (PyTypeObject *)tt;
     Py_INCREF(tt);
+    if (PyType_Check(dt)) {
+        self->desc_type = (PyTypeObject *)dt;
+        Py_INCREF(dt);
+    }
 #define D_SET(f, v) Py_INCREF(v); self->f = v;
     D_SET(py_fast, py_fast) D_SET(cache, cache) D_SET(names, names) D_SET(defaults, defaults) D_SET(missing, missing)
     D_SET(dev_fn, dev_fn) D_SET(stream_fn, stream_fn) D_SET(stream_handle, sh) D_SET(not_cuda, nc)
@@ -794,6 +961,7 @@ static int dispatcher_traverse(Dispatcher *self, visitproc visit, void *arg) {
     D_OBJS(D_VISIT)
 #undef D_VISIT
     Py_VISIT(self->tensor_type);
+    Py_VISIT(self->desc_type);
     return 0;
 }
 
@@ -802,6 +970,7 @@ static int dispatcher_clear(Dispatcher *self) {
     D_OBJS(D_CLEAR)
 #undef D_CLEAR
     Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->desc_type);
     return 0;
 }
 
@@ -1252,7 +1421,9 @@ static int init_strings(void) {
     S(S_c1, "c1") S(S_i32, "i32") S(S_u32, "u32") S(S_i64, "i64") S(S_u64, "u64") S(S_i1, "i1") S(S_fp32, "fp32")
     S(S_cx, "cx") S(S_num_warps, "num_warps") S(S_num_stages, "num_stages") S(S_num_ctas, "num_ctas")
     S(S_stream, "stream") S(S_warmup, "warmup") S(S_coop, "launch_cooperative_grid") S(S_best_config, "best_config")
-    S(S_pre_hook, "pre_hook") S(S_fn, "fn") S(S_code, "_code") S(S_dunder_code, "__code__")
+    S(S_pre_hook, "pre_hook") S(S_base, "base") S(S_shape, "shape") S(S_strides, "strides")
+    S(S_block_shape, "block_shape") S(S_padding, "padding") S(S_zero, "zero") S(S_desc, "desc")
+    S(S_element_size, "element_size") S(S_sub0, "[0]") S(S_fn, "fn") S(S_code, "_code") S(S_dunder_code, "__code__")
 #undef S
     if ((I_one = PyLong_FromLong(1)) == NULL || (I_three = PyLong_FromLong(3)) == NULL ||
         (I_four = PyLong_FromLong(4)) == NULL)

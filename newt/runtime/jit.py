@@ -502,13 +502,14 @@ def build_fast_path(kernel: JITFunction, preset: dict | None = None):
         kind = sp.int_kind(v, n)
         return kind, (n not in kernel.do_not_specialize and v % 16 == 0)
 
-    def not_cuda(i, v):
-        sp.tensor_entry(name, kernel.nonconst_names[i], v)  # a meta tensor: its own message, naming the parameter
-        if not driver.has_gpu():
+    def not_cuda(i, v, sub=""):  # (sub: "[0]" for a descriptor's base, the compiled dispatcher's check of it)
+        n = kernel.nonconst_names[i] + sub
+        sp.tensor_entry(name, n, v)  # a meta tensor: its own message, naming the parameter
+        if not sub and not driver.has_gpu():
             raise RuntimeError(f"{name}: no CUDA GPU is available to launch this kernel; run it through the "
                                "interpreter with NEWT_INTERPRET=1 (or @newt.jit(interpret=True)), or use "
                                "kernel.warmup(...) / newt.compile(...) to compile without launching")
-        sp.raise_not_cuda(name, kernel.nonconst_names[i], v)
+        sp.raise_not_cuda(name, n, v)
 
     g[f"{_P}bad_kwargs"] = bad_kwargs
     g[f"{_P}missing"] = missing
@@ -696,7 +697,7 @@ def c_fast_path(kernel: JITFunction, py_fast, preset: dict | None = None):
     from .grid import normalize_grid_value
     return m.Dispatcher(py_fast, g[f"{_P}cache"], names, kinds, defaults, _MISSING, opt_defaults, opt_params,
                         torch.Tensor, g[f"{_P}device"], g[f"{_P}stream"], g[f"{_P}stream_handle"],
-                        g[f"{_P}not_cuda"], normalize_grid_value, kernel.__name__, fn, code)
+                        g[f"{_P}not_cuda"], normalize_grid_value, kernel.__name__, fn, code, sp.desc_type())
 
 
 class ConstexprFunction:

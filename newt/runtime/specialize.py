@@ -241,6 +241,12 @@ def key_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool = Fa
                     "(expected a tensor, int, float, bool or None)")
 
 
+def desc_type() -> type:
+    """The descriptor class whose launches are keyed in one pass (``_desc_entries``; the compiled dispatcher's
+    ``desc_entry`` likewise): newt's own ``TensorDescriptor``, which the drop-in serves as Triton's."""
+    return _TensorDescriptor
+
+
 def _desc_entries(kernel_name: str, name: str, v, dns: bool, check_cuda: bool):
     """``key_entries`` of a ``newt.tools.tensor_descriptor.TensorDescriptor``, in one pass: the same values and
     entries as the generic path (the tuple ``(base, *shape, *strides)`` element by element), which a launch with

@@ -26,6 +26,8 @@ PADDINGS = ("zero", "nan")
 
 
 def _ints(what: str, xs) -> list[int]:
+    if isinstance(xs, (list, tuple)) and all(type(x) is int for x in xs):
+        return list(xs)  # the common case (a torch.Size, a list of ints): nothing to convert or check
     out = []
     for x in xs:
         if isinstance(x, bool) or not hasattr(x, "__index__"):
