@@ -55,7 +55,18 @@ typedef struct {
     PyObject *fallback; /* fallback(gx, gy, gz, stream, *values): the pure-Python launch */
     PyObject *hist;     /* hist(me) after each launch (driver.HISTORY.append), or None */
     PyObject *me;
+    /* TMA tensor maps: parameters n_params - n_tmaps .. n_params - 1, each encoded at the launch by
+       tmap_maker[k](*inputs) (tensormap.TensorMapMaker: cached by its inputs) into 128 bytes; tmap_in holds, per
+       map, TMAP_IN entries: -1 ends the list, >= 0 a parameter whose value (by its select path) is an input,
+       <= -2 the constant tmap_const[k][-2 - entry] */
+    Py_ssize_t n_tmaps;
+    PyObject *tmap_maker;  /* tuple of callables */
+    PyObject *tmap_const;  /* tuple (per map) of tuples of int constants */
+    int32_t *tmap_in;
 } Launcher;
+
+#define MAX_TMAPS 16
+#define TMAP_IN 11 /* base, up to 5 sizes and 5 strides */
 
 /* struct's rules: ints must be ints (bool included) in range; floats take ints too */
 static int pack_int(PyObject *v, long long lo, unsigned long long hi, int is_unsigned, uint64_t *slot, int size) {
@@ -133,6 +144,18 @@ static int grid_dim(PyObject *v, unsigned long long limit, unsigned *out) {
     return 0;
 }
 
+/* the value of parameter j among the launch's values (borrowed), following its select path; NULL where a path
+   does not fit the values (no exception set) */
+static PyObject *select_value(Launcher *self, PyObject *const *args, Py_ssize_t j) {
+    const int32_t *sel = self->select + j * SEL_WIDTH;
+    PyObject *v = args[4 + sel[1]];
+    for (int32_t d = 0; d < sel[0]; d++) { /* an element of a tuple argument (the fast path passes tuples) */
+        if (!PyTuple_CheckExact(v) || sel[2 + d] >= PyTuple_GET_SIZE(v)) return NULL;
+        v = PyTuple_GET_ITEM(v, sel[2 + d]);
+    }
+    return v;
+}
+
 static PyObject *launcher_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Launcher *self = (Launcher *)op;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
@@ -149,13 +172,10 @@ static PyObject *launcher_vectorcall(PyObject *op, PyObject *const *args, size_t
     if (stream == NULL && PyErr_Occurred()) return call_fallback(self, args, n);
     uint64_t slots[MAX_PARAMS];
     void *ptrs[MAX_PARAMS];
-    for (Py_ssize_t j = 0; j < self->n_params; j++) {
-        const int32_t *sel = self->select + j * SEL_WIDTH;
-        PyObject *v = args[4 + sel[1]];
-        for (int32_t d = 0; d < sel[0]; d++) { /* an element of a tuple argument (the fast path passes tuples) */
-            if (!PyTuple_CheckExact(v) || sel[2 + d] >= PyTuple_GET_SIZE(v)) return call_fallback(self, args, n);
-            v = PyTuple_GET_ITEM(v, sel[2 + d]);
-        }
+    Py_ssize_t n_plain = self->n_params - self->n_tmaps;
+    for (Py_ssize_t j = 0; j < n_plain; j++) {
+        PyObject *v = select_value(self, args, j);
+        if (v == NULL) return call_fallback(self, args, n);
         uint8_t code = self->codes[j];
         if (code >= P_BLOB) {
             /* by value: the driver copies the bytes at the launch, so they are read in place (an immutable
@@ -167,6 +187,28 @@ static PyObject *launcher_vectorcall(PyObject *op, PyObject *const *args, size_t
         }
         if (pack_one(v, code, &slots[j]) < 0) return call_fallback(self, args, n);
         ptrs[j] = &slots[j];
+    }
+    _Alignas(64) unsigned char tmaps[MAX_TMAPS][128];
+    for (Py_ssize_t k = 0; k < self->n_tmaps; k++) {
+        /* the tensor map from this launch's values: the maker returns its cached bytes for values seen before; a
+           value it refuses (TensorMapError) or anything unusual: the Python launch, which raises or launches */
+        PyObject *in[TMAP_IN];
+        Py_ssize_t m = 0;
+        const int32_t *e = self->tmap_in + k * TMAP_IN;
+        for (; m < TMAP_IN && e[m] != -1; m++) {
+            in[m] = e[m] >= 0 ? select_value(self, args, e[m])
+                              : PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->tmap_const, k), -2 - e[m]);
+            if (in[m] == NULL) return call_fallback(self, args, n);
+        }
+        PyObject *b = PyObject_Vectorcall(PyTuple_GET_ITEM(self->tmap_maker, k), in, (size_t)m, NULL);
+        if (b == NULL) return call_fallback(self, args, n);
+        if (!PyBytes_CheckExact(b) || PyBytes_GET_SIZE(b) != 128) {
+            Py_DECREF(b);
+            return call_fallback(self, args, n);
+        }
+        memcpy(tmaps[k], PyBytes_AS_STRING(b), 128); /* (64-byte aligned, as the Python launch's buffer has it) */
+        Py_DECREF(b);
+        ptrs[n_plain + k] = tmaps[k];
     }
     int err;
     Py_BEGIN_ALLOW_THREADS
@@ -200,10 +242,62 @@ static void *address(PyObject *v, const char *what) {
     return p;
 }
 
+static int launcher_tmaps(Launcher *self, PyObject *tm, Py_ssize_t n_plain) {
+    Py_ssize_t ntm = PyTuple_GET_SIZE(tm);
+    self->tmap_in = PyMem_Malloc(sizeof(int32_t) * TMAP_IN * (size_t)ntm);
+    self->tmap_maker = PyTuple_New(ntm);
+    self->tmap_const = PyTuple_New(ntm);
+    if (!self->tmap_in || !self->tmap_maker || !self->tmap_const) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    self->n_tmaps = ntm;
+    for (Py_ssize_t k = 0; k < ntm; k++) {
+        PyObject *spec = PyTuple_GET_ITEM(tm, k), *maker, *ins;
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2 || !PyCallable_Check(maker = PyTuple_GET_ITEM(spec, 0))
+            || !PyTuple_Check(ins = PyTuple_GET_ITEM(spec, 1)) || PyTuple_GET_SIZE(ins) > TMAP_IN) {
+            PyErr_SetString(PyExc_ValueError, "Launcher: a tensor map is (maker, inputs) with at most 11 inputs");
+            return -1;
+        }
+        Py_INCREF(maker);
+        PyTuple_SET_ITEM(self->tmap_maker, k, maker);
+        PyObject *consts = PyList_New(0);
+        if (consts == NULL) return -1;
+        int32_t *e = self->tmap_in + k * TMAP_IN;
+        Py_ssize_t m = 0;
+        for (; m < PyTuple_GET_SIZE(ins); m++) {
+            PyObject *it = PyTuple_GET_ITEM(ins, m);
+            if (PyTuple_Check(it) && PyTuple_GET_SIZE(it) == 1) {
+                e[m] = -2 - (int32_t)PyList_GET_SIZE(consts);
+                if (PyList_Append(consts, PyTuple_GET_ITEM(it, 0)) < 0) {
+                    Py_DECREF(consts);
+                    return -1;
+                }
+                continue;
+            }
+            long x = PyLong_Check(it) ? PyLong_AsLong(it) : -1;
+            if (x < 0 || x >= n_plain) {
+                Py_DECREF(consts);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Launcher: a tensor map input selects no parameter");
+                return -1;
+            }
+            e[m] = (int32_t)x;
+        }
+        if (m < TMAP_IN) e[m] = -1;
+        PyObject *ct = PyList_AsTuple(consts);
+        Py_DECREF(consts);
+        if (ct == NULL) return -1;
+        PyTuple_SET_ITEM(self->tmap_const, k, ct);
+    }
+    return 0;
+}
+
 /* Launcher(entry, cooperative, func, block, shared, codes: bytes, select: tuple, n_values, on_error, fallback,
-            hist, me) */
+            hist, me[, tmaps]): tmaps, a tuple of (maker, inputs) per tensor map, inputs a tuple whose items are a
+            parameter index (an int: that parameter's value) or a 1-tuple (constant,); codes then ends with one
+            128-byte blob code per map, which select does not cover */
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *entry, *func, *codes, *select, *on_error, *fallback, *hist, *me;
+    PyObject *entry, *func, *codes, *select, *on_error, *fallback, *hist, *me, *tm = NULL;
     int cooperative;
     unsigned block, shared;
     Py_ssize_t n_values;
@@ -211,11 +305,12 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         PyErr_SetString(PyExc_TypeError, "Launcher() takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OpOIIO!O!nOOOO", &entry, &cooperative, &func, &block, &shared, &PyBytes_Type,
-                          &codes, &PyTuple_Type, &select, &n_values, &on_error, &fallback, &hist, &me))
+    if (!PyArg_ParseTuple(args, "OpOIIO!O!nOOOO|O!", &entry, &cooperative, &func, &block, &shared, &PyBytes_Type,
+                          &codes, &PyTuple_Type, &select, &n_values, &on_error, &fallback, &hist, &me, &PyTuple_Type,
+                          &tm))
         return NULL;
-    Py_ssize_t np = PyBytes_GET_SIZE(codes);
-    if (np != PyTuple_GET_SIZE(select) || np > MAX_PARAMS) {
+    Py_ssize_t np = PyBytes_GET_SIZE(codes), ntm = tm == NULL ? 0 : PyTuple_GET_SIZE(tm);
+    if (np != PyTuple_GET_SIZE(select) + ntm || np > MAX_PARAMS || ntm > MAX_TMAPS) {
         PyErr_SetString(PyExc_ValueError, "Launcher: codes and select differ in length, or too many parameters");
         return NULL;
     }
@@ -236,7 +331,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         PyErr_NoMemory();
         goto fail;
     }
-    for (Py_ssize_t j = 0; j < np; j++) {
+    for (Py_ssize_t j = 0; j < np - ntm; j++) {
         PyObject *item = PyTuple_GET_ITEM(select, j);
         int32_t *sel = self->select + j * SEL_WIDTH;
         Py_ssize_t len = 1;
@@ -264,6 +359,14 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         }
         self->codes[j] = c;
     }
+    if (ntm && launcher_tmaps(self, tm, np - ntm) < 0) goto fail;
+    for (Py_ssize_t j = np - ntm; j < np; j++) {
+        if ((uint8_t)PyBytes_AS_STRING(codes)[j] != P_BLOB + 16) {
+            PyErr_SetString(PyExc_ValueError, "Launcher: a tensor map's parameter is not a 128-byte blob");
+            goto fail;
+        }
+        self->codes[j] = P_BLOB + 16;
+    }
     Py_INCREF(on_error);
     self->on_error = on_error;
     Py_INCREF(fallback);
@@ -279,6 +382,8 @@ fail:
 }
 
 static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->tmap_maker);
+    Py_VISIT(self->tmap_const);
     Py_VISIT(self->on_error);
     Py_VISIT(self->fallback);
     Py_VISIT(self->hist);
@@ -287,6 +392,8 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
 }
 
 static int launcher_clear(Launcher *self) {
+    Py_CLEAR(self->tmap_maker);
+    Py_CLEAR(self->tmap_const);
     Py_CLEAR(self->on_error);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->hist);
@@ -299,6 +406,7 @@ static void launcher_dealloc(Launcher *self) {
     launcher_clear(self);
     PyMem_Free(self->select);
     PyMem_Free(self->codes);
+    PyMem_Free(self->tmap_in);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -717,7 +825,7 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
             Py_INCREF(v);
             c->pv[c->npv++] = v;
         } else {
-            return 1; /* tuples, descriptors, dtypes, wrappers, tensor subclasses ...: the Python path */
+            return 1; /* tuples, other descriptors, dtypes, wrappers, tensor subclasses ...: the Python path */
         }
         PyTuple_SET_ITEM(key, j, a);
         PyTuple_SET_ITEM(key, j + 1, b);

@@ -492,6 +492,7 @@ class Launcher:
         self.select = list(select)
         #: TMA tensor maps (``tensormap.py``): parameters after the ordinary ones, encoded per launch
         self.tensormaps = [dict(r) for r in (md.get("tensormaps") or [])]
+        self._tmap_specs = self._tensormap_specs()
         codes = codes + [TMAP_CODE] * len(self.tensormaps)
         self.buffer = ParamBuffer(codes)
         self.block = (md.num_warps + md.get("producer_warps", 0)) * 32  # (+ the producer warpgroup)
@@ -516,15 +517,9 @@ class Launcher:
             raw.append(v)
             sel.append(f"_cvt{j}({v})" if codes[j] == "bf16" else v)
         tmaps = {}
-        for k, rec in enumerate(self.tensormaps):
-            from .tensormap import TensorMapMaker
-            tmaps[f"_tm{k}"] = TensorMapMaker(rec, self.name)
-
-            def val(e):
-                kind, x = e
-                return raw[int(x)] if kind == "p" else repr(int(x))
-            ins = [val(["p", rec["base"]])] + [val(e) for e in rec["dims"]] + [val(e) for e in rec["strides"]]
-            sel.append(f"_tm{k}({', '.join(ins)})")
+        for k, (maker, ins) in enumerate(self._tmap_specs):
+            tmaps[f"_tm{k}"] = maker
+            sel.append(f"_tm{k}({', '.join(raw[x] if isinstance(x, int) else repr(x[0]) for x in ins)})")
         g = {
             "_lock": self._lock, "_pack": self.buffer.packer.pack_into, "_buf": self.buffer.view,
             "_cuLaunchKernel": d.cuLaunchKernel, "_func": self.function, "_bx": self.block,
@@ -569,12 +564,30 @@ class Launcher:
         exec(compile(src, f"<newt launcher {self.name}>", "exec"), g)
         return g["launch"]
 
+    def _tensormap_specs(self) -> list:
+        """Per tensor map: ``(maker, inputs)``, the maker (``tensormap.TensorMapMaker``, which caches by its
+        inputs) and its inputs in order (base, sizes, strides), each a parameter index or a 1-tuple
+        ``(constant,)``; both launchers encode from these."""
+        from .tensormap import TensorMapMaker
+        out = []
+        for rec in self.tensormaps:
+            ins = [("p", rec["base"]), *rec["dims"], *rec["strides"]]
+            out.append((TensorMapMaker(rec, self.name),
+                        tuple(int(x) if kind == "p" else (int(x),) for kind, x in ins)))
+        return out
+
+    def _tensormap_values(self, values) -> list:
+        """The tensor maps' bytes for a launch's parameter values (the ordinary parameters, in order)."""
+        return [maker(*(values[x] if isinstance(x, int) else x[0] for x in ins)) for maker, ins in self._tmap_specs]
+
     def _compiled_launch(self, n_values: int, codes):
         """The extension's launcher (``clauncher``) for this kernel, or None: blocking launches, no C
         compiler, no driver entry point, a parameter it cannot pack, ``NEWT_C_LAUNCHER=0``."""
         from . import clauncher
-        if self.blocking or not clauncher.enabled() or TMAP_CODE in codes:  # (tensor maps: the Python launch)
+        if self.blocking or not clauncher.enabled():
             return None
+        n_tm = len(self._tmap_specs)  # (tensor maps: 128-byte blobs after the ordinary parameters, encoded in C
+        codes = list(codes[:len(codes) - n_tm]) + ["128s"] * n_tm  # by the makers from the launch's values)
         m = clauncher.module()
         entry = launch_entry(self.cooperative) if m is not None else None
         if entry is None:
@@ -583,7 +596,7 @@ class Launcher:
             return m.Launcher(entry, self.cooperative, int(self.function), self.block,
                               self.kernel.metadata.dynamic_shared, bytes(clauncher.CODES[c] for c in codes),
                               tuple(tuple(i) if isinstance(i, (tuple, list)) else i for i in self.select), n_values,
-                              self._c_failed, self.py_launch, HISTORY.append, self)
+                              self._c_failed, self.py_launch, HISTORY.append, self, tuple(self._tmap_specs))
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
 
@@ -598,8 +611,9 @@ class Launcher:
                 v = values[i[0]]
                 for k in i[1:]:
                     v = v[k]
-            picked.append(bf16_bits(v) if c == "bf16" else v)
-        sel = tuple(picked)
+            picked.append(v)
+        tmaps = self._tensormap_values(picked)
+        sel = tuple(bf16_bits(v) if c == "bf16" else v for v, c in zip(picked, codes)) + tuple(tmaps)
         return self._failed(err, gx, gy, gz, stream, sel)
 
     def _grid_error(self, gx, gy, gz, exc=None):

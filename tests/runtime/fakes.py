@@ -201,12 +201,14 @@ def install_fake_c_launcher(monkeypatch, cu: FakeCU):
         return (0, f)
 
     def callback(func, gx, gy, gz, bx, by, bz, shm, stream, params, has_extra, cooperative):
-        packer = packers[func]
-        n = len(packer.unpack(bytes(packer.size)))
+        packer, offsets, sizes = packers[func]
+        n = len(offsets)
         ptrs = (ctypes.c_void_p * max(n, 1)).from_address(params) if n else []
-        raw = b"".join(ctypes.string_at(ptrs[i], 8) for i in range(n))
+        raw = bytearray(packer.size + 8)
+        for i in range(n):  # each parameter from its own pointer, placed where the Python launch packs it
+            raw[offsets[i]:offsets[i] + sizes[i]] = ctypes.string_at(ptrs[i], sizes[i])
         cu.launches.append(Launch(functions[func], (gx, gy, gz), (bx, by, bz), shm, stream,
-                                  tuple(packer.unpack_from(raw.ljust(packer.size, b"\0"))), bool(cooperative)))
+                                  tuple(packer.unpack_from(bytes(raw))), bool(cooperative)))
         assert not has_extra
         return cu.results.pop(0) if cu.results else 0
 
@@ -214,7 +216,8 @@ def install_fake_c_launcher(monkeypatch, cu: FakeCU):
     real_compiled = driver.Launcher._compiled_launch
 
     def compiled(self, n_values, codes):
-        packers[int(self.function)] = self.buffer.packer
+        packers[int(self.function)] = (self.buffer.packer, self.buffer.offsets,
+                                       [128 if c == driver.TMAP_CODE else 8 for c in codes])
         ln = real_compiled(self, n_values, codes)
         return ln
 
