@@ -604,7 +604,7 @@ class Launcher:
         """The compiled launcher's error path: the same report (and context recovery) as the Python one."""
         codes = [p.code for p in self.kernel.params]
         picked = []
-        for i, c in zip(self.select, codes):
+        for i in self.select:
             if isinstance(i, int):
                 v = values[i]
             else:  # (argument, k, ...): an element of a tuple argument
