@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|mm24|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|mm24|mmflags|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -32,6 +32,16 @@ for part in "$@"; do
       timeout ${BENCH_T:-300} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
         --matmul-sizes 2048,4096,8192 --out "$R/mm24" --budget ${BENCH_BUDGET:-270} 2>&1 | tail -40 > "$R/mm24.log"
       tail -20 "$R/mm24.log" ;;
+    mmflags)
+      # issue 24's matmul cells (fp16/bf16 2048^3..8192^3) with the opt-in epilogue and loop flags as variants in the
+      # same interleaved rounds: newt, newt[flags] (NEWT_CPASYNC_FENCE=0 NEWT_PIPE_ISSUE=late NEWT_CONVERT_ADDR=split),
+      # newt[stm] (NEWT_STMATRIX=1 NEWT_CONVERT_ADDR=split), newt[all] (the four), Triton, cuBLAS (~3 min)
+      timeout ${BENCH_T:-300} python3 benchmarks/bench.py --only matmul --dtypes float16,bfloat16 \
+        --matmul-sizes 2048,4096,8192 --variant flags:NEWT_CPASYNC_FENCE=0,NEWT_PIPE_ISSUE=late,NEWT_CONVERT_ADDR=split \
+        --variant stm:NEWT_STMATRIX=1,NEWT_CONVERT_ADDR=split \
+        --variant all:NEWT_CPASYNC_FENCE=0,NEWT_PIPE_ISSUE=late,NEWT_CONVERT_ADDR=split,NEWT_STMATRIX=1 \
+        --out "$R/mmflags" --budget ${BENCH_BUDGET:-270} 2>&1 | tail -40 > "$R/mmflags.log"
+      tail -12 "$R/mmflags.log"; grep -A9 "^## Variant" "$R/mmflags/results.md" | head -40 ;;
     dots)
       # matmul and attention rows only (wgmma on sm_90a; NEWT_DOT_LOWERING=mma_sync for the old path)
       timeout ${BENCH_T:-330} python3 benchmarks/bench.py --only matmul,attention --out "$R/dots" --budget ${BENCH_BUDGET:-280} 2>&1 | tail -40 > "$R/dots.log"; tail -30 "$R/dots.log" ;;
