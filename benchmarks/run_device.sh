@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|mm24|mmflags|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|mm24|mmflags|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06za|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -212,7 +212,7 @@ for part in "$@"; do
       timeout 150 python3 -m pytest tests/backend/test_tut06_attention.py tests/ops/test_casts.py -m gpu -q \
         -p no:cacheprovider -o addopts="" -k "desc_attention or fp8 or float8" > "$R/tut06_tests.log" 2>&1
       grep -E "^(FAILED|ERROR)|passed|failed" "$R/tut06_tests.log" | tail -15 ;;
-    bwd06|bwd06off|bwd06on|bwd06z|bwd06r)
+    bwd06|bwd06off|bwd06on|bwd06z|bwd06za|bwd06r)
       # issue 28 (bwd06): tutorial 06's backward and fp8 forward after the offline fixes
       # (benchmarks/tut06_bwd_offline.md): x + dot folded (dot/fold.py), m / Di loaded in the accumulator's slice
       # (plan.py), dv/dk/dq left in flight (dot/wgmma.py), fp8 P from registers (dot/fp8_regs.py).  bwd06: the GPU
@@ -239,6 +239,8 @@ for part in "$@"; do
         env_off="NEWT_RING_1D=1"
       elif [ "$part" = bwd06z ]; then
         env_off="NEWT_WGMMA_ZERO_START=1"
+      elif [ "$part" = bwd06za ]; then  # zero-start dots without in-flight register-A accumulations: offline the
+        env_off="NEWT_WGMMA_ZERO_START=1 NEWT_ASYNC_RA=0"  # causal d=64 loops 401/348 -> 350/302, 0 spill (2026-12-07)
       elif [ "$part" = bwd06on ]; then
         env_off="NEWT_ASYNC_RA=1 NEWT_FP8_A_REGS=1"
       else
