@@ -59,12 +59,18 @@ class KernelRef:
 
     @classmethod
     def of(cls, obj, with_text: bool = False) -> "KernelRef | None":
-        """The reference of a jit function (or any function) defined at the top level of a file; None for
-        closures, ``exec``'d code and the interactive prompt (those compile in the main process)."""
+        """The reference of a jit function (or any function) defined at the top level of a module that another
+        process can import by its name; None for closures, ``exec``'d code, the interactive prompt and scripts
+        (``__main__``, or a file loaded under a name that does not import it): those compile in the main process.
+        A worker loads a kernel's module to find it, and a script's top level is the program itself -- Triton's
+        tutorial 03 runs its matmul, its checks and its whole benchmark there, which every worker would run
+        again."""
         fn = getattr(obj, "fn", obj)
         qn = getattr(obj, "__qualname__", None) or getattr(fn, "__qualname__", None)
         modname = getattr(obj, "__module__", None) or getattr(fn, "__module__", None)
         if not qn or "<" in qn:
+            return None
+        if not modname or modname == "__main__":
             return None
         mod: Any = sys.modules.get(modname) if modname else None
         file = getattr(mod, "__file__", None) or getattr(getattr(fn, "__code__", None), "co_filename", None)
@@ -80,6 +86,8 @@ class KernelRef:
                 cur = getattr(cur, "fn", None) if type(cur).__name__ in ("Autotuner", "Heuristics") else None
             if cur is not obj:
                 return None
+        if not _imports_as(modname, file):
+            return None
         try:
             with open(file, "rb") as f:
                 data = f.read()
@@ -87,6 +95,25 @@ class KernelRef:
             return None
         return cls(os.path.abspath(file), qn, hashlib.sha256(data).hexdigest(), modname,
                    data.decode("utf-8", "replace") if with_text else None)
+
+
+def _imports_as(modname: str, file: str) -> bool:
+    """Whether a fresh ``import modname`` finds ``file``: searched on ``sys.path`` (or the already imported
+    parent package's ``__path__``), not read from ``sys.modules``, where a file loaded under a made-up name (a
+    harness's ``types.ModuleType``, ``spec_from_file_location``) also sits.  Nothing is imported."""
+    import importlib.machinery
+    parent, _, last = modname.rpartition(".")
+    path = None
+    if parent:
+        path = getattr(sys.modules.get(parent), "__path__", None)
+        if path is None:
+            return False
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(last, path)
+    except (ImportError, ValueError, AttributeError, OSError):
+        return False
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    return bool(origin) and os.path.abspath(origin) == os.path.abspath(file)
 
 
 _MODULES: dict = {}
