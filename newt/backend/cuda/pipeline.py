@@ -61,6 +61,16 @@ def ring1d_on() -> bool:
     return os.environ.get("NEWT_RING_1D", "") == "1"
 
 
+def rows_only_on() -> bool:
+    """``NEWT_PIPE_ROWS=1``: a loop with no dot whose ``nl.range(..., num_stages=n)`` asks for a pipeline (Triton's
+    knob; tutorial 02's softmax loop over rows) copies its 1-D block loads that advance with the loop into
+    cp.async rings ``n - 1`` iterations ahead (``RingRow``, as ``NEWT_RING_1D`` does beside a dot's tiles), the
+    way Triton pipelines such loads through shared memory.  Unset: only loops whose loads feed a dot are
+    pipelined.  Off until a device run times it (tutorial 02 sizes its grid from the kernel's registers and shared
+    memory: 1,716 programs for newt's 19 registers and 64 bytes against Triton's 1,056 at 4096x512)."""
+    return os.environ.get("NEWT_PIPE_ROWS", "") == "1"
+
+
 def _last_dot(body) -> int:
     """Index of the body's last top-level dot; -1 when there is none or a later op nests one."""
     tops = [i for i, o in enumerate(body.ops) if o.name == "dot"]
@@ -281,7 +291,7 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
             cands.append(PipeLoad(lop, lay, vec, inner, tile, tma=acc, tplan=tplan))
             if getattr(low, "needs_transpose", None) and low.needs_transpose(d, idx, 1 - inner if tr else inner):
                 transposed[lop] = tile.size_bytes * 2  # its K-major copies (dot/wgmma.py: _k_major)
-    if not cands:
+    if not cands and not (rows_only_on() and loop.attrs.get("num_stages") is not None):
         return None
     # the slice of the body the lookahead re-renders
     defs = {r: o for o in body.ops for r in o.results}
@@ -321,7 +331,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
         operands = c.tma.coord_values() if c.tma is not None else c.op.operands
         if visit(operands):
             kept.append(c)
-    if not kept:
+    rows_only = not cands  # (rows_only_on: a loop without dots whose num_stages asks for a pipeline)
+    if not kept and not rows_only:
         return None
     done: set = set()
 
@@ -340,7 +351,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
     if not closure():
         return None
     rows = []
-    for lop, lay, vec, eb in (_row_candidates(body, layouts, axis, kept, tma_fn) if ring1d_on() else ()):
+    for lop, lay, vec, eb in (_row_candidates(body, layouts, axis, kept, tma_fn) if ring1d_on() or rows_only
+                              else ()):
         saved = (set(need_ops), set(need_args), set(done))
         operands = [x for x in (lop.operand("ptr"), lop.operand("mask")) if x is not None]
         if visit(operands) and closure():
@@ -348,6 +360,8 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
             rows.append(RingRow(lop, lay, vec, eb, (n * eb + 15) // 16 * 16))
         else:  # its address is not a pure function of the loop's values: it stays a load in the body
             need_ops, need_args, done = saved
+    if rows_only and not rows:
+        return None
     stages = num_stages
     total = sum(c.tile.size_bytes for c in kept)
     budget -= sum(transposed.get(c.op, 0) for c in kept)
@@ -364,7 +378,14 @@ def _plan_loop(layouts, axis, num_stages, loop, budget, buffers, tma_fn=None):
         if fewer:
             stages, asyncs = stages - 1, fewer
     nbuf = stages + 1 if asyncs else stages  # a wgmma still reading the previous buffer: one more buffer
-    if rows and (total + sum(rw.slot for rw in rows)) * nbuf > budget:
+    if rows_only:  # S - 1 buffers, as Triton: the copies of iteration it + S - 1 go into the buffer the body
+        nbuf = stages - 1  # has just read, after a barrier at its end (emit_pipelined_for)
+        while nbuf > 1 and sum(rw.slot for rw in rows) * nbuf > budget:
+            nbuf -= 1
+        stages = nbuf + 1
+        if sum(rw.slot for rw in rows) * nbuf > budget:
+            return None
+    elif rows and (total + sum(rw.slot for rw in rows)) * nbuf > budget:
         rows = []  # (the tiles' ring first; the slice ops the rows added are re-rendered for nothing)
     named = []
     for c in kept:
@@ -525,7 +546,7 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
         _issue(em, op, pipe, c.sub(1, pipelined=True), str(s), ahead_iv, ahead, yields, carried, b0)
         c.line("}")
     rd, wr = em.tmp("rd"), em.tmp("wr")
-    c.line(f"int {rd} = 0, {wr} = {S - 1};")
+    c.line(f"int {rd} = 0, {wr} = {(S - 1) % NB};")
     iv = em.vname(ivv)
     unroll = op.attrs.get("loop_unroll_factor")
     if unroll:  # nl.range(..., loop_unroll_factor=n)
@@ -557,8 +578,13 @@ def emit_pipelined_for(em, op, pipe: Pipeline):
     # dot, tutorial 06's m was live across it: ptxas moved the dots' zero accumulators through registers)
     region = SimpleNamespace(ops=_rows_late(body, pipe.rows)) if pipe.rows else body
     split = _last_dot(region) if late_issue_on() and has_cp and not has_tma else -1
+    rows_only = not pipe.loads and NB < S  # (S - 1 buffers: the copies refill the buffer the body has read)
+    if rows_only:
+        split = len(region.ops) - 1
 
     def issue(chunk):
+        if rows_only:
+            chunk.line("__syncthreads();  // every thread has read this iteration's buffer, which the copies refill")
         chunk.line(f"{{  // issue the loads of iteration it + {S - 1}")
         _issue(em, op, pipe, chunk.sub(1, pipelined=True), wr, ahead_iv, ahead, yields, carried, b0)
         chunk.line("}")
