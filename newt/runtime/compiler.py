@@ -492,8 +492,8 @@ def cache_key(fn, arg_types: dict, constexprs: dict, hints: dict, target: str, n
         + os.environ.get("NEWT_STAGE_AT_LOAD", "") + os.environ.get("NEWT_FRESH_CONVERT", "")
         + os.environ.get("NEWT_STMATRIX", "")
         + "".join(f"/{k}={os.environ[k]}" for k in ("NEWT_DOT_FOLD_ADD", "NEWT_FP8_A_REGS", "NEWT_SLICE_LOADS",
-                                                 "NEWT_ASYNC_RA", "NEWT_WGMMA_ZERO_START", "NEWT_RING_1D", "NEWT_PIPE_ROWS",
-                                                 "NEWT_OPAQUE_TRIP")
+                                                 "NEWT_ASYNC_RA", "NEWT_WGMMA_ZERO_START", "NEWT_RING_1D",
+                                                 "NEWT_PIPE_ROWS", "NEWT_OPAQUE_TRIP")
                  if k in os.environ),
         # (NEWT_WARP_SPECIALIZE, NEWT_WS_PINGPONG, NEWT_WS_OVERLAP: warpspec/pingpong/overlap.py; none if unset)
         "tma": os.environ.get("NEWT_TMA", "") + (f"/ws={os.environ['NEWT_WARP_SPECIALIZE']}"
