@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lead's batched device run: the GPU test suite and the benchmarks in one call.
-#   bash benchmarks/run_device.sh suite|bench|mm24|mmflags|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06za|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
+#   bash benchmarks/run_device.sh suite|bench|mm24|mmflags|attn24|dots|hopper25|ws24|tma|deuteron|dt25|dtattn|tune|lsp|lsp23|tcompile|perfdiag|tutorials|piperows|tut06|prof06|bwd06|bwd06on|bwd06off|bwd06z|bwd06za|bwd06r|libraries|lib28|helion|helionex|fix13|fix13g|fix13t|fp8ws ...   (several parts run in order)
 # Writes logs and reports under $OUT and packs them into $OUT/results.tgz (the device tool returns
 # at most 8 files).
 set -u
@@ -202,6 +202,16 @@ for part in "$@"; do
         > "$R/tutorial_timings.log" 2>&1; tail -45 "$R/tutorial_timings.log"
       timeout ${TUT_CHECK_T:-130} python3 benchmarks/triton_tutorials.py "$T" --gpu-section skip --timeout 75 \
         --json "$R/tutorial_checks.json" > "$R/tutorial_checks.log" 2>&1; tail -24 "$R/tutorial_checks.log" ;;
+    piperows)
+      # issue 24/28: NEWT_PIPE_ROWS=1 (loads of a dot-free num_stages loop through cp.async rings): its GPU tests, then
+      # tutorials 02 and 05 timed without and with it (~3 min)
+      T=${TUT_DIR:-.ext/triton-tutorials}
+      NEWT_PIPE_ROWS=1 timeout 120 python3 -m pytest tests/backend/test_pipe_rows.py -m gpu -q -p no:cacheprovider \
+        -o addopts="" > "$R/piperows_tests.log" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$R/piperows_tests.log" | tail -8
+      for flag in 0 1; do
+        NEWT_PIPE_ROWS=$flag timeout 100 python3 benchmarks/triton_tutorial_timings.py "$T" --only 02,05 --budget 60 \
+          --setup-timeout 40 --md "$R/piperows$flag.md" > "$R/piperows$flag.log" 2>&1; tail -14 "$R/piperows$flag.log"
+      done ;;
     tut06)
       # issue 28/24: tutorial 06 (fused attention) alone, newt (drop-in) vs Triton, interleaved rounds; then the
       # descriptor-attention GPU tests (transposed loads on the pipeline, fp8 with V transposed) and fp8 casts
