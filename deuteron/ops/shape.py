@@ -364,13 +364,13 @@ def _t_squeeze(tr, e, op, input, dim=None):
     return squeeze(tr, input, None if dim is None else tr.static_int(dim, e, "a dimension"), e)
 
 
-@op("reshape", family="shape", nodes=("reshape", "where"), methods=("reshape", "view"))
+@op("reshape", family="shape", nodes=("reshape", "where"), methods=("reshape", "view"), tile_args=True)
 def _t_reshape(tr, e, op, input, *shape):
     shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)) else list(shape)
     return reshape(tr, input, shape, e)
 
 
-@op("expand", family="shape", nodes=("expand",), methods=("expand", "broadcast_to"))
+@op("expand", family="shape", nodes=("expand",), methods=("expand", "broadcast_to"), tile_args=True)
 def _t_expand(tr, e, op, input, *sizes):
     x = input
     shape = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else list(sizes)

@@ -23,7 +23,7 @@ from newt.ir.core import Loc
 from newt.language import core as lc
 
 from .builder import Builder, Spec
-from .kinds import trusted_roots
+from .kinds import module_aliases, trusted_roots
 from .parsing import no_gc
 from .semantic import SemError
 from .source import _Q, NOT_STATIC, ConfigLit, JitName, KernelDef, ModuleScan, SourceFile, fast_walk
@@ -103,9 +103,13 @@ class StaticEnv(GlobalEnv):
                 return from_python(resolve_qualname(q))
             except (LookupError, AttributeError, ImportError):
                 # a name of our own modules that does not exist is an object we cannot use; another package's
-                # (the user's, torch's) may be anything, a jit function included: unknown, and silent
+                # (the user's, torch's) may be anything, a jit function included: unknown, and silent.  So is a
+                # name of another project read as a kind's own (``helion.runtime.triton.helpers.triton_wait_signal``,
+                # a Triton jit function of Helion's that deuteron does not provide): the file is that project's
+                written = scan.imports.get(name, q).split(".")[0]
                 known = _TRUSTED_ROOTS + trusted_roots() + _HOST_ONLY_ROOTS
-                return Opaque(q) if q.split(".")[0] in known else Opaque()
+                ours = q.split(".")[0] in known and written not in module_aliases()
+                return Opaque(q) if ours else Opaque()
         if name in scan.relative_imports or name in scan.conditional:
             return Opaque()  # exists, value unknown to a file-at-a-time analysis (a relative import, an if/else alias)
         if name in scan.plain_functions:
