@@ -402,6 +402,10 @@ class Autotuner(KernelInterface):
     def _compiled(self, configs, args, kwargs):
         """Yield the configs as they are compiled (failures recorded in ``failed_configs``, yielded too)."""
         ex = None if self.is_interpreted() or len(configs) < 2 else self._executor(len(configs))
+        if ex is not None:
+            from newt.tune.tasks import in_importable_module
+            if not in_importable_module(self.fn):  # a script's kernel: compiled here (in_importable_module)
+                ex = None
         tasks = None
         if ex is not None:
             from newt.tune import compile_spec_for

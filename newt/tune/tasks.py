@@ -59,18 +59,15 @@ class KernelRef:
 
     @classmethod
     def of(cls, obj, with_text: bool = False) -> "KernelRef | None":
-        """The reference of a jit function (or any function) defined at the top level of a module that another
-        process can import by its name; None for closures, ``exec``'d code, the interactive prompt and scripts
-        (``__main__``, or a file loaded under a name that does not import it): those compile in the main process.
-        A worker loads a kernel's module to find it, and a script's top level is the program itself -- Triton's
-        tutorial 03 runs its matmul, its checks and its whole benchmark there, which every worker would run
-        again."""
+        """The reference of a jit function (or any function) defined at the top level of a file; None for
+        closures, ``exec``'d code and the interactive prompt (those compile in the main process).  A script's
+        kernel (``__main__``) gets one: a worker loads the file under a private name, so its ``if __name__ ==
+        "__main__":`` block does not run -- but the rest of its top level does, which is why the autotuner sends
+        only kernels of importable modules to workers (:func:`in_importable_module`)."""
         fn = getattr(obj, "fn", obj)
         qn = getattr(obj, "__qualname__", None) or getattr(fn, "__qualname__", None)
         modname = getattr(obj, "__module__", None) or getattr(fn, "__module__", None)
         if not qn or "<" in qn:
-            return None
-        if not modname or modname == "__main__":
             return None
         mod: Any = sys.modules.get(modname) if modname else None
         file = getattr(mod, "__file__", None) or getattr(getattr(fn, "__code__", None), "co_filename", None)
@@ -86,8 +83,6 @@ class KernelRef:
                 cur = getattr(cur, "fn", None) if type(cur).__name__ in ("Autotuner", "Heuristics") else None
             if cur is not obj:
                 return None
-        if not _imports_as(modname, file):
-            return None
         try:
             with open(file, "rb") as f:
                 data = f.read()
@@ -95,6 +90,22 @@ class KernelRef:
             return None
         return cls(os.path.abspath(file), qn, hashlib.sha256(data).hexdigest(), modname,
                    data.decode("utf-8", "replace") if with_text else None)
+
+
+def in_importable_module(obj) -> bool:
+    """Whether the function behind ``obj`` (a jit function, an autotune / heuristics wrapper's ``fn``) belongs to a
+    module that a fresh ``import`` finds by its name: not a script (``__main__``) and not a file loaded under a
+    made-up name, as a harness loads Triton's tutorials.  The autotuner compiles other kernels in its own process:
+    a worker finds a kernel by loading its file, and a script's top level is the program itself (tutorial 03
+    runs its matmul, its checks and its whole benchmark there; on the H100 every worker ran them again and each
+    of its 16 configs timed out at 120 s)."""
+    fn = getattr(obj, "fn", obj)
+    modname = getattr(obj, "__module__", None) or getattr(fn, "__module__", None)
+    if not modname or modname == "__main__":
+        return False
+    mod = sys.modules.get(modname)
+    file = getattr(mod, "__file__", None) or getattr(getattr(fn, "__code__", None), "co_filename", None)
+    return isinstance(file, str) and _imports_as(modname, file)
 
 
 def _imports_as(modname: str, file: str) -> bool:
@@ -113,7 +124,7 @@ def _imports_as(modname: str, file: str) -> bool:
     except (ImportError, ValueError, AttributeError, OSError):
         return False
     origin = getattr(spec, "origin", None) if spec is not None else None
-    return bool(origin) and os.path.abspath(origin) == os.path.abspath(file)
+    return isinstance(origin, str) and os.path.abspath(origin) == os.path.abspath(file)
 
 
 _MODULES: dict = {}
