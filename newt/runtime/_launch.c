@@ -534,6 +534,48 @@ static int name_eq(PyObject *a, PyObject *b) {
     return a == b || (PyUnicode_Check(a) && PyUnicode_Compare(a, b) == 0);
 }
 
+/* An exact torch.Tensor argument as the Python path keys it: ``*pp`` its data_ptr() (a new reference, set whenever
+   the call returned one), ``*pa`` its dtype (new), ``*aligned`` whether the pointer is a multiple of 16; before
+   that the Python path's check that it is on the GPU, not_cuda(inc, v) -- not_cuda(inc, v, sub) for element
+   ``sub`` of the argument (a descriptor's base: "[0]") --, which raises, or returns where a test lets CPU tensors
+   by.  1: data_ptr() is not an int (the Python path's case); -1: an exception. */
+static int tensor_key(Dispatcher *self, PyObject *v, Py_ssize_t inc, PyObject *sub, PyObject **pp, PyObject **pa,
+                      int *aligned) {
+    PyObject *p = PyObject_CallMethodNoArgs(v, S_data_ptr);
+    if (p == NULL) return -1;
+    *pp = p;
+    if (!PyLong_CheckExact(p)) return 1;
+    PyObject *a = tensor_attr(self->tensor_type, &self->tget, v, T_DTYPE);
+    if (a == NULL) return -1;
+    *aligned = !(PyLong_AsUnsignedLongLongMask(p) & 15);
+    if (PyErr_Occurred()) {
+        Py_DECREF(a);
+        return -1;
+    }
+    PyObject *cu = tensor_attr(self->tensor_type, &self->tget, v, T_IS_CUDA);
+    int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
+    Py_XDECREF(cu);
+    if (on < 0) {
+        Py_DECREF(a);
+        return -1;
+    }
+    if (!on) {
+        PyObject *ix = PyLong_FromSsize_t(inc), *r = NULL;
+        if (ix != NULL) {
+            PyObject *ca[3] = {ix, v, sub};
+            r = PyObject_Vectorcall(self->not_cuda, ca, sub == NULL ? 2 : 3, NULL);
+            Py_DECREF(ix);
+        }
+        if (r == NULL) {
+            Py_DECREF(a);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    *pa = a;
+    return 0;
+}
+
 /* key entries (a, b) of an int argument, as specialize.key_entries makes them (new references); 1: not handled
    here (beyond 64 bits: the Python path's TypeError), -1: an exception */
 static int int_entry(PyObject *v, int dns, PyObject **pa, PyObject **pb) {
@@ -620,42 +662,10 @@ static int desc_entry(Dispatcher *self, PyObject *v, int dns, Py_ssize_t inc, Py
             goto done;
         }
     }
-    p = PyObject_CallMethodNoArgs(base, S_data_ptr);
-    if (p == NULL) {
-        st = -1;
-        goto done;
-    }
-    if (!PyLong_CheckExact(p)) goto done;
-    dt = tensor_attr(self->tensor_type, &self->tget, base, T_DTYPE);
-    if (dt == NULL) {
-        st = -1;
-        goto done;
-    }
-    {
-        PyObject *cu = tensor_attr(self->tensor_type, &self->tget, base, T_IS_CUDA);
-        int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
-        Py_XDECREF(cu);
-        if (on < 0) {
-            st = -1;
-            goto done;
-        }
-        if (!on) { /* the Python path's check of element [0]: raises, or returns where a test lets CPU tensors by */
-            PyObject *ix = PyLong_FromSsize_t(inc), *r = NULL;
-            if (ix != NULL) {
-                PyObject *ca[3] = {ix, base, S_sub0};
-                r = PyObject_Vectorcall(self->not_cuda, ca, 3, NULL);
-                Py_DECREF(ix);
-            }
-            if (r == NULL) {
-                st = -1;
-                goto done;
-            }
-            Py_DECREF(r);
-        }
-    }
-    unsigned long long pu = PyLong_AsUnsignedLongLongMask(p);
-    if (PyErr_Occurred()) {
-        st = -1;
+    int aligned = 0;
+    int r0 = tensor_key(self, base, inc, S_sub0, &p, &dt, &aligned);
+    if (r0) {
+        st = r0;
         goto done;
     }
     if ((es = PyTuple_New(1 + 2 * rank)) == NULL || (out = PyTuple_New(1 + 2 * rank)) == NULL ||
@@ -664,7 +674,7 @@ static int desc_entry(Dispatcher *self, PyObject *v, int dns, Py_ssize_t inc, Py
         goto done;
     }
     {
-        PyObject *e0 = PyTuple_Pack(2, dt, (!dns && !(pu & 15)) ? Py_True : Py_False);
+        PyObject *e0 = PyTuple_Pack(2, dt, (!dns && aligned) ? Py_True : Py_False);
         if (e0 == NULL) {
             st = -1;
             goto done;
@@ -774,37 +784,12 @@ static int dispatch_compute(Dispatcher *self, PyObject *const *args, Py_ssize_t 
         int dns = self->kinds[i] & 2;
         PyTypeObject *t = Py_TYPE(v);
         if (t == self->tensor_type) {
-            p = PyObject_CallMethodNoArgs(v, S_data_ptr);
-            if (p == NULL) return -1;
-            c->pv[c->npv++] = p;
-            if (!PyLong_CheckExact(p)) return 1;
-            a = tensor_attr(self->tensor_type, &self->tget, v, T_DTYPE);
-            if (a == NULL) return -1;
-            b = (dns || (PyLong_AsUnsignedLongLongMask(p) & 15)) ? Py_False : Py_True;
-            if (PyErr_Occurred()) {
-                Py_DECREF(a);
-                return -1;
-            }
-            PyObject *cu = tensor_attr(self->tensor_type, &self->tget, v, T_IS_CUDA);
-            int on = cu == NULL ? -1 : PyObject_IsTrue(cu);
-            Py_XDECREF(cu);
-            if (on < 0) {
-                Py_DECREF(a);
-                return -1;
-            }
-            if (!on) { /* the Python path's not_cuda(i, v): raises, or returns where a test lets CPU tensors by */
-                PyObject *ix = PyLong_FromSsize_t(inc), *r = NULL;
-                if (ix != NULL) {
-                    PyObject *ca[2] = {ix, v};
-                    r = PyObject_Vectorcall(self->not_cuda, ca, 2, NULL);
-                    Py_DECREF(ix);
-                }
-                if (r == NULL) {
-                    Py_DECREF(a);
-                    return -1;
-                }
-                Py_DECREF(r);
-            }
+            int aligned = 0;
+            p = NULL;
+            int st = tensor_key(self, v, inc, NULL, &p, &a, &aligned);
+            if (p != NULL) c->pv[c->npv++] = p;
+            if (st) return st;
+            b = (!dns && aligned) ? Py_True : Py_False;
             Py_INCREF(b);
         } else if (t == &PyLong_Type) {
             int st = int_entry(v, dns, &a, &b);
