@@ -302,10 +302,9 @@ class DeviceChecker:
                            hint="tiles have " + ", ".join("." + a for a in ops.TILE_ATTRS))
                 return
             self.expr(recv, parent="attr")
-            mo = ops.find(f"Tensor.{m}")  # (a method whose op reads tiles as sizes: x.broadcast_to([tile, C]))
-            shape_args = m in ("new_zeros", "new_full", "new_ones", "new_empty") or (mo is not None and mo.tile_args)
+            mo = ops.find(f"Tensor.{m}")  # (a method whose op reads tiles as sizes: x.new_zeros([tile, C]))
             for a in e.args:
-                self.expr(a, parent="shape" if shape_args else None)
+                self.expr(a, parent="shape" if mo is not None and mo.tile_args else None)
             for k in e.keywords:
                 self.expr(k.value)
             return

@@ -152,8 +152,8 @@ def _t_arange(tr, e, op, *bounds, out=None, dtype=None, layout=None, device=None
     return arange(tr, list(bounds), {"dtype": dtype} if dtype is not None else {}, e)
 
 
-@op("new_zeros", family="creation", nodes=("full",), methods=("new_zeros", "new_empty"))
-@op("new_ones", family="creation", nodes=("full",), methods=("new_ones",))
+@op("new_zeros", family="creation", nodes=("full",), methods=("new_zeros", "new_empty"), tile_args=True)
+@op("new_ones", family="creation", nodes=("full",), methods=("new_ones",), tile_args=True)
 def _t_new_zeros(tr, e, op, input, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
                  pin_memory=False):
     if size is not None and sizes:
@@ -162,7 +162,7 @@ def _t_new_zeros(tr, e, op, input, *sizes, size=None, dtype=None, device=None, r
     return full(tr, shape, 0 if op == "new_zeros" else 1, dtype or input.dtype, e)
 
 
-@op("new_full", family="creation", nodes=("full", "expand"), methods=("new_full",))
+@op("new_full", family="creation", nodes=("full", "expand"), methods=("new_full",), tile_args=True)
 def _t_new_full(tr, e, op, input, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
                 pin_memory=False):
     return full(tr, size, fill_value, dtype or input.dtype, e)
